@@ -1,0 +1,5 @@
+package main
+
+var version = "dev"
+
+func main() {}

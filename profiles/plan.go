@@ -1,0 +1,159 @@
+package profiles
+
+// The Plan is the contract between the planner and everything that runs:
+// the supervisor executes it, the gateway binds what it names, and `tsd plan
+// --json` prints it. Keep it plain data (no methods with side effects) and
+// keep JSON keys snake_case and stable: they are documented in the README.
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Plan is everything tsd will do for one profile, computed before anything
+// starts.
+type Plan struct {
+	Name            string      `json:"name"`
+	ProfilePath     string      `json:"profile_path"`
+	Model           string      `json:"model"`
+	Tokenizer       string      `json:"tokenizer"`
+	ServedModelName string      `json:"served_model_name"`
+	RunDir          string      `json:"run_dir"`
+	LogDir          string      `json:"log_dir"`
+	ControlSocket   string      `json:"control_socket"`
+	Gateway         GatewayPlan `json:"gateway"`
+	Roles           []RolePlan  `json:"roles"`
+	Warnings        []string    `json:"warnings,omitempty"`
+}
+
+// Role kinds.
+const (
+	KindEncode  = "encode"
+	KindPrefill = "prefill"
+	KindDecode  = "decode"
+)
+
+// Gateway modes after `auto` is resolved.
+const (
+	ModePD  = "pd"
+	ModeEPD = "epd"
+)
+
+// GatewayPlan is what the embedded gateway binds and serves.
+type GatewayPlan struct {
+	Listen          string       `json:"listen"` // host:port of the OpenAI HTTP API
+	URL             string       `json:"url"`    // http://host:port
+	Mode            string       `json:"mode"`   // pd | epd
+	Policy          PolicyPlan   `json:"policy"`
+	APIKeyEnv       string       `json:"api_key_env,omitempty"`
+	BootstrapServer string       `json:"bootstrap_server"` // engine | tsd
+	LogFile         string       `json:"log_file"`
+	Workers         []WorkerPlan `json:"workers"`
+}
+
+// PolicyPlan names the worker-selection policy per role kind.
+type PolicyPlan struct {
+	Prefill string `json:"prefill"`
+	Decode  string `json:"decode"`
+	Encode  string `json:"encode"`
+}
+
+// WorkerPlan is one worker's socket set on the gateway side (zmq-lane.md §1).
+type WorkerPlan struct {
+	Role        string `json:"role"` // role instance name
+	Kind        string `json:"kind"`
+	URL         string `json:"url"`                 // ipc://PATH or tcp://HOST:PORT as planned
+	Handshake   string `json:"handshake"`           // tcp://HOST:PORT the handshake ROUTER binds
+	Input       string `json:"input"`               // input ROUTER bind address (tcp://HOST:0 for tcp workers)
+	Output      string `json:"output"`              // output PULL bind address
+	Bootstrap   string `json:"bootstrap,omitempty"` // host:port of the KV/embedding rendezvous (prefill/encode)
+	DP          int    `json:"dp"`
+	EngineIndex int    `json:"engine_index"`
+	Remote      bool   `json:"remote"` // engine runs on another host; tsd does not spawn it
+}
+
+// RolePlan is one role instance (after replica expansion).
+type RolePlan struct {
+	Name          string            `json:"name"`  // instance name, e.g. decode-1
+	Group         string            `json:"group"` // profile entry name, e.g. decode
+	Kind          string            `json:"kind"`
+	Host          string            `json:"host"` // "local" or a remote host
+	Local         bool              `json:"local"`
+	GPUs          []string          `json:"gpus"` // as written: indices or UUIDs
+	TP            int               `json:"tp"`
+	DP            int               `json:"dp"`
+	EngineIndex   int               `json:"engine_index"`
+	Argv          []string          `json:"argv"` // full, starting with the engine command
+	Env           map[string]string `json:"env"`  // the whole added environment
+	Worker        string            `json:"worker"`
+	Handshake     string            `json:"handshake"`
+	DistInitAddr  string            `json:"dist_init_addr"`
+	PortCluster   []int             `json:"port_cluster"`
+	Bootstrap     string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
+	BootstrapPort int               `json:"bootstrap_port,omitempty"`
+	LogFile       string            `json:"log_file"`
+	Restart       RestartPlan       `json:"restart"`
+}
+
+// RestartPlan is the resolved restart policy of one role instance.
+type RestartPlan struct {
+	Policy       string   `json:"policy"` // no | on-failure | always
+	Backoff      Duration `json:"backoff"`
+	MaxBackoff   Duration `json:"max_backoff"`
+	ResetAfter   Duration `json:"reset_after"`
+	BudgetCount  int      `json:"budget_count"`
+	BudgetWindow Duration `json:"budget_window"`
+	StopGrace    Duration `json:"stop_grace"`
+}
+
+// Duration prints as Go duration text ("2s", "10m0s") in JSON so plans stay
+// readable; it also accepts a number of nanoseconds when decoding.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("parse duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("duration must be a string like \"2s\": %w", err)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// Role finds a role instance by name.
+func (p *Plan) Role(name string) (*RolePlan, bool) {
+	for i := range p.Roles {
+		if p.Roles[i].Name == name {
+			return &p.Roles[i], true
+		}
+	}
+	return nil, false
+}
+
+// Worker finds the gateway-side worker of a role instance.
+func (g *GatewayPlan) Worker(role string) (*WorkerPlan, bool) {
+	for i := range g.Workers {
+		if g.Workers[i].Role == role {
+			return &g.Workers[i], true
+		}
+	}
+	return nil, false
+}

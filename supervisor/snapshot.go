@@ -1,0 +1,161 @@
+package supervisor
+
+// Snapshot is the one immutable picture of a running deployment. The
+// dashboard renders it, `tsd status --json` prints it, /metrics reads it.
+// Producers build a fresh value each time; consumers never mutate it.
+
+import "time"
+
+// Role states (architecture.md, "Lifecycle of a role instance").
+const (
+	StatePlanned     = "planned"
+	StateStarting    = "starting"
+	StateHandshaking = "handshaking"
+	StateReady       = "ready"
+	StateDraining    = "draining"
+	StateStopping    = "stopping"
+	StateStopped     = "stopped"
+	StateCrashed     = "crashed"
+	StateBackoff     = "backoff"
+	StateFailed      = "failed"
+	StateRemote      = "remote" // not spawned by tsd; waits for its ranks to dial in
+)
+
+// Rank handshake states (zmq-lane.md §3, gateway side).
+const (
+	RankWaiting      = "waiting"
+	RankHello        = "hello"
+	RankInitSent     = "init_sent"
+	RankReady        = "ready"
+	RankRegistered   = "registered"
+	RankDisconnected = "disconnected"
+)
+
+// Snapshot is the whole deployment at one instant.
+type Snapshot struct {
+	Seq     uint64         `json:"seq"`
+	Time    time.Time      `json:"time"`
+	Name    string         `json:"name"`
+	Profile string         `json:"profile"`
+	Gateway GatewayStatus  `json:"gateway"`
+	Roles   []RoleStatus   `json:"roles"`
+	GPUs    []GPUStatus    `json:"gpus"`
+	GPUInfo GPUPanelStatus `json:"gpu_info"`
+	Events  []Event        `json:"events,omitempty"` // most recent state changes, newest last
+}
+
+// GatewayStatus is the embedded gateway's headline numbers.
+type GatewayStatus struct {
+	URL       string  `json:"url"`
+	Mode      string  `json:"mode"`
+	Ready     bool    `json:"ready"`
+	ReqPerSec float64 `json:"req_per_sec"`
+	TokPerSec float64 `json:"tok_per_sec"`
+	Requests  uint64  `json:"requests"`
+	Errors    uint64  `json:"errors"`
+	InFlight  int     `json:"in_flight"`
+	Note      string  `json:"note,omitempty"` // e.g. "encode: not routed yet"
+}
+
+// RoleStatus is one role instance.
+type RoleStatus struct {
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	GPUs      []string  `json:"gpus"`
+	GPUUUIDs  []string  `json:"gpu_uuids,omitempty"` // resolved from CUDA_VISIBLE_DEVICES
+	State     string    `json:"state"`
+	Phase     string    `json:"phase,omitempty"`  // startup milestone from the log
+	Reason    string    `json:"reason,omitempty"` // why the state is what it is
+	PID       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"started_at,omitempty"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Restarts  int       `json:"restarts"`
+	Worker    string    `json:"worker"`
+	LogFile   string    `json:"log_file"`
+	Remote    bool      `json:"remote,omitempty"`
+
+	RanksExpected   int          `json:"ranks_expected"`
+	RanksRegistered int          `json:"ranks_registered"`
+	Ranks           []RankStatus `json:"ranks"`
+	InFlight        int          `json:"in_flight"`
+	Routed          bool         `json:"routed"` // the gateway sends it requests
+
+	Proc    *ProcStatus `json:"proc,omitempty"`
+	GPUMemB uint64      `json:"gpu_mem_bytes"`
+}
+
+// ProcStatus is the role's process tree as last polled.
+type ProcStatus struct {
+	CPUPercent float64 `json:"cpu_percent"`
+	RSSBytes   uint64  `json:"rss_bytes"`
+	Threads    int     `json:"threads"`
+	PIDs       []int   `json:"pids"` // the whole tree, root first
+}
+
+// RankStatus is one engine rank as the gateway sees it.
+type RankStatus struct {
+	Identity     int           `json:"identity"` // engine index (uint16 LE routing id)
+	DPRank       int           `json:"dp_rank"`
+	State        string        `json:"state"`
+	Since        time.Time     `json:"since"` // when State was entered
+	HelloAt      time.Time     `json:"hello_at,omitempty"`
+	InitAt       time.Time     `json:"init_at,omitempty"`
+	ReadyAt      time.Time     `json:"ready_at,omitempty"`
+	RegisteredAt time.Time     `json:"registered_at,omitempty"`
+	Registration *Registration `json:"registration,omitempty"`
+	InFlight     int           `json:"in_flight"`
+}
+
+// Registration holds the fields of an engine's registration map worth showing.
+type Registration struct {
+	MaxModelLen       int64  `json:"max_model_len"`
+	NumGPUBlocks      int64  `json:"num_gpu_blocks"`
+	PrefixGranularity int64  `json:"prefix_granularity,omitempty"`
+	KVCacheTokens     int64  `json:"kv_cache_size_tokens,omitempty"`
+	Dtype             string `json:"dtype"`
+	Version           string `json:"version,omitempty"`
+	WorldSize         int64  `json:"world_size"`
+	DPSize            int64  `json:"data_parallel_size"`
+	DPRank            int64  `json:"data_parallel_rank"`
+	TPSize            int64  `json:"tensor_parallel_size"`
+	MaxNumSeqs        int64  `json:"max_num_seqs,omitempty"`
+	InstanceID        string `json:"instance_id,omitempty"`
+	DisaggMode        string `json:"disaggregation_mode,omitempty"`
+	Bootstrap         string `json:"bootstrap,omitempty"` // host:port as used by the gateway
+}
+
+// GPUPanelStatus says where GPU readings come from, or why there are none.
+type GPUPanelStatus struct {
+	Provider  string `json:"provider"`  // nvml | nvidia-smi | fake | none
+	Simulated bool   `json:"simulated"` // fake readings: always say so on screen
+	Note      string `json:"note,omitempty"`
+}
+
+// GPUStatus is one physical GPU.
+type GPUStatus struct {
+	Index      int          `json:"index"`
+	UUID       string       `json:"uuid"`
+	Name       string       `json:"name"`
+	UtilPct    int          `json:"util_pct"`
+	MemUsedB   uint64       `json:"mem_used_bytes"`
+	MemTotalB  uint64       `json:"mem_total_bytes"`
+	PowerW     float64      `json:"power_w"`
+	TempC      int          `json:"temp_c"`
+	SMClockMHz int          `json:"sm_clock_mhz"`
+	Roles      []string     `json:"roles"` // roles whose CUDA_VISIBLE_DEVICES include it
+	Processes  []GPUProcess `json:"processes"`
+}
+
+// GPUProcess is one compute process on a GPU.
+type GPUProcess struct {
+	PID   int    `json:"pid"`
+	UsedB uint64 `json:"used_bytes"`
+	Role  string `json:"role,omitempty"` // role whose process tree holds PID
+}
+
+// Event is one state change worth a line in the event log.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Role    string    `json:"role,omitempty"`
+	Message string    `json:"message"`
+}
