@@ -1,4 +1,4 @@
-package supervisor
+package snapshot
 
 // Snapshot is the one immutable picture of a running deployment. The
 // dashboard renders it, `tsd status --json` prints it, /metrics reads it.
@@ -158,4 +158,12 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	Role    string    `json:"role,omitempty"`
 	Message string    `json:"message"`
+}
+
+// RankEvent is one change of one rank's handshake state, published by the
+// gateway's lane and folded into RoleStatus.Ranks by the supervisor.
+type RankEvent struct {
+	Role string     `json:"role"` // role instance name (= worker)
+	Rank RankStatus `json:"rank"` // the rank's whole state after the change
+	Err  string     `json:"err,omitempty"`
 }
