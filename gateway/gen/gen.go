@@ -1,0 +1,86 @@
+// Package gen is the token-level contract between the gateway's HTTP front
+// ends (/generate, the OpenAI API) and the dispatcher that drives engines
+// over the lane. Front ends tokenize and detokenize; the dispatcher only
+// moves token ids. Keeping the contract in its own package lets both sides
+// change independently.
+package gen
+
+import "context"
+
+// Sampling is what a front end asks of the engine, in API terms (the
+// dispatcher normalises it for the wire, zmq-lane.md §5.3).
+type Sampling struct {
+	MaxNewTokens      *int    // nil: engine maximum
+	MinNewTokens      int     //
+	Temperature       float64 // default 1.0
+	TopP              float64 // default 1.0
+	TopK              int     // -1 = all
+	MinP              float64
+	FrequencyPenalty  float64
+	PresencePenalty   float64
+	RepetitionPenalty float64 // default 1.0
+	StopTokenIDs      []int32
+	IgnoreEOS         bool
+	Seed              *int64
+}
+
+// DefaultSampling returns the engine defaults.
+func DefaultSampling() Sampling {
+	return Sampling{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
+}
+
+// Image is one image item already preprocessed for the model (EPD).
+type Image struct {
+	Hash     string    // content hash: consistent-hashing key for the encoder choice
+	Pixels   []float32 // patchified, normalised pixel values
+	GridTHW  [3]int    // temporal, height, width patch grid
+	Offset   [2]int    // [start, end) of its pad tokens in InputIDs
+	PadToken int32
+}
+
+// Request is one generation (n = 1; front ends fan out n > 1).
+type Request struct {
+	RID      string // optional; the dispatcher mints one when empty
+	InputIDs []int32
+	Sampling Sampling
+	Stream   bool
+
+	ReturnLogprob   bool // output logprobs of sampled tokens
+	TopLogprobsNum  int
+	LogprobStartLen int // >= 0: prompt logprobs from this position (prefill leg only); -1 none
+
+	Images []Image
+}
+
+// Finish reasons as front ends report them.
+const (
+	FinishStop   = "stop"   // EOS, stop token or stop string
+	FinishLength = "length" // max_new_tokens reached
+	FinishAbort  = "abort"  // engine or gateway aborted
+)
+
+// Finish ends a generation.
+type Finish struct {
+	Reason       string
+	MatchedToken *int32 // the stop token id that ended it, if any
+	Message      string // for aborts: why
+}
+
+// Event is one increment of a generation. The last event has Finish or Err set.
+type Event struct {
+	TokenIDs       []int32   // tokens new since the previous event
+	Logprobs       []float64 // per token in TokenIDs, when requested
+	PromptLogprobs []float64 // once, on the first event, when requested (PD: from prefill)
+	PromptTokens   int
+	OutputTokens   int // cumulative
+	Finish         *Finish
+	Err            error // the generation failed (engine died, deadline, ...)
+}
+
+// Engine generates. Cancelling ctx aborts the generation on every leg it
+// touches; the channel is closed after the last event.
+type Engine interface {
+	Generate(ctx context.Context, r Request) (<-chan Event, error)
+	// Ready reports whether at least one prefill and one decode rank are registered.
+	Ready() bool
+}
