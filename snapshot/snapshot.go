@@ -167,3 +167,13 @@ type RankEvent struct {
 	Rank RankStatus `json:"rank"` // the rank's whole state after the change
 	Err  string     `json:"err,omitempty"`
 }
+
+// LogLine is one line of a role's output as captured by the supervisor and
+// shown by the dashboard's log page. Lines travel in batches ([]LogLine),
+// never one message per line.
+type LogLine struct {
+	Time   time.Time `json:"time"`
+	Role   string    `json:"role"`
+	Stream string    `json:"stream,omitempty"` // stdout | stderr | tsd (supervisor's own notes)
+	Text   string    `json:"text"`
+}
