@@ -172,8 +172,10 @@ type RankEvent struct {
 // shown by the dashboard's log page. Lines travel in batches ([]LogLine),
 // never one message per line.
 type LogLine struct {
+	Seq    uint64    `json:"seq,omitempty"` // per role, increasing across restarts
 	Time   time.Time `json:"time"`
 	Role   string    `json:"role"`
-	Stream string    `json:"stream,omitempty"` // stdout | stderr | tsd (supervisor's own notes)
-	Text   string    `json:"text"`
+	Stream string    `json:"stream,omitempty"` // stdout | stderr, when known
+	Text   string    `json:"text"`             // as written (may hold ANSI), no newline
+	Note   bool      `json:"note,omitempty"`   // written by tsd, not by the engine
 }
