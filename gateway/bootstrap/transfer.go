@@ -1,0 +1,256 @@
+package bootstrap
+
+// The transfer half stands in for Mooncake in ts-fake: each prefill rank
+// serves HTTP on the rank_ip:rank_port it registered, and a decode rank
+// fetches a room's KV there. Either side may arrive first; a fetch is a
+// long poll that the decode repeats until its own waiting timeout.
+//
+//	GET /kv/<room>?wait_ms=N -> 200 KV (JSON) | 204 nothing offered within N ms
+//
+// The prefill's Send blocks until the KV was fetched (so the prefill emits
+// its terminal output only after a successful transfer, as upstream does).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// KV is the fake KV cache a prefill hands to its decode: enough for the
+// decode to continue the sequence.
+type KV struct {
+	Room         uint64 `json:"room"`
+	Rid          string `json:"rid"`
+	PromptLen    int    `json:"prompt_len"`
+	CachedTokens int    `json:"cached_tokens"`
+	FirstToken   int    `json:"first_token"`
+}
+
+// maxPoll caps one long poll so HTTP connections do not sit idle for the
+// whole waiting timeout.
+const maxPoll = 5 * time.Second
+
+type slot struct {
+	kv      KV
+	offered chan struct{} // closed by Send
+	fetched chan struct{} // closed by the first successful fetch
+	once    sync.Once
+	waiters int // fetches currently parked on this slot
+	senders int
+}
+
+// TransferServer is one prefill rank's transfer endpoint.
+type TransferServer struct {
+	mu       sync.Mutex
+	slots    map[uint64]*slot
+	srv      *http.Server
+	listener net.Listener
+}
+
+// NewTransferServer returns an unstarted transfer endpoint.
+func NewTransferServer() *TransferServer {
+	return &TransferServer{slots: map[uint64]*slot{}}
+}
+
+// Start binds addr (host:port, port 0 picks one) and serves in the background.
+func (t *TransferServer) Start(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("bind transfer endpoint on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /kv/{room}", t.serveFetch)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	t.mu.Lock()
+	t.srv, t.listener = srv, l
+	t.mu.Unlock()
+	go func() { _ = srv.Serve(l) }()
+	return nil
+}
+
+// Addr is the bound address as RankAddr.
+func (t *TransferServer) Addr() RankAddr {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.listener == nil {
+		return RankAddr{}
+	}
+	a := t.listener.Addr().(*net.TCPAddr)
+	return RankAddr{RankIP: a.IP.String(), RankPort: a.Port}
+}
+
+// Close stops serving.
+func (t *TransferServer) Close() error {
+	t.mu.Lock()
+	srv := t.srv
+	t.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Close()
+}
+
+func (t *TransferServer) slotLocked(room uint64) *slot {
+	s := t.slots[room]
+	if s == nil {
+		s = &slot{offered: make(chan struct{}), fetched: make(chan struct{})}
+		t.slots[room] = s
+	}
+	return s
+}
+
+// dropIfIdle forgets a slot nobody waits on any more.
+func (t *TransferServer) dropIfIdle(room uint64, s *slot) {
+	if s.waiters == 0 && s.senders == 0 && t.slots[room] == s {
+		delete(t.slots, room)
+	}
+}
+
+// Send offers kv under kv.Room and waits until a decode fetched it. It
+// returns ctx's error if nobody fetched it in time; the offer is then
+// withdrawn.
+func (t *TransferServer) Send(ctx context.Context, kv KV) error {
+	t.mu.Lock()
+	s := t.slotLocked(kv.Room)
+	select {
+	case <-s.offered:
+		t.mu.Unlock()
+		return fmt.Errorf("send KV for room %d: room already offered", kv.Room)
+	default:
+	}
+	s.kv = kv
+	s.senders++
+	close(s.offered)
+	t.mu.Unlock()
+
+	var err error
+	select {
+	case <-s.fetched:
+	case <-ctx.Done():
+		err = fmt.Errorf("send KV for room %d: decode never fetched it: %w", kv.Room, ctx.Err())
+	}
+	t.mu.Lock()
+	s.senders--
+	if t.slots[kv.Room] == s {
+		delete(t.slots, kv.Room)
+	}
+	t.mu.Unlock()
+	return err
+}
+
+func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
+	room, err := strconv.ParseUint(r.PathValue("room"), 10, 64)
+	if err != nil {
+		http.Error(w, "bad room: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	wait := maxPoll
+	if ms, err := strconv.Atoi(r.URL.Query().Get("wait_ms")); err == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < wait {
+		wait = time.Duration(ms) * time.Millisecond
+	}
+	t.mu.Lock()
+	s := t.slotLocked(room)
+	s.waiters++
+	t.mu.Unlock()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	got := false
+	select {
+	case <-s.offered:
+		got = true
+	case <-timer.C:
+	case <-r.Context().Done():
+	}
+	t.mu.Lock()
+	s.waiters--
+	kv := s.kv
+	if !got {
+		t.dropIfIdle(room, s)
+	}
+	t.mu.Unlock()
+	if !got {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(kv); err != nil {
+		return // the decode went away; leave the offer for a retry
+	}
+	s.once.Do(func() { close(s.fetched) })
+}
+
+// ErrTransferTimeout means no KV arrived before the caller's deadline.
+var ErrTransferTimeout = errors.New("KV transfer timed out")
+
+var transferClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
+
+// Fetch waits for room's KV at the prefill rank addr until ctx ends. It
+// keeps polling through connection errors (the prefill rank may not be
+// listening yet) and wraps ErrTransferTimeout when ctx ends first.
+func Fetch(ctx context.Context, addr RankAddr, room uint64) (KV, error) {
+	url := "http://" + addr.HostPort() + "/kv/" + strconv.FormatUint(room, 10)
+	var lastErr error
+	for {
+		wait := maxPoll
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait <= 0 || ctx.Err() != nil {
+			return KV{}, fetchTimeout(room, lastErr)
+		}
+		kv, ok, err := fetchOnce(ctx, url, wait)
+		if ok {
+			return kv, nil
+		}
+		if err != nil {
+			lastErr = err
+			// A refused connection returns at once; do not spin.
+			select {
+			case <-ctx.Done():
+				return KV{}, fetchTimeout(room, lastErr)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func fetchTimeout(room uint64, last error) error {
+	if last != nil {
+		return fmt.Errorf("fetch KV for room %d: %w (last error: %v)", room, ErrTransferTimeout, last)
+	}
+	return fmt.Errorf("fetch KV for room %d: %w", room, ErrTransferTimeout)
+}
+
+func fetchOnce(ctx context.Context, url string, wait time.Duration) (KV, bool, error) {
+	var kv KV
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?wait_ms="+strconv.FormatInt(wait.Milliseconds(), 10), nil)
+	if err != nil {
+		return kv, false, fmt.Errorf("build fetch request: %w", err)
+	}
+	resp, err := transferClient.Do(req)
+	if err != nil {
+		return kv, false, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.NewDecoder(resp.Body).Decode(&kv); err != nil {
+			return kv, false, fmt.Errorf("decode KV: %w", err)
+		}
+		return kv, true, nil
+	case http.StatusNoContent:
+		return kv, false, nil
+	default:
+		var b strings.Builder
+		_, _ = fmt.Fprintf(&b, "fetch KV: %s", resp.Status)
+		return kv, false, errors.New(b.String())
+	}
+}
