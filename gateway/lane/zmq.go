@@ -1,0 +1,551 @@
+package lane
+
+// The zmq4 (pure Go) implementation of Transport. zmq4 has no socket
+// monitor, no ROUTER_MANDATORY and no handshake or frame limits, so every
+// accepted connection is wrapped: the wrapper watches the ZMTP byte stream
+// (to learn the peer identity from its READY command, to refuse oversized
+// frames before zmq4 allocates them, and to time out silent greetings) and
+// reports connection up/down per identity. Liveness is therefore ours, not
+// the library's.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	ztransport "github.com/go-zeromq/zmq4/transport"
+)
+
+// ZMQ4 returns a Transport backed by github.com/go-zeromq/zmq4.
+func ZMQ4(opts TransportOptions) Transport {
+	registerOnce.Do(registerTransports)
+	return zmqTransport{opts: opts.withDefaults()}
+}
+
+type zmqTransport struct{ opts TransportOptions }
+
+// Scheme names under which the tracking transports are registered with
+// zmq4 (its registry is global and already owns "tcp" and "ipc").
+const (
+	schemeTCP = "tsdtcp"
+	schemeIPC = "tsdipc"
+)
+
+var (
+	registerOnce sync.Once
+	sinksMu      sync.Mutex
+	sinks        = map[int64]*zsock{}
+	sinkSeq      atomic.Int64
+)
+
+func registerTransports() {
+	// Errors only on duplicate names, which registerOnce rules out.
+	_ = zmq4.RegisterTransport(schemeTCP, trackingTransport{network: "tcp"})
+	_ = zmq4.RegisterTransport(schemeIPC, trackingTransport{network: "unix"})
+}
+
+func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
+	scheme, addr, ok := strings.Cut(endpoint, "://")
+	if !ok {
+		return nil, fmt.Errorf("endpoint %q: want tcp://HOST:PORT or ipc://PATH", endpoint)
+	}
+	var zscheme string
+	switch scheme {
+	case "tcp":
+		zscheme = schemeTCP
+	case "ipc":
+		zscheme = schemeIPC
+		if addr == "" {
+			return nil, fmt.Errorf("endpoint %q: empty ipc path", endpoint)
+		}
+	default:
+		return nil, fmt.Errorf("endpoint %q: unsupported transport %q", endpoint, scheme)
+	}
+	s := &zsock{
+		kind:   kind,
+		opts:   t.opts,
+		live:   map[string]int{},
+		events: newQueue[PeerEvent](),
+		out:    make(chan PeerEvent),
+		done:   make(chan struct{}),
+	}
+	zopts := []zmq4.Option{
+		zmq4.WithTimeout(t.opts.WriteTimeout),
+		zmq4.WithLogger(log.New(io.Discard, "", 0)),
+	}
+	switch kind {
+	case Router:
+		s.z = zmq4.NewRouter(context.Background(), zopts...)
+	case Pull:
+		s.z = zmq4.NewPull(context.Background(), zopts...)
+	default:
+		return nil, fmt.Errorf("unknown socket kind %d", kind)
+	}
+	id := sinkSeq.Add(1)
+	sinksMu.Lock()
+	sinks[id] = s
+	sinksMu.Unlock()
+	s.sinkID = id
+	if err := s.z.Listen(zscheme + "://" + addr + "#" + strconv.FormatInt(id, 10)); err != nil {
+		s.unregister()
+		_ = s.z.Close()
+		return nil, fmt.Errorf("bind %s %s: %w", kind, endpoint, err)
+	}
+	switch scheme {
+	case "tcp":
+		s.endpoint = "tcp://" + s.z.Addr().String()
+	case "ipc":
+		s.endpoint = endpoint
+		s.ipcPath = addr
+	}
+	go s.forwardEvents()
+	return s, nil
+}
+
+type zsock struct {
+	kind     SocketKind
+	opts     TransportOptions
+	z        zmq4.Socket
+	sinkID   int64
+	endpoint string
+	ipcPath  string
+
+	mu     sync.Mutex
+	live   map[string]int
+	events *queue[PeerEvent]
+	out    chan PeerEvent
+	done   chan struct{}
+	closed atomic.Bool
+	once   sync.Once
+}
+
+func (s *zsock) Endpoint() string { return s.endpoint }
+
+func (s *zsock) Events() <-chan PeerEvent { return s.out }
+
+func (s *zsock) Live(identity []byte) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[string(identity)]
+}
+
+func (s *zsock) Recv() ([][]byte, error) {
+	for {
+		msg, err := s.z.Recv()
+		if s.closed.Load() {
+			return nil, ErrClosed
+		}
+		if err != nil {
+			// zmq4's PULL reports a departing peer as io.EOF; that is a
+			// connection event (seen through the wrapper), not a failure.
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				continue
+			}
+			var ne net.Error
+			if errors.As(err, &ne) {
+				continue
+			}
+			if errors.Is(err, context.Canceled) {
+				return nil, ErrClosed
+			}
+			return nil, fmt.Errorf("receive on %s %s: %w", s.kind, s.endpoint, err)
+		}
+		if msg.Type == zmq4.CmdMsg {
+			continue
+		}
+		return msg.Frames, nil
+	}
+}
+
+func (s *zsock) Send(frames [][]byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.kind == Router {
+		if len(frames) < 2 {
+			return fmt.Errorf("send on ROUTER %s: need identity and at least one frame", s.endpoint)
+		}
+		if s.Live(frames[0]) == 0 {
+			return ErrNoPeer
+		}
+	}
+	if err := s.z.Send(zmq4.NewMsgFrom(frames...)); err != nil {
+		return fmt.Errorf("send on %s %s: %w", s.kind, s.endpoint, err)
+	}
+	return nil
+}
+
+func (s *zsock) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.unregister()
+		err = s.z.Close()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil // a peer's connection that was already gone
+		}
+		if s.ipcPath != "" {
+			if rerr := os.Remove(s.ipcPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+				err = fmt.Errorf("remove %s: %w", s.ipcPath, rerr)
+			}
+		}
+		s.events.close()
+		close(s.done)
+	})
+	return err
+}
+
+func (s *zsock) unregister() {
+	sinksMu.Lock()
+	delete(sinks, s.sinkID)
+	sinksMu.Unlock()
+}
+
+// connUp and connDown keep the per-identity connection count and publish
+// only the 0→1 and 1→0 transitions, so a restarted peer that reconnects
+// before its old connection is torn down (ROUTER_HANDOVER's case) never
+// looks dead.
+func (s *zsock) connUp(id string) {
+	s.mu.Lock()
+	s.live[id]++
+	n := s.live[id]
+	s.mu.Unlock()
+	if n == 1 {
+		s.events.push(PeerEvent{Identity: idBytes(id), Up: true, Live: n})
+	}
+}
+
+func (s *zsock) connDown(id string) {
+	s.mu.Lock()
+	s.live[id]--
+	n := s.live[id]
+	if n <= 0 {
+		delete(s.live, id)
+		n = 0
+	}
+	s.mu.Unlock()
+	if n == 0 {
+		s.events.push(PeerEvent{Identity: idBytes(id), Up: false})
+	}
+}
+
+func idBytes(id string) []byte {
+	if id == "" {
+		return nil
+	}
+	return []byte(id)
+}
+
+func (s *zsock) forwardEvents() {
+	defer close(s.out)
+	for {
+		items, ok := s.events.wait(s.done)
+		for _, ev := range items {
+			select {
+			case s.out <- ev:
+			case <-s.done:
+				return
+			}
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// trackingTransport is registered with zmq4; the listen address carries
+// "#<sink id>" so accepted connections find their socket.
+type trackingTransport struct{ network string }
+
+func (t trackingTransport) Dial(ctx context.Context, d ztransport.Dialer, addr string) (net.Conn, error) {
+	addr, _, _ = cutSink(addr)
+	return d.DialContext(ctx, t.network, addr)
+}
+
+func (t trackingTransport) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	addr, id, err := cutSink(addr)
+	if err != nil {
+		return nil, err
+	}
+	sinksMu.Lock()
+	s := sinks[id]
+	sinksMu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("listen %s: unknown socket %d", addr, id)
+	}
+	l, err := net.Listen(t.network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if ul, ok := l.(*net.UnixListener); ok {
+		// We remove the file ourselves on Close; the stdlib unlinking on
+		// close as well is harmless but would race a rebind.
+		ul.SetUnlinkOnClose(false)
+	}
+	return &trackingListener{Listener: l, sock: s}, nil
+}
+
+func (t trackingTransport) Addr(ep string) (string, error) { return ep, nil }
+
+func cutSink(addr string) (string, int64, error) {
+	i := strings.LastIndexByte(addr, '#')
+	if i < 0 {
+		return addr, 0, fmt.Errorf("address %q lacks a socket tag", addr)
+	}
+	id, err := strconv.ParseInt(addr[i+1:], 10, 64)
+	if err != nil {
+		return addr, 0, fmt.Errorf("address %q: bad socket tag: %w", addr, err)
+	}
+	return addr[:i], id, nil
+}
+
+type trackingListener struct {
+	net.Listener
+	sock *zsock
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			// zmq4's accept loop retries on errors until its context ends;
+			// do not let it spin while Close is in progress.
+			time.Sleep(time.Millisecond)
+		}
+		return nil, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(l.sock.opts.HandshakeTimeout))
+	return &trackedConn{Conn: c, sock: l.sock, p: zmtpParser{maxFrame: l.sock.opts.MaxFrame}}, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	sock *zsock
+	p    zmtpParser
+
+	up       bool // guarded by the single reader (zmq4 reads from one goroutine)
+	upID     atomic.Pointer[string]
+	downOnce sync.Once
+}
+
+func (c *trackedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		if perr := c.p.feed(b[:n]); perr != nil {
+			_ = c.Conn.Close()
+			c.down()
+			return 0, connError{perr}
+		}
+		if !c.up && c.p.ready {
+			c.up = true
+			_ = c.Conn.SetReadDeadline(time.Time{})
+			id := c.p.identity
+			c.upID.Store(&id)
+			c.sock.connUp(id)
+		}
+	}
+	if err != nil {
+		c.down()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sock.opts.WriteTimeout))
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			// A half-written frame would corrupt the stream: cut the peer
+			// off. The wrapped error is not a timeout, so zmq4 reaps the
+			// connection instead of reusing it.
+			_ = c.Conn.Close()
+			c.down()
+			return n, connError{fmt.Errorf("peer stopped reading for %s", c.sock.opts.WriteTimeout)}
+		}
+		c.down()
+	}
+	return n, err
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.down()
+	return err
+}
+
+func (c *trackedConn) down() {
+	c.downOnce.Do(func() {
+		if id := c.upID.Load(); id != nil {
+			c.sock.connDown(*id)
+		}
+	})
+}
+
+// connError is a non-timeout net.Error so zmq4 marks the connection closed.
+type connError struct{ err error }
+
+func (e connError) Error() string   { return e.err.Error() }
+func (e connError) Unwrap() error   { return e.err }
+func (e connError) Timeout() bool   { return false }
+func (e connError) Temporary() bool { return false }
+
+// zmtpParser follows the inbound ZMTP 3.x byte stream: the 64-byte
+// greeting, then frames. It extracts the peer's Identity from its READY
+// command and rejects what zmq4 would mishandle (oversized lengths it would
+// allocate blindly, malformed metadata it would index out of range).
+type zmtpParser struct {
+	maxFrame int64
+
+	greeting []byte // until 64 bytes
+	hdr      []byte // current frame header bytes
+	flags    byte
+	need     int64 // body bytes left in the current frame
+	inBody   bool
+	cmd      []byte // body of the first command, buffered
+	cmdFrame bool
+
+	ready    bool
+	identity string
+}
+
+const (
+	zmtpGreetingLen = 64
+	flagMore        = 0x01
+	flagLong        = 0x02
+	flagCommand     = 0x04
+	maxCommand      = 1 << 16
+)
+
+func (p *zmtpParser) feed(b []byte) error {
+	for len(b) > 0 {
+		if len(p.greeting) < zmtpGreetingLen {
+			k := min(zmtpGreetingLen-len(p.greeting), len(b))
+			p.greeting = append(p.greeting, b[:k]...)
+			b = b[k:]
+			if len(p.greeting) == zmtpGreetingLen {
+				g := p.greeting
+				if g[0] != 0xff || g[9] != 0x7f {
+					return errors.New("zmtp: bad greeting signature")
+				}
+				if g[10] < 3 {
+					return fmt.Errorf("zmtp: unsupported version %d.%d", g[10], g[11])
+				}
+			}
+			continue
+		}
+		if p.inBody {
+			k := int64(len(b))
+			if k > p.need {
+				k = p.need
+			}
+			if p.cmdFrame {
+				p.cmd = append(p.cmd, b[:k]...)
+			}
+			p.need -= k
+			b = b[k:]
+			if p.need == 0 {
+				if err := p.endFrame(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		// Frame header: flags, then a 1- or 8-byte size.
+		p.hdr = append(p.hdr, b[0])
+		b = b[1:]
+		flags := p.hdr[0]
+		if flags&^(flagMore|flagLong|flagCommand) != 0 {
+			return fmt.Errorf("zmtp: reserved flag bits set (%#x)", flags)
+		}
+		want := 2
+		if flags&flagLong != 0 {
+			want = 9
+		}
+		if len(p.hdr) < want {
+			continue
+		}
+		var size int64
+		if want == 2 {
+			size = int64(p.hdr[1])
+		} else {
+			u := binary.BigEndian.Uint64(p.hdr[1:9])
+			if u > uint64(p.maxFrame) {
+				return fmt.Errorf("zmtp: frame of %d bytes exceeds the %d-byte limit", u, p.maxFrame)
+			}
+			size = int64(u)
+		}
+		p.flags = flags
+		p.hdr = p.hdr[:0]
+		p.cmdFrame = flags&flagCommand != 0 && !p.ready
+		if p.cmdFrame && size > maxCommand {
+			return fmt.Errorf("zmtp: command of %d bytes", size)
+		}
+		p.need = size
+		p.inBody = true
+		p.cmd = p.cmd[:0]
+		if size == 0 {
+			if err := p.endFrame(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *zmtpParser) endFrame() error {
+	p.inBody = false
+	if !p.cmdFrame {
+		return nil
+	}
+	p.cmdFrame = false
+	id, err := parseReady(p.cmd)
+	if err != nil {
+		return err
+	}
+	p.identity = id
+	p.ready = true
+	return nil
+}
+
+// parseReady validates a NULL-mechanism READY command body and returns the
+// Identity property.
+func parseReady(b []byte) (string, error) {
+	if len(b) < 1 || int(b[0]) > len(b)-1 {
+		return "", errors.New("zmtp: truncated command name")
+	}
+	name := string(b[1 : 1+int(b[0])])
+	if name != "READY" {
+		return "", fmt.Errorf("zmtp: expected READY command, got %q", name)
+	}
+	b = b[1+int(b[0]):]
+	var id string
+	for len(b) > 0 {
+		kl := int(b[0])
+		if kl == 0 || 1+kl+4 > len(b) {
+			return "", errors.New("zmtp: malformed READY property")
+		}
+		key := string(b[1 : 1+kl])
+		vl := binary.BigEndian.Uint32(b[1+kl : 1+kl+4])
+		rest := b[1+kl+4:]
+		if uint64(vl) > uint64(len(rest)) {
+			return "", errors.New("zmtp: malformed READY property value")
+		}
+		if strings.EqualFold(key, "Identity") {
+			id = string(rest[:vl])
+		}
+		b = rest[vl:]
+	}
+	return id, nil
+}
