@@ -57,7 +57,7 @@ def write_json(path, obj):
 
 def gen_ids(name, tokdir, strings, out):
     result = {"tokenizer": name, "tokenizers_version": version_of("tokenizers"),
-              "generated": datetime.datetime.utcnow().isoformat() + "Z", "cases": []}
+              "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "cases": []}
     try:
         from tokenizers import Tokenizer
         tok = Tokenizer.from_file(os.path.join(tokdir, "tokenizer.json"))
@@ -146,7 +146,7 @@ def gen_templates(name, tokdir, convs, out, raw_tok):
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
     result = {"tokenizer": name, "transformers_version": version_of("transformers"),
               "jinja2_version": version_of("jinja2"),
-              "generated": datetime.datetime.utcnow().isoformat() + "Z", "cases": []}
+              "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "cases": []}
     if not template:
         result["error"] = "tokenizer_config.json has no chat_template"
         write_json(os.path.join(out, "template_%s.json" % name), result)
