@@ -1,0 +1,264 @@
+package supervisor
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// The control socket speaks HTTP over a unix socket (mode 0600):
+//
+//	GET  /v1/status              the Snapshot as JSON
+//	POST /v1/restart?role=R      Restart(R); role "" = RestartAll
+//	POST /v1/start?role=R        Start(R)
+//	POST /v1/stop?role=R         Stop(R); role "" = stop the whole deployment
+//	GET  /v1/logs?role=R[&follow=1]  the ring as text, then (follow) new lines
+//
+// Errors are plain text with a 4xx/5xx status.
+
+type controlServer struct {
+	path string
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+func (s *Supervisor) listenControl() (*controlServer, error) {
+	path := s.opts.ControlSocket
+	if path == "" {
+		path = s.plan.ControlSocket
+	}
+	if path == "" || path == "-" {
+		return &controlServer{}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create run dir for control socket: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		// A live tsd answers; a dead one left a stale file we may remove.
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another tsd is running on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale control socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("chmod control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Snapshot())
+	})
+	verb := func(one func(string) error, all func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			role := r.URL.Query().Get("role")
+			var err error
+			if role == "" {
+				err = all()
+			} else {
+				err = one(role)
+			}
+			switch {
+			case errors.Is(err, ErrUnknownRole):
+				http.Error(w, err.Error(), http.StatusNotFound)
+			case err != nil:
+				http.Error(w, err.Error(), http.StatusConflict)
+			default:
+				fmt.Fprintln(w, "ok")
+			}
+		}
+	}
+	mux.HandleFunc("POST /v1/restart", verb(s.Restart, s.RestartAll))
+	mux.HandleFunc("POST /v1/start", verb(s.Start, func() error { return errors.New("start needs a role") }))
+	mux.HandleFunc("POST /v1/stop", verb(s.Stop, func() error { s.Shutdown(); return nil }))
+	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
+		role := r.URL.Query().Get("role")
+		follow := r.URL.Query().Get("follow") == "1"
+		backlog, batches, cancel, err := s.SubscribeLogs(role)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		bw := bufio.NewWriter(w)
+		write := func(ls []LogLine) error {
+			for _, l := range ls {
+				if role == "" {
+					bw.WriteString(l.Role)
+					bw.WriteString(" | ")
+				}
+				bw.WriteString(l.Text)
+				bw.WriteByte('\n')
+			}
+			return bw.Flush()
+		}
+		if write(backlog) != nil || !follow {
+			return
+		}
+		fl, _ := w.(http.Flusher)
+		if fl != nil {
+			fl.Flush()
+		}
+		for {
+			select {
+			case b, ok := <-batches:
+				if !ok {
+					return
+				}
+				if write(b) != nil {
+					return
+				}
+				if fl != nil {
+					fl.Flush()
+				}
+			case <-r.Context().Done():
+				return
+			case <-s.shutdownCh:
+				return
+			}
+		}
+	})
+	cs := &controlServer{path: path, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(cs.done)
+		_ = cs.srv.Serve(ln) // returns on close
+	}()
+	return cs, nil
+}
+
+func (c *controlServer) close() {
+	if c.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.srv.Shutdown(ctx); err != nil {
+		_ = c.srv.Close()
+	}
+	<-c.done
+	_ = os.Remove(c.path)
+}
+
+// ControlClient talks to a running tsd over its control socket.
+type ControlClient struct {
+	Path string
+	hc   *http.Client
+}
+
+// NewControlClient returns a client for the socket at path.
+func NewControlClient(path string) *ControlClient {
+	return &ControlClient{Path: path, hc: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}}
+}
+
+func (c *ControlClient) do(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://tsd"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reach tsd at %s (is it running?): %w", c.Path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, errors.New(strings.TrimSpace(string(b)))
+	}
+	return resp, nil
+}
+
+// StatusJSON returns the Snapshot exactly as tsd serves it.
+func (c *ControlClient) StatusJSON(ctx context.Context) ([]byte, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/status")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// Status returns the decoded Snapshot.
+func (c *ControlClient) Status(ctx context.Context) (snapshot.Snapshot, error) {
+	var s snapshot.Snapshot
+	b, err := c.StatusJSON(ctx)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("decode status: %w", err)
+	}
+	return s, nil
+}
+
+func (c *ControlClient) post(ctx context.Context, verb, role string) error {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/"+verb+"?role="+queryEscape(role))
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Restart restarts one role ("" = every role).
+func (c *ControlClient) Restart(ctx context.Context, role string) error {
+	return c.post(ctx, "restart", role)
+}
+
+// Start starts one role.
+func (c *ControlClient) Start(ctx context.Context, role string) error {
+	return c.post(ctx, "start", role)
+}
+
+// Stop stops one role, or ("" ) the whole deployment.
+func (c *ControlClient) Stop(ctx context.Context, role string) error {
+	return c.post(ctx, "stop", role)
+}
+
+// Logs copies a role's ring ("" = all roles, prefixed) to w; with follow it
+// keeps copying new lines until ctx ends or tsd stops.
+func (c *ControlClient) Logs(ctx context.Context, role string, follow bool, w io.Writer) error {
+	q := "/v1/logs?role=" + queryEscape(role)
+	if follow {
+		q += "&follow=1"
+	}
+	resp, err := c.do(ctx, http.MethodGet, q)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func queryEscape(s string) string { return url.QueryEscape(s) }

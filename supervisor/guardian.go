@@ -1,0 +1,342 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The guardian (decisions.md §1) is `tsd _guard`: a tiny process between
+// tsd and one engine. It starts the engine in a new process group, holds the
+// read end of a lifeline pipe whose write end only tsd holds, and tears the
+// whole group down when tsd asks (SIGTERM/SIGINT/SIGHUP: graceful; SIGUSR1:
+// SIGKILL now) or when tsd dies (the lifeline reads EOF). It makes itself a
+// child subreaper so ranks orphaned by the engine's launcher come back to it
+// to be reaped, which is what makes "the group is empty" checkable.
+//
+// Status protocol on the status fd, one line each:
+//
+//	pid <engine pid>              the engine started (its pgid equals its pid)
+//	starterr <message>            the engine could not be started
+//	exit <code> <signal>          the engine's launcher exited (signal 0 = none)
+//	term <reason>                 SIGTERM sent to the group
+//	kill <reason>                 SIGKILL sent to the group
+//	empty                         the group is verified empty
+//	notempty <pids>               the group could not be emptied
+//
+// The guardian's exit code mirrors the engine's (128+signal when killed).
+
+// Guardian file descriptors, as passed through exec.Cmd.ExtraFiles.
+const (
+	GuardLifelineFD = 3
+	GuardStatusFD   = 4
+)
+
+// GuardConfig is one guardian's job.
+type GuardConfig struct {
+	Argv     []string
+	Grace    time.Duration // SIGTERM → SIGKILL
+	Lifeline *os.File      // EOF means tsd is gone
+	Status   *os.File      // status lines for tsd; may be nil
+	Diag     io.Writer     // one-line notes into the role's log; may be nil
+	// KillWait bounds the wait for an empty group after SIGKILL.
+	KillWait time.Duration
+}
+
+// GuardMain runs the guardian from the conventional file descriptors; it is
+// what `tsd _guard` calls. It returns the process exit code.
+func GuardMain(grace time.Duration, argv []string) int {
+	life := os.NewFile(GuardLifelineFD, "lifeline")
+	status := os.NewFile(GuardStatusFD, "status")
+	return RunGuardian(GuardConfig{Argv: argv, Grace: grace, Lifeline: life, Status: status, Diag: os.Stderr})
+}
+
+// RunGuardian runs one engine under guard until its process group is empty.
+func RunGuardian(cfg GuardConfig) int {
+	if cfg.KillWait <= 0 {
+		cfg.KillWait = 10 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	say := func(format string, a ...any) {
+		if cfg.Status != nil {
+			fmt.Fprintf(cfg.Status, format+"\n", a...)
+		}
+	}
+	diag := func(format string, a ...any) {
+		if cfg.Diag != nil {
+			fmt.Fprintf(cfg.Diag, "[tsd-guard] "+format+"\n", a...)
+		}
+	}
+	// Catch (not ignore) SIGPIPE: once tsd is gone our stderr is a broken
+	// pipe, and Go would otherwise die on the first write to it. Caught
+	// signals reset to default across exec, so the engine is unaffected.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCHLD, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+
+	if _, err := unix.PrctlRetInt(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		diag("cannot become child subreaper (%v); orphaned ranks are found by /proc scan", err)
+	}
+	// Nothing but stdio may leak into the engine.
+	for _, f := range []*os.File{cfg.Lifeline, cfg.Status} {
+		if f != nil {
+			syscall.CloseOnExec(int(f.Fd()))
+		}
+	}
+	if len(cfg.Argv) == 0 {
+		say("starterr no command")
+		return 127
+	}
+	path, err := exec.LookPath(cfg.Argv[0])
+	if err != nil {
+		say("starterr %s", oneLine(err.Error()))
+		diag("cannot start %s: %v", cfg.Argv[0], err)
+		return 127
+	}
+	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		say("starterr %s", oneLine(err.Error()))
+		diag("cannot start %s: %v", path, err)
+		return 127
+	}
+	pgid := pid
+	say("pid %d", pid)
+
+	lifelineEOF := make(chan struct{})
+	if cfg.Lifeline != nil {
+		go func() {
+			// Any read result (EOF or error) means the write end is gone.
+			_, _ = io.Copy(io.Discard, cfg.Lifeline)
+			close(lifelineEOF)
+		}()
+	}
+
+	var (
+		leaderDone bool
+		leaderWS   syscall.WaitStatus
+		stopping   bool
+		killed     bool
+		graceC     <-chan time.Time
+		hardC      <-chan time.Time
+	)
+	reap := func() {
+		for {
+			var ws syscall.WaitStatus
+			p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if p <= 0 || err != nil {
+				return
+			}
+			if p == pid {
+				leaderDone, leaderWS = true, ws
+				code, sig := waitCode(ws)
+				say("exit %d %d", code, int(sig))
+			}
+		}
+	}
+	term := func(why string) {
+		if stopping {
+			return
+		}
+		stopping = true
+		if groupEmpty(pgid) {
+			return
+		}
+		say("term %s", why)
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		graceC = time.After(cfg.Grace)
+	}
+	kill := func(why string) {
+		stopping = true
+		graceC = nil
+		if !killed {
+			killed = true
+			hardC = time.After(cfg.KillWait)
+		}
+		if groupEmpty(pgid) {
+			return
+		}
+		say("kill %s", why)
+		diag("SIGKILL to process group %d: %s", pgid, why)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		reap()
+		if leaderDone && !stopping {
+			// The launcher is gone; its ranks must not outlive it (launch.md §1.5).
+			term("engine exited")
+		}
+		if stopping && groupEmpty(pgid) {
+			// Reap stragglers that died between the checks.
+			reap()
+			if leaderDone {
+				break
+			}
+		}
+		select {
+		case s := <-sigs:
+			switch s {
+			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+				term("stop requested")
+			case syscall.SIGUSR1:
+				kill("kill requested")
+			}
+		case <-lifelineEOF:
+			lifelineEOF = nil
+			term("tsd is gone")
+		case <-graceC:
+			kill(fmt.Sprintf("still running %s after SIGTERM", HumanDuration(cfg.Grace)))
+		case <-hardC:
+			left := groupMembers(pgid)
+			say("notempty %s", joinInts(left))
+			diag("process group %d not empty %s after SIGKILL: %v", pgid, HumanDuration(cfg.KillWait), left)
+			return 125
+		case <-poll.C:
+		}
+	}
+	say("empty")
+	code, _ := waitCode(leaderWS)
+	return code
+}
+
+// waitCode maps a wait status to a shell-style exit code.
+func waitCode(ws syscall.WaitStatus) (int, syscall.Signal) {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), ws.Signal()
+	}
+	return ws.ExitStatus(), 0
+}
+
+// groupEmpty reports whether no live (non-zombie) process is in the group.
+func groupEmpty(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	return len(groupMembers(pgid)) == 0
+}
+
+// groupMembers lists the live (non-zombie) processes whose process group is
+// pgid, by scanning /proc.
+func groupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(pid)
+		if ok && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+type procStat struct {
+	state byte
+	ppid  int
+	pgrp  int
+}
+
+// readStat parses /proc/PID/stat; the command name may hold spaces and
+// parentheses, so fields are read after the last ')'.
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 3 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// guardStatus is what tsd learned from a guardian's status fd.
+type guardStatus struct {
+	pid      int
+	startErr string
+	exit     *Exit
+	empty    bool
+	notEmpty string
+	killed   bool // the guardian had to SIGKILL the group
+}
+
+// parseGuardLine folds one status line into st.
+func parseGuardLine(st *guardStatus, line string) {
+	key, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+	switch key {
+	case "pid":
+		st.pid, _ = strconv.Atoi(rest)
+	case "starterr":
+		st.startErr = rest
+	case "exit":
+		a, b, _ := strings.Cut(rest, " ")
+		code, _ := strconv.Atoi(a)
+		sig, _ := strconv.Atoi(b)
+		st.exit = &Exit{Code: code, Signal: syscall.Signal(sig)}
+	case "kill":
+		st.killed = true
+	case "empty":
+		st.empty = true
+	case "notempty":
+		st.notEmpty = rest
+	}
+}
+
+// readGuardStatus reads status lines until EOF, sending the first (pid or
+// starterr) on first so the starter can return as soon as the engine runs.
+func readGuardStatus(r io.Reader, first chan<- guardStatus) guardStatus {
+	var st guardStatus
+	sc := bufio.NewScanner(r)
+	sent := false
+	for sc.Scan() {
+		parseGuardLine(&st, sc.Text())
+		if !sent && (st.pid != 0 || st.startErr != "") {
+			first <- st
+			sent = true
+		}
+	}
+	if !sent {
+		first <- st
+	}
+	return st
+}

@@ -1,0 +1,158 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LogBatchInterval is the shortest gap between two batches to one log
+// subscriber (≤ 60 batches a second).
+const LogBatchInterval = time.Second / 60
+
+// SubscribeLogs returns a role's current ring (role "" merges every role,
+// ordered by time) and a channel of new lines in batches, at most 60 a
+// second. A subscriber that falls behind by more than the ring gets a note
+// line saying how many lines it missed; the engines never wait for it. The
+// channel is closed after cancel.
+func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-chan []LogLine, cancel func(), err error) {
+	var rings []*logRing
+	if role == "" {
+		for _, a := range s.actors {
+			rings = append(rings, a.ring)
+		}
+	} else {
+		a, ok := s.byName[role]
+		if !ok {
+			return nil, nil, nil, fmt.Errorf("%w %q", ErrUnknownRole, role)
+		}
+		rings = []*logRing{a.ring}
+	}
+	poke := make(chan struct{}, 1)
+	var unwatch []func()
+	cursors := make([]uint64, len(rings))
+	for i, r := range rings {
+		// Register before reading the backlog so no line falls in between.
+		unwatch = append(unwatch, r.watchChan(poke))
+		l, next, _ := r.since(0, 0)
+		backlog = append(backlog, l...)
+		cursors[i] = next
+	}
+	if len(rings) > 1 {
+		sortLines(backlog)
+	}
+	out := make(chan []LogLine, 4)
+	stop := make(chan struct{})
+	var once sync.Once
+	cancel = func() { once.Do(func() { close(stop) }) }
+	go func() {
+		defer close(out)
+		defer func() {
+			for _, u := range unwatch {
+				u()
+			}
+		}()
+		last := time.Time{}
+		for {
+			select {
+			case <-poke:
+			case <-stop:
+				return
+			}
+			if wait := LogBatchInterval - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-stop:
+					t.Stop()
+					return
+				}
+			}
+			var batch []LogLine
+			for i, r := range rings {
+				l, next, dropped := r.since(cursors[i], 0)
+				if dropped > 0 {
+					batch = append(batch, LogLine{Time: time.Now(), Role: r.role, Note: true,
+						Text: fmt.Sprintf("[tsd] %d lines skipped (reader too slow)", dropped)})
+				}
+				batch = append(batch, l...)
+				cursors[i] = next
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			if len(rings) > 1 {
+				sortLines(batch)
+			}
+			last = time.Now()
+			select {
+			case out <- batch:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return backlog, out, cancel, nil
+}
+
+func sortLines(l []LogLine) {
+	sort.SliceStable(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) })
+}
+
+// watchChan registers a caller-owned poke channel.
+func (r *logRing) watchChan(ch chan struct{}) func() {
+	r.mu.Lock()
+	r.subs[ch] = struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.subs, ch)
+		r.mu.Unlock()
+	}
+}
+
+// Logs returns a copy of one role's whole ring, oldest first.
+func (s *Supervisor) Logs(role string) ([]LogLine, error) {
+	a, ok := s.byName[role]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownRole, role)
+	}
+	return a.ring.all(), nil
+}
+
+// SaveLog writes one role's ring (ANSI stripped) to path.
+func (s *Supervisor) SaveLog(role, path string) error {
+	lines, err := s.Logs(role)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save log: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("save log: %w", err)
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(f, StripANSI(l.Text)); err != nil {
+			f.Close()
+			return fmt.Errorf("save log: %w", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save log: %w", err)
+	}
+	return nil
+}
+
+// killGroupNow sends SIGKILL to a process group, ignoring "already gone".
+func killGroupNow(pgid int) {
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = err // nothing more to do: the actor's verification reports leftovers
+	}
+}

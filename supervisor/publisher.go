@@ -1,0 +1,184 @@
+package supervisor
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// MaxEvents bounds Snapshot.Events.
+const MaxEvents = 100
+
+type pubMsg struct {
+	idx   int
+	role  *snapshot.RoleStatus
+	event *snapshot.Event
+}
+
+// publisher owns the current Snapshot. Actors send it role states and
+// events; it coalesces them (≤ 10 snapshots a second) and hands every
+// subscriber the current snapshot then each newer one, under one lock so a
+// subscriber never misses or doubles one (style.md §2).
+type publisher struct {
+	sup *Supervisor
+	in  chan pubMsg
+
+	// owned by loop
+	roles  []snapshot.RoleStatus
+	events []snapshot.Event
+	seq    uint64
+
+	mu     sync.Mutex
+	cur    snapshot.Snapshot
+	subs   map[chan snapshot.Snapshot]struct{}
+	closed bool
+}
+
+func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{}}
+	p.cur = p.build()
+	return p
+}
+
+func (p *publisher) role(idx int, st snapshot.RoleStatus) {
+	p.in <- pubMsg{idx: idx, role: &st}
+}
+
+func (p *publisher) event(role, msg string) {
+	p.in <- pubMsg{event: &snapshot.Event{Time: p.sup.now(), Role: role, Message: msg}}
+}
+
+func (p *publisher) apply(m pubMsg) {
+	if m.role != nil {
+		p.roles[m.idx] = *m.role
+	}
+	if m.event != nil {
+		p.events = append(p.events, *m.event)
+		if len(p.events) > MaxEvents {
+			p.events = append([]snapshot.Event(nil), p.events[len(p.events)-MaxEvents:]...)
+		}
+		if p.sup.opts.OnEvent != nil {
+			p.sup.opts.OnEvent(*m.event)
+		}
+	}
+}
+
+// build makes a fresh, independent Snapshot from the loop's state.
+func (p *publisher) build() snapshot.Snapshot {
+	s := p.sup
+	p.seq++
+	snap := snapshot.Snapshot{
+		Seq:     p.seq,
+		Time:    s.now(),
+		Name:    s.plan.Name,
+		Profile: s.plan.ProfilePath,
+		Roles:   append([]snapshot.RoleStatus(nil), p.roles...),
+		Events:  append([]snapshot.Event(nil), p.events...),
+		GPUInfo: snapshot.GPUPanelStatus{Provider: "none", Note: "no telemetry"},
+	}
+	snap.Gateway = snapshot.GatewayStatus{URL: s.plan.Gateway.URL, Mode: s.plan.Gateway.Mode}
+	if s.gw != nil {
+		snap.Gateway = s.gw.Status()
+		for i := range snap.Roles {
+			snap.Roles[i].InFlight, _ = s.gw.InFlight(snap.Roles[i].Name)
+		}
+	}
+	if s.opts.Telemetry != nil {
+		s.opts.Telemetry.Decorate(&snap)
+	}
+	return snap
+}
+
+// loop runs until stop is closed, then publishes a last snapshot and
+// closes every subscriber's channel.
+func (p *publisher) loop(stop <-chan struct{}) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	dirty := false
+	n := 0
+	for {
+		select {
+		case m := <-p.in:
+			p.apply(m)
+			dirty = true
+		case <-tick.C:
+			n++
+			// Gateway rates and telemetry change on their own: refresh
+			// once a second even when no role changed.
+			if dirty || (n%10 == 0 && (p.sup.gw != nil || p.sup.opts.Telemetry != nil)) {
+				p.publish(p.build())
+				dirty = false
+			}
+		case <-stop:
+		drain:
+			for {
+				select {
+				case m := <-p.in:
+					p.apply(m)
+				default:
+					break drain
+				}
+			}
+			p.publish(p.build())
+			p.mu.Lock()
+			p.closed = true
+			for ch := range p.subs {
+				close(ch)
+			}
+			p.subs = nil
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (p *publisher) publish(s snapshot.Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur = s
+	for ch := range p.subs {
+		// Latest wins: a slow subscriber skips stale snapshots, never blocks us.
+		select {
+		case ch <- s:
+		default:
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- s:
+			default:
+			}
+		}
+	}
+}
+
+func (p *publisher) subscribe() (snapshot.Snapshot, <-chan snapshot.Snapshot, func()) {
+	ch := make(chan snapshot.Snapshot, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := p.cur
+	if p.closed {
+		close(ch)
+		return cur, ch, func() {}
+	}
+	p.subs[ch] = struct{}{}
+	var once sync.Once
+	return cur, ch, func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if _, ok := p.subs[ch]; ok {
+				delete(p.subs, ch)
+				close(ch)
+			}
+		})
+	}
+}
+
+func (p *publisher) current() snapshot.Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}

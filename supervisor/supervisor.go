@@ -1,0 +1,394 @@
+// Package supervisor runs a Plan: it binds the gateway, starts every local
+// role under an orphan guardian, restarts roles by a pure policy, captures
+// their logs and publishes immutable Snapshots.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Telemetry decorates each Snapshot with the latest GPU and per-process
+// readings. Decorate runs on the publisher goroutine for every snapshot, so
+// it must be cheap (copy cached readings; no I/O) and only assign fields of
+// s (s.GPUs, s.GPUInfo, s.Roles[i].Proc, s.Roles[i].GPUMemB,
+// s.Roles[i].GPUUUIDs), never mutate slices it did not make. The role PIDs
+// it needs are in s.Roles[i].PID (the engine's pid = its process group).
+type Telemetry interface {
+	Decorate(s *snapshot.Snapshot)
+}
+
+// Options configure a Supervisor. Only Plan is required.
+type Options struct {
+	Plan *profiles.Plan
+	// Gateway is the embedded gateway; nil runs engines without one, and a
+	// role is then ready when its launcher logs "headless scheduler(s) ready".
+	Gateway Gateway
+	// Preflight runs before anything starts; every problem it returns is
+	// reported at once. nil skips it.
+	Preflight func(*profiles.Plan) []error
+
+	LogLines    int   // per-role ring size in lines (default 10,000)
+	LogBytes    int   // per-role ring size in bytes (default 32 MiB)
+	LogFileMax  int64 // rotate a role's log file past this size (default 100 MiB)
+	LogFileKeep int   // rotated files kept (default 3)
+	NoLogFiles  bool  // do not write per-role log files
+
+	// NoProgress stops a starting role that printed no line and reached no
+	// milestone for this long (default 15m; negative disables).
+	NoProgress time.Duration
+	// ShutdownGrace bounds the gateway's drain on shutdown (default 10s).
+	ShutdownGrace time.Duration
+
+	// ControlSocket is the unix socket for `tsd status|restart|stop|logs`;
+	// default Plan.ControlSocket; "-" disables it.
+	ControlSocket string
+
+	// GuardExe and GuardArgs start the guardian: default /proc/self/exe
+	// with ["_guard"]. The guardian gets "--grace D -- argv..." appended.
+	GuardExe  string
+	GuardArgs []string
+
+	Telemetry Telemetry
+	// OnEvent, if set, sees every event as it is recorded (headless output).
+	// It runs on the publisher goroutine and must not block.
+	OnEvent func(snapshot.Event)
+
+	Now  func() time.Time // default time.Now
+	Rand func() float64   // jitter source, default math/rand/v2
+}
+
+// Supervisor runs one Plan. Create it with New, then call Run once.
+type Supervisor struct {
+	opts      Options
+	plan      *profiles.Plan
+	gw        Gateway
+	guardExe  string
+	guardArgs []string
+	now       func() time.Time
+	rand      func() float64
+
+	actors []*actor
+	byName map[string]*actor
+	pub    *publisher
+
+	shutdownOnce sync.Once
+	shutdownCh   chan struct{}
+	running      chan struct{} // closed when Run starts the actors
+	ran          bool
+	mu           sync.Mutex
+}
+
+// Errors returned by the controls.
+var (
+	ErrUnknownRole = errors.New("unknown role")
+	ErrNotRunning  = errors.New("supervisor is not running")
+)
+
+// New prepares a Supervisor: rings, log files and the initial Snapshot.
+// Nothing is started until Run.
+func New(opts Options) (*Supervisor, error) {
+	if opts.Plan == nil {
+		return nil, errors.New("supervisor needs a plan")
+	}
+	if opts.NoProgress == 0 {
+		opts.NoProgress = 15 * time.Minute
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = 10 * time.Second
+	}
+	s := &Supervisor{
+		opts: opts, plan: opts.Plan, gw: opts.Gateway,
+		guardExe: opts.GuardExe, guardArgs: opts.GuardArgs,
+		now: opts.Now, rand: opts.Rand,
+		byName:     map[string]*actor{},
+		shutdownCh: make(chan struct{}),
+		running:    make(chan struct{}),
+	}
+	if s.guardExe == "" {
+		s.guardExe = "/proc/self/exe"
+		if s.guardArgs == nil {
+			s.guardArgs = []string{"_guard"}
+		}
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	var statuses []snapshot.RoleStatus
+	for i, rp := range s.plan.Roles {
+		if _, dup := s.byName[rp.Name]; dup {
+			return nil, fmt.Errorf("plan has two roles named %q", rp.Name)
+		}
+		ring := newLogRing(rp.Name, opts.LogLines, opts.LogBytes)
+		var file *rotatingFile
+		if rp.Local && rp.LogFile != "" && !opts.NoLogFiles {
+			f, err := openRotating(rp.LogFile, opts.LogFileMax, opts.LogFileKeep)
+			if err != nil {
+				s.closeFiles()
+				return nil, fmt.Errorf("role %s: %w", rp.Name, err)
+			}
+			file = f
+		}
+		a := newActor(s, i, rp, ring, file)
+		s.actors = append(s.actors, a)
+		s.byName[rp.Name] = a
+		statuses = append(statuses, a.st)
+	}
+	s.pub = newPublisher(s, statuses)
+	return s, nil
+}
+
+func (s *Supervisor) closeFiles() {
+	for _, a := range s.actors {
+		if a.file != nil {
+			a.file.Close()
+		}
+	}
+}
+
+func (s *Supervisor) progressTick() *time.Ticker {
+	d := s.opts.NoProgress / 4
+	if s.opts.NoProgress <= 0 || d > 5*time.Second {
+		d = 5 * time.Second
+	}
+	if d < 20*time.Millisecond {
+		d = 20 * time.Millisecond
+	}
+	return time.NewTicker(d)
+}
+
+// Run runs the deployment until ctx ends, Shutdown is called or `tsd stop`
+// arrives on the control socket; then it tears everything down (gateway
+// drain, every role stopped and verified, sockets removed) and returns.
+// It fails before starting anything if preflight finds problems or the
+// gateway or control socket cannot bind.
+func (s *Supervisor) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.ran {
+		s.mu.Unlock()
+		return errors.New("supervisor: Run called twice")
+	}
+	s.ran = true
+	s.mu.Unlock()
+	defer s.closeFiles()
+
+	pubStop := make(chan struct{})
+	pubDone := make(chan struct{})
+	go func() { s.pub.loop(pubStop); close(pubDone) }()
+	defer func() { close(pubStop); <-pubDone }()
+
+	if s.opts.Preflight != nil {
+		if errs := s.opts.Preflight(s.plan); len(errs) > 0 {
+			return &PreflightError{Problems: errs}
+		}
+	}
+	if s.gw != nil {
+		if err := s.gw.Bind(ctx); err != nil {
+			return fmt.Errorf("bind gateway: %w", err)
+		}
+	}
+	ctl, err := s.listenControl()
+	if err != nil {
+		if s.gw != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+			_ = s.gw.Shutdown(sctx)
+			cancel()
+		}
+		return err
+	}
+
+	serveErr := make(chan error, 1)
+	serveCtx, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	var rankDone chan struct{}
+	var rankCancel func()
+	if s.gw != nil {
+		go func() { serveErr <- s.gw.Serve(serveCtx) }()
+		cur, changes, cancel := s.gw.SubscribeRanks()
+		rankCancel = cancel
+		rankDone = make(chan struct{})
+		go s.fanRanks(cur, changes, rankDone)
+	}
+
+	for _, a := range s.actors {
+		go a.run(true)
+	}
+	close(s.running)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-s.shutdownCh:
+	case err := <-serveErr:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			runErr = fmt.Errorf("gateway stopped: %w", err)
+			s.pub.event("", "gateway stopped: "+err.Error())
+		}
+	}
+	s.pub.event("", "shutting down")
+
+	// Reverse of startup: stop HTTP and drain, stop engines, unbind.
+	if s.gw != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+		if err := s.gw.Shutdown(sctx); err != nil {
+			s.pub.event("", "gateway shutdown: "+err.Error())
+		}
+		cancel()
+	}
+	for _, a := range s.actors {
+		a.send(cmdQuit)
+	}
+	for _, a := range s.actors {
+		<-a.done
+	}
+	stopServe()
+	if rankCancel != nil {
+		rankCancel()
+		<-rankDone
+	}
+	ctl.close()
+	s.removeSockets()
+	return runErr
+}
+
+// PreflightError lists every preflight problem at once.
+type PreflightError struct{ Problems []error }
+
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "preflight found %d problem(s):", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+func (e *PreflightError) Unwrap() []error { return e.Problems }
+
+func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, done chan struct{}) {
+	defer close(done)
+	route := func(ev snapshot.RankEvent) {
+		if a, ok := s.byName[ev.Role]; ok {
+			select {
+			case a.ranks <- ev:
+			case <-a.done:
+			}
+		}
+	}
+	for _, ev := range cur {
+		route(ev)
+	}
+	for ev := range changes {
+		route(ev)
+	}
+}
+
+// removeSockets removes ipc socket files of the plan left behind (the
+// gateway removes its own; this catches a gateway that could not).
+func (s *Supervisor) removeSockets() {
+	for _, w := range s.plan.Gateway.Workers {
+		for _, addr := range []string{w.URL, w.Input, w.Output} {
+			if path, ok := strings.CutPrefix(addr, "ipc://"); ok && path != "" {
+				if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+					_ = os.Remove(path)
+				}
+			}
+		}
+	}
+}
+
+// Shutdown asks Run to tear everything down and return (`tsd stop`).
+func (s *Supervisor) Shutdown() {
+	s.shutdownOnce.Do(func() { close(s.shutdownCh) })
+}
+
+// Kill sends SIGKILL to every role's process group at once (a second
+// Ctrl-C) and makes Run return as soon as the groups are verified empty.
+func (s *Supervisor) Kill() {
+	for _, a := range s.actors {
+		if pid := int(a.curPID.Load()); pid > 0 {
+			killGroupNow(pid)
+		}
+		select {
+		case a.cmds <- cmdKill:
+		default:
+		}
+	}
+	s.Shutdown()
+}
+
+// Subscribe returns the current Snapshot and a channel of newer ones
+// (coalesced, at most ~10 a second; a slow reader skips stale ones). The
+// channel is closed when Run has returned or cancel is called.
+func (s *Supervisor) Subscribe() (current snapshot.Snapshot, updates <-chan snapshot.Snapshot, cancel func()) {
+	return s.pub.subscribe()
+}
+
+// Snapshot returns the latest published Snapshot.
+func (s *Supervisor) Snapshot() snapshot.Snapshot { return s.pub.current() }
+
+// Plan returns the plan being run.
+func (s *Supervisor) Plan() *profiles.Plan { return s.plan }
+
+// Roles lists role instance names in plan order.
+func (s *Supervisor) Roles() []string {
+	out := make([]string, len(s.actors))
+	for i, a := range s.actors {
+		out[i] = a.plan.Name
+	}
+	return out
+}
+
+func (s *Supervisor) command(role string, c cmdKind) error {
+	a, ok := s.byName[role]
+	if !ok {
+		return fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))
+	}
+	if !a.send(c) {
+		return ErrNotRunning
+	}
+	return nil
+}
+
+// Restart restarts one role: it leaves routing, its group is stopped and
+// verified empty, it starts again and is re-admitted once its ranks
+// register. A manual restart bypasses the restart budget and revives a
+// failed role. The call returns once the actor has the command.
+func (s *Supervisor) Restart(role string) error { return s.command(role, cmdRestart) }
+
+// Stop stops one role (it stays stopped until Start or Restart).
+func (s *Supervisor) Stop(role string) error { return s.command(role, cmdStop) }
+
+// Start starts a stopped, failed or backing-off role now.
+func (s *Supervisor) Start(role string) error { return s.command(role, cmdStart) }
+
+// RestartAll restarts every local role.
+func (s *Supervisor) RestartAll() error { return s.all(cmdRestart) }
+
+// StopAll stops every local role; tsd and the gateway keep running.
+func (s *Supervisor) StopAll() error { return s.all(cmdStop) }
+
+func (s *Supervisor) all(c cmdKind) error {
+	var errs []error
+	for _, a := range s.actors {
+		if a.plan.Local {
+			if !a.send(c) {
+				errs = append(errs, fmt.Errorf("%s: %w", a.plan.Name, ErrNotRunning))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
