@@ -1,7 +1,113 @@
 package main
 
-import "errors"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
 
-type planCmd struct{}
+	"github.com/tsd-project/tsd/profiles"
+)
 
-func (planCmd) Run() error { return errors.New("not implemented yet") }
+type planCmd struct {
+	Profile string `arg:"" help:"Profile YAML file."`
+	JSON    bool   `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
+}
+
+func (c planCmd) Run() error {
+	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
+	if len(errs) > 0 {
+		return profileErrors(errs)
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(plan); err != nil {
+			return fmt.Errorf("write plan: %w", err)
+		}
+		return nil
+	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	return renderPlan(os.Stdout, plan)
+}
+
+// profileErrors turns profile errors into exit status 1 with one line each.
+func profileErrors(errs profiles.Errors) error {
+	n := "errors"
+	if len(errs) == 1 {
+		n = "error"
+	}
+	return &exitError{code: 1, msg: errs.Error() + fmt.Sprintf("\n%d %s", len(errs), n)}
+}
+
+// renderPlan prints one block per role (with a command line that pastes
+// into a shell) and one for the gateway.
+func renderPlan(w io.Writer, plan *profiles.Plan) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s (%s)\n", plan.Name, plan.ProfilePath)
+	for i := range plan.Roles {
+		r := &plan.Roles[i]
+		gpus := "GPU"
+		if len(r.GPUs) != 1 {
+			gpus += "s"
+		}
+		where := "started by tsd"
+		if !r.Local {
+			where = "run this on " + r.Host + ":"
+		}
+		fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
+		fmt.Fprintf(&b, "    %s\n", r.CommandLine())
+		fmt.Fprintf(&b, "  worker:     %s\n", r.Worker)
+		fmt.Fprintf(&b, "  handshake:  %s\n", r.Handshake)
+		fmt.Fprintf(&b, "  dist-init:  %s (port cluster %s)\n", r.DistInitAddr, compactPorts(r.PortCluster))
+		if r.Bootstrap != "" {
+			fmt.Fprintf(&b, "  bootstrap:  %s\n", r.Bootstrap)
+		}
+		if r.Local {
+			fmt.Fprintf(&b, "  log:        %s\n", r.LogFile)
+		}
+	}
+	g := &plan.Gateway
+	fmt.Fprintf(&b, "\ngateway\n")
+	fmt.Fprintf(&b, "  listen:     %s (%s)\n", g.Listen, g.URL)
+	fmt.Fprintf(&b, "  mode:       %s\n", g.Mode)
+	fmt.Fprintf(&b, "  policies:   prefill=%s decode=%s encode=%s\n", g.Policy.Prefill, g.Policy.Decode, g.Policy.Encode)
+	if g.APIKeyEnv != "" {
+		fmt.Fprintf(&b, "  api key:    $%s\n", g.APIKeyEnv)
+	}
+	fmt.Fprintf(&b, "  bootstrap:  hosted by %s\n", g.BootstrapServer)
+	fmt.Fprintf(&b, "  log:        %s\n", g.LogFile)
+	fmt.Fprintf(&b, "  control:    %s\n", plan.ControlSocket)
+	fmt.Fprintf(&b, "  workers:\n")
+	for _, wk := range g.Workers {
+		fmt.Fprintf(&b, "    %-12s %-8s handshake %s  input %s  output %s", wk.Role, wk.Kind, wk.Handshake, wk.Input, wk.Output)
+		if wk.DP > 1 {
+			fmt.Fprintf(&b, "  ranks %d (identities %d-%d)", wk.DP, wk.EngineIndex, wk.EngineIndex+wk.DP-1)
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// compactPorts prints a sorted port list with runs collapsed: 12579,12580,12582-12585.
+func compactPorts(ps []int) string {
+	var parts []string
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, strconv.Itoa(ps[i])+"-"+strconv.Itoa(ps[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(ps[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,7 +1,44 @@
 package main
 
-import "errors"
+import (
+	"fmt"
+	"os"
+	"strings"
 
-type validateCmd struct{}
+	"github.com/tsd-project/tsd/profiles"
+)
 
-func (validateCmd) Run() error { return errors.New("not implemented yet") }
+type validateCmd struct {
+	Profile   string `arg:"" help:"Profile YAML file."`
+	Preflight bool   `help:"Also check this host: ports free, engine command on PATH, GPUs, socket and log directories."`
+}
+
+func (c validateCmd) Run() error {
+	facts := profiles.HostFacts{UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR")}
+	if c.Preflight {
+		facts = profiles.LocalHostFacts()
+	}
+	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
+	if len(errs) > 0 {
+		return profileErrors(errs)
+	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	if c.Preflight {
+		probs := profiles.Preflight(plan, profiles.LocalPreflightEnv())
+		var bad []string
+		for _, p := range probs {
+			if p.Severity == profiles.SeverityError {
+				bad = append(bad, p.String())
+			} else {
+				fmt.Fprintln(os.Stderr, p.String())
+			}
+		}
+		if len(bad) > 0 {
+			return &exitError{code: 1, msg: strings.Join(bad, "\n")}
+		}
+	}
+	fmt.Println("ok")
+	return nil
+}

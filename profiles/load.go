@@ -1,0 +1,949 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Load reads, defaults and validates the profile at path. It returns every
+// problem it finds (not just the first), each naming file:line:col and the
+// key path. The Profile is nil when the file could not be read or parsed;
+// otherwise it is returned even with errors so callers can show partial
+// results.
+func Load(path string) (*Profile, Errors) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Errors{{File: path, Msg: fmt.Sprintf("read profile: %v", err)}}
+	}
+	return Parse(path, data)
+}
+
+// Parse is Load on bytes already read; path names the file in errors and
+// anchors relative paths. It touches the filesystem only to resolve relative
+// model/tokenizer paths (decisions.md §6).
+func Parse(path string, data []byte) (*Profile, Errors) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = filepath.Clean(path)
+	}
+	l := &loader{file: path, pos: map[string]Pos{}, anchors: map[string]ast.Node{}}
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			e := &Error{File: path, Msg: "YAML: " + ye.GetMessage()}
+			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+				e.Pos = Pos{tk.Position.Line, tk.Position.Column}
+			}
+			return nil, Errors{e}
+		}
+		return nil, Errors{{File: path, Msg: "YAML: " + err.Error()}}
+	}
+	var body ast.Node
+	docs := 0
+	for _, d := range f.Docs {
+		if d == nil || d.Body == nil {
+			continue
+		}
+		docs++
+		if body == nil {
+			body = d.Body
+		}
+	}
+	if docs > 1 {
+		l.errAt(Pos{}, "", "the file holds %d YAML documents; a profile is one", docs)
+	}
+	if body == nil {
+		return nil, Errors{{File: path, Msg: "the profile is empty: it needs at least `model` and `roles`"}}
+	}
+	p := &Profile{Path: path, Abs: abs, Dir: filepath.Dir(abs), pos: l.pos}
+	l.profile(p, body)
+	if len(l.errs) == 0 {
+		l.validate(p)
+	}
+	return p, l.errs.sorted()
+}
+
+type loader struct {
+	file    string
+	errs    Errors
+	pos     map[string]Pos
+	anchors map[string]ast.Node
+}
+
+// field is one key of a mapping as written.
+type field struct {
+	n    ast.Node
+	pos  Pos
+	path string
+}
+
+func (l *loader) errAt(p Pos, key, format string, args ...any) {
+	l.errs = append(l.errs, &Error{File: l.file, Pos: p, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) errf(f field, format string, args ...any) {
+	l.errAt(f.pos, f.path, format, args...)
+}
+
+func nodePos(n ast.Node) Pos {
+	if n == nil {
+		return Pos{}
+	}
+	tk := n.GetToken()
+	if tk == nil || tk.Position == nil {
+		return Pos{}
+	}
+	return Pos{tk.Position.Line, tk.Position.Column}
+}
+
+// deref strips anchors and tags and follows aliases, so the schema code only
+// sees mappings, sequences and scalars.
+func (l *loader) deref(n ast.Node) ast.Node {
+	for i := 0; i < 64 && n != nil; i++ {
+		switch v := n.(type) {
+		case *ast.AnchorNode:
+			if name := scalarText(v.Name); name != "" {
+				l.anchors[name] = v.Value
+			}
+			n = v.Value
+		case *ast.TagNode:
+			n = v.Value
+		case *ast.AliasNode:
+			name := scalarText(v.Value)
+			t, ok := l.anchors[name]
+			if !ok {
+				return nil
+			}
+			n = t
+		case *ast.MappingKeyNode:
+			n = v.Value
+		default:
+			return n
+		}
+	}
+	return nil
+}
+
+func isNull(n ast.Node) bool {
+	if n == nil {
+		return true
+	}
+	_, ok := n.(*ast.NullNode)
+	return ok
+}
+
+// scalarText is the text of a scalar as the user means it: the unquoted
+// string, or the literal text of a number or boolean.
+func scalarText(n ast.Node) string {
+	switch v := n.(type) {
+	case *ast.StringNode:
+		return v.Value
+	case *ast.LiteralNode:
+		if v.Value != nil {
+			return v.Value.Value
+		}
+	case *ast.NullNode:
+		return ""
+	case nil:
+		return ""
+	}
+	if tk := n.GetToken(); tk != nil {
+		return tk.Value
+	}
+	return ""
+}
+
+func isScalar(n ast.Node) bool {
+	switch n.(type) {
+	case *ast.StringNode, *ast.LiteralNode, *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode,
+		*ast.InfinityNode, *ast.NanNode:
+		return true
+	}
+	return false
+}
+
+// entries lists a mapping's key/value pairs, expanding `<<` merge keys
+// (explicit keys win over merged ones).
+func (l *loader) entries(n ast.Node, depth int) ([]*ast.MappingValueNode, bool) {
+	if depth > 8 {
+		return nil, false
+	}
+	var vals []*ast.MappingValueNode
+	switch v := n.(type) {
+	case *ast.MappingNode:
+		vals = v.Values
+	case *ast.MappingValueNode:
+		vals = []*ast.MappingValueNode{v}
+	default:
+		return nil, false
+	}
+	var own, merged []*ast.MappingValueNode
+	for _, mv := range vals {
+		if mv == nil || mv.Key == nil {
+			continue
+		}
+		if mv.Key.IsMergeKey() {
+			srcs := []ast.Node{l.deref(mv.Value)}
+			if seq, ok := srcs[0].(*ast.SequenceNode); ok {
+				srcs = srcs[:0]
+				for _, s := range seq.Values {
+					srcs = append(srcs, l.deref(s))
+				}
+			}
+			for _, s := range srcs {
+				es, ok := l.entries(s, depth+1)
+				if !ok {
+					l.errAt(nodePos(mv.Key), "<<", "a merge key needs a mapping (or a list of mappings)")
+					continue
+				}
+				merged = append(merged, es...)
+			}
+			continue
+		}
+		own = append(own, mv)
+	}
+	if len(merged) == 0 {
+		return own, true
+	}
+	seen := map[string]bool{}
+	for _, mv := range own {
+		seen[scalarText(l.deref(mv.Key))] = true
+	}
+	out := own
+	for _, mv := range merged {
+		k := scalarText(l.deref(mv.Key))
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, mv)
+		}
+	}
+	return out, true
+}
+
+// mapping reads a mapping whose keys must be among allowed. Unknown and
+// duplicate keys are errors; a null value reads as an empty mapping.
+func (l *loader) mapping(n ast.Node, at field, allowed []string) (map[string]field, bool) {
+	n = l.deref(n)
+	out := map[string]field{}
+	if isNull(n) {
+		return out, true
+	}
+	es, ok := l.entries(n, 0)
+	if !ok {
+		l.errf(at, "must be a mapping of %s", strings.Join(allowed, ", "))
+		return out, false
+	}
+	for _, mv := range es {
+		k := scalarText(l.deref(mv.Key))
+		kp := nodePos(mv.Key)
+		path := joinKey(at.path, k)
+		if !contains(allowed, k) {
+			l.errAt(kp, path, "unknown key%s", didYouMean(k, allowed))
+			continue
+		}
+		if prev, dup := out[k]; dup {
+			l.errAt(kp, path, "duplicate key (first at line %d)", prev.pos.Line)
+			continue
+		}
+		f := field{n: l.deref(mv.Value), pos: kp, path: path}
+		out[k] = f
+		l.pos[path] = kp
+	}
+	return out, true
+}
+
+// stringMap reads a mapping of free-form keys to scalar values (env).
+func (l *loader) stringMap(f field) map[string]string {
+	n := f.n
+	if isNull(n) {
+		return nil
+	}
+	es, ok := l.entries(n, 0)
+	if !ok {
+		l.errf(f, "must be a mapping of NAME: value")
+		return nil
+	}
+	out := map[string]string{}
+	for _, mv := range es {
+		k := scalarText(l.deref(mv.Key))
+		kp := nodePos(mv.Key)
+		path := joinKey(f.path, k)
+		if !envName.MatchString(k) {
+			l.errAt(kp, path, "%q is not a valid environment variable name", k)
+			continue
+		}
+		if _, dup := out[k]; dup {
+			l.errAt(kp, path, "duplicate key")
+			continue
+		}
+		v := l.deref(mv.Value)
+		if !isNull(v) && !isScalar(v) {
+			l.errAt(kp, path, "an environment value must be a string")
+			continue
+		}
+		out[k] = scalarText(v)
+		l.pos[path] = kp
+	}
+	return out
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func joinKey(parent, k string) string {
+	if parent == "" {
+		return k
+	}
+	return parent + "." + k
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) str(f field) string {
+	if isNull(f.n) {
+		return ""
+	}
+	if !isScalar(f.n) {
+		l.errf(f, "must be a string")
+		return ""
+	}
+	return scalarText(f.n)
+}
+
+// intv reads an integer in [lo, hi].
+func (l *loader) intv(f field, lo, hi int) (int, bool) {
+	iv, ok := f.n.(*ast.IntegerNode)
+	if !ok {
+		if isScalar(f.n) {
+			if n, err := strconv.Atoi(scalarText(f.n)); err == nil {
+				if n < lo || n > hi {
+					l.errf(f, "must be between %d and %d, got %d", lo, hi, n)
+					return 0, false
+				}
+				return n, true
+			}
+		}
+		l.errf(f, "must be an integer")
+		return 0, false
+	}
+	var n int64
+	switch v := iv.Value.(type) {
+	case int64:
+		n = v
+	case uint64:
+		if v > math.MaxInt32 {
+			n = math.MaxInt32
+		} else {
+			n = int64(v)
+		}
+	default:
+		l.errf(f, "must be an integer")
+		return 0, false
+	}
+	if n < int64(lo) || n > int64(hi) {
+		l.errf(f, "must be between %d and %d, got %d", lo, hi, n)
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (l *loader) strList(f field) ([]string, bool) {
+	if isNull(f.n) {
+		return nil, true
+	}
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok {
+		l.errf(f, "must be a list, e.g. [--flag, value]")
+		return nil, false
+	}
+	out := make([]string, 0, len(seq.Values))
+	good := true
+	for i, it := range seq.Values {
+		it = l.deref(it)
+		if !isScalar(it) {
+			l.errAt(nodePos(it), fmt.Sprintf("%s[%d]", f.path, i), "must be a string")
+			good = false
+			continue
+		}
+		out = append(out, scalarText(it))
+	}
+	return out, good
+}
+
+func (l *loader) duration(f field) (time.Duration, bool) {
+	s := l.str(f)
+	if s == "" {
+		l.errf(f, "must be a duration like 2s or 10m")
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		hint := ""
+		if _, err2 := strconv.Atoi(s); err2 == nil {
+			hint = fmt.Sprintf(" (write %ss for seconds)", s)
+		}
+		l.errf(f, "%q is not a duration like 2s or 10m%s", s, hint)
+		return 0, false
+	}
+	if d <= 0 {
+		l.errf(f, "must be positive, got %s", s)
+		return 0, false
+	}
+	return d, true
+}
+
+var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "run_dir", "log_dir"}
+var engineKeys = []string{"command", "transfer_backend", "ib_device", "args", "env"}
+var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server"}
+var policyKeys = []string{KindPrefill, KindDecode, KindEncode}
+var roleKeys = []string{"name", "kind", "gpus", "tp", "dp", "worker", "dist_init_port", "bootstrap_port", "bootstrap_host", "engine_index", "args", "env", "host", "replicas", "restart"}
+var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace"}
+
+func (l *loader) profile(p *Profile, body ast.Node) {
+	top, ok := l.mapping(body, field{pos: nodePos(body)}, topKeys)
+	if !ok {
+		return
+	}
+	l.pos[""] = Pos{1, 1}
+
+	p.Name = strings.TrimSuffix(filepath.Base(p.Path), filepath.Ext(p.Path))
+	if f, ok := top["name"]; ok {
+		if s := l.str(f); s != "" {
+			p.Name = s
+		}
+	}
+	if f, ok := top["model"]; ok {
+		p.Model = l.str(f)
+		if p.Model == "" {
+			l.errf(f, "must name the model directory or id")
+		}
+		p.Model = resolvePath(p.Dir, p.Model, false)
+	} else {
+		l.errAt(Pos{1, 1}, "model", "missing: every profile names its model (a local directory or a model id)")
+	}
+	p.Tokenizer = p.Model
+	if f, ok := top["tokenizer"]; ok {
+		if s := l.str(f); s != "" {
+			p.Tokenizer = resolvePath(p.Dir, s, false)
+		}
+	}
+	p.ServedModelName = filepath.Base(strings.TrimRight(p.Model, "/"))
+	if f, ok := top["served_model_name"]; ok {
+		if s := l.str(f); s != "" {
+			p.ServedModelName = s
+		}
+	}
+	p.RunDir = resolvePath(p.Dir, DefaultRunDir, true)
+	if f, ok := top["run_dir"]; ok {
+		if s := l.str(f); s != "" {
+			p.RunDir = resolvePath(p.Dir, s, true)
+		}
+	}
+	p.LogDir = resolvePath(p.Dir, DefaultLogDir, true)
+	if f, ok := top["log_dir"]; ok {
+		if s := l.str(f); s != "" {
+			p.LogDir = resolvePath(p.Dir, s, true)
+		}
+	}
+
+	p.Engine = Engine{Command: DefaultCommand(), TransferBackend: DefaultTransferBackend}
+	if f, ok := top["engine"]; ok {
+		l.engine(&p.Engine, f)
+	}
+	p.Gateway = Gateway{Host: DefaultGatewayHost, Port: DefaultGatewayPort, Mode: ModeAuto, Policy: DefaultPolicy(), BootstrapServer: BootstrapEngine}
+	if f, ok := top["gateway"]; ok {
+		l.gateway(&p.Gateway, f)
+	}
+	p.Restart = DefaultRestart()
+	if f, ok := top["restart"]; ok {
+		l.restart(&p.Restart, f)
+	}
+	if f, ok := top["roles"]; ok {
+		l.roles(p, f)
+	} else {
+		l.errAt(Pos{1, 1}, "roles", "missing: a profile needs at least one prefill and one decode role")
+	}
+}
+
+func (l *loader) engine(e *Engine, at field) {
+	m, _ := l.mapping(at.n, at, engineKeys)
+	if f, ok := m["command"]; ok {
+		if sc := f.n; isScalar(sc) {
+			s := scalarText(sc)
+			if strings.ContainsAny(s, " \t") {
+				l.errf(f, "must be a list, e.g. [%s]", strings.Join(strings.Fields(s), ", "))
+			} else if s != "" {
+				e.Command = []string{s}
+			}
+		} else if cmd, ok := l.strList(f); ok {
+			if len(cmd) == 0 || cmd[0] == "" {
+				l.errf(f, "must name a program, e.g. [ts, serve]")
+			} else {
+				e.Command = cmd
+			}
+		}
+	}
+	if f, ok := m["transfer_backend"]; ok {
+		if s := l.str(f); s != "" {
+			e.TransferBackend = s
+		}
+	}
+	if f, ok := m["ib_device"]; ok {
+		e.IBDevice = l.str(f)
+	}
+	if f, ok := m["args"]; ok {
+		e.Args, _ = l.strList(f)
+	}
+	if f, ok := m["env"]; ok {
+		e.Env = l.stringMap(f)
+		l.checkEnv(f, e.Env)
+	}
+}
+
+// checkEnv refuses variables that the plan owns.
+func (l *loader) checkEnv(f field, env map[string]string) {
+	if _, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+		kf := field{pos: l.pos[joinKey(f.path, "CUDA_VISIBLE_DEVICES")], path: joinKey(f.path, "CUDA_VISIBLE_DEVICES")}
+		l.errf(kf, "is set from each role's gpus; remove it here")
+	}
+}
+
+func (l *loader) gateway(g *Gateway, at field) {
+	m, _ := l.mapping(at.n, at, gatewayKeys)
+	if f, ok := m["host"]; ok {
+		if s := l.str(f); s != "" {
+			g.Host = s
+		}
+	}
+	if f, ok := m["port"]; ok {
+		if v, ok := l.intv(f, 1, 65535); ok {
+			g.Port = v
+		}
+	}
+	if f, ok := m["mode"]; ok {
+		s := l.str(f)
+		switch s {
+		case ModeAuto, ModePD, ModeEPD:
+			g.Mode = s
+		case "":
+		default:
+			l.errf(f, "must be auto, pd or epd, got %q%s", s, didYouMean(s, []string{ModeAuto, ModePD, ModeEPD}))
+		}
+	}
+	if f, ok := m["policy"]; ok {
+		pm, _ := l.mapping(f.n, f, policyKeys)
+		for _, kind := range policyKeys {
+			pf, ok := pm[kind]
+			if !ok {
+				continue
+			}
+			s := l.str(pf)
+			if s == "" {
+				continue
+			}
+			if !contains(Policies[kind], s) {
+				l.errf(pf, "unknown %s policy %q%s; one of %s", kind, s, didYouMean(s, Policies[kind]), strings.Join(Policies[kind], ", "))
+				continue
+			}
+			switch kind {
+			case KindPrefill:
+				g.Policy.Prefill = s
+			case KindDecode:
+				g.Policy.Decode = s
+			case KindEncode:
+				g.Policy.Encode = s
+			}
+		}
+	}
+	if f, ok := m["api_key_env"]; ok {
+		g.APIKeyEnv = l.str(f)
+		if g.APIKeyEnv != "" && !envName.MatchString(g.APIKeyEnv) {
+			l.errf(f, "%q is not an environment variable name", g.APIKeyEnv)
+		}
+	}
+	if f, ok := m["bootstrap_server"]; ok {
+		s := l.str(f)
+		switch s {
+		case BootstrapEngine, BootstrapTSD:
+			g.BootstrapServer = s
+		case "":
+		default:
+			l.errf(f, "must be engine or tsd, got %q", s)
+		}
+	}
+}
+
+var budgetRe = regexp.MustCompile(`^\s*(\d+)\s+in\s+(\S+)\s*$`)
+
+func (l *loader) restart(r *Restart, at field) {
+	m, _ := l.mapping(at.n, at, restartKeys)
+	if f, ok := m["policy"]; ok {
+		s := l.str(f)
+		switch s {
+		case RestartNo, RestartOnFailure, RestartAlways:
+			r.Policy = s
+		default:
+			if f.n != nil {
+				if b, ok := f.n.(*ast.BoolNode); ok && !b.Value {
+					r.Policy = RestartNo // YAML 1.1 reads a bare `no` as false
+					break
+				}
+			}
+			all := []string{RestartNo, RestartOnFailure, RestartAlways}
+			l.errf(f, "must be no, on-failure or always, got %q%s", s, didYouMean(s, all))
+		}
+	}
+	durs := []struct {
+		key string
+		dst *time.Duration
+	}{{"backoff", &r.Backoff}, {"max_backoff", &r.MaxBackoff}, {"reset_after", &r.ResetAfter}, {"stop_grace", &r.StopGrace}}
+	for _, d := range durs {
+		if f, ok := m[d.key]; ok {
+			if v, ok := l.duration(f); ok {
+				*d.dst = v
+			}
+		}
+	}
+	if f, ok := m["budget"]; ok {
+		s := l.str(f)
+		sm := budgetRe.FindStringSubmatch(s)
+		var n int
+		var w time.Duration
+		var err error
+		if sm != nil {
+			n, err = strconv.Atoi(sm[1])
+			if err == nil {
+				w, err = time.ParseDuration(sm[2])
+			}
+		}
+		if sm == nil || err != nil || w <= 0 || n > 1_000_000 {
+			l.errf(f, "must read like \"5 in 10m\" (at most N restarts in a window), got %q", s)
+		} else {
+			r.BudgetCount, r.BudgetWindow = n, w
+		}
+	}
+	if r.Backoff > r.MaxBackoff {
+		l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
+	}
+}
+
+func (l *loader) roles(p *Profile, at field) {
+	if isNull(at.n) {
+		l.errf(at, "needs at least one prefill and one decode role")
+		return
+	}
+	seq, ok := at.n.(*ast.SequenceNode)
+	if !ok {
+		l.errf(at, "must be a list of roles (each starting with `- name:`)")
+		return
+	}
+	for i, it := range seq.Values {
+		path := fmt.Sprintf("roles[%d]", i)
+		it = l.deref(it)
+		rf := field{n: it, pos: nodePos(it), path: path}
+		l.pos[path] = rf.pos
+		p.Roles = append(p.Roles, l.role(p, rf))
+	}
+}
+
+func (l *loader) role(p *Profile, at field) Role {
+	r := Role{Replicas: 1, TP: 1, DP: 1, Host: HostLocal, Restart: p.Restart}
+	m, ok := l.mapping(at.n, at, roleKeys)
+	if !ok {
+		return r
+	}
+	if len(m) > 0 {
+		// Point errors about the entry at its first key, not the dash.
+		first := Pos{1 << 30, 0}
+		for _, f := range m {
+			if f.pos.Line < first.Line || (f.pos.Line == first.Line && f.pos.Col < first.Col) {
+				first = f.pos
+			}
+		}
+		l.pos[at.path] = first
+		at.pos = first
+	}
+	if f, ok := m["name"]; ok {
+		r.Name = l.str(f)
+		if r.Name != "" && !instanceName.MatchString(r.Name) {
+			l.errf(f, "%q: use letters, digits, '.', '_' and '-' (it names log files and sockets)", r.Name)
+		} else if r.Name == GatewayLogName {
+			l.errf(f, "%q is reserved for the gateway's log; pick another name", r.Name)
+		}
+	} else {
+		l.errf(at, "missing name")
+	}
+	if f, ok := m["kind"]; ok {
+		r.Kind = l.str(f)
+		kinds := []string{KindEncode, KindPrefill, KindDecode}
+		if !contains(kinds, r.Kind) {
+			l.errf(f, "must be encode, prefill or decode, got %q%s", r.Kind, didYouMean(r.Kind, kinds))
+		}
+	} else if contains([]string{KindEncode, KindPrefill, KindDecode}, r.Name) {
+		r.Kind = r.Name // a role named like a kind is that kind
+	} else {
+		l.errf(at, "missing kind (encode, prefill or decode)")
+	}
+	if f, ok := m["replicas"]; ok {
+		if v, ok := l.intv(f, 1, 64); ok {
+			r.Replicas = v
+		}
+	}
+	if f, ok := m["tp"]; ok {
+		if v, ok := l.intv(f, 1, 1024); ok {
+			r.TP = v
+		}
+	}
+	if f, ok := m["dp"]; ok {
+		if v, ok := l.intv(f, 1, 1024); ok {
+			r.DP = v
+		}
+	}
+	if f, ok := m["host"]; ok {
+		if s := l.str(f); s != "" {
+			r.Host = s
+		}
+	}
+	if f, ok := m["engine_index"]; ok {
+		if v, ok := l.intv(f, 0, 65535); ok {
+			r.EngineIndex = v
+			if v+r.DP-1 > 65535 {
+				l.errf(f, "engine_index + dp - 1 = %d exceeds 65535 (ranks dial as engine_index + dp_rank)", v+r.DP-1)
+			}
+		}
+	}
+	if f, ok := m["args"]; ok {
+		r.Args, _ = l.strList(f)
+	}
+	if f, ok := m["env"]; ok {
+		r.Env = l.stringMap(f)
+		l.checkEnv(f, r.Env)
+	}
+	if f, ok := m["restart"]; ok {
+		l.restart(&r.Restart, f)
+	}
+	if f, ok := m["bootstrap_host"]; ok {
+		r.BootstrapHost = l.str(f)
+		if r.Kind == KindDecode && r.BootstrapHost != "" {
+			l.errf(f, "a decode role has no bootstrap server; bootstrap_host is for prefill and encode roles")
+		}
+	}
+	if f, ok := m["gpus"]; ok {
+		r.GPUs = l.gpus(f, r.Replicas)
+	} else {
+		l.errf(at, "missing gpus: list the %d GPU(s) this role uses (tp × dp)", r.TP*r.DP)
+	}
+	r.Workers = make([]string, r.Replicas)
+	if f, ok := m["worker"]; ok {
+		vals := l.perReplica(f, r.Replicas, "worker", func(f field) (any, bool) {
+			s := l.str(f)
+			return s, s != ""
+		})
+		for i, v := range vals {
+			if v != nil {
+				r.Workers[i] = v.(string)
+				l.checkWorker(field{pos: f.pos, path: replicaKey(f.path, i, r.Replicas)}, &r, r.Workers[i], p.Dir)
+			}
+		}
+	}
+	r.DistInitPorts = make([]int, r.Replicas)
+	if f, ok := m["dist_init_port"]; ok {
+		for i, v := range l.perReplica(f, r.Replicas, "dist_init_port", l.portValue) {
+			if v != nil {
+				r.DistInitPorts[i] = v.(int)
+			}
+		}
+	}
+	r.BootstrapPorts = make([]int, r.Replicas)
+	if f, ok := m["bootstrap_port"]; ok {
+		if r.Kind == KindDecode {
+			l.errf(f, "a decode role has no bootstrap server; bootstrap_port is for prefill and encode roles")
+		} else {
+			for i, v := range l.perReplica(f, r.Replicas, "bootstrap_port", l.portValue) {
+				if v != nil {
+					r.BootstrapPorts[i] = v.(int)
+				}
+			}
+		}
+	}
+	return r
+}
+
+var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func (l *loader) portValue(f field) (any, bool) {
+	return l.intv(f, 1, 65535)
+}
+
+func replicaKey(path string, i, replicas int) string {
+	if replicas > 1 {
+		return fmt.Sprintf("%s[%d]", path, i)
+	}
+	return path
+}
+
+// perReplica reads a key that takes one value per replica: a scalar when
+// replicas is 1, a list of exactly `replicas` values otherwise.
+func (l *loader) perReplica(f field, replicas int, key string, read func(field) (any, bool)) []any {
+	out := make([]any, replicas)
+	if isNull(f.n) {
+		return out
+	}
+	if replicas == 1 {
+		if seq, ok := f.n.(*ast.SequenceNode); ok && len(seq.Values) == 1 {
+			f.n = l.deref(seq.Values[0])
+		}
+		if v, ok := read(f); ok {
+			out[0] = v
+		}
+		return out
+	}
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok || len(seq.Values) != replicas {
+		l.errf(f, "replicas is %d, so %s needs a list of %d values, one per replica", replicas, key, replicas)
+		return out
+	}
+	for i, it := range seq.Values {
+		it = l.deref(it)
+		ef := field{n: it, pos: nodePos(it), path: fmt.Sprintf("%s[%d]", f.path, i)}
+		l.pos[ef.path] = ef.pos
+		if v, ok := read(ef); ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+func (l *loader) gpus(f field, replicas int) [][]string {
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok {
+		if isScalar(f.n) && replicas == 1 {
+			if g, ok := l.gpu(f); ok {
+				return [][]string{{g}}
+			}
+			return nil
+		}
+		l.errf(f, "must be a list of GPU indices or UUIDs, e.g. [0, 1]")
+		return nil
+	}
+	nested := len(seq.Values) > 0
+	for _, it := range seq.Values {
+		if _, ok := l.deref(it).(*ast.SequenceNode); !ok {
+			nested = false
+		}
+	}
+	if replicas > 1 && !nested {
+		l.errf(f, "replicas is %d, so gpus needs one list per replica, e.g. [[2], [3]]", replicas)
+		return nil
+	}
+	if !nested {
+		return [][]string{l.gpuList(f)}
+	}
+	if len(seq.Values) != replicas {
+		l.errf(f, "has %d GPU lists but replicas is %d", len(seq.Values), replicas)
+		return nil
+	}
+	out := make([][]string, 0, replicas)
+	for i, it := range seq.Values {
+		ef := field{n: l.deref(it), pos: nodePos(it), path: fmt.Sprintf("%s[%d]", f.path, i)}
+		l.pos[ef.path] = ef.pos
+		out = append(out, l.gpuList(ef))
+	}
+	return out
+}
+
+func (l *loader) gpuList(f field) []string {
+	seq := f.n.(*ast.SequenceNode)
+	out := make([]string, 0, len(seq.Values))
+	for i, it := range seq.Values {
+		ef := field{n: l.deref(it), pos: nodePos(it), path: fmt.Sprintf("%s[%d]", f.path, i)}
+		if g, ok := l.gpu(ef); ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+var gpuUUID = regexp.MustCompile(`^(GPU|MIG)-[A-Za-z0-9/-]+$`)
+
+func (l *loader) gpu(f field) (string, bool) {
+	switch v := f.n.(type) {
+	case *ast.IntegerNode:
+		n, ok := l.intv(f, 0, 1023)
+		return strconv.Itoa(n), ok
+	case *ast.StringNode:
+		s := strings.TrimSpace(v.Value)
+		if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < 1024 {
+			return strconv.Itoa(n), true
+		}
+		if gpuUUID.MatchString(s) {
+			return s, true
+		}
+		if strings.Contains(s, ",") {
+			l.errf(f, "%q: write a list, e.g. [%s]", s, s)
+			return "", false
+		}
+		l.errf(f, "%q is neither a GPU index nor a GPU-/MIG- UUID", s)
+		return "", false
+	}
+	l.errf(f, "must be a GPU index or UUID")
+	return "", false
+}
+
+// checkWorker applies the rules of a worker URL that need no plan.
+func (l *loader) checkWorker(f field, r *Role, url, dir string) {
+	w, err := ParseWorker(url)
+	if err != nil {
+		l.errf(f, "%v", err)
+		return
+	}
+	if w.Scheme == "ipc" && !r.Local() {
+		l.errf(f, "role runs on host %q, so its worker must be tcp://HOST:PORT (an ipc socket is same-host only)", r.Host)
+	}
+	_ = dir
+}
+
+// resolvePath makes a profile path absolute against the profile's
+// directory. Directories tsd owns (always=true) always resolve; model and
+// tokenizer resolve when they look like paths (./, ../, ~/) or exist there,
+// so model ids such as Qwen/Qwen3-8B pass through unchanged.
+func resolvePath(dir, v string, always bool) string {
+	if v == "" {
+		return v
+	}
+	if v == "~" || strings.HasPrefix(v, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, v[1:])
+		}
+		return v
+	}
+	if filepath.IsAbs(v) {
+		return filepath.Clean(v)
+	}
+	j := filepath.Join(dir, v)
+	if always || v == "." || v == ".." || strings.HasPrefix(v, "./") || strings.HasPrefix(v, "../") {
+		return j
+	}
+	if _, err := os.Stat(j); err == nil {
+		return j
+	}
+	return v
+}

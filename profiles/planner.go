@@ -1,0 +1,609 @@
+package profiles
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// GPU is one device of the host, as telemetry reports it.
+type GPU struct {
+	Index int    `json:"index"`
+	UUID  string `json:"uuid"`
+	Name  string `json:"name,omitempty"`
+}
+
+// HostFacts is everything the planner needs to know about the machine,
+// injected so the planner stays a pure function.
+type HostFacts struct {
+	// PortFree says whether a local port can be bound now; nil treats every
+	// port as free (tests, `tsd validate`). Only ports on this host are
+	// asked about, and only for ports the planner chooses.
+	PortFree func(port int) bool
+	// GPUs is the host's GPU list; nil means unknown (no check).
+	GPUs []GPU
+	// RunDir and LogDir override the profile's run_dir/log_dir when set
+	// (absolute paths).
+	RunDir string
+	LogDir string
+	// UID and XDGRuntimeDir pick the short socket directory used when ipc
+	// paths under run_dir would exceed the Unix socket path limit.
+	UID           int
+	XDGRuntimeDir string
+}
+
+// LocalHostFacts are the facts of this machine for planning: a real port
+// checker, the caller's uid and XDG_RUNTIME_DIR, and an unknown GPU list.
+func LocalHostFacts() HostFacts {
+	return HostFacts{PortFree: PortFree, UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR")}
+}
+
+// Default environment every role gets unless the profile sets the variable
+// (decisions.md §7).
+var defaultEnv = [][2]string{
+	{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+	{"NO_PROXY", "*"},
+	{"no_proxy", "*"},
+	{"PYTHONUNBUFFERED", "1"},
+}
+
+// Where planned ports come from. Dist-init bases are spaced by distInitStep
+// so the engine's silent +10 shifts (launch.md §2.7) stay inside a zone.
+const (
+	distInitStep          = 100
+	firstPrefillBootstrap = 8998
+	firstEncodeBootstrap  = 18995
+	localNS               = "\x00local"
+)
+
+// distInitCandidates lists planned dist-init bases in preference order,
+// all clear of the handshake band and the ephemeral range.
+func distInitCandidates() []int {
+	var out []int
+	for b := 12000; b+distInitStep <= HandshakeBandLo; b += distInitStep {
+		out = append(out, b)
+	}
+	for b := 10000; b < 12000; b += distInitStep {
+		out = append(out, b)
+	}
+	for b := 30000; b+distInitStep <= EphemeralLo; b += distInitStep {
+		out = append(out, b)
+	}
+	return out
+}
+
+// ClusterSpan is the highest offset of the dist-init port cluster:
+// D..D+max(6, 5+dp) (launch.md §2.7).
+func ClusterSpan(dp int) int { return max(6, 5+dp) }
+
+// ClusterPorts lists every port an engine binds or checks for dist-init
+// base d: D, D+1, D+3..D+max(6, 5+dp) (D+2 is unused).
+func ClusterPorts(d, dp int) []int {
+	out := []int{d, d + 1}
+	for p := d + 3; p <= d+ClusterSpan(dp); p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+// inst is one role instance while planning.
+type inst struct {
+	role      *Role
+	ri, k     int    // role index and replica index
+	key       string // roles[i]
+	name      string
+	ns        string // port namespace: the host the engine runs on
+	worker    Worker
+	workerKey string // key path that set the worker (or the name, for defaults)
+	dist      int
+	distKey   string
+	distSet   bool
+	boot      int
+	bootKey   string
+	bootSet   bool
+	bootNS    string
+}
+
+type reservation struct {
+	ns     string
+	lo, hi int
+	what   string // "gateway port", "dist-init cluster of prefill", ...
+	key    string
+}
+
+type planner struct {
+	p     *Profile
+	facts HostFacts
+	errs  Errors
+	warns []string
+	res   []reservation
+}
+
+func (pl *planner) err(key, format string, args ...any) {
+	pl.errs = append(pl.errs, pl.p.errAt(key, format, args...))
+}
+
+func (pl *planner) warn(key, format string, args ...any) {
+	pl.warns = append(pl.warns, pl.p.errAt(key, format, args...).Error())
+}
+
+func nsName(ns string) string {
+	if ns == localNS {
+		return "this host"
+	}
+	return "host " + ns
+}
+
+// conflict returns the first reservation overlapping [lo, hi] in ns.
+func (pl *planner) conflict(ns string, lo, hi int) *reservation {
+	for i := range pl.res {
+		r := &pl.res[i]
+		if r.ns == ns && lo <= r.hi && r.lo <= hi {
+			return r
+		}
+	}
+	return nil
+}
+
+// reserve records a fixed port range, reporting a collision as an error on
+// key.
+func (pl *planner) reserve(r reservation) {
+	if c := pl.conflict(r.ns, r.lo, r.hi); c != nil {
+		span := strconv.Itoa(r.lo)
+		if r.hi != r.lo {
+			span = fmt.Sprintf("%d-%d", r.lo, r.hi)
+		}
+		pl.err(r.key, "%s (%s) collides with %s (%s, %s)", r.what, span, c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
+		return
+	}
+	pl.res = append(pl.res, r)
+}
+
+func rangeText(lo, hi int) string {
+	if lo == hi {
+		return strconv.Itoa(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+func inBand(lo, hi int) bool {
+	return lo <= HandshakeBandHi && HandshakeBandLo <= hi
+}
+
+func inEphemeral(lo, hi int) bool {
+	return lo <= EphemeralHi && EphemeralLo <= hi
+}
+
+// warnRange warns about an explicit port range the planner would not have
+// chosen; it is honoured anyway (the seed's encode uses 25000).
+func (pl *planner) warnRange(key, what string, lo, hi int) {
+	if inBand(lo, hi) {
+		pl.warn(key, "%s %s is inside the ipc handshake band %d-%d; honoured, but a derived handshake port may land on it", what, rangeText(lo, hi), HandshakeBandLo, HandshakeBandHi)
+	}
+	if inEphemeral(lo, hi) {
+		pl.warn(key, "%s %s is inside the ephemeral range %d-%d; honoured, but outgoing connections may take it first", what, rangeText(lo, hi), EphemeralLo, EphemeralHi)
+	}
+}
+
+func (pl *planner) free(ns string, ports ...int) bool {
+	if ns != localNS || pl.facts.PortFree == nil {
+		return true
+	}
+	for _, p := range ports {
+		if !pl.facts.PortFree(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// MakePlan turns a loaded profile into the Plan: every argv, env, port,
+// socket and log path, computed without side effects (facts carries the
+// host state). It returns the plan even when there are errors, so callers
+// can show what was planned; check the Errors first.
+func MakePlan(p *Profile, facts HostFacts) (*Plan, Errors) {
+	pl := &planner{p: p, facts: facts}
+	plan := pl.plan()
+	sort.Strings(pl.warns)
+	plan.Warnings = pl.warns
+	return plan, pl.errs.sorted()
+}
+
+// Plan is MakePlan as a method.
+func (p *Profile) Plan(facts HostFacts) (*Plan, Errors) { return MakePlan(p, facts) }
+
+// LoadPlan loads a profile and plans it; errors of both steps come back
+// together.
+func LoadPlan(path string, facts HostFacts) (*Profile, *Plan, Errors) {
+	p, errs := Load(path)
+	if p == nil || len(errs) > 0 {
+		return p, nil, errs
+	}
+	plan, errs := MakePlan(p, facts)
+	return p, plan, errs
+}
+
+// SocketDir is the short directory ipc sockets fall back to when run_dir
+// makes socket paths too long: $XDG_RUNTIME_DIR/tsd-<hash> or
+// /tmp/tsd-<uid>/<hash>, the hash naming the profile.
+func SocketDir(profileAbs string, facts HostFacts) string {
+	sum := sha256.Sum256([]byte(profileAbs))
+	h := hex.EncodeToString(sum[:])[:12]
+	if facts.XDGRuntimeDir != "" {
+		return filepath.Join(facts.XDGRuntimeDir, "tsd-"+h)
+	}
+	return filepath.Join("/tmp", fmt.Sprintf("tsd-%d", facts.UID), h)
+}
+
+func (pl *planner) plan() *Plan {
+	p := pl.p
+	runDir, logDir := p.RunDir, p.LogDir
+	if pl.facts.RunDir != "" {
+		runDir = filepath.Clean(pl.facts.RunDir)
+	}
+	if pl.facts.LogDir != "" {
+		logDir = filepath.Clean(pl.facts.LogDir)
+	}
+	plan := &Plan{
+		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
+		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
+		Roles: []RolePlan{},
+	}
+	sockDir := runDir
+	shortDir := SocketDir(p.Abs, pl.facts)
+	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
+	if len(plan.ControlSocket) > MaxSocketPath {
+		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
+	}
+
+	// Expand replicas into instances.
+	var insts []*inst
+	for i := range p.Roles {
+		r := &p.Roles[i]
+		for k := 0; k < r.Replicas; k++ {
+			in := &inst{role: r, ri: i, k: k, key: fmt.Sprintf("roles[%d]", i), name: r.Instance(k), ns: localNS}
+			if !r.Local() {
+				in.ns = r.Host
+			}
+			insts = append(insts, in)
+		}
+	}
+
+	// Workers: explicit ones as written (relative ipc paths anchor at the
+	// profile), default ones under run_dir or the short directory.
+	tooLong := false
+	for _, in := range insts {
+		if k := in.k; k < len(in.role.Workers) && in.role.Workers[k] != "" {
+			in.workerKey = replicaKey(in.key+".worker", k, in.role.Replicas)
+			w, err := ParseWorker(in.role.Workers[k])
+			if err != nil {
+				pl.err(in.workerKey, "%v", err)
+				continue
+			}
+			if w.Scheme == "ipc" && !filepath.IsAbs(w.Path) {
+				w.Path = filepath.Join(p.Dir, w.Path)
+			}
+			if w.Scheme == "ipc" && len(w.Path)+len("-out.sock") > MaxSocketPath {
+				pl.err(in.workerKey, "socket path %s-out.sock is %d bytes, over the %d-byte Unix limit; pick a shorter path", w.Path, len(w.Path)+len("-out.sock"), MaxSocketPath)
+			}
+			in.worker = w
+			continue
+		}
+		in.workerKey = in.key + ".name"
+		if len(filepath.Join(runDir, in.name))+len("-out.sock") > MaxSocketPath {
+			tooLong = true
+		}
+	}
+	if tooLong {
+		sockDir = shortDir
+		pl.warn("run_dir", "ipc socket paths under %s would exceed the %d-byte Unix limit; sockets go to %s instead", runDir, MaxSocketPath, shortDir)
+	}
+	for _, in := range insts {
+		if in.worker.Scheme == "" && in.workerKey == in.key+".name" {
+			in.worker = Worker{Scheme: "ipc", Path: filepath.Join(sockDir, in.name)}
+			if len(in.worker.Path)+len("-out.sock") > MaxSocketPath {
+				pl.err(in.workerKey, "socket path %s-out.sock is over the %d-byte Unix limit even in %s; use a shorter role name", in.worker.Path, MaxSocketPath, sockDir)
+			}
+		}
+	}
+
+	// Fixed ports first: the gateway's, every handshake, explicit ports.
+	gwKey := "gateway.port"
+	pl.reserve(reservation{localNS, p.Gateway.Port, p.Gateway.Port, "gateway port", gwKey})
+	if _, written := p.pos[gwKey]; written {
+		pl.warnRange(gwKey, "gateway port", p.Gateway.Port, p.Gateway.Port)
+	}
+	for _, in := range insts {
+		if in.worker.Scheme == "" {
+			continue
+		}
+		hp := in.worker.DialPort()
+		what := fmt.Sprintf("handshake port of %s", in.name)
+		if in.worker.Scheme == "ipc" {
+			what = fmt.Sprintf("handshake port of %s (derived from %s)", in.name, in.worker.URL())
+		} else {
+			pl.warnRange(in.workerKey, what, hp, hp)
+		}
+		if c := pl.conflict(localNS, hp, hp); c != nil && in.worker.Scheme == "ipc" {
+			pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
+			continue
+		}
+		pl.reserve(reservation{localNS, hp, hp, what, in.workerKey})
+	}
+	for _, in := range insts {
+		r := in.role
+		if d := r.DistInitPorts[in.k]; d > 0 {
+			in.dist, in.distSet = d, true
+			in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
+			hi := d + ClusterSpan(r.DP)
+			if hi > 65535 {
+				pl.err(in.distKey, "the port cluster %d-%d runs past 65535", d, hi)
+				continue
+			}
+			pl.warnRange(in.distKey, "dist-init port cluster", d, hi)
+			pl.reserve(reservation{in.ns, d, hi, "dist-init port cluster of " + in.name, in.distKey})
+		}
+	}
+	for _, in := range insts {
+		r := in.role
+		if r.Kind != KindPrefill && r.Kind != KindEncode {
+			continue
+		}
+		in.bootNS = in.ns
+		if r.Kind == KindPrefill && p.Gateway.BootstrapServer == BootstrapTSD {
+			in.bootNS = localNS
+			if !r.Local() {
+				pl.warn(in.key+".host", "gateway.bootstrap_server is tsd but %s runs on %s: it registers at its own 127.0.0.1, where tsd's rendezvous is not; use bootstrap_server: engine for remote prefills", in.name, r.Host)
+			}
+		}
+		if b := r.BootstrapPorts[in.k]; b > 0 {
+			in.boot, in.bootSet = b, true
+			in.bootKey = replicaKey(in.key+".bootstrap_port", in.k, r.Replicas)
+			pl.warnRange(in.bootKey, "bootstrap port", b, b)
+			pl.reserve(reservation{in.bootNS, b, b, "bootstrap port of " + in.name, in.bootKey})
+		}
+	}
+
+	// Planned bootstrap ports: prefill from 8998 and encode from 18995
+	// upward (TokenSpeed's default and the CI's encode port).
+	for _, in := range insts {
+		r := in.role
+		if (r.Kind != KindPrefill && r.Kind != KindEncode) || in.bootSet {
+			continue
+		}
+		in.bootKey = in.key + ".bootstrap_port"
+		start := firstPrefillBootstrap
+		if r.Kind == KindEncode {
+			start = firstEncodeBootstrap
+		}
+		found := false
+		for b := start; b < HandshakeBandLo; b++ {
+			if pl.conflict(in.bootNS, b, b) != nil || !pl.free(in.bootNS, b) {
+				continue
+			}
+			in.boot, found = b, true
+			pl.res = append(pl.res, reservation{in.bootNS, b, b, "bootstrap port of " + in.name, in.bootKey})
+			break
+		}
+		if !found {
+			pl.err(in.bootKey, "no free bootstrap port between %d and %d; set bootstrap_port", start, HandshakeBandLo-1)
+		}
+	}
+
+	// Planned dist-init bases: ≥100 apart from every other base on the same
+	// host, their whole zone clear of every reserved port, the cluster free.
+	cands := distInitCandidates()
+	for _, in := range insts {
+		if in.distSet {
+			continue
+		}
+		in.distKey = in.key + ".dist_init_port"
+		span := ClusterSpan(in.role.DP)
+		zone := max(distInitStep-1, span)
+		found := false
+		for _, c := range cands {
+			if c+span > 65535 || inBand(c, c+span) || inEphemeral(c, c+span) {
+				continue
+			}
+			if pl.conflict(in.ns, c, c+zone) != nil || pl.nearBase(in.ns, c, insts) {
+				continue
+			}
+			if !pl.free(in.ns, ClusterPorts(c, in.role.DP)...) {
+				continue
+			}
+			in.dist, found = c, true
+			pl.res = append(pl.res, reservation{in.ns, c, c + span, "dist-init port cluster of " + in.name, in.distKey})
+			break
+		}
+		if !found {
+			pl.err(in.distKey, "no free dist-init port cluster found; set dist_init_port")
+		}
+	}
+
+	// Roles and workers.
+	mode := p.Gateway.Mode
+	hasEncode := false
+	for _, in := range insts {
+		if in.role.Kind == KindEncode {
+			hasEncode = true
+		}
+	}
+	if mode == ModeAuto {
+		mode = ModePD
+		if hasEncode {
+			mode = ModeEPD
+		}
+	} else if mode == ModePD && hasEncode {
+		pl.warn("gateway.mode", "mode is pd: the encode role(s) start but get no work")
+	}
+	if p.Engine.TransferBackend != DefaultTransferBackend {
+		pl.warn("engine.transfer_backend", "%q: TokenSpeed knows only mooncake", p.Engine.TransferBackend)
+	}
+	host := p.Gateway.Host
+	urlHost := host
+	if isWildcard(host) {
+		urlHost = "127.0.0.1"
+	}
+	plan.Gateway = GatewayPlan{
+		Listen:          net.JoinHostPort(host, strconv.Itoa(p.Gateway.Port)),
+		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(p.Gateway.Port)),
+		Mode:            mode,
+		Policy:          p.Gateway.Policy,
+		APIKeyEnv:       p.Gateway.APIKeyEnv,
+		BootstrapServer: p.Gateway.BootstrapServer,
+		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
+		Workers:         []WorkerPlan{},
+	}
+	for _, in := range insts {
+		rp := pl.rolePlan(in, logDir)
+		plan.Roles = append(plan.Roles, rp)
+		plan.Gateway.Workers = append(plan.Gateway.Workers, WorkerPlan{
+			Role: rp.Name, Kind: rp.Kind, URL: rp.Worker, Handshake: rp.Handshake,
+			Input: in.worker.Input(), Output: in.worker.Output(), Bootstrap: rp.Bootstrap,
+			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local,
+		})
+	}
+	if pl.facts.GPUs != nil {
+		pl.checkGPUs(insts)
+	}
+	return plan
+}
+
+// nearBase reports whether another dist-init base on ns lies within
+// distInitStep of c.
+func (pl *planner) nearBase(ns string, c int, insts []*inst) bool {
+	for _, o := range insts {
+		if o.ns != ns || o.dist == 0 {
+			continue
+		}
+		if d := c - o.dist; d > -distInitStep && d < distInitStep {
+			return true
+		}
+	}
+	return false
+}
+
+func (pl *planner) checkGPUs(insts []*inst) {
+	have := map[string]bool{}
+	for _, g := range pl.facts.GPUs {
+		have[strconv.Itoa(g.Index)] = true
+		if g.UUID != "" {
+			have[g.UUID] = true
+		}
+	}
+	for _, in := range insts {
+		if !in.role.Local() || in.k >= len(in.role.GPUs) {
+			continue
+		}
+		for _, g := range in.role.GPUs[in.k] {
+			if !have[g] {
+				pl.err(replicaKey(in.key+".gpus", in.k, in.role.Replicas), "GPU %s does not exist on this host (%d GPU(s) found)", g, len(pl.facts.GPUs))
+			}
+		}
+	}
+}
+
+func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
+	p, r := pl.p, in.role
+	var gpus []string
+	if in.k < len(r.GPUs) {
+		gpus = append([]string{}, r.GPUs[in.k]...)
+	}
+	rp := RolePlan{
+		Name: in.name, Group: r.Name, Kind: r.Kind, Host: r.Host, Local: r.Local(),
+		GPUs: gpus, TP: r.TP, DP: r.DP, EngineIndex: r.EngineIndex,
+		LogFile: filepath.Join(logDir, in.name+".log"),
+		Restart: r.Restart.Plan(),
+	}
+	if rp.GPUs == nil {
+		rp.GPUs = []string{}
+	}
+	if in.worker.Scheme != "" {
+		rp.Worker = in.worker.URL()
+		rp.Handshake = in.worker.Handshake()
+	}
+	if in.dist > 0 {
+		rp.DistInitAddr = "127.0.0.1:" + strconv.Itoa(in.dist)
+		rp.PortCluster = ClusterPorts(in.dist, r.DP)
+	} else {
+		rp.PortCluster = []int{}
+	}
+	if in.boot > 0 {
+		bh := r.BootstrapHost
+		if bh == "" {
+			bh = "127.0.0.1"
+			if !r.Local() {
+				bh = r.Host
+			}
+		}
+		rp.BootstrapPort = in.boot
+		rp.Bootstrap = net.JoinHostPort(bh, strconv.Itoa(in.boot))
+	}
+
+	// Flags in the seed page's order (disaggregated-serving.txt).
+	argv := append([]string{}, p.Engine.Command...)
+	argv = append(argv, "--headless", "--model", p.Model)
+	if r.TP != 1 {
+		argv = append(argv, "--tp", strconv.Itoa(r.TP))
+	}
+	if r.DP != 1 {
+		argv = append(argv, "--data-parallel-size", strconv.Itoa(r.DP))
+	}
+	argv = append(argv, "--disaggregation-mode", r.Kind)
+	if in.boot > 0 {
+		argv = append(argv, "--disaggregation-bootstrap-port", strconv.Itoa(in.boot))
+	}
+	if r.Kind == KindPrefill && r.DP > 1 {
+		// TokenSpeed refuses any other method for a prefill with DP > 1.
+		argv = append(argv, "--load-balance-method", "round_robin")
+	}
+	argv = append(argv, "--disaggregation-transfer-backend", p.Engine.TransferBackend)
+	if p.Engine.IBDevice != "" {
+		argv = append(argv, "--disaggregation-ib-device", p.Engine.IBDevice)
+	}
+	argv = append(argv, "--dist-init-addr", rp.DistInitAddr)
+	if in.worker.Scheme != "" {
+		argv = append(argv, "--data-parallel-address", in.worker.DialHost(),
+			"--data-parallel-rpc-port", strconv.Itoa(in.worker.DialPort()))
+	}
+	argv = append(argv, "--zmq-engine-index", strconv.Itoa(r.EngineIndex))
+	argv = append(argv, p.Engine.Args...)
+	argv = append(argv, r.Args...)
+	rp.Argv = argv
+
+	env := map[string]string{}
+	for _, kv := range defaultEnv {
+		env[kv[0]] = kv[1]
+	}
+	for k, v := range p.Engine.Env {
+		env[k] = v
+	}
+	for k, v := range r.Env {
+		env[k] = v
+	}
+	env["CUDA_VISIBLE_DEVICES"] = strings.Join(gpus, ",")
+	rp.Env = env
+	return rp
+}
+
+// EnvOrder lists a role's env keys as tsd prints them: CUDA_VISIBLE_DEVICES
+// first (as on the seed page), then the rest sorted.
+func EnvOrder(env map[string]string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if k != "CUDA_VISIBLE_DEVICES" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if _, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+		keys = append([]string{"CUDA_VISIBLE_DEVICES"}, keys...)
+	}
+	return keys
+}

@@ -1,0 +1,377 @@
+package profiles
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Severity of a preflight problem.
+type Severity string
+
+// Severities.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// Problem is one preflight finding.
+type Problem struct {
+	Severity Severity `json:"severity"`
+	Role     string   `json:"role,omitempty"` // role instance, "gateway", or empty
+	Msg      string   `json:"message"`
+}
+
+func (p Problem) String() string {
+	who := ""
+	if p.Role != "" {
+		who = p.Role + ": "
+	}
+	return fmt.Sprintf("%s: %s%s", p.Severity, who, p.Msg)
+}
+
+// PreflightEnv injects the host so Preflight can be tested; a nil func skips
+// its check.
+type PreflightEnv struct {
+	PortFree   func(port int) bool
+	PortHolder func(port int) string // "pid 123: cmdline", "" when unknown
+	LookPath   func(file string) (string, error)
+	GPUs       []GPU // nil: unknown (a warning)
+	EUID       int
+	Lstat      func(path string) (fs.FileInfo, error)
+	Writable   func(dir string) error // dir or its nearest existing ancestor
+}
+
+// LocalPreflightEnv checks this machine: real port binds, /proc for port
+// holders, $PATH, the effective uid. GPUs stay unknown; set them from
+// telemetry when it is available.
+func LocalPreflightEnv() PreflightEnv {
+	return PreflightEnv{
+		PortFree:   PortFree,
+		PortHolder: PortHolder,
+		LookPath:   exec.LookPath,
+		EUID:       os.Geteuid(),
+		Lstat:      os.Lstat,
+		Writable:   DirWritable,
+	}
+}
+
+// HasErrors reports whether any problem is an error.
+func HasErrors(ps []Problem) bool {
+	for _, p := range ps {
+		if p.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// Preflight checks that the host can run the plan: every local port free,
+// engine commands on PATH, GPUs present, ipc directories safe, log
+// directory writable. It returns every problem at once.
+func Preflight(plan *Plan, env PreflightEnv) []Problem {
+	var out []Problem
+	add := func(sev Severity, role, format string, args ...any) {
+		out = append(out, Problem{Severity: sev, Role: role, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	// Ports: the gateway binds its listener and every handshake (and
+	// prefill rendezvous when it hosts them); local engines bind their
+	// dist-init clusters and bootstrap ports.
+	type want struct {
+		port      int
+		who, what string
+	}
+	var wants []want
+	if _, ps, err := net.SplitHostPort(plan.Gateway.Listen); err == nil {
+		if n, err := strconv.Atoi(ps); err == nil {
+			wants = append(wants, want{n, "gateway", "HTTP listener " + plan.Gateway.Listen})
+		}
+	}
+	for _, w := range plan.Gateway.Workers {
+		if n := addrPort(w.Handshake); n > 0 {
+			wants = append(wants, want{n, "gateway", "handshake " + w.Handshake + " of " + w.Role})
+		}
+	}
+	for _, r := range plan.Roles {
+		if r.Kind == KindPrefill && plan.Gateway.BootstrapServer == BootstrapTSD && r.BootstrapPort > 0 {
+			wants = append(wants, want{r.BootstrapPort, "gateway", "bootstrap rendezvous of " + r.Name})
+		}
+	}
+	for _, r := range plan.Roles {
+		if !r.Local {
+			continue
+		}
+		for _, p := range r.PortCluster {
+			wants = append(wants, want{p, r.Name, "dist-init cluster port"})
+		}
+		if r.BootstrapPort > 0 && !(r.Kind == KindPrefill && plan.Gateway.BootstrapServer == BootstrapTSD) {
+			wants = append(wants, want{r.BootstrapPort, r.Name, "bootstrap port"})
+		}
+	}
+	if env.PortFree != nil {
+		checked := map[int]bool{}
+		for _, w := range wants {
+			if checked[w.port] {
+				continue
+			}
+			checked[w.port] = true
+			if env.PortFree(w.port) {
+				continue
+			}
+			holder := ""
+			if env.PortHolder != nil {
+				if h := env.PortHolder(w.port); h != "" {
+					holder = " (held by " + h + ")"
+				}
+			}
+			add(SeverityError, w.who, "port %d (%s) is in use%s", w.port, w.what, holder)
+		}
+	}
+
+	// Engine commands.
+	if env.LookPath != nil {
+		seen := map[string]bool{}
+		for _, r := range plan.Roles {
+			if !r.Local || len(r.Argv) == 0 || seen[r.Argv[0]] {
+				continue
+			}
+			seen[r.Argv[0]] = true
+			if _, err := env.LookPath(r.Argv[0]); err != nil {
+				add(SeverityError, r.Name, "engine command %q not found on PATH (set engine.command)", r.Argv[0])
+			}
+		}
+	}
+
+	// GPUs.
+	if env.GPUs == nil {
+		anyLocal := false
+		for _, r := range plan.Roles {
+			anyLocal = anyLocal || (r.Local && len(r.GPUs) > 0)
+		}
+		if anyLocal {
+			add(SeverityWarning, "", "GPU list unknown (no NVML): the profile's GPUs were not checked")
+		}
+	} else {
+		have := map[string]bool{}
+		for _, g := range env.GPUs {
+			have[strconv.Itoa(g.Index)] = true
+			if g.UUID != "" {
+				have[g.UUID] = true
+			}
+		}
+		for _, r := range plan.Roles {
+			if !r.Local {
+				continue
+			}
+			for _, g := range r.GPUs {
+				if !have[g] {
+					add(SeverityError, r.Name, "GPU %s does not exist on this host (%d GPU(s) found)", g, len(env.GPUs))
+				}
+			}
+		}
+	}
+
+	// ipc directories (zmq-lane.md §1.4) and the control socket's.
+	if env.Lstat != nil {
+		dirs := map[string]string{filepath.Dir(plan.ControlSocket): "control socket"}
+		for _, w := range plan.Gateway.Workers {
+			if path, ok := strings.CutPrefix(w.URL, "ipc://"); ok {
+				dirs[filepath.Dir(path)] = "ipc sockets"
+				for _, s := range []string{path + "-in.sock", path + "-out.sock"} {
+					if fi, err := env.Lstat(s); err == nil && fi.Mode()&fs.ModeSocket == 0 {
+						add(SeverityError, w.Role, "%s exists and is not a socket; tsd will not remove it", s)
+					}
+				}
+			}
+		}
+		keys := make([]string, 0, len(dirs))
+		for d := range dirs {
+			keys = append(keys, d)
+		}
+		sort.Strings(keys)
+		for _, d := range keys {
+			if msg := checkSocketDir(d, env); msg != "" {
+				add(SeverityError, "", "%s directory %s: %s", dirs[d], d, msg)
+			}
+		}
+	}
+
+	// Log directory.
+	if env.Writable != nil {
+		if err := env.Writable(plan.LogDir); err != nil {
+			add(SeverityError, "", "log directory %s: %v", plan.LogDir, err)
+		}
+	}
+	return out
+}
+
+// checkSocketDir applies SMG's rule: an existing socket directory must be
+// a real directory (not a symlink) owned by us; a missing one is created
+// 0700, so its nearest existing ancestor must be writable.
+func checkSocketDir(dir string, env PreflightEnv) string {
+	fi, err := env.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if env.Writable != nil {
+			if err := env.Writable(dir); err != nil {
+				return fmt.Sprintf("cannot be created: %v", err)
+			}
+		}
+		return ""
+	}
+	if err != nil {
+		return err.Error()
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return "is a symlink; the sockets carry no authentication, so tsd wants a real directory"
+	}
+	if !fi.IsDir() {
+		return "is not a directory"
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != env.EUID {
+		return fmt.Sprintf("is owned by uid %d, not by you (uid %d); the sockets carry no authentication", st.Uid, env.EUID)
+	}
+	return ""
+}
+
+func addrPort(addr string) int {
+	addr = strings.TrimPrefix(addr, "tcp://")
+	_, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(ps)
+	return n
+}
+
+// PortFree reports whether a TCP port can be bound and listened on on the
+// wildcard address, as TokenSpeed checks its cluster (Go sets SO_REUSEADDR,
+// so TIME_WAIT does not count as busy).
+func PortFree(port int) bool {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// DirWritable checks that dir (or, when it does not exist yet, its nearest
+// existing ancestor) is a directory we may write to.
+func DirWritable(dir string) error {
+	d := filepath.Clean(dir)
+	for {
+		fi, err := os.Stat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
+			if err := unix.Access(d, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("%s is not writable: %w", d, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return fmt.Errorf("no existing ancestor of %s", dir)
+		}
+		d = parent
+	}
+}
+
+// PortHolder names the process listening on a local TCP port ("pid 123:
+// cmdline"), best effort from /proc; "" when it cannot tell.
+func PortHolder(port int) string {
+	pid, cmd := portHolder("/proc", port)
+	if pid == 0 {
+		return ""
+	}
+	if cmd == "" {
+		return "pid " + strconv.Itoa(pid)
+	}
+	return fmt.Sprintf("pid %d: %s", pid, cmd)
+}
+
+func portHolder(proc string, port int) (int, string) {
+	inodes := map[string]bool{}
+	for _, f := range []string{"net/tcp", "net/tcp6"} {
+		for _, ino := range socketInodes(filepath.Join(proc, f), port) {
+			inodes[ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return 0, ""
+	}
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return 0, ""
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		fdDir := filepath.Join(proc, e.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil || !strings.HasPrefix(link, "socket:[") {
+				continue
+			}
+			if inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+				cmd, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
+				return pid, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
+			}
+		}
+	}
+	return 0, ""
+}
+
+// socketInodes reads a /proc/net/tcp-style table and returns the inodes of
+// listening sockets bound to port.
+func socketInodes(file string, port int) []string {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	want := fmt.Sprintf("%04X", port)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 10 {
+			continue
+		}
+		local := fs[1]
+		i := strings.LastIndexByte(local, ':')
+		if i < 0 || !strings.EqualFold(local[i+1:], want) {
+			continue
+		}
+		if fs[3] != "0A" { // LISTEN
+			continue
+		}
+		if fs[9] != "0" {
+			out = append(out, fs[9])
+		}
+	}
+	return out
+}
