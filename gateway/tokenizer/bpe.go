@@ -1,0 +1,181 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+type pair struct{ a, b int32 }
+
+type merge struct {
+	rank int32
+	id   int32
+}
+
+// bpe is the BPE model of tokenizer.json.
+type bpe struct {
+	vocab        map[string]int32
+	merges       map[pair]merge
+	ignoreMerges bool // whole words found in the vocab skip merging (Llama 3)
+	byteFallback bool // unknown runes become <0xXX> tokens
+	unkID        int32
+	hasUnk       bool
+	byteIDs      [256]int32 // <0xXX> ids for byte fallback, -1 when absent
+
+	mu       sync.Mutex
+	cache    map[string][]int32
+	cacheCap int
+}
+
+func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
+	var m struct {
+		Type                    string            `json:"type"`
+		Vocab                   map[string]int32  `json:"vocab"`
+		Merges                  []json.RawMessage `json:"merges"`
+		UnkToken                *string           `json:"unk_token"`
+		ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
+		ByteFallback            bool              `json:"byte_fallback"`
+		IgnoreMerges            bool              `json:"ignore_merges"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("parse %s: model: %w", file, err)
+	}
+	if m.Type != "BPE" {
+		return nil, unsupported(file, "model.type", fmt.Sprintf("model %q (only BPE is implemented)", m.Type))
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return nil, unsupported(file, "model.continuing_subword_prefix", "non-empty continuing_subword_prefix")
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return nil, unsupported(file, "model.end_of_word_suffix", "non-empty end_of_word_suffix")
+	}
+	if cacheWords <= 0 {
+		cacheWords = 1 << 16
+	}
+	b := &bpe{
+		vocab:        m.Vocab,
+		merges:       make(map[pair]merge, len(m.Merges)),
+		ignoreMerges: m.IgnoreMerges,
+		byteFallback: m.ByteFallback,
+		cache:        map[string][]int32{},
+		cacheCap:     cacheWords,
+	}
+	for i := range b.byteIDs {
+		b.byteIDs[i] = -1
+		if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", i)]; ok {
+			b.byteIDs[i] = id
+		}
+	}
+	if m.UnkToken != nil {
+		if id, ok := m.Vocab[*m.UnkToken]; ok {
+			b.unkID, b.hasUnk = id, true
+		}
+	}
+	for i, r := range m.Merges {
+		// Merges are "a b" strings in older files and [a, b] pairs in newer ones.
+		var l, rr string
+		var s string
+		if err := json.Unmarshal(r, &s); err == nil {
+			var ok bool
+			l, rr, ok = strings.Cut(s, " ")
+			if !ok {
+				return nil, &fieldError{file, fmt.Sprintf("model.merges[%d]", i), fmt.Sprintf("merge %q has no space", s)}
+			}
+		} else {
+			var p []string
+			if err := json.Unmarshal(r, &p); err != nil || len(p) != 2 {
+				return nil, &fieldError{file, fmt.Sprintf("model.merges[%d]", i), "neither \"a b\" nor [a, b]"}
+			}
+			l, rr = p[0], p[1]
+		}
+		a, okA := m.Vocab[l]
+		c, okB := m.Vocab[rr]
+		id, okM := m.Vocab[l+rr]
+		if !okA || !okB || !okM {
+			return nil, &fieldError{file, fmt.Sprintf("model.merges[%d]", i), fmt.Sprintf("merge %q + %q refers to tokens not in the vocabulary", l, rr)}
+		}
+		if _, dup := b.merges[pair{a, c}]; !dup {
+			b.merges[pair{a, c}] = merge{rank: int32(i), id: id}
+		}
+	}
+	return b, nil
+}
+
+// word tokenizes one pre-token, through the bounded cache.
+func (b *bpe) word(w string, dst []int32) []int32 {
+	b.mu.Lock()
+	ids, ok := b.cache[w]
+	b.mu.Unlock()
+	if ok {
+		return append(dst, ids...)
+	}
+	ids = b.merge(w)
+	b.mu.Lock()
+	if len(b.cache) >= b.cacheCap {
+		// Dropping everything is crude but bounded and cheap; hot words
+		// come back within a few requests.
+		clear(b.cache)
+	}
+	b.cache[w] = ids
+	b.mu.Unlock()
+	return append(dst, ids...)
+}
+
+func (b *bpe) merge(w string) []int32 {
+	if b.ignoreMerges {
+		if id, ok := b.vocab[w]; ok {
+			return []int32{id}
+		}
+	}
+	syms := make([]int32, 0, utf8.RuneCountInString(w))
+	var buf [4]byte
+	for i, r := range w {
+		ch := w[i : i+utf8.RuneLen(r)]
+		if r == utf8.RuneError && len(ch) == 1 {
+			ch = w[i : i+1]
+		}
+		if id, ok := b.vocab[ch]; ok {
+			syms = append(syms, id)
+			continue
+		}
+		if b.byteFallback {
+			n := utf8.EncodeRune(buf[:], r)
+			okAll := true
+			for _, c := range buf[:n] {
+				if b.byteIDs[c] < 0 {
+					okAll = false
+				}
+			}
+			if okAll {
+				for _, c := range buf[:n] {
+					syms = append(syms, b.byteIDs[c])
+				}
+				continue
+			}
+		}
+		if b.hasUnk {
+			// HF fuses nothing here unless fuse_unk; one unk per rune.
+			syms = append(syms, b.unkID)
+		}
+	}
+	// Merge the lowest-ranked adjacent pair (leftmost on ties) until none
+	// is left: what HF's priority queue does, in O(n²) for short words.
+	for len(syms) > 1 {
+		best, bestAt := merge{rank: -1}, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if m, ok := b.merges[pair{syms[i], syms[i+1]}]; ok && (bestAt < 0 || m.rank < best.rank) {
+				best, bestAt = m, i
+			}
+		}
+		if bestAt < 0 {
+			break
+		}
+		syms[bestAt] = best.id
+		syms = append(syms[:bestAt+1], syms[bestAt+2:]...)
+	}
+	return syms
+}

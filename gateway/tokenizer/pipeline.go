@@ -1,0 +1,385 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/dlclark/regexp2/v2"
+	"golang.org/x/text/unicode/norm"
+)
+
+// normalizer maps a piece of text before pre-tokenization.
+type normalizer func(string) string
+
+func parseNormalizer(file, field string, raw json.RawMessage) (normalizer, error) {
+	typ, err := typed(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+	}
+	switch typ {
+	case "":
+		return nil, nil
+	case "NFC":
+		return norm.NFC.String, nil
+	case "NFD":
+		return norm.NFD.String, nil
+	case "NFKC":
+		return norm.NFKC.String, nil
+	case "NFKD":
+		return norm.NFKD.String, nil
+	case "Lowercase":
+		return strings.ToLower, nil
+	case "Sequence":
+		var s struct {
+			Normalizers []json.RawMessage `json:"normalizers"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		var fs []normalizer
+		for i, r := range s.Normalizers {
+			n, err := parseNormalizer(file, fmt.Sprintf("%s.normalizers[%d]", field, i), r)
+			if err != nil {
+				return nil, err
+			}
+			if n != nil {
+				fs = append(fs, n)
+			}
+		}
+		return func(x string) string {
+			for _, f := range fs {
+				x = f(x)
+			}
+			return x
+		}, nil
+	}
+	return nil, unsupported(file, field+".type", fmt.Sprintf("normalizer %q", typ))
+}
+
+// preTokenizer splits one piece into pre-tokens (words BPE sees). Each
+// stage maps a list of pieces to a new list, as HF's PreTokenizedString.
+type preTokenizer func(pieces []string) ([]string, error)
+
+// gpt2Pattern is the regex ByteLevel applies with use_regex=true.
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+func compileRegex(file, field, pat string) (*regexp2.Regexp, error) {
+	// Long whitespace runs make `\s+(?!\S)` backtrack deeply; the default
+	// stack limit would turn a legal prompt into an error.
+	re, err := regexp2.Compile(pat, regexp2.None, regexp2.OptionMaxBacktrackingStackSize(1<<26))
+	if err != nil {
+		return nil, &fieldError{file, field, fmt.Sprintf("compile regex %q: %v", pat, err)}
+	}
+	return re, nil
+}
+
+func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, error) {
+	typ, err := typed(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+	}
+	switch typ {
+	case "":
+		return func(p []string) ([]string, error) { return p, nil }, nil
+	case "Sequence":
+		var s struct {
+			Pretokenizers []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		var stages []preTokenizer
+		for i, r := range s.Pretokenizers {
+			st, err := parsePreTokenizer(file, fmt.Sprintf("%s.pretokenizers[%d]", field, i), r)
+			if err != nil {
+				return nil, err
+			}
+			stages = append(stages, st)
+		}
+		return func(p []string) ([]string, error) {
+			var err error
+			for _, st := range stages {
+				if p, err = st(p); err != nil {
+					return nil, err
+				}
+			}
+			return p, nil
+		}, nil
+	case "Split":
+		var s struct {
+			Pattern struct {
+				Regex  *string `json:"Regex"`
+				String *string `json:"String"`
+			} `json:"pattern"`
+			Behavior string `json:"behavior"`
+			Invert   bool   `json:"invert"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		if s.Invert {
+			return nil, unsupported(file, field+".invert", "Split with invert=true")
+		}
+		var pat string
+		switch {
+		case s.Pattern.Regex != nil:
+			pat = *s.Pattern.Regex
+		case s.Pattern.String != nil:
+			pat = regexp2.Escape(*s.Pattern.String)
+		default:
+			return nil, &fieldError{file, field + ".pattern", "neither Regex nor String"}
+		}
+		re, err := compileRegex(file, field+".pattern", pat)
+		if err != nil {
+			return nil, err
+		}
+		switch s.Behavior {
+		case "Isolated", "Removed", "MergedWithPrevious", "MergedWithNext":
+		default:
+			return nil, unsupported(file, field+".behavior", fmt.Sprintf("Split behavior %q", s.Behavior))
+		}
+		return splitStage(re, s.Behavior), nil
+	case "ByteLevel":
+		var s struct {
+			AddPrefixSpace bool  `json:"add_prefix_space"`
+			UseRegex       *bool `json:"use_regex"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		var split preTokenizer
+		if s.UseRegex == nil || *s.UseRegex {
+			re, err := compileRegex(file, field, gpt2Pattern)
+			if err != nil {
+				return nil, err
+			}
+			split = splitStage(re, "Isolated")
+		}
+		return func(p []string) ([]string, error) {
+			if s.AddPrefixSpace {
+				for i, x := range p {
+					if !strings.HasPrefix(x, " ") {
+						p[i] = " " + x
+					}
+				}
+			}
+			if split != nil {
+				var err error
+				if p, err = split(p); err != nil {
+					return nil, err
+				}
+			}
+			for i, x := range p {
+				p[i] = byteLevelEncode(x)
+			}
+			return p, nil
+		}, nil
+	case "Digits":
+		var s struct {
+			IndividualDigits bool `json:"individual_digits"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		pat := `\p{Nd}+`
+		if s.IndividualDigits {
+			pat = `\p{Nd}`
+		}
+		re, err := compileRegex(file, field, pat)
+		if err != nil {
+			return nil, err
+		}
+		return splitStage(re, "Isolated"), nil
+	}
+	return nil, unsupported(file, field+".type", fmt.Sprintf("pre-tokenizer %q", typ))
+}
+
+// splitStage splits every piece on a regex with one of HF's behaviours.
+func splitStage(re *regexp2.Regexp, behavior string) preTokenizer {
+	return func(pieces []string) ([]string, error) {
+		out := make([]string, 0, len(pieces)*2)
+		for _, p := range pieces {
+			locs, err := re.FindAllStringIndex(p, -1)
+			if err != nil {
+				return nil, fmt.Errorf("split pre-token: %w", err)
+			}
+			prev := 0
+			pendingPrefix := "" // MergedWithNext carries a match into the next piece
+			emit := func(s string) {
+				if s != "" {
+					out = append(out, s)
+				}
+			}
+			for _, l := range locs {
+				if l[0] == l[1] {
+					continue
+				}
+				gap, m := p[prev:l[0]], p[l[0]:l[1]]
+				switch behavior {
+				case "Isolated":
+					emit(gap)
+					emit(m)
+				case "Removed":
+					emit(gap)
+				case "MergedWithPrevious":
+					emit(gap + m)
+				case "MergedWithNext":
+					if gap != "" {
+						emit(pendingPrefix + gap)
+						pendingPrefix = ""
+					}
+					pendingPrefix += m
+				}
+				prev = l[1]
+			}
+			emit(pendingPrefix + p[prev:])
+		}
+		return out, nil
+	}
+}
+
+// byteToRune is GPT-2's reversible byte→printable-rune map: printable
+// Latin-1 bytes stay themselves, the rest shift to U+0100 and up.
+var byteToRune [256]rune
+var runeToByte = map[rune]byte{}
+
+func init() {
+	n := 0
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			byteToRune[b] = rune(b)
+		} else {
+			byteToRune[b] = rune(256 + n)
+			n++
+		}
+		runeToByte[byteToRune[b]] = byte(b)
+	}
+}
+
+func byteLevelEncode(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) * 2)
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(byteToRune[s[i]])
+	}
+	return b.String()
+}
+
+// byteLevelDecode maps a byte-level token string back to raw bytes; runes
+// outside the map (e.g. added tokens' text) pass through as UTF-8.
+func byteLevelDecode(dst []byte, tok string) []byte {
+	for _, r := range tok {
+		if b, ok := runeToByte[r]; ok {
+			dst = append(dst, b)
+		} else {
+			dst = append(dst, string(r)...)
+		}
+	}
+	return dst
+}
+
+// parseDecoder accepts the decoders byte-level models use. It reports
+// whether tokens go through the ByteLevel mapping (they always do for the
+// models we support; a bare ByteFallback/Fuse chain is also accepted).
+func parseDecoder(file, field string, raw json.RawMessage) (bool, error) {
+	typ, err := typed(raw)
+	if err != nil {
+		return false, fmt.Errorf("parse %s: %s: %w", file, field, err)
+	}
+	switch typ {
+	case "":
+		return false, nil
+	case "ByteLevel":
+		return true, nil
+	case "ByteFallback", "Fuse":
+		return false, nil
+	case "Sequence":
+		var s struct {
+			Decoders []json.RawMessage `json:"decoders"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return false, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		bl := false
+		for i, r := range s.Decoders {
+			b, err := parseDecoder(file, fmt.Sprintf("%s.decoders[%d]", field, i), r)
+			if err != nil {
+				return false, err
+			}
+			bl = bl || b
+		}
+		return bl, nil
+	}
+	return false, unsupported(file, field+".type", fmt.Sprintf("decoder %q", typ))
+}
+
+// postPiece is one element of TemplateProcessing's "single" template.
+type postPiece struct {
+	special string // token content, or "" for the sequence itself
+	id      int32
+}
+
+type postProcessor struct {
+	single []postPiece // nil: sequence only
+}
+
+func parsePostProcessor(file, field string, raw json.RawMessage) (postProcessor, error) {
+	typ, err := typed(raw)
+	if err != nil {
+		return postProcessor{}, fmt.Errorf("parse %s: %s: %w", file, field, err)
+	}
+	switch typ {
+	case "", "ByteLevel":
+		return postProcessor{}, nil
+	case "Sequence":
+		var s struct {
+			Processors []json.RawMessage `json:"processors"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return postProcessor{}, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		var pp postProcessor
+		for i, r := range s.Processors {
+			p, err := parsePostProcessor(file, fmt.Sprintf("%s.processors[%d]", field, i), r)
+			if err != nil {
+				return pp, err
+			}
+			if p.single != nil {
+				pp = p
+			}
+		}
+		return pp, nil
+	case "TemplateProcessing":
+		var s struct {
+			Single []struct {
+				SpecialToken *struct {
+					ID string `json:"id"`
+				} `json:"SpecialToken"`
+				Sequence *struct {
+					ID string `json:"id"`
+				} `json:"Sequence"`
+			} `json:"single"`
+		}
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return postProcessor{}, fmt.Errorf("parse %s: %s: %w", file, field, err)
+		}
+		var pp postProcessor
+		for _, e := range s.Single {
+			switch {
+			case e.SpecialToken != nil:
+				pp.single = append(pp.single, postPiece{special: e.SpecialToken.ID})
+			case e.Sequence != nil:
+				pp.single = append(pp.single, postPiece{})
+			}
+		}
+		return pp, nil
+	}
+	return postProcessor{}, unsupported(file, field+".type", fmt.Sprintf("post-processor %q", typ))
+}
+
+// isWordRune is what single_word added tokens treat as a word character.
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r)
+}
