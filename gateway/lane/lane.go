@@ -1,0 +1,267 @@
+package lane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Options tune a Lane. Zero values are sensible.
+type Options struct {
+	Transport Transport // nil: ZMQ4 with default limits
+	Logger    *slog.Logger
+	Now       func() time.Time
+	// SilenceTimeout declares a worker dead when it sends nothing for this
+	// long while requests are in flight (SMG: 300 s). Idle silence is fine.
+	SilenceTimeout time.Duration
+}
+
+// Lane owns every worker's socket set and the rank registry.
+type Lane struct {
+	opts    Options
+	log     *slog.Logger
+	workers []*Worker
+	byRole  map[string]*Worker
+	broker  *broker
+
+	mu    sync.Mutex
+	bound bool
+}
+
+// New checks the workers' addresses; nothing is bound until Bind.
+func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
+	if opts.Transport == nil {
+		opts.Transport = ZMQ4(TransportOptions{})
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SilenceTimeout <= 0 {
+		opts.SilenceTimeout = 300 * time.Second
+	}
+	l := &Lane{opts: opts, log: opts.Logger, byRole: map[string]*Worker{}, broker: newBroker()}
+	handshakes := map[string]string{}
+	for _, p := range plans {
+		addr, err := resolveAddrs(p)
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", p.Role, err)
+		}
+		if _, dup := l.byRole[p.Role]; dup {
+			return nil, fmt.Errorf("worker %s listed twice", p.Role)
+		}
+		if other, dup := handshakes[addr.Handshake]; dup {
+			return nil, fmt.Errorf("workers %s and %s share handshake address %s (their ipc paths derive the same port; rename one)", other, p.Role, addr.Handshake)
+		}
+		handshakes[addr.Handshake] = p.Role
+		w := newWorker(l, addr)
+		l.workers = append(l.workers, w)
+		l.byRole[p.Role] = w
+	}
+	return l, nil
+}
+
+// resolveAddrs fills in the bind addresses a hand-written plan may leave
+// out (zmq-lane.md §1.2, §1.3) and refuses addresses that cannot work.
+func resolveAddrs(p profiles.WorkerPlan) (profiles.WorkerPlan, error) {
+	switch {
+	case strings.HasPrefix(p.URL, "ipc://"):
+		path := strings.TrimPrefix(p.URL, "ipc://")
+		if p.Input == "" {
+			p.Input = p.URL + "-in.sock"
+		}
+		if p.Output == "" {
+			p.Output = p.URL + "-out.sock"
+		}
+		if p.Handshake == "" {
+			p.Handshake = fmt.Sprintf("tcp://127.0.0.1:%d", wire.HandshakePort(path))
+		}
+	case strings.HasPrefix(p.URL, "tcp://"):
+		hostport := strings.TrimPrefix(p.URL, "tcp://")
+		host, _, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return p, fmt.Errorf("worker URL %q: %w", p.URL, err)
+		}
+		if p.Handshake == "" {
+			p.Handshake = p.URL
+		}
+		if p.Input == "" {
+			p.Input = "tcp://" + net.JoinHostPort(host, "0")
+		}
+		if p.Output == "" {
+			p.Output = "tcp://" + net.JoinHostPort(host, "0")
+		}
+	default:
+		return p, fmt.Errorf("worker URL %q: want ipc://PATH or tcp://HOST:PORT", p.URL)
+	}
+	if !strings.HasPrefix(p.Handshake, "tcp://") {
+		return p, fmt.Errorf("handshake address %q must be tcp:// (engines always dial tcp)", p.Handshake)
+	}
+	for _, ep := range []string{p.Input, p.Output} {
+		if hp, ok := strings.CutPrefix(ep, "tcp://"); ok {
+			host, _, err := net.SplitHostPort(hp)
+			if err != nil {
+				return p, fmt.Errorf("data-plane address %q: %w", ep, err)
+			}
+			switch host {
+			case "", "*", "0.0.0.0", "::":
+				return p, fmt.Errorf("data-plane address %q binds a wildcard, which cannot be advertised in INIT; name an address engines can reach", ep)
+			}
+		}
+	}
+	if p.DP <= 0 {
+		p.DP = 1
+	}
+	return p, nil
+}
+
+// Bind binds every worker's input ROUTER, output PULL and handshake
+// ROUTER (in that order: INIT may only name bound sockets). On failure
+// everything bound so far is closed again.
+func (l *Lane) Bind() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bound {
+		return errors.New("lane already bound")
+	}
+	for i, w := range l.workers {
+		if err := w.bind(); err != nil {
+			for _, b := range l.workers[:i] {
+				_ = b.close()
+			}
+			return fmt.Errorf("bind worker %s: %w", w.plan.Role, err)
+		}
+	}
+	for _, w := range l.workers {
+		w.start()
+	}
+	l.bound = true
+	return nil
+}
+
+// Close unbinds every socket, removes ipc socket files and fails whatever
+// is still in flight.
+func (l *Lane) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	if l.bound {
+		for _, w := range l.workers {
+			if err := w.close(); err != nil {
+				errs = append(errs, fmt.Errorf("close worker %s: %w", w.plan.Role, err))
+			}
+		}
+		l.bound = false
+	}
+	return errors.Join(errs...)
+}
+
+// Workers lists the workers in plan order.
+func (l *Lane) Workers() []*Worker { return l.workers }
+
+// Worker finds a worker by role instance name.
+func (l *Lane) Worker(role string) (*Worker, bool) {
+	w, ok := l.byRole[role]
+	return w, ok
+}
+
+// SubscribeRanks returns every rank's current state, then each change;
+// cancel ends the subscription and closes the channel.
+func (l *Lane) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
+	return l.broker.subscribe()
+}
+
+// broker hands each subscriber the current state and then every change,
+// under one lock, so nobody misses or doubles an event.
+type broker struct {
+	mu   sync.Mutex
+	cur  map[brokerKey]snapshot.RankEvent
+	subs map[int]*queue[snapshot.RankEvent]
+	next int
+}
+
+type brokerKey struct {
+	role string
+	id   int
+}
+
+func newBroker() *broker {
+	return &broker{cur: map[brokerKey]snapshot.RankEvent{}, subs: map[int]*queue[snapshot.RankEvent]{}}
+}
+
+func (b *broker) publish(ev snapshot.RankEvent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cur[brokerKey{ev.Role, ev.Rank.Identity}] = ev
+	for _, q := range b.subs {
+		q.push(ev)
+	}
+}
+
+// forget drops a rank that will never dial (a planned identity outside the
+// DP range the engine declared).
+func (b *broker) forget(role string, id int) {
+	b.mu.Lock()
+	delete(b.cur, brokerKey{role, id})
+	b.mu.Unlock()
+}
+
+func (b *broker) subscribe() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
+	b.mu.Lock()
+	cur := make([]snapshot.RankEvent, 0, len(b.cur))
+	for _, ev := range b.cur {
+		cur = append(cur, ev)
+	}
+	q := newQueue[snapshot.RankEvent]()
+	id := b.next
+	b.next++
+	b.subs[id] = q
+	b.mu.Unlock()
+	sort.Slice(cur, func(i, j int) bool {
+		if cur[i].Role != cur[j].Role {
+			return cur[i].Role < cur[j].Role
+		}
+		return cur[i].Rank.Identity < cur[j].Rank.Identity
+	})
+	out := make(chan snapshot.RankEvent)
+	stop := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			items, ok := q.wait(stop)
+			for _, ev := range items {
+				select {
+				case out <- ev:
+				case <-stop:
+					return
+				}
+			}
+			if !ok {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	cancel := func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.subs, id)
+			b.mu.Unlock()
+			q.close()
+			close(stop)
+		})
+	}
+	return cur, out, cancel
+}

@@ -1,0 +1,101 @@
+package lane
+
+import (
+	"context"
+	"io"
+	"sync"
+)
+
+// Stream is one request leg on one engine rank: the outputs of its rid,
+// in order, ending with a terminal output or an error.
+type Stream struct {
+	w        *Worker
+	RID      string
+	Identity int
+
+	mu    sync.Mutex
+	items []Output
+	err   error
+	ended bool // terminal output queued, or failed
+	wake  chan struct{}
+}
+
+func newStream(w *Worker, rid string, identity int) *Stream {
+	return &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
+}
+
+// Worker is the worker the stream runs on.
+func (s *Stream) Worker() *Worker { return s.w }
+
+func (s *Stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver queues an output; it never blocks the output reader.
+func (s *Stream) deliver(o Output) {
+	s.mu.Lock()
+	if !s.ended {
+		s.items = append(s.items, o)
+		s.ended = o.Finished != ""
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Stream) fail(err error) {
+	s.mu.Lock()
+	if !s.ended {
+		s.err = err
+		s.ended = true
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// Recv returns the next output. After the terminal output it returns
+// io.EOF; a failed stream returns its error once queued outputs are read.
+func (s *Stream) Recv(ctx context.Context) (Output, error) {
+	for {
+		s.mu.Lock()
+		if len(s.items) > 0 {
+			o := s.items[0]
+			s.items[0] = Output{}
+			s.items = s.items[1:]
+			s.mu.Unlock()
+			return o, nil
+		}
+		err, ended := s.err, s.ended
+		s.mu.Unlock()
+		if err != nil {
+			return Output{}, err
+		}
+		if ended {
+			return Output{}, io.EOF
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return Output{}, ctx.Err()
+		}
+	}
+}
+
+// Abort ends the stream with err (ErrAborted when nil) and, if the engine
+// still runs it, sends the engine an ABORT for its rid. Safe to call at any
+// time and more than once.
+func (s *Stream) Abort(err error) {
+	if err == nil {
+		err = ErrAborted
+	}
+	s.w.abort(s, err)
+}
+
+// Done reports whether the stream ended (terminal output or failure).
+func (s *Stream) Done() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}

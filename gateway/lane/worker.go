@@ -1,0 +1,769 @@
+package lane
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Errors that end streams; wrapped with the worker and rank they concern.
+var (
+	ErrRankDown      = errors.New("engine rank disconnected")
+	ErrEngineDead    = errors.New("engine reported ENGINE_CORE_DEAD")
+	ErrEngineSilent  = errors.New("engine silent with requests in flight")
+	ErrRankRestarted = errors.New("engine rank restarted")
+	ErrNotRouted     = errors.New("role taken out of routing")
+	ErrRankNotReady  = errors.New("engine rank not registered")
+	ErrDuplicateRID  = errors.New("request id already in flight on this worker")
+	ErrLaneClosed    = errors.New("gateway lane closed")
+	ErrAborted       = errors.New("request aborted by the gateway")
+)
+
+// engineCoreDead is the raw shutdown sentinel frame (zmq-lane.md §7.2).
+var engineCoreDead = []byte("ENGINE_CORE_DEAD")
+
+// Request type bytes on the input socket (zmq-lane.md §5.1).
+const (
+	typeAdd   = 0x00
+	typeAbort = 0x01
+)
+
+// Worker is one engine's socket set and the ranks that dialled it.
+type Worker struct {
+	lane *Lane
+	plan profiles.WorkerPlan
+
+	hs, in, out Socket
+	initPayload []byte
+
+	mu       sync.Mutex
+	ranks    map[int]*rank
+	expected int  // ranks to await: the plan's DP until a registration says
+	learned  bool // expected came from a registration
+	routed   bool
+	regBoot  string // bootstrap host:port from a registration, if any
+	streams  map[string]*Stream
+	inflight map[int]int
+	total    int
+	closed   bool
+
+	lastOut atomic.Int64 // unix nanos of the last output (or of going busy)
+	sendQ   *queue[sendJob]
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type rank struct {
+	st snapshot.RankStatus
+}
+
+type sendJob struct {
+	frames [][]byte
+	stream *Stream // failed when the send fails; nil for aborts
+}
+
+func newWorker(l *Lane, p profiles.WorkerPlan) *Worker {
+	w := &Worker{
+		lane:     l,
+		plan:     p,
+		ranks:    map[int]*rank{},
+		expected: p.DP,
+		routed:   true,
+		streams:  map[string]*Stream{},
+		inflight: map[int]int{},
+		sendQ:    newQueue[sendJob](),
+		stop:     make(chan struct{}),
+	}
+	now := l.opts.Now()
+	for r := range p.DP {
+		id := p.EngineIndex + r
+		w.ranks[id] = &rank{st: snapshot.RankStatus{Identity: id, DPRank: r, State: snapshot.RankWaiting, Since: now}}
+		w.publishLocked(w.ranks[id], "")
+	}
+	return w
+}
+
+// Role is the role instance name; Kind is encode, prefill or decode.
+func (w *Worker) Role() string { return w.plan.Role }
+
+// Kind is the worker's role kind.
+func (w *Worker) Kind() string { return w.plan.Kind }
+
+// Plan is the worker's plan with bind addresses filled in.
+func (w *Worker) Plan() profiles.WorkerPlan { return w.plan }
+
+// Endpoints are the concrete input and output endpoints sent in INIT
+// (empty before Bind).
+func (w *Worker) Endpoints() (input, output string) {
+	if w.in == nil || w.out == nil {
+		return "", ""
+	}
+	return w.in.Endpoint(), w.out.Endpoint()
+}
+
+func (w *Worker) bind() error {
+	tr := w.lane.opts.Transport
+	var paths []string
+	for _, ep := range []string{w.plan.Input, w.plan.Output} {
+		if p := ipcPath(ep); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	if err := prepareIPC(paths...); err != nil {
+		return err
+	}
+	var err error
+	if w.in, err = tr.Bind(Router, w.plan.Input); err != nil {
+		return fmt.Errorf("bind input socket: %w", err)
+	}
+	if w.out, err = tr.Bind(Pull, w.plan.Output); err != nil {
+		_ = w.in.Close()
+		return fmt.Errorf("bind output socket: %w", err)
+	}
+	if w.hs, err = tr.Bind(Router, w.plan.Handshake); err != nil {
+		_ = w.in.Close()
+		_ = w.out.Close()
+		return fmt.Errorf("bind handshake socket: %w", err)
+	}
+	w.initPayload, err = wire.EncodeInit(wire.NewInit(w.in.Endpoint(), w.out.Endpoint()))
+	if err != nil {
+		return fmt.Errorf("encode INIT: %w", err)
+	}
+	return nil
+}
+
+func (w *Worker) start() {
+	loops := []func(){w.handshakeLoop, w.inputLoop, w.outputLoop, w.sendLoop, w.watchdog,
+		func() { w.peerLoop(w.in, "input") }, func() { w.peerLoop(w.out, "output") }, func() { w.peerLoop(w.hs, "handshake") }}
+	for _, f := range loops {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			f()
+		}()
+	}
+}
+
+func (w *Worker) close() error {
+	w.mu.Lock()
+	w.closed = true
+	streams := w.takeStreamsLocked(func(*Stream) bool { return true })
+	w.mu.Unlock()
+	for _, s := range streams {
+		s.fail(w.errf(s.Identity, ErrLaneClosed))
+	}
+	close(w.stop)
+	w.sendQ.close()
+	var errs []error
+	for _, s := range []Socket{w.hs, w.in, w.out} {
+		if s != nil {
+			if err := s.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	w.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (w *Worker) now() time.Time { return w.lane.opts.Now() }
+
+func (w *Worker) errf(id int, err error) error {
+	return fmt.Errorf("%s rank %d: %w", w.plan.Role, id, err)
+}
+
+// publishLocked sends the rank's whole state to subscribers. Callers hold
+// w.mu (or own w exclusively), which keeps events of one worker in order.
+func (w *Worker) publishLocked(r *rank, errMsg string) {
+	st := r.st
+	st.InFlight = w.inflight[st.Identity]
+	if st.Registration != nil {
+		reg := *st.Registration
+		st.Registration = &reg
+	}
+	w.lane.broker.publish(snapshot.RankEvent{Role: w.plan.Role, Rank: st, Err: errMsg})
+}
+
+func (w *Worker) rankLocked(id int) *rank {
+	r := w.ranks[id]
+	if r == nil {
+		dp := id - w.plan.EngineIndex
+		r = &rank{st: snapshot.RankStatus{Identity: id, DPRank: dp, State: snapshot.RankWaiting, Since: w.now()}}
+		w.ranks[id] = r
+	}
+	return r
+}
+
+func (w *Worker) setStateLocked(r *rank, state string) time.Time {
+	now := w.now()
+	r.st.State = state
+	r.st.Since = now
+	return now
+}
+
+func (w *Worker) handshakeLoop() {
+	for {
+		f, err := w.hs.Recv()
+		if err != nil {
+			return
+		}
+		if len(f) != 2 {
+			w.lane.log.Warn("handshake message dropped: want [identity, payload]", "worker", w.plan.Role, "frames", len(f))
+			continue
+		}
+		idx, err := wire.DecodeIdentity(f[0])
+		if err != nil {
+			w.lane.log.Warn("handshake message dropped", "worker", w.plan.Role, "err", err)
+			continue
+		}
+		id := int(idx)
+		m, err := wire.DecodeHandshake(f[1])
+		if err != nil {
+			w.rankErr(id, fmt.Sprintf("bad handshake message: %v", err))
+			continue
+		}
+		switch m.Status {
+		case wire.StatusHello:
+			w.onHello(id, f[0])
+		case wire.StatusReady:
+			w.onReady(id)
+		default:
+			w.rankErr(id, fmt.Sprintf("unexpected handshake status %q", m.Status))
+		}
+	}
+}
+
+func (w *Worker) rankErr(id int, msg string) {
+	w.lane.log.Warn("engine rank protocol error", "worker", w.plan.Role, "identity", id, "err", msg)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.publishLocked(w.rankLocked(id), msg)
+}
+
+// onHello starts (or restarts) a rank's handshake and answers INIT at once
+// (SMG replies to each HELLO as it arrives). A HELLO from an identity we
+// already know is a restarted engine: its old requests cannot complete.
+func (w *Worker) onHello(id int, identity []byte) {
+	w.mu.Lock()
+	r := w.rankLocked(id)
+	var failed []*Stream
+	if r.st.State != snapshot.RankWaiting && r.st.State != snapshot.RankDisconnected {
+		failed = w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
+	}
+	now := w.setStateLocked(r, snapshot.RankHello)
+	r.st.HelloAt = now
+	r.st.InitAt, r.st.ReadyAt, r.st.RegisteredAt = time.Time{}, time.Time{}, time.Time{}
+	r.st.Registration = nil
+	w.publishLocked(r, "")
+	w.mu.Unlock()
+	for _, s := range failed {
+		s.fail(w.errf(id, ErrRankRestarted))
+	}
+
+	err := w.hs.Send([][]byte{identity, w.initPayload})
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.st.State != snapshot.RankHello {
+		return // READY or a registration overtook us; keep the later state
+	}
+	if err != nil {
+		w.publishLocked(r, fmt.Sprintf("send INIT: %v", err))
+		return
+	}
+	r.st.InitAt = w.setStateLocked(r, snapshot.RankInitSent)
+	w.publishLocked(r, "")
+}
+
+func (w *Worker) onReady(id int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.rankLocked(id)
+	switch r.st.State {
+	case snapshot.RankInitSent, snapshot.RankHello:
+		r.st.ReadyAt = w.setStateLocked(r, snapshot.RankReady)
+		w.publishLocked(r, "")
+	case snapshot.RankRegistered:
+		// The registration (input socket) overtook READY (handshake socket).
+		if r.st.ReadyAt.IsZero() {
+			r.st.ReadyAt = w.now()
+		}
+	default:
+		w.publishLocked(r, "READY without HELLO")
+	}
+}
+
+func (w *Worker) inputLoop() {
+	for {
+		f, err := w.in.Recv()
+		if err != nil {
+			return
+		}
+		if len(f) < 2 || len(f[1]) == 0 {
+			w.lane.log.Warn("input message dropped: want [identity, registration]", "worker", w.plan.Role, "frames", len(f))
+			continue
+		}
+		idx, err := wire.DecodeIdentity(f[0])
+		if err != nil {
+			w.lane.log.Warn("input message dropped", "worker", w.plan.Role, "err", err)
+			continue
+		}
+		reg, err := wire.DecodeRegistration(f[1])
+		if err != nil {
+			w.rankErr(int(idx), fmt.Sprintf("bad registration: %v", err))
+			continue
+		}
+		w.onRegistration(int(idx), reg)
+	}
+}
+
+// onRegistration admits a rank. The first registration of a worker says
+// how many ranks to await (data_parallel_size) and where they start.
+func (w *Worker) onRegistration(id int, reg wire.Registration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.rankLocked(id)
+	var problems []string
+	if r.st.State == snapshot.RankRegistered {
+		problems = append(problems, "second registration from a registered rank")
+	}
+	if r.st.State == snapshot.RankWaiting || r.st.State == snapshot.RankDisconnected {
+		problems = append(problems, "registration without a handshake")
+	}
+	d := max(reg.DataParallelSize, 1)
+	if !w.learned {
+		w.learned = true
+		w.expected = d
+		base := id - reg.DataParallelRank
+		for rid, rr := range w.ranks {
+			if (rid < base || rid >= base+d) && rr.st.State == snapshot.RankWaiting {
+				delete(w.ranks, rid)
+				w.lane.broker.forget(w.plan.Role, rid)
+			}
+		}
+		for k := range d {
+			if _, ok := w.ranks[base+k]; !ok {
+				nr := w.rankLocked(base + k)
+				nr.st.DPRank = k
+				w.publishLocked(nr, "")
+			}
+		}
+	} else if d != w.expected {
+		problems = append(problems, fmt.Sprintf("declares data_parallel_size %d, the worker's first rank declared %d", d, w.expected))
+	}
+	for oid, o := range w.ranks {
+		if oid != id && o.st.State == snapshot.RankRegistered && o.st.DPRank == reg.DataParallelRank {
+			problems = append(problems, fmt.Sprintf("data_parallel_rank %d already registered by identity %d", reg.DataParallelRank, oid))
+		}
+	}
+	if reg.BootstrapHost != nil || reg.BootstrapPort != nil {
+		w.regBoot = bootstrapFrom(reg, w.plan.Bootstrap)
+	}
+	now := w.setStateLocked(r, snapshot.RankRegistered)
+	r.st.RegisteredAt = now
+	if r.st.ReadyAt.IsZero() {
+		r.st.ReadyAt = now
+	}
+	r.st.DPRank = reg.DataParallelRank
+	r.st.Registration = registrationStatus(reg, w.bootstrapLocked())
+	msg := ""
+	if len(problems) > 0 {
+		msg = fmt.Sprint(problems)
+		w.lane.log.Warn("engine registration problem", "worker", w.plan.Role, "identity", id, "err", msg)
+	}
+	w.publishLocked(r, msg)
+}
+
+// bootstrapFrom resolves host:port from a registration, filling gaps from
+// the plan's address and TokenSpeed's default port (zmq-lane.md §3.7).
+func bootstrapFrom(reg wire.Registration, planned string) string {
+	host, port := "127.0.0.1", strconv.Itoa(wire.DefaultBootstrapPort)
+	if h, p, err := net.SplitHostPort(planned); err == nil {
+		host, port = h, p
+	}
+	if reg.BootstrapHost != nil && *reg.BootstrapHost != "" {
+		host = *reg.BootstrapHost
+	}
+	if reg.BootstrapPort != nil && *reg.BootstrapPort > 0 {
+		port = strconv.Itoa(*reg.BootstrapPort)
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func registrationStatus(reg wire.Registration, boot string) *snapshot.Registration {
+	s := &snapshot.Registration{
+		MaxModelLen:       int64(reg.MaxModelLen),
+		NumGPUBlocks:      int64(reg.NumGPUBlocks),
+		PrefixGranularity: int64(reg.Granularity()),
+		Dtype:             reg.Dtype,
+		Version:           reg.VllmVersion,
+		WorldSize:         int64(reg.WorldSize),
+		DPSize:            int64(reg.DataParallelSize),
+		DPRank:            int64(reg.DataParallelRank),
+		TPSize:            int64(reg.TensorParallelSize),
+		MaxNumSeqs:        int64(reg.MaxNumSeqs),
+		InstanceID:        reg.InstanceID,
+		Bootstrap:         boot,
+	}
+	if reg.KVCacheSizeTokens != nil {
+		s.KVCacheTokens = int64(*reg.KVCacheSizeTokens)
+	}
+	if reg.DisaggregationMode != nil {
+		s.DisaggMode = *reg.DisaggregationMode
+	}
+	return s
+}
+
+func (w *Worker) bootstrapLocked() string {
+	if w.regBoot != "" {
+		return w.regBoot
+	}
+	return w.plan.Bootstrap
+}
+
+// Bootstrap is the KV rendezvous host:port of a prefill (or encode)
+// worker: from its registration when an engine reported one, else the
+// plan's (decisions.md §5).
+func (w *Worker) Bootstrap() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.bootstrapLocked()
+}
+
+// peerLoop turns connection events into rank liveness. Only the input
+// socket's connection is a rank's data-plane lifeline: the engine closes
+// its handshake DEALER on purpose after READY, and PUSH peers carry no
+// identity.
+func (w *Worker) peerLoop(s Socket, name string) {
+	for ev := range s.Events() {
+		if name != "input" || ev.Up {
+			w.lane.log.Debug("peer connection", "worker", w.plan.Role, "socket", name, "identity", ev.Identity, "up", ev.Up)
+			continue
+		}
+		idx, err := wire.DecodeIdentity(ev.Identity)
+		if err != nil {
+			continue
+		}
+		w.onDisconnect(int(idx), ErrRankDown, "input connection closed")
+	}
+}
+
+// onDisconnect marks a registered rank dead and fails its requests. Ranks
+// still handshaking are left alone: a restarted engine's old connection
+// may close after its new HELLO.
+func (w *Worker) onDisconnect(id int, cause error, why string) {
+	w.mu.Lock()
+	r := w.ranks[id]
+	if r == nil || r.st.State != snapshot.RankRegistered {
+		w.mu.Unlock()
+		return
+	}
+	w.setStateLocked(r, snapshot.RankDisconnected)
+	failed := w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
+	w.publishLocked(r, why)
+	w.mu.Unlock()
+	for _, s := range failed {
+		s.fail(w.errf(id, cause))
+	}
+}
+
+// onWorkerDead handles what kills the whole engine (sentinel, silence):
+// every registered rank is down and every request fails.
+func (w *Worker) onWorkerDead(cause error, why string) {
+	w.mu.Lock()
+	for _, r := range w.ranks {
+		if r.st.State == snapshot.RankRegistered || r.st.State == snapshot.RankReady {
+			w.setStateLocked(r, snapshot.RankDisconnected)
+			w.publishLocked(r, why)
+		}
+	}
+	failed := w.takeStreamsLocked(func(*Stream) bool { return true })
+	w.mu.Unlock()
+	for _, s := range failed {
+		s.fail(w.errf(s.Identity, cause))
+	}
+}
+
+func (w *Worker) outputLoop() {
+	for {
+		f, err := w.out.Recv()
+		if err != nil {
+			return
+		}
+		w.lastOut.Store(w.now().UnixNano())
+		if len(f) == 0 {
+			continue
+		}
+		if bytes.Equal(f[0], engineCoreDead) {
+			w.lane.log.Warn("engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role)
+			w.onWorkerDead(ErrEngineDead, "engine sent ENGINE_CORE_DEAD")
+			continue
+		}
+		outs, err := decodeOutputs(f[0])
+		if err != nil {
+			w.lane.log.Warn("output batch dropped", "worker", w.plan.Role, "err", err)
+			continue
+		}
+		w.route(outs)
+	}
+}
+
+// route hands each rid's increment to its stream; a terminal one ends
+// the stream. Outputs for unknown rids (aborted, already failed) are
+// dropped, as the lane requires (zmq-lane.md §5.9).
+func (w *Worker) route(outs []ridOutput) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range outs {
+		s := w.streams[o.RID]
+		if s == nil {
+			continue
+		}
+		if o.Finished != "" {
+			w.removeLocked(s)
+		}
+		s.deliver(o.Output)
+	}
+}
+
+func (w *Worker) watchdog() {
+	silence := w.lane.opts.SilenceTimeout
+	tick := time.NewTicker(min(silence/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		busy := w.total > 0
+		w.mu.Unlock()
+		last := time.Unix(0, w.lastOut.Load())
+		if busy && w.now().Sub(last) > silence {
+			w.lane.log.Warn("engine silent with requests in flight", "worker", w.plan.Role, "for", silence)
+			w.onWorkerDead(ErrEngineSilent, fmt.Sprintf("no output for %s with requests in flight", silence))
+		}
+	}
+}
+
+func (w *Worker) sendLoop() {
+	for {
+		jobs, ok := w.sendQ.wait(w.stop)
+		for _, j := range jobs {
+			if err := w.in.Send(j.frames); err != nil {
+				if j.stream != nil {
+					w.failStream(j.stream, fmt.Errorf("send request: %w", err))
+				} else {
+					w.lane.log.Debug("abort not delivered", "worker", w.plan.Role, "err", err)
+				}
+			}
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// Submit registers a stream for rid on rank identity and queues the ADD.
+// payload is an encoded TokenizedGenerateReqInput.
+func (w *Worker) Submit(identity int, rid string, payload []byte) (*Stream, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return nil, w.errf(identity, ErrLaneClosed)
+	case !w.routed:
+		return nil, w.errf(identity, ErrNotRouted)
+	}
+	r := w.ranks[identity]
+	if r == nil || r.st.State != snapshot.RankRegistered {
+		return nil, w.errf(identity, ErrRankNotReady)
+	}
+	if _, dup := w.streams[rid]; dup {
+		return nil, fmt.Errorf("%s rid %q: %w", w.plan.Role, rid, ErrDuplicateRID)
+	}
+	s := newStream(w, rid, identity)
+	w.streams[rid] = s
+	w.inflight[identity]++
+	if w.total == 0 {
+		w.lastOut.Store(w.now().UnixNano()) // silence is measured from going busy
+	}
+	w.total++
+	id := wire.EncodeIdentity(uint16(identity))
+	w.sendQ.push(sendJob{frames: [][]byte{id, {typeAdd}, payload}, stream: s})
+	return s, nil
+}
+
+func (w *Worker) removeLocked(s *Stream) bool {
+	if w.streams[s.RID] != s {
+		return false
+	}
+	delete(w.streams, s.RID)
+	w.inflight[s.Identity]--
+	if w.inflight[s.Identity] <= 0 {
+		delete(w.inflight, s.Identity)
+	}
+	w.total--
+	return true
+}
+
+func (w *Worker) takeStreamsLocked(match func(*Stream) bool) []*Stream {
+	var out []*Stream
+	for _, s := range w.streams {
+		if match(s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range out {
+		w.removeLocked(s)
+	}
+	return out
+}
+
+func (w *Worker) failStream(s *Stream, err error) {
+	w.mu.Lock()
+	removed := w.removeLocked(s)
+	w.mu.Unlock()
+	if removed {
+		s.fail(w.errf(s.Identity, err))
+	}
+}
+
+// abort removes s and tells its engine to stop it. The engine sends no
+// output for a client abort, so the stream ends here.
+func (w *Worker) abort(s *Stream, err error) {
+	w.mu.Lock()
+	removed := w.removeLocked(s)
+	w.mu.Unlock()
+	if !removed {
+		return
+	}
+	s.fail(err)
+	w.sendAborts(s.Identity, []string{s.RID})
+}
+
+func (w *Worker) sendAborts(identity int, rids []string) {
+	payload, err := encodeAbort(rids)
+	if err != nil {
+		w.lane.log.Warn("encode abort", "worker", w.plan.Role, "err", err)
+		return
+	}
+	w.sendQ.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})
+}
+
+// SetRouted takes the worker out of routing (its in-flight requests end
+// with ErrNotRouted and are aborted on the engine) or puts it back.
+func (w *Worker) SetRouted(routed bool) {
+	w.mu.Lock()
+	w.routed = routed
+	var failed []*Stream
+	if !routed {
+		failed = w.takeStreamsLocked(func(*Stream) bool { return true })
+	}
+	w.mu.Unlock()
+	byID := map[int][]string{}
+	for _, s := range failed {
+		s.fail(w.errf(s.Identity, ErrNotRouted))
+		byID[s.Identity] = append(byID[s.Identity], s.RID)
+	}
+	for id, rids := range byID {
+		w.sendAborts(id, rids)
+	}
+}
+
+// Routed reports whether the worker takes requests.
+func (w *Worker) Routed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.routed
+}
+
+// RankLoad is one routable rank.
+type RankLoad struct {
+	Identity int
+	DPRank   int
+	InFlight int
+}
+
+// Routable lists the registered ranks (none when the worker is not
+// routed), by identity.
+func (w *Worker) Routable() []RankLoad {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.routed || w.closed {
+		return nil
+	}
+	var out []RankLoad
+	for id, r := range w.ranks {
+		if r.st.State == snapshot.RankRegistered {
+			out = append(out, RankLoad{Identity: id, DPRank: r.st.DPRank, InFlight: w.inflight[id]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
+	return out
+}
+
+// DPSize is the number of ranks the worker awaits.
+func (w *Worker) DPSize() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.expected
+}
+
+// Base is the identity of DP rank 0.
+func (w *Worker) Base() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, r := range w.ranks {
+		return id - r.st.DPRank
+	}
+	return w.plan.EngineIndex
+}
+
+// InFlight is the worker's in-flight request count, total and per identity.
+func (w *Worker) InFlight() (int, map[int]int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	per := make(map[int]int, len(w.inflight))
+	for k, v := range w.inflight {
+		per[k] = v
+	}
+	return w.total, per
+}
+
+// Ranks is every known rank's state, by identity.
+func (w *Worker) Ranks() []snapshot.RankStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]snapshot.RankStatus, 0, len(w.ranks))
+	for _, r := range w.ranks {
+		st := r.st
+		st.InFlight = w.inflight[st.Identity]
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
+	return out
+}
+
+// Registered counts registered ranks and the ranks awaited.
+func (w *Worker) Registered() (registered, expected int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.ranks {
+		if r.st.State == snapshot.RankRegistered {
+			registered++
+		}
+	}
+	return registered, w.expected
+}
