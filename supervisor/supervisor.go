@@ -217,9 +217,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if s.gw != nil {
 		go func() { serveErr <- s.gw.Serve(serveCtx) }()
 		cur, changes, cancel := s.gw.SubscribeRanks()
-		rankCancel = cancel
+		rankStop := make(chan struct{})
+		rankCancel = func() { close(rankStop); cancel() }
 		rankDone = make(chan struct{})
-		go s.fanRanks(cur, changes, rankDone)
+		go s.fanRanks(cur, changes, rankStop, rankDone)
 	}
 
 	for _, a := range s.actors {
@@ -278,21 +279,32 @@ func (e *PreflightError) Error() string {
 
 func (e *PreflightError) Unwrap() []error { return e.Problems }
 
-func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, done chan struct{}) {
+// fanRanks routes the gateway's rank events to the role actors until stop
+// is closed (whether or not the gateway closes changes on cancel).
+func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, stop, done chan struct{}) {
 	defer close(done)
 	route := func(ev snapshot.RankEvent) {
 		if a, ok := s.byName[ev.Role]; ok {
 			select {
 			case a.ranks <- ev:
 			case <-a.done:
+			case <-stop:
 			}
 		}
 	}
 	for _, ev := range cur {
 		route(ev)
 	}
-	for ev := range changes {
-		route(ev)
+	for {
+		select {
+		case ev, ok := <-changes:
+			if !ok {
+				return
+			}
+			route(ev)
+		case <-stop:
+			return
+		}
 	}
 }
 
