@@ -1,0 +1,135 @@
+package tui
+
+import (
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// frame is the shortest gap between two deliveries from one stream: the
+// feeds collect for this long after the first item so the UI folds at most
+// ~60 updates a second however fast producers are.
+const frame = time.Second / 60
+
+type (
+	snapSubscribedMsg struct {
+		cur    snapshot.Snapshot
+		ch     <-chan snapshot.Snapshot
+		cancel func()
+	}
+	snapMsg       struct{ s snapshot.Snapshot }
+	snapClosedMsg struct{}
+
+	logSubscribedMsg struct {
+		gen     int
+		backlog []snapshot.LogLine
+		ch      <-chan []snapshot.LogLine
+		cancel  func()
+	}
+	logBatchMsg struct {
+		gen     int
+		batches [][]snapshot.LogLine
+		dropped int // lines the feed skipped because they would scroll out anyway
+	}
+	logClosedMsg struct{ gen int }
+
+	tickMsg time.Time
+)
+
+func subscribeCmd(b Backend) tea.Cmd {
+	return func() tea.Msg {
+		cur, ch, cancel := b.Subscribe()
+		return snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel}
+	}
+}
+
+// waitSnap blocks until a snapshot arrives, then keeps only the newest of
+// whatever else comes within one frame. done ends it when the dashboard
+// goes away, whether or not the producer closes ch.
+func waitSnap(ch <-chan snapshot.Snapshot, done <-chan struct{}) tea.Cmd {
+	return func() tea.Msg {
+		var latest snapshot.Snapshot
+		select {
+		case s, ok := <-ch:
+			if !ok {
+				return snapClosedMsg{}
+			}
+			latest = s
+		case <-done:
+			return nil
+		}
+		t := time.NewTimer(frame)
+		defer t.Stop()
+		for {
+			select {
+			case s, ok := <-ch:
+				if !ok {
+					return snapMsg{latest} // the close is seen on the next wait
+				}
+				latest = s
+			case <-t.C:
+				return snapMsg{latest}
+			case <-done:
+				return nil
+			}
+		}
+	}
+}
+
+func subscribeLogsCmd(b Backend, role string, gen int) tea.Cmd {
+	return func() tea.Msg {
+		backlog, ch, cancel := b.SubscribeLogs(role)
+		return logSubscribedMsg{gen: gen, backlog: backlog, ch: ch, cancel: cancel}
+	}
+}
+
+// waitLogs collects batches for one frame after the first arrives. It
+// keeps at most max lines: older ones would be pushed out of the view
+// buffer by the newer ones anyway, so copying them into the UI is waste.
+func waitLogs(gen int, ch <-chan []snapshot.LogLine, done <-chan struct{}, max int) tea.Cmd {
+	return func() tea.Msg {
+		var batches [][]snapshot.LogLine
+		total, dropped := 0, 0
+		add := func(b []snapshot.LogLine) {
+			batches = append(batches, b)
+			total += len(b)
+			for total-len(batches[0]) >= max && len(batches) > 1 {
+				total -= len(batches[0])
+				dropped += len(batches[0])
+				batches = batches[1:]
+			}
+		}
+		select {
+		case b, ok := <-ch:
+			if !ok {
+				return logClosedMsg{gen}
+			}
+			add(b)
+		case <-done:
+			return nil
+		}
+		t := time.NewTimer(frame)
+		defer t.Stop()
+		for {
+			select {
+			case b, ok := <-ch:
+				if !ok {
+					return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
+				}
+				add(b)
+			case <-t.C:
+				return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
+			case <-done:
+				return nil
+			}
+		}
+	}
+}
+
+// tick refreshes clocks on screen (uptimes, "waiting for INIT 42 s") when
+// no snapshot arrives.
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}

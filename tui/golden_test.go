@@ -1,0 +1,68 @@
+package tui
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tsd-project/tsd/tui/tuitest"
+)
+
+var sizes = []struct{ w, h int }{{120, 40}, {80, 24}}
+
+// The overview shows gateway, every role's state word and the GPU panel at
+// both sizes without colour.
+func TestGoldenOverview(t *testing.T) {
+	for _, sz := range sizes {
+		m, _ := newTestModel(t, sz.w, sz.h, tuitest.Deployment(8, 4, 4, t0))
+		press(m, "down", "down")
+		s := plain(m)
+		checkFrame(t, s, sz.w, sz.h)
+		golden(t, fmt.Sprintf("overview_%dx%d", sz.w, sz.h), s)
+	}
+}
+
+// Without a driver the GPU panel says why it is off.
+func TestGoldenOverviewNoGPU(t *testing.T) {
+	m, _ := newTestModel(t, 80, 24, tuitest.Deployment(4, 1, 0, t0))
+	s := plain(m)
+	checkFrame(t, s, 80, 24)
+	golden(t, "overview_nogpu_80x24", s)
+}
+
+// The inspector shows each rank's timeline and what a rank still waits for.
+func TestGoldenInspector(t *testing.T) {
+	for _, sz := range sizes {
+		m, _ := newTestModel(t, sz.w, sz.h, tuitest.Deployment(8, 4, 4, t0))
+		press(m, "down", "enter") // decode-0: handshaking, rank 1 waiting for INIT
+		s := plain(m)
+		checkFrame(t, s, sz.w, sz.h)
+		golden(t, fmt.Sprintf("inspector_%dx%d", sz.w, sz.h), s)
+	}
+}
+
+// The logs page with a find active marks the current match and counts.
+func TestGoldenLogsFind(t *testing.T) {
+	for _, sz := range sizes {
+		m, f := newTestModel(t, sz.w, sz.h, tuitest.Deployment(8, 4, 4, t0))
+		f.AppendLogs(tuitest.LogLines("prefill-0", 120, t0)...)
+		f.AppendLogs(tuitest.LogLines("decode-0", 80, t0)...)
+		runCmd(t, m, press(m, "L"))
+		press(m, "/")
+		typeText(m, "model loaded")
+		press(m, "enter")
+		s := plain(m)
+		checkFrame(t, s, sz.w, sz.h)
+		golden(t, fmt.Sprintf("logs_find_%dx%d", sz.w, sz.h), s)
+	}
+}
+
+// The help page lists every binding of the keymap.
+func TestGoldenHelp(t *testing.T) {
+	for _, sz := range sizes {
+		m, _ := newTestModel(t, sz.w, sz.h, tuitest.Deployment(8, 4, 4, t0))
+		press(m, "?")
+		s := plain(m)
+		checkFrame(t, s, sz.w, sz.h)
+		golden(t, fmt.Sprintf("help_%dx%d", sz.w, sz.h), s)
+	}
+}

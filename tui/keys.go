@@ -1,0 +1,110 @@
+package tui
+
+import "charm.land/bubbles/v2/key"
+
+// KeyMap is the dashboard's one set of key bindings. Pages match keys
+// against it and the help bar and the `?` page are generated from it, so
+// what the screen says is what the keys do.
+type KeyMap struct {
+	// Global.
+	Quit key.Binding
+	Help key.Binding
+	Back key.Binding
+	Test key.Binding
+	Yes  key.Binding
+	No   key.Binding
+
+	// Moving around.
+	Up       key.Binding
+	Down     key.Binding
+	PageUp   key.Binding
+	PageDown key.Binding
+	Top      key.Binding
+	Bottom   key.Binding
+
+	// Roles (overview and inspector).
+	Inspect    key.Binding
+	Logs       key.Binding
+	MergedLogs key.Binding
+	Restart    key.Binding
+	StopStart  key.Binding
+	RestartAll key.Binding
+
+	// Logs page.
+	Find       key.Binding
+	Next       key.Binding
+	Prev       key.Binding
+	Filter     key.Binding
+	Inverse    key.Binding
+	Follow     key.Binding
+	Wrap       key.Binding
+	Save       key.Binding
+	NextSource key.Binding
+	PrevSource key.Binding
+}
+
+// DefaultKeyMap returns the bindings documented in the help page.
+func DefaultKeyMap() KeyMap {
+	b := func(keys []string, help, desc string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
+	}
+	return KeyMap{
+		Quit: b([]string{"q", "ctrl+c"}, "q", "quit (stops every role)"),
+		Help: b([]string{"?"}, "?", "help"),
+		Back: b([]string{"esc"}, "esc", "back"),
+		Test: b([]string{"t"}, "t", "test request"),
+		Yes:  b([]string{"y", "Y"}, "y", "confirm"),
+		No:   b([]string{"n", "N", "esc"}, "n", "cancel"),
+
+		Up:       b([]string{"up", "k"}, "↑/k", "up"),
+		Down:     b([]string{"down", "j"}, "↓/j", "down"),
+		PageUp:   b([]string{"pgup", "ctrl+b"}, "pgup", "page up"),
+		PageDown: b([]string{"pgdown", "ctrl+f", "space"}, "pgdn", "page down"),
+		Top:      b([]string{"home", "g"}, "g", "top"),
+		Bottom:   b([]string{"end", "G"}, "G", "bottom"),
+
+		Inspect:    b([]string{"enter"}, "enter", "inspect ranks"),
+		Logs:       b([]string{"l"}, "l", "logs"),
+		MergedLogs: b([]string{"L"}, "L", "all logs"),
+		Restart:    b([]string{"r"}, "r", "restart role"),
+		StopStart:  b([]string{"s"}, "s", "stop/start role"),
+		RestartAll: b([]string{"R"}, "R", "restart all"),
+
+		Find:       b([]string{"/"}, "/", "find"),
+		Next:       b([]string{"n"}, "n", "next match"),
+		Prev:       b([]string{"N"}, "N", "prev match"),
+		Filter:     b([]string{"&"}, "&", "filter (regex)"),
+		Inverse:    b([]string{"!"}, "!", "invert filter"),
+		Follow:     b([]string{"f"}, "f", "follow"),
+		Wrap:       b([]string{"w"}, "w", "wrap"),
+		Save:       b([]string{"S"}, "S", "save full log"),
+		NextSource: b([]string{"tab"}, "tab", "next role"),
+		PrevSource: b([]string{"shift+tab"}, "shift+tab", "prev role"),
+	}
+}
+
+// keyHelp adapts a list of bindings to help.KeyMap.
+type keyHelp struct {
+	short []key.Binding
+	full  [][]key.Binding
+}
+
+func (k keyHelp) ShortHelp() []key.Binding  { return k.short }
+func (k keyHelp) FullHelp() [][]key.Binding { return k.full }
+
+// helpSections is the `?` page: one titled column per page, built from the
+// same bindings the pages match.
+func (k KeyMap) helpSections() []helpSection {
+	return []helpSection{
+		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Yes, k.No}},
+		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll}},
+		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
+		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
+			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource, k.PrevSource}},
+	}
+}
+
+type helpSection struct {
+	title    string
+	bindings []key.Binding
+}

@@ -1,0 +1,597 @@
+package tui
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+type inputKind int
+
+const (
+	inputNone inputKind = iota
+	inputFind
+	inputFilter
+)
+
+// logsPage shows one role's log, or every role's merged and tagged. It
+// renders only the visible window, so its cost does not grow with the
+// buffer.
+type logsPage struct {
+	m    *Model
+	w, h int
+
+	source string // role; "" = merged
+	buf    *logBuf
+
+	gen     int
+	cancel  func()
+	logCh   <-chan []snapshot.LogLine
+	logDone chan struct{}
+	dropped uint64 // lines the feed skipped under load
+
+	follow bool
+	wrap   bool
+	top    uint64 // absolute number of the first line shown when not following
+
+	find      string
+	findFold  bool // case-insensitive: the query has no capitals
+	cur       uint64
+	hasCur    bool
+	findCount int // matches in view when last searched
+	findIdx   int // 1-based position of cur among them
+	findMsg   string
+
+	filterText string
+	filterErr  string
+
+	input     inputKind
+	inputText string
+}
+
+func newLogsPage(m *Model, max int) *logsPage {
+	return &logsPage{m: m, buf: newLogBuf(max), follow: true}
+}
+
+func (p *logsPage) SetSize(w, h int) { p.w, p.h = w, h }
+func (p *logsPage) Capturing() bool  { return p.input != inputNone }
+
+func (p *logsPage) ShortHelp() []key.Binding {
+	k := p.m.c.Keys
+	if p.input != inputNone {
+		return []key.Binding{
+			key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply")),
+			key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
+		}
+	}
+	return []key.Binding{k.Back, k.Find, k.Next, k.Prev, k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource}
+}
+
+// open switches the page to a source and subscribes to it. The filter and
+// find carry over; the buffer starts again from the source's backlog.
+func (p *logsPage) open(role string) tea.Cmd {
+	p.close()
+	p.source = role
+	p.buf.reset()
+	p.buf.setFilter(p.buf.filter, p.buf.inverse)
+	p.follow, p.top, p.hasCur, p.dropped, p.findMsg = true, 0, false, 0, ""
+	return subscribeLogsCmd(p.m.b, role, p.gen)
+}
+
+// close ends the current subscription. A feed still waiting on it returns
+// nothing, and anything already in flight carries a stale gen.
+func (p *logsPage) close() {
+	if p.cancel != nil {
+		p.cancel()
+		p.cancel = nil
+	}
+	if p.logDone != nil {
+		close(p.logDone)
+		p.logDone = nil
+	}
+	p.logCh = nil
+	p.gen++
+}
+
+func (p *logsPage) Update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case logSubscribedMsg:
+		if msg.gen != p.gen || p.m.closed {
+			msg.cancel()
+			return nil
+		}
+		p.cancel, p.logCh, p.logDone = msg.cancel, msg.ch, make(chan struct{})
+		p.ingest(msg.backlog)
+		return p.rearm()
+	case logBatchMsg:
+		if msg.gen != p.gen {
+			return nil
+		}
+		p.dropped += uint64(msg.dropped)
+		for _, b := range msg.batches {
+			p.ingest(b)
+		}
+		return p.rearm()
+	case logClosedMsg:
+		if msg.gen == p.gen {
+			p.logCh = nil
+		}
+		return nil
+	case tea.KeyPressMsg:
+		if p.input != inputNone {
+			return p.inputKey(msg)
+		}
+		return p.key(msg)
+	}
+	return nil
+}
+
+func (p *logsPage) rearm() tea.Cmd {
+	if p.logCh == nil {
+		return nil
+	}
+	return waitLogs(p.gen, p.logCh, p.logDone, p.buf.max)
+}
+
+func (p *logsPage) ingest(lines []snapshot.LogLine) {
+	for i := range lines {
+		p.buf.add(lines[i])
+	}
+	if !p.follow && p.top < p.buf.first {
+		p.top = p.buf.first
+	}
+}
+
+func (p *logsPage) rows() int { return max(p.h-1, 1) } // the status line takes one
+
+func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
+	keys := p.m.c.Keys
+	topIdx := p.topIndex()
+	switch {
+	case key.Matches(k, keys.Up):
+		p.scrollTo(topIdx - 1)
+	case key.Matches(k, keys.Down):
+		p.scrollTo(topIdx + 1)
+	case key.Matches(k, keys.PageUp):
+		p.scrollTo(topIdx - p.rows())
+	case key.Matches(k, keys.PageDown):
+		p.scrollTo(topIdx + p.rows())
+	case key.Matches(k, keys.Top):
+		p.scrollTo(0)
+	case key.Matches(k, keys.Bottom):
+		p.follow = true
+	case key.Matches(k, keys.Follow):
+		if p.follow {
+			p.follow = false
+			p.top = p.viewAbs(topIdx)
+		} else {
+			p.follow = true
+		}
+	case key.Matches(k, keys.Wrap):
+		p.wrap = !p.wrap
+	case key.Matches(k, keys.Find):
+		p.input, p.inputText = inputFind, ""
+	case key.Matches(k, keys.Filter):
+		p.input, p.inputText = inputFilter, p.filterText
+	case key.Matches(k, keys.Inverse):
+		if p.buf.filter != nil {
+			p.buf.setFilter(p.buf.filter, !p.buf.inverse)
+			p.afterFilter()
+		} else {
+			p.m.flash = "no filter to invert: set one with &"
+		}
+	case key.Matches(k, keys.Next):
+		p.search(true, false)
+	case key.Matches(k, keys.Prev):
+		p.search(false, false)
+	case key.Matches(k, keys.Save):
+		b, role := p.m.b, p.source
+		p.m.flash = "saving the full " + sourceName(role) + " log…"
+		return func() tea.Msg {
+			path, err := b.SaveLog(role, "")
+			return savedMsg{role: role, path: path, err: err}
+		}
+	case key.Matches(k, keys.NextSource), key.Matches(k, keys.PrevSource):
+		srcs := p.sources()
+		i := 0
+		for j, s := range srcs {
+			if s == p.source {
+				i = j
+			}
+		}
+		if key.Matches(k, keys.NextSource) {
+			i = (i + 1) % len(srcs)
+		} else {
+			i = (i + len(srcs) - 1) % len(srcs)
+		}
+		return p.open(srcs[i])
+	}
+	return nil
+}
+
+// sources are what tab cycles through: merged, then every role.
+func (p *logsPage) sources() []string {
+	s := []string{""}
+	for _, r := range p.m.snap.Roles {
+		s = append(s, r.Name)
+	}
+	return s
+}
+
+func (p *logsPage) inputKey(k tea.KeyPressMsg) tea.Cmd {
+	switch k.Code {
+	case tea.KeyEscape:
+		p.input = inputNone
+		return nil
+	case tea.KeyEnter:
+		kind, text := p.input, p.inputText
+		p.input = inputNone
+		if kind == inputFind {
+			p.setFind(text)
+		} else {
+			p.setFilter(text)
+		}
+		return nil
+	case tea.KeyBackspace:
+		if r := []rune(p.inputText); len(r) > 0 {
+			p.inputText = string(r[:len(r)-1])
+		}
+		return nil
+	}
+	if k.Text != "" && k.Mod&^tea.ModShift == 0 {
+		p.inputText += k.Text
+	} else if k.Code == tea.KeySpace {
+		p.inputText += " "
+	}
+	return nil
+}
+
+func (p *logsPage) setFind(q string) {
+	p.find, p.hasCur, p.findMsg = q, false, ""
+	p.findFold = strings.ToLower(q) == q
+	if q == "" {
+		return
+	}
+	// Following, the newest match is the interesting one; otherwise search
+	// down from the top of the screen, as less does.
+	p.search(!p.follow, true)
+}
+
+func (p *logsPage) setFilter(expr string) {
+	p.filterErr = ""
+	if expr == "" {
+		p.filterText = ""
+		p.buf.setFilter(nil, false)
+		p.afterFilter()
+		return
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		p.filterErr = err.Error()
+		p.m.flash = "bad filter: " + err.Error()
+		return
+	}
+	p.filterText = expr
+	p.buf.setFilter(re, p.buf.inverse)
+	p.afterFilter()
+}
+
+func (p *logsPage) afterFilter() {
+	if p.hasCur && p.buf.filter != nil {
+		i := p.buf.viewIndex(p.cur)
+		if i >= p.buf.viewLen() || p.buf.viewAt(i) != p.cur {
+			p.hasCur = false
+		}
+	}
+	if !p.follow {
+		p.scrollTo(p.buf.viewIndex(p.top))
+	}
+}
+
+func (p *logsPage) matches(text string) bool {
+	if p.findFold {
+		return indexFold(text, p.find) >= 0
+	}
+	return strings.Contains(text, p.find)
+}
+
+// search moves to the next (or previous) viewed line holding the find
+// text, wrapping around. fromEdge starts at the bottom (backwards) or the
+// top of the screen (forwards) instead of the current match.
+func (p *logsPage) search(forward, fromEdge bool) {
+	if p.find == "" {
+		p.m.flash = "nothing to find: press / first"
+		return
+	}
+	n := p.buf.viewLen()
+	if n == 0 {
+		p.findMsg = "no match"
+		return
+	}
+	var start int
+	switch {
+	case fromEdge && forward:
+		start = p.topIndex() - 1
+	case fromEdge:
+		start = n
+	case p.hasCur:
+		start = p.buf.viewIndex(p.cur)
+	case forward:
+		start = p.topIndex() - 1
+	default:
+		start = n
+	}
+	found := -1
+	for step := 1; step <= n; step++ {
+		var i int
+		if forward {
+			i = ((start+step)%n + n) % n
+		} else {
+			i = ((start-step)%n + n) % n
+		}
+		if p.matches(p.buf.entry(p.buf.viewAt(i)).text) {
+			found = i
+			break
+		}
+	}
+	if found < 0 {
+		p.hasCur, p.findMsg = false, "no match"
+		return
+	}
+	p.cur, p.hasCur, p.findMsg = p.buf.viewAt(found), true, ""
+	// Count once per search, not per frame.
+	count, idx := 0, 0
+	for i := 0; i < n; i++ {
+		if p.matches(p.buf.entry(p.buf.viewAt(i)).text) {
+			count++
+			if i == found {
+				idx = count
+			}
+		}
+	}
+	p.findCount, p.findIdx = count, idx
+	// Show the match a third of the way down, and stop following.
+	p.follow = false
+	p.scrollTo(found - p.rows()/3)
+}
+
+func (p *logsPage) viewAbs(i int) uint64 {
+	n := p.buf.viewLen()
+	if n == 0 {
+		return p.buf.end()
+	}
+	return p.buf.viewAt(min(max(i, 0), n-1))
+}
+
+// scrollTo puts view position i at the top, and stops following unless
+// that already shows the end.
+func (p *logsPage) scrollTo(i int) {
+	n := p.buf.viewLen()
+	i = min(max(i, 0), max(n-1, 0))
+	if !p.wrap {
+		// No blank page past the end; following again is f or G.
+		i = max(min(i, n-p.rows()), 0)
+	}
+	p.follow = false
+	p.top = p.viewAbs(i)
+}
+
+// topIndex is the view position of the first line on screen.
+func (p *logsPage) topIndex() int {
+	n := p.buf.viewLen()
+	if !p.follow {
+		return min(p.buf.viewIndex(p.top), max(n-1, 0))
+	}
+	if !p.wrap {
+		return max(n-p.rows(), 0)
+	}
+	// Walk back from the end until the screen is full.
+	rows, i := 0, n
+	for i > 0 && rows < p.rows() {
+		i--
+		rows += p.lineRows(p.buf.entry(p.buf.viewAt(i)))
+	}
+	return i
+}
+
+func (p *logsPage) tagWidth() int {
+	if p.source != "" {
+		return 0
+	}
+	w := 0
+	for _, r := range p.m.snap.Roles {
+		w = max(w, len(r.Name))
+	}
+	return min(max(w, 3), 16) + 1
+}
+
+func (p *logsPage) gutter() int {
+	if p.find != "" {
+		return 2
+	}
+	return 0
+}
+
+func (p *logsPage) textWidth() int { return max(p.w-p.tagWidth()-p.gutter(), 1) }
+
+func (p *logsPage) lineRows(e *logEntry) int {
+	if !p.wrap || e.width <= p.textWidth() {
+		return 1
+	}
+	tw := p.textWidth()
+	return (e.width + tw - 1) / tw
+}
+
+func (p *logsPage) View() string {
+	st := p.m.c.Styles
+	rows := p.rows()
+	out := make([]string, 0, p.h)
+	out = append(out, p.statusLine())
+	n := p.buf.viewLen()
+	i := p.topIndex()
+	tw, tagW := p.textWidth(), p.tagWidth()
+	for i < n && len(out) <= rows {
+		abs := p.buf.viewAt(i)
+		e := p.buf.entry(abs)
+		isCur := p.hasCur && abs == p.cur
+		prefix := ""
+		if p.find != "" {
+			if isCur {
+				prefix = "» "
+			} else {
+				prefix = "  "
+			}
+		}
+		if tagW > 0 {
+			prefix += st.Faint.Render(fit(e.role, tagW-1)) + " "
+		}
+		segs := []string{e.text}
+		if p.wrap && e.width > tw {
+			segs = strings.Split(ansi.Hardwrap(e.text, tw, true), "\n")
+		} else if e.width > tw {
+			segs[0] = ansi.Truncate(e.text, tw, "…")
+		}
+		for j, s := range segs {
+			if len(out) > rows {
+				break
+			}
+			if p.find != "" {
+				s = p.highlight(s, isCur)
+			}
+			if e.note {
+				s = st.Warn.Render(s)
+			}
+			if j == 0 {
+				out = append(out, prefix+s)
+			} else {
+				out = append(out, strings.Repeat(" ", p.gutter()+tagW)+s)
+			}
+		}
+		i++
+	}
+	if n == 0 {
+		msg := "no log lines yet"
+		if p.buf.filter != nil && p.buf.n > 0 {
+			msg = "no line passes the filter"
+		}
+		out = append(out, st.Faint.Render("  "+msg))
+	}
+	if p.input != inputNone {
+		prompt := "find: "
+		if p.input == inputFilter {
+			prompt = "filter (regex): "
+			if p.buf.inverse {
+				prompt = "filter (regex, inverted): "
+			}
+		}
+		for len(out) < p.h-1 {
+			out = append(out, "")
+		}
+		out = append(out[:p.h-1], st.Prompt.Render(prompt)+p.inputText+"█")
+	}
+	return screen(out, p.w, p.h)
+}
+
+// highlight marks every occurrence of the find text in one visible line.
+func (p *logsPage) highlight(s string, cur bool) string {
+	st := p.m.c.Styles
+	style := st.Match
+	if cur {
+		style = st.CurMatch
+	}
+	var b strings.Builder
+	for {
+		var i int
+		if p.findFold {
+			i = indexFold(s, p.find)
+		} else {
+			i = strings.Index(s, p.find)
+		}
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(style.Render(s[i : i+len(p.find)]))
+		s = s[i+len(p.find):]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+func (p *logsPage) statusLine() string {
+	st := p.m.c.Styles
+	src := "all roles (merged)"
+	if p.source != "" {
+		src = p.source
+	}
+	parts := []string{st.Title.Render("logs: " + src), "follow " + onOff(p.follow)}
+	if p.buf.filter != nil {
+		f := "filter /" + p.filterText + "/"
+		if p.buf.inverse {
+			f += " inverted"
+		}
+		parts = append(parts, f+fmt.Sprintf(" %d/%d", p.buf.viewLen(), p.buf.n))
+	}
+	if p.find != "" {
+		f := fmt.Sprintf("find %q", p.find)
+		switch {
+		case p.findMsg != "":
+			f += " " + p.findMsg
+		case p.hasCur:
+			f += fmt.Sprintf(" %d/%d", p.findIdx, p.findCount)
+		}
+		parts = append(parts, f)
+	}
+	parts = append(parts, "wrap "+onOff(p.wrap))
+	total := fmt.Sprintf("%d lines", p.buf.n)
+	if p.buf.first > 0 || p.dropped > 0 {
+		total += fmt.Sprintf(" (%d older not shown)", p.buf.first+p.dropped)
+	}
+	parts = append(parts, total)
+	return strings.Join(parts, " · ")
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// indexFold is strings.Index ignoring ASCII case; needle is lower case.
+func indexFold(s, needle string) int {
+	if needle == "" {
+		return 0
+	}
+	n := len(needle)
+	c0 := needle[0]
+	for i := 0; i+n <= len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != c0 {
+			continue
+		}
+		j := 1
+		for ; j < n; j++ {
+			d := s[i+j]
+			if d >= 'A' && d <= 'Z' {
+				d += 'a' - 'A'
+			}
+			if d != needle[j] {
+				break
+			}
+		}
+		if j == n {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,452 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+type pageID int
+
+const (
+	pageOverview pageID = iota
+	pageInspector
+	pageLogs
+	pageHelp
+)
+
+// page is the component contract: a page gets its size, handles the keys
+// routed to it, renders exactly its height, and names its bindings for the
+// help bar.
+type page interface {
+	SetSize(w, h int)
+	Update(msg tea.Msg) tea.Cmd
+	View() string
+	ShortHelp() []key.Binding
+	// Capturing is true while the page reads typed text (find, filter);
+	// global keys are then off.
+	Capturing() bool
+}
+
+type (
+	controlDoneMsg struct {
+		what string
+		err  error
+	}
+	testDoneMsg struct {
+		reply   string
+		latency time.Duration
+		err     error
+	}
+	savedMsg struct {
+		role, path string
+		err        error
+	}
+)
+
+// Model is the dashboard. It folds messages into view state; everything
+// that talks to the backend runs in a tea.Cmd.
+type Model struct {
+	c    Common
+	b    Backend
+	opts Options
+
+	snap    snapshot.Snapshot
+	hasSnap bool
+
+	overview  *overviewPage
+	inspector *inspectorPage
+	logs      *logsPage
+	help      *helpPage
+	focus     pageID
+	back      []pageID // where esc returns to
+
+	confirmPrompt string
+	confirmAction tea.Cmd
+	confirmWhat   string
+	confirmQuit   bool // q (or ctrl+c) again also confirms
+	flash         string
+	testing       bool
+	helpBar       help.Model
+
+	snapCancel func()
+	snapCh     <-chan snapshot.Snapshot
+	done       chan struct{}
+	closed     bool
+}
+
+// New builds the dashboard model. Run uses it; tests drive it directly.
+func New(b Backend, opts Options) *Model {
+	opts = opts.withDefaults()
+	m := &Model{
+		c:    Common{Width: 80, Height: 24, Styles: DefaultStyles(), Keys: DefaultKeyMap(), Now: opts.Now},
+		b:    b,
+		opts: opts,
+		done: make(chan struct{}),
+	}
+	m.overview = &overviewPage{m: m}
+	m.inspector = &inspectorPage{m: m}
+	m.logs = newLogsPage(m, opts.LogLines)
+	m.help = &helpPage{m: m}
+	m.helpBar = help.New()
+	m.helpBar.Styles.ShortKey = m.c.Styles.HelpKey
+	m.helpBar.Styles.ShortDesc = m.c.Styles.HelpDesc
+	m.helpBar.ShortSeparator = " · "
+	m.setSize(m.c.Width, m.c.Height)
+	return m
+}
+
+// Init subscribes to the snapshot stream and starts the clock.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(subscribeCmd(m.b), tick())
+}
+
+func (m *Model) page(id pageID) page {
+	switch id {
+	case pageInspector:
+		return m.inspector
+	case pageLogs:
+		return m.logs
+	case pageHelp:
+		return m.help
+	}
+	return m.overview
+}
+
+// chrome: a title line on top, a message line and the help bar below.
+const chromeLines = 3
+
+func (m *Model) setSize(w, h int) {
+	m.c.Width, m.c.Height = w, h
+	bh := max(h-chromeLines, 1)
+	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp} {
+		m.page(id).SetSize(w, bh)
+	}
+	m.helpBar.SetWidth(w)
+}
+
+// Update folds one message into the model.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.setSize(msg.Width, msg.Height)
+		return m, nil
+	case tea.KeyPressMsg:
+		return m, m.key(msg)
+	case snapSubscribedMsg:
+		if m.closed {
+			msg.cancel()
+			return m, nil
+		}
+		m.snapCancel, m.snapCh = msg.cancel, msg.ch
+		m.setSnapshot(msg.cur)
+		return m, m.rearmSnap()
+	case snapMsg:
+		m.setSnapshot(msg.s)
+		return m, m.rearmSnap()
+	case snapClosedMsg:
+		m.flash = "status stream ended"
+		return m, nil
+	case tickMsg:
+		return m, tick()
+	case controlDoneMsg:
+		if msg.err != nil {
+			m.flash = fmt.Sprintf("%s failed: %v", msg.what, msg.err)
+		} else {
+			m.flash = msg.what + ": done"
+		}
+		return m, nil
+	case testDoneMsg:
+		m.testing = false
+		if msg.err != nil {
+			m.flash = fmt.Sprintf("test request failed after %s: %v", fmtLatency(msg.latency), msg.err)
+		} else {
+			m.flash = fmt.Sprintf("test request ok in %s: %q", fmtLatency(msg.latency), oneLine(msg.reply))
+		}
+		return m, nil
+	case savedMsg:
+		if msg.err != nil {
+			m.flash = fmt.Sprintf("save %s log failed: %v", sourceName(msg.role), msg.err)
+		} else {
+			m.flash = fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.path)
+		}
+		return m, nil
+	case logSubscribedMsg, logBatchMsg, logClosedMsg:
+		return m, m.logs.Update(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) rearmSnap() tea.Cmd {
+	if m.snapCh == nil || m.closed {
+		return nil
+	}
+	return waitSnap(m.snapCh, m.done)
+}
+
+func (m *Model) setSnapshot(s snapshot.Snapshot) {
+	m.snap, m.hasSnap = s, true
+	m.overview.clamp()
+}
+
+// key handles what is global and routes everything else to the focused page.
+func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
+	keys := &m.c.Keys
+	if m.confirmAction != nil {
+		switch {
+		case key.Matches(k, keys.Yes), m.confirmQuit && key.Matches(k, keys.Quit):
+			act := m.confirmAction
+			m.flash = m.confirmWhat + "…"
+			m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
+			return act
+		case key.Matches(k, keys.No):
+			m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
+			m.flash = "cancelled"
+		}
+		return nil
+	}
+	p := m.page(m.focus)
+	if p.Capturing() {
+		return p.Update(k)
+	}
+	switch {
+	case key.Matches(k, keys.Quit):
+		if n := m.runningRoles(); n > 0 {
+			m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n]", n), "quitting", tea.Quit)
+			m.confirmQuit = true
+			return nil
+		}
+		return tea.Quit
+	case key.Matches(k, keys.Help):
+		if m.focus == pageHelp {
+			m.goBack()
+		} else {
+			m.navigate(pageHelp, "")
+		}
+		return nil
+	case key.Matches(k, keys.Back):
+		if m.focus != pageOverview {
+			m.goBack()
+		}
+		return nil
+	case key.Matches(k, keys.Test):
+		if m.testing {
+			m.flash = "test request already running"
+			return nil
+		}
+		m.testing = true
+		m.flash = "test request sent…"
+		return testCmd(m.b, m.opts.TestTimeout)
+	}
+	return p.Update(k)
+}
+
+func (m *Model) runningRoles() int {
+	n := 0
+	for _, r := range m.snap.Roles {
+		if running(r.State) {
+			n++
+		}
+	}
+	return n
+}
+
+// ask shows a y/n question; yes says what is happening and runs action.
+func (m *Model) ask(prompt, what string, action tea.Cmd) {
+	m.confirmPrompt, m.confirmWhat, m.confirmAction = prompt, what, action
+}
+
+// navigate switches pages; the logs page subscribes to its source.
+func (m *Model) navigate(to pageID, role string) tea.Cmd {
+	if to == m.focus && to != pageLogs {
+		return nil
+	}
+	if to != m.focus {
+		m.back = append(m.back, m.focus)
+	}
+	m.focus = to
+	switch to {
+	case pageInspector:
+		m.inspector.open(role)
+	case pageLogs:
+		return m.logs.open(role)
+	}
+	return nil
+}
+
+func (m *Model) goBack() {
+	from := m.focus
+	if len(m.back) == 0 {
+		m.focus = pageOverview
+	} else {
+		m.focus = m.back[len(m.back)-1]
+		m.back = m.back[:len(m.back)-1]
+	}
+	if from == pageLogs && m.focus != pageLogs {
+		m.logs.close()
+	}
+}
+
+// control runs one backend call in a command and reports how it went.
+func control(what string, fn func() error) tea.Cmd {
+	return func() tea.Msg { return controlDoneMsg{what: what, err: fn()} }
+}
+
+// run starts a control call now, saying so on the message line.
+func (m *Model) run(what string, fn func() error) tea.Cmd {
+	m.flash = what + "…"
+	return control(what, fn)
+}
+
+func testCmd(b Backend, timeout time.Duration) tea.Cmd {
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		reply, lat, err := b.TestRequest(ctx)
+		if lat == 0 {
+			lat = time.Since(start)
+		}
+		return testDoneMsg{reply: reply, latency: lat, err: err}
+	}
+}
+
+func (m *Model) closeSubscriptions() {
+	if m.closed {
+		return
+	}
+	m.closed = true
+	close(m.done)
+	if m.snapCancel != nil {
+		m.snapCancel()
+	}
+	m.logs.close()
+}
+
+// View renders the whole screen at the size last given.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	v.WindowTitle = "tsd " + m.title()
+	return v
+}
+
+func (m *Model) title() string {
+	if m.opts.Title != "" {
+		return m.opts.Title
+	}
+	return m.snap.Name
+}
+
+// render is View's text; golden tests compare it.
+func (m *Model) render() string {
+	w, h := m.c.Width, m.c.Height
+	st := m.c.Styles
+	lines := make([]string, 0, h)
+	lines = append(lines, m.titleLine())
+	body := m.page(m.focus).View()
+	lines = append(lines, strings.Split(body, "\n")...)
+	if len(lines) > h-2 {
+		lines = lines[:max(h-2, 0)]
+	}
+	for len(lines) < h-2 {
+		lines = append(lines, "")
+	}
+	switch {
+	case m.confirmAction != nil:
+		lines = append(lines, st.Prompt.Render(fit(m.confirmPrompt, w)))
+	default:
+		lines = append(lines, fit(m.flash, w))
+	}
+	lines = append(lines, m.helpLine())
+	return screen(lines, w, h)
+}
+
+func (m *Model) titleLine() string {
+	st := m.c.Styles
+	ready, total := 0, len(m.snap.Roles)
+	for _, r := range m.snap.Roles {
+		if r.State == snapshot.StateReady {
+			ready++
+		}
+	}
+	name := m.title()
+	if name == "" {
+		name = "tsd"
+	} else {
+		name = "tsd · " + name
+	}
+	parts := []string{st.Title.Render(name)}
+	if m.snap.Profile != "" {
+		parts = append(parts, m.snap.Profile)
+	}
+	if !m.hasSnap {
+		parts = append(parts, "waiting for status…")
+	} else {
+		parts = append(parts, fmt.Sprintf("%d/%d roles ready", ready, total))
+	}
+	pageName := [...]string{"overview", "inspector", "logs", "help"}[m.focus]
+	left := strings.Join(parts, " · ")
+	right := "[" + pageName + "]"
+	gap := m.c.Width - ansi.StringWidth(left) - len(right)
+	if gap < 1 {
+		return fit(left, m.c.Width)
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+func (m *Model) helpLine() string {
+	k := m.c.Keys
+	bs := append([]key.Binding{}, m.page(m.focus).ShortHelp()...)
+	bs = append(bs, k.Test, k.Help, k.Quit)
+	if m.confirmAction != nil {
+		bs = []key.Binding{k.Yes, k.No}
+	}
+	short := make([]key.Binding, len(bs))
+	for i, b := range bs {
+		// The bar has room for short words only; the ? page has the rest.
+		h := b.Help()
+		short[i] = key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(h.Key, shortDesc(h.Desc)))
+	}
+	return m.helpBar.ShortHelpView(short)
+}
+
+func shortDesc(d string) string {
+	if i := strings.Index(d, " ("); i > 0 {
+		return d[:i]
+	}
+	return d
+}
+
+func fmtLatency(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.String()
+	case d < 10*time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(sanitize(strings.ReplaceAll(s, "\n", " "))), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func sourceName(role string) string {
+	if role == "" {
+		return "merged"
+	}
+	return role
+}

@@ -1,0 +1,428 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// overviewPage: the gateway line, the roles table and the GPU panel.
+type overviewPage struct {
+	m        *Model
+	w, h     int
+	selected int
+	offset   int // first table row shown
+}
+
+func (p *overviewPage) SetSize(w, h int) { p.w, p.h = w, h }
+func (p *overviewPage) Capturing() bool  { return false }
+
+func (p *overviewPage) ShortHelp() []key.Binding {
+	k := p.m.c.Keys
+	return []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.Restart, k.StopStart, k.RestartAll}
+}
+
+func (p *overviewPage) clamp() {
+	n := len(p.m.snap.Roles)
+	if p.selected >= n {
+		p.selected = n - 1
+	}
+	if p.selected < 0 {
+		p.selected = 0
+	}
+}
+
+func (p *overviewPage) role() (snapshot.RoleStatus, bool) {
+	rs := p.m.snap.Roles
+	if p.selected < 0 || p.selected >= len(rs) {
+		return snapshot.RoleStatus{}, false
+	}
+	return rs[p.selected], true
+}
+
+func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
+	k, ok := msg.(tea.KeyPressMsg)
+	if !ok {
+		return nil
+	}
+	keys := p.m.c.Keys
+	switch {
+	case key.Matches(k, keys.Up):
+		p.selected--
+		p.clamp()
+		return nil
+	case key.Matches(k, keys.Down):
+		p.selected++
+		p.clamp()
+		return nil
+	case key.Matches(k, keys.Top):
+		p.selected = 0
+		return nil
+	case key.Matches(k, keys.Bottom):
+		p.selected = len(p.m.snap.Roles) - 1
+		p.clamp()
+		return nil
+	case key.Matches(k, keys.MergedLogs):
+		return p.m.navigate(pageLogs, "")
+	case key.Matches(k, keys.RestartAll):
+		b := p.m.b
+		p.m.ask(fmt.Sprintf("restart all %d roles? [y/n]", len(p.m.snap.Roles)),
+			"restart all", control("restart all", b.RestartAll))
+		return nil
+	}
+	r, ok := p.role()
+	if !ok {
+		return nil
+	}
+	return roleKey(p.m, k, r)
+}
+
+// roleKey handles the keys that act on one role; the overview and the
+// inspector share it.
+func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
+	keys := m.c.Keys
+	b := m.b
+	name := r.Name
+	switch {
+	case key.Matches(k, keys.Inspect):
+		return m.navigate(pageInspector, name)
+	case key.Matches(k, keys.Logs):
+		return m.navigate(pageLogs, name)
+	case key.Matches(k, keys.Restart):
+		m.ask(fmt.Sprintf("restart %s? [y/n]", name), "restart "+name,
+			control("restart "+name, func() error { return b.Restart(name) }))
+	case key.Matches(k, keys.StopStart):
+		if running(r.State) {
+			return m.run("stop "+name, func() error { return b.Stop(name) })
+		}
+		return m.run("start "+name, func() error { return b.Start(name) })
+	}
+	return nil
+}
+
+func (p *overviewPage) View() string {
+	m := p.m
+	st := m.c.Styles
+	s := &m.snap
+	out := p.gatewayLines()
+	gpu := p.gpuLines()
+	// The table gets its rows first, but never squeezes the GPU panel below
+	// a summary; events only fill rows nobody else wants.
+	fixed := len(out) + 1 + 1 // table header, blank line before the GPUs
+	tableRows := min(max(len(s.Roles), 1), p.h-fixed-len(gpu))
+	if tableRows < 3 {
+		keep := max(1, len(gpu)-(3-tableRows))
+		gpu = gpu[:min(keep, len(gpu))]
+		tableRows = max(1, p.h-fixed-len(gpu))
+	}
+	cols := p.columns()
+	out = append(out, st.Header.Render(fit(p.row(cols, nil, false), p.w)))
+	if p.selected < p.offset {
+		p.offset = p.selected
+	}
+	if p.selected >= p.offset+tableRows {
+		p.offset = p.selected - tableRows + 1
+	}
+	p.offset = min(p.offset, max(0, len(s.Roles)-tableRows))
+	shown := 0
+	for i := p.offset; i < len(s.Roles) && shown < tableRows; i++ {
+		r := &s.Roles[i]
+		var line string
+		if i == p.selected {
+			line = st.Selected.Render(fit(p.row(cols, r, false), p.w))
+		} else {
+			line = p.row(cols, r, true)
+		}
+		out = append(out, line)
+		shown++
+	}
+	if len(s.Roles) == 0 {
+		out = append(out, st.Faint.Render("  no roles yet"))
+		shown++
+	}
+	for ; shown < tableRows; shown++ {
+		out = append(out, "")
+	}
+	out = append(out, "")
+	out = append(out, gpu...)
+	if events := p.eventLines(); len(events) > 0 {
+		if room := p.h - len(out) - 1; room >= 2 {
+			if len(events) > room {
+				events = append(events[:1], events[len(events)-room+1:]...)
+			}
+			out = append(out, "")
+			out = append(out, events...)
+		}
+	}
+	return screen(out, p.w, p.h)
+}
+
+func (p *overviewPage) gatewayLines() []string {
+	st := p.m.c.Styles
+	g := p.m.snap.Gateway
+	ready := st.Busy.Render("not ready")
+	if g.Ready {
+		ready = st.Good.Render("ready")
+	}
+	parts := []string{st.Title.Render("gateway") + " " + orDash(g.URL)}
+	if g.Mode != "" {
+		parts = append(parts, "mode "+g.Mode)
+	}
+	parts = append(parts, ready,
+		ftoa(g.ReqPerSec, 1)+" req/s",
+		ftoa(g.TokPerSec, 0)+" tok/s",
+		fmt.Sprintf("%d in flight", g.InFlight),
+		fmt.Sprintf("%d req", g.Requests),
+	)
+	errs := fmt.Sprintf("%d errors", g.Errors)
+	if g.Errors > 0 {
+		errs = st.Bad.Render(errs)
+	}
+	parts = append(parts, errs)
+	if g.Note != "" {
+		parts = append(parts, st.Warn.Render(g.Note))
+	}
+	return wrapParts("", "  ", parts, " · ", p.w)
+}
+
+// column is one roles-table column. Optional columns are dropped, lowest
+// priority first, when the window is narrow.
+type column struct {
+	title    string
+	width    int
+	right    bool
+	priority int // 0: always shown
+	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style)
+}
+
+func (p *overviewPage) columns() []column {
+	st := p.m.c.Styles
+	plain := lipgloss.NewStyle()
+	now := p.m.c.Now()
+	nameW, stateW, gpuW := 4, 5, 4
+	for i := range p.m.snap.Roles {
+		r := &p.m.snap.Roles[i]
+		nameW = max(nameW, len(r.Name))
+		stateW = max(stateW, len(stateText(r)))
+		gpuW = max(gpuW, len(strings.Join(r.GPUs, ",")))
+	}
+	stateMax := 28
+	if p.w >= 120 {
+		stateMax = 36
+	}
+	nameW, stateW, gpuW = min(nameW, 24), min(stateW, stateMax), min(gpuW, 11)
+	all := []column{
+		{"ROLE", nameW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return r.Name, plain
+		}},
+		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return r.Kind, plain
+		}},
+		{"GPUS", gpuW, false, 4, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return orDash(strings.Join(r.GPUs, ",")), plain
+		}},
+		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return stateText(r), st.stateStyle(r.State)
+		}},
+		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.StartedAt.IsZero() || !running(r.State) {
+				return "-", plain
+			}
+			return humanDuration(now.Sub(r.StartedAt)), plain
+		}},
+		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.Restarts > 0 {
+				return itoa(r.Restarts), st.Warn
+			}
+			return "0", plain
+		}},
+		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.RanksExpected == 0 {
+				return "-", plain
+			}
+			s := fmt.Sprintf("%d/%d", r.RanksRegistered, r.RanksExpected)
+			if r.RanksRegistered == r.RanksExpected {
+				return s, st.Good
+			}
+			return s, st.Busy
+		}},
+		{"INFL", 4, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return itoa(r.InFlight), plain
+		}},
+		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.Proc == nil {
+				return "-", plain
+			}
+			return ftoa(r.Proc.CPUPercent, 0) + "%", plain
+		}},
+		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.Proc == nil {
+				return "-", plain
+			}
+			return humanBytes(r.Proc.RSSBytes), plain
+		}},
+		{"GPU MEM", 9, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if r.GPUMemB == 0 {
+				return "-", plain
+			}
+			return humanBytes(r.GPUMemB), plain
+		}},
+	}
+	const gutter, minReason = 2, 12
+	total := func(cs []column) int {
+		t := gutter + minReason
+		for _, c := range cs {
+			t += c.width + 1
+		}
+		return t
+	}
+	for lvl := 6; lvl > 0 && total(all) > p.w; lvl-- {
+		kept := all[:0:0]
+		for _, c := range all {
+			if c.priority < lvl {
+				kept = append(kept, c)
+			}
+		}
+		all = kept
+	}
+	used := gutter
+	for _, c := range all {
+		used += c.width + 1
+	}
+	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		return r.Reason, st.Faint
+	}})
+	return all
+}
+
+// row renders one table line; r == nil renders the header.
+func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled bool) string {
+	var b strings.Builder
+	if r != nil && p.m.snap.Roles != nil && p.selected < len(p.m.snap.Roles) && r == &p.m.snap.Roles[p.selected] {
+		b.WriteString("▸ ")
+	} else {
+		b.WriteString("  ")
+	}
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if r == nil {
+			if c.right {
+				b.WriteString(fitRight(c.title, c.width))
+			} else {
+				b.WriteString(fit(c.title, c.width))
+			}
+			continue
+		}
+		text, style := c.cell(p, r)
+		var cell string
+		if c.right {
+			cell = fitRight(text, c.width)
+		} else {
+			cell = fit(text, c.width)
+		}
+		if i == len(cols)-1 {
+			cell = strings.TrimRight(cell, " ")
+		}
+		if styled {
+			cell = style.Render(cell)
+		}
+		b.WriteString(cell)
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// stateText is the state word, always printed, with the startup phase.
+func stateText(r *snapshot.RoleStatus) string {
+	s := r.State
+	if s == "" {
+		s = "unknown"
+	}
+	if r.Phase != "" && r.State != snapshot.StateReady {
+		s += " · " + r.Phase
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (p *overviewPage) gpuLines() []string {
+	st := p.m.c.Styles
+	s := &p.m.snap
+	info := s.GPUInfo
+	head := st.Title.Render("GPUs")
+	if info.Provider != "" {
+		head += " · " + info.Provider
+	}
+	if info.Simulated {
+		head += " · " + st.Warn.Render("simulated")
+	}
+	if len(s.GPUs) == 0 {
+		note := info.Note
+		if note == "" {
+			note = "no GPU readings"
+		}
+		return []string{head + " · " + note}
+	}
+	if info.Note != "" {
+		head += " · " + info.Note
+	}
+	lines := []string{head}
+	nameW := 0
+	for _, g := range s.GPUs {
+		nameW = max(nameW, len(g.Name))
+	}
+	nameW = min(nameW, 22)
+	barW := 10
+	if p.w < 100 {
+		barW = 5
+		nameW = min(nameW, 12)
+	}
+	for _, g := range s.GPUs {
+		memPct := 0.0
+		if g.MemTotalB > 0 {
+			memPct = float64(g.MemUsedB) / float64(g.MemTotalB) * 100
+		}
+		roles := strings.Join(g.Roles, ",")
+		if roles == "" {
+			roles = st.Faint.Render("unused")
+		}
+		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
+			g.Index, fit(g.Name, nameW),
+			st.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
+			st.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
+			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func gib(b uint64) string { return ftoa(float64(b)/(1<<30), 1) }
+
+func (p *overviewPage) eventLines() []string {
+	ev := p.m.snap.Events
+	if len(ev) == 0 {
+		return nil
+	}
+	st := p.m.c.Styles
+	lines := []string{st.Title.Render("events")}
+	for _, e := range ev {
+		who := e.Role
+		if who == "" {
+			who = "tsd"
+		}
+		lines = append(lines, "  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message)
+	}
+	return lines
+}

@@ -1,0 +1,98 @@
+// Package tui is tsd's dashboard: an overview of every role, a rank
+// inspector, and a log viewer, fed by the supervisor's Snapshot and log
+// streams. It owns only view state; every control call runs in a tea.Cmd.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Backend is what the dashboard needs from the supervisor. The integrator
+// adapts the supervisor to it; tuitest.Fake implements it for tests.
+type Backend interface {
+	// Subscribe returns the current snapshot and then every later one on
+	// ch until cancel is called. The dashboard reads ch from a command
+	// goroutine and keeps only the newest of a burst.
+	Subscribe() (cur snapshot.Snapshot, ch <-chan snapshot.Snapshot, cancel func())
+	// SubscribeLogs returns a role's buffered lines ("" = every role,
+	// merged in time order) and then new lines in batches on ch until
+	// cancel is called. The producer must never block on a slow reader.
+	SubscribeLogs(role string) (backlog []snapshot.LogLine, ch <-chan []snapshot.LogLine, cancel func())
+	Restart(role string) error
+	Stop(role string) error
+	Start(role string) error
+	RestartAll() error
+	// SaveLog writes the role's whole retained log ("" = merged) to path
+	// ("" = a default place the backend picks) and returns where it went.
+	SaveLog(role, path string) (string, error)
+	// TestRequest sends one small request through the gateway.
+	TestRequest(ctx context.Context) (reply string, latency time.Duration, err error)
+}
+
+// Options tune the dashboard. The zero value is usable.
+type Options struct {
+	// Title heads the screen; default: the snapshot's deployment name.
+	Title string
+	// LogLines bounds the log page's view buffer (default 10000).
+	LogLines int
+	// TestTimeout bounds the `t` test request (default 60s).
+	TestTimeout time.Duration
+	// Now is the clock for uptimes and "waiting for INIT 42 s"; default time.Now.
+	Now func() time.Time
+	// Input and Output default to the terminal.
+	Input  io.Reader
+	Output io.Writer
+	// ProgramOptions are passed to tea.NewProgram after the ones above
+	// (tests use tea.WithWindowSize, tea.WithColorProfile...).
+	ProgramOptions []tea.ProgramOption
+}
+
+func (o Options) withDefaults() Options {
+	if o.LogLines <= 0 {
+		o.LogLines = 10000
+	}
+	if o.TestTimeout <= 0 {
+		o.TestTimeout = 60 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Run shows the dashboard until the user quits (q, confirmed while roles
+// run) or ctx ends. It returns nil when the user quit; the caller then
+// stops every role. It does not stop anything itself.
+func Run(ctx context.Context, b Backend, opts Options) error {
+	m := New(b, opts)
+	popts := []tea.ProgramOption{tea.WithContext(ctx)}
+	if opts.Input != nil {
+		popts = append(popts, tea.WithInput(opts.Input))
+	}
+	if opts.Output != nil {
+		popts = append(popts, tea.WithOutput(opts.Output))
+	}
+	popts = append(popts, opts.ProgramOptions...)
+	p := tea.NewProgram(m, popts...)
+	final, err := p.Run()
+	if fm, ok := final.(*Model); ok {
+		fm.closeSubscriptions()
+	} else {
+		m.closeSubscriptions()
+	}
+	if err != nil {
+		if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("run dashboard: %w", err)
+	}
+	return nil
+}
