@@ -114,6 +114,9 @@ func (m InitMsg) Output() (string, error) {
 
 // EncodeInit writes INIT with every key, in SMG's order.
 func EncodeInit(m InitMsg) ([]byte, error) {
+	if err := checkRaw("parallel_config", m.ParallelConfig); err != nil {
+		return nil, fmt.Errorf("encode INIT: %w", err)
+	}
 	b := make([]byte, 0, 256)
 	b = appendMapHeader(b, 2)
 	b = appendStr(b, "addresses")
@@ -248,6 +251,9 @@ func (g Registration) Granularity() int {
 // (prefix_granularity and block_size only when set) followed by the
 // optional bootstrap keys when set.
 func EncodeRegistration(g Registration) ([]byte, error) {
+	if err := checkRaw("kv_events_config", g.KVEventsConfig); err != nil {
+		return nil, fmt.Errorf("encode registration: %w", err)
+	}
 	n := 18 // keys always written
 	for _, set := range []bool{g.PrefixGranularity != nil, g.BlockSize != nil,
 		g.BootstrapHost != nil, g.BootstrapPort != nil, g.DisaggregationMode != nil} {

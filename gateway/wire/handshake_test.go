@@ -3,16 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 )
-
-var errNotYet = errors.New("data-plane codec not written yet")
-
-func roundTripData(socket string, f [][]byte) ([]byte, error) {
-	return nil, errNotYet
-}
 
 func TestEncodeHelloReadyMatchVectors(t *testing.T) {
 	t.Parallel()

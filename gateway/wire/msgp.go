@@ -159,6 +159,21 @@ func appendRaw(b []byte, r Raw) []byte {
 	return append(b, r...)
 }
 
+// checkRaw verifies that a pass-through field holds exactly one msgpack value.
+func checkRaw(name string, v Raw) error {
+	if v == nil {
+		return nil
+	}
+	r := &reader{b: v}
+	if err := r.skip(); err != nil {
+		return fmt.Errorf("%s: invalid msgpack: %w", name, err)
+	}
+	if err := r.end(); err != nil {
+		return fmt.Errorf("%s: invalid msgpack: %w", name, err)
+	}
+	return nil
+}
+
 // appendTokens writes an int array, or nil for a nil slice (empty non-nil
 // slices stay empty arrays: the engine treats the two differently).
 func appendTokens(b []byte, ids []int32) []byte {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,9 +99,6 @@ func TestVectorsRoundTrip(t *testing.T) {
 				}
 			}
 			got, err := roundTrip(v.Direction, v.Socket, eng)
-			if errors.Is(err, errNotYet) {
-				t.Skip(err)
-			}
 			if err != nil {
 				t.Fatalf("round trip: %v", err)
 			}
@@ -138,4 +135,28 @@ func roundTrip(direction, socket string, f [][]byte) ([]byte, error) {
 		return EncodeRegistration(g)
 	}
 	return roundTripData(socket, f)
+}
+
+func roundTripData(socket string, f [][]byte) ([]byte, error) {
+	if socket == "output" {
+		if IsShutdownSentinel(f[0]) {
+			return EncodeShutdownSentinel(), nil
+		}
+		o, err := DecodeOutputFrames(f)
+		if err != nil {
+			return nil, err
+		}
+		return EncodeOutput(o)
+	}
+	m, err := DecodeInputFrames(f)
+	if err != nil {
+		return nil, err
+	}
+	switch m.Type {
+	case TypeAdd:
+		return EncodeGenerateRequest(*m.Generate)
+	case TypeAbort:
+		return EncodeAbort(*m.Abort)
+	}
+	return nil, fmt.Errorf("type %d", m.Type)
 }

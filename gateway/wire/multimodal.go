@@ -1,0 +1,495 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// EPD over the lane is tsd's design (zmq-lane.md §5.8 [DESIGN]); the shapes
+// below follow what the engine side can already decode, kept in small
+// functions so they can change when upstream settles.
+
+// Modalities of a MultimodalDataItem.
+const (
+	ModalityImage = 1
+	ModalityVideo = 2
+	ModalityAudio = 3
+)
+
+// TensorExtType is the msgpack ext type that carries inline tensor bytes.
+const TensorExtType = 3
+
+// Tensor is the 3-array [dtype, shape, data]. Data travels inline (ext
+// type 3, raw little-endian bytes) or, when AuxIndex >= 1, as out-of-band
+// frame AuxIndex after the payload.
+type Tensor struct {
+	Dtype    string // torch name ("float32", "bfloat16") or numpy typestring ("<f4")
+	Shape    []int
+	Data     []byte // inline bytes; ignored when AuxIndex >= 1
+	AuxIndex int
+}
+
+// EncodeHandshakeInfo ties a prefill item to the encode server that computes
+// its embedding: {"bootstrap_host", "bootstrap_port", "bootstrap_room"}.
+type EncodeHandshakeInfo struct {
+	BootstrapHost string
+	BootstrapPort int
+	BootstrapRoom uint64
+}
+
+// MultimodalDataItem is the untagged 10-element item array.
+type MultimodalDataItem struct {
+	Modality          int                  // 0: ModalityImage, ...
+	Hash              *int64               // 1
+	PadValue          *int64               // 2
+	Offsets           [][2]int             // 3: [start, end] pairs
+	Feature           *Tensor              // 4: pixels; nil on prefill/decode legs in EPD
+	FeatureSHM        Raw                  // 5: shared-memory handle (same host only)
+	ModelSpecificData Raw                  // 6: e.g. image_grid_thw
+	Encoded           Raw                  // 7: nil on the wire
+	EncodedDeepstack  Raw                  // 8: nil on the wire
+	EncodeHandshake   *EncodeHandshakeInfo // 9: set on the prefill leg only
+}
+
+// MultimodalInputs is request field 22, the untagged 7-element array.
+type MultimodalInputs struct {
+	Items                           []MultimodalDataItem
+	ImTokenID                       *int
+	VideoTokenID                    *int
+	MropePositions                  Raw
+	MropePositionDelta              Raw
+	MropePositionDeltaScalar        Raw
+	MropePositionDeltaRepeatedCache Raw // always nil on the wire
+}
+
+// EncodeRequest is the encode server's work item: the tagged array
+// ["EncodeRequest", rid, http_worker_ipc, request_id, bootstrap_host,
+// bootstrap_port, bootstrap_room, items] (§5.8). BootstrapHost/Port name
+// the encode server itself; Items holds exactly one item with pixels.
+type EncodeRequest struct {
+	RID           string
+	HTTPWorkerIPC *string
+	RequestID     *string
+	BootstrapHost *string
+	BootstrapPort *int
+	BootstrapRoom *uint64
+	Items         []MultimodalDataItem
+}
+
+var (
+	itemFields     = [...]string{"modality", "hash", "pad_value", "offsets", "feature", "feature_shm", "model_specific_data", "encoded", "encoded_deepstack", "encode_handshake"}
+	mmInputFields  = [...]string{"mm_items", "im_token_id", "video_token_id", "mrope_positions", "mrope_position_delta", "mrope_position_delta_scalar", "mrope_position_delta_repeated_cache"}
+	encodeReqField = [...]string{"tag", "rid", "http_worker_ipc", "request_id", "bootstrap_host", "bootstrap_port", "bootstrap_room", "items"}
+)
+
+// NewEncodeRequest is the request the gateway sends an encode server for
+// one item: the room it minted and the encode server's own bootstrap address.
+func NewEncodeRequest(rid, encodeHost string, encodePort int, room uint64, item MultimodalDataItem) EncodeRequest {
+	return EncodeRequest{RID: rid, RequestID: &rid, BootstrapHost: &encodeHost,
+		BootstrapPort: &encodePort, BootstrapRoom: &room, Items: []MultimodalDataItem{item}}
+}
+
+// ForPrefill is the item as the prefill leg carries it: no pixels, plus
+// the handshake naming the encode server and room.
+func (it MultimodalDataItem) ForPrefill(h EncodeHandshakeInfo) MultimodalDataItem {
+	it.Feature, it.FeatureSHM = nil, nil
+	it.EncodeHandshake = &h
+	return it
+}
+
+// ForDecode is the item as the decode leg carries it: metadata only.
+func (it MultimodalDataItem) ForDecode() MultimodalDataItem {
+	it.Feature, it.FeatureSHM, it.EncodeHandshake = nil, nil, nil
+	return it
+}
+
+func (m *MultimodalInputs) checkRaws() error {
+	for _, kv := range []struct {
+		name string
+		v    Raw
+	}{
+		{"mrope_positions", m.MropePositions},
+		{"mrope_position_delta", m.MropePositionDelta},
+		{"mrope_position_delta_scalar", m.MropePositionDeltaScalar},
+		{"mrope_position_delta_repeated_cache", m.MropePositionDeltaRepeatedCache},
+	} {
+		if err := checkRaw("multimodal_inputs."+kv.name, kv.v); err != nil {
+			return err
+		}
+	}
+	return checkItemRaws(m.Items)
+}
+
+func checkItemRaws(items []MultimodalDataItem) error {
+	for i, it := range items {
+		for _, kv := range []struct {
+			name string
+			v    Raw
+		}{
+			{"feature_shm", it.FeatureSHM},
+			{"model_specific_data", it.ModelSpecificData},
+			{"encoded", it.Encoded},
+			{"encoded_deepstack", it.EncodedDeepstack},
+		} {
+			if err := checkRaw(fmt.Sprintf("items[%d].%s", i, kv.name), kv.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func appendTensor(b []byte, t Tensor) []byte {
+	b = appendArrayHeader(b, 3)
+	b = appendStr(b, t.Dtype)
+	b = appendArrayHeader(b, len(t.Shape))
+	for _, d := range t.Shape {
+		b = appendInt(b, int64(d))
+	}
+	if t.AuxIndex >= 1 {
+		return appendInt(b, int64(t.AuxIndex))
+	}
+	return appendExt(b, TensorExtType, t.Data)
+}
+
+func (r *reader) readTensor() (Tensor, error) {
+	var t Tensor
+	n, err := r.readArrayLen()
+	if err != nil {
+		return t, err
+	}
+	if n < 3 {
+		return t, fmt.Errorf("tensor array of %d elements, want 3", n)
+	}
+	if t.Dtype, err = r.readStr(); err != nil {
+		return t, at("[0] dtype", err)
+	}
+	m, err := r.readArrayLen()
+	if err != nil {
+		return t, at("[1] shape", err)
+	}
+	t.Shape = make([]int, m)
+	for i := range t.Shape {
+		if t.Shape[i], err = r.readIntN(); err != nil {
+			return t, at("[1] shape"+index(i), err)
+		}
+	}
+	c, err := r.peek()
+	if err != nil {
+		return t, at("[2] data", err)
+	}
+	if family(c) == "int" {
+		if t.AuxIndex, err = r.readIntN(); err == nil && t.AuxIndex < 1 {
+			err = fmt.Errorf("out-of-band index %d, want >= 1", t.AuxIndex)
+		}
+	} else {
+		var typ int8
+		typ, t.Data, err = r.readExt()
+		if err == nil && typ != TensorExtType {
+			err = fmt.Errorf("ext type %d, want %d", typ, TensorExtType)
+		}
+	}
+	if err != nil {
+		return t, at("[2] data", err)
+	}
+	for i := 3; i < n; i++ {
+		if err := r.skip(); err != nil {
+			return t, at(index(i), err)
+		}
+	}
+	return t, nil
+}
+
+func appendEncodeHandshake(b []byte, h EncodeHandshakeInfo) []byte {
+	b = appendMapHeader(b, 3)
+	b = appendStr(appendStr(b, "bootstrap_host"), h.BootstrapHost)
+	b = appendInt(appendStr(b, "bootstrap_port"), int64(h.BootstrapPort))
+	return appendUint(appendStr(b, "bootstrap_room"), h.BootstrapRoom)
+}
+
+func (r *reader) readEncodeHandshake() (EncodeHandshakeInfo, error) {
+	var h EncodeHandshakeInfo
+	err := r.readMap(func(k string) (bool, error) {
+		var err error
+		switch k {
+		case "bootstrap_host":
+			h.BootstrapHost, err = r.readStr()
+		case "bootstrap_port":
+			h.BootstrapPort, err = r.readIntN()
+		case "bootstrap_room":
+			h.BootstrapRoom, err = r.readUint()
+		default:
+			return false, nil
+		}
+		return true, err
+	})
+	return h, err
+}
+
+func appendOptInt64(b []byte, v *int64) []byte {
+	if v == nil {
+		return appendNil(b)
+	}
+	return appendInt(b, *v)
+}
+
+func (r *reader) readOptInt64() (*int64, error) {
+	if r.nextNil() {
+		return nil, nil
+	}
+	v, err := r.readInt()
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func appendItem(b []byte, it MultimodalDataItem) []byte {
+	b = appendArrayHeader(b, len(itemFields))
+	b = appendInt(b, int64(it.Modality))
+	b = appendOptInt64(b, it.Hash)
+	b = appendOptInt64(b, it.PadValue)
+	if it.Offsets == nil {
+		b = appendNil(b)
+	} else {
+		b = appendArrayHeader(b, len(it.Offsets))
+		for _, o := range it.Offsets {
+			b = appendInt(appendInt(appendArrayHeader(b, 2), int64(o[0])), int64(o[1]))
+		}
+	}
+	if it.Feature == nil {
+		b = appendNil(b)
+	} else {
+		b = appendTensor(b, *it.Feature)
+	}
+	b = appendRaw(b, it.FeatureSHM)
+	b = appendRaw(b, it.ModelSpecificData)
+	b = appendRaw(b, it.Encoded)
+	b = appendRaw(b, it.EncodedDeepstack)
+	if it.EncodeHandshake == nil {
+		return appendNil(b)
+	}
+	return appendEncodeHandshake(b, *it.EncodeHandshake)
+}
+
+func (r *reader) readItem() (MultimodalDataItem, error) {
+	var it MultimodalDataItem
+	n, err := r.readArrayLen()
+	if err != nil {
+		return it, err
+	}
+	if n < 1 {
+		return it, errors.New("empty item array, want at least modality")
+	}
+	for i := 0; i < n; i++ {
+		var err error
+		switch i {
+		case 0:
+			it.Modality, err = r.readIntN()
+		case 1:
+			it.Hash, err = r.readOptInt64()
+		case 2:
+			it.PadValue, err = r.readOptInt64()
+		case 3:
+			it.Offsets, err = r.readOffsets()
+		case 4:
+			if !r.nextNil() {
+				var t Tensor
+				t, err = r.readTensor()
+				it.Feature = &t
+			}
+		case 5:
+			it.FeatureSHM, err = r.readRaw()
+		case 6:
+			it.ModelSpecificData, err = r.readRaw()
+		case 7:
+			it.Encoded, err = r.readRaw()
+		case 8:
+			it.EncodedDeepstack, err = r.readRaw()
+		case 9:
+			if !r.nextNil() {
+				var h EncodeHandshakeInfo
+				h, err = r.readEncodeHandshake()
+				it.EncodeHandshake = &h
+			}
+		default:
+			err = r.skip()
+		}
+		if err != nil {
+			name := "extra"
+			if i < len(itemFields) {
+				name = itemFields[i]
+			}
+			return it, at(field(i, name), err)
+		}
+	}
+	return it, nil
+}
+
+func (r *reader) readOffsets() ([][2]int, error) {
+	if r.nextNil() {
+		return nil, nil
+	}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][2]int, n)
+	for i := range out {
+		m, err := r.readArrayLen()
+		if err == nil && m != 2 {
+			err = fmt.Errorf("pair of %d elements, want 2", m)
+		}
+		for j := 0; err == nil && j < 2; j++ {
+			out[i][j], err = r.readIntN()
+		}
+		if err != nil {
+			return nil, at(index(i), err)
+		}
+	}
+	return out, nil
+}
+
+func appendItems(b []byte, items []MultimodalDataItem) []byte {
+	b = appendArrayHeader(b, len(items))
+	for _, it := range items {
+		b = appendItem(b, it)
+	}
+	return b
+}
+
+func (r *reader) readItems() ([]MultimodalDataItem, error) {
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	items := make([]MultimodalDataItem, n)
+	for i := range items {
+		if items[i], err = r.readItem(); err != nil {
+			return nil, at(index(i), err)
+		}
+	}
+	return items, nil
+}
+
+func appendMultimodalInputs(b []byte, m MultimodalInputs) []byte {
+	b = appendArrayHeader(b, len(mmInputFields))
+	b = appendItems(b, m.Items)
+	b = appendOptInt(b, m.ImTokenID)
+	b = appendOptInt(b, m.VideoTokenID)
+	b = appendRaw(b, m.MropePositions)
+	b = appendRaw(b, m.MropePositionDelta)
+	b = appendRaw(b, m.MropePositionDeltaScalar)
+	return appendRaw(b, m.MropePositionDeltaRepeatedCache)
+}
+
+func (r *reader) readMultimodalInputs() (MultimodalInputs, error) {
+	var m MultimodalInputs
+	n, err := r.readArrayLen()
+	if err != nil {
+		return m, err
+	}
+	for i := 0; i < n; i++ {
+		var err error
+		switch i {
+		case 0:
+			m.Items, err = r.readItems()
+		case 1:
+			m.ImTokenID, err = r.readOptInt()
+		case 2:
+			m.VideoTokenID, err = r.readOptInt()
+		case 3:
+			m.MropePositions, err = r.readRaw()
+		case 4:
+			m.MropePositionDelta, err = r.readRaw()
+		case 5:
+			m.MropePositionDeltaScalar, err = r.readRaw()
+		case 6:
+			m.MropePositionDeltaRepeatedCache, err = r.readRaw()
+		default:
+			err = r.skip()
+		}
+		if err != nil {
+			name := "extra"
+			if i < len(mmInputFields) {
+				name = mmInputFields[i]
+			}
+			return m, at(field(i, name), err)
+		}
+	}
+	return m, nil
+}
+
+// EncodeEncodeRequest writes the tagged EncodeRequest payload.
+func EncodeEncodeRequest(e EncodeRequest) ([]byte, error) {
+	if err := checkItemRaws(e.Items); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", TagEncodeRequest, err)
+	}
+	b := make([]byte, 0, 128)
+	b = appendArrayHeader(b, len(encodeReqField))
+	b = appendStr(b, TagEncodeRequest)
+	b = appendStr(b, e.RID)
+	b = appendOptStr(b, e.HTTPWorkerIPC)
+	b = appendOptStr(b, e.RequestID)
+	b = appendOptStr(b, e.BootstrapHost)
+	b = appendOptInt(b, e.BootstrapPort)
+	if e.BootstrapRoom == nil {
+		b = appendNil(b)
+	} else {
+		b = appendUint(b, *e.BootstrapRoom)
+	}
+	if e.Items == nil {
+		return appendNil(b), nil
+	}
+	return appendItems(b, e.Items), nil
+}
+
+// DecodeEncodeRequest reads an EncodeRequest; shorter arrays keep nil
+// defaults for missing trailing fields, extra elements are skipped.
+func DecodeEncodeRequest(b []byte) (EncodeRequest, error) {
+	var e EncodeRequest
+	r := &reader{b: b}
+	n, err := r.readTag(TagEncodeRequest)
+	for i := 1; err == nil && i < n; i++ {
+		switch i {
+		case 1:
+			if !r.nextNil() {
+				e.RID, err = r.readStr()
+			}
+		case 2:
+			e.HTTPWorkerIPC, err = r.readOptStr()
+		case 3:
+			e.RequestID, err = r.readOptStr()
+		case 4:
+			e.BootstrapHost, err = r.readOptStr()
+		case 5:
+			e.BootstrapPort, err = r.readOptInt()
+		case 6:
+			if !r.nextNil() {
+				var v uint64
+				v, err = r.readUint()
+				e.BootstrapRoom = &v
+			}
+		case 7:
+			if !r.nextNil() {
+				e.Items, err = r.readItems()
+			}
+		default:
+			err = r.skip()
+		}
+		if err != nil {
+			name := "extra"
+			if i < len(encodeReqField) {
+				name = encodeReqField[i]
+			}
+			err = at(field(i, name), err)
+		}
+	}
+	if err == nil {
+		err = r.end()
+	}
+	if err != nil {
+		return EncodeRequest{}, at(TagEncodeRequest, err)
+	}
+	return e, nil
+}

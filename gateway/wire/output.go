@@ -1,0 +1,288 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Slim finished_reasons strings (§6.2, §6.3).
+const (
+	FinishRunning = ""
+	FinishStop    = "stop"
+	FinishLength  = "length"
+	FinishAbort   = "abort"
+	FinishError   = "error" // not sent by TokenSpeed; SMG maps it to an internal error
+)
+
+// ClassifyFinish interprets a slim finished_reasons entry the way SMG
+// does: "" is running; unknown strings count as "stop" with known=false so
+// the caller can warn.
+func ClassifyFinish(s string) (reason string, finished, known bool) {
+	switch s {
+	case FinishRunning:
+		return s, false, true
+	case FinishStop, FinishLength, FinishAbort, FinishError:
+		return s, true, true
+	}
+	return FinishStop, true, false
+}
+
+// Output batch lengths including the tag.
+const (
+	OutputLen       = 10 // with engine_index (engines since 2026-08-12)
+	OutputLenLegacy = 9  // without engine_index: treat as 0
+)
+
+// OutputBatch is the slim BatchTokenIDOutSlim (§6.2). All columns are
+// parallel to RIDs; the logprob columns may also be empty when no request
+// of the batch asked for logprobs.
+type OutputBatch struct {
+	RIDs                   []string
+	OutputIDs              [][]int32 // new tokens since the rid's previous message
+	FinishedReasons        []string  // FinishRunning until the terminal message
+	PromptTokens           []int
+	CompletionTokens       []int // cumulative
+	CachedTokens           []int // cumulative
+	OutputTokenLogprobsVal [][]float64
+	OutputTokenLogprobsIdx [][]int32
+	EngineIndex            int
+
+	// WireLen is OutputLen or OutputLenLegacy as decoded; 0 encodes OutputLen.
+	WireLen int
+}
+
+var outputFields = [...]string{"tag", "rids", "output_ids", "finished_reasons", "prompt_tokens",
+	"completion_tokens", "cached_tokens", "output_token_logprobs_val", "output_token_logprobs_idx",
+	"engine_index"}
+
+// check enforces the column rule: a ragged batch is a protocol error.
+func (o *OutputBatch) check() error {
+	n := len(o.RIDs)
+	for i, l := range [...]int{2: len(o.OutputIDs), len(o.FinishedReasons), len(o.PromptTokens),
+		len(o.CompletionTokens), len(o.CachedTokens)} {
+		if i >= 2 && l != n {
+			return fmt.Errorf("%s has %d entries for %d rids", outputFields[i], l, n)
+		}
+	}
+	for i, l := range [...]int{7: len(o.OutputTokenLogprobsVal), len(o.OutputTokenLogprobsIdx)} {
+		if i >= 7 && l != n && l != 0 {
+			return fmt.Errorf("%s has %d entries for %d rids", outputFields[i], l, n)
+		}
+	}
+	return nil
+}
+
+// EncodeOutput writes a slim batch as the engine's PUSH sends it.
+func EncodeOutput(o OutputBatch) ([]byte, error) {
+	return AppendOutput(make([]byte, 0, 64+48*len(o.RIDs)), o)
+}
+
+// AppendOutput appends a slim batch to b.
+func AppendOutput(b []byte, o OutputBatch) ([]byte, error) {
+	n := o.WireLen
+	if n == 0 {
+		n = OutputLen
+	}
+	if n != OutputLen && n != OutputLenLegacy {
+		return b, fmt.Errorf("encode %s: length %d, want %d or %d", TagOutputSlim, n, OutputLen, OutputLenLegacy)
+	}
+	if n == OutputLenLegacy && o.EngineIndex != 0 {
+		return b, fmt.Errorf("encode %s: legacy form cannot carry engine_index %d", TagOutputSlim, o.EngineIndex)
+	}
+	if err := o.check(); err != nil {
+		return b, fmt.Errorf("encode %s: %w", TagOutputSlim, err)
+	}
+	b = appendArrayHeader(b, n)
+	b = appendStr(b, TagOutputSlim)
+	b = appendStrs(b, nonNil(o.RIDs))
+	b = appendTokenColumn(b, o.OutputIDs)
+	b = appendStrs(b, nonNil(o.FinishedReasons))
+	b = appendIntColumn(b, o.PromptTokens)
+	b = appendIntColumn(b, o.CompletionTokens)
+	b = appendIntColumn(b, o.CachedTokens)
+	b = appendFloatColumn(b, o.OutputTokenLogprobsVal)
+	b = appendTokenColumn(b, o.OutputTokenLogprobsIdx)
+	if n == OutputLen {
+		b = appendInt(b, int64(o.EngineIndex))
+	}
+	return b, nil
+}
+
+func appendTokenColumn(b []byte, col [][]int32) []byte {
+	b = appendArrayHeader(b, len(col))
+	for _, ids := range col {
+		if ids == nil {
+			ids = []int32{}
+		}
+		b = appendTokens(b, ids)
+	}
+	return b
+}
+
+func appendIntColumn(b []byte, col []int) []byte {
+	b = appendArrayHeader(b, len(col))
+	for _, v := range col {
+		b = appendInt(b, int64(v))
+	}
+	return b
+}
+
+func appendFloatColumn(b []byte, col [][]float64) []byte {
+	b = appendArrayHeader(b, len(col))
+	for _, vs := range col {
+		b = appendArrayHeader(b, len(vs))
+		for _, v := range vs {
+			b = appendFloat(b, v)
+		}
+	}
+	return b
+}
+
+func (r *reader) readTokenColumn() ([][]int32, error) {
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	col := make([][]int32, n)
+	for i := range col {
+		if r.nextNil() {
+			return nil, at(index(i), typeError{"array", "nil"})
+		}
+		if col[i], err = r.readTokens(); err != nil {
+			return nil, at(index(i), err)
+		}
+	}
+	return col, nil
+}
+
+func (r *reader) readIntColumn() ([]int, error) {
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	col := make([]int, n)
+	for i := range col {
+		if col[i], err = r.readIntN(); err != nil {
+			return nil, at(index(i), err)
+		}
+	}
+	return col, nil
+}
+
+func (r *reader) readFloatColumn() ([][]float64, error) {
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	col := make([][]float64, n)
+	for i := range col {
+		m, err := r.readArrayLen()
+		if err != nil {
+			return nil, at(index(i), err)
+		}
+		col[i] = make([]float64, m)
+		for j := range col[i] {
+			if col[i][j], err = r.readFloat(); err != nil {
+				return nil, at(index(i)+index(j), err)
+			}
+		}
+	}
+	return col, nil
+}
+
+// DecodeOutput reads a slim batch of 9 (legacy, engine_index 0) or more
+// elements; extra trailing elements are skipped.
+func DecodeOutput(b []byte) (OutputBatch, error) {
+	o, err := decodeOutput(b)
+	if err != nil {
+		return OutputBatch{}, at(TagOutputSlim, err)
+	}
+	return o, nil
+}
+
+func decodeOutput(b []byte) (OutputBatch, error) {
+	var o OutputBatch
+	r := &reader{b: b}
+	n, err := r.readTag(TagOutputSlim)
+	if err != nil {
+		return o, err
+	}
+	if n < OutputLenLegacy {
+		return o, fmt.Errorf("array of %d elements, want at least %d", n, OutputLenLegacy)
+	}
+	o.WireLen = n
+	for i := 1; i < n; i++ {
+		var err error
+		switch i {
+		case 1:
+			o.RIDs, err = r.readStrArray()
+		case 2:
+			o.OutputIDs, err = r.readTokenColumn()
+		case 3:
+			o.FinishedReasons, err = r.readStrArray()
+		case 4:
+			o.PromptTokens, err = r.readIntColumn()
+		case 5:
+			o.CompletionTokens, err = r.readIntColumn()
+		case 6:
+			o.CachedTokens, err = r.readIntColumn()
+		case 7:
+			o.OutputTokenLogprobsVal, err = r.readFloatColumn()
+		case 8:
+			o.OutputTokenLogprobsIdx, err = r.readTokenColumn()
+		case 9:
+			o.EngineIndex, err = r.readIntN()
+		default:
+			err = r.skip()
+		}
+		if err != nil {
+			name := "extra"
+			if i < len(outputFields) {
+				name = outputFields[i]
+			}
+			return o, at(field(i, name), err)
+		}
+	}
+	if err := r.end(); err != nil {
+		return o, err
+	}
+	return o, o.check()
+}
+
+// readStrArray reads a required array of str (nil is an error).
+func (r *reader) readStrArray() ([]string, error) {
+	if r.nextNil() {
+		return nil, typeError{"array", "nil"}
+	}
+	return r.readStrs()
+}
+
+// EngineCoreDead is the shutdown sentinel frame (§7.2).
+const EngineCoreDead = "ENGINE_CORE_DEAD"
+
+// EncodeShutdownSentinel returns the raw sentinel frame (not msgpack).
+func EncodeShutdownSentinel() []byte { return []byte(EngineCoreDead) }
+
+// IsShutdownSentinel reports whether an output frame is the sentinel; check
+// it before msgpack decoding.
+func IsShutdownSentinel(frame []byte) bool { return string(frame) == EngineCoreDead }
+
+// ErrEngineDead is returned by DecodeOutputFrames for the sentinel.
+var ErrEngineDead = errors.New("engine sent " + EngineCoreDead)
+
+// DecodeOutputFrames decodes one message of the output PULL: the sentinel
+// yields ErrEngineDead, otherwise frame 0 is a slim batch and extra frames
+// are ignored.
+func DecodeOutputFrames(frames [][]byte) (OutputBatch, error) {
+	if len(frames) == 0 {
+		return OutputBatch{}, errors.New("decode output: no frames")
+	}
+	if IsShutdownSentinel(frames[0]) {
+		return OutputBatch{}, ErrEngineDead
+	}
+	o, err := DecodeOutput(frames[0])
+	if err != nil {
+		return OutputBatch{}, fmt.Errorf("decode output: %w", err)
+	}
+	return o, nil
+}
