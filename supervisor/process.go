@@ -8,6 +8,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // procSpec is how to start one engine under its guardian.
@@ -81,6 +83,11 @@ func startProcess(spec procSpec, capture func(out *os.File) error) (*process, er
 			f.Close()
 		}
 		return nil, fmt.Errorf("create output pipe: %w", err)
+	}
+	// A bigger pipe absorbs bursts (a traceback, a tqdm storm) while our
+	// reader is descheduled; the default 64 KiB fills in microseconds.
+	if rc, err := outR.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
 	}
 	closeAll := func(fs ...*os.File) {
 		for _, f := range fs {
