@@ -1,0 +1,79 @@
+// Package fakemodel is ts-fake's "model": a pure, deterministic token
+// generator, exported so tests of the gateway (or end-to-end tests) can
+// predict exactly what a ts-fake engine will answer.
+package fakemodel
+
+import "hash/crc32"
+
+// Seed is the engine's default sampling seed for a request without one:
+// CRC-32 (zlib) of the rid's UTF-8 bytes (zmq-lane.md §5.4).
+func Seed(rid string) uint32 { return crc32.ChecksumIEEE([]byte(rid)) }
+
+// Token is the i-th generated token (i from 0) for a seed, in [0, vocab).
+// It mixes seed and position with splitmix64 so consecutive tokens and
+// neighbouring seeds look unrelated.
+func Token(seed uint32, i int, vocab int) int {
+	if vocab <= 0 {
+		vocab = 1
+	}
+	x := uint64(seed)<<32 ^ uint64(uint32(i))
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return int(x % uint64(vocab))
+}
+
+// Logprob is the fake sampled-token logprob reported for token i (always
+// negative, deterministic).
+func Logprob(seed uint32, i int) float64 {
+	return -float64(Token(seed, i, 1000)+1) / 1000
+}
+
+// Params are the parts of a request that decide where a fake completion
+// stops.
+type Params struct {
+	Seed         uint32
+	MaxNewTokens int // already clamped by the engine
+	MinNewTokens int
+	StopTokenIDs []int
+	IgnoreEOS    bool
+	EOS          int // < 0: no EOS
+	Vocab        int
+}
+
+// Finish reports whether the completion ends at token i (0-based) and with
+// which slim finish reason ("stop" or "length"); "" means it continues.
+// The stopping token itself is part of the output, as upstream does.
+func (p Params) Finish(i, tok int) string {
+	n := i + 1
+	if !p.IgnoreEOS && n > p.MinNewTokens {
+		if tok == p.EOS {
+			return "stop"
+		}
+		for _, s := range p.StopTokenIDs {
+			if tok == s {
+				return "stop"
+			}
+		}
+	}
+	if n >= p.MaxNewTokens {
+		return "length"
+	}
+	return ""
+}
+
+// Completion is the whole deterministic completion and its finish reason.
+func (p Params) Completion() ([]int, string) {
+	var out []int
+	if p.MaxNewTokens <= 0 {
+		return out, "length"
+	}
+	for i := 0; ; i++ {
+		tok := Token(p.Seed, i, p.Vocab)
+		out = append(out, tok)
+		if r := p.Finish(i, tok); r != "" {
+			return out, r
+		}
+	}
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/bootstrap"
+)
+
+// launcherEvent is what the launcher's loop reacts to.
+type launcherEvent struct {
+	rank   int
+	status string // "ready", "exit N", or "" for a process exit
+	rc     int    // process exit code (-1: killed by a signal)
+	signal string
+}
+
+type child struct {
+	rank   int
+	cmd    *exec.Cmd
+	done   bool
+	exited chan struct{} // closed once the process was reaped
+	ok     bool          // exit status 0; valid after exited is closed
+}
+
+// runLauncher is the `ts serve --headless` parent: it validates, logs the
+// launcher milestones, hosts the rendezvous in `engine` bootstrap mode,
+// spawns one scheduler process per rank (children of this process, in its
+// process group, with no parent-death signal: decisions.md §1), forwards
+// SIGTERM and reports readiness.
+func runLauncher(cfg config) int {
+	log := newLogger("")
+	for _, f := range cfg.unknown {
+		log.warn("ts-fake.py:1", "flag unknown to ts-fake: %s (ignored)", f)
+	}
+	sigs := make(chan os.Signal, 4)
+	if cfg.ignoreSigterm {
+		signal.Ignore(syscall.SIGTERM)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGUSR1)
+		log.warn("ts-fake.py:1", "fake: ignoring SIGTERM (--fake-ignore-sigterm)")
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	}
+	phases := splitStartup(cfg.startup)
+
+	if cfg.worldGiven {
+		log.info("server_args.py:812", "Specified world_size (%d)", cfg.world)
+	} else {
+		log.info("server_args.py:806", "Inferred world_size (%d) from attn_tp (%d) x attn_cp (1) x attn_dp (%d)", cfg.world, cfg.tp, cfg.dp)
+	}
+	log.info("server_args.py:840", "Parallelism configuration:\nMapping(world_size=%d, nnodes=1, nprocs_per_node=%d, attn_tp_size=%d, attn_cp_size=1, attn_dp_size=%d, dense_tp_size=%d, moe_tp_size=%d, moe_ep_size=1)",
+		cfg.world, cfg.world, cfg.tp, cfg.dp, cfg.tp, cfg.world)
+	if cfg.mode == "prefill" {
+		log.info("server_args.py:1190", "CUDA graph is disabled for prefill server")
+	}
+	sleep(phases.args)
+	log.info("engine.py:402", "headless server_args=ServerArgs(model_path=%q, served_model_name=%q, tp_size=%d, dp_size=%d, world_size=%d, disaggregation_mode=%q, disaggregation_bootstrap_port=%d, dist_init_addr=%q, data_parallel_address=%q, data_parallel_rpc_port=%d, zmq_engine_index=%d, max_model_len=%d, max_num_seqs=%d, dtype=%q, zmq_msgpack=True, skip_tokenizer_init=True)",
+		cfg.model, cfg.servedName, cfg.tp, cfg.dp, cfg.world, cfg.mode, cfg.bootstrapPort, cfg.distInitAddr, cfg.dpAddr, cfg.dpPort, cfg.engineIndex, cfg.maxModelLen, cfg.maxNumSeqs, cfg.dtype)
+
+	if hostsBootstrap(cfg) {
+		srv := bootstrap.NewServer(nil)
+		addr := net.JoinHostPort(bootstrapHost(cfg), strconv.Itoa(cfg.bootstrapPort))
+		if err := srv.Start(addr); err != nil {
+			log.errorf("bootstrap.py:88", "failed to start bootstrap server: %v", err)
+			return 1
+		}
+		defer srv.Close()
+		log.info("bootstrap.py:95", "bootstrap server started on %s", srv.Addr())
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		log.errorf("engine.py:420", "find own executable: %v", err)
+		return 1
+	}
+	events := make(chan launcherEvent, 64)
+	children := make([]*child, cfg.world)
+	for g := range cfg.world {
+		c, err := spawnRank(exe, g, events)
+		if err != nil {
+			log.errorf("engine.py:431", "spawn scheduler %d: %v", g, err)
+			stopChildren(children, log)
+			return 1
+		}
+		children[g] = c
+	}
+
+	var exitTimer <-chan time.Time
+	if cfg.exitAfter > 0 {
+		exitTimer = time.After(cfg.exitAfter)
+	}
+	ready := 0
+	for {
+		select {
+		case ev := <-events:
+			switch {
+			case ev.status == "ready":
+				ready++
+				if ready == cfg.world {
+					log.info("engine.py:468", "headless scheduler(s) ready; SMG handshake endpoint=tcp://%s:%d", cfg.dpAddr, cfg.dpPort)
+				}
+			case strings.HasPrefix(ev.status, "exit "):
+				code, _ := strconv.Atoi(strings.TrimPrefix(ev.status, "exit "))
+				log.warn("ts-fake.py:1", "fake: rank %d reached --fake-exit-after-requests; exiting with code %d", ev.rank, code)
+				stopChildren(children, log)
+				return code
+			case ev.status == "":
+				children[ev.rank].done = true
+				pid := children[ev.rank].cmd.Process.Pid
+				what := fmt.Sprintf("code %d", ev.rc)
+				if ev.signal != "" {
+					what = "signal " + ev.signal
+				}
+				log.errorf("engine.py:489", "scheduler %d exited with %s; terminating the remaining scheduler(s)", pid, what)
+				stopChildren(children, log)
+				return 1
+			}
+		case <-exitTimer:
+			log.warn("ts-fake.py:1", "fake: --fake-exit-after %s elapsed; exiting with code %d", cfg.exitAfter, cfg.exitCode)
+			stopChildren(children, log)
+			return cfg.exitCode
+		case s := <-sigs:
+			if s == syscall.SIGUSR1 {
+				log.errorf("engine.py:455", "Received SIGUSR1 from a scheduler: a rank hit an exception")
+				stopChildren(children, log)
+				return 1
+			}
+			log.info("engine.py:450", "Received %s; terminating scheduler(s)", sigName(s))
+			if stopChildren(children, log) {
+				return 0
+			}
+			return 1
+		}
+	}
+}
+
+// hostsBootstrap: in `engine` mode the prefill and encode engines serve the
+// rendezvous themselves, as the seed page describes (decisions.md §2).
+func hostsBootstrap(cfg config) bool {
+	return cfg.bootstrapMode == "engine" && (cfg.mode == "prefill" || cfg.mode == "encode")
+}
+
+// bootstrapHost is where the rendezvous lives: the dist-init host (prefill
+// ranks register at gethostbyname(dist-init host), launch.md §5).
+func bootstrapHost(cfg config) string {
+	if h, _, err := net.SplitHostPort(cfg.distInitAddr); err == nil && h != "" {
+		return h
+	}
+	return "127.0.0.1"
+}
+
+func spawnRank(exe string, g int, events chan<- launcherEvent) (*child, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("status pipe: %w", err)
+	}
+	cmd := exec.Command(exe, os.Args[1:]...)
+	cmd.Env = append(os.Environ(), rankEnv+"="+strconv.Itoa(g))
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{pw}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, err
+	}
+	pw.Close()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			events <- launcherEvent{rank: g, status: sc.Text()}
+		}
+		pr.Close()
+	}()
+	c := &child{rank: g, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		c.ok = err == nil
+		close(c.exited)
+		ev := launcherEvent{rank: g}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			ev.rc = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				ev.signal = ws.Signal().String()
+			}
+		}
+		events <- ev
+	}()
+	return c, nil
+}
+
+// stopChildren sends SIGTERM to every live scheduler, waits up to 5 s, then
+// SIGKILLs the rest (the launcher's `finally` upstream). It reports whether
+// every child exited 0.
+func stopChildren(children []*child, log *logger) bool {
+	for _, c := range children {
+		if c != nil && !c.done {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	clean := true
+	for _, c := range children {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.exited:
+			clean = clean && c.ok
+		case <-deadline:
+			log.warn("engine.py:512", "scheduler %d did not exit within 5s; killing it", c.cmd.Process.Pid)
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			clean = false
+		}
+	}
+	return clean
+}
+
+func sigName(s os.Signal) string {
+	switch s {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return s.String()
+}
+
+type startupPhases struct{ args, dist, weights, kv, graphs, sched time.Duration }
+
+// splitStartup spreads the configured startup time over the milestone
+// phases in roughly the proportions of a real engine.
+func splitStartup(total time.Duration) startupPhases {
+	f := func(p float64) time.Duration { return time.Duration(float64(total) * p) }
+	return startupPhases{args: f(0.05), dist: f(0.15), weights: f(0.45), kv: f(0.1), graphs: f(0.2), sched: f(0.05)}
+}
+
+func sleep(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
+	}
+}

@@ -1,0 +1,570 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/gateway/bootstrap"
+	"github.com/tsd-project/tsd/gateway/wire"
+)
+
+// Request lifecycle inside one rank's scheduler.
+type reqState int
+
+const (
+	stWaiting  reqState = iota // admitted, waiting for a batch slot
+	stFetching                 // decode: waiting for the prefill's KV
+	stRunning                  // generating one token per step
+	stSending                  // prefill: first token sampled, KV being fetched by decode
+)
+
+// request is one rid in the scheduler. Only the scheduler goroutine
+// touches it.
+type request struct {
+	rid        string
+	promptLen  int
+	params     fakemodel.Params
+	stream     bool
+	interval   int
+	logprob    bool
+	room       *uint64
+	bootstrap  string // host:port of the prefill's rendezvous (decode)
+	state      reqState
+	invalid    string // validation failure: one terminal abort
+	tokens     []int  // generated so far
+	sent       int    // tokens already emitted
+	finish     string // terminal reason once decided
+	cancel     context.CancelFunc
+	firstToken *int // decode: the prefill's token from the KV
+}
+
+// pdResult comes back from a transfer goroutine.
+type pdResult struct {
+	rid string
+	req *request
+	kv  bootstrap.KV
+	err error
+}
+
+// outEntry is one rid's column values in an output batch.
+type outEntry struct {
+	rid       string
+	ids       []int
+	finish    string
+	prompt    int
+	completed int
+	cached    int
+	lpVal     []float64
+	lpIdx     []int
+}
+
+// engine is one leader rank's scheduler: a single goroutine owns every
+// request; a reader goroutine feeds it decoded input, PD goroutines feed
+// it transfer results.
+type engine struct {
+	r        *rank
+	cfg      config
+	in       zmq4.Socket
+	transfer *bootstrap.TransferServer
+
+	inbox   chan wire.InputMessage
+	pdDone  chan pdResult
+	reqs    map[string]*request
+	order   []*request // admission order of live requests (waiting, running)
+	aborted map[string]time.Time
+	pending []outEntry // terminal outputs decided outside a step (aborts, PD results)
+	cap     int        // max running requests on this rank
+	clients map[string]*bootstrap.Client
+
+	received int // ADDs seen, for the request-count fault knobs
+	batches  int // output batches sent
+	hung     bool
+}
+
+func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer) *engine {
+	return &engine{
+		r: r, cfg: r.cfg, in: in, transfer: t,
+		inbox:   make(chan wire.InputMessage, 256),
+		pdDone:  make(chan pdResult, 256),
+		reqs:    map[string]*request{},
+		aborted: map[string]time.Time{},
+		cap:     max(1, r.cfg.maxNumSeqs/r.cfg.dp),
+		clients: map[string]*bootstrap.Client{},
+	}
+}
+
+// run never returns: the process ends by signal, crash or launcher.
+func (e *engine) run() {
+	go e.readInput()
+	var hangTimer <-chan time.Time
+	if e.cfg.hangAfter > 0 {
+		hangTimer = time.After(e.cfg.hangAfter)
+	}
+	var period time.Duration
+	if e.cfg.tokensPerS > 0 {
+		period = time.Duration(float64(time.Second) / e.cfg.tokensPerS)
+	}
+	timer := time.NewTimer(time.Hour)
+	next := time.Now()
+	for {
+		if e.hung {
+			e.r.log.warn("ts-fake.py:1", "fake: scheduler hung (stops reading and stepping)")
+			select {}
+		}
+		if !e.hasWork() {
+			select {
+			case m := <-e.inbox:
+				e.handle(m)
+			case res := <-e.pdDone:
+				e.handlePD(res)
+			case <-hangTimer:
+				e.hung = true
+			}
+			next = time.Now()
+			continue
+		}
+		if wait := time.Until(next); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case m := <-e.inbox:
+				e.handle(m)
+				continue
+			case res := <-e.pdDone:
+				e.handlePD(res)
+				continue
+			case <-hangTimer:
+				e.hung = true
+				continue
+			case <-timer.C:
+			}
+		}
+		e.drain()
+		if e.hung {
+			continue
+		}
+		e.step()
+		next = next.Add(period)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+	}
+}
+
+// drain takes everything already queued so one step batches it, as a real
+// scheduler admits all arrivals since its last iteration.
+func (e *engine) drain() {
+	for {
+		select {
+		case m := <-e.inbox:
+			e.handle(m)
+		case res := <-e.pdDone:
+			e.handlePD(res)
+		default:
+			return
+		}
+	}
+}
+
+func (e *engine) hasWork() bool {
+	if len(e.pending) > 0 {
+		return true
+	}
+	for _, q := range e.order {
+		if q.state == stWaiting || q.state == stRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// readInput decodes the input DEALER; what fails to decode is dropped with
+// a warning and the engine keeps reading (zmq-lane.md §5.1).
+func (e *engine) readInput() {
+	log := e.r.log
+	for {
+		msg, err := e.in.Recv()
+		if err != nil {
+			log.errorf("zmq_msgpack.py:211", "input socket closed: %v", err)
+			return
+		}
+		if len(msg.Frames) >= 2 && len(msg.Frames[0]) == 1 && msg.Frames[0][0] == wire.TypeAdd {
+			if tag, err := wire.PeekTag(msg.Frames[1]); err == nil && tag == wire.TagEncodeRequest {
+				e.logEncode(msg.Frames[1])
+				continue
+			}
+		}
+		m, err := wire.DecodeInputFrames(msg.Frames)
+		if err != nil {
+			log.plain("msgpack recv: dropping undecodable message: %v", err)
+			continue
+		}
+		e.inbox <- m
+	}
+}
+
+func (e *engine) logEncode(b []byte) {
+	q, err := wire.DecodeEncodeRequest(b)
+	if err != nil {
+		e.r.log.plain("msgpack recv: dropping undecodable EncodeRequest: %v", err)
+		return
+	}
+	room := "nil"
+	if q.BootstrapRoom != nil {
+		room = strconv.FormatUint(*q.BootstrapRoom, 10)
+	}
+	e.r.log.info("encode_loop.py:131", "EncodeRequest received: rid=%s room=%s items=%d (fake: not encoded; EPD comes later)", q.RID, room, len(q.Items))
+}
+
+func (e *engine) handle(m wire.InputMessage) {
+	switch m.Type {
+	case wire.TypeAbort:
+		for _, rid := range m.Abort.RIDs {
+			e.abort(rid)
+		}
+	case wire.TypeAdd:
+		e.received++
+		e.add(*m.Generate)
+		if k := e.cfg.exitAfterReqs; k > 0 && e.received == k {
+			e.r.report("exit " + strconv.Itoa(e.cfg.exitCode))
+		}
+		if k := e.cfg.hangAfterReqs; k > 0 && e.received >= k {
+			e.hung = true
+		}
+	}
+}
+
+// abort is a client abort: no output at all. Unknown rids are remembered
+// for 300 s because an abort may overtake its ADD (zmq-lane.md §5.9).
+func (e *engine) abort(rid string) {
+	q, ok := e.reqs[rid]
+	if !ok {
+		now := time.Now()
+		for k, t := range e.aborted {
+			if now.Sub(t) > 300*time.Second {
+				delete(e.aborted, k)
+			}
+		}
+		e.aborted[rid] = now
+		return
+	}
+	e.remove(q)
+}
+
+func (e *engine) remove(q *request) {
+	if q.cancel != nil {
+		q.cancel()
+	}
+	delete(e.reqs, q.rid)
+	for i, o := range e.order {
+		if o == q {
+			e.order = append(e.order[:i], e.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// add admits one ADD: seed, validation, length clamp (zmq-lane.md §5.4).
+func (e *engine) add(g wire.GenerateRequest) {
+	if t, ok := e.aborted[g.RID]; ok && time.Since(t) <= 300*time.Second {
+		delete(e.aborted, g.RID)
+		return
+	}
+	sp := g.Sampling
+	if !sp.IsNormalized {
+		sp = sp.Normalized()
+	}
+	seed := fakemodel.Seed(g.RID)
+	if sp.Seed != nil {
+		seed = uint32(*sp.Seed)
+	}
+	q := &request{rid: g.RID, promptLen: len(g.InputIDs), stream: g.Stream, logprob: g.ReturnLogprob}
+	q.interval = e.cfg.streamInterval
+	if sp.StreamInterval != nil && *sp.StreamInterval > 0 {
+		q.interval = *sp.StreamInterval
+	}
+	stops := make([]int, len(sp.StopTokenIDs))
+	for i, s := range sp.StopTokenIDs {
+		stops[i] = int(s)
+	}
+	q.params = fakemodel.Params{Seed: seed, MinNewTokens: sp.MinNewTokens, StopTokenIDs: stops,
+		IgnoreEOS: sp.IgnoreEOS, EOS: e.cfg.eos, Vocab: e.cfg.vocab}
+	limit := e.cfg.maxModelLen - q.promptLen - 1
+	q.params.MaxNewTokens = limit
+	if sp.MaxNewTokens != nil && *sp.MaxNewTokens < limit {
+		q.params.MaxNewTokens = *sp.MaxNewTokens
+	}
+	switch {
+	case g.RID == "":
+		q.invalid = "empty rid"
+	case len(g.InputIDs) == 0:
+		q.invalid = "empty input_ids"
+	case limit <= 0:
+		q.invalid = fmt.Sprintf("input of %d tokens does not fit max_model_len %d", q.promptLen, e.cfg.maxModelLen)
+	case g.ReturnLogprob && !e.cfg.logprobs:
+		q.invalid = "logprobs were requested but the server was started without --enable-output-logprobs"
+	}
+	if q.invalid == "" {
+		if id, ok := g.SessionID(); ok {
+			q.invalid = "session " + id + " does not exist"
+		} else if err := sp.Validate(e.cfg.vocab); err != nil {
+			q.invalid = err.Error()
+		}
+	}
+	if _, dup := e.reqs[q.rid]; dup && q.invalid == "" {
+		// Upstream does not detect duplicates; the newer one wins here so
+		// the scheduler's map stays consistent.
+		e.remove(e.reqs[q.rid])
+	}
+	if q.invalid != "" {
+		e.r.log.warn("request_handler.py:402", "Request %s failed validation: %s", q.rid, q.invalid)
+		e.finishNow(q, "abort")
+		return
+	}
+	if e.cfg.mode == "prefill" || e.cfg.mode == "decode" {
+		if g.BootstrapRoom == nil {
+			e.r.log.errorf("request_handler.py:441", "Request %s has no bootstrap_room in %s mode", q.rid, e.cfg.mode)
+			e.finishNow(q, "abort")
+			return
+		}
+		q.room = g.BootstrapRoom
+		host, port := bootstrapHost(e.cfg), e.cfg.bootstrapPort
+		if g.BootstrapHost != nil && *g.BootstrapHost != "" {
+			host = *g.BootstrapHost
+		}
+		if g.BootstrapPort != nil {
+			port = *g.BootstrapPort // nil: the engine substitutes its own flag
+		}
+		q.bootstrap = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	e.reqs[q.rid] = q
+	e.order = append(e.order, q)
+	if e.cfg.mode == "decode" {
+		e.startFetch(q)
+	}
+}
+
+// finishNow queues a terminal output with no tokens.
+func (e *engine) finishNow(q *request, reason string) {
+	e.pending = append(e.pending, outEntry{rid: q.rid, ids: []int{}, finish: reason, prompt: q.promptLen})
+	e.logFinish(q.rid, q.promptLen, 0, reason)
+}
+
+func (e *engine) logFinish(rid string, prompt, completion int, reason string) {
+	if e.cfg.logRequests {
+		e.r.log.info("request_handler.py:512", "Req: %s Finish! prompt_tokens=%d, completion_tokens=%d, finish_reason=%s", rid, prompt, completion, reason)
+	}
+}
+
+func (e *engine) client(addr string) *bootstrap.Client {
+	c := e.clients[addr]
+	if c == nil {
+		c = bootstrap.NewClient(addr, 5*time.Second)
+		e.clients[addr] = c
+	}
+	return c
+}
+
+// startFetch: the decode waits (up to --fake-kv-timeout) for the prefill
+// of its room: it looks up the prefill's DP group `room mod dp` at the
+// rendezvous and long-polls that rank's transfer endpoint.
+func (e *engine) startFetch(q *request) {
+	q.state = stFetching
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.kvTimeout)
+	q.cancel = cancel
+	c, room, rid, done := e.client(q.bootstrap), *q.room, q.rid, e.pdDone
+	go func() {
+		kv, err := fetchKV(ctx, c, room)
+		if ctx.Err() == context.Canceled {
+			return // aborted by the client
+		}
+		done <- pdResult{rid: rid, req: q, kv: kv, err: err}
+	}()
+}
+
+func fetchKV(ctx context.Context, c *bootstrap.Client, room uint64) (bootstrap.KV, error) {
+	var info bootstrap.ParallelInfo
+	var addr bootstrap.RankAddr
+	err := retry(ctx, func() (err error) { info, err = c.ParallelInfo(ctx); return err })
+	if err != nil {
+		return bootstrap.KV{}, fmt.Errorf("Could not fetch prefill parallel info from bootstrap_addr: %w", err)
+	}
+	group := bootstrap.DPGroup(room, info.PrefillDPSize)
+	err = retry(ctx, func() (err error) { addr, err = c.RankAddr(ctx, 0, group); return err })
+	if err != nil {
+		return bootstrap.KV{}, fmt.Errorf("could not fetch prefill rank of dp group %d: %w", group, err)
+	}
+	return bootstrap.Fetch(ctx, addr, room)
+}
+
+// retry repeats f until it succeeds or ctx ends (the prefill may register
+// after our request arrived).
+func retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startSend: the prefill offers its KV under the room and waits (up to
+// --fake-send-timeout) for the decode to fetch it; only then does it emit
+// its terminal output.
+func (e *engine) startSend(q *request) {
+	q.state = stSending
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.sendTimeout)
+	q.cancel = cancel
+	kv := bootstrap.KV{Room: *q.room, Rid: q.rid, PromptLen: q.promptLen, FirstToken: q.tokens[0]}
+	t, rid, done := e.transfer, q.rid, e.pdDone
+	go func() {
+		err := t.Send(ctx, kv)
+		if ctx.Err() == context.Canceled {
+			return
+		}
+		done <- pdResult{rid: rid, req: q, kv: kv, err: err}
+	}()
+}
+
+func (e *engine) handlePD(res pdResult) {
+	q, ok := e.reqs[res.rid]
+	if !ok || q != res.req {
+		return // aborted meanwhile
+	}
+	if res.err != nil {
+		e.r.log.errorf("conn.py:633", "KV transfer failed for request %s (room %d): %v", q.rid, *q.room, res.err)
+		e.remove(q)
+		e.pending = append(e.pending, outEntry{rid: q.rid, ids: []int{}, finish: "abort", prompt: q.promptLen, completed: len(q.tokens)})
+		e.logFinish(q.rid, q.promptLen, len(q.tokens), "abort")
+		return
+	}
+	switch q.state {
+	case stFetching:
+		tok := res.kv.FirstToken
+		q.firstToken = &tok
+		q.state = stRunning
+	case stSending:
+		reason := q.params.Finish(0, q.tokens[0])
+		if reason == "" {
+			reason = "length"
+		}
+		e.remove(q)
+		e.pending = append(e.pending, e.entry(q, reason))
+		e.logFinish(q.rid, q.promptLen, 1, reason)
+	}
+}
+
+// entry builds q's output columns from its unsent tokens.
+func (e *engine) entry(q *request, reason string) outEntry {
+	ids := append([]int{}, q.tokens[q.sent:]...)
+	o := outEntry{rid: q.rid, ids: ids, finish: reason, prompt: q.promptLen, completed: len(q.tokens)}
+	if q.logprob {
+		o.lpVal = make([]float64, len(ids))
+		o.lpIdx = ids
+		for i := range ids {
+			o.lpVal[i] = fakemodel.Logprob(q.params.Seed, q.sent+i)
+		}
+	}
+	q.sent = len(q.tokens)
+	return o
+}
+
+// emitNow is the cadence of zmq-lane.md §6.4 for a running request.
+func emitNow(q *request) bool {
+	n := len(q.tokens)
+	if q.stream {
+		k := max(q.interval, 1)
+		if k == 1 {
+			return true
+		}
+		return n%k == 1
+	}
+	return n == 1 || n%50 == 0
+}
+
+// step is one scheduler iteration: admit, give every running request one
+// token, send one batch with everything worth reporting.
+func (e *engine) step() {
+	running := 0
+	for _, q := range e.order {
+		if q.state == stRunning || q.state == stFetching || q.state == stSending {
+			running++
+		}
+	}
+	batch := e.pending
+	e.pending = nil
+	var done []*request
+	for _, q := range e.order {
+		if q.state == stWaiting {
+			if running >= e.cap {
+				continue
+			}
+			running++
+			q.state = stRunning
+		}
+		if q.state != stRunning {
+			continue
+		}
+		i := len(q.tokens)
+		tok := fakemodel.Token(q.params.Seed, i, q.params.Vocab)
+		if i == 0 && q.firstToken != nil {
+			tok = *q.firstToken
+		}
+		q.tokens = append(q.tokens, tok)
+		reason := q.params.Finish(i, tok)
+		if e.cfg.mode == "prefill" {
+			e.startSend(q) // no intermediate output; terminal after the transfer
+			continue
+		}
+		if reason != "" {
+			batch = append(batch, e.entry(q, reason))
+			done = append(done, q)
+			e.logFinish(q.rid, q.promptLen, len(q.tokens), reason)
+			continue
+		}
+		if emitNow(q) {
+			batch = append(batch, e.entry(q, ""))
+		}
+	}
+	for _, q := range done {
+		e.remove(q)
+	}
+	if len(batch) > 0 {
+		e.send(batch)
+	}
+}
+
+// send writes one output batch (and, once, a malformed frame before it
+// when --fake-malformed-output asks).
+func (e *engine) send(batch []outEntry) {
+	e.batches++
+	if e.cfg.malformed != "" && e.batches == e.cfg.malformedAt {
+		e.r.log.warn("ts-fake.py:1", "fake: injecting a malformed output frame (%s)", e.cfg.malformed)
+		e.write(malformedFrame(e.cfg.malformed, e.r.index))
+	}
+	b, err := encodeBatch(batch, e.r.index)
+	if err != nil {
+		e.r.log.errorf("zmq_msgpack.py:260", "encode output batch: %v", err)
+		return
+	}
+	e.write(b)
+}
+
+func (e *engine) write(b []byte) {
+	e.r.outMu.Lock()
+	out := e.r.out
+	e.r.outMu.Unlock()
+	if err := out.Send(zmq4.NewMsg(b)); err != nil {
+		e.r.log.errorf("zmq_msgpack.py:265", "send output batch: %v", err)
+	}
+}
