@@ -41,11 +41,13 @@ func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
 		ByteFallback            bool              `json:"byte_fallback"`
 		IgnoreMerges            bool              `json:"ignore_merges"`
 	}
+	if typ, err := typed(raw); err != nil {
+		return nil, fmt.Errorf("parse %s: model: %w", file, err)
+	} else if typ != "BPE" {
+		return nil, unsupported(file, "model.type", fmt.Sprintf("model %q (only BPE is implemented)", typ))
+	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: model: %w", file, err)
-	}
-	if m.Type != "BPE" {
-		return nil, unsupported(file, "model.type", fmt.Sprintf("model %q (only BPE is implemented)", m.Type))
 	}
 	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
 		return nil, unsupported(file, "model.continuing_subword_prefix", "non-empty continuing_subword_prefix")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenizer/internal/testcache"
@@ -47,10 +48,15 @@ var realTokenizers = []struct{ name, pkg string }{
 	{"llama3", testcache.Llama3},
 }
 
-var loadedReal = map[string]*Tokenizer{}
+var (
+	loadedMu   sync.Mutex
+	loadedReal = map[string]*Tokenizer{}
+)
 
-func loadReal(t *testing.T, pkg string) *Tokenizer {
+func loadReal(t testing.TB, pkg string) *Tokenizer {
 	t.Helper()
+	loadedMu.Lock()
+	defer loadedMu.Unlock()
 	if tk := loadedReal[pkg]; tk != nil {
 		return tk
 	}
