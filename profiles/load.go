@@ -38,7 +38,7 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 		abs = filepath.Clean(path)
 	}
 	l := &loader{file: path, pos: map[string]Pos{}, anchors: map[string]ast.Node{}}
-	f, err := parser.ParseBytes(data, 0)
+	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
 	if err != nil {
 		var ye yaml.Error
 		if errors.As(err, &ye) {
@@ -285,7 +285,7 @@ func (l *loader) stringMap(f field) map[string]string {
 			continue
 		}
 		if _, dup := out[k]; dup {
-			l.errAt(kp, path, "duplicate key")
+			l.errAt(kp, path, "duplicate key (first at line %d)", l.pos[path].Line)
 			continue
 		}
 		v := l.deref(mv.Value)

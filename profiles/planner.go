@@ -3,7 +3,9 @@ package profiles
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -606,4 +608,13 @@ func EnvOrder(env map[string]string) []string {
 		keys = append([]string{"CUDA_VISIBLE_DEVICES"}, keys...)
 	}
 	return keys
+}
+
+// WriteJSON writes the plan as `tsd plan --json` prints it: indented, with
+// <, > and & left readable.
+func (p *Plan) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(p)
 }

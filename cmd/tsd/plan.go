@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -22,9 +21,7 @@ func (c planCmd) Run() error {
 		return profileErrors(errs)
 	}
 	if c.JSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(plan); err != nil {
+		if err := plan.WriteJSON(os.Stdout); err != nil {
 			return fmt.Errorf("write plan: %w", err)
 		}
 		return nil
