@@ -2,17 +2,13 @@ package supervisor
 
 import (
 	"sync"
-	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
 )
 
-// LogLine is one line of a role's output (or a note tsd added to it).
-type LogLine struct {
-	Seq  uint64    `json:"seq"`  // per role, increasing across restarts
-	Time time.Time `json:"time"` // when tsd read it
-	Role string    `json:"role"`
-	Text string    `json:"text"`           // as written (ANSI kept), no newline
-	Note bool      `json:"note,omitempty"` // written by tsd, not by the engine
-}
+// LogLine is one line of a role's output (or a note tsd added to it); the
+// same type the dashboard consumes.
+type LogLine = snapshot.LogLine
 
 // Default log capture bounds.
 const (
