@@ -434,28 +434,11 @@ func (r *reader) readFloat() (float64, error) {
 }
 
 func (r *reader) readStr() (string, error) {
-	c, err := r.peek()
+	s, err := r.strSpan()
 	if err != nil {
 		return "", err
 	}
-	var n uint64
-	switch {
-	case c >= 0xa0 && c <= 0xbf:
-		r.off++
-		n = uint64(c & 0x1f)
-	case c == 0xd9 || c == 0xda || c == 0xdb:
-		r.off++
-		if n, err = r.be(1 << (c - 0xd9)); err != nil {
-			return "", err
-		}
-	default:
-		return "", typeError{"str", family(c)}
-	}
-	if n > uint64(r.remaining()) {
-		return "", errShort
-	}
-	s, _ := r.take(int(n))
-	return string(s), nil
+	return string(r.b[s:r.off]), nil
 }
 
 // readLen reads an array or map header; n is bounded by the bytes left so
@@ -657,7 +640,8 @@ func (r *reader) readTokens() ([]int32, error) {
 	return ids, nil
 }
 
-// readStrs reads an array of str (nil → nil slice).
+// readStrs reads an array of str (nil → nil slice). The strings share one
+// allocation: a batch of rids costs two allocations, not one per rid.
 func (r *reader) readStrs() ([]string, error) {
 	if r.nextNil() {
 		return nil, nil
@@ -666,13 +650,49 @@ func (r *reader) readStrs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss := make([]string, n)
-	for i := range ss {
-		if ss[i], err = r.readStr(); err != nil {
+	start := r.off
+	for i := 0; i < n; i++ {
+		if _, err := r.strSpan(); err != nil {
 			return nil, at(index(i), err)
 		}
 	}
+	all := string(r.b[start:r.off])
+	end := r.off
+	r.off = start
+	ss := make([]string, n)
+	for i := range ss {
+		h, _ := r.strSpan()
+		ss[i] = all[h-start : r.off-start]
+	}
+	r.off = end
 	return ss, nil
+}
+
+// strSpan steps over one str and returns where its bytes start.
+func (r *reader) strSpan() (int, error) {
+	c, err := r.peek()
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	switch {
+	case c >= 0xa0 && c <= 0xbf:
+		r.off++
+		n = uint64(c & 0x1f)
+	case c == 0xd9 || c == 0xda || c == 0xdb:
+		r.off++
+		if n, err = r.be(1 << (c - 0xd9)); err != nil {
+			return 0, err
+		}
+	default:
+		return 0, typeError{"str", family(c)}
+	}
+	if n > uint64(r.remaining()) {
+		return 0, errShort
+	}
+	s := r.off
+	r.off += int(n)
+	return s, nil
 }
 
 // end rejects trailing garbage after the top-level value.

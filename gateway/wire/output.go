@@ -138,19 +138,36 @@ func appendFloatColumn(b []byte, col [][]float64) []byte {
 	return b
 }
 
+// readTokenColumn reads an array of int arrays. Inner slices are carved
+// from shared backing arrays (full slice expressions keep appends apart),
+// so a batch costs a few allocations rather than one per rid.
 func (r *reader) readTokenColumn() ([][]int32, error) {
 	n, err := r.readArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	col := make([][]int32, n)
+	var backing []int32
 	for i := range col {
 		if r.nextNil() {
 			return nil, at(index(i), typeError{"array", "nil"})
 		}
-		if col[i], err = r.readTokens(); err != nil {
+		m, err := r.readArrayLen()
+		if err != nil {
 			return nil, at(index(i), err)
 		}
+		if cap(backing)-len(backing) < m || backing == nil {
+			backing = make([]int32, 0, max(m, 2*cap(backing), 64))
+		}
+		lo := len(backing)
+		for j := 0; j < m; j++ {
+			v, err := r.readInt32()
+			if err != nil {
+				return nil, at(index(i)+index(j), err)
+			}
+			backing = append(backing, v)
+		}
+		col[i] = backing[lo:len(backing):len(backing)]
 	}
 	return col, nil
 }
@@ -175,17 +192,24 @@ func (r *reader) readFloatColumn() ([][]float64, error) {
 		return nil, err
 	}
 	col := make([][]float64, n)
+	var backing []float64
 	for i := range col {
 		m, err := r.readArrayLen()
 		if err != nil {
 			return nil, at(index(i), err)
 		}
-		col[i] = make([]float64, m)
-		for j := range col[i] {
-			if col[i][j], err = r.readFloat(); err != nil {
+		if cap(backing)-len(backing) < m || backing == nil {
+			backing = make([]float64, 0, max(m, 2*cap(backing), 64))
+		}
+		lo := len(backing)
+		for j := 0; j < m; j++ {
+			v, err := r.readFloat()
+			if err != nil {
 				return nil, at(index(i)+index(j), err)
 			}
+			backing = append(backing, v)
 		}
+		col[i] = backing[lo:len(backing):len(backing)]
 	}
 	return col, nil
 }
