@@ -27,6 +27,7 @@ type (
 		backlog []snapshot.LogLine
 		ch      <-chan []snapshot.LogLine
 		cancel  func()
+		err     error
 	}
 	logBatchMsg struct {
 		gen     int
@@ -80,8 +81,8 @@ func waitSnap(ch <-chan snapshot.Snapshot, done <-chan struct{}) tea.Cmd {
 
 func subscribeLogsCmd(b Backend, role string, gen int) tea.Cmd {
 	return func() tea.Msg {
-		backlog, ch, cancel := b.SubscribeLogs(role)
-		return logSubscribedMsg{gen: gen, backlog: backlog, ch: ch, cancel: cancel}
+		backlog, ch, cancel, err := b.SubscribeLogs(role)
+		return logSubscribedMsg{gen: gen, backlog: backlog, ch: ch, cancel: cancel, err: err}
 	}
 }
 

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -102,6 +103,12 @@ func (p *logsPage) close() {
 func (p *logsPage) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case logSubscribedMsg:
+		if msg.err != nil {
+			if msg.gen == p.gen {
+				p.m.flash = fmt.Sprintf("logs of %s: %v", sourceName(p.source), msg.err)
+			}
+			return nil
+		}
 		if msg.gen != p.gen || p.m.closed {
 			msg.cancel()
 			return nil
@@ -192,10 +199,11 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 		p.search(false, false)
 	case key.Matches(k, keys.Save):
 		b, role := p.m.b, p.source
+		path := filepath.Join(p.m.opts.SaveDir, sourceName(role)+"-"+p.m.c.Now().Format("20060102-150405")+".log")
 		p.m.flash = "saving the full " + sourceName(role) + " log…"
 		return func() tea.Msg {
-			path, err := b.SaveLog(role, "")
-			return savedMsg{role: role, path: path, err: err}
+			saved, err := b.SaveLog(role, path)
+			return savedMsg{role: role, path: saved, err: err}
 		}
 	case key.Matches(k, keys.NextSource), key.Matches(k, keys.PrevSource):
 		srcs := p.sources()

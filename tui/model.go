@@ -104,8 +104,12 @@ func New(b Backend, opts Options) *Model {
 	return m
 }
 
-// Init subscribes to the snapshot stream and starts the clock.
+// Init subscribes to the snapshot stream (unless Run already did) and
+// starts the clock.
 func (m *Model) Init() tea.Cmd {
+	if m.snapCh != nil {
+		return tea.Batch(m.rearmSnap(), tick())
+	}
 	return tea.Batch(subscribeCmd(m.b), tick())
 }
 

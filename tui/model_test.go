@@ -288,7 +288,7 @@ func TestLogsSave(t *testing.T) {
 	if got := f.Calls(); !slices.Equal(got, []string{"save"}) {
 		t.Fatalf("calls = %v", got)
 	}
-	if !strings.Contains(plain(m), "saved the full merged log to /tmp/tsd-fake/merged.log") {
+	if !strings.Contains(plain(m), "saved the full merged log to merged-20261129-093000.log") {
 		t.Fatalf("path not shown:\n%s", plain(m))
 	}
 }

@@ -25,13 +25,13 @@ type Backend interface {
 	// SubscribeLogs returns a role's buffered lines ("" = every role,
 	// merged in time order) and then new lines in batches on ch until
 	// cancel is called. The producer must never block on a slow reader.
-	SubscribeLogs(role string) (backlog []snapshot.LogLine, ch <-chan []snapshot.LogLine, cancel func())
+	SubscribeLogs(role string) (backlog []snapshot.LogLine, ch <-chan []snapshot.LogLine, cancel func(), err error)
 	Restart(role string) error
 	Stop(role string) error
 	Start(role string) error
 	RestartAll() error
-	// SaveLog writes the role's whole retained log ("" = merged) to path
-	// ("" = a default place the backend picks) and returns where it went.
+	// SaveLog writes the role's whole retained log ("" = every role,
+	// merged in time order) to path and returns where it went.
 	SaveLog(role, path string) (string, error)
 	// TestRequest sends one small request through the gateway.
 	TestRequest(ctx context.Context) (reply string, latency time.Duration, err error)
@@ -43,6 +43,8 @@ type Options struct {
 	Title string
 	// LogLines bounds the log page's view buffer (default 10000).
 	LogLines int
+	// SaveDir is where `S` saves logs, as <role>-<time>.log (default ".").
+	SaveDir string
 	// TestTimeout bounds the `t` test request (default 60s).
 	TestTimeout time.Duration
 	// Now is the clock for uptimes and "waiting for INIT 42 s"; default time.Now.
@@ -62,6 +64,9 @@ func (o Options) withDefaults() Options {
 	if o.TestTimeout <= 0 {
 		o.TestTimeout = 60 * time.Second
 	}
+	if o.SaveDir == "" {
+		o.SaveDir = "."
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -73,6 +78,10 @@ func (o Options) withDefaults() Options {
 // stops every role. It does not stop anything itself.
 func Run(ctx context.Context, b Backend, opts Options) error {
 	m := New(b, opts)
+	// Subscribing here, not in a command, means the subscription exists
+	// before the first key and is always cancelled below.
+	cur, ch, cancel := b.Subscribe()
+	m.Update(snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel})
 	popts := []tea.ProgramOption{tea.WithContext(ctx)}
 	if opts.Input != nil {
 		popts = append(popts, tea.WithInput(opts.Input))

@@ -96,9 +96,12 @@ func (f *Fake) Snapshot() snapshot.Snapshot {
 
 // SubscribeLogs returns the retained lines, then new batches. A batch a
 // full channel cannot take is dropped, never waited for.
-func (f *Fake) SubscribeLogs(role string) ([]snapshot.LogLine, <-chan []snapshot.LogLine, func()) {
+func (f *Fake) SubscribeLogs(role string) ([]snapshot.LogLine, <-chan []snapshot.LogLine, func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if role != "" && !f.hasRole(role) {
+		return nil, nil, nil, fmt.Errorf("subscribe logs: unknown role %q", role)
+	}
 	var backlog []snapshot.LogLine
 	if role == "" {
 		backlog = append(backlog, f.merged...)
@@ -116,7 +119,16 @@ func (f *Fake) SubscribeLogs(role string) ([]snapshot.LogLine, <-chan []snapshot
 			delete(f.logSubs, id)
 			f.mu.Unlock()
 		})
+	}, nil
+}
+
+func (f *Fake) hasRole(role string) bool {
+	for _, r := range f.snap.Roles {
+		if r.Name == role {
+			return true
+		}
 	}
+	return false
 }
 
 // AppendLogs adds one batch (any roles) and offers it to subscribers.
@@ -156,6 +168,13 @@ func (f *Fake) AppendLogs(lines ...snapshot.LogLine) {
 	}
 }
 
+// Subscribers counts open snapshot subscriptions.
+func (f *Fake) Subscribers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
 // LogSubscribers counts open log subscriptions.
 func (f *Fake) LogSubscribers() int {
 	f.mu.Lock()
@@ -185,13 +204,6 @@ func (f *Fake) RestartAll() error         { return f.record("restart-all") }
 func (f *Fake) SaveLog(role, path string) (string, error) {
 	if err := f.record(strings.TrimSpace("save " + role)); err != nil {
 		return "", err
-	}
-	if path == "" {
-		name := role
-		if name == "" {
-			name = "merged"
-		}
-		path = "/tmp/tsd-fake/" + name + ".log"
 	}
 	return path, nil
 }
