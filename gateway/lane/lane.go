@@ -62,7 +62,7 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 		if _, dup := l.byRole[p.Role]; dup {
 			return nil, fmt.Errorf("worker %s listed twice", p.Role)
 		}
-		if other, dup := handshakes[addr.Handshake]; dup {
+		if other, dup := handshakes[addr.Handshake]; dup && !strings.HasSuffix(addr.Handshake, ":0") {
 			return nil, fmt.Errorf("workers %s and %s share handshake address %s (their ipc paths derive the same port; rename one)", other, p.Role, addr.Handshake)
 		}
 		handshakes[addr.Handshake] = p.Role

@@ -111,6 +111,15 @@ func (w *Worker) Endpoints() (input, output string) {
 	return w.in.Endpoint(), w.out.Endpoint()
 }
 
+// HandshakeEndpoint is the bound handshake address (its port read back
+// when the plan asked for port 0); engines dial it.
+func (w *Worker) HandshakeEndpoint() string {
+	if w.hs == nil {
+		return ""
+	}
+	return w.hs.Endpoint()
+}
+
 func (w *Worker) bind() error {
 	tr := w.lane.opts.Transport
 	var paths []string

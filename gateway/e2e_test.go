@@ -1,0 +1,406 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+var tsFake string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gateway-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tsFake = filepath.Join(dir, "ts-fake")
+	build := exec.Command("go", "build", "-o", tsFake, "github.com/tsd-project/tsd/cmd/ts-fake")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ts-fake:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// role describes one fake engine of a test deployment.
+type role struct {
+	name, kind string
+	dp         int
+	tcp        bool
+	extra      []string
+}
+
+type cluster struct {
+	t       testing.TB
+	g       *Gateway
+	base    string
+	plan    *profiles.Plan
+	roles   map[string]role
+	mu      sync.Mutex
+	procs   map[string]*exec.Cmd
+	logs    map[string]*bytes.Buffer
+	serveCh chan error
+}
+
+// newCluster binds a gateway for roles (bootstrap_server: tsd) and starts
+// one ts-fake per role.
+func newCluster(t testing.TB, opts Options, roles ...role) *cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	plan := &profiles.Plan{Name: "e2e", Model: "fake-model", ServedModelName: "fake", Gateway: profiles.GatewayPlan{
+		Mode: profiles.ModePD, BootstrapServer: "tsd", Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "least_load"}}}
+	c := &cluster{t: t, plan: plan, roles: map[string]role{}, procs: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
+	for i, r := range roles {
+		if r.dp == 0 {
+			r.dp = 1
+		}
+		c.roles[r.name] = r
+		wp := profiles.WorkerPlan{Role: r.name, Kind: r.kind, DP: r.dp, Handshake: "tcp://127.0.0.1:0"}
+		if r.tcp {
+			wp.URL = "tcp://127.0.0.1:" + strconv.Itoa(freePort(t))
+			wp.Handshake = ""
+		} else {
+			wp.URL = "ipc://" + filepath.Join(dir, fmt.Sprintf("w%d", i))
+		}
+		if r.kind == profiles.KindPrefill {
+			wp.Bootstrap = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		}
+		plan.Gateway.Workers = append(plan.Gateway.Workers, wp)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Listener = ln
+	g, err := New(plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.g = g
+	c.base = "http://" + ln.Addr().String()
+	c.serveCh = make(chan error, 1)
+	go func() { c.serveCh <- g.Serve(context.Background()) }()
+	t.Cleanup(func() {
+		for name := range c.procs {
+			c.kill(name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = g.Shutdown(ctx)
+		<-c.serveCh
+		if t.Failed() {
+			for name, b := range c.logs {
+				t.Logf("--- %s log ---\n%s", name, tail(b.String(), 3000))
+			}
+		}
+	})
+	for _, r := range roles {
+		c.start(r.name)
+	}
+	return c
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (c *cluster) start(name string) {
+	c.t.Helper()
+	r := c.roles[name]
+	w, _ := c.g.Lane().Worker(name)
+	hs := strings.TrimPrefix(w.HandshakeEndpoint(), "tcp://")
+	host, port, _ := net.SplitHostPort(hs)
+	args := []string{"serve", "--headless", "--model", "fake-model", "--disaggregation-mode", r.kind,
+		"--data-parallel-address", host, "--data-parallel-rpc-port", port, "--zmq-engine-index", "0",
+		"--data-parallel-size", strconv.Itoa(r.dp), "--dist-init-addr", "127.0.0.1:" + strconv.Itoa(freePort(c.t)),
+		"--fake-startup", "0", "--fake-log-requests=false"}
+	if r.kind == profiles.KindPrefill {
+		_, bport, _ := net.SplitHostPort(w.Plan().Bootstrap)
+		args = append(args, "--disaggregation-bootstrap-port", bport, "--fake-bootstrap", "external", "--load-balance-method", "round_robin")
+	}
+	args = append(args, r.extra...)
+	cmd := exec.Command(tsFake, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	buf := &bytes.Buffer{}
+	cmd.Stdout = &syncBuf{b: buf}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.procs[name] = cmd
+	c.logs[name] = buf
+	c.mu.Unlock()
+	c.g.SetAlive(name, true)
+}
+
+// kill SIGKILLs the role's process group (the launcher and its ranks).
+func (c *cluster) kill(name string) {
+	c.mu.Lock()
+	cmd := c.procs[name]
+	delete(c.procs, name)
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	c.g.SetAlive(name, false)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// waitRegistered waits until every rank of every named role is registered.
+func (c *cluster) waitRegistered(names ...string) {
+	c.t.Helper()
+	cur, ch, cancel := c.g.SubscribeRanks()
+	defer cancel()
+	state := map[string]map[int]string{}
+	apply := func(ev snapshot.RankEvent) {
+		if state[ev.Role] == nil {
+			state[ev.Role] = map[int]string{}
+		}
+		state[ev.Role][ev.Rank.Identity] = ev.Rank.State
+	}
+	for _, ev := range cur {
+		apply(ev)
+	}
+	done := func() bool {
+		for _, n := range names {
+			reg := 0
+			for _, st := range state[n] {
+				if st == snapshot.RankRegistered {
+					reg++
+				}
+			}
+			if reg != c.roles[n].dp {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.After(30 * time.Second)
+	for !done() {
+		select {
+		case ev := <-ch:
+			apply(ev)
+		case <-deadline:
+			c.t.Fatalf("ranks never registered: %v", state)
+		}
+	}
+}
+
+type genResult struct {
+	ids    []int32
+	finish string
+	err    string
+	status int
+}
+
+func genBody(seed int64, maxTokens int, stream bool) string {
+	return fmt.Sprintf(`{"input_ids":[1,2,3,4],"stream":%v,"sampling_params":{"max_new_tokens":%d,"ignore_eos":true,"seed":%d}}`, stream, maxTokens, seed)
+}
+
+func expected(seed int64, maxTokens int) []int32 {
+	toks, _ := fakemodel.Params{Seed: uint32(seed), MaxNewTokens: maxTokens, IgnoreEOS: true, EOS: 2, Vocab: 1000}.Completion()
+	out := make([]int32, len(toks))
+	for i, t := range toks {
+		out[i] = int32(t)
+	}
+	return out
+}
+
+// generate posts to /generate and collects the answer (SSE or JSON).
+func (c *cluster) generate(ctx context.Context, hc *http.Client, body string) genResult {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/generate", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return genResult{err: err.Error()}
+	}
+	defer resp.Body.Close()
+	res := genResult{status: resp.StatusCode}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		res.err = string(b)
+		return res
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var g generateResp
+		if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
+			res.err = err.Error()
+			return res
+		}
+		res.ids = g.OutputIDs
+		if g.MetaInfo.FinishReason != nil {
+			res.finish = g.MetaInfo.FinishReason.Type
+		}
+		return res
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sawDone := false
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			sawDone = true
+			break
+		}
+		var ev struct {
+			generateResp
+			Error *struct{ Message string } `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			res.err = err.Error()
+			return res
+		}
+		if ev.Error != nil {
+			res.err = ev.Error.Message
+			continue
+		}
+		res.ids = append(res.ids, ev.OutputIDs...)
+		if ev.MetaInfo.FinishReason != nil {
+			res.finish = ev.MetaInfo.FinishReason.Type
+		}
+	}
+	if !sawDone && res.err == "" {
+		res.err = "stream ended without [DONE]"
+		if err := sc.Err(); err != nil {
+			res.err += ": " + err.Error()
+		}
+	}
+	return res
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func httpGet(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// 1P1D over ipc: the registry matches the engines, /readiness flips, and
+// streaming and non-streaming requests return exactly ts-fake's tokens.
+func TestPD1P1DIPC(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
+	c.waitRegistered("prefill", "decode")
+	if code, body := httpGet(t, c.base+"/readiness"); code != 200 || !strings.Contains(body, `"ready"`) {
+		t.Fatalf("readiness %d %s", code, body)
+	}
+	if code, body := httpGet(t, c.base+"/v1/models"); code != 200 || !strings.Contains(body, `"fake"`) {
+		t.Fatalf("models %d %s", code, body)
+	}
+	for _, name := range []string{"prefill", "decode"} {
+		w, _ := c.g.Lane().Worker(name)
+		ranks := w.Ranks()
+		if len(ranks) != 1 || ranks[0].Identity != 0 || ranks[0].Registration == nil || ranks[0].Registration.DPSize != 1 {
+			t.Fatalf("%s ranks %+v", name, ranks)
+		}
+	}
+	hc := &http.Client{}
+	for _, stream := range []bool{false, true} {
+		res := c.generate(context.Background(), hc, genBody(42, 12, stream))
+		if res.err != "" || res.finish != "length" || !equalIDs(res.ids, expected(42, 12)) {
+			t.Fatalf("stream=%v: %+v want %v", stream, res, expected(42, 12))
+		}
+	}
+	if code, body := httpGet(t, c.base+"/metrics"); code != 200 || !strings.Contains(body, "smg_router_requests_total 2") || !strings.Contains(body, `smg_worker_requests_active{worker="decode",worker_type="decode"} 0`) {
+		t.Fatalf("metrics %d %s", code, tail(body, 2000))
+	}
+	st := c.g.Status()
+	if !st.Ready || st.Requests != 2 || st.InFlight != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// Bad requests are refused with 400 naming the field.
+func TestGenerateValidation(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
+	c.waitRegistered("prefill", "decode")
+	for body, want := range map[string]string{
+		`{"input_ids":"x"}`:                                  "input_ids",
+		`{"input_ids":[1],`:                                  "malformed JSON",
+		`{}`:                                                 "input_ids",
+		`{"text":"hi"}`:                                      "text",
+		`{"input_ids":[1],"logprob_start_len":0}`:            "not supported yet",
+		`{"input_ids":[1],"sampling_params":{"top_p":2}}`:    "top_p",
+		`{"input_ids":[1],"sampling_params":{"stop":["a"]}}`: "sampling_params.stop",
+		`{"input_ids":[-1]}`:                                 "negative",
+	} {
+		res := c.generate(context.Background(), http.DefaultClient, body)
+		if res.status != 400 || !strings.Contains(res.err, want) {
+			t.Errorf("%s: %d %s (want 400 mentioning %q)", body, res.status, res.err, want)
+		}
+	}
+}

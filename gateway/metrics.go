@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// metrics uses SMG's names where gateway-flow.md §6.3 lists them, so
+// dashboards built for SMG read tsd too; tsd-only series start with tsd_.
+type metrics struct {
+	g *Gateway
+
+	httpRequests  *prometheus.CounterVec
+	httpResponses *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	requests      prometheus.Counter
+	reqErrors     *prometheus.CounterVec
+	reqDuration   prometheus.Histogram
+	ttft          prometheus.Histogram
+	itl           prometheus.Histogram
+	tokens        *prometheus.CounterVec
+	inTokens      prometheus.Counter
+	outTokens     prometheus.Counter
+	finishes      *prometheus.CounterVec
+	selection     *prometheus.CounterVec
+}
+
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
+	m := &metrics{
+		g: g,
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "smg_http_requests_total", Help: "HTTP requests received, by method and route."}, []string{"method", "path"}),
+		httpResponses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "smg_http_responses_total", Help: "HTTP responses sent, by method, route and status."}, []string{"method", "path", "status_code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "smg_http_request_duration_seconds", Help: "HTTP request duration.", Buckets: latencyBuckets}, []string{"method", "path"}),
+		requests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "smg_router_requests_total", Help: "Generations dispatched prefill → decode."}),
+		reqErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "smg_router_request_errors_total", Help: "Generations that failed or were refused, by error type."}, []string{"error_type"}),
+		reqDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "smg_router_request_duration_seconds", Help: "Generation duration, dispatch to finish.", Buckets: latencyBuckets}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "smg_pd_ttft_seconds", Help: "Time from prefill dispatch to the first decode token.", Buckets: latencyBuckets}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "smg_router_tpot_seconds", Help: "Inter-token latency of the decode stream (per token).", Buckets: latencyBuckets}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "smg_router_tokens_total", Help: "Tokens through the gateway (input: prompt, output: generated)."}, []string{"token_type"}),
+		finishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tsd_gateway_finish_total", Help: "Finished generations by finish reason."}, []string{"reason"}),
+		selection: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "smg_worker_selection_total", Help: "Worker choices, by worker, type and rank."}, []string{"worker", "worker_type", "identity"}),
+	}
+	m.inTokens = m.tokens.WithLabelValues("input")
+	m.outTokens = m.tokens.WithLabelValues("output")
+	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
+		m.reqDuration, m.ttft, m.itl, m.tokens, m.finishes, m.selection, workerCollector{g}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) reqError(kind string) { m.reqErrors.WithLabelValues(kind).Inc() }
+
+func (m *metrics) dispatched(pre, dec leg, promptTokens int) {
+	m.requests.Inc()
+	m.inTokens.Add(float64(promptTokens))
+	m.selection.WithLabelValues(pre.w.Role(), pre.w.Kind(), strconv.Itoa(pre.id)).Inc()
+	m.selection.WithLabelValues(dec.w.Role(), dec.w.Kind(), strconv.Itoa(dec.id)).Inc()
+}
+
+func (m *metrics) finished(reason string, d time.Duration) {
+	m.finishes.WithLabelValues(reason).Inc()
+	m.reqDuration.Observe(d.Seconds())
+}
+
+// workerCollector reads per-worker and per-rank state from the lane at
+// scrape time, so gauges never drift from the truth.
+type workerCollector struct{ g *Gateway }
+
+var (
+	descActive = prometheus.NewDesc("smg_worker_requests_active", "In-flight requests per worker.",
+		[]string{"worker", "worker_type"}, nil)
+	descRankActive = prometheus.NewDesc("tsd_worker_rank_requests_active", "In-flight requests per engine rank.",
+		[]string{"worker", "worker_type", "identity"}, nil)
+	descHealth = prometheus.NewDesc("smg_worker_health", "1 when the worker has a registered, routed rank.",
+		[]string{"worker", "worker_type"}, nil)
+	descRanks = prometheus.NewDesc("tsd_worker_ranks", "Engine ranks per worker by handshake state.",
+		[]string{"worker", "worker_type", "state"}, nil)
+	descInflight = prometheus.NewDesc("tsd_gateway_requests_active", "Generations in flight in the gateway.", nil, nil)
+)
+
+func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descActive
+	ch <- descRankActive
+	ch <- descHealth
+	ch <- descRanks
+	ch <- descInflight
+}
+
+func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.inflight.Load()))
+	for _, w := range c.g.lane.Workers() {
+		total, per := w.InFlight()
+		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(total), w.Role(), w.Kind())
+		health := 0.0
+		if len(w.Routable()) > 0 {
+			health = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descHealth, prometheus.GaugeValue, health, w.Role(), w.Kind())
+		states := map[string]int{}
+		for _, r := range w.Ranks() {
+			states[r.State]++
+			ch <- prometheus.MustNewConstMetric(descRankActive, prometheus.GaugeValue, float64(per[r.Identity]), w.Role(), w.Kind(), strconv.Itoa(r.Identity))
+		}
+		for _, st := range []string{snapshot.RankWaiting, snapshot.RankHello, snapshot.RankInitSent, snapshot.RankReady, snapshot.RankRegistered, snapshot.RankDisconnected} {
+			ch <- prometheus.MustNewConstMetric(descRanks, prometheus.GaugeValue, float64(states[st]), w.Role(), w.Kind(), st)
+		}
+	}
+}
