@@ -389,10 +389,10 @@ func TestGenerateValidation(t *testing.T) {
 	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
 	c.waitRegistered("prefill", "decode")
 	for body, want := range map[string]string{
-		`{"input_ids":"x"}`:                                  "input_ids",
-		`{"input_ids":[1],`:                                  "malformed JSON",
-		`{}`:                                                 "input_ids",
-		`{"text":"hi"}`:                                      "text",
+		`{"input_ids":"x"}`: "input_ids",
+		`{"input_ids":[1],`: "malformed JSON",
+		`{}`:                "input_ids",
+		`{"text":"hi"}`:     "text",
 		`{"input_ids":[1],"logprob_start_len":0}`:            "not supported yet",
 		`{"input_ids":[1],"sampling_params":{"top_p":2}}`:    "top_p",
 		`{"input_ids":[1],"sampling_params":{"stop":["a"]}}`: "sampling_params.stop",
@@ -401,6 +401,203 @@ func TestGenerateValidation(t *testing.T) {
 		res := c.generate(context.Background(), http.DefaultClient, body)
 		if res.status != 400 || !strings.Contains(res.err, want) {
 			t.Errorf("%s: %d %s (want 400 mentioning %q)", body, res.status, res.err, want)
+		}
+	}
+}
+
+// 1P(dp 2)-2D: 1,000 concurrent streaming requests all complete with
+// ts-fake's tokens. The decode fetches KV from prefill group room mod 2, so
+// a prefill leg sent to the wrong rank would never complete; both prefill
+// ranks must have served.
+func TestPDDP2Concurrent1000(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill, dp: 2},
+		role{name: "decode-0", kind: profiles.KindDecode}, role{name: "decode-1", kind: profiles.KindDecode},
+	)
+	c.waitRegistered("prefill", "decode-0", "decode-1")
+	pw, _ := c.g.Lane().Worker("prefill")
+	if reg, exp := pw.Registered(); reg != 2 || exp != 2 {
+		t.Fatalf("prefill registered %d of %d", reg, exp)
+	}
+	const n = 1000
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := c.generate(ctx, hc, genBody(int64(i), 8, true))
+			if res.err != "" || !equalIDs(res.ids, expected(int64(i), 8)) {
+				errs <- fmt.Sprintf("req %d: %+v", i, res)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	bad := 0
+	for e := range errs {
+		if bad < 5 {
+			t.Error(e)
+		}
+		bad++
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d requests failed", bad, n)
+	}
+	_, body := httpGet(t, c.base+"/metrics")
+	for _, want := range []string{`smg_worker_selection_total{identity="0",worker="prefill"`, `smg_worker_selection_total{identity="1",worker="prefill"`,
+		`worker="decode-0"`, `worker="decode-1"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// Killing a decode engine mid-stream ends its streams with an error well
+// within the deadline while the other decode keeps serving; the restarted
+// engine is re-admitted and serves again.
+func TestDecodeKilledAndRestarted(t *testing.T) {
+	t.Parallel()
+	paced := []string{"--fake-tokens-per-s", "20"}
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill},
+		role{name: "decode-0", kind: profiles.KindDecode, extra: paced}, role{name: "decode-1", kind: profiles.KindDecode, extra: paced})
+	c.waitRegistered("prefill", "decode-0", "decode-1")
+	hc := &http.Client{}
+	const n = 8
+	results := make(chan genResult, n)
+	for i := range n {
+		go func() { results <- c.generate(context.Background(), hc, genBody(int64(i), 60, true)) }()
+	}
+	// Wait until both decodes carry requests, then kill one.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, _ := c.g.InFlight("decode-0")
+		b, _ := c.g.InFlight("decode-1")
+		if a+b == n && a > 0 && b > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests never spread over both decodes: %d %d", a, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	killed := time.Now()
+	c.kill("decode-0")
+	var ok, failed int
+	for range n {
+		res := <-results
+		switch {
+		case res.err != "":
+			failed++
+			if time.Since(killed) > 10*time.Second {
+				t.Errorf("failure arrived %s after the kill", time.Since(killed))
+			}
+		case res.finish == "length" && len(res.ids) == 60:
+			ok++
+		default:
+			t.Errorf("odd result %+v", res)
+		}
+	}
+	if ok == 0 || failed == 0 {
+		t.Fatalf("ok %d failed %d: want both", ok, failed)
+	}
+	if tot, _ := c.g.InFlight("prefill"); tot != 0 {
+		t.Errorf("prefill still has %d in flight", tot)
+	}
+	c.start("decode-0")
+	c.waitRegistered("decode-0")
+	c.g.SetRouted("decode-1", false)
+	res := c.generate(context.Background(), hc, genBody(7, 5, false))
+	if res.err != "" || !equalIDs(res.ids, expected(7, 5)) {
+		t.Fatalf("after restart: %+v", res)
+	}
+	if tot, _ := c.g.InFlight("decode-1"); tot != 0 {
+		t.Fatalf("unrouted decode got work")
+	}
+}
+
+// A client that goes away mid-stream aborts both legs: nothing stays in
+// flight on either engine.
+func TestClientDisconnectAbortsBothLegs(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill},
+		role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-tokens-per-s", "10"}})
+	c.waitRegistered("prefill", "decode")
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/generate", strings.NewReader(genBody(1, 1000, true)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // first token arrived
+		t.Fatal(err)
+	}
+	if tot, _ := c.g.InFlight("decode"); tot != 1 {
+		t.Fatalf("decode in flight %d", tot)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, _ := c.g.InFlight("prefill")
+		d, _ := c.g.InFlight("decode")
+		if p == 0 && d == 0 && c.g.Status().InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still in flight: prefill %d decode %d gateway %d", p, d, c.g.Status().InFlight)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The engine got the abort: it keeps serving new requests normally.
+	res := c.generate(context.Background(), http.DefaultClient, genBody(3, 3, false))
+	if res.err != "" || !equalIDs(res.ids, expected(3, 3)) {
+		t.Fatalf("after disconnect: %+v", res)
+	}
+}
+
+// Malformed engines (ts-fake fault knobs) cannot crash or wedge the
+// gateway: every request ends, and a healthy decode keeps serving.
+func TestMalformedEnginesCannotWedge(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"garbage", "ragged", "tag", "unknown-rid"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, Options{RequestTimeout: 5 * time.Second, DrainGrace: time.Second},
+				role{name: "prefill", kind: profiles.KindPrefill},
+				role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-malformed-output", mode, "--fake-malformed-at", "1"}})
+			c.waitRegistered("prefill", "decode")
+			for i := range 3 {
+				res := c.generate(context.Background(), http.DefaultClient, genBody(int64(i), 4, i%2 == 0))
+				if res.err == "" && !equalIDs(res.ids, expected(int64(i), 4)) {
+					t.Errorf("req %d: wrong tokens %+v", i, res)
+				}
+			}
+			if code, _ := httpGet(t, c.base+"/health"); code != 200 {
+				t.Fatalf("health %d", code)
+			}
+		})
+	}
+}
+
+// tcp:// workers: ephemeral data-plane ports are read back and sent in INIT.
+func TestPDOverTCP(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill, tcp: true}, role{name: "decode", kind: profiles.KindDecode, tcp: true, dp: 2})
+	c.waitRegistered("prefill", "decode")
+	w, _ := c.g.Lane().Worker("decode")
+	in, out := w.Endpoints()
+	if strings.HasSuffix(in, ":0") || strings.HasSuffix(out, ":0") || !strings.HasPrefix(in, "tcp://127.0.0.1:") {
+		t.Fatalf("endpoints %s %s", in, out)
+	}
+	for i := range 4 {
+		res := c.generate(context.Background(), http.DefaultClient, genBody(int64(i), 6, i%2 == 1))
+		if res.err != "" || !equalIDs(res.ids, expected(int64(i), 6)) {
+			t.Fatalf("req %d: %+v", i, res)
 		}
 	}
 }
