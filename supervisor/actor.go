@@ -150,6 +150,9 @@ func (a *actor) setState(state, reason string) {
 			msg += ": " + reason
 		}
 		a.sup.pub.event(a.plan.Name, msg)
+		// The same line in the role's log keeps state changes in order with
+		// the engine's own output (headless printing, the log page).
+		a.note("== %s", msg)
 	}
 	a.publish()
 }

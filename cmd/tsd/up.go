@@ -1,7 +1,359 @@
 package main
 
-import "errors"
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
-type upCmd struct{}
+	"golang.org/x/sys/unix"
 
-func (upCmd) Run() error { return errors.New("not implemented yet") }
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/supervisor/telemetry"
+)
+
+// Wiring points the integrator sets (kept as variables so `tsd up` builds
+// and runs before every piece exists).
+var (
+	// newGateway builds the embedded gateway for a plan; nil runs the
+	// engines without one (a role is then ready on its launcher's ready line).
+	newGateway func(plan *profiles.Plan) (supervisor.Gateway, error)
+	// runDashboard shows the TUI until the user quits; nil means headless.
+	runDashboard func(ctx context.Context, sup *supervisor.Supervisor) error
+)
+
+type upCmd struct {
+	Profile    string        `arg:"" optional:"" help:"Profile YAML file."`
+	Headless   bool          `help:"No dashboard: print role-prefixed logs and state changes (the default without a terminal)."`
+	FakeGPUs   int           `name:"fake-gpus" help:"Simulate N H200 GPUs in telemetry (demo, tests)."`
+	PlanJSON   string        `name:"plan-json" hidden:"" help:"Run this plan (tsd plan --json output) instead of planning PROFILE."`
+	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
+	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
+}
+
+func (c upCmd) Run() error {
+	plan, err := c.loadPlan()
+	if err != nil {
+		return err
+	}
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	tty := isTerminal(os.Stdout)
+	headless := c.Headless || !tty || runDashboard == nil
+
+	var gw supervisor.Gateway
+	if newGateway != nil {
+		if gw, err = newGateway(plan); err != nil {
+			return fmt.Errorf("create gateway: %w", err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tel := telemetry.New(telemetry.Options{FakeGPUs: c.FakeGPUs})
+	telDone := make(chan struct{})
+	go func() { defer close(telDone); _ = tel.Run(ctx) }()
+	defer func() { cancel(); <-telDone }()
+
+	out := newHeadlessOut(os.Stdout, tty)
+	opts := supervisor.Options{
+		Plan:       plan,
+		Gateway:    gw,
+		Preflight:  preflight,
+		NoProgress: c.NoProgress,
+		LogLines:   c.LogLines,
+		Telemetry:  &telemetryDecorator{t: tel, plan: plan},
+	}
+	if headless {
+		opts.OnEvent = out.event
+	}
+	sup, err := supervisor.New(opts)
+	if err != nil {
+		return err
+	}
+
+	// First Ctrl-C (or SIGTERM/SIGHUP): orderly shutdown. Second: SIGKILL
+	// every process group now.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go func() {
+		n := 0
+		for range sigs {
+			n++
+			if n == 1 {
+				fmt.Fprintln(os.Stderr, "tsd: stopping every role (Ctrl-C again to kill them now)")
+				stopRun()
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "tsd: killing every process group")
+			sup.Kill()
+		}
+	}()
+
+	var logsDone chan struct{}
+	if headless {
+		logsDone = out.followLogs(sup)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- sup.Run(runCtx) }()
+	if !headless {
+		dashErr := runDashboard(runCtx, sup)
+		sup.Shutdown()
+		err := <-runErr
+		if dashErr != nil && !errors.Is(dashErr, context.Canceled) {
+			return dashErr
+		}
+		if err != nil {
+			return err
+		}
+	} else if err := <-runErr; err != nil {
+		return err
+	}
+	if logsDone != nil {
+		<-logsDone
+	}
+	var failed []string
+	for _, r := range sup.Snapshot().Roles {
+		if r.State == snapshot.StateFailed {
+			failed = append(failed, fmt.Sprintf("%s failed: %s", r.Name, r.Reason))
+		}
+	}
+	if len(failed) > 0 {
+		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
+	}
+	return nil
+}
+
+func (c upCmd) loadPlan() (*profiles.Plan, error) {
+	if c.PlanJSON != "" {
+		b, err := os.ReadFile(c.PlanJSON)
+		if err != nil {
+			return nil, fmt.Errorf("read plan: %w", err)
+		}
+		var p profiles.Plan
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, fmt.Errorf("decode plan %s: %w", c.PlanJSON, err)
+		}
+		return &p, nil
+	}
+	if c.Profile == "" {
+		return nil, errors.New("tsd up needs a PROFILE")
+	}
+	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
+	if len(errs) > 0 {
+		return nil, profileErrors(errs)
+	}
+	return plan, nil
+}
+
+// preflight runs the profiles package's host checks; warnings are printed,
+// errors stop `tsd up` before anything starts.
+func preflight(plan *profiles.Plan) []error {
+	var errs []error
+	for _, p := range profiles.Preflight(plan, profiles.LocalPreflightEnv()) {
+		if p.Severity == profiles.SeverityError {
+			errs = append(errs, errors.New(p.String()))
+		} else {
+			fmt.Fprintln(os.Stderr, p.String())
+		}
+	}
+	return errs
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// headlessOut prints role-prefixed log lines and state changes, one whole
+// line at a time; colour only on a terminal (engine ANSI is stripped
+// otherwise).
+type headlessOut struct {
+	mu      sync.Mutex
+	w       *bufio.Writer
+	colour  bool
+	events  chan snapshot.Event
+	width   int
+	printed map[string]uint64 // last Seq printed per role
+}
+
+var roleColours = []string{"36", "33", "35", "32", "34", "91", "96", "93"}
+
+func newHeadlessOut(w io.Writer, colour bool) *headlessOut {
+	h := &headlessOut{w: bufio.NewWriterSize(w, 64<<10), colour: colour, events: make(chan snapshot.Event, 1024), printed: map[string]uint64{}}
+	return h
+}
+
+// event runs on the supervisor's publisher goroutine: never block it.
+// Role state changes also arrive as notes in the role's log, in order with
+// its output, so only deployment-wide events are printed from here.
+func (h *headlessOut) event(e snapshot.Event) {
+	if e.Role != "" {
+		return
+	}
+	select {
+	case h.events <- e:
+	default:
+	}
+}
+
+func (h *headlessOut) prefix(role string, idx int) string {
+	p := fmt.Sprintf("%-*s | ", h.width, role)
+	if h.colour && idx >= 0 {
+		return "\x1b[" + roleColours[idx%len(roleColours)] + "m" + p + "\x1b[0m"
+	}
+	return p
+}
+
+// followLogs prints every role's lines and the events until the
+// supervisor's streams end; the returned channel closes then.
+func (h *headlessOut) followLogs(sup *supervisor.Supervisor) chan struct{} {
+	idx := map[string]int{}
+	for i, r := range sup.Roles() {
+		idx[r] = i
+		h.width = max(h.width, len(r))
+	}
+	h.width = max(h.width, len("tsd"))
+	done := make(chan struct{})
+	backlog, batches, cancelLogs, err := sup.SubscribeLogs("")
+	if err != nil {
+		close(done)
+		return done
+	}
+	_, snaps, cancelSnaps := sup.Subscribe()
+	go func() {
+		defer close(done)
+		defer cancelLogs()
+		defer cancelSnaps()
+		h.lines(backlog, idx)
+		for {
+			select {
+			case b := <-batches:
+				h.lines(b, idx)
+			case e := <-h.events:
+				h.printEvent(e, idx)
+			case _, ok := <-snaps:
+				if !ok {
+					// Run is over: print the events and the lines still in
+					// the rings that no batch carried yet, then stop.
+				drain:
+					for {
+						select {
+						case e := <-h.events:
+							h.printEvent(e, idx)
+						default:
+							break drain
+						}
+					}
+					for _, r := range sup.Roles() {
+						all, _ := sup.Logs(r)
+						var rest []supervisor.LogLine
+						for _, l := range all {
+							if l.Seq > h.printed[r] {
+								rest = append(rest, l)
+							}
+						}
+						h.lines(rest, idx)
+					}
+					return
+				}
+			}
+		}
+	}()
+	return done
+}
+
+func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range ls {
+		i, ok := idx[l.Role]
+		if !ok {
+			i = -1
+		}
+		if l.Seq > h.printed[l.Role] {
+			h.printed[l.Role] = l.Seq
+		}
+		text := l.Text
+		if !h.colour {
+			text = supervisor.StripANSI(text)
+		}
+		h.w.WriteString(h.prefix(l.Role, i))
+		h.w.WriteString(text)
+		h.w.WriteByte('\n')
+	}
+	h.w.Flush()
+}
+
+func (h *headlessOut) printEvent(e snapshot.Event, idx map[string]int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	role := e.Role
+	if role == "" {
+		role = "tsd"
+	}
+	i, ok := idx[e.Role]
+	if !ok {
+		i = -1
+	}
+	msg := "== " + e.Message
+	if h.colour {
+		msg = "\x1b[1m" + msg + "\x1b[0m"
+	}
+	h.w.WriteString(h.prefix(role, i))
+	h.w.WriteString(msg)
+	h.w.WriteByte('\n')
+	h.w.Flush()
+}
+
+// telemetryDecorator folds the telemetry package's latest readings into
+// each Snapshot and keeps telemetry's role list in step with the PIDs.
+type telemetryDecorator struct {
+	t     *telemetry.Telemetry
+	plan  *profiles.Plan
+	roles []telemetry.RoleInfo
+}
+
+func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
+	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
+	for _, r := range s.Roles {
+		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
+		if rp, ok := d.plan.Role(r.Name); ok {
+			info.CudaVisibleDevices = rp.Env["CUDA_VISIBLE_DEVICES"]
+		}
+		roles = append(roles, info)
+	}
+	if !reflect.DeepEqual(roles, d.roles) {
+		d.roles = roles
+		d.t.SetRoles(roles)
+	}
+	rd := d.t.Latest()
+	s.GPUs = rd.GPUs
+	s.GPUInfo = rd.Panel
+	for i := range s.Roles {
+		name := s.Roles[i].Name
+		if p, ok := rd.Procs[name]; ok && s.Roles[i].PID != 0 {
+			p := p
+			s.Roles[i].Proc = &p
+		}
+		s.Roles[i].GPUMemB = rd.RoleGPUMem[name]
+		if u := rd.RoleGPUUUIDs[name]; len(u) > 0 {
+			s.Roles[i].GPUUUIDs = u
+		}
+	}
+}
