@@ -1,0 +1,345 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
+)
+
+type chatRequest struct {
+	common
+	Messages            json.RawMessage `json:"messages"`
+	Tools               json.RawMessage `json:"tools"`
+	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	Logprobs            bool            `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+}
+
+// errImage is the decisions.md §3 answer until the EPD issue lands.
+var errImage = errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "image input needs the EPD gateway (not routed yet)")
+
+// normalizeMessages checks roles and flattens text content parts into one
+// string (what string-content templates such as Qwen's expect), keeping
+// every message's key order for the template.
+func normalizeMessages(raw json.RawMessage) (json.RawMessage, *apiError) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, m := range msgs {
+		var head struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(m, &head); err != nil {
+			return nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
+		}
+		switch head.Role {
+		case "system", "developer", "user", "assistant", "tool", "function":
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+		}
+		content, aerr := flattenContent(head.Content, i)
+		if aerr != nil {
+			return nil, aerr
+		}
+		nm, err := setKey(m, "content", content)
+		if err != nil {
+			return nil, badRequest(fmt.Sprintf("messages[%d]", i), err.Error())
+		}
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(nm)
+	}
+	out.WriteByte(']')
+	return out.Bytes(), nil
+}
+
+func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`""`), nil
+	}
+	if raw[0] == '"' {
+		return raw, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "content must be a string or an array of content parts")
+	}
+	var texts []string
+	for _, p := range parts {
+		switch p.Type {
+		case "text", "input_text":
+			if p.Text != nil {
+				texts = append(texts, *p.Text)
+			}
+		case "image_url", "input_image", "image":
+			return nil, errImage
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].content", i), fmt.Sprintf("content part type %q is not supported", p.Type))
+		}
+	}
+	b, _ := json.Marshal(strings.Join(texts, "\n"))
+	return b, nil
+}
+
+// setKey replaces (or appends) key in a JSON object without reordering it.
+func setKey(obj json.RawMessage, key string, val json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	found, first := false, true
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := kt.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if k == key {
+			v, found = val, true
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		out.Write(kb)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	if !found {
+		if !first {
+			out.WriteByte(',')
+		}
+		kb, _ := json.Marshal(key)
+		out.Write(kb)
+		out.WriteByte(':')
+		out.Write(val)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	p, e := s.plan(&req.common)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text" {
+		writeError(w, badRequest("response_format", "structured output is not supported yet"))
+		return
+	}
+	p.logprobs = req.Logprobs
+	if req.TopLogprobs != nil {
+		switch {
+		case *req.TopLogprobs < 0:
+			writeError(w, badRequest("top_logprobs", "top_logprobs must not be negative"))
+			return
+		case *req.TopLogprobs > 1:
+			writeError(w, badRequest("top_logprobs", "top_logprobs > 1 is not supported yet (only the sampled token's logprob)"))
+			return
+		case !req.Logprobs && *req.TopLogprobs > 0:
+			writeError(w, badRequest("top_logprobs", "top_logprobs needs logprobs=true"))
+			return
+		}
+		p.topLogprobs = *req.TopLogprobs
+	}
+	msgs, e := normalizeMessages(req.Messages)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
+	if err != nil {
+		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
+			writeError(w, badRequest("messages", "the model has no chat template; use /v1/completions"))
+			return
+		}
+		writeError(w, badRequest("messages", "process messages: "+err.Error()))
+		return
+	}
+	ids, err := s.tok.Encode(text, false)
+	if err != nil {
+		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
+		return
+	}
+	id := newID("chatcmpl-")
+	reqs := make([]gen.Request, p.n)
+	idx := make([]int, p.n)
+	for i := range reqs {
+		reqs[i] = p.request(id, ids, i)
+		idx[i] = i
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	created := s.opts.Now().Unix()
+	pieces := s.runAll(ctx, p, reqs, idx)
+	if p.stream {
+		s.streamChat(w, cancel, p, id, created, pieces)
+		return
+	}
+	states, u, aerr := collect(cancel, pieces, p.n, func(int) int { return 0 })
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	type choice struct {
+		Index        int     `json:"index"`
+		Message      message `json:"message"`
+		Logprobs     any     `json:"logprobs"`
+		FinishReason string  `json:"finish_reason"`
+		MatchedStop  any     `json:"matched_stop"`
+	}
+	resp := struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+		Usage   usage    `json:"usage"`
+	}{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
+	for i, st := range states {
+		c := choice{Index: i, Message: message{Role: "assistant", Content: st.text}, FinishReason: st.finish, MatchedStop: st.matched}
+		if p.logprobs {
+			c.Logprobs = s.chatLogprobs(st.logprobs, p.topLogprobs)
+		}
+		resp.Choices = append(resp.Choices, c)
+	}
+	writeJSON(w, resp)
+}
+
+type chatLP struct {
+	Token       string   `json:"token"`
+	Logprob     float64  `json:"logprob"`
+	Bytes       []int    `json:"bytes"`
+	TopLogprobs []chatLP `json:"top_logprobs"`
+}
+
+func (s *Server) chatLogprobs(lps []tokenLogprob, top int) map[string][]chatLP {
+	out := make([]chatLP, 0, len(lps))
+	for _, lp := range lps {
+		t, b := s.tokenText(lp.id)
+		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []chatLP{}}
+		if top == 1 {
+			// Only the sampled token's logprob is known on this lane.
+			e.TopLogprobs = []chatLP{{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: nil}}
+		}
+		out = append(out, e)
+	}
+	return map[string][]chatLP{"content": out}
+}
+
+type chunkDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	Logprobs     any        `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+	MatchedStop  any        `json:"matched_stop,omitempty"`
+}
+
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usage        `json:"usage,omitempty"`
+}
+
+func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, pieces <-chan piece) {
+	out := newSSE(w)
+	chunk := func(c chunkChoice) chatChunk {
+		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{c}}
+	}
+	roleSent := make([]bool, p.n)
+	var u usage
+	failed := false
+	for pc := range pieces {
+		if failed {
+			continue
+		}
+		if pc.err != nil {
+			failed = true
+			cancel()
+			if !out.started {
+				writeError(w, pc.err)
+				out.failed = true
+				continue
+			}
+			out.send(errorBody{Error: errorDetail{Message: pc.err.Message, Type: "internal_error", Code: pc.err.Code}})
+			continue
+		}
+		if !roleSent[pc.index] {
+			roleSent[pc.index] = true
+			empty := ""
+			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{Role: "assistant", Content: &empty}}))
+		}
+		if pc.text != "" || len(pc.logprobs) > 0 {
+			text := pc.text
+			c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
+			if p.logprobs {
+				c.Logprobs = s.chatLogprobs(pc.logprobs, p.topLogprobs)
+			}
+			out.send(chunk(c))
+		}
+		if pc.finish != "" {
+			f := pc.finish
+			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
+			u.CompletionTokens += pc.completion
+			u.PromptTokens = pc.prompt
+		}
+		if out.failed {
+			// Client went away: abort every sample.
+			cancel()
+		}
+	}
+	if out.failed && !out.started {
+		return
+	}
+	if p.includeUsage && !failed {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		out.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
+	}
+	out.done()
+}

@@ -1,0 +1,257 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+)
+
+type completionRequest struct {
+	common
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     bool            `json:"echo"`
+	Logprobs *int            `json:"logprobs"`
+	Suffix   *string         `json:"suffix"`
+}
+
+// prompts accepts a string, an array of strings, an array of token ids,
+// or an array of arrays of token ids; an array is a batch (§2).
+func (s *Server) prompts(raw json.RawMessage) (texts []string, ids [][]int32, e *apiError) {
+	raw = bytes.TrimSpace(raw)
+	bad := badRequest("prompt", "prompt must be a string, an array of strings, or token ids")
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, badRequest("prompt", "prompt is required")
+	}
+	// Unmarshal fills slices partially on a type error, so each attempt
+	// decodes into a fresh variable and only a clean decode counts.
+	var many []string
+	var batch [][]int32
+	isText := true
+	if one := ""; json.Unmarshal(raw, &one) == nil {
+		many = []string{one}
+	} else if m := []string(nil); json.Unmarshal(raw, &m) == nil {
+		many = m
+	} else if toks := []int32(nil); json.Unmarshal(raw, &toks) == nil {
+		batch, isText = [][]int32{toks}, false
+	} else if b := [][]int32(nil); json.Unmarshal(raw, &b) == nil {
+		batch, isText = b, false
+	} else {
+		return nil, nil, bad
+	}
+	if isText {
+		for _, t := range many {
+			enc, err := s.tok.Encode(t, true)
+			if err != nil {
+				return nil, nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
+			}
+			texts = append(texts, t)
+			ids = append(ids, enc)
+		}
+	} else {
+		vocab := int32(s.tok.VocabSize())
+		for _, b := range batch {
+			for _, id := range b {
+				if id < 0 || id >= vocab {
+					return nil, nil, badRequest("prompt", fmt.Sprintf("token id %d out of range", id))
+				}
+			}
+			texts = append(texts, s.tok.Decode(b, false))
+			ids = append(ids, b)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil, badRequest("prompt", "prompt must not be empty")
+	}
+	for _, p := range ids {
+		if len(p) == 0 {
+			return nil, nil, badRequest("prompt", "prompt must not be empty")
+		}
+	}
+	return texts, ids, nil
+}
+
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+func (s *Server) completionLogprobs(lps []tokenLogprob, top, offset int) *completionLogprobs {
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	for _, lp := range lps {
+		t, _ := s.tokenText(lp.id)
+		out.Tokens = append(out.Tokens, t)
+		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
+		if top >= 1 {
+			out.TopLogprobs = append(out.TopLogprobs, map[string]float64{t: lp.logprob})
+		} else {
+			out.TopLogprobs = append(out.TopLogprobs, nil)
+		}
+		out.TextOffset = append(out.TextOffset, offset)
+		offset += len(t)
+	}
+	return out
+}
+
+type completionChoice struct {
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+	MatchedStop  any                 `json:"matched_stop,omitempty"`
+}
+
+type completionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	p, e := s.plan(&req.common)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		writeError(w, badRequest("suffix", "suffix is not supported"))
+		return
+	}
+	if req.Logprobs != nil {
+		switch {
+		case *req.Logprobs < 0:
+			writeError(w, badRequest("logprobs", "logprobs must not be negative"))
+			return
+		case *req.Logprobs > 1:
+			writeError(w, badRequest("logprobs", "logprobs > 1 (top alternatives) is not supported yet (only the sampled token's logprob)"))
+			return
+		case req.Echo:
+			writeError(w, badRequest("echo", "prompt logprobs (echo with logprobs) are not supported yet"))
+			return
+		}
+		p.logprobs, p.topLogprobs = true, *req.Logprobs
+	}
+	texts, prompts, e := s.prompts(req.Prompt)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	total := len(prompts) * p.n
+	if total > 4*s.opts.MaxN {
+		writeError(w, badRequest("prompt", fmt.Sprintf("prompts × n = %d exceeds %d", total, 4*s.opts.MaxN)))
+		return
+	}
+	id := newID("cmpl-")
+	reqs := make([]gen.Request, 0, total)
+	idx := make([]int, 0, total)
+	for j, ids := range prompts {
+		for i := 0; i < p.n; i++ {
+			reqs = append(reqs, p.request(fmt.Sprintf("%s-%d", id, j), ids, i))
+			idx = append(idx, j*p.n+i)
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	created := s.opts.Now().Unix()
+	pieces := s.runAll(ctx, p, reqs, idx)
+	promptOf := func(index int) int { return index / p.n }
+	echo := func(index int) string {
+		if req.Echo {
+			return texts[promptOf(index)]
+		}
+		return ""
+	}
+	if p.stream {
+		s.streamCompletions(w, cancel, p, id, created, total, pieces, echo, promptOf)
+		return
+	}
+	states, u, aerr := collect(cancel, pieces, total, promptOf)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	resp := completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Usage: &u}
+	for i, st := range states {
+		f := st.finish
+		c := completionChoice{Index: i, Text: echo(i) + st.text, FinishReason: &f, MatchedStop: st.matched}
+		if p.logprobs {
+			c.Logprobs = s.completionLogprobs(st.logprobs, p.topLogprobs, 0)
+		}
+		resp.Choices = append(resp.Choices, c)
+	}
+	writeJSON(w, resp)
+}
+
+func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, total int, pieces <-chan piece, echo func(int) string, promptOf func(int) int) {
+	out := newSSE(w)
+	chunk := func(c completionChoice) completionResponse {
+		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{c}}
+	}
+	started := make([]bool, total)
+	offsets := make([]int, total)
+	var u usage
+	seenPrompt := map[int]bool{}
+	failed := false
+	for pc := range pieces {
+		if failed {
+			continue
+		}
+		if pc.err != nil {
+			failed = true
+			cancel()
+			if !out.started {
+				writeError(w, pc.err)
+				out.failed = true
+				continue
+			}
+			out.send(errorBody{Error: errorDetail{Message: pc.err.Message, Type: "internal_error", Code: pc.err.Code}})
+			continue
+		}
+		text := pc.text
+		if !started[pc.index] {
+			started[pc.index] = true
+			text = echo(pc.index) + text
+		}
+		if text != "" || len(pc.logprobs) > 0 {
+			c := completionChoice{Index: pc.index, Text: text}
+			if p.logprobs {
+				c.Logprobs = s.completionLogprobs(pc.logprobs, p.topLogprobs, offsets[pc.index])
+			}
+			offsets[pc.index] += len(text)
+			out.send(chunk(c))
+		}
+		if pc.finish != "" {
+			f := pc.finish
+			out.send(chunk(completionChoice{Index: pc.index, FinishReason: &f, MatchedStop: pc.matched}))
+			u.CompletionTokens += pc.completion
+			if g := promptOf(pc.index); !seenPrompt[g] {
+				seenPrompt[g] = true
+				u.PromptTokens += pc.prompt
+			}
+		}
+		if out.failed {
+			cancel()
+		}
+	}
+	if out.failed && !out.started {
+		return
+	}
+	if p.includeUsage && !failed {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		out.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{}, Usage: &u})
+	}
+	out.done()
+}

@@ -1,0 +1,128 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
+)
+
+// fakeEngine is a deterministic in-memory gen.Engine: it "generates" a
+// scripted reply, honours max tokens, stop token ids and EOS the way the
+// engine does, and records requests and aborts.
+type fakeEngine struct {
+	tok      *tokenizer.Tokenizer
+	reply    func(r gen.Request) string
+	perEvent int   // tokens per event (default 2)
+	endless  bool  // never finish: for disconnect tests
+	failAt   int   // >0: fail the stream after this many tokens
+	startErr error // Generate itself fails
+	notReady bool
+
+	mu      sync.Mutex
+	reqs    []gen.Request
+	aborted chan string // rids cancelled before they finished
+}
+
+func newFake(tok *tokenizer.Tokenizer, reply string) *fakeEngine {
+	return &fakeEngine{tok: tok, reply: func(gen.Request) string { return reply }, perEvent: 2, aborted: make(chan string, 64)}
+}
+
+func (f *fakeEngine) Ready() bool { return !f.notReady }
+
+func (f *fakeEngine) requests() []gen.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reqs)
+}
+
+func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+	if f.startErr != nil {
+		return nil, f.startErr
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r)
+	f.mu.Unlock()
+	toks, _ := f.tok.Encode(f.reply(r), false)
+	ch := make(chan gen.Event) // unbuffered: a reader that walks away must not block us
+	go func() {
+		defer close(ch)
+		send := func(ev gen.Event) bool {
+			select {
+			case ch <- ev:
+				return true
+			case <-ctx.Done():
+				f.aborted <- r.RID
+				return false
+			}
+		}
+		eos := f.tok.EOS()[0]
+		out := 0
+		for i := 0; f.endless || i <= len(toks); {
+			ev := gen.Event{PromptTokens: len(r.InputIDs)}
+			for k := 0; k < f.perEvent; k++ {
+				var id int32
+				switch {
+				case f.endless:
+					id = toks[i%len(toks)]
+				case i < len(toks):
+					id = toks[i]
+				case !r.Sampling.IgnoreEOS:
+					id = eos
+				default:
+					id = toks[0]
+				}
+				i++
+				out++
+				ev.TokenIDs = append(ev.TokenIDs, id)
+				if r.ReturnLogprob {
+					ev.Logprobs = append(ev.Logprobs, -0.5)
+				}
+				ev.OutputTokens = out
+				if f.failAt > 0 && out >= f.failAt {
+					send(gen.Event{Err: errors.New("engine died")})
+					return
+				}
+				if slices.Contains(r.Sampling.StopTokenIDs, id) || (id == eos && !r.Sampling.IgnoreEOS) {
+					m := id
+					ev.Finish = &gen.Finish{Reason: gen.FinishStop, MatchedToken: &m}
+					send(ev)
+					return
+				}
+				if r.Sampling.MaxNewTokens != nil && out >= *r.Sampling.MaxNewTokens {
+					ev.Finish = &gen.Finish{Reason: gen.FinishLength}
+					send(ev)
+					return
+				}
+			}
+			if !send(ev) {
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func demoTokenizer(t testing.TB) *tokenizer.Tokenizer {
+	t.Helper()
+	tk, err := tokenizer.Load("../tokenizer/testdata/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func newTestServer(t testing.TB, eng *fakeEngine, opts Options) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	New(eng, eng.tok, opts).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}

@@ -1,0 +1,214 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+)
+
+// common holds the request fields chat and completions share.
+type common struct {
+	Model               string          `json:"model"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	MinTokens           int             `json:"min_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
+	MinP                *float64        `json:"min_p"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	RepetitionPenalty   *float64        `json:"repetition_penalty"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	StopTokenIDs        []int32         `json:"stop_token_ids"`
+	IgnoreEOS           bool            `json:"ignore_eos"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	SkipSpecialTokens       *bool `json:"skip_special_tokens"`
+	IncludeStopStrInOutput  bool  `json:"include_stop_str_in_output"`
+	NoStopTrim              bool  `json:"no_stop_trim"`
+	BestOf                  *int  `json:"best_of"`
+	SpacesBetweenSpecialTok *bool `json:"spaces_between_special_tokens"`
+}
+
+// plan is a validated request, ready to run.
+type plan struct {
+	model        string
+	n            int
+	stream       bool
+	includeUsage bool
+	sampling     gen.Sampling
+	stops        []string
+	stopByID     map[int32]string
+	skipSpecial  bool
+	includeStop  bool
+	logprobs     bool
+	topLogprobs  int
+}
+
+func decodeBody(r *http.Request, v any) *apiError {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errorf(http.StatusRequestEntityTooLarge, "request_too_large", "", "request body too large")
+		}
+		return badRequest("", "invalid JSON body: "+err.Error())
+	}
+	return nil
+}
+
+// stopStrings accepts null, "x" or ["x", ...] (at most 4 in OpenAI; we allow 16).
+func stopStrings(raw json.RawMessage) ([]string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(many) > 16 {
+		return nil, badRequest("stop", "at most 16 stop strings")
+	}
+	return many, nil
+}
+
+func (s *Server) plan(c *common) (*plan, *apiError) {
+	if s.opts.Model != "" && c.Model != "" && c.Model != s.opts.Model {
+		return nil, errorf(http.StatusNotFound, "model_not_found", "model", fmt.Sprintf("No worker available for model '%s'", c.Model))
+	}
+	p := &plan{model: c.Model, n: 1, stream: c.Stream, skipSpecial: true, sampling: gen.DefaultSampling()}
+	if p.model == "" {
+		p.model = s.opts.Model
+	}
+	if c.N != nil {
+		p.n = *c.N
+	}
+	if p.n < 1 || p.n > s.opts.MaxN {
+		return nil, badRequest("n", fmt.Sprintf("n must be between 1 and %d", s.opts.MaxN))
+	}
+	if c.BestOf != nil && *c.BestOf != p.n {
+		return nil, badRequest("best_of", "best_of other than n is not supported")
+	}
+	if c.StreamOptions != nil {
+		if !c.Stream {
+			return nil, badRequest("stream_options", "stream_options is only allowed with stream=true")
+		}
+		p.includeUsage = c.StreamOptions.IncludeUsage
+	}
+	sp := &p.sampling
+	max := c.MaxCompletionTokens
+	if max == nil {
+		max = c.MaxTokens
+	}
+	if max != nil {
+		if *max < 1 {
+			return nil, badRequest("max_tokens", "max_tokens must be at least 1")
+		}
+		v := *max
+		sp.MaxNewTokens = &v
+	}
+	if c.MinTokens < 0 || (max != nil && c.MinTokens > *max) {
+		return nil, badRequest("min_tokens", "min_tokens must be between 0 and max_tokens")
+	}
+	sp.MinNewTokens = c.MinTokens
+	checkRange := func(name string, v *float64, lo, hi float64, dst *float64) *apiError {
+		if v == nil {
+			return nil
+		}
+		if math.IsNaN(*v) || *v < lo || *v > hi {
+			return badRequest(name, fmt.Sprintf("%s must be between %g and %g", name, lo, hi))
+		}
+		*dst = *v
+		return nil
+	}
+	for _, f := range []struct {
+		name   string
+		v      *float64
+		lo, hi float64
+		dst    *float64
+	}{
+		{"temperature", c.Temperature, 0, 2, &sp.Temperature},
+		{"top_p", c.TopP, 0, 1, &sp.TopP},
+		{"min_p", c.MinP, 0, 1, &sp.MinP},
+		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &sp.FrequencyPenalty},
+		{"presence_penalty", c.PresencePenalty, -2, 2, &sp.PresencePenalty},
+		{"repetition_penalty", c.RepetitionPenalty, 0, 2, &sp.RepetitionPenalty},
+	} {
+		if err := checkRange(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	if c.TopP != nil && *c.TopP == 0 {
+		return nil, badRequest("top_p", "top_p must be greater than 0")
+	}
+	if c.RepetitionPenalty != nil && *c.RepetitionPenalty == 0 {
+		return nil, badRequest("repetition_penalty", "repetition_penalty must be greater than 0")
+	}
+	if c.TopK != nil {
+		switch k := *c.TopK; {
+		case k == 0 || k == -1:
+			sp.TopK = -1
+		case k > 0:
+			sp.TopK = k
+		default:
+			return nil, badRequest("top_k", "top_k must be -1 (all) or positive")
+		}
+	}
+	sp.Seed = c.Seed
+	sp.IgnoreEOS = c.IgnoreEOS
+	var aerr *apiError
+	if p.stops, aerr = stopStrings(c.Stop); aerr != nil {
+		return nil, aerr
+	}
+	ids, byID := s.tok.SplitStops(p.stops)
+	vocab := int32(s.tok.VocabSize())
+	for _, id := range c.StopTokenIDs {
+		if id < 0 || id >= vocab {
+			return nil, badRequest("stop_token_ids", fmt.Sprintf("stop token id %d out of range", id))
+		}
+	}
+	sp.StopTokenIDs = append(append([]int32(nil), c.StopTokenIDs...), ids...)
+	p.stopByID = byID
+	if c.SkipSpecialTokens != nil {
+		p.skipSpecial = *c.SkipSpecialTokens
+	}
+	p.includeStop = c.IncludeStopStrInOutput || c.NoStopTrim
+	return p, nil
+}
+
+// request builds sample i's engine request.
+func (p *plan) request(rid string, ids []int32, i int) gen.Request {
+	sp := p.sampling
+	sp.StopTokenIDs = append([]int32(nil), sp.StopTokenIDs...)
+	if sp.Seed != nil && i > 0 {
+		// Distinct seeds keep n samples from being identical copies.
+		v := *sp.Seed + int64(i)
+		sp.Seed = &v
+	}
+	return gen.Request{
+		RID:             fmt.Sprintf("%s-%d", rid, i),
+		InputIDs:        ids,
+		Sampling:        sp,
+		Stream:          p.stream,
+		ReturnLogprob:   p.logprobs,
+		LogprobStartLen: -1,
+	}
+}

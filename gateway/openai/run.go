@@ -1,0 +1,220 @@
+package openai
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
+)
+
+type tokenLogprob struct {
+	id      int32
+	logprob float64
+}
+
+// piece is one increment of one choice, sent from its runner to the
+// handler goroutine, which alone writes the response.
+type piece struct {
+	index      int
+	text       string
+	logprobs   []tokenLogprob
+	finish     string // set on the last piece of a choice
+	matched    any    // stop string, stop token id, or nil
+	prompt     int    // prompt tokens (last piece)
+	completion int    // completion tokens (last piece)
+	err        *apiError
+}
+
+// runAll starts one runner per request; the channel closes when all are done.
+func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexes []int) <-chan piece {
+	out := make(chan piece, 16)
+	var wg sync.WaitGroup
+	for k := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runSample(ctx, p, reqs[k], indexes[k], out)
+		}()
+	}
+	go func() { wg.Wait(); close(out) }()
+	return out
+}
+
+// runSample drives one generation through the stop decoder. A local stop
+// (stop string, or a stop/EOS token the engine did not finish on) cancels
+// the generation so the engine aborts it instead of running on.
+func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, index int, out chan<- piece) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	send := func(pc piece) bool {
+		select {
+		case out <- pc:
+			return true
+		case <-parent.Done():
+			return false
+		}
+	}
+	ch, err := s.engine.Generate(ctx, req)
+	if err != nil {
+		send(piece{index: index, err: errorf(http.StatusServiceUnavailable, "worker_failed_to_start", "", "start generation: "+err.Error())})
+		return
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			// The engine may still be sending; never leave it blocked.
+			cancel()
+			go func() {
+				for range ch {
+				}
+			}()
+		}
+	}()
+	sd := s.tok.NewStopDecoder(tokenizer.StopConfig{
+		Strings:      p.stops,
+		TokenIDs:     req.Sampling.StopTokenIDs,
+		IgnoreEOS:    req.Sampling.IgnoreEOS,
+		IncludeStop:  p.includeStop,
+		SkipSpecial:  p.skipSpecial,
+		TokenStrings: p.stopByID,
+	})
+	prompt, completion := len(req.InputIDs), 0
+	for {
+		var ev gen.Event
+		var ok bool
+		select {
+		case ev, ok = <-ch:
+		case <-parent.Done():
+			return
+		}
+		if !ok {
+			closed = true
+			send(piece{index: index, err: errorf(http.StatusBadGateway, "worker_stream_failed", "", "engine stream ended without a finish")})
+			return
+		}
+		if ev.Err != nil {
+			send(piece{index: index, err: errorf(http.StatusBadGateway, "worker_stream_failed", "", "generation failed: "+ev.Err.Error())})
+			return
+		}
+		if ev.PromptTokens > 0 {
+			prompt = ev.PromptTokens
+		}
+		pc := piece{index: index}
+		stopped := false
+		for i, id := range ev.TokenIDs {
+			completion++
+			if p.logprobs {
+				lp := 0.0
+				if i < len(ev.Logprobs) {
+					lp = ev.Logprobs[i]
+				}
+				pc.logprobs = append(pc.logprobs, tokenLogprob{id, lp})
+			}
+			r := sd.Step(id)
+			pc.text += r.Text
+			if r.Stopped {
+				stopped = true
+				pc.finish = gen.FinishStop
+				pc.matched = matchedValue(r)
+				break
+			}
+		}
+		if !stopped && ev.Finish != nil {
+			switch ev.Finish.Reason {
+			case gen.FinishStop, gen.FinishLength:
+				pc.text += sd.Finish()
+				pc.finish = ev.Finish.Reason
+				if m := ev.Finish.MatchedToken; m != nil && ev.Finish.Reason == gen.FinishStop {
+					if str, ok := p.stopByID[*m]; ok {
+						pc.matched = str
+					} else {
+						pc.matched = *m
+					}
+				}
+			default:
+				msg := ev.Finish.Message
+				if msg == "" {
+					msg = "generation aborted by the engine"
+				}
+				send(piece{index: index, err: errorf(http.StatusBadGateway, "worker_aborted", "", msg)})
+				return
+			}
+		}
+		if pc.finish != "" {
+			pc.prompt, pc.completion = prompt, completion
+			send(pc)
+			return
+		}
+		if pc.text != "" || len(pc.logprobs) > 0 {
+			if !send(pc) {
+				return
+			}
+		}
+	}
+}
+
+func matchedValue(r tokenizer.StopResult) any {
+	if r.Matched != "" {
+		return r.Matched
+	}
+	if r.MatchedToken >= 0 {
+		return r.MatchedToken
+	}
+	return nil
+}
+
+// usage is OpenAI's usage object.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// choiceState accumulates one choice for non-streaming responses.
+type choiceState struct {
+	text     string
+	logprobs []tokenLogprob
+	finish   string
+	matched  any
+}
+
+// collect gathers every piece; the first error cancels the rest.
+func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf func(index int) int) ([]choiceState, usage, *apiError) {
+	states := make([]choiceState, n)
+	var u usage
+	var firstErr *apiError
+	seenPrompt := map[int]bool{}
+	for pc := range pieces {
+		if pc.err != nil {
+			if firstErr == nil {
+				firstErr = pc.err
+				cancel()
+			}
+			continue
+		}
+		st := &states[pc.index]
+		st.text += pc.text
+		st.logprobs = append(st.logprobs, pc.logprobs...)
+		if pc.finish != "" {
+			st.finish, st.matched = pc.finish, pc.matched
+			u.CompletionTokens += pc.completion
+			if g := promptOf(pc.index); !seenPrompt[g] {
+				seenPrompt[g] = true
+				u.PromptTokens += pc.prompt
+			}
+		}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return states, u, firstErr
+}
+
+func (s *Server) tokenText(id int32) (string, []int) {
+	b := s.tok.DecodeBytes(nil, []int32{id}, false)
+	ints := make([]int, len(b))
+	for i, c := range b {
+		ints[i] = int(c)
+	}
+	return s.tok.Decode([]int32{id}, false), ints
+}

@@ -1,0 +1,208 @@
+// Package openai serves the OpenAI-compatible HTTP API
+// (/v1/chat/completions, /v1/completions) on top of a token-level
+// gen.Engine: it renders chat templates, tokenizes, fans out n samples,
+// detokenizes incrementally with the stop jail and writes JSON or SSE
+// (gateway-flow.md §2, §2.1, §3).
+package openai
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Model is the name reported in responses; requests naming another
+	// model get 404 model_not_found. Empty accepts any name.
+	Model string
+	// APIKeyEnv names an environment variable holding the bearer key;
+	// when it is set and non-empty every route needs
+	// "Authorization: Bearer <key>".
+	APIKeyEnv string
+	// APIKey is used when APIKeyEnv is empty (tests, embedding).
+	APIKey string
+	// MaxN caps n (and prompts × n for batch completions); 0 means 16.
+	MaxN int
+	// MaxBodyBytes caps request bodies; 0 means 32 MiB.
+	MaxBodyBytes int64
+	// Now is the clock for "created"; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the OpenAI front end. Safe for concurrent use.
+type Server struct {
+	engine gen.Engine
+	tok    *tokenizer.Tokenizer
+	opts   Options
+	key    string
+}
+
+// New builds a Server; mount it with Register.
+func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
+	if opts.MaxN <= 0 {
+		opts.MaxN = 16
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 32 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	key := opts.APIKey
+	if opts.APIKeyEnv != "" {
+		key = os.Getenv(opts.APIKeyEnv)
+	}
+	return &Server{engine: engine, tok: tok, opts: opts, key: key}
+}
+
+// Register mounts the serving routes on mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.Handle("POST /v1/chat/completions", s.guard(s.chat))
+	mux.Handle("POST /v1/completions", s.guard(s.completions))
+}
+
+// guard applies auth, the body limit and the readiness check.
+func (s *Server) guard(h func(http.ResponseWriter, *http.Request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.key != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.key)) != 1 {
+				writeError(w, errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)"))
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		if !s.engine.Ready() {
+			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// apiError is an error with its HTTP status and OpenAI fields.
+type apiError struct {
+	Status  int
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func errorf(status int, code, param, msg string) *apiError {
+	return &apiError{Status: status, Code: code, Param: param, Message: msg}
+}
+
+func badRequest(param, msg string) *apiError {
+	return errorf(http.StatusBadRequest, "invalid_request", param, msg)
+}
+
+func errorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusServiceUnavailable:
+		return "service_unavailable"
+	case status >= 500:
+		return "internal_error"
+	}
+	return "invalid_request_error"
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+func errorJSON(e *apiError) errorBody {
+	d := errorDetail{Message: e.Message, Type: errorType(e.Status), Code: e.Code}
+	if e.Param != "" {
+		d.Param = &e.Param
+	}
+	return errorBody{Error: d}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-SMG-Error-Code", e.Code)
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(errorJSON(e))
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// sse writes server-sent events; only the handler goroutine touches it.
+type sse struct {
+	w       http.ResponseWriter
+	f       http.Flusher
+	started bool
+	failed  bool
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	f, _ := w.(http.Flusher)
+	return &sse{w: w, f: f}
+}
+
+func (s *sse) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *sse) send(v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	s.raw(data)
+}
+
+func (s *sse) raw(data []byte) {
+	if s.failed {
+		return
+	}
+	s.start()
+	if _, err := s.w.Write(append(append([]byte("data: "), data...), '\n', '\n')); err != nil {
+		s.failed = true
+		return
+	}
+	if s.f != nil {
+		s.f.Flush()
+	}
+}
+
+func (s *sse) done() { s.raw([]byte("[DONE]")) }
