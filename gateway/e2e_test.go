@@ -601,3 +601,105 @@ func TestPDOverTCP(t *testing.T) {
 		}
 	}
 }
+
+// A decode that stops answering ends its requests with an error at the
+// request deadline, and the silence watchdog declares it dead.
+func TestHungDecodeEndsAtDeadline(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		opts      Options
+		wantInErr string
+	}{
+		{"deadline", Options{RequestTimeout: 2 * time.Second}, "deadline"},
+		{"silence", Options{SilenceTimeout: time.Second}, "silent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, tc.opts, role{name: "prefill", kind: profiles.KindPrefill},
+				role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-hang-after-requests", "1"}})
+			c.waitRegistered("prefill", "decode")
+			start := time.Now()
+			res := c.generate(context.Background(), http.DefaultClient, genBody(1, 50, true))
+			if res.err == "" || !strings.Contains(res.err, tc.wantInErr) {
+				t.Fatalf("hung request: %+v", res)
+			}
+			if d := time.Since(start); d > 8*time.Second {
+				t.Fatalf("took %s", d)
+			}
+			if p, _ := c.g.InFlight("prefill"); p != 0 {
+				t.Fatalf("prefill leg still in flight: %d", p)
+			}
+		})
+	}
+}
+
+// Encode workers are bound and handshaken but not routed yet; the status
+// says so and readiness does not wait for them.
+func TestEncodeBoundNotRouted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode},
+		role{name: "encode", kind: profiles.KindEncode})
+	c.waitRegistered("prefill", "decode", "encode")
+	if st := c.g.Status(); st.Note != "encode: not routed yet" || !st.Ready {
+		t.Fatalf("status %+v", st)
+	}
+	res := c.generate(context.Background(), http.DefaultClient, genBody(5, 4, false))
+	if res.err != "" || !equalIDs(res.ids, expected(5, 4)) {
+		t.Fatalf("%+v", res)
+	}
+	if tot, _ := c.g.InFlight("encode"); tot != 0 {
+		t.Fatal("encode got work")
+	}
+}
+
+// benchCluster serves 1P1D with unpaced engines.
+func benchRun(b *testing.B, viaHTTP bool) {
+	c := newCluster(b, Options{}, role{name: "prefill", kind: profiles.KindPrefill, extra: []string{"--fake-tokens-per-s", "0"}},
+		role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-tokens-per-s", "0"}})
+	c.waitRegistered("prefill", "decode")
+	const tokens = 32
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	b.ResetTimer()
+	start := time.Now()
+	var toks atomicInt
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			i++
+			if viaHTTP {
+				res := c.generate(context.Background(), hc, genBody(i, tokens, true))
+				if res.err != "" {
+					b.Error(res.err)
+					return
+				}
+				toks.add(len(res.ids))
+				continue
+			}
+			ms := tokens
+			r := genRequest(i, ms)
+			ch, err := c.g.Generate(context.Background(), r)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			for ev := range ch {
+				if ev.Err != nil {
+					b.Error(ev.Err)
+				}
+				toks.add(len(ev.TokenIDs))
+			}
+		}
+	})
+	el := time.Since(start).Seconds()
+	b.ReportMetric(float64(b.N)/el, "req/s")
+	b.ReportMetric(float64(toks.get())/el, "tok/s")
+}
+
+// BenchmarkGenerateHTTP measures requests/s and streamed tokens/s through
+// /generate (SSE, 32 tokens each, 32 concurrent clients per CPU).
+func BenchmarkGenerateHTTP(b *testing.B) { benchRun(b, true) }
+
+// BenchmarkGenerateEngine is the same through gen.Engine, without HTTP.
+func BenchmarkGenerateEngine(b *testing.B) { benchRun(b, false) }

@@ -268,8 +268,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if g.opts.Listener != nil && g.listener != nil {
-			_ = g.listener.Close()
+		if g.listener != nil {
+			_ = g.listener.Close() // Serve may never have run
 		}
 		for role, b := range g.boots {
 			if err := b.Close(); err != nil {
