@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/tokenizer/internal/testcache"
+	"github.com/tsd-project/tsd/gateway/tokenizer/testcache"
 )
 
 // Parity with Python tokenizers/transformers: the refs in testdata/refs
