@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// With api_key_env set, serving routes need the bearer token while the
+// public ones stay open; mounted handlers get the same protection.
+func TestAPIKey(t *testing.T) {
+	const env = "TSD_GATEWAY_TEST_KEY_H3"
+	os.Setenv(env, "sekret")
+	defer os.Unsetenv(env)
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env}}
+	g, err := New(plan, Options{Mount: func(handle func(string, http.Handler)) {
+		handle("POST /v1/extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(t.Context())
+	defer g.Shutdown(t.Context())
+	base := "http://" + g.Addr()
+	do := func(method, path, key string) int {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"input_ids":[1]}`))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path, key string
+		want              int
+	}{
+		{"POST", "/generate", "", 401},
+		{"POST", "/generate", "wrong", 401},
+		{"POST", "/generate", "sekret", 503}, // authorised; no engines
+		{"POST", "/v1/extra", "", 401},
+		{"POST", "/v1/extra", "sekret", 204},
+		{"GET", "/health", "", 200},
+		{"GET", "/readiness", "", 503},
+		{"GET", "/v1/models", "", 503},
+		{"GET", "/metrics", "", 200},
+	} {
+		if got := do(tc.method, tc.path, tc.key); got != tc.want {
+			t.Errorf("%s %s key=%q: %d, want %d", tc.method, tc.path, tc.key, got, tc.want)
+		}
+	}
+}
