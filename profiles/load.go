@@ -69,9 +69,7 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 	}
 	p := &Profile{Path: path, Abs: abs, Dir: filepath.Dir(abs), pos: l.pos}
 	l.profile(p, body)
-	if len(l.errs) == 0 {
-		l.validate(p)
-	}
+	l.validate(p)
 	return p, l.errs.sorted()
 }
 

@@ -56,10 +56,14 @@ func (l *loader) validate(p *Profile) {
 	type gpuUse struct{ key, inst string }
 	gpus := map[string]gpuUse{} // host + "\x00" + gpu
 	kinds := map[string]int{}
+	kindsKnown := true // a bad kind already has its error; skip rules that count kinds
 	for i := range p.Roles {
 		r := &p.Roles[i]
 		rk := fmt.Sprintf("roles[%d]", i)
 		kinds[r.Kind]++
+		if r.Kind != KindEncode && r.Kind != KindPrefill && r.Kind != KindDecode {
+			kindsKnown = false
+		}
 		for k := 0; k < r.Replicas; k++ {
 			inst := r.Instance(k)
 			if r.Name == "" {
@@ -108,7 +112,7 @@ func (l *loader) validate(p *Profile) {
 			}
 		}
 	}
-	if len(p.Roles) > 0 {
+	if len(p.Roles) > 0 && kindsKnown {
 		if kinds[KindPrefill] == 0 {
 			add(p.errAt("roles", "no prefill role: PD serving needs at least one role with kind: prefill"))
 		}
@@ -116,7 +120,7 @@ func (l *loader) validate(p *Profile) {
 			add(p.errAt("roles", "no decode role: PD serving needs at least one role with kind: decode"))
 		}
 	}
-	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 {
+	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
 }

@@ -469,7 +469,7 @@ restart:
   budget: lots
 `
 	_, errs := Parse("many.yaml", []byte(src))
-	want := []string{"many.yaml:2:1: gatway: unknown key", "many.yaml:8:5: roles[1].kind", "many.yaml:11:3: restart.budget"}
+	want := []string{"many.yaml:2:1: gatway: unknown key", "many.yaml:6:5: roles[0].gpus: 1 GPU(s) listed but tp × dp = 2 × 1 = 2", "many.yaml:8:5: roles[1].kind", "many.yaml:11:3: restart.budget"}
 	if len(errs) != len(want) {
 		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), errs)
 	}

@@ -16,20 +16,24 @@ type planCmd struct {
 }
 
 func (c planCmd) Run() error {
-	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
+	return c.run(os.Stdout, os.Stderr, profiles.LocalHostFacts())
+}
+
+func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
+	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return profileErrors(errs)
 	}
 	if c.JSON {
-		if err := plan.WriteJSON(os.Stdout); err != nil {
+		if err := plan.WriteJSON(stdout); err != nil {
 			return fmt.Errorf("write plan: %w", err)
 		}
 		return nil
 	}
 	for _, w := range plan.Warnings {
-		fmt.Fprintln(os.Stderr, "warning:", w)
+		fmt.Fprintln(stderr, "warning:", w)
 	}
-	return renderPlan(os.Stdout, plan)
+	return renderPlan(stdout, plan)
 }
 
 // profileErrors turns profile errors into exit status 1 with one line each.

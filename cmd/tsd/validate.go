@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -18,27 +19,30 @@ func (c validateCmd) Run() error {
 	if c.Preflight {
 		facts = profiles.LocalHostFacts()
 	}
+	return c.run(os.Stdout, os.Stderr, facts, profiles.LocalPreflightEnv())
+}
+
+func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env profiles.PreflightEnv) error {
 	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return profileErrors(errs)
 	}
 	for _, w := range plan.Warnings {
-		fmt.Fprintln(os.Stderr, "warning:", w)
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if c.Preflight {
-		probs := profiles.Preflight(plan, profiles.LocalPreflightEnv())
 		var bad []string
-		for _, p := range probs {
+		for _, p := range profiles.Preflight(plan, env) {
 			if p.Severity == profiles.SeverityError {
 				bad = append(bad, p.String())
 			} else {
-				fmt.Fprintln(os.Stderr, p.String())
+				fmt.Fprintln(stderr, p.String())
 			}
 		}
 		if len(bad) > 0 {
 			return &exitError{code: 1, msg: strings.Join(bad, "\n")}
 		}
 	}
-	fmt.Println("ok")
+	fmt.Fprintln(stdout, "ok")
 	return nil
 }

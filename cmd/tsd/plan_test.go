@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tsd-project/tsd/profiles"
+)
+
+func testFacts() profiles.HostFacts {
+	return profiles.HostFacts{RunDir: "/run/tsd-test/run", LogDir: "/run/tsd-test/logs", UID: 1000}
+}
+
+// shellWords splits a POSIX shell line (bare words, single quotes, double
+// quotes, backslashes) the way sh would before running it.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	in := false
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c == ' ' || c == '\t':
+			if in {
+				words, in = append(words, cur.String()), false
+				cur.Reset()
+			}
+		case c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			in = true
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				t.Fatalf("unterminated quote: %s", line)
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i, in = i+j+1, true
+		case c == '"':
+			for i++; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("$`\"\\", line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			in = true
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// Pins: `tsd plan profiles/examples/1e1p2d.yaml` prints, for every role, a
+// command line that a shell splits back into exactly the planned env and
+// argv.
+func TestPlanPrintsPasteableCommands(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "profiles", "examples", "1e1p2d.yaml")
+	var out, errOut bytes.Buffer
+	if err := (planCmd{Profile: path}).run(&out, &errOut, testFacts()); err != nil {
+		t.Fatal(err)
+	}
+	_, plan, errs := profiles.LoadPlan(path, testFacts())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	lines := strings.Split(out.String(), "\n")
+	seen := 0
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "role ") {
+			continue
+		}
+		name := strings.Fields(l)[1]
+		r, ok := plan.Role(name)
+		if !ok {
+			t.Fatalf("printed unknown role %s", name)
+		}
+		words := shellWords(t, strings.TrimSpace(lines[i+1]))
+		env := map[string]string{}
+		j := 0
+		for ; j < len(words); j++ {
+			k, v, ok := strings.Cut(words[j], "=")
+			if !ok || strings.HasPrefix(k, "-") {
+				break
+			}
+			env[k] = v
+		}
+		if !reflect.DeepEqual(env, r.Env) {
+			t.Errorf("%s env from printed line:\n got %v\nwant %v", name, env, r.Env)
+		}
+		if !reflect.DeepEqual(words[j:], r.Argv) {
+			t.Errorf("%s argv from printed line:\n got %q\nwant %q", name, words[j:], r.Argv)
+		}
+		seen++
+	}
+	if seen != 4 {
+		t.Errorf("printed %d role blocks, want 4:\n%s", seen, out.String())
+	}
+	for _, want := range []string{"gateway\n", "mode:       epd", "decode-1     decode   handshake tcp://127.0.0.1:", "ipc:///run/tsd-test/run/decode-1-out.sock"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "warning: ") || !strings.Contains(errOut.String(), "33000") {
+		t.Errorf("expected port warnings on stderr, got %q", errOut.String())
+	}
+}
+
+// Pins: a remote role's block says where to run it, and --json is the plan.
+func TestPlanRemoteAndJSON(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "profiles", "examples", "seed-pd.yaml")
+	var out, errOut bytes.Buffer
+	if err := (planCmd{Profile: path}).run(&out, &errOut, testFacts()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "role decode (decode, GPUs 0,1) run this on decode-host:") {
+		t.Errorf("remote role not marked:\n%s", out.String())
+	}
+	out.Reset()
+	if err := (planCmd{Profile: path, JSON: true}).run(&out, &errOut, testFacts()); err != nil {
+		t.Fatal(err)
+	}
+	var plan profiles.Plan
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatalf("--json output is not a plan: %v", err)
+	}
+	if len(plan.Roles) != 2 || plan.Roles[0].Argv[5] != "--tp" || !strings.Contains(out.String(), `"--model",`+"\n"+`        "<model>"`) {
+		t.Errorf("unexpected JSON plan:\n%s", out.String())
+	}
+}
+
+// Pins: validate says ok for a good profile, and exits 1 listing every
+// error of a bad one.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	good := filepath.Join("..", "..", "profiles", "examples", "1p1d-4gpu.yaml")
+	if err := (validateCmd{Profile: good}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil || out.String() != "ok\n" {
+		t.Fatalf("good profile: %v %q", err, out.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	src := "model: m\nroles:\n  - {name: prefill, gpus: [0], tp: 2}\n  - {name: decode, gpus: [1], workr: x}\n"
+	if err := os.WriteFile(bad, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := (validateCmd{Profile: bad}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{})
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("bad profile: %v", err)
+	}
+	for _, want := range []string{"bad.yaml:3:21: roles[0].gpus", "bad.yaml:4:31: roles[1].workr: unknown key (did you mean \"worker\"?)", "2 errors"} {
+		if !strings.Contains(ee.msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, ee.msg)
+		}
+	}
+	// --preflight turns host problems into exit 1.
+	env := profiles.PreflightEnv{LookPath: func(string) (string, error) { return "", errors.New("no") }}
+	err = (validateCmd{Profile: good, Preflight: true}).run(&out, &errOut, testFacts(), env)
+	if !errors.As(err, &ee) || !strings.Contains(ee.msg, `engine command "ts" not found`) {
+		t.Errorf("preflight: %v", err)
+	}
+}
