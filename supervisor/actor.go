@@ -131,13 +131,22 @@ func (a *actor) note(format string, args ...any) {
 }
 
 func (a *actor) publish() {
+	a.sup.pub.role(a.idx, a.roleCopy())
+}
+
+func (a *actor) roleCopy() snapshot.RoleStatus {
 	st := a.st
 	st.Ranks = make([]snapshot.RankStatus, 0, len(a.rankMap))
 	for _, r := range a.rankMap {
 		st.Ranks = append(st.Ranks, r)
 	}
 	sort.Slice(st.Ranks, func(i, j int) bool { return st.Ranks[i].Identity < st.Ranks[j].Identity })
-	a.sup.pub.role(a.idx, st)
+	return st
+}
+
+func (a *actor) publishChange(msg string) {
+	st := a.roleCopy()
+	a.sup.pub.in <- pubMsg{idx: a.idx, role: &st, event: &snapshot.Event{Time: a.sup.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
 }
 
 func (a *actor) setState(state, reason string) {
@@ -149,10 +158,11 @@ func (a *actor) setState(state, reason string) {
 		if reason != "" {
 			msg += ": " + reason
 		}
-		a.sup.pub.event(a.plan.Name, msg)
-		// The same line in the role's log keeps state changes in order with
-		// the engine's own output (headless printing, the log page).
-		a.note("== %s", msg)
+		// The publisher records the event, publishes at once, then adds
+		// the same line to the role's log: whoever sees the line can read
+		// the new state from the Snapshot.
+		a.publishChange(msg)
+		return
 	}
 	a.publish()
 }

@@ -14,6 +14,9 @@ type pubMsg struct {
 	idx   int
 	role  *snapshot.RoleStatus
 	event *snapshot.Event
+	// ring, with a role and an event, marks a state change: publish now
+	// (not coalesced), then note the event in the role's log.
+	ring *logRing
 }
 
 // publisher owns the current Snapshot. Actors send it role states and
@@ -102,6 +105,11 @@ func (p *publisher) loop(stop <-chan struct{}) {
 		case m := <-p.in:
 			p.apply(m)
 			dirty = true
+			if m.ring != nil {
+				p.publish(p.build())
+				dirty = false
+				m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
+			}
 		case <-tick.C:
 			n++
 			// Gateway rates and telemetry change on their own: refresh
@@ -116,6 +124,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				select {
 				case m := <-p.in:
 					p.apply(m)
+					if m.ring != nil {
+						m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
+					}
 				default:
 					break drain
 				}
