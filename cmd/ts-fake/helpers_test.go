@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -98,6 +99,12 @@ type fakeProc struct {
 // a port nobody binds) in its own process group, killed at cleanup.
 func startFake(t *testing.T, fe *lanetest.Frontend, args ...string) *fakeProc {
 	t.Helper()
+	return startFakeEnv(t, fe, nil, args...)
+}
+
+// startFakeEnv is startFake with extra environment variables.
+func startFakeEnv(t *testing.T, fe *lanetest.Frontend, env []string, args ...string) *fakeProc {
+	t.Helper()
 	port := 1
 	if fe != nil {
 		port = fe.HandshakePort()
@@ -107,12 +114,21 @@ func startFake(t *testing.T, fe *lanetest.Frontend, args ...string) *fakeProc {
 		"--fake-tokens-per-s", "0", "--fake-log-requests=false"}
 	p := &fakeProc{log: newLogBuf(), done: make(chan struct{})}
 	p.cmd = exec.Command(fakeBin, append(base, args...)...)
-	p.cmd.Stderr = p.log
-	p.cmd.Stdout = p.log
+	// The race runtime otherwise sleeps 1 s at every exit.
+	p.cmd.Env = append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), env...)
+	// Hand the child a real pipe so Wait returns when the launcher exits,
+	// not when its (possibly orphaned) ranks close their inherited stderr.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr, p.cmd.Stdout = pw, pw
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	pw.Close()
+	go func() { _, _ = io.Copy(p.log, pr); pr.Close() }()
 	go func() {
 		err := p.cmd.Wait()
 		p.rc = 0

@@ -39,8 +39,9 @@ type rank struct {
 	log    *logger
 	status *os.File // line protocol to the launcher: "ready", "exit N"
 
-	outMu sync.Mutex
-	out   zmq4.Socket // output PUSH, nil until connected
+	outMu        sync.Mutex
+	out          zmq4.Socket // output PUSH, nil until connected
+	sentinelOnce sync.Once   // a rank's loop exits once, so it says so once
 }
 
 func runRank(cfg config, global int) int {
@@ -102,7 +103,9 @@ func (r *rank) fatal(err error) {
 }
 
 // sendSentinel is best effort and bounded, as upstream's non-blocking send.
-func (r *rank) sendSentinel() {
+func (r *rank) sendSentinel() { r.sentinelOnce.Do(r.doSendSentinel) }
+
+func (r *rank) doSendSentinel() {
 	r.outMu.Lock()
 	out := r.out
 	r.outMu.Unlock()

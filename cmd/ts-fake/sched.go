@@ -190,8 +190,10 @@ func (e *engine) readInput() {
 	for {
 		msg, err := e.in.Recv()
 		if err != nil {
-			log.errorf("zmq_msgpack.py:211", "input socket closed: %v", err)
-			return
+			// zmq4 reports a lost connection as a Recv error; libzmq would
+			// silently reconnect, so keep reading.
+			log.plain("msgpack recv: input connection lost: %v", err)
+			continue
 		}
 		if len(msg.Frames) >= 2 && len(msg.Frames[0]) == 1 && msg.Frames[0][0] == wire.TypeAdd {
 			if tag, err := wire.PeekTag(msg.Frames[1]); err == nil && tag == wire.TagEncodeRequest {

@@ -58,11 +58,13 @@ type State struct {
 	Batches       int                       // decoded output batches
 	MaxBatchRIDs  int                       // largest batch seen
 	Errors        []string                  // protocol violations seen
+	Disconnects   int                       // engine connections lost on the output PULL
 }
 
 // Frontend is one worker's socket set.
 type Frontend struct {
 	hs, in, out zmq4.Socket
+	ctx         context.Context
 	handshake   string // tcp://127.0.0.1:PORT
 	inAddr      string
 	outAddr     string
@@ -82,7 +84,7 @@ func quiet() zmq4.Option { return zmq4.WithLogger(stdlog.New(io.Discard, "", 0))
 // requires), and serves until Close.
 func Start(opts Options) (*Frontend, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Frontend{opts: opts, cancel: cancel, results: map[string]*Result{}, changed: make(chan struct{}),
+	f := &Frontend{opts: opts, ctx: ctx, cancel: cancel, results: map[string]*Result{}, changed: make(chan struct{}),
 		state: State{Registrations: map[int]wire.Registration{}}}
 	f.in = zmq4.NewRouter(ctx, quiet())
 	f.out = zmq4.NewPull(ctx, quiet())
@@ -240,7 +242,13 @@ func (f *Frontend) serveOutput() {
 	for {
 		m, err := f.out.Recv()
 		if err != nil {
-			return
+			// zmq4's PULL reports one peer's lost connection as a Recv
+			// error and keeps serving the others.
+			if f.ctx.Err() != nil {
+				return
+			}
+			f.update(func() { f.state.Disconnects++ })
+			continue
 		}
 		if len(m.Frames) >= 1 && wire.IsShutdownSentinel(m.Frames[0]) {
 			f.update(func() { f.state.Sentinels++ })

@@ -1,0 +1,42 @@
+package fakemodel
+
+import "testing"
+
+// The default seed is zlib CRC-32 of the rid (values from zmq-lane.md §5.4).
+func TestSeedMatchesEngine(t *testing.T) {
+	for rid, want := range map[string]uint32{"r1": 219023793, "pd-1": 1951483561} {
+		if got := Seed(rid); got != want {
+			t.Errorf("Seed(%q) = %d, want %d", rid, got, want)
+		}
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	p := Params{Seed: 42, MaxNewTokens: 30, EOS: -1, Vocab: 1000}
+	toks, reason := p.Completion()
+	if len(toks) != 30 || reason != "length" {
+		t.Fatalf("%d tokens, %q", len(toks), reason)
+	}
+	for i, tok := range toks {
+		if tok < 0 || tok >= 1000 || tok != Token(42, i, 1000) {
+			t.Fatalf("token %d = %d", i, tok)
+		}
+	}
+	// A stop token ends the completion and is included; min_new_tokens
+	// suppresses it.
+	p.StopTokenIDs = []int{toks[4]}
+	if got, r := p.Completion(); len(got) > 5 || r != "stop" {
+		t.Fatalf("with stop token: %d tokens, %q", len(got), r)
+	}
+	p.MinNewTokens = 30
+	if got, r := p.Completion(); len(got) != 30 || r != "length" {
+		t.Fatalf("with min_new_tokens: %d tokens, %q", len(got), r)
+	}
+	p.MinNewTokens, p.IgnoreEOS = 0, true
+	if got, _ := p.Completion(); len(got) != 30 {
+		t.Fatalf("ignore_eos must disable stop_token_ids, got %d tokens", len(got))
+	}
+	if got, r := (Params{MaxNewTokens: 0}).Completion(); len(got) != 0 || r != "length" {
+		t.Fatalf("max 0: %v %q", got, r)
+	}
+}
