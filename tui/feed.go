@@ -13,6 +13,9 @@ import (
 // ~60 updates a second however fast producers are.
 const frame = time.Second / 60
 
+// maxHold caps how long a feed keeps draining a producer that never pauses.
+const maxHold = 4 * frame
+
 type (
 	snapSubscribedMsg struct {
 		cur    snapshot.Snapshot
@@ -61,13 +64,27 @@ func waitSnap(ch <-chan snapshot.Snapshot, done <-chan struct{}) tea.Cmd {
 		case <-done:
 			return nil
 		}
+		start := time.Now()
 		t := time.NewTimer(frame)
 		defer t.Stop()
 		for {
+			// Take whatever is already queued before looking at the timer.
 			select {
 			case s, ok := <-ch:
 				if !ok {
 					return snapMsg{latest} // the close is seen on the next wait
+				}
+				latest = s
+				if time.Since(start) < maxHold {
+					continue
+				}
+				return snapMsg{latest}
+			default:
+			}
+			select {
+			case s, ok := <-ch:
+				if !ok {
+					return snapMsg{latest}
 				}
 				latest = s
 			case <-t.C:
@@ -111,9 +128,22 @@ func waitLogs(gen int, ch <-chan []snapshot.LogLine, done <-chan struct{}, max i
 		case <-done:
 			return nil
 		}
+		start := time.Now()
 		t := time.NewTimer(frame)
 		defer t.Stop()
 		for {
+			select {
+			case b, ok := <-ch:
+				if !ok {
+					return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
+				}
+				add(b)
+				if time.Since(start) < maxHold {
+					continue
+				}
+				return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
+			default:
+			}
 			select {
 			case b, ok := <-ch:
 				if !ok {

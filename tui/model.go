@@ -218,7 +218,7 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return nil
 	}
 	p := m.page(m.focus)
-	if p.Capturing() {
+	if p.Capturing() && k.String() != "ctrl+c" {
 		return p.Update(k)
 	}
 	switch {

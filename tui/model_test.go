@@ -277,6 +277,11 @@ func TestTypingDoesNotTriggerKeys(t *testing.T) {
 	if m.logs.input != inputNone || m.focus != pageLogs {
 		t.Fatal("esc while typing must cancel typing only")
 	}
+	// ctrl+c is never text: it asks to quit even while typing.
+	press(m, "/", "ctrl+c")
+	if m.confirmAction == nil || !m.confirmQuit {
+		t.Fatal("ctrl+c while typing did not ask to quit")
+	}
 }
 
 // S saves the full log through the backend and says where.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
+	"io"
 	"testing"
 	"time"
 
@@ -13,7 +13,9 @@ import (
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
-func runOpts(in *os.File, out *bytes.Buffer) Options {
+// runOpts feeds keys through an io.Pipe (not an *os.File: bubbletea's
+// input reader may outlive Run and must not race with a Close).
+func runOpts(in io.Reader, out *bytes.Buffer) Options {
 	return Options{
 		Input:          in,
 		Output:         out,
@@ -26,15 +28,9 @@ func runOpts(in *os.File, out *bytes.Buffer) Options {
 // leaves no subscription behind.
 func TestRunQuit(t *testing.T) {
 	f := tuitest.NewFake(deployment())
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, w := io.Pipe()
 	defer w.Close()
-	if _, err := w.Write([]byte("qy")); err != nil {
-		t.Fatal(err)
-	}
+	go func() { _, _ = w.Write([]byte("qy")) }()
 	var out bytes.Buffer
 	if err := Run(context.Background(), f, runOpts(r, &out)); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -51,16 +47,15 @@ func TestRunQuit(t *testing.T) {
 // Run ends with the context.
 func TestRunContextCancel(t *testing.T) {
 	f := tuitest.NewFake(deployment())
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, w := io.Pipe()
 	defer w.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out bytes.Buffer
 	if err := Run(ctx, f, runOpts(r, &out)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if n := f.Subscribers(); n != 0 {
+		t.Fatalf("%d snapshot subscriptions left", n)
 	}
 }

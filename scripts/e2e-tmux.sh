@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# End-to-end test of the dashboard in a real terminal (tmux): bring up the
+# demo deployment of ts-fake engines, wait until every role is ready on
+# screen, restart the decode role with r + y and watch it go stopping →
+# starting → ready with one restart, find a startup milestone in its log,
+# quit with q + y, and check that no process of the run is left.
+#
+# Exits non-zero and prints the captured screen on failure.
+# Env: E2E_TIMEOUT (seconds per wait, default 90), E2E_KEEP=1 keeps the
+# temp dir, TSD_BIN_DIR (default bin/).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+BIN=${TSD_BIN_DIR:-$ROOT/bin}
+TIMEOUT=${E2E_TIMEOUT:-90}
+W=120 H=40
+
+command -v tmux >/dev/null || { echo "e2e-tmux: tmux not installed" >&2; exit 2; }
+if [[ ! -x $BIN/tsd || ! -x $BIN/ts-fake ]]; then
+	mkdir -p "$BIN"
+	go build -o "$BIN/tsd" ./cmd/tsd
+	go build -o "$BIN/ts-fake" ./cmd/ts-fake
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-e2e.XXXXXX")
+SOCK="tsd-e2e-$$"
+T="e2e"
+tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+
+cleanup() {
+	local rc=$?
+	tm kill-server 2>/dev/null || true
+	if [[ ${E2E_KEEP:-} == 1 || $rc != 0 ]]; then
+		echo "e2e-tmux: run dir kept in $TMP" >&2
+	else
+		rm -rf "$TMP"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+
+screen() { tm capture-pane -p -t "$T" 2>/dev/null || true; }
+
+fail() {
+	echo "e2e-tmux: FAIL: $*" >&2
+	echo "----- screen (${W}x${H}) -----" >&2
+	screen >&2
+	echo "------------------------------" >&2
+	exit 1
+}
+
+# wait_for REGEX WHAT: poll the screen until it matches, within TIMEOUT.
+wait_for() {
+	local re=$1 what=$2 deadline=$((SECONDS + TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if screen | grep -Eq -- "$re"; then
+			return 0
+		fi
+		if tm list-panes -t "$T" -F '#{pane_dead}' 2>/dev/null | grep -q 1 && ! screen | grep -Eq -- "$re"; then
+			fail "tsd exited while waiting for $what"
+		fi
+		sleep 0.2
+	done
+	fail "timed out after ${TIMEOUT}s waiting for $what (/$re/)"
+}
+
+keys() { tm send-keys -t "$T" "$@"; }
+
+# A private copy of the demo profile: its own run dir under $TMP and a free
+# gateway port, so parallel runs and other tests do not collide. Relative
+# paths in the profile are made absolute (they resolve against its folder).
+PORT=$((12000 + RANDOM % 8000))
+PROFILE=$TMP/demo.yaml
+sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" profiles/examples/demo.yaml >"$PROFILE"
+
+tm new-session -d -s "$T" -x "$W" -y "$H" \
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$PROFILE' --fake-gpus 4; echo \"tsd exited with status \$?\"; sleep 3600"
+SID=$(tm display-message -p -t "$T" '#{pane_pid}')
+
+# 1. Every role ready: the title line says N/N roles ready.
+wait_for '· ([1-9][0-9]*)/\1 roles ready' "every role ready"
+
+# 2. Find the decode role's row (KIND column) and select it.
+row=$(screen | awk '/ROLE +KIND/ {t=1; next} t && NF==0 {exit} t {print}' | sed 's/^[▸ ]*//' |
+	awk '$2=="decode" {print NR-1, $1; exit}')
+[[ -n $row ]] || fail "no decode role in the table"
+idx=${row%% *} role=${row#* }
+for ((i = 0; i < idx; i++)); do keys j; done
+wait_for "▸ $role +decode" "$role selected"
+
+engines=$(ps -e -o sid=,comm= | awk -v s="$SID" '$1==s && $2=="ts-fake"' | wc -l)
+((engines > 0)) || fail "no ts-fake process found in the run's session ($SID)"
+
+# 3. r asks, y restarts; the events panel shows stopping → starting → ready
+#    and the row counts one restart.
+keys r
+wait_for "restart $role\\? \\[y/n\\]" "the restart prompt"
+keys y
+wait_for "$role +.*ready +→ stopping" "$role stopping"
+wait_for "$role +.*→ starting" "$role starting again"
+wait_for "▸ $role +decode +[^ ]+ +ready +[^ ]+ +1 " "$role ready with 1 restart"
+events=$(screen | awk '/^events/ {e=1; next} e' | grep -E " $role +" || true)
+echo "$events" | awk '/→ stopping/ {s=NR} /→ starting/ && s {t=NR} /→ ready/ && t {r=NR} END {exit !(s && t && r)}' ||
+	fail "events for $role are not stopping → starting → ready"
+
+# 4. Its log page: find a startup milestone with /.
+keys l
+wait_for "logs: $role" "the $role log page"
+keys / "Load weight end" Enter
+wait_for 'find "Load weight end" [0-9]+/[0-9]+' "the milestone found in the log"
+screen | grep -q "» .*Load weight end" || fail "the current match is not marked"
+
+# 5. Quit: q asks while roles run, y stops everything and tsd exits.
+keys Escape
+wait_for '\[overview\]' "back on the overview"
+keys q
+wait_for 'quit tsd\? this stops [0-9]+ running role' "the quit prompt"
+keys y
+wait_for 'tsd exited with status 0' "tsd to exit cleanly"
+
+# 6. Nothing of the run is left: the pane's shell (sleeping) is the only
+#    process in its session.
+deadline=$((SECONDS + 10))
+while :; do
+	left=$(ps -e -o pid=,sid=,comm= | awk -v s="$SID" '$2==s && $3!="sleep" && $1!=s')
+	[[ -z $left ]] && break
+	((SECONDS < deadline)) || fail "processes left after quit:
+$left"
+	sleep 0.2
+done
+
+echo "e2e-tmux: ok (restarted $role, found the milestone, quit with nothing left)"
