@@ -61,7 +61,9 @@ func TestTelemetryFakeDemoAttributesMemoryPerRole(t *testing.T) {
 	})
 	r := waitReadings(t, ch, func(r Readings) bool {
 		return len(r.GPUs) == 4 && r.RoleGPUMem["prefill"] > 0 && r.RoleGPUMem["decode"] > 0 &&
-			len(r.Procs["decode"].PIDs) == 3 && len(r.GPUs[3].Processes) == 1
+			len(r.Procs["decode"].PIDs) == 3 && len(r.GPUs[2].Processes) == 1 && len(r.GPUs[3].Processes) == 1 &&
+			// The fake attaches what the previous tree poll saw; wait for both ranks.
+			r.GPUs[2].Processes[0].PID != r.GPUs[3].Processes[0].PID
 	})
 	if !r.Panel.Simulated || r.Panel.Provider != ProviderFake {
 		t.Errorf("panel %+v", r.Panel)
@@ -141,15 +143,16 @@ func TestTelemetryMappingNotesReachPanel(t *testing.T) {
 func TestRunTwiceRefused(t *testing.T) {
 	t.Parallel()
 	tel := New(Options{FakeGPUs: 1})
+	// A done context makes the winning Run return at once too.
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- tel.Run(ctx) }()
-	// Whichever call comes second must be refused; wait for both outcomes.
-	second := tel.Run(ctx)
 	cancel()
-	first := <-done
-	if (first == nil) == (second == nil) {
-		t.Fatalf("first %v second %v: exactly one must be refused", first, second)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- tel.Run(ctx) }()
+	}
+	a, b := <-errs, <-errs
+	if (a == nil) == (b == nil) {
+		t.Fatalf("errors %v and %v: exactly one Run must be refused", a, b)
 	}
 }
 
