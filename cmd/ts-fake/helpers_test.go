@@ -220,3 +220,16 @@ func equalTokens(a, b []int32) bool {
 	}
 	return true
 }
+
+func benchCmd(fe *lanetest.Frontend) *exec.Cmd {
+	cmd := exec.Command(fakeBin, "serve", "--headless", "--model", "m", "--data-parallel-rpc-port", strconv.Itoa(fe.HandshakePort()),
+		"--fake-startup", "0s", "--fake-tokens-per-s", "0", "--fake-log-requests=false")
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+func killGroup(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+}
