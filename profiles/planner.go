@@ -46,6 +46,16 @@ func LocalHostFacts() HostFacts {
 	return HostFacts{PortFree: PortFree, UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR")}
 }
 
+// StaticHostFacts are LocalHostFacts without the port checker: the plan
+// then depends on the profile alone, so a second process (`tsd gateway`
+// for engines started by hand from `tsd plan`, or ctl verbs) re-plans the
+// same ports even while the engines hold them.
+func StaticHostFacts() HostFacts {
+	f := LocalHostFacts()
+	f.PortFree = nil
+	return f
+}
+
 // Default environment every role gets unless the profile sets the variable
 // (decisions.md §7).
 var defaultEnv = [][2]string{
@@ -340,7 +350,7 @@ func (pl *planner) plan() *Plan {
 	}
 	for _, in := range insts {
 		r := in.role
-		if d := r.DistInitPorts[in.k]; d > 0 {
+		if d := nth(r.DistInitPorts, in.k); d > 0 {
 			in.dist, in.distSet = d, true
 			in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
 			hi := d + ClusterSpan(r.DP)
@@ -364,7 +374,7 @@ func (pl *planner) plan() *Plan {
 				pl.warn(in.key+".host", "gateway.bootstrap_server is tsd but %s runs on %s: it registers at its own 127.0.0.1, where tsd's rendezvous is not; use bootstrap_server: engine for remote prefills", in.name, r.Host)
 			}
 		}
-		if b := r.BootstrapPorts[in.k]; b > 0 {
+		if b := nth(r.BootstrapPorts, in.k); b > 0 {
 			in.boot, in.bootSet = b, true
 			in.bootKey = replicaKey(in.key+".bootstrap_port", in.k, r.Replicas)
 			pl.warnRange(in.bootKey, "bootstrap port", b, b)
@@ -617,4 +627,12 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(p)
+}
+
+// nth is s[k], or 0 when a half-loaded role lacks the entry.
+func nth(s []int, k int) int {
+	if k < len(s) {
+		return s[k]
+	}
+	return 0
 }

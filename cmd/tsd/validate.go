@@ -15,7 +15,7 @@ type validateCmd struct {
 }
 
 func (c validateCmd) Run() error {
-	facts := profiles.HostFacts{UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR")}
+	facts := profiles.StaticHostFacts()
 	if c.Preflight {
 		facts = profiles.LocalHostFacts()
 	}
