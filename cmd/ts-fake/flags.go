@@ -266,6 +266,7 @@ type config struct {
 	tokensPerS       float64
 	kvTimeout        time.Duration
 	sendTimeout      time.Duration
+	heartbeat        time.Duration
 	logRequests      bool
 	exitCode         int
 	exitAfter        time.Duration
@@ -491,6 +492,7 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.tokensPerS = l.float("fake-tokens-per-s", 50)
 	c.kvTimeout = l.dur("fake-kv-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT", 300*time.Second))
 	c.sendTimeout = l.dur("fake-send-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 120*time.Second))
+	c.heartbeat = envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_HEARTBEAT_INTERVAL", 5*time.Second)
 	c.logRequests = l.bool("fake-log-requests", true)
 	c.exitCode = l.int("fake-exit-code", 1)
 	c.exitAfter = l.dur("fake-exit-after", 0)

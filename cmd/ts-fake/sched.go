@@ -379,14 +379,52 @@ func (e *engine) startFetch(q *request) {
 	q.state = stFetching
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.kvTimeout)
 	q.cancel = cancel
-	c, room, rid, done := e.client(q.bootstrap), *q.room, q.rid, e.pdDone
+	c, room, rid, done, hb := e.client(q.bootstrap), *q.room, q.rid, e.pdDone, e.cfg.heartbeat
 	go func() {
-		kv, err := fetchKV(ctx, c, room)
+		kv, err := fetchKVWatched(ctx, c, room, hb)
 		if ctx.Err() == context.Canceled {
 			return // aborted by the client
 		}
 		done <- pdResult{rid: rid, req: q, kv: kv, err: err}
 	}()
+}
+
+// fetchKVWatched is fetchKV while polling the rendezvous' /health every
+// interval; two misses in a row mean the prefill is dead and the fetch
+// fails early, as upstream's decode heartbeat does.
+func fetchKVWatched(ctx context.Context, c *bootstrap.Client, room uint64, interval time.Duration) (bootstrap.KV, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if interval > 0 {
+		go func() {
+			misses := 0
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				hctx, hcancel := context.WithTimeout(ctx, interval)
+				err := c.Health(hctx)
+				hcancel()
+				if err == nil {
+					misses = 0
+					continue
+				}
+				if misses++; misses >= 2 {
+					cancel(fmt.Errorf("prefill bootstrap server failed %d heartbeats: %w", misses, err))
+					return
+				}
+			}
+		}()
+	}
+	kv, err := fetchKV(ctx, c, room)
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != ctx.Err() {
+		return kv, cause
+	}
+	return kv, err
 }
 
 func fetchKV(ctx context.Context, c *bootstrap.Client, room uint64) (bootstrap.KV, error) {
