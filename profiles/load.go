@@ -509,6 +509,7 @@ func (l *loader) engine(e *Engine, at field) {
 	}
 	if f, ok := m["args"]; ok {
 		e.Args, _ = l.strList(f)
+		l.checkArgs(f)
 	}
 	if f, ok := m["env"]; ok {
 		e.Env = l.stringMap(f)
@@ -730,6 +731,7 @@ func (l *loader) role(p *Profile, at field) Role {
 	}
 	if f, ok := m["args"]; ok {
 		r.Args, _ = l.strList(f)
+		l.checkArgs(f)
 	}
 	if f, ok := m["env"]; ok {
 		r.Env = l.stringMap(f)
@@ -944,4 +946,46 @@ func resolvePath(dir, v string, always bool) string {
 		return j
 	}
 	return v
+}
+
+// plannedFlags are the engine flags the plan emits, with the profile key
+// that controls each: a second copy in args would silently win (argparse
+// keeps the last), so it is refused.
+var plannedFlags = map[string]string{
+	"--headless":                        "always set",
+	"--model":                           "set it with model:",
+	"--model-path":                      "set it with model:",
+	"--tp":                              "set it with the role's tp:",
+	"--tensor-parallel-size":            "set it with the role's tp:",
+	"--data-parallel-size":              "set it with the role's dp:",
+	"--disaggregation-mode":             "set it with the role's kind:",
+	"--disaggregation-bootstrap-port":   "set it with the role's bootstrap_port:",
+	"--disaggregation-transfer-backend": "set it with engine.transfer_backend:",
+	"--disaggregation-ib-device":        "set it with engine.ib_device:",
+	"--dist-init-addr":                  "set it with the role's dist_init_port:",
+	"--data-parallel-address":           "set it with the role's worker:",
+	"--data-parallel-rpc-port":          "set it with the role's worker:",
+	"--zmq-engine-index":                "set it with the role's engine_index:",
+	// ts serve refuses these with --headless (launch.md §1.1).
+	"--engine-startup-timeout":  "ts serve --headless refuses it",
+	"--gateway-startup-timeout": "ts serve --headless refuses it",
+	"--drain-timeout":           "ts serve --headless refuses it",
+	"--control-port":            "ts serve --headless refuses it",
+}
+
+func (l *loader) checkArgs(f field) {
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok {
+		return
+	}
+	for i, it := range seq.Values {
+		it = l.deref(it)
+		if !isScalar(it) {
+			continue
+		}
+		flag, _, _ := strings.Cut(scalarText(it), "=")
+		if why, owned := plannedFlags[flag]; owned {
+			l.errAt(nodePos(it), fmt.Sprintf("%s[%d]", f.path, i), "%s is planned by tsd (%s)", flag, why)
+		}
+	}
 }

@@ -406,6 +406,22 @@ roles:
     gpus: [1]
     worker: ipc:///` + strings.Repeat("x", 100) + ` #<
 `, "roles[1].worker", "over the 107-byte Unix limit"},
+		{"planned flag in args", `model: m
+engine:
+  args: [--trust-remote-code, "--tp=4"] #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "engine.args[1]", "--tp is planned by tsd (set it with the role's tp:)"},
+		{"headless-refused flag in role args", `model: m
+roles:
+  - {name: prefill, gpus: [0]}
+  - name: decode
+    gpus: [1]
+    args:
+      - --drain-timeout #<
+      - "30"
+`, "roles[1].args[0]", "ts serve --headless refuses it"},
 		{"yaml syntax", `model: m
 roles:
   - name: prefill
