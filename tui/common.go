@@ -45,7 +45,7 @@ func DefaultStyles() Styles {
 	s := lipgloss.NewStyle()
 	return Styles{
 		Title:     s.Bold(true),
-		Header:    s.Bold(true).Underline(true),
+		Header:    s.Bold(true),
 		Selected:  s.Reverse(true),
 		Faint:     s.Faint(true),
 		Good:      s.Foreground(lipgloss.Green),

@@ -66,3 +66,20 @@ func TestGoldenHelp(t *testing.T) {
 		golden(t, fmt.Sprintf("help_%dx%d", sz.w, sz.h), s)
 	}
 }
+
+// A deployment of two roles keeps its table short: the GPU panel and the
+// events follow it directly, with no blank rows between.
+func TestGoldenOverviewSmall(t *testing.T) {
+	m, _ := newTestModel(t, 120, 40, tuitest.Deployment(2, 2, 4, t0))
+	s := plain(m)
+	checkFrame(t, s, 120, 40)
+	golden(t, "overview_small_120x40", s)
+}
+
+// A very short window squeezes the GPU panel before the roles table.
+func TestGoldenOverviewTiny(t *testing.T) {
+	m, _ := newTestModel(t, 80, 12, tuitest.Deployment(8, 4, 4, t0))
+	s := plain(m)
+	checkFrame(t, s, 80, 12)
+	golden(t, "overview_tiny_80x12", s)
+}

@@ -114,12 +114,11 @@ func (p *overviewPage) View() string {
 	// The table gets its rows first, but never squeezes the GPU panel below
 	// a summary; events only fill rows nobody else wants.
 	fixed := len(out) + 1 + 1 // table header, blank line before the GPUs
-	tableRows := min(max(len(s.Roles), 1), p.h-fixed-len(gpu))
-	if tableRows < 3 {
-		keep := max(1, len(gpu)-(3-tableRows))
-		gpu = gpu[:min(keep, len(gpu))]
-		tableRows = max(1, p.h-fixed-len(gpu))
+	want := max(len(s.Roles), 1)
+	if short := min(want, 3) - (p.h - fixed - len(gpu)); short > 0 {
+		gpu = gpu[:max(1, len(gpu)-short)]
 	}
+	tableRows := max(1, min(want, p.h-fixed-len(gpu)))
 	cols := p.columns()
 	out = append(out, st.Header.Render(fit(p.row(cols, nil, false), p.w)))
 	if p.selected < p.offset {
