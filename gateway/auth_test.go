@@ -59,3 +59,28 @@ func TestAPIKey(t *testing.T) {
 		}
 	}
 }
+
+// Request bodies are bounded: an oversized one is refused with 413 before
+// any dispatch.
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
+	g, err := New(plan, Options{MaxBodyBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(t.Context())
+	defer g.Shutdown(t.Context())
+	body := `{"input_ids":[` + strings.Repeat("1,", 2000) + `1]}`
+	resp, err := http.Post("http://"+g.Addr()+"/generate", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}

@@ -703,3 +703,35 @@ func BenchmarkGenerateHTTP(b *testing.B) { benchRun(b, true) }
 
 // BenchmarkGenerateEngine is the same through gen.Engine, without HTTP.
 func BenchmarkGenerateEngine(b *testing.B) { benchRun(b, false) }
+
+// Sampled-token logprobs travel from the decode leg to the client.
+func TestOutputLogprobs(t *testing.T) {
+	t.Parallel()
+	lp := []string{"--enable-output-logprobs"}
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill, extra: lp}, role{name: "decode", kind: profiles.KindDecode, extra: lp})
+	c.waitRegistered("prefill", "decode")
+	body := `{"input_ids":[1,2,3],"return_logprob":true,"sampling_params":{"max_new_tokens":4,"ignore_eos":true,"seed":9}}`
+	req, _ := http.NewRequest(http.MethodPost, c.base+"/generate", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var g struct {
+		OutputIDs []int32 `json:"output_ids"`
+		MetaInfo  struct {
+			Logprobs [][2]float64 `json:"output_token_logprobs"`
+		} `json:"meta_info"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
+		t.Fatal(err)
+	}
+	if !equalIDs(g.OutputIDs, expected(9, 4)) || len(g.MetaInfo.Logprobs) != 4 {
+		t.Fatalf("%+v", g)
+	}
+	for i, p := range g.MetaInfo.Logprobs {
+		if want := fakemodel.Logprob(9, i); p[0] != want || int32(p[1]) != g.OutputIDs[i] {
+			t.Errorf("logprob %d = %v, want [%v %d]", i, p, want, g.OutputIDs[i])
+		}
+	}
+}
