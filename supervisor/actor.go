@@ -478,12 +478,14 @@ func (a *actor) onMilestone() {
 	a.lastPhase = m.Order
 	a.progressAt = a.sup.now()
 	a.st.Phase = m.Phase
-	if m.Phase == PhaseReady && (a.sup.gw == nil || a.ranksExpected() == 0) {
-		// Without a gateway (or for encode, which never dials it) the
-		// launcher's "ready" line is the best signal there is (§1.4).
-		info.matching.Store(false)
-		a.becomeReady()
-		return
+	if m.Phase == PhaseReady {
+		info.matching.Store(false) // the last milestone: spare the per-line cost
+		if a.sup.gw == nil || a.ranksExpected() == 0 {
+			// Without a gateway (or for encode, which never dials it) the
+			// launcher's "ready" line is the best signal there is (§1.4).
+			a.becomeReady()
+			return
+		}
 	}
 	a.publish()
 }
@@ -527,16 +529,13 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		}
 		return
 	}
-	if a.proc == nil || a.stopReq {
+	if a.proc == nil || a.stopReq || a.quitting {
 		a.publish()
 		return
 	}
 	exp := a.ranksExpected()
 	switch {
 	case exp > 0 && reg >= exp:
-		if a.info != nil {
-			a.info.matching.Store(false)
-		}
 		a.becomeReady()
 	case a.st.State == snapshot.StateReady && reg < exp:
 		a.setState(snapshot.StateHandshaking, fmt.Sprintf("%d/%d ranks registered", reg, exp))

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,8 +107,14 @@ func startDeployment(t *testing.T, roles ...profiles.RolePlan) *deployment {
 	if err := os.WriteFile(planPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runTSD(t, dir, "up", "--headless", "--no-gateway", "--plan-json", planPath)
+}
+
+// runTSD starts `tsd ARGS...` in dir and collects its output lines.
+func runTSD(t *testing.T, dir string, args ...string) *deployment {
+	t.Helper()
 	d := &deployment{t: t, dir: dir, done: make(chan struct{}), grew: make(chan struct{})}
-	d.cmd = exec.Command(tsdBin, "up", "--headless", "--plan-json", planPath)
+	d.cmd = exec.Command(tsdBin, args...)
 	d.cmd.Dir = dir
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
@@ -441,5 +450,163 @@ func TestE2EIgnoredSIGTERM(t *testing.T) {
 	}
 	if err := d.wait(); err != nil {
 		t.Fatalf("tsd up: %v", err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startFakeProfile writes a PD profile of ts-fake engines and runs
+// `tsd up --headless` on it with the embedded gateway.
+func startFakeProfile(t *testing.T, decodeEnv string) (*deployment, string) {
+	t.Helper()
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	dir, err := os.MkdirTemp("", "e2ef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	prof := fmt.Sprintf(`name: fake-pd
+model: ./model
+engine:
+  command: [%s, serve]
+gateway:
+  port: %d
+roles:
+  - name: prefill
+    kind: prefill
+    gpus: [0]
+  - name: decode
+    kind: decode
+    gpus: [1]
+%s
+restart:
+  backoff: 200ms
+  budget: 3 in 10m
+  stop_grace: 5s
+`, fakeBin, port, decodeEnv)
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return runTSD(t, dir, "up", "--headless", "p.yaml"), fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// generate sends one token-level request through the gateway.
+func generate(t *testing.T, base string) {
+	t.Helper()
+	body := `{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":4,"ignore_eos":true,"seed":7}}`
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Post(base+"/generate", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST /generate: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out struct {
+		OutputIDs []int `json:"output_ids"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &out) != nil || len(out.OutputIDs) != 4 {
+		t.Fatalf("POST /generate: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestE2EFakeEnginesThroughGateway: ts-fake engines behind the embedded
+// gateway: up → ready (ranks registered) → request → `tsd restart decode`
+// → re-admitted → request → `tsd stop` → every process gone, run dir clean.
+func TestE2EFakeEnginesThroughGateway(t *testing.T) {
+	d, base := startFakeProfile(t, "")
+	d.waitLine(0, "prefill", "→ ready")
+	n := d.waitLine(0, "decode", "→ ready")
+	s := d.status()
+	dec := roleStatus(t, s, "decode")
+	pre := roleStatus(t, s, "prefill")
+	if dec.RanksRegistered != 1 || !dec.Routed || !s.Gateway.Ready {
+		t.Fatalf("decode not admitted: %+v gateway %+v", dec, s.Gateway)
+	}
+	prePIDs := groupProcs(pre.PID)
+	generate(t, base)
+
+	if out, err := d.ctl("restart", "decode"); err != nil {
+		t.Fatalf("tsd restart decode: %v\n%s", err, out)
+	}
+	d.waitLine(n, "decode", "process group "+strconv.Itoa(dec.PID)+" verified empty")
+	d.waitLine(n, "decode", "handshaking → ready")
+	assertGone(t, dec.PID)
+	dec2 := roleStatus(t, d.status(), "decode")
+	if dec2.PID == dec.PID || !dec2.Routed || dec2.Restarts != 1 {
+		t.Fatalf("decode after restart: %+v", dec2)
+	}
+	generate(t, base)
+
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+	waitExited(t, prePIDs, 2*time.Second)
+	assertGone(t, pre.PID)
+	assertGone(t, dec2.PID)
+	ents, _ := os.ReadDir(filepath.Join(d.dir, ".tsd", "run"))
+	if len(ents) != 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("run dir not clean: %v", names)
+	}
+}
+
+// TestE2EFakeEnginesKill9: kill -9 of tsd running ts-fake engines (a
+// launcher plus one scheduler process per rank, no parent-death signal)
+// leaves no engine process within 2 s.
+func TestE2EFakeEnginesKill9(t *testing.T) {
+	d, _ := startFakeProfile(t, "")
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	var pids []int
+	for _, r := range d.status().Roles {
+		if r.PID <= 0 {
+			t.Fatalf("no pid for %s", r.Name)
+		}
+		pids = append(pids, groupProcs(r.PID)...)
+	}
+	if len(pids) < 4 {
+		t.Fatalf("expected launcher + rank per role, found %v", pids)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(t, pids, 2*time.Second)
+}
+
+// TestE2EFakeEngineCrashLoop: a decode engine exiting 1 s after start backs
+// off with growing delays and ends failed; the reason is in the status.
+func TestE2EFakeEngineCrashLoop(t *testing.T) {
+	d, _ := startFakeProfile(t, "    env: {TS_FAKE_EXIT_AFTER: 1s}")
+	d.waitLine(0, "decode", "→ failed")
+	r := roleStatus(t, d.status(), "decode")
+	if !strings.Contains(r.Reason, "exit 1 after 1") || !strings.Contains(r.Reason, "restart budget spent (3 in 10m)") {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	var ee *exec.ExitError
+	if err := d.wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("tsd up should exit 1, got %v", err)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
@@ -28,7 +31,7 @@ import (
 var (
 	// newGateway builds the embedded gateway for a plan; nil runs the
 	// engines without one (a role is then ready on its launcher's ready line).
-	newGateway func(plan *profiles.Plan) (supervisor.Gateway, error)
+	newGateway = embeddedGateway
 	// runDashboard shows the TUI until the user quits; nil means headless.
 	runDashboard func(ctx context.Context, sup *supervisor.Supervisor) error
 )
@@ -38,6 +41,7 @@ type upCmd struct {
 	Headless   bool          `help:"No dashboard: print role-prefixed logs and state changes (the default without a terminal)."`
 	FakeGPUs   int           `name:"fake-gpus" help:"Simulate N H200 GPUs in telemetry (demo, tests)."`
 	PlanJSON   string        `name:"plan-json" hidden:"" help:"Run this plan (tsd plan --json output) instead of planning PROFILE."`
+	NoGateway  bool          `name:"no-gateway" hidden:"" help:"Run the engines without the embedded gateway (ready = the launcher's ready line)."`
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
 	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
 }
@@ -54,7 +58,7 @@ func (c upCmd) Run() error {
 	headless := c.Headless || !tty || runDashboard == nil
 
 	var gw supervisor.Gateway
-	if newGateway != nil {
+	if newGateway != nil && !c.NoGateway {
 		if gw, err = newGateway(plan); err != nil {
 			return fmt.Errorf("create gateway: %w", err)
 		}
@@ -137,6 +141,25 @@ func (c upCmd) Run() error {
 		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
 	}
 	return nil
+}
+
+// embeddedGateway is the gateway package's Gateway, logging to the plan's
+// gateway log file.
+// TODO(integrator): mount the OpenAI front end (gateway/openai) through
+// gateway.Options.Mount and share one Prometheus registry (decisions.md §8).
+func embeddedGateway(plan *profiles.Plan) (supervisor.Gateway, error) {
+	logw := io.Discard
+	if plan.Gateway.LogFile != "" {
+		if err := os.MkdirAll(filepath.Dir(plan.Gateway.LogFile), 0o755); err != nil {
+			return nil, fmt.Errorf("create gateway log dir: %w", err)
+		}
+		f, err := os.OpenFile(plan.Gateway.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open gateway log: %w", err)
+		}
+		logw = f // lives as long as tsd up
+	}
+	return gateway.New(plan, gateway.Options{Logger: slog.New(slog.NewTextHandler(logw, nil))})
 }
 
 func (c upCmd) loadPlan() (*profiles.Plan, error) {

@@ -25,8 +25,9 @@ type RoleInfo struct {
 
 // procEntry is one process as the /proc scan saw it.
 type procEntry struct {
-	ppid  int
-	start uint64 // starttime in clock ticks since boot: tells a reused PID apart
+	ppid    int
+	threads int
+	start   uint64 // starttime in clock ticks since boot: tells a reused PID apart
 }
 
 // procScanner lists every process and its parent in one pass over /proc.
@@ -105,8 +106,9 @@ func (s *procScanner) readStat(pid int) (procEntry, bool) {
 	if err != nil {
 		return procEntry{}, false
 	}
+	threads, _ := strconv.Atoi(string(fields[17]))
 	start, _ := strconv.ParseUint(string(fields[19]), 10, 64)
-	return procEntry{ppid: ppid, start: start}, true
+	return procEntry{ppid: ppid, threads: threads, start: start}, true
 }
 
 // tree lists root and all its descendants, root first, breadth first.
@@ -165,8 +167,12 @@ func (p *ProcPoller) Poll(roles []RoleInfo) (procs map[string]snapshot.ProcStatu
 				continue // two roles claim one tree: count it once
 			}
 			pidRole[pid] = r.Name
+			e := p.scan.procs[pid]
+			// The scan already read the thread count; asking gopsutil would
+			// parse /proc/PID/status for it, the costliest file of the three.
+			st.Threads += e.threads
 			h, ok := p.handles[pid]
-			start := p.scan.procs[pid].start
+			start := e.start
 			if !ok || h.start != start {
 				np, err := process.NewProcess(int32(pid))
 				if err != nil {
@@ -180,9 +186,6 @@ func (p *ProcPoller) Poll(roles []RoleInfo) (procs map[string]snapshot.ProcStatu
 			}
 			if mi, err := h.p.MemoryInfo(); err == nil {
 				st.RSSBytes += mi.RSS
-			}
-			if n, err := h.p.NumThreads(); err == nil {
-				st.Threads += int(n)
 			}
 		}
 		procs[r.Name] = st

@@ -151,7 +151,7 @@ func TestProcScannerParsesHostileNames(t *testing.T) {
 	if !reflect.DeepEqual(kids, []int{10, 20}) {
 		t.Errorf("children of 1 = %v", kids)
 	}
-	if s.procs[12].start != 1012 || s.procs[12].ppid != 11 {
+	if s.procs[12].start != 1012 || s.procs[12].ppid != 11 || s.procs[12].threads != 7 {
 		t.Errorf("entry 12 = %+v", s.procs[12])
 	}
 	if s.tree(99) != nil {
