@@ -552,3 +552,30 @@ roles:
 		}
 	}
 }
+
+// Pins: when the host's GPU list is known, a local role naming a GPU that
+// is not there is an error on its gpus line; remote roles are not checked.
+func TestPlanChecksKnownGPUs(t *testing.T) {
+	t.Parallel()
+	src := `model: m
+roles:
+  - {name: prefill, gpus: [0]}
+  - name: decode
+    gpus: [GPU-abc] #<
+  - {name: d2, kind: decode, host: box, gpus: [7], worker: "tcp://10.0.0.5:31000"}
+`
+	p, errs := Parse("gpu.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	facts := fixedFacts()
+	facts.GPUs = []GPU{{Index: 0, UUID: "GPU-xyz"}}
+	_, errs = MakePlan(p, facts)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "gpu.yaml:5:5: roles[1].gpus: GPU GPU-abc does not exist") {
+		t.Errorf("got %v", errs)
+	}
+	facts.GPUs = []GPU{{Index: 0}, {Index: 1, UUID: "GPU-abc"}}
+	if _, errs = MakePlan(p, facts); len(errs) != 0 {
+		t.Errorf("UUID match: %v", errs)
+	}
+}
