@@ -204,3 +204,41 @@ func TestPullSurvivesPeerLeaving(t *testing.T) {
 		waitEvent(t, p, false)
 	}
 }
+
+// A peer that stops reading is cut off after the write timeout instead of
+// blocking the socket's sender forever (zmq4 would wait indefinitely).
+func TestStalledReaderIsCutOff(t *testing.T) {
+	t.Parallel()
+	tr := ZMQ4(TransportOptions{WriteTimeout: 300 * time.Millisecond})
+	r, err := tr.Bind(Router, "ipc://"+filepath.Join(t.TempDir(), "s-in.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d := zmq4.NewDealer(context.Background(), zmq4.WithID(zmq4.SocketIdentity([]byte{1, 0})))
+	defer d.Close()
+	if err := d.Dial(r.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, r, true)
+	big := make([]byte, 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		for range 64 { // the dealer never calls Recv
+			if err := r.Send([][]byte{{1, 0}, big}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("64 MiB went to a peer that reads nothing")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("send blocked on a stalled peer")
+	}
+	waitEvent(t, r, false)
+}
