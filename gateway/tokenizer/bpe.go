@@ -32,14 +32,14 @@ type bpe struct {
 
 func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
 	var m struct {
-		Type                    string            `json:"type"`
-		Vocab                   map[string]int32  `json:"vocab"`
-		Merges                  []json.RawMessage `json:"merges"`
-		UnkToken                *string           `json:"unk_token"`
-		ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-		ByteFallback            bool              `json:"byte_fallback"`
-		IgnoreMerges            bool              `json:"ignore_merges"`
+		Type                    string           `json:"type"`
+		Vocab                   map[string]int32 `json:"vocab"`
+		Merges                  json.RawMessage  `json:"merges"`
+		UnkToken                *string          `json:"unk_token"`
+		ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
+		ByteFallback            bool             `json:"byte_fallback"`
+		IgnoreMerges            bool             `json:"ignore_merges"`
 	}
 	if typ, err := typed(raw); err != nil {
 		return nil, fmt.Errorf("parse %s: model: %w", file, err)
@@ -60,7 +60,6 @@ func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
 	}
 	b := &bpe{
 		vocab:        m.Vocab,
-		merges:       make(map[pair]merge, len(m.Merges)),
 		ignoreMerges: m.IgnoreMerges,
 		byteFallback: m.ByteFallback,
 		cache:        map[string][]int32{},
@@ -77,23 +76,28 @@ func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
 			b.unkID, b.hasUnk = id, true
 		}
 	}
-	for i, r := range m.Merges {
-		// Merges are "a b" strings in older files and [a, b] pairs in newer ones.
-		var l, rr string
-		var s string
-		if err := json.Unmarshal(r, &s); err == nil {
-			var ok bool
-			l, rr, ok = strings.Cut(s, " ")
+	// Merges are "a b" strings in older files and [a, b] pairs in newer
+	// ones; decode the whole list in one go (per-entry decoding is slow
+	// for 280k merges).
+	var pairs [][2]string
+	var strs []string
+	if err := json.Unmarshal(m.Merges, &strs); err == nil {
+		pairs = make([][2]string, len(strs))
+		for i, s := range strs {
+			l, r, ok := strings.Cut(s, " ")
 			if !ok {
 				return nil, &fieldError{file, fmt.Sprintf("model.merges[%d]", i), fmt.Sprintf("merge %q has no space", s)}
 			}
-		} else {
-			var p []string
-			if err := json.Unmarshal(r, &p); err != nil || len(p) != 2 {
-				return nil, &fieldError{file, fmt.Sprintf("model.merges[%d]", i), "neither \"a b\" nor [a, b]"}
-			}
-			l, rr = p[0], p[1]
+			pairs[i] = [2]string{l, r}
 		}
+	} else if len(m.Merges) > 0 && string(m.Merges) != "null" {
+		if err := json.Unmarshal(m.Merges, &pairs); err != nil {
+			return nil, &fieldError{file, "model.merges", "neither [\"a b\", ...] nor [[a, b], ...]"}
+		}
+	}
+	b.merges = make(map[pair]merge, len(pairs))
+	for i, p := range pairs {
+		l, rr := p[0], p[1]
 		a, okA := m.Vocab[l]
 		c, okB := m.Vocab[rr]
 		id, okM := m.Vocab[l+rr]
