@@ -23,8 +23,8 @@ if [[ ! -x $BIN/tsd || ! -x $BIN/ts-fake ]]; then
 	go build -o "$BIN/ts-fake" ./cmd/ts-fake
 fi
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-e2e.XXXXXX")
-SOCK="tsd-e2e-$$"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-tui-e2e.XXXXXX")
+SOCK="tsd-tui-e2e-$$"
 T="e2e"
 tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
 
@@ -67,12 +67,19 @@ wait_for() {
 
 keys() { tm send-keys -t "$T" "$@"; }
 
-# A private copy of the demo profile: its own run dir under $TMP and a free
-# gateway port, so parallel runs and other tests do not collide. Relative
-# paths in the profile are made absolute (they resolve against its folder).
-PORT=$((12000 + RANDOM % 8000))
+# A private copy of the demo profile: its own run dir under $TMP and its
+# own ports (gateway between the handshake band and the ephemeral range,
+# bootstrap and dist-init bases in the planner's lower band), so parallel
+# runs and other tests do not collide. Relative paths in the profile are
+# made absolute (they resolve against its folder).
+PORT=$((30000 + RANDOM % 2700))
+DIST=$((10000 + (RANDOM % 19) * 100))
+BOOT=$((DIST + 60))
 PROFILE=$TMP/demo.yaml
-sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" profiles/examples/demo.yaml >"$PROFILE"
+sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
+	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $BOOT\n    dist_init_port: $DIST/" \
+	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
+	profiles/examples/demo.yaml >"$PROFILE"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
 	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$PROFILE' --fake-gpus 4; echo \"tsd exited with status \$?\"; sleep 3600"

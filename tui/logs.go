@@ -202,6 +202,9 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 		path := filepath.Join(p.m.opts.SaveDir, sourceName(role)+"-"+p.m.c.Now().Format("20060102-150405")+".log")
 		p.m.flash = "saving the full " + sourceName(role) + " log…"
 		return func() tea.Msg {
+			if abs, err := filepath.Abs(path); err == nil {
+				path = abs
+			}
 			saved, err := b.SaveLog(role, path)
 			return savedMsg{role: role, path: saved, err: err}
 		}

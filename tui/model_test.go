@@ -2,6 +2,8 @@ package tui
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -293,7 +295,8 @@ func TestLogsSave(t *testing.T) {
 	if got := f.Calls(); !slices.Equal(got, []string{"save"}) {
 		t.Fatalf("calls = %v", got)
 	}
-	if !strings.Contains(plain(m), "saved the full merged log to merged-20261129-093000.log") {
+	wd, _ := os.Getwd()
+	if !strings.Contains(plain(m), "saved the full merged log to "+filepath.Join(wd, "merged-20261129-093000.log")) {
 		t.Fatalf("path not shown:\n%s", plain(m))
 	}
 }
