@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -16,9 +17,13 @@ func TestAPIKey(t *testing.T) {
 	os.Setenv(env, "sekret")
 	defer os.Unsetenv(env)
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env}}
-	g, err := New(plan, Options{Mount: func(handle func(string, http.Handler)) {
-		handle("POST /v1/extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	g, err := New(plan, Options{Mount: func(e gen.Engine, mux *http.ServeMux) {
+		if e == nil {
+			t.Error("Mount got no engine")
+		}
+		mux.Handle("POST /v1/extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	}})
+	g.Handle("POST /v1/guarded", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +52,10 @@ func TestAPIKey(t *testing.T) {
 		{"POST", "/generate", "", 401},
 		{"POST", "/generate", "wrong", 401},
 		{"POST", "/generate", "sekret", 503}, // authorised; no engines
-		{"POST", "/v1/extra", "", 401},
-		{"POST", "/v1/extra", "sekret", 204},
+		{"POST", "/v1/extra", "", 204},       // mounted front ends apply their own auth
+		{"POST", "/v1/guarded", "", 401},
+		{"POST", "/v1/guarded", "sekret", 204},
+		{"GET", "/nowhere", "", 404},
 		{"GET", "/health", "", 200},
 		{"GET", "/readiness", "", 503},
 		{"GET", "/v1/models", "", 503},
@@ -57,6 +64,10 @@ func TestAPIKey(t *testing.T) {
 		if got := do(tc.method, tc.path, tc.key); got != tc.want {
 			t.Errorf("%s %s key=%q: %d, want %d", tc.method, tc.path, tc.key, got, tc.want)
 		}
+	}
+	_, body := httpGet(t, base+"/metrics")
+	if !strings.Contains(body, `smg_http_requests_total{method="POST",path="POST /v1/extra"} 1`) {
+		t.Errorf("mounted route not in metrics:\n%s", body)
 	}
 }
 

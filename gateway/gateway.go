@@ -50,9 +50,11 @@ type Options struct {
 	// DrainGrace is how long a finished request waits for its prefill leg
 	// to finish before aborting it; 0: 5 s.
 	DrainGrace time.Duration
-	// Mount adds handlers (the OpenAI front end) before serving; patterns
-	// registered through handle get auth and HTTP metrics.
-	Mount func(handle func(pattern string, h http.Handler))
+	// Mount lets a front end (gateway/openai) register its routes on mux,
+	// with the gateway as its gen.Engine. The routes are served behind the
+	// gateway's fixed ones with HTTP metrics; the front end applies its own
+	// auth. (Handle is the alternative that also applies the gateway's auth.)
+	Mount func(engine gen.Engine, mux *http.ServeMux)
 }
 
 // Gateway implements supervisor.Gateway and gen.Engine.
@@ -154,9 +156,11 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	g.routes()
 	if opts.Mount != nil {
-		opts.Mount(g.Handle)
+		sub := http.NewServeMux()
+		opts.Mount(g, sub)
+		g.mux.Handle("/", g.wrap("", sub, false))
 	}
-	g.srv = &http.Server{Handler: g.mux, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.srv = &http.Server{Handler: g.mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 	return g, nil
 }
 

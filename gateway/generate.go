@@ -28,6 +28,16 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return e.Message }
 
+// HTTPStatus, ErrorCode and ErrorParam let front ends map the error
+// without importing this package.
+func (e *RequestError) HTTPStatus() int { return e.Status }
+
+// ErrorCode is the snake_case error code.
+func (e *RequestError) ErrorCode() string { return e.Code }
+
+// ErrorParam names the offending request field, if any.
+func (e *RequestError) ErrorParam() string { return e.Param }
+
 func badRequest(param, format string, args ...any) *RequestError {
 	return &RequestError{Status: http.StatusBadRequest, Code: "invalid_request", Param: param, Message: fmt.Sprintf(format, args...)}
 }

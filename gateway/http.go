@@ -56,23 +56,31 @@ func (w *statusWriter) Flush() {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // wrap adds HTTP metrics, a body limit, and (for serving routes) bearer
-// auth when the profile names an API key.
+// auth when the profile names an API key. An empty path labels the metrics
+// with the pattern a nested mux matched.
 func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		g.metrics.httpRequests.WithLabelValues(r.Method, path).Inc()
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
+			label := path
+			if label == "" {
+				label = r.Pattern // set in place by the nested ServeMux
+				if label == "" {
+					label = "unmatched"
+				}
+			}
 			st := sw.status
 			if st == 0 {
 				st = http.StatusOK
 			}
-			g.metrics.httpResponses.WithLabelValues(r.Method, path, strconv.Itoa(st)).Inc()
-			g.metrics.httpDuration.WithLabelValues(r.Method, path).Observe(time.Since(start).Seconds())
+			g.metrics.httpRequests.WithLabelValues(r.Method, label).Inc()
+			g.metrics.httpResponses.WithLabelValues(r.Method, label, strconv.Itoa(st)).Inc()
+			g.metrics.httpDuration.WithLabelValues(r.Method, label).Observe(time.Since(start).Seconds())
 		}()
 		if serving && g.apiKey != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(g.apiKey)) != 1 {
+			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.apiKey)) != 1 {
 				WriteError(sw, &RequestError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing or wrong bearer token"})
 				return
 			}
