@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -125,6 +126,9 @@ func TestChatNonStreaming(t *testing.T) {
 	toks, _ := tk.Encode("Hello! How are you today?", false)
 	if cr.Usage.PromptTokens != len(want) || cr.Usage.CompletionTokens != len(toks)+1 || cr.Usage.TotalTokens != len(want)+len(toks)+1 {
 		t.Fatalf("usage %+v", cr.Usage)
+	}
+	if c.MatchedStop != nil {
+		t.Fatalf("EOS reported as matched_stop %v", c.MatchedStop)
 	}
 	if c.Logprobs == nil || len(c.Logprobs.Content) != len(toks)+1 || c.Logprobs.Content[0].Logprob != -0.5 || len(c.Logprobs.Content[0].Bytes) == 0 {
 		t.Fatalf("logprobs %s", body)
@@ -267,6 +271,14 @@ func TestSingleTokenStop(t *testing.T) {
 	var cr completionResponse
 	_ = json.Unmarshal(body, &cr)
 	if cr.Choices[0].Text != "Hello" || *cr.Choices[0].FinishReason != "stop" || cr.Choices[0].MatchedStop != "!" {
+		t.Fatalf("%s", body)
+	}
+	// A stop token id the client asked for is reported as that id.
+	toks, _ := tk.Encode("Hello! How are you today?", false)
+	_, body = post(t, srv.URL+"/v1/completions", fmt.Sprintf(`{"prompt":"Hi","stop_token_ids":[%d]}`, toks[2]))
+	cr = completionResponse{}
+	_ = json.Unmarshal(body, &cr)
+	if cr.Choices[0].Text != tk.Decode(toks[:2], false) || cr.Choices[0].MatchedStop != float64(toks[2]) {
 		t.Fatalf("%s", body)
 	}
 }

@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -117,7 +118,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			if r.Stopped {
 				stopped = true
 				pc.finish = gen.FinishStop
-				pc.matched = matchedValue(r)
+				pc.matched = p.matchedValue(r.Matched, r.MatchedToken)
 				break
 			}
 		}
@@ -127,11 +128,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				pc.text += sd.Finish()
 				pc.finish = ev.Finish.Reason
 				if m := ev.Finish.MatchedToken; m != nil && ev.Finish.Reason == gen.FinishStop {
-					if str, ok := p.stopByID[*m]; ok {
-						pc.matched = str
-					} else {
-						pc.matched = *m
-					}
+					pc.matched = p.matchedValue("", *m)
 				}
 			default:
 				msg := ev.Finish.Message
@@ -155,12 +152,17 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 	}
 }
 
-func matchedValue(r tokenizer.StopResult) any {
-	if r.Matched != "" {
-		return r.Matched
+// matchedValue is what matched_stop reports: the stop string the client
+// sent, a stop token id it asked for, or nothing for EOS (as vLLM/SMG).
+func (p *plan) matchedValue(str string, id int32) any {
+	if str != "" {
+		return str
 	}
-	if r.MatchedToken >= 0 {
-		return r.MatchedToken
+	if s, ok := p.stopByID[id]; ok {
+		return s
+	}
+	if id >= 0 && slices.Contains(p.sampling.StopTokenIDs, id) {
+		return id
 	}
 	return nil
 }
