@@ -388,7 +388,7 @@ func (a *actor) afterExit(p *process) {
 	now := a.sup.now()
 	code := p.exit.Code
 	a.st.ExitCode = &code
-	a.st.PID = 0
+	a.st.PID, a.st.Phase = 0, ""
 	ran := now.Sub(p.started)
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))
@@ -529,7 +529,7 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		}
 		return
 	}
-	if a.proc == nil || a.stopReq || a.quitting {
+	if a.proc == nil || a.stopReq || a.quitting || a.sup.closing.Load() {
 		a.publish()
 		return
 	}

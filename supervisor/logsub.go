@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -125,29 +126,46 @@ func (s *Supervisor) Logs(role string) ([]LogLine, error) {
 	return a.ring.all(), nil
 }
 
-// SaveLog writes one role's ring (ANSI stripped) to path.
-func (s *Supervisor) SaveLog(role, path string) error {
-	lines, err := s.Logs(role)
-	if err != nil {
-		return err
+// SaveLog writes one role's ring ("" = every role, merged in time order and
+// prefixed with the role) to path, ANSI stripped, and returns the path.
+func (s *Supervisor) SaveLog(role, path string) (string, error) {
+	var lines []LogLine
+	if role == "" {
+		for _, a := range s.actors {
+			lines = append(lines, a.ring.all()...)
+		}
+		sortLines(lines)
+	} else {
+		l, err := s.Logs(role)
+		if err != nil {
+			return "", err
+		}
+		lines = l
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("save log: %w", err)
+		return "", fmt.Errorf("save log: %w", err)
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("save log: %w", err)
+		return "", fmt.Errorf("save log: %w", err)
 	}
+	w := bufio.NewWriter(f)
 	for _, l := range lines {
-		if _, err := fmt.Fprintln(f, StripANSI(l.Text)); err != nil {
-			f.Close()
-			return fmt.Errorf("save log: %w", err)
+		if role == "" {
+			w.WriteString(l.Role)
+			w.WriteString(" | ")
 		}
+		w.WriteString(StripANSI(l.Text))
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return "", fmt.Errorf("save log: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("save log: %w", err)
+		return "", fmt.Errorf("save log: %w", err)
 	}
-	return nil
+	return path, nil
 }
 
 // killGroupNow sends SIGKILL to a process group, ignoring "already gone".

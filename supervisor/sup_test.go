@@ -581,6 +581,17 @@ func TestLogSubscriptionMerged(t *testing.T) {
 	if !seen["prefill"] || !seen["decode"] {
 		t.Fatalf("backlog roles %v", seen)
 	}
+	saved, err := f.sup.SaveLog("", filepath.Join(f.dir, "saved", "all.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(saved)
+	if !strings.Contains(string(b), "prefill | ") || !strings.Contains(string(b), "decode | ") || strings.Contains(string(b), "\x1b[") {
+		t.Fatalf("merged saved log:\n%s", b)
+	}
+	if _, err := f.sup.SaveLog("nope", filepath.Join(f.dir, "x.log")); !errors.Is(err, ErrUnknownRole) {
+		t.Fatalf("SaveLog of unknown role: %v", err)
+	}
 	if err := f.sup.Restart("decode"); err != nil {
 		t.Fatal(err)
 	}
@@ -597,4 +608,27 @@ func TestLogSubscriptionMerged(t *testing.T) {
 			t.Fatal("no new decode lines")
 		}
 	}
+}
+
+// TestKillSkipsGrace: Kill (a second Ctrl-C) SIGKILLs every group at once
+// instead of waiting out a long stop_grace on an engine ignoring SIGTERM.
+func TestKillSkipsGrace(t *testing.T) {
+	t.Parallel()
+	role := shRole("decode", profiles.KindDecode, `trap '' TERM; `+readyLine+`; sleep 1000 & sleep 1000 & wait`)
+	role.Restart.StopGrace = profiles.Duration(time.Hour)
+	f := newFixture(t, nil, nil, role)
+	r := f.wait("decode", "ready", state(snapshot.StateReady))
+	f.sup.Shutdown()
+	f.wait("decode", "stopping", state(snapshot.StateStopping))
+	f.sup.Kill()
+	select {
+	case err := <-f.runErr:
+		f.runErr <- err
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Run did not return after Kill")
+	}
+	assertGroupGone(t, r.PID)
 }

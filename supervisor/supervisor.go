@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/profiles"
@@ -86,6 +87,7 @@ type Supervisor struct {
 	running      chan struct{} // closed when Run starts the actors
 	ran          bool
 	mu           sync.Mutex
+	closing      atomic.Bool
 }
 
 // Errors returned by the controls.
@@ -238,6 +240,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.pub.event("", "gateway stopped: "+err.Error())
 		}
 	}
+	s.closing.Store(true) // ranks dropping from here on are part of the shutdown
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.

@@ -610,3 +610,27 @@ func TestE2EFakeEngineCrashLoop(t *testing.T) {
 		t.Fatalf("tsd up should exit 1, got %v", err)
 	}
 }
+
+// TestE2ESecondInterruptKills: the first SIGINT starts an orderly stop (an
+// engine ignoring SIGTERM would hold it for its whole grace); the second
+// SIGKILLs every group and tsd exits.
+func TestE2ESecondInterruptKills(t *testing.T) {
+	t.Parallel()
+	d := startDeployment(t, role("decode", "decode", `trap '' TERM; `+readyLine+`; sleep 1000 & sleep 1000 & wait`, time.Hour))
+	n := d.waitLine(0, "decode", "→ ready")
+	r := roleStatus(t, d.status(), "decode")
+	pids := groupProcs(r.PID)
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	d.waitLine(n, "Ctrl-C again")
+	d.waitLine(n, "decode", "→ stopping")
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+	waitExited(t, pids, 2*time.Second)
+	assertGone(t, r.PID)
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
+	"github.com/tsd-project/tsd/tui"
 )
 
 // Wiring points the integrator sets (kept as variables so `tsd up` builds
@@ -33,7 +35,7 @@ var (
 	// engines without one (a role is then ready on its launcher's ready line).
 	newGateway = embeddedGateway
 	// runDashboard shows the TUI until the user quits; nil means headless.
-	runDashboard func(ctx context.Context, sup *supervisor.Supervisor) error
+	runDashboard = dashboard
 )
 
 type upCmd struct {
@@ -55,7 +57,7 @@ func (c upCmd) Run() error {
 		fmt.Fprintln(os.Stderr, "warning:", w)
 	}
 	tty := isTerminal(os.Stdout)
-	headless := c.Headless || !tty || runDashboard == nil
+	headless := c.Headless || !tty || !isTerminal(os.Stdin) || runDashboard == nil
 
 	var gw supervisor.Gateway
 	if newGateway != nil && !c.NoGateway {
@@ -141,6 +143,53 @@ func (c upCmd) Run() error {
 		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
 	}
 	return nil
+}
+
+// dashboard runs the TUI on the supervisor.
+func dashboard(ctx context.Context, sup *supervisor.Supervisor) error {
+	plan := sup.Plan()
+	return tui.Run(ctx, dashboardBackend{Supervisor: sup, gatewayURL: plan.Gateway.URL}, tui.Options{SaveDir: plan.LogDir})
+}
+
+// dashboardBackend is the Supervisor plus the dashboard's test request.
+type dashboardBackend struct {
+	*supervisor.Supervisor
+	gatewayURL string
+}
+
+// TestRequest sends one small token-level request through the gateway's
+// /generate (no tokenizer needed) and reports the tokens it got back.
+func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
+	if b.gatewayURL == "" {
+		return "", 0, errors.New("no gateway")
+	}
+	body := `{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":8,"ignore_eos":true}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+"/generate", strings.NewReader(body))
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("test request: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	lat := time.Since(start)
+	if err != nil {
+		return "", lat, fmt.Errorf("read test reply: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", lat, fmt.Errorf("test request: %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	var out struct {
+		OutputIDs []int `json:"output_ids"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return "", lat, fmt.Errorf("decode test reply: %w", err)
+	}
+	return fmt.Sprintf("%d tokens: %v", len(out.OutputIDs), out.OutputIDs), lat, nil
 }
 
 // embeddedGateway is the gateway package's Gateway, logging to the plan's
