@@ -476,3 +476,38 @@ func slicesEqual(a, b []int32) bool {
 }
 
 var _ = tokenizer.ChatInput{}
+
+// /v1/tokenize and /v1/detokenize use the gateway's tokenizer without an engine.
+func TestTokenizeDetokenize(t *testing.T) {
+	t.Parallel()
+	tk := demoTokenizer(t)
+	eng := newFake(tk, "ok")
+	eng.notReady = true
+	srv := newTestServer(t, eng, Options{})
+	_, body := post(t, srv.URL+"/v1/tokenize", `{"prompt":"Hello world"}`)
+	var tr struct {
+		Tokens []int32 `json:"tokens"`
+		Count  int     `json:"count"`
+	}
+	_ = json.Unmarshal(body, &tr)
+	want, _ := tk.Encode("Hello world", true)
+	if !slicesEqual(tr.Tokens, want) || tr.Count != len(want) {
+		t.Fatalf("%s", body)
+	}
+	_, body = post(t, srv.URL+"/v1/tokenize", `{"messages":[{"role":"user","content":"x"}]}`)
+	_ = json.Unmarshal(body, &tr)
+	if tk.Decode(tr.Tokens, false) != "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n" {
+		t.Fatalf("%s", body)
+	}
+	_, body = post(t, srv.URL+"/v1/detokenize", fmt.Sprintf(`{"tokens":%s}`, mustJSON(want)))
+	if string(body) != "{\"text\":\"Hello world\"}\n" {
+		t.Fatalf("%s", body)
+	}
+	resp, body := post(t, srv.URL+"/v1/detokenize", `{"tokens":[-1]}`)
+	wantError(t, resp, body, 400, "out of range")
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

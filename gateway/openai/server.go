@@ -64,14 +64,17 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	return &Server{engine: engine, tok: tok, opts: opts, key: key}
 }
 
-// Register mounts the serving routes on mux.
+// Register mounts the serving routes on mux: /v1/chat/completions,
+// /v1/completions, and the gateway-local /v1/tokenize and /v1/detokenize.
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/chat/completions", s.guard(s.chat))
-	mux.Handle("POST /v1/completions", s.guard(s.completions))
+	mux.Handle("POST /v1/chat/completions", s.guard(s.chat, true))
+	mux.Handle("POST /v1/completions", s.guard(s.completions, true))
+	mux.Handle("POST /v1/tokenize", s.guard(s.tokenize, false))
+	mux.Handle("POST /v1/detokenize", s.guard(s.detokenize, false))
 }
 
-// guard applies auth, the body limit and the readiness check.
-func (s *Server) guard(h func(http.ResponseWriter, *http.Request)) http.Handler {
+// guard applies auth, the body limit and (for generation) the readiness check.
+func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.key != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -81,7 +84,7 @@ func (s *Server) guard(h func(http.ResponseWriter, *http.Request)) http.Handler 
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-		if !s.engine.Ready() {
+		if needEngine && !s.engine.Ready() {
 			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
 			return
 		}
