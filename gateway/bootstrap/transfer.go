@@ -176,6 +176,9 @@ func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
 		t.dropIfIdle(room, s)
 	}
 	t.mu.Unlock()
+	if got && r.Context().Err() != nil {
+		return // the decode gave up meanwhile; leave the offer for a retry
+	}
 	if !got {
 		w.WriteHeader(http.StatusNoContent)
 		return
