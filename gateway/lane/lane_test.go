@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -131,6 +132,14 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	if reg, exp := w.Registered(); reg != 2 || exp != 2 {
 		t.Fatalf("registered %d of %d", reg, exp)
 	}
+	for i, st := range w.Ranks() {
+		if st.Identity != 3+i || st.DPRank != i || st.Registration == nil || st.Registration.DPSize != 2 || st.Registration.MaxModelLen != 4096 {
+			t.Fatalf("rank %d: %+v", i, st)
+		}
+		if st.HelloAt.IsZero() || st.InitAt.Before(st.HelloAt) || st.ReadyAt.IsZero() || st.RegisteredAt.Before(st.HelloAt) {
+			t.Fatalf("rank %d timestamps: %+v", i, st)
+		}
+	}
 
 	payload := []byte{0x90} // the fake does not decode; any bytes travel
 	s, err := w.Submit(4, "rid-1", payload)
@@ -230,6 +239,16 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	}
 	if _, err := w.Submit(4, "rid-8", payload); !errors.Is(err, ErrNotRouted) {
 		t.Fatalf("submit while unrouted: %v", err)
+	}
+
+	// Close unbinds and removes the ipc socket files.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{url[len("ipc://"):] + "-in.sock", url[len("ipc://"):] + "-out.sock"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", p, err)
+		}
 	}
 }
 

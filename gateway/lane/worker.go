@@ -274,24 +274,25 @@ func (w *Worker) onHello(id int, identity []byte) {
 	r.st.InitAt, r.st.ReadyAt, r.st.RegisteredAt = time.Time{}, time.Time{}, time.Time{}
 	r.st.Registration = nil
 	w.publishLocked(r, "")
+	// INIT goes out right below; recording it first keeps the state
+	// ordered even when READY and the registration (read by other
+	// goroutines) arrive before this one runs again.
+	r.st.InitAt = w.setStateLocked(r, snapshot.RankInitSent)
+	w.publishLocked(r, "")
 	w.mu.Unlock()
 	for _, s := range failed {
 		s.fail(w.errf(id, ErrRankRestarted))
 	}
 
-	err := w.hs.Send([][]byte{identity, w.initPayload})
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r.st.State != snapshot.RankHello {
-		return // READY or a registration overtook us; keep the later state
-	}
-	if err != nil {
+	if err := w.hs.Send([][]byte{identity, w.initPayload}); err != nil {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if r.st.State == snapshot.RankInitSent {
+			w.setStateLocked(r, snapshot.RankHello)
+			r.st.InitAt = time.Time{}
+		}
 		w.publishLocked(r, fmt.Sprintf("send INIT: %v", err))
-		return
 	}
-	r.st.InitAt = w.setStateLocked(r, snapshot.RankInitSent)
-	w.publishLocked(r, "")
 }
 
 func (w *Worker) onReady(id int) {
