@@ -216,13 +216,14 @@ func (a *actor) handle(c cmdKind) {
 	switch c {
 	case cmdStart:
 		if a.proc == nil {
-			a.attempt = 0
+			// A person stepped in: fresh backoff and budget.
+			a.attempt, a.hist = 0, nil
 			a.start()
 		} else if a.stopReq {
 			a.next = afterStart
 		}
 	case cmdRestart:
-		a.attempt = 0
+		a.attempt, a.hist = 0, nil
 		if a.proc == nil {
 			a.st.Restarts++
 			a.start()

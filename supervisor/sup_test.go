@@ -632,3 +632,46 @@ func TestKillSkipsGrace(t *testing.T) {
 	}
 	assertGroupGone(t, r.PID)
 }
+
+// TestStartErrorFails: an engine command that does not exist is reported
+// as a start failure with the reason, and policy no leaves it failed.
+func TestStartErrorFails(t *testing.T) {
+	t.Parallel()
+	role := shRole("decode", profiles.KindDecode, "")
+	role.Argv = []string{"/nonexistent/ts", "serve"}
+	role.Restart.Policy = PolicyNo
+	f := newFixture(t, nil, nil, role)
+	r := f.wait("decode", "failed", state(snapshot.StateFailed))
+	if !strings.HasPrefix(r.Reason, "start failed: ") || !strings.Contains(r.Reason, "/nonexistent/ts") {
+		t.Fatalf("reason %q", r.Reason)
+	}
+}
+
+// TestRemoteRoleFollowsRanks: a role on another host is never spawned; it
+// is ready while its ranks are registered and waits again when they drop.
+func TestRemoteRoleFollowsRanks(t *testing.T) {
+	t.Parallel()
+	gw := newStubGW()
+	role := shRole("decode", profiles.KindDecode, "exit 99")
+	role.Local, role.Host = false, "gpu-box-2"
+	f := newFixture(t, gw, nil, role)
+	f.wait("decode", "remote", state(snapshot.StateRemote))
+	gw.ch <- snapshot.RankEvent{Role: "decode", Rank: snapshot.RankStatus{Identity: 0, State: snapshot.RankRegistered}}
+	r := f.wait("decode", "ready", state(snapshot.StateReady))
+	if r.PID != 0 || !r.Remote {
+		t.Fatalf("remote role %+v", r)
+	}
+	gw.ch <- snapshot.RankEvent{Role: "decode", Rank: snapshot.RankStatus{Identity: 0, State: snapshot.RankDisconnected}}
+	f.wait("decode", "remote again", state(snapshot.StateRemote))
+	if err := f.sup.Restart("decode"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range gw.Calls() {
+		if strings.HasPrefix(c, "alive decode") {
+			t.Fatalf("remote role was spawned: %v", gw.Calls())
+		}
+	}
+}

@@ -191,24 +191,27 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	go func() { s.pub.loop(pubStop); close(pubDone) }()
 	defer func() { close(pubStop); <-pubDone }()
 
+	// The control socket first: a second `tsd up` of the same profile
+	// should hear "another tsd is running", not a list of busy ports.
+	ctl, err := s.listenControl()
+	if err != nil {
+		return err
+	}
 	if s.opts.Preflight != nil {
 		if errs := s.opts.Preflight(s.plan); len(errs) > 0 {
+			ctl.close()
 			return &PreflightError{Problems: errs}
 		}
 	}
 	if s.gw != nil {
 		if err := s.gw.Bind(ctx); err != nil {
-			return fmt.Errorf("bind gateway: %w", err)
-		}
-	}
-	ctl, err := s.listenControl()
-	if err != nil {
-		if s.gw != nil {
+			ctl.close()
+			// Bind may have bound part of the sockets before failing.
 			sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
 			_ = s.gw.Shutdown(sctx)
 			cancel()
+			return fmt.Errorf("bind gateway: %w", err)
 		}
-		return err
 	}
 
 	serveErr := make(chan error, 1)

@@ -120,3 +120,37 @@ func BenchmarkParseSMI8GPUs(b *testing.B) {
 		}
 	}
 }
+
+// Per-poll latency of the real NVML provider; skipped without a driver (run
+// the test binary on the GPU machine).
+func BenchmarkNVMLPoll(b *testing.B) {
+	p, err := NewNVML(nil, "")
+	if err != nil {
+		b.Skipf("no NVML here: %v", err)
+	}
+	defer func() { _ = p.Close() }()
+	ctx := context.Background()
+	c0 := cpuTime(b)
+	for b.Loop() {
+		if _, err := p.Poll(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime(b)-c0).Microseconds())/float64(b.N), "cpu-µs/poll")
+}
+
+// NVML init (dlopen, driver attach, device enumeration) plus shutdown.
+func BenchmarkNVMLInit(b *testing.B) {
+	p0, err := NewNVML(nil, "")
+	if err != nil {
+		b.Skipf("no NVML here: %v", err)
+	}
+	_ = p0.Close()
+	for b.Loop() {
+		p, err := NewNVML(nil, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = p.Close()
+	}
+}
