@@ -64,6 +64,13 @@ func TestGoldenHelp(t *testing.T) {
 		s := plain(m)
 		checkFrame(t, s, sz.w, sz.h)
 		golden(t, fmt.Sprintf("help_%dx%d", sz.w, sz.h), s)
+		if sz.h < 30 {
+			// The rest of the page is one scroll away.
+			press(m, "j", "j", "j", "j", "j", "j", "j", "j", "j", "j")
+			s = plain(m)
+			checkFrame(t, s, sz.w, sz.h)
+			golden(t, fmt.Sprintf("help_%dx%d_scrolled", sz.w, sz.h), s)
+		}
 	}
 }
 

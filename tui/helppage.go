@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -9,14 +10,30 @@ import (
 
 // helpPage lists every binding, generated from the one keymap.
 type helpPage struct {
-	m    *Model
-	w, h int
+	m      *Model
+	w, h   int
+	offset int // first line shown when the page is taller than the window
 }
 
-func (p *helpPage) SetSize(w, h int)         { p.w, p.h = w, h }
-func (p *helpPage) Capturing() bool          { return false }
-func (p *helpPage) Update(tea.Msg) tea.Cmd   { return nil }
-func (p *helpPage) ShortHelp() []key.Binding { return []key.Binding{p.m.c.Keys.Back} }
+func (p *helpPage) SetSize(w, h int) { p.w, p.h = w, h }
+func (p *helpPage) Capturing() bool  { return false }
+
+func (p *helpPage) ShortHelp() []key.Binding {
+	k := p.m.c.Keys
+	return []key.Binding{k.Back, k.Up, k.Down}
+}
+
+func (p *helpPage) Update(msg tea.Msg) tea.Cmd {
+	if k, ok := msg.(tea.KeyPressMsg); ok {
+		switch {
+		case key.Matches(k, p.m.c.Keys.Up):
+			p.offset = max(p.offset-1, 0)
+		case key.Matches(k, p.m.c.Keys.Down):
+			p.offset++
+		}
+	}
+	return nil
+}
 
 func (p *helpPage) View() string {
 	st := p.m.c.Styles
@@ -86,5 +103,13 @@ func (p *helpPage) View() string {
 		"filter (&) is a Go regexp, ! inverts it, an empty one clears it;", "esc cancels typing."}, " ", p.w) {
 		lines = append(lines, st.Faint.Render(l))
 	}
-	return screen(lines, p.w, p.h)
+	if len(lines) <= p.h {
+		p.offset = 0
+		return screen(lines, p.w, p.h)
+	}
+	// Taller than the window: scroll, and say there is more.
+	p.offset = min(p.offset, len(lines)-p.h+1)
+	shown := append([]string{}, lines[p.offset:min(p.offset+p.h-1, len(lines))]...)
+	more := fmt.Sprintf("lines %d-%d of %d · ↑/↓ scroll", p.offset+1, p.offset+len(shown), len(lines))
+	return screen(append(shown, st.Faint.Render(more)), p.w, p.h)
 }

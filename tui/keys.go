@@ -100,7 +100,7 @@ func (k KeyMap) helpSections() []helpSection {
 		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
-			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource, k.PrevSource}},
+			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource, k.PrevSource, k.MergedLogs}},
 	}
 }
 

@@ -198,16 +198,9 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, keys.Prev):
 		p.search(false, false)
 	case key.Matches(k, keys.Save):
-		b, role := p.m.b, p.source
-		path := filepath.Join(p.m.opts.SaveDir, sourceName(role)+"-"+p.m.c.Now().Format("20060102-150405")+".log")
-		p.m.flash = "saving the full " + sourceName(role) + " log…"
-		return func() tea.Msg {
-			if abs, err := filepath.Abs(path); err == nil {
-				path = abs
-			}
-			saved, err := b.SaveLog(role, path)
-			return savedMsg{role: role, path: saved, err: err}
-		}
+		return p.save()
+	case key.Matches(k, keys.MergedLogs):
+		return p.open("")
 	case key.Matches(k, keys.NextSource), key.Matches(k, keys.PrevSource):
 		srcs := p.sources()
 		i := 0
@@ -224,6 +217,33 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 		return p.open(srcs[i])
 	}
 	return nil
+}
+
+// save writes the source's whole retained log (not just this view) through
+// the backend; the merged view saves one file per role.
+func (p *logsPage) save() tea.Cmd {
+	b, role := p.m.b, p.source
+	roles := []string{role}
+	if role == "" {
+		roles = p.sources()[1:]
+	}
+	stamp := p.m.c.Now().Format("20060102-150405")
+	dir := p.m.opts.SaveDir
+	p.m.flash = "saving the full " + sourceName(role) + " log…"
+	return func() tea.Msg {
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		var paths []string
+		for _, r := range roles {
+			path := filepath.Join(dir, r+"-"+stamp+".log")
+			if err := b.SaveLog(r, path); err != nil {
+				return savedMsg{role: role, paths: paths, err: err}
+			}
+			paths = append(paths, path)
+		}
+		return savedMsg{role: role, paths: paths}
+	}
 }
 
 // sources are what tab cycles through: merged, then every role.

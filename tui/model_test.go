@@ -286,18 +286,33 @@ func TestTypingDoesNotTriggerKeys(t *testing.T) {
 	}
 }
 
-// S saves the full log through the backend and says where.
+// S saves the full log through the backend and says where; the merged
+// view saves every role's log.
 func TestLogsSave(t *testing.T) {
 	t.Parallel()
-	m, f := newTestModel(t, 120, 40, deployment())
-	runCmd(t, m, press(m, "L"))
+	m, f := newTestModel(t, 200, 40, tuitest.Deployment(2, 1, 1, t0))
+	wd, _ := os.Getwd()
+	runCmd(t, m, press(m, "l"))
 	runCmd(t, m, press(m, "S"))
-	if got := f.Calls(); !slices.Equal(got, []string{"save"}) {
+	want := filepath.Join(wd, "prefill-0-20261129-093000.log")
+	if got := f.Calls(); !slices.Equal(got, []string{"save prefill-0 " + want}) {
 		t.Fatalf("calls = %v", got)
 	}
-	wd, _ := os.Getwd()
-	if !strings.Contains(plain(m), "saved the full merged log to "+filepath.Join(wd, "merged-20261129-093000.log")) {
+	if !strings.Contains(plain(m), "saved the full prefill-0 log to "+want) {
 		t.Fatalf("path not shown:\n%s", plain(m))
+	}
+	runCmd(t, m, press(m, "L"))
+	runCmd(t, m, press(m, "S"))
+	if got := f.Calls(); len(got) != 3 || got[2] != "save decode-0 "+filepath.Join(wd, "decode-0-20261129-093000.log") {
+		t.Fatalf("calls = %v", got)
+	}
+	if !strings.Contains(plain(m), "saved 2 full logs, one per role") {
+		t.Fatalf("merged save not shown:\n%s", plain(m))
+	}
+	f.Err = errors.New("disk full")
+	runCmd(t, m, press(m, "S"))
+	if !strings.Contains(plain(m), "save merged log failed: disk full") {
+		t.Fatalf("save error not shown:\n%s", plain(m))
 	}
 }
 
@@ -315,6 +330,10 @@ func TestTestRequest(t *testing.T) {
 	}
 	if !strings.Contains(plain(m), `test request ok in 42 ms: "Hello from ts-fake"`) {
 		t.Fatalf("result not shown:\n%s", plain(m))
+	}
+	m.opts.TestRequest = nil
+	if press(m, "t") != nil || !strings.Contains(plain(m), "no test request available") {
+		t.Fatal("t without a test function must say so")
 	}
 }
 

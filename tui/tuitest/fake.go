@@ -6,14 +6,14 @@ package tuitest
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// Fake implements tui.Backend in memory. Controls are recorded, not acted
+// Fake implements tui.Backend in memory (and TestRequest fits
+// tui.Options.TestRequest). Controls are recorded, not acted
 // on; tests publish snapshots and log lines themselves.
 type Fake struct {
 	mu      sync.Mutex
@@ -201,13 +201,12 @@ func (f *Fake) Stop(role string) error    { return f.record("stop " + role) }
 func (f *Fake) Start(role string) error   { return f.record("start " + role) }
 func (f *Fake) RestartAll() error         { return f.record("restart-all") }
 
-func (f *Fake) SaveLog(role, path string) (string, error) {
-	if err := f.record(strings.TrimSpace("save " + role)); err != nil {
-		return "", err
-	}
-	return path, nil
+// SaveLog records the call; it writes nothing.
+func (f *Fake) SaveLog(role, path string) error {
+	return f.record("save " + role + " " + path)
 }
 
+// TestRequest answers with TestReply after TestLatency (not waited).
 func (f *Fake) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	if err := f.record("test"); err != nil {
 		return "", 0, err
