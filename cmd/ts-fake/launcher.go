@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -66,15 +67,24 @@ func runLauncher(cfg config) int {
 	log.info("engine.py:402", "headless server_args=ServerArgs(model_path=%q, served_model_name=%q, tp_size=%d, dp_size=%d, world_size=%d, disaggregation_mode=%q, disaggregation_bootstrap_port=%d, dist_init_addr=%q, data_parallel_address=%q, data_parallel_rpc_port=%d, zmq_engine_index=%d, max_model_len=%d, max_num_seqs=%d, dtype=%q, zmq_msgpack=True, skip_tokenizer_init=True)",
 		cfg.model, cfg.servedName, cfg.tp, cfg.dp, cfg.world, cfg.mode, cfg.bootstrapPort, cfg.distInitAddr, cfg.dpAddr, cfg.dpPort, cfg.engineIndex, cfg.maxModelLen, cfg.maxNumSeqs, cfg.dtype)
 
+	childEnv := []string{}
 	if hostsBootstrap(cfg) {
 		srv := bootstrap.NewServer(nil)
 		addr := net.JoinHostPort(bootstrapHost(cfg), strconv.Itoa(cfg.bootstrapPort))
-		if err := srv.Start(addr); err != nil {
+		err := srv.Start(addr)
+		switch {
+		case err == nil:
+			defer srv.Close()
+			log.info("bootstrap.py:95", "bootstrap server started on %s", srv.Addr())
+		case rendezvousAnswers(addr):
+			// tsd hosts it (gateway.bootstrap_server: tsd) but the profile
+			// did not say --fake-bootstrap external: behave as external.
+			log.warn("ts-fake.py:1", "bootstrap port %s is already served by a rendezvous; registering there as with --fake-bootstrap external", addr)
+			childEnv = append(childEnv, bootstrapOverrideEnv+"=external")
+		default:
 			log.errorf("bootstrap.py:88", "failed to start bootstrap server: %v", err)
 			return 1
 		}
-		defer srv.Close()
-		log.info("bootstrap.py:95", "bootstrap server started on %s", srv.Addr())
 	}
 
 	exe, err := os.Executable()
@@ -85,7 +95,7 @@ func runLauncher(cfg config) int {
 	events := make(chan launcherEvent, 64)
 	children := make([]*child, cfg.world)
 	for g := range cfg.world {
-		c, err := spawnRank(exe, g, events)
+		c, err := spawnRank(exe, g, childEnv, events)
 		if err != nil {
 			log.errorf("engine.py:431", "spawn scheduler %d: %v", g, err)
 			stopChildren(children, log)
@@ -149,6 +159,21 @@ func hostsBootstrap(cfg config) bool {
 	return cfg.bootstrapMode == "engine" && (cfg.mode == "prefill" || cfg.mode == "encode")
 }
 
+// bootstrapOverrideEnv tells ranks the launcher fell back to external mode.
+const bootstrapOverrideEnv = "TS_FAKE_INTERNAL_BOOTSTRAP"
+
+// rendezvousAnswers reports whether an HTTP rendezvous already answers
+// /health at addr (any status: tsd's answers 503 while the role is down).
+func rendezvousAnswers(addr string) bool {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get("http://" + addr + "/health")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
 // bootstrapHost is where the rendezvous lives: the dist-init host (prefill
 // ranks register at gethostbyname(dist-init host), launch.md §5).
 func bootstrapHost(cfg config) string {
@@ -158,13 +183,13 @@ func bootstrapHost(cfg config) string {
 	return "127.0.0.1"
 }
 
-func spawnRank(exe string, g int, events chan<- launcherEvent) (*child, error) {
+func spawnRank(exe string, g int, env []string, events chan<- launcherEvent) (*child, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("status pipe: %w", err)
 	}
 	cmd := exec.Command(exe, os.Args[1:]...)
-	cmd.Env = append(os.Environ(), rankEnv+"="+strconv.Itoa(g))
+	cmd.Env = append(append(os.Environ(), rankEnv+"="+strconv.Itoa(g)), env...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.ExtraFiles = []*os.File{pw}
 	if err := cmd.Start(); err != nil {

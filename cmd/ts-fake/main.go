@@ -41,6 +41,9 @@ func main() {
 			fmt.Fprintf(os.Stderr, "ts-fake: bad %s=%q\n", rankEnv, r)
 			os.Exit(1)
 		}
+		if os.Getenv(bootstrapOverrideEnv) == "external" {
+			cfg.bootstrapMode = "external"
+		}
 		os.Exit(runRank(cfg, g))
 	}
 	os.Exit(runLauncher(cfg))

@@ -129,6 +129,36 @@ func TestPDExternalBootstrap(t *testing.T) {
 	}
 }
 
+// In the default engine mode, a bootstrap port already served by a
+// rendezvous (tsd's) makes the prefill behave as external instead of
+// failing to bind.
+func TestEngineModeFallsBackToExternal(t *testing.T) {
+	t.Parallel()
+	srv := bootstrap.NewServer(nil)
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	_, portS, _ := net.SplitHostPort(srv.Addr())
+	changed := srv.Changed()
+	fe, p := readyFake(t, 1, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", portS)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := p.log.wait(ctx, "registering there as with --fake-bootstrap external"); err != nil {
+		t.Fatal(err)
+	}
+	if g := fe.Snapshot().Registrations[0]; g.BootstrapHost != nil {
+		t.Fatalf("fallback still reported bootstrap info: %+v", g)
+	}
+	for n, _ := srv.Registered(); n != 1; n, _ = srv.Registered() {
+		select {
+		case <-changed:
+			changed = srv.Changed()
+		case <-ctx.Done():
+			t.Fatal("prefill never registered with the existing rendezvous")
+		}
+	}
+}
+
 // A decode whose prefill never gets the request really waits for it and
 // then fails the request with "abort"; so does a prefill whose decode never
 // fetches.
