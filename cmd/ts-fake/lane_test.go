@@ -118,3 +118,23 @@ func TestBurst500(t *testing.T) {
 		t.Fatalf("batches: max %d rids per batch, errors %v, malformed %d", s.MaxBatchRIDs, s.Errors, s.Malformed)
 	}
 }
+
+// tsd's default worker URLs put the data plane on ipc:// sockets; the
+// handshake stays tcp.
+func TestIPCDataPlane(t *testing.T) {
+	t.Parallel()
+	fe := startFrontend(t, lanetest.Options{IPCDir: t.TempDir()})
+	startFake(t, fe)
+	ctx := ctxFor(t, 30*time.Second)
+	if _, err := fe.WaitRegistered(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	q := req("ipc-1", 6, true)
+	if err := fe.Submit(0, q); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := expected(q)
+	if r, err := fe.Result(ctx, "ipc-1"); err != nil || !equalTokens(r.Tokens, want) {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
