@@ -119,9 +119,6 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
 		}
-		if s.Invert {
-			return nil, unsupported(file, field+".invert", "Split with invert=true")
-		}
 		var pat string
 		switch {
 		case s.Pattern.Regex != nil:
@@ -140,7 +137,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		default:
 			return nil, unsupported(file, field+".behavior", fmt.Sprintf("Split behavior %q", s.Behavior))
 		}
-		return splitStage(re, s.Behavior), nil
+		return splitStage(re, s.Behavior, s.Invert), nil
 	case "ByteLevel":
 		var s struct {
 			AddPrefixSpace bool  `json:"add_prefix_space"`
@@ -155,7 +152,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 			if err != nil {
 				return nil, err
 			}
-			split = splitStage(re, "Isolated")
+			split = splitStage(re, "Isolated", false)
 		}
 		return func(p []string) ([]string, error) {
 			if s.AddPrefixSpace {
@@ -191,50 +188,63 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		if err != nil {
 			return nil, err
 		}
-		return splitStage(re, "Isolated"), nil
+		return splitStage(re, "Isolated", false), nil
 	}
 	return nil, unsupported(file, field+".type", fmt.Sprintf("pre-tokenizer %q", typ))
 }
 
 // splitStage splits every piece on a regex with one of HF's behaviours.
-func splitStage(re *regexp2.Regexp, behavior string) preTokenizer {
+// invert swaps the roles of matches and the text between them (gpt-4o's
+// tokenizer keeps the matches and removes the rest that way).
+func splitStage(re *regexp2.Regexp, behavior string, invert bool) preTokenizer {
+	type seg struct {
+		s       string
+		isMatch bool
+	}
 	return func(pieces []string) ([]string, error) {
 		out := make([]string, 0, len(pieces)*2)
+		var segs []seg
 		for _, p := range pieces {
 			locs, err := re.FindAllStringIndex(p, -1)
 			if err != nil {
 				return nil, fmt.Errorf("split pre-token: %w", err)
 			}
+			segs = segs[:0]
 			prev := 0
-			pendingPrefix := "" // MergedWithNext carries a match into the next piece
-			emit := func(s string) {
-				if s != "" {
-					out = append(out, s)
-				}
-			}
 			for _, l := range locs {
 				if l[0] == l[1] {
 					continue
 				}
-				gap, m := p[prev:l[0]], p[l[0]:l[1]]
-				switch behavior {
-				case "Isolated":
-					emit(gap)
-					emit(m)
-				case "Removed":
-					emit(gap)
-				case "MergedWithPrevious":
-					emit(gap + m)
-				case "MergedWithNext":
-					if gap != "" {
-						emit(pendingPrefix + gap)
-						pendingPrefix = ""
-					}
-					pendingPrefix += m
+				if l[0] > prev {
+					segs = append(segs, seg{p[prev:l[0]], invert})
 				}
+				segs = append(segs, seg{p[l[0]:l[1]], !invert})
 				prev = l[1]
 			}
-			emit(pendingPrefix + p[prev:])
+			if prev < len(p) {
+				segs = append(segs, seg{p[prev:], invert})
+			}
+			first := len(out) // merges never cross into another piece
+			pending := ""     // MergedWithNext carries a match into the next segment
+			for _, sg := range segs {
+				switch {
+				case !sg.isMatch || behavior == "Isolated":
+					out = append(out, pending+sg.s)
+					pending = ""
+				case behavior == "Removed":
+				case behavior == "MergedWithPrevious":
+					if len(out) > first {
+						out[len(out)-1] += sg.s
+					} else {
+						out = append(out, sg.s)
+					}
+				case behavior == "MergedWithNext":
+					pending += sg.s
+				}
+			}
+			if pending != "" {
+				out = append(out, pending)
+			}
 		}
 		return out, nil
 	}

