@@ -25,7 +25,7 @@ var t0 = time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
 func newTestModel(t testing.TB, w, h int, s snapshot.Snapshot) (*Model, *tuitest.Fake) {
 	t.Helper()
 	f := tuitest.NewFake(s)
-	m := New(f, Options{Now: func() time.Time { return t0 }, TestRequest: f.TestRequest})
+	m := New(f, Options{Now: func() time.Time { return t0 }})
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	cur, ch, cancel := f.Subscribe()
 	m.Update(snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel})

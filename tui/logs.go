@@ -219,30 +219,21 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// save writes the source's whole retained log (not just this view) through
-// the backend; the merged view saves one file per role.
+// save writes the source's whole retained log (not just this view)
+// through the backend and says where it went.
 func (p *logsPage) save() tea.Cmd {
 	b, role := p.m.b, p.source
-	roles := []string{role}
-	if role == "" {
-		roles = p.sources()[1:]
-	}
-	stamp := p.m.c.Now().Format("20060102-150405")
-	dir := p.m.opts.SaveDir
+	path := filepath.Join(p.m.opts.SaveDir, sourceName(role)+"-"+p.m.c.Now().Format("20060102-150405")+".log")
 	p.m.flash = "saving the full " + sourceName(role) + " log…"
 	return func() tea.Msg {
-		if abs, err := filepath.Abs(dir); err == nil {
-			dir = abs
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
 		}
-		var paths []string
-		for _, r := range roles {
-			path := filepath.Join(dir, r+"-"+stamp+".log")
-			if err := b.SaveLog(r, path); err != nil {
-				return savedMsg{role: role, paths: paths, err: err}
-			}
-			paths = append(paths, path)
+		saved, err := b.SaveLog(role, path)
+		if saved == "" {
+			saved = path
 		}
-		return savedMsg{role: role, paths: paths}
+		return savedMsg{role: role, path: saved, err: err}
 	}
 }
 

@@ -47,9 +47,8 @@ type (
 		err     error
 	}
 	savedMsg struct {
-		role  string
-		paths []string
-		err   error
+		role, path string
+		err        error
 	}
 )
 
@@ -178,13 +177,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case savedMsg:
-		switch {
-		case msg.err != nil:
+		if msg.err != nil {
 			m.flash = fmt.Sprintf("save %s log failed: %v", sourceName(msg.role), msg.err)
-		case len(msg.paths) == 1:
-			m.flash = fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.paths[0])
-		default:
-			m.flash = fmt.Sprintf("saved %d full logs, one per role: %s", len(msg.paths), strings.Join(msg.paths, ", "))
+		} else {
+			m.flash = fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.path)
 		}
 		return m, nil
 	case logSubscribedMsg, logBatchMsg, logClosedMsg:
@@ -250,13 +246,9 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 			m.flash = "test request already running"
 			return nil
 		}
-		if m.opts.TestRequest == nil {
-			m.flash = "no test request available (no gateway)"
-			return nil
-		}
 		m.testing = true
 		m.flash = "test request sent…"
-		return testCmd(m.opts.TestRequest, m.opts.TestTimeout)
+		return testCmd(m.b, m.opts.TestTimeout)
 	}
 	return p.Update(k)
 }
@@ -318,12 +310,12 @@ func (m *Model) run(what string, fn func() error) tea.Cmd {
 	return control(what, fn)
 }
 
-func testCmd(test TestFunc, timeout time.Duration) tea.Cmd {
+func testCmd(b Backend, timeout time.Duration) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
-		reply, lat, err := test(ctx)
+		reply, lat, err := b.TestRequest(ctx)
 		if lat == 0 {
 			lat = time.Since(start)
 		}

@@ -15,9 +15,9 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// Backend is what the dashboard needs from the supervisor. Its method set
-// is the supervisor's own, so *supervisor.Supervisor satisfies it as is;
-// tuitest.Fake implements it for tests.
+// Backend is what the dashboard needs: the supervisor's controls and
+// streams (its method set matches *supervisor.Supervisor's) plus a test
+// request through the gateway. tuitest.Fake implements it for tests.
 type Backend interface {
 	// Subscribe returns the current snapshot and then every later one on
 	// ch until cancel is called. The dashboard reads ch from a command
@@ -31,12 +31,12 @@ type Backend interface {
 	Stop(role string) error
 	Start(role string) error
 	RestartAll() error
-	// SaveLog writes one role's whole retained log to path.
-	SaveLog(role, path string) error
+	// SaveLog writes the role's whole retained log ("" = every role,
+	// merged in time order) to path and returns where it went.
+	SaveLog(role, path string) (string, error)
+	// TestRequest sends one small request through the gateway (key t).
+	TestRequest(ctx context.Context) (reply string, latency time.Duration, err error)
 }
-
-// TestFunc sends one small request through the gateway (key t).
-type TestFunc func(ctx context.Context) (reply string, latency time.Duration, err error)
 
 // Options tune the dashboard. The zero value is usable.
 type Options struct {
@@ -44,11 +44,9 @@ type Options struct {
 	Title string
 	// LogLines bounds the log page's view buffer (default 10000).
 	LogLines int
-	// SaveDir is where `S` saves logs, as <role>-<time>.log (default ".");
-	// the merged view saves one file per role.
+	// SaveDir is where `S` saves logs, as <role|merged>-<time>.log
+	// (default ".").
 	SaveDir string
-	// TestRequest answers key t; nil says there is nothing to test with.
-	TestRequest TestFunc
 	// TestTimeout bounds the `t` test request (default 60s).
 	TestTimeout time.Duration
 	// Now is the clock for uptimes and "waiting for INIT 42 s"; default time.Now.

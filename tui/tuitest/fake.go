@@ -12,8 +12,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// Fake implements tui.Backend in memory (and TestRequest fits
-// tui.Options.TestRequest). Controls are recorded, not acted
+// Fake implements tui.Backend in memory. Controls are recorded, not acted
 // on; tests publish snapshots and log lines themselves.
 type Fake struct {
 	mu      sync.Mutex
@@ -202,11 +201,14 @@ func (f *Fake) Start(role string) error   { return f.record("start " + role) }
 func (f *Fake) RestartAll() error         { return f.record("restart-all") }
 
 // SaveLog records the call; it writes nothing.
-func (f *Fake) SaveLog(role, path string) error {
-	return f.record("save " + role + " " + path)
+func (f *Fake) SaveLog(role, path string) (string, error) {
+	if err := f.record("save " + role + " " + path); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
-// TestRequest answers with TestReply after TestLatency (not waited).
+// TestRequest answers with TestReply and reports TestLatency (not waited).
 func (f *Fake) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	if err := f.record("test"); err != nil {
 		return "", 0, err

@@ -147,7 +147,7 @@ func main() {
 			}
 		}
 	}()
-	if err := tui.Run(ctx, s, tui.Options{SaveDir: os.TempDir(), TestRequest: s.TestRequest}); err != nil {
+	if err := tui.Run(ctx, s, tui.Options{SaveDir: os.TempDir()}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
