@@ -220,18 +220,36 @@ func (d *fakeDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	return nvml.Utilization{Gpu: uint32(s.util), Memory: uint32(s.util * 0.6)}, nvml.SUCCESS
 }
 
-func (d *fakeDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+// fakeReserved is what the driver keeps for itself on an idle GPU (NVML's v1
+// memory "used" counts it, v2 and nvidia-smi do not).
+const fakeReserved = 615 * mib
+
+func (d *fakeDevice) memory() (total, reserved, used uint64, ret nvml.Return) {
 	s := d.state()
 	if s.lost {
-		return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+		return 0, 0, 0, nvml.ERROR_GPU_IS_LOST
 	}
-	total := d.Config.MemoryMB * mib
-	used := uint64(512 * mib) // driver reservation even when idle
+	total = d.Config.MemoryMB * mib
 	for _, p := range s.procs {
 		used += p.UsedB
 	}
-	used = min(used, total)
-	return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	return total, fakeReserved, min(used, total-fakeReserved), nvml.SUCCESS
+}
+
+func (d *fakeDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	total, reserved, used, ret := d.memory()
+	if ret != nvml.SUCCESS {
+		return nvml.Memory{}, ret
+	}
+	return nvml.Memory{Total: total, Used: used + reserved, Free: total - used - reserved}, nvml.SUCCESS
+}
+
+func (d *fakeDevice) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+	total, reserved, used, ret := d.memory()
+	if ret != nvml.SUCCESS {
+		return nvml.Memory_v2{}, ret
+	}
+	return nvml.Memory_v2{Version: 2, Total: total, Reserved: reserved, Used: used, Free: total - used - reserved}, nvml.SUCCESS
 }
 
 func (d *fakeDevice) GetPowerUsage() (uint32, nvml.Return) {

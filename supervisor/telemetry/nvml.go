@@ -15,6 +15,11 @@ type nvmlProvider struct {
 	lib     nvml.Interface
 	name    string
 	devices []nvmlDevice
+	// memV2: the driver has nvmlDeviceGetMemoryInfo_v2, whose Used leaves
+	// out the driver's reservation, as nvidia-smi's memory.used does; v1
+	// counts it (about 600 MiB on an idle H200). Calling a symbol the
+	// library lacks would kill the process, so it is looked up first.
+	memV2 bool
 }
 
 // nvmlDevice caches what never changes while the driver is loaded, so a poll
@@ -56,6 +61,7 @@ func newNVMLProvider(lib nvml.Interface, name string) (*nvmlProvider, error) {
 		return nil, fmt.Errorf("init NVML: %w: %s", ErrNVMLUnavailable, nvmlErr(ret))
 	}
 	p := &nvmlProvider{lib: lib, name: name}
+	p.memV2 = lib.Extensions().LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		_ = lib.Shutdown()
@@ -111,11 +117,19 @@ func (p *nvmlProvider) pollDevice(d *nvmlDevice) GPUInfo {
 	} else {
 		note("utilization", ret)
 	}
-	if m, ret := d.dev.GetMemoryInfo(); ret == nvml.SUCCESS {
-		g.MemUsedB, g.MemTotalB = m.Used, m.Total
-		d.total = m.Total
-	} else {
-		note("memory", ret)
+	memRead := false
+	if p.memV2 {
+		if m, ret := d.dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+			g.MemUsedB, g.MemTotalB, d.total = m.Used, m.Total, m.Total
+			memRead = true
+		}
+	}
+	if !memRead {
+		if m, ret := d.dev.GetMemoryInfo(); ret == nvml.SUCCESS {
+			g.MemUsedB, g.MemTotalB, d.total = m.Used, m.Total, m.Total
+		} else {
+			note("memory", ret)
+		}
 	}
 	if mw, ret := d.dev.GetPowerUsage(); ret == nvml.SUCCESS {
 		g.PowerW = float64(mw) / 1000

@@ -62,8 +62,8 @@ func TestFakeH200ReadsThroughNVMLPath(t *testing.T) {
 	if busy.MemUsedB < 70<<30 || busy.UtilPct < 40 || busy.UtilPct <= idle.UtilPct || busy.PowerW <= idle.PowerW {
 		t.Errorf("busy GPU not busier than idle: busy %+v idle %+v", busy, idle)
 	}
-	if len(idle.Processes) != 0 {
-		t.Errorf("idle GPU has processes %+v", idle.Processes)
+	if len(idle.Processes) != 0 || idle.MemUsedB != 0 {
+		t.Errorf("idle GPU has processes %+v or memory %d (v2 leaves the reservation out)", idle.Processes, idle.MemUsedB)
 	}
 
 	// Readings move with time.
@@ -159,5 +159,26 @@ func TestAutoPrefersFake(t *testing.T) {
 	p, panel := Auto(context.Background(), Options{FakeGPUs: 2})
 	if p == nil || p.Name() != ProviderFake || panel.Provider != ProviderFake || !panel.Simulated {
 		t.Fatalf("provider %v panel %+v", p, panel)
+	}
+}
+
+// Without the v2 symbol (drivers before 510) memory comes from v1, which
+// counts the driver's reservation.
+func TestNVMLMemoryV1WhenV2Missing(t *testing.T) {
+	t.Parallel()
+	f := NewFakeGPUs(1, nil)
+	f.srv.LookupSymbolFunc = func(sym string) error {
+		if sym == "nvmlDeviceGetMemoryInfo_v2" {
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	p := f.Provider()
+	gpus, err := p.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gpus[0].MemUsedB != fakeReserved {
+		t.Fatalf("idle used = %d, want the reservation %d", gpus[0].MemUsedB, fakeReserved)
 	}
 }

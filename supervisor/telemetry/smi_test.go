@@ -42,6 +42,9 @@ func TestParseSMIGPUs(t *testing.T) {
 			{Index: 0, UUID: "GPU-5a1e43b4-2d6c-8f3e-97d1-0c4bfa0e2a11", Name: "NVIDIA H200", UtilPct: 97, MemUsedB: 131072 * mib, MemTotalB: 143771 * mib, PowerW: 612.48, TempC: 63, SMClockMHz: 1980},
 			{Index: 1, UUID: "GPU-c0ffee00-1111-2222-3333-444455556666", Name: "NVIDIA H200", MemUsedB: 4 * mib, MemTotalB: 143771 * mib, TempC: 31},
 		}, ""},
+		{"captured on an idle H200", "0, GPU-1473ee24-0797-98a5-bc39-a0dced1045f6, NVIDIA H200, 0, 0, 143771, 126.18, 36, 1980\n", []GPUInfo{
+			{Index: 0, UUID: "GPU-1473ee24-0797-98a5-bc39-a0dced1045f6", Name: "NVIDIA H200", MemTotalB: 143771 * mib, PowerW: 126.18, TempC: 36, SMClockMHz: 1980},
+		}, ""},
 		{"not supported and permissions", "3, GPU-x, Tesla T4, [Not Supported], 0, 15360, [Unknown Error], [Insufficient Permissions], 585\n", []GPUInfo{
 			{Index: 3, UUID: "GPU-x", Name: "Tesla T4", MemTotalB: 15360 * mib, SMClockMHz: 585},
 		}, ""},
