@@ -78,3 +78,20 @@ func BenchmarkLoadQwen3(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeQwen3Cold encodes with an empty word cache each round:
+// the cost of text never seen before.
+func BenchmarkEncodeQwen3Cold(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	text := benchText(b)
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		tk.model.mu.Lock()
+		clear(tk.model.cache)
+		tk.model.mu.Unlock()
+		if _, err := tk.Encode(text, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

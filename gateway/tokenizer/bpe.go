@@ -24,6 +24,9 @@ type bpe struct {
 	unkID        int32
 	hasUnk       bool
 	byteIDs      [256]int32 // <0xXX> ids for byte fallback, -1 when absent
+	// byteLevelWords: words arrive as raw text and get the ByteLevel
+	// mapping here, on a cache miss only.
+	byteLevelWords bool
 
 	mu       sync.Mutex
 	cache    map[string][]int32
@@ -119,7 +122,11 @@ func (b *bpe) word(w string, dst []int32) []int32 {
 	if ok {
 		return append(dst, ids...)
 	}
-	ids = b.merge(w)
+	if b.byteLevelWords {
+		ids = b.merge(byteLevelEncode(w))
+	} else {
+		ids = b.merge(w)
+	}
 	b.mu.Lock()
 	if len(b.cache) >= b.cacheCap {
 		// Dropping everything is crude but bounded and cheap; hot words

@@ -105,8 +105,17 @@ func parseTokenizerJSON(file string, data []byte, cacheWords int) (*Tokenizer, e
 	if t.normalizer, err = parseNormalizer(file, "normalizer", raw.Normalizer); err != nil {
 		return nil, err
 	}
-	if t.preTok, err = parsePreTokenizer(file, "pre_tokenizer", raw.PreTokenizer); err != nil {
+	stages, err := parsePreTokenizer(file, "pre_tokenizer", raw.PreTokenizer)
+	if err != nil {
 		return nil, err
+	}
+	if n := len(stages); n > 0 && stages[n-1].byteLevel {
+		// The byte mapping is per word: let the BPE cache do it on a miss.
+		stages = stages[:n-1]
+		t.model.byteLevelWords = true
+	}
+	for _, st := range stages {
+		t.preTok = append(t.preTok, st.fn)
 	}
 	if t.byteLevelDecode, err = parseDecoder(file, "decoder", raw.Decoder); err != nil {
 		return nil, err

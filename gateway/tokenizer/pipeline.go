@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
 	"golang.org/x/text/unicode/norm"
@@ -58,9 +59,16 @@ func parseNormalizer(file, field string, raw json.RawMessage) (normalizer, error
 	return nil, unsupported(file, field+".type", fmt.Sprintf("normalizer %q", typ))
 }
 
-// preTokenizer splits one piece into pre-tokens (words BPE sees). Each
-// stage maps a list of pieces to a new list, as HF's PreTokenizedString.
+// preTokenizer is one stage of pre-tokenization: it maps a list of pieces
+// to a new list, as HF's PreTokenizedString.
 type preTokenizer func(pieces []string) ([]string, error)
+
+// stage is a flattened pre-tokenizer step. byteLevel marks the plain
+// byte→rune mapping, which the BPE word cache can apply on a miss only.
+type stage struct {
+	fn        preTokenizer
+	byteLevel bool
+}
 
 // gpt2Pattern is the regex ByteLevel applies with use_regex=true.
 const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
@@ -75,14 +83,14 @@ func compileRegex(file, field, pat string) (*regexp2.Regexp, error) {
 	return re, nil
 }
 
-func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, error) {
+func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error) {
 	typ, err := typed(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
 	}
 	switch typ {
 	case "":
-		return func(p []string) ([]string, error) { return p, nil }, nil
+		return nil, nil
 	case "Sequence":
 		var s struct {
 			Pretokenizers []json.RawMessage `json:"pretokenizers"`
@@ -90,23 +98,15 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
 		}
-		var stages []preTokenizer
+		var stages []stage
 		for i, r := range s.Pretokenizers {
 			st, err := parsePreTokenizer(file, fmt.Sprintf("%s.pretokenizers[%d]", field, i), r)
 			if err != nil {
 				return nil, err
 			}
-			stages = append(stages, st)
+			stages = append(stages, st...)
 		}
-		return func(p []string) ([]string, error) {
-			var err error
-			for _, st := range stages {
-				if p, err = st(p); err != nil {
-					return nil, err
-				}
-			}
-			return p, nil
-		}, nil
+		return stages, nil
 	case "Split":
 		var s struct {
 			Pattern struct {
@@ -137,7 +137,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		default:
 			return nil, unsupported(file, field+".behavior", fmt.Sprintf("Split behavior %q", s.Behavior))
 		}
-		return splitStage(re, s.Behavior, s.Invert), nil
+		return []stage{{fn: splitStage(re, s.Behavior, s.Invert)}}, nil
 	case "ByteLevel":
 		var s struct {
 			AddPrefixSpace bool  `json:"add_prefix_space"`
@@ -146,33 +146,31 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
 		}
-		var split preTokenizer
-		if s.UseRegex == nil || *s.UseRegex {
-			re, err := compileRegex(file, field, gpt2Pattern)
-			if err != nil {
-				return nil, err
-			}
-			split = splitStage(re, "Isolated", false)
-		}
-		return func(p []string) ([]string, error) {
-			if s.AddPrefixSpace {
+		var stages []stage
+		if s.AddPrefixSpace {
+			stages = append(stages, stage{fn: func(p []string) ([]string, error) {
 				for i, x := range p {
 					if !strings.HasPrefix(x, " ") {
 						p[i] = " " + x
 					}
 				}
+				return p, nil
+			}})
+		}
+		if s.UseRegex == nil || *s.UseRegex {
+			re, err := compileRegex(file, field, gpt2Pattern)
+			if err != nil {
+				return nil, err
 			}
-			if split != nil {
-				var err error
-				if p, err = split(p); err != nil {
-					return nil, err
-				}
-			}
+			stages = append(stages, stage{fn: splitStage(re, "Isolated", false)})
+		}
+		stages = append(stages, stage{byteLevel: true, fn: func(p []string) ([]string, error) {
 			for i, x := range p {
 				p[i] = byteLevelEncode(x)
 			}
 			return p, nil
-		}, nil
+		}})
+		return stages, nil
 	case "Digits":
 		var s struct {
 			IndividualDigits bool `json:"individual_digits"`
@@ -188,7 +186,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) (preTokenizer, e
 		if err != nil {
 			return nil, err
 		}
-		return splitStage(re, "Isolated", false), nil
+		return []stage{{fn: splitStage(re, "Isolated", false)}}, nil
 	}
 	return nil, unsupported(file, field+".type", fmt.Sprintf("pre-tokenizer %q", typ))
 }
@@ -269,12 +267,11 @@ func init() {
 }
 
 func byteLevelEncode(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) * 2)
+	b := make([]byte, 0, len(s)*2)
 	for i := 0; i < len(s); i++ {
-		b.WriteRune(byteToRune[s[i]])
+		b = utf8.AppendRune(b, byteToRune[s[i]])
 	}
-	return b.String()
+	return string(b)
 }
 
 // byteLevelDecode maps a byte-level token string back to raw bytes; runes

@@ -13,7 +13,7 @@ import (
 type Tokenizer struct {
 	model           *bpe
 	normalizer      normalizer
-	preTok          preTokenizer
+	preTok          []preTokenizer
 	post            postProcessor
 	byteLevelDecode bool
 	added           *addedVocab
@@ -125,9 +125,12 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 		if t.normalizer != nil && !seg.normalized {
 			s = t.normalizer(s)
 		}
-		words, e := t.preTok([]string{s})
-		if e != nil {
-			return nil, fmt.Errorf("pre-tokenize: %w", e)
+		words := []string{s}
+		for _, st := range t.preTok {
+			var e error
+			if words, e = st(words); e != nil {
+				return nil, fmt.Errorf("pre-tokenize: %w", e)
+			}
 		}
 		for _, w := range words {
 			ids = t.model.word(w, ids)
@@ -271,9 +274,13 @@ type trieNode struct {
 	tok  *AddedToken
 }
 
-type trie struct{ root trieNode }
+type trie struct {
+	root  trieNode
+	first [256]bool // bytes that can start a token: a cheap skip
+}
 
 func (tr *trie) add(a *AddedToken) {
+	tr.first[a.Content[0]] = true
 	n := &tr.root
 	for i := 0; i < len(a.Content); i++ {
 		if n.next == nil {
@@ -291,6 +298,9 @@ func (tr *trie) add(a *AddedToken) {
 
 // longestAt returns the longest token that matches s at i.
 func (tr *trie) longestAt(s string, i int) *AddedToken {
+	if !tr.first[s[i]] {
+		return nil
+	}
 	n := &tr.root
 	var best *AddedToken
 	for j := i; j < len(s); j++ {
