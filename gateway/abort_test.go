@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -21,8 +22,12 @@ type rawRank struct {
 }
 
 func dialRawRank(t *testing.T, hsEP string, disagg string) *rawRank {
+	return dialRawRankDP(t, hsEP, disagg, 0, 1)
+}
+
+func dialRawRankDP(t *testing.T, hsEP string, disagg string, dpRank, dp int) *rawRank {
 	t.Helper()
-	ident := zmq4.WithID(zmq4.SocketIdentity(wire.EncodeIdentity(0)))
+	ident := zmq4.WithID(zmq4.SocketIdentity(wire.EncodeIdentity(uint16(dpRank))))
 	hs := zmq4.NewDealer(context.Background(), ident)
 	defer hs.Close()
 	if err := hs.Dial(hsEP); err != nil {
@@ -48,6 +53,7 @@ func dialRawRank(t *testing.T, hsEP string, disagg string) *rawRank {
 	}
 	reg := wire.DefaultRegistration()
 	reg.DisaggregationMode = &disagg
+	reg.DataParallelRank, reg.DataParallelSize = dpRank, dp
 	payload, _ := wire.EncodeRegistration(reg)
 	_ = r.in.Send(zmq4.NewMsg(payload))
 	if err := r.out.Dial(outEP); err != nil {
@@ -147,4 +153,84 @@ func waitReady(t *testing.T, g *Gateway) {
 			t.Fatal("gateway never ready")
 		}
 	}
+}
+
+// The prefill leg goes to DP rank room mod dp; when that rank is not
+// registered the room is moved to fit a rank that is.
+func TestPrefillRankIsRoomModDP(t *testing.T) {
+	t.Parallel()
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", Workers: []profiles.WorkerPlan{
+		{Role: "p", Kind: profiles.KindPrefill, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", Bootstrap: "127.0.0.1:8998", DP: 2},
+		{Role: "d", Kind: profiles.KindDecode, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", DP: 1},
+	}}}
+	g, err := New(plan, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(context.Background())
+	pw, _ := g.Lane().Worker("p")
+	dw, _ := g.Lane().Worker("d")
+	p1 := dialRawRankDP(t, pw.HandshakeEndpoint(), "prefill", 1, 2)
+	dr := dialRawRank(t, dw.HandshakeEndpoint(), "decode")
+	waitReady(t, g)
+	check := func(want map[int]*rawRank, n int) {
+		t.Helper()
+		seen := map[int]int{}
+		for i := range n {
+			ctx, cancel := context.WithCancel(context.Background())
+			events, err := g.Generate(ctx, genRequest(int64(i), 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			df := dr.next(t)
+			q, _ := wire.DecodeGenerateRequest(df[1])
+			ids := make([]int, 0, len(want))
+			cases := make([]reflect.SelectCase, 0, len(want)+1)
+			for id, r := range want {
+				ids = append(ids, id)
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.frames)})
+			}
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(time.After(5 * time.Second))})
+			got := -1
+			if i, v, _ := reflect.Select(cases); i < len(ids) {
+				got = ids[i]
+				pq, _ := wire.DecodeGenerateRequest(v.Interface().([][]byte)[1])
+				if pq.RID != q.RID {
+					t.Fatalf("prefill rank %d got rid %s, decode %s", got, pq.RID, q.RID)
+				}
+			}
+			if got < 0 || int(*q.BootstrapRoom%2) != got {
+				t.Fatalf("room %d went to prefill rank %d", *q.BootstrapRoom, got)
+			}
+			seen[got]++
+			cancel()
+			for range events {
+			}
+			for _, r := range []*rawRank{dr, want[got]} {
+				if f := r.next(t); f[0][0] != 0x01 { // the cancel's ABORT
+					t.Fatalf("want ABORT, got %x", f)
+				}
+			}
+		}
+		for id := range want {
+			if seen[id] == 0 {
+				t.Errorf("prefill rank %d never chosen in %d requests: %v", id, n, seen)
+			}
+		}
+	}
+	check(map[int]*rawRank{1: p1}, 8) // rank 0 missing: every room moves to rank 1
+	p0 := dialRawRankDP(t, pw.HandshakeEndpoint(), "prefill", 0, 2)
+	_, ch, cancel := g.SubscribeRanks()
+	for len(pw.Routable()) < 2 {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("rank 0 never registered")
+		}
+	}
+	cancel()
+	check(map[int]*rawRank{0: p0, 1: p1}, 24)
 }
