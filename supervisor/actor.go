@@ -260,6 +260,8 @@ func (a *actor) handle(c cmdKind) {
 			a.stopReq = true
 			a.proc.kill()
 			a.setState(snapshot.StateStopping, "SIGKILL requested")
+		} else if a.plan.Local && a.st.State != snapshot.StateFailed && a.st.State != snapshot.StateStopped {
+			a.setState(snapshot.StateStopped, "tsd shutting down")
 		}
 	}
 }
@@ -292,21 +294,14 @@ func (a *actor) start() {
 	poke := a.poke
 	onLine := func(line string) {
 		info.lines.Add(1)
-		matching := info.matching.Load()
-		if !matching && !strings.Contains(line, "rror") && !strings.Contains(line, "xception") && !strings.Contains(line, "dead") {
-			return
-		}
 		var m Milestone
-		var ok bool
-		if matching {
+		ok := false
+		if info.matching.Load() {
 			m, ok = MatchMilestone(line)
 		}
-		isErr := false
-		var plain string
-		if !ok {
-			plain = StripANSI(line)
-			isErr = looksLikeError(plain)
-		}
+		// Messages sit inside the colour codes, so the raw line can be
+		// tested; it is only stripped when kept.
+		isErr := !ok && looksLikeError(line)
 		if !ok && !isErr {
 			return
 		}
@@ -315,7 +310,7 @@ func (a *actor) start() {
 			info.milestone, info.hasMS = m, true
 		}
 		if isErr {
-			info.lastErr = strings.TrimSpace(plain)
+			info.lastErr = strings.TrimSpace(StripANSI(line))
 		}
 		info.mu.Unlock()
 		if ok {

@@ -369,6 +369,13 @@ func TestCrashLoopBacksOffThenFails(t *testing.T) {
 	if fmt.Sprint(delays) != "[20ms 40ms 80ms]" {
 		t.Fatalf("backoff delays %v", delays)
 	}
+	quoted := false
+	for _, e := range f.sup.Snapshot().Events {
+		quoted = quoted || e.Message == "last error line: ValueError: bad flag"
+	}
+	if !quoted {
+		t.Fatalf("crash events do not quote the error line: %+v", f.sup.Snapshot().Events)
+	}
 	// A manual restart revives a failed role despite the budget.
 	if err := f.sup.Restart("decode"); err != nil {
 		t.Fatal(err)

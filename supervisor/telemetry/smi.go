@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -207,7 +208,8 @@ func parseSMIApps(out []byte) ([]smiApp, error) {
 // smiNum reads a number, zero for "[N/A]" and friends.
 func smiNum(s string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || v < 0 {
+	// NaN and the infinities parse too; none is a reading.
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
 		return 0
 	}
 	return v
