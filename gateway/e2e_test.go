@@ -263,6 +263,12 @@ func expected(seed int64, maxTokens int) []int32 {
 
 // generate posts to /generate and collects the answer (SSE or JSON).
 func (c *cluster) generate(ctx context.Context, hc *http.Client, body string) genResult {
+	return c.generateNotify(ctx, hc, body, nil)
+}
+
+// generateNotify is generate that closes first (if not nil) when the
+// first streamed token arrives.
+func (c *cluster) generateNotify(ctx context.Context, hc *http.Client, body string, first chan<- struct{}) genResult {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/generate", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
@@ -312,6 +318,10 @@ func (c *cluster) generate(ctx context.Context, hc *http.Client, body string) ge
 			continue
 		}
 		res.ids = append(res.ids, ev.OutputIDs...)
+		if first != nil && len(res.ids) > 0 {
+			close(first)
+			first = nil
+		}
 		if ev.MetaInfo.FinishReason != nil {
 			res.finish = ev.MetaInfo.FinishReason.Type
 		}
@@ -468,21 +478,22 @@ func TestDecodeKilledAndRestarted(t *testing.T) {
 	hc := &http.Client{}
 	const n = 8
 	results := make(chan genResult, n)
+	firsts := make([]chan struct{}, n)
 	for i := range n {
-		go func() { results <- c.generate(context.Background(), hc, genBody(int64(i), 60, true)) }()
+		firsts[i] = make(chan struct{})
+		go func() { results <- c.generateNotify(context.Background(), hc, genBody(int64(i), 60, true), firsts[i]) }()
 	}
-	// Wait until both decodes carry requests, then kill one.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		a, _ := c.g.InFlight("decode-0")
-		b, _ := c.g.InFlight("decode-1")
-		if a+b == n && a > 0 && b > 0 {
-			break
+	// Once every stream has its first token all are mid-stream; least_load
+	// has spread them over both decodes. Then kill one.
+	for i := range n {
+		select {
+		case <-firsts[i]:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("request %d never streamed", i)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("requests never spread over both decodes: %d %d", a, b)
-		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	if a, _ := c.g.InFlight("decode-0"); a == 0 || a == n {
+		t.Fatalf("decode-0 carries %d of %d requests; want a share", a, n)
 	}
 	killed := time.Now()
 	c.kill("decode-0")
