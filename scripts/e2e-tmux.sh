@@ -82,7 +82,7 @@ sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
 	profiles/examples/demo.yaml >"$PROFILE"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
-	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$PROFILE' --fake-gpus 4; echo \"tsd exited with status \$?\"; sleep 3600"
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$PROFILE' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
 SID=$(tm display-message -p -t "$T" '#{pane_pid}')
 
 # 1. Every role ready: the title line says N/N roles ready.

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Capture the dashboard's pages as text: bring up the demo deployment of
+# ts-fake engines under tmux, wait until every role is ready, and save the
+# overview, the rank inspector, the logs page and the help page, each as
+# NAME.txt (plain) and NAME.ansi (with colours; view with `cat`).
+#
+# Usage: scripts/screenshot.sh [-o DIR] [-s WIDTHxHEIGHT] [PROFILE]
+#   -o DIR   where to write (default: a new folder under $TMPDIR, printed)
+#   -s WxH   terminal size (default 120x40)
+# Env: TSD_BIN_DIR (default bin/), SHOT_TIMEOUT (seconds per wait, default 90).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${TSD_BIN_DIR:-$ROOT/bin}
+TIMEOUT=${SHOT_TIMEOUT:-90}
+OUT="" SIZE=120x40
+while getopts "o:s:" opt; do
+	case $opt in
+	o) OUT=$OPTARG ;;
+	s) SIZE=$OPTARG ;;
+	*) sed -n '2,12p' "$0" >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+PROFILE_SRC=${1:-$ROOT/profiles/examples/demo.yaml}
+W=${SIZE%x*} H=${SIZE#*x}
+
+command -v tmux >/dev/null || { echo "screenshot: tmux not installed" >&2; exit 2; }
+if [[ ! -x $BIN/tsd || ! -x $BIN/ts-fake ]]; then
+	mkdir -p "$BIN"
+	(cd "$ROOT" && go build -o "$BIN/tsd" ./cmd/tsd && go build -o "$BIN/ts-fake" ./cmd/ts-fake)
+fi
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-shot.XXXXXX")
+[[ -n $OUT ]] || OUT=$TMP/screens
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+SOCK="tsd-shot-$$" T=shot
+tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
+cleanup() {
+	local rc=$?
+	tm kill-server 2>/dev/null || true
+	[[ $OUT == "$TMP"/* ]] || rm -rf "$TMP"
+	exit $rc
+}
+trap cleanup EXIT
+
+wait_for() {
+	local re=$1 deadline=$((SECONDS + TIMEOUT))
+	until tm capture-pane -p -t "$T" | grep -Eq -- "$re"; do
+		if ((SECONDS >= deadline)); then
+			echo "screenshot: timed out waiting for /$re/; screen:" >&2
+			tm capture-pane -p -t "$T" >&2
+			exit 1
+		fi
+		sleep 0.2
+	done
+}
+
+# shot NAME: save the screen once it has been still for a moment.
+shot() {
+	local prev="" cur
+	for _ in $(seq 20); do
+		cur=$(tm capture-pane -p -t "$T")
+		[[ $cur == "$prev" ]] && break
+		prev=$cur
+		sleep 0.3
+	done
+	tm capture-pane -p -t "$T" >"$OUT/$1.txt"
+	tm capture-pane -p -e -t "$T" >"$OUT/$1.ansi"
+	echo "$OUT/$1.txt"
+}
+
+# The profile's relative paths resolve against its folder; ports move off
+# the defaults so a running demo or test does not collide with this one.
+PORT=$((30000 + RANDOM % 2700)) DIST=$((10000 + (RANDOM % 19) * 100))
+sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
+	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $((DIST + 60))\n    dist_init_port: $DIST/" \
+	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
+	"$PROFILE_SRC" >"$TMP/profile.yaml"
+
+tm new-session -d -s "$T" -x "$W" -y "$H" \
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$TMP/profile.yaml' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
+wait_for '· ([1-9][0-9]*)/\1 roles ready'
+shot overview
+tm send-keys -t "$T" Enter
+wait_for '\[inspector\]'
+shot inspector
+tm send-keys -t "$T" l
+wait_for 'logs: '
+tm send-keys -t "$T" / "Load weight end" Enter
+wait_for 'find "Load weight end"'
+shot logs
+tm send-keys -t "$T" '?'
+wait_for '\[help\]'
+shot help
+tm send-keys -t "$T" Escape
+wait_for '\[logs\]'
+tm send-keys -t "$T" q
+wait_for 'quit tsd\?'
+tm send-keys -t "$T" y
+wait_for 'tsd exited with status'
