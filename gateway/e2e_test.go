@@ -204,6 +204,12 @@ func (c *cluster) kill(name string) {
 // waitRegistered waits until every rank of every named role is registered.
 func (c *cluster) waitRegistered(names ...string) {
 	c.t.Helper()
+	c.waitState(snapshot.RankRegistered, names...)
+}
+
+// waitState waits until every rank of every named role is in state.
+func (c *cluster) waitState(want string, names ...string) {
+	c.t.Helper()
 	cur, ch, cancel := c.g.SubscribeRanks()
 	defer cancel()
 	state := map[string]map[int]string{}
@@ -220,7 +226,7 @@ func (c *cluster) waitRegistered(names ...string) {
 		for _, n := range names {
 			reg := 0
 			for _, st := range state[n] {
-				if st == snapshot.RankRegistered {
+				if st == want {
 					reg++
 				}
 			}
@@ -236,7 +242,7 @@ func (c *cluster) waitRegistered(names ...string) {
 		case ev := <-ch:
 			apply(ev)
 		case <-deadline:
-			c.t.Fatalf("ranks never registered: %v", state)
+			c.t.Fatalf("ranks never %s: %v", want, state)
 		}
 	}
 }
@@ -744,5 +750,28 @@ func TestOutputLogprobs(t *testing.T) {
 		if want := fakemodel.Logprob(9, i); p[0] != want || int32(p[1]) != g.OutputIDs[i] {
 			t.Errorf("logprob %d = %v, want [%v %d]", i, p, want, g.OutputIDs[i])
 		}
+	}
+}
+
+// A restarted prefill re-registers with the rendezvous the gateway hosts
+// (its old registrations are forgotten when it dies) and serves again.
+func TestPrefillRestartWithHostedRendezvous(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
+	c.waitRegistered("prefill", "decode")
+	if res := c.generate(context.Background(), http.DefaultClient, genBody(11, 3, false)); res.err != "" {
+		t.Fatalf("before restart: %+v", res)
+	}
+	c.kill("prefill")
+	c.waitState(snapshot.RankDisconnected, "prefill")
+	res := c.generate(context.Background(), http.DefaultClient, genBody(12, 3, false))
+	if res.status != http.StatusServiceUnavailable || !strings.Contains(res.err, "no_prefill_worker") {
+		t.Fatalf("with prefill down: %+v", res)
+	}
+	c.start("prefill")
+	c.waitRegistered("prefill")
+	res = c.generate(context.Background(), http.DefaultClient, genBody(13, 3, false))
+	if res.err != "" || !equalIDs(res.ids, expected(13, 3)) {
+		t.Fatalf("after restart: %+v", res)
 	}
 }
