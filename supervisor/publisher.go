@@ -84,7 +84,16 @@ func (p *publisher) build() snapshot.Snapshot {
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		for i := range snap.Roles {
-			snap.Roles[i].InFlight, _ = s.gw.InFlight(snap.Roles[i].Name)
+			r := &snap.Roles[i]
+			var per map[int]int
+			r.InFlight, per = s.gw.InFlight(r.Name)
+			if len(per) > 0 && len(r.Ranks) > 0 {
+				// Earlier snapshots share the Ranks array: copy before filling.
+				r.Ranks = append([]snapshot.RankStatus(nil), r.Ranks...)
+				for j := range r.Ranks {
+					r.Ranks[j].InFlight = per[r.Ranks[j].Identity]
+				}
+			}
 		}
 	}
 	if s.opts.Telemetry != nil {

@@ -281,8 +281,13 @@ func (g *stubGW) SetAlive(role string, alive bool) {
 func (g *stubGW) Status() snapshot.GatewayStatus {
 	return snapshot.GatewayStatus{URL: "http://stub", Ready: true}
 }
-func (g *stubGW) InFlight(string) (int, map[int]int) { return 0, nil }
-func (g *stubGW) Shutdown(context.Context) error     { g.record("shutdown"); return nil }
+func (g *stubGW) InFlight(role string) (int, map[int]int) {
+	if role == "decode" {
+		return 3, map[int]int{0: 2, 1: 1}
+	}
+	return 0, nil
+}
+func (g *stubGW) Shutdown(context.Context) error { g.record("shutdown"); return nil }
 
 func indexOf(calls []string, s string) int {
 	for i, c := range calls {
@@ -309,6 +314,9 @@ func TestGatewayRanksRestartReadmit(t *testing.T) {
 	if r1.RanksExpected != 2 || r1.RanksRegistered != 2 || len(r1.Ranks) != 2 || !r1.Routed {
 		t.Fatalf("decode ready status %+v", r1)
 	}
+	f.wait("decode", "in-flight counts per rank", func(r snapshot.RoleStatus) bool {
+		return r.InFlight == 3 && len(r.Ranks) == 2 && r.Ranks[0].InFlight == 2 && r.Ranks[1].InFlight == 1
+	})
 	calls := gw.Calls()
 	if indexOf(calls, "bind") != 0 {
 		t.Fatalf("gateway not bound first: %v", calls)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -208,8 +207,9 @@ func parseSMIApps(out []byte) ([]smiApp, error) {
 // smiNum reads a number, zero for "[N/A]" and friends.
 func smiNum(s string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	// NaN and the infinities parse too; none is a reading.
-	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+	// NaN and the infinities parse too, and a number past 1e12 (MiB, W,
+	// MHz...) is garbage that would overflow the integer conversions.
+	if err != nil || !(v >= 0) || v > 1e12 {
 		return 0
 	}
 	return v
