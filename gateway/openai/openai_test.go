@@ -409,7 +409,26 @@ func TestAuthAndAvailability(t *testing.T) {
 	wantError(t, resp, b, 503, "no decode worker")
 	resp, b = post(t, srv2.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`)
 	wantError(t, resp, b, 503, "no decode worker")
+
+	// Errors that carry their own status (gateway.RequestError) keep it.
+	typed := newFake(tk, "ok")
+	typed.startErr = &statusErr{status: 429, code: "too_many", msg: "queue full"}
+	resp, b = post(t, newTestServer(t, typed, Options{}).URL+"/v1/completions", body)
+	wantError(t, resp, b, 429, "queue full")
+	if resp.Header.Get("X-SMG-Error-Code") != "too_many" {
+		t.Fatalf("code header %q", resp.Header.Get("X-SMG-Error-Code"))
+	}
 }
+
+type statusErr struct {
+	status    int
+	code, msg string
+}
+
+func (e *statusErr) Error() string      { return e.msg }
+func (e *statusErr) HTTPStatus() int    { return e.status }
+func (e *statusErr) ErrorCode() string  { return e.code }
+func (e *statusErr) ErrorParam() string { return "" }
 
 // A failure mid-stream becomes an error event followed by [DONE].
 func TestMidStreamError(t *testing.T) {

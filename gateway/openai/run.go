@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -59,7 +60,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 	}
 	ch, err := s.engine.Generate(ctx, req)
 	if err != nil {
-		send(piece{index: index, err: errorf(http.StatusServiceUnavailable, "worker_failed_to_start", "", "start generation: "+err.Error())})
+		send(piece{index: index, err: engineError(err, http.StatusServiceUnavailable, "worker_failed_to_start", "start generation: ")})
 		return
 	}
 	closed := false
@@ -96,7 +97,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			return
 		}
 		if ev.Err != nil {
-			send(piece{index: index, err: errorf(http.StatusBadGateway, "worker_stream_failed", "", "generation failed: "+ev.Err.Error())})
+			send(piece{index: index, err: engineError(ev.Err, http.StatusBadGateway, "worker_stream_failed", "generation failed: ")})
 			return
 		}
 		if ev.PromptTokens > 0 {
@@ -165,6 +166,25 @@ func (p *plan) matchedValue(str string, id int32) any {
 		return id
 	}
 	return nil
+}
+
+// statusError is how the engine (gateway.RequestError) says which HTTP
+// status and code an error deserves, without us importing it.
+type statusError interface {
+	HTTPStatus() int
+	ErrorCode() string
+}
+
+func engineError(err error, status int, code, prefix string) *apiError {
+	var se statusError
+	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
+		param := ""
+		if p, ok := se.(interface{ ErrorParam() string }); ok {
+			param = p.ErrorParam()
+		}
+		return errorf(se.HTTPStatus(), se.ErrorCode(), param, err.Error())
+	}
+	return errorf(status, code, "", prefix+err.Error())
 }
 
 // usage is OpenAI's usage object.
