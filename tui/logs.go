@@ -164,11 +164,11 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, keys.Up):
 		p.scrollTo(topIdx - 1)
 	case key.Matches(k, keys.Down):
-		p.scrollTo(topIdx + 1)
+		p.scrollDown(topIdx + 1)
 	case key.Matches(k, keys.PageUp):
 		p.scrollTo(topIdx - p.rows())
 	case key.Matches(k, keys.PageDown):
-		p.scrollTo(topIdx + p.rows())
+		p.scrollDown(topIdx + p.rows())
 	case key.Matches(k, keys.Top):
 		p.scrollTo(0)
 	case key.Matches(k, keys.Bottom):
@@ -402,6 +402,15 @@ func (p *logsPage) scrollTo(i int) {
 	}
 	p.follow = false
 	p.top = p.viewAbs(i)
+}
+
+// scrollDown is scrollTo for the down keys: reaching the end follows
+// again, as scrolling back into the live tail means.
+func (p *logsPage) scrollDown(i int) {
+	p.scrollTo(i)
+	if !p.wrap && p.topIndex() >= p.buf.viewLen()-p.rows() {
+		p.follow = true
+	}
 }
 
 // topIndex is the view position of the first line on screen.

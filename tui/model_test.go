@@ -418,3 +418,41 @@ func TestInitFeedsSnapshots(t *testing.T) {
 		t.Fatalf("published snapshot not folded in: %d roles", len(m.snap.Roles))
 	}
 }
+
+// Scrolling up stops following; scrolling back down to the end follows
+// again; g/G jump to the top and back to following.
+func TestLogsFollowScrolling(t *testing.T) {
+	t.Parallel()
+	m, f := newTestModel(t, 80, 24, deployment())
+	f.AppendLogs(tuitest.LogLines("prefill-0", 100, t0)...)
+	runCmd(t, m, press(m, "l"))
+	if !m.logs.follow {
+		t.Fatal("logs do not start following")
+	}
+	press(m, "k")
+	if m.logs.follow {
+		t.Fatal("k kept following")
+	}
+	press(m, "j")
+	if !m.logs.follow {
+		t.Fatal("j back to the end did not follow again")
+	}
+	press(m, "g")
+	if m.logs.follow || m.logs.topIndex() != 0 {
+		t.Fatalf("g: follow %v top %d", m.logs.follow, m.logs.topIndex())
+	}
+	press(m, "G")
+	if !m.logs.follow {
+		t.Fatal("G did not follow")
+	}
+	// New lines while not following leave the screen where it was.
+	press(m, "f")
+	if m.logs.follow {
+		t.Fatal("f did not toggle following off")
+	}
+	press(m, "g")
+	m.Update(logBatchMsg{gen: m.logs.gen, batches: [][]snapshot.LogLine{tuitest.LogLines("prefill-0", 10, t0)}})
+	if m.logs.topIndex() != 0 {
+		t.Fatalf("screen moved to %d while not following", m.logs.topIndex())
+	}
+}
