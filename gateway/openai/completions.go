@@ -121,6 +121,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if req.MaxTokens == nil && req.MaxCompletionTokens == nil {
+		// The legacy completions API defaults to 16 tokens (OpenAI, vLLM).
+		v := 16
+		req.MaxTokens = &v
+	}
 	p, e := s.plan(&req.common)
 	if e != nil {
 		writeError(w, e)

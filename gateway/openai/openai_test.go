@@ -544,3 +544,17 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Completions without max_tokens stop at OpenAI's default of 16 tokens.
+func TestCompletionsDefaultMaxTokens(t *testing.T) {
+	t.Parallel()
+	tk := demoTokenizer(t)
+	eng := newFake(tk, strings.Repeat("one two three four five ", 10))
+	srv := newTestServer(t, eng, Options{})
+	_, body := post(t, srv.URL+"/v1/completions", `{"prompt":"Count"}`)
+	var cr completionResponse
+	_ = json.Unmarshal(body, &cr)
+	if *cr.Choices[0].FinishReason != "length" || cr.Usage.CompletionTokens != 16 || *eng.requests()[0].Sampling.MaxNewTokens != 16 {
+		t.Fatalf("%s", body)
+	}
+}

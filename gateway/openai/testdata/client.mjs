@@ -43,7 +43,7 @@ await scenario('completion', async () => {
 });
 
 await scenario('completion_stream', async () => {
-  const s = await client.completions.create({ model: 'demo', prompt: 'Once upon a time', stream: true });
+  const s = await client.completions.create({ model: 'demo', prompt: 'Once upon a time', stream: true, max_tokens: 64 });
   let text = '', finish = null;
   for await (const c of s) {
     for (const ch of c.choices) {
