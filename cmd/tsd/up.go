@@ -362,8 +362,11 @@ func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
 			h.printed[l.Role] = l.Seq
 		}
 		text := l.Text
-		if !h.colour {
+		switch {
+		case !h.colour:
 			text = supervisor.StripANSI(text)
+		case l.Note:
+			text = "\x1b[1m" + text + "\x1b[0m" // tsd's own lines stand out
 		}
 		h.w.WriteString(h.prefix(l.Role, i))
 		h.w.WriteString(text)
