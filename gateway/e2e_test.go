@@ -63,20 +63,27 @@ type role struct {
 }
 
 type cluster struct {
-	t       testing.TB
-	g       *Gateway
-	base    string
-	plan    *profiles.Plan
-	roles   map[string]role
-	mu      sync.Mutex
-	procs   map[string]*exec.Cmd
-	logs    map[string]*bytes.Buffer
-	serveCh chan error
+	t        testing.TB
+	bootMode string
+	g        *Gateway
+	base     string
+	plan     *profiles.Plan
+	roles    map[string]role
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	logs     map[string]*bytes.Buffer
+	serveCh  chan error
 }
 
 // newCluster binds a gateway for roles (bootstrap_server: tsd) and starts
 // one ts-fake per role.
 func newCluster(t testing.TB, opts Options, roles ...role) *cluster {
+	t.Helper()
+	return newClusterMode(t, opts, "tsd", roles...)
+}
+
+// newClusterMode is newCluster with bootstrap_server engine or tsd.
+func newClusterMode(t testing.TB, opts Options, bootMode string, roles ...role) *cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "gw")
 	if err != nil {
@@ -84,8 +91,8 @@ func newCluster(t testing.TB, opts Options, roles ...role) *cluster {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	plan := &profiles.Plan{Name: "e2e", Model: "fake-model", ServedModelName: "fake", Gateway: profiles.GatewayPlan{
-		Mode: profiles.ModePD, BootstrapServer: "tsd", Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "least_load"}}}
-	c := &cluster{t: t, plan: plan, roles: map[string]role{}, procs: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
+		Mode: profiles.ModePD, BootstrapServer: bootMode, Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "least_load"}}}
+	c := &cluster{t: t, bootMode: bootMode, plan: plan, roles: map[string]role{}, procs: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
 	for i, r := range roles {
 		if r.dp == 0 {
 			r.dp = 1
@@ -169,7 +176,10 @@ func (c *cluster) start(name string) {
 		"--fake-startup", "0", "--fake-log-requests=false"}
 	if r.kind == profiles.KindPrefill {
 		_, bport, _ := net.SplitHostPort(w.Plan().Bootstrap)
-		args = append(args, "--disaggregation-bootstrap-port", bport, "--fake-bootstrap", "external", "--load-balance-method", "round_robin")
+		args = append(args, "--disaggregation-bootstrap-port", bport, "--load-balance-method", "round_robin")
+		if c.bootMode == "tsd" {
+			args = append(args, "--fake-bootstrap", "external")
+		}
 	}
 	args = append(args, r.extra...)
 	cmd := exec.Command(tsFake, args...)
@@ -773,5 +783,23 @@ func TestPrefillRestartWithHostedRendezvous(t *testing.T) {
 	res = c.generate(context.Background(), http.DefaultClient, genBody(13, 3, false))
 	if res.err != "" || !equalIDs(res.ids, expected(13, 3)) {
 		t.Fatalf("after restart: %+v", res)
+	}
+}
+
+// With bootstrap_server: engine the prefill hosts its own rendezvous and
+// reports it in its registration, which the gateway then puts in requests.
+func TestPDEngineHostedRendezvous(t *testing.T) {
+	t.Parallel()
+	c := newClusterMode(t, Options{}, "engine", role{name: "prefill", kind: profiles.KindPrefill, dp: 2}, role{name: "decode", kind: profiles.KindDecode})
+	c.waitRegistered("prefill", "decode")
+	w, _ := c.g.Lane().Worker("prefill")
+	if r := w.Ranks()[0].Registration; r == nil || r.Bootstrap != w.Plan().Bootstrap {
+		t.Fatalf("registration bootstrap %+v, plan %s", r, w.Plan().Bootstrap)
+	}
+	for i := range 6 {
+		res := c.generate(context.Background(), http.DefaultClient, genBody(int64(100+i), 5, i%2 == 0))
+		if res.err != "" || !equalIDs(res.ids, expected(int64(100+i), 5)) {
+			t.Fatalf("req %d: %+v", i, res)
+		}
 	}
 }
