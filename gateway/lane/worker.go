@@ -357,6 +357,10 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 		base := id - reg.DataParallelRank
 		for rid, rr := range w.ranks {
 			if (rid < base || rid >= base+d) && rr.st.State == snapshot.RankWaiting {
+				// Planned, but the engine says its ranks live elsewhere
+				// (another --zmq-engine-index or DP size): say so once, then
+				// drop it from the registry.
+				w.publishLocked(rr, fmt.Sprintf("not awaited: the engine declared identities %d..%d", base, base+d-1))
 				delete(w.ranks, rid)
 				w.lane.broker.forget(w.plan.Role, rid)
 			}
