@@ -90,3 +90,27 @@ func TestGoldenOverviewTiny(t *testing.T) {
 	checkFrame(t, s, 80, 12)
 	golden(t, "overview_tiny_80x12", s)
 }
+
+// Every page renders inside tiny and odd windows without panicking or
+// spilling past the frame.
+func TestTinyWindows(t *testing.T) {
+	t.Parallel()
+	for _, sz := range []struct{ w, h int }{{1, 1}, {10, 3}, {20, 5}, {40, 10}, {300, 100}} {
+		m, f := newTestModel(t, sz.w, sz.h, tuitest.Deployment(16, 4, 4, t0))
+		f.AppendLogs(tuitest.LogLines("prefill-0", 50, t0)...)
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "enter")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		runCmd(t, m, press(m, "l"))
+		press(m, "/")
+		typeText(m, "step")
+		press(m, "enter", "w")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "&")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", "?")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", "esc", "esc", "r")
+		checkFrame(t, m.render(), sz.w, sz.h)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -82,4 +84,23 @@ func TestIndexFold(t *testing.T) {
 			t.Errorf("indexFold(%q, %q) = %d, want %d", c.s, c.needle, got, c.want)
 		}
 	}
+}
+
+// Whatever an engine prints, the line that reaches the screen holds no
+// control bytes and its cached width is its display width.
+func FuzzSanitize(f *testing.F) {
+	for _, s := range []string{"plain", "\x1b[32mgreen\x1b[0m", "a\tb\r\n", "\x1b]8;;http://x\x07link\x1b]8;;\x07", "日本\t語", "\x1b[", "\xff\xfe"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := sanitize(in)
+		for i := 0; i < len(out); i++ {
+			if c := out[i]; c < 0x20 || c == 0x7f {
+				t.Fatalf("sanitize(%q) = %q keeps control byte %#x", in, out, c)
+			}
+		}
+		if got, want := textWidth(out), ansi.StringWidth(out); got != want {
+			t.Fatalf("textWidth(%q) = %d, display width %d", out, got, want)
+		}
+	})
 }
