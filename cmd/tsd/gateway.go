@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway"
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -37,9 +41,7 @@ func (c gatewayCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	// TODO(integrator): mount the OpenAI front end (gateway/openai) through
-	// gateway.Options.Mount once it lands.
-	g, err := gateway.New(plan, gateway.Options{Logger: log})
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: openAIMount(plan, log)})
 	if err != nil {
 		return err
 	}
@@ -82,4 +84,26 @@ func (c gatewayCmd) Run() error {
 	}
 	log.Info("gateway stopped")
 	return nil
+}
+
+// openAIMount serves /v1/chat/completions and /v1/completions when the
+// plan's tokenizer loads; without one the gateway still serves the
+// token-level /generate, and says why.
+func openAIMount(plan *profiles.Plan, log *slog.Logger) func(gen.Engine, *http.ServeMux) {
+	dir := plan.Tokenizer
+	if dir == "" {
+		dir = plan.Model
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
+		return nil
+	}
+	model := plan.ServedModelName
+	if model == "" {
+		model = plan.Model
+	}
+	return func(e gen.Engine, mux *http.ServeMux) {
+		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv}).Register(mux)
+	}
 }
