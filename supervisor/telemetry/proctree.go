@@ -117,8 +117,16 @@ func (s *procScanner) tree(root int) []int {
 		return nil
 	}
 	out := []int{root}
+	// Stat files are read at different instants, so a PID reused mid-scan
+	// can make a cycle; never visit a PID twice.
+	seen := map[int]bool{root: true}
 	for i := 0; i < len(out); i++ {
-		out = append(out, s.kids[out[i]]...)
+		for _, k := range s.kids[out[i]] {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
 	}
 	return out
 }

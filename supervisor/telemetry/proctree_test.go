@@ -154,6 +154,15 @@ func TestProcScannerParsesHostileNames(t *testing.T) {
 	if s.procs[12].start != 1012 || s.procs[12].ppid != 11 || s.procs[12].threads != 7 {
 		t.Errorf("entry 12 = %+v", s.procs[12])
 	}
+	// A cycle (possible when PIDs are reused during a scan) must end.
+	stat(30, "a", 31)
+	stat(31, "b", 30)
+	if err := s.scan(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.tree(30); !reflect.DeepEqual(got, []int{30, 31}) {
+		t.Errorf("tree(30) with a cycle = %v", got)
+	}
 	if s.tree(99) != nil {
 		t.Error("tree of a missing root")
 	}
