@@ -446,9 +446,9 @@ func TestNoProgressDeadline(t *testing.T) {
 	t.Parallel()
 	role := shRole("decode", profiles.KindDecode, `echo "Load weight begin. avail mem=1 GB"; exec sleep 1000`)
 	role.Restart.Policy = PolicyNo
-	f := newFixture(t, nil, func(o *Options) { o.NoProgress = 300 * time.Millisecond }, role)
+	f := newFixture(t, nil, func(o *Options) { o.NoProgress = time.Second }, role)
 	r := f.wait("decode", "failed", state(snapshot.StateFailed))
-	if !strings.Contains(r.Reason, "no progress for 300ms (phase: loading weights)") || !strings.Contains(r.Reason, "SIGTERM") {
+	if !strings.Contains(r.Reason, "no progress for 1s (phase: loading weights)") || !strings.Contains(r.Reason, "SIGTERM") {
 		t.Fatalf("reason %q", r.Reason)
 	}
 }
