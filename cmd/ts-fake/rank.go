@@ -60,7 +60,10 @@ func runRank(cfg config, global int) int {
 	}
 
 	var transfer *bootstrap.TransferServer
-	if cfg.mode == "prefill" {
+	// Prefill ranks hand KV to decode; the encode's first rank hands
+	// embeddings to prefill (EPD). Both through a transfer endpoint
+	// registered with the rendezvous on the bootstrap port.
+	if cfg.mode == "prefill" || (cfg.mode == "encode" && r.tpRank == 0) {
 		transfer = bootstrap.NewTransferServer()
 		if err := transfer.Start(net.JoinHostPort(bootstrapHost(cfg), "0")); err != nil {
 			r.fatal(err)
@@ -336,13 +339,17 @@ func (r *rank) registerPrefill(t *bootstrap.TransferServer) {
 	c := bootstrap.NewClient(addr, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := c.Register(ctx, bootstrap.Registration{Role: bootstrap.RolePrefill, WorldSize: r.cfg.world, DPSize: r.cfg.dp,
+	role, who := bootstrap.RolePrefill, "Prefill"
+	if r.cfg.mode == "encode" {
+		role, who = bootstrap.RoleEncode, "Encode"
+	}
+	err := c.Register(ctx, bootstrap.Registration{Role: role, WorldSize: r.cfg.world, DPSize: r.cfg.dp,
 		RankIP: a.RankIP, RankPort: a.RankPort, EngineRank: r.global, CacheLayout: "fake-mha"})
 	if err != nil {
-		r.log.errorf("prefill.py:214", "Prefill instance failed to register with bootstrap server: %v", err)
+		r.log.errorf("prefill.py:214", "%s instance failed to register with bootstrap server: %v", who, err)
 		return
 	}
-	r.log.info("prefill.py:220", "Prefill rank %d registered with bootstrap server %s (transfer endpoint %s)", r.global, addr, a.HostPort())
+	r.log.info("prefill.py:220", "%s rank %d registered with bootstrap server %s (transfer endpoint %s)", who, r.global, addr, a.HostPort())
 }
 
 // armCrash implements --fake-crash-rank.

@@ -18,10 +18,11 @@ import (
 type reqState int
 
 const (
-	stWaiting  reqState = iota // admitted, waiting for a batch slot
-	stFetching                 // decode: waiting for the prefill's KV
-	stRunning                  // generating one token per step
-	stSending                  // prefill: first token sampled, KV being fetched by decode
+	stWaiting   reqState = iota // admitted, waiting for a batch slot
+	stFetching                  // decode: waiting for the prefill's KV
+	stRunning                   // generating one token per step
+	stSending                   // prefill: first token sampled, KV being fetched by decode
+	stEmbedding                 // EPD prefill: waiting for image embeddings from encode servers
 )
 
 // request is one rid in the scheduler. Only the scheduler goroutine
@@ -42,6 +43,8 @@ type request struct {
 	finish     string // terminal reason once decided
 	cancel     context.CancelFunc
 	firstToken *int // decode: the prefill's token from the KV
+	inputIDs   []int32
+	promptLP   int // prefill: logprob_start_len of a prompt-logprob request; -1 none
 }
 
 // pdResult comes back from a transfer goroutine.
@@ -62,6 +65,13 @@ type outEntry struct {
 	cached    int
 	lpVal     []float64
 	lpIdx     []int
+
+	// full sends this rid in the full BatchTokenIDOut variant (tsd's
+	// design for prompt logprobs): abort message and input logprobs.
+	full    bool
+	message string
+	inVal   []float64
+	inIdx   []int32
 }
 
 // engine is one leader rank's scheduler: a single goroutine owns every
@@ -74,6 +84,8 @@ type engine struct {
 	transfer *bootstrap.TransferServer
 
 	inbox   chan wire.InputMessage
+	encIn   chan encodeMsg
+	embDone chan embResult
 	pdDone  chan pdResult
 	reqs    map[string]*request
 	order   []*request // admission order of live requests (waiting, running)
@@ -91,6 +103,8 @@ func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer) *engine {
 	return &engine{
 		r: r, cfg: r.cfg, in: in, transfer: t,
 		inbox:   make(chan wire.InputMessage, 256),
+		encIn:   make(chan encodeMsg, 256),
+		embDone: make(chan embResult, 256),
 		pdDone:  make(chan pdResult, 256),
 		reqs:    map[string]*request{},
 		aborted: map[string]time.Time{},
@@ -121,6 +135,10 @@ func (e *engine) run() {
 			select {
 			case m := <-e.inbox:
 				e.handle(m)
+			case m := <-e.encIn:
+				e.handleEncode(m)
+			case res := <-e.embDone:
+				e.handleEmbeddings(res)
 			case res := <-e.pdDone:
 				e.handlePD(res)
 			case <-hangTimer:
@@ -134,6 +152,12 @@ func (e *engine) run() {
 			select {
 			case m := <-e.inbox:
 				e.handle(m)
+				continue
+			case m := <-e.encIn:
+				e.handleEncode(m)
+				continue
+			case res := <-e.embDone:
+				e.handleEmbeddings(res)
 				continue
 			case res := <-e.pdDone:
 				e.handlePD(res)
@@ -163,6 +187,10 @@ func (e *engine) drain() {
 		select {
 		case m := <-e.inbox:
 			e.handle(m)
+		case m := <-e.encIn:
+			e.handleEncode(m)
+		case res := <-e.embDone:
+			e.handleEmbeddings(res)
 		case res := <-e.pdDone:
 			e.handlePD(res)
 		default:
@@ -196,8 +224,13 @@ func (e *engine) readInput() {
 			continue
 		}
 		if len(msg.Frames) >= 2 && len(msg.Frames[0]) == 1 && msg.Frames[0][0] == wire.TypeAdd {
+			// EPD framing (tsd's design): an EncodeRequest travels as an
+			// ADD (type 0x00) whose payload carries the EncodeRequest tag;
+			// frames after the payload are its out-of-band tensors.
 			if tag, err := wire.PeekTag(msg.Frames[1]); err == nil && tag == wire.TagEncodeRequest {
-				e.logEncode(msg.Frames[1])
+				if m, ok := e.decodeEncode(msg.Frames[1], msg.Frames[2:]); ok {
+					e.encIn <- m
+				}
 				continue
 			}
 		}
@@ -208,19 +241,6 @@ func (e *engine) readInput() {
 		}
 		e.inbox <- m
 	}
-}
-
-func (e *engine) logEncode(b []byte) {
-	q, err := wire.DecodeEncodeRequest(b)
-	if err != nil {
-		e.r.log.plain("msgpack recv: dropping undecodable EncodeRequest: %v", err)
-		return
-	}
-	room := "nil"
-	if q.BootstrapRoom != nil {
-		room = strconv.FormatUint(*q.BootstrapRoom, 10)
-	}
-	e.r.log.info("encode_loop.py:131", "EncodeRequest received: rid=%s room=%s items=%d (fake: not encoded; EPD comes later)", q.RID, room, len(q.Items))
 }
 
 func (e *engine) handle(m wire.InputMessage) {
@@ -285,7 +305,11 @@ func (e *engine) add(g wire.GenerateRequest) {
 	if sp.Seed != nil {
 		seed = uint32(*sp.Seed)
 	}
-	q := &request{rid: g.RID, promptLen: len(g.InputIDs), stream: g.Stream, logprob: g.ReturnLogprob}
+	q := &request{rid: g.RID, promptLen: len(g.InputIDs), stream: g.Stream, logprob: g.ReturnLogprob,
+		inputIDs: g.InputIDs, promptLP: -1}
+	if e.cfg.mode == "prefill" && g.ReturnLogprob && g.LogprobStartLen >= 0 {
+		q.promptLP = g.LogprobStartLen
+	}
 	q.interval = e.cfg.streamInterval
 	if sp.StreamInterval != nil && *sp.StreamInterval > 0 {
 		q.interval = *sp.StreamInterval
@@ -310,6 +334,13 @@ func (e *engine) add(g wire.GenerateRequest) {
 		q.invalid = fmt.Sprintf("input of %d tokens does not fit max_model_len %d", q.promptLen, e.cfg.maxModelLen)
 	case g.ReturnLogprob && !e.cfg.logprobs:
 		q.invalid = "logprobs were requested but the server was started without --enable-output-logprobs"
+	case q.promptLP >= 0 && !e.cfg.promptLogprobs:
+		q.invalid = "prompt logprobs (logprob_start_len >= 0) are not supported by this engine"
+	case q.promptLP >= len(g.InputIDs):
+		q.invalid = fmt.Sprintf("logprob_start_len %d is not below the prompt length %d", q.promptLP, len(g.InputIDs))
+	}
+	if q.invalid == "" {
+		q.invalid = checkMultimodal(g)
 	}
 	if q.invalid == "" {
 		if id, ok := g.SessionID(); ok {
@@ -349,11 +380,16 @@ func (e *engine) add(g wire.GenerateRequest) {
 	if e.cfg.mode == "decode" {
 		e.startFetch(q)
 	}
+	if e.cfg.mode == "prefill" {
+		e.startEmbeddingWait(q, g)
+	}
 }
 
 // finishNow queues a terminal output with no tokens.
 func (e *engine) finishNow(q *request, reason string) {
-	e.pending = append(e.pending, outEntry{rid: q.rid, ids: []int{}, finish: reason, prompt: q.promptLen})
+	// A prompt-logprob request learns why in the full variant's message.
+	e.pending = append(e.pending, outEntry{rid: q.rid, ids: []int{}, finish: reason, prompt: q.promptLen,
+		full: q.promptLP >= 0, message: q.invalid})
 	e.logFinish(q.rid, q.promptLen, 0, reason)
 }
 
@@ -499,7 +535,12 @@ func (e *engine) handlePD(res pdResult) {
 			reason = "length"
 		}
 		e.remove(q)
-		e.pending = append(e.pending, e.entry(q, reason))
+		o := e.entry(q, reason)
+		if q.promptLP >= 0 {
+			o.full = true
+			o.inVal, o.inIdx = promptLogprobs(q.inputIDs, q.promptLP)
+		}
+		e.pending = append(e.pending, o)
 		e.logFinish(q.rid, q.promptLen, 1, reason)
 	}
 }
@@ -587,6 +628,27 @@ func (e *engine) step() {
 // send writes one output batch (and, once, a malformed frame before it
 // when --fake-malformed-output asks).
 func (e *engine) send(batch []outEntry) {
+	var full []outEntry
+	slim := batch[:0:0]
+	for _, o := range batch {
+		if o.full {
+			full = append(full, o)
+		} else {
+			slim = append(slim, o)
+		}
+	}
+	if len(full) > 0 {
+		b, err := encodeFullBatch(full)
+		if err != nil {
+			e.r.log.errorf("zmq_msgpack.py:260", "encode full output batch: %v", err)
+		} else {
+			e.write(b)
+		}
+	}
+	if len(slim) == 0 {
+		return
+	}
+	batch = slim
 	e.batches++
 	if e.cfg.malformed != "" && e.batches == e.cfg.malformedAt {
 		e.r.log.warn("ts-fake.py:1", "fake: injecting a malformed output frame (%s)", e.cfg.malformed)

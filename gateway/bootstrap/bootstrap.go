@@ -28,6 +28,10 @@ const DefaultPort = 8998
 // RolePrefill is the role every prefill rank puts in its registration.
 const RolePrefill = "Prefill"
 
+// RoleEncode is the role an encode server's first rank registers with
+// (EPD, tsd's design): prefill ranks look its embedding endpoint up there.
+const RoleEncode = "Encode"
+
 // Registration is the body a prefill rank PUTs to /route after its
 // handshake (once, 5 s timeout, no retry upstream).
 type Registration struct {

@@ -38,7 +38,7 @@ type KV struct {
 const maxPoll = 5 * time.Second
 
 type slot struct {
-	kv      KV
+	body    []byte        // the JSON answer, set by Send
 	offered chan struct{} // closed by Send
 	fetched chan struct{} // closed by the first successful fetch
 	once    sync.Once
@@ -49,14 +49,14 @@ type slot struct {
 // TransferServer is one prefill rank's transfer endpoint.
 type TransferServer struct {
 	mu       sync.Mutex
-	slots    map[uint64]*slot
+	slots    map[slotKey]*slot
 	srv      *http.Server
 	listener net.Listener
 }
 
 // NewTransferServer returns an unstarted transfer endpoint.
 func NewTransferServer() *TransferServer {
-	return &TransferServer{slots: map[uint64]*slot{}}
+	return &TransferServer{slots: map[slotKey]*slot{}}
 }
 
 // Start binds addr (host:port, port 0 picks one) and serves in the background.
@@ -66,7 +66,8 @@ func (t *TransferServer) Start(addr string) error {
 		return fmt.Errorf("bind transfer endpoint on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /kv/{room}", t.serveFetch)
+	mux.HandleFunc("GET /kv/{room}", func(w http.ResponseWriter, r *http.Request) { t.serveFetch(w, r, kindKV) })
+	mux.HandleFunc("GET /embedding/{room}", func(w http.ResponseWriter, r *http.Request) { t.serveFetch(w, r, kindEmbedding) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	t.mu.Lock()
 	t.srv, t.listener = srv, l
@@ -97,19 +98,31 @@ func (t *TransferServer) Close() error {
 	return srv.Close()
 }
 
-func (t *TransferServer) slotLocked(room uint64) *slot {
-	s := t.slots[room]
+// Transfer kinds: a prefill's KV for its decode, an encode's embedding for
+// its prefill (EPD). Rooms of different kinds never collide.
+const (
+	kindKV        = "kv"
+	kindEmbedding = "embedding"
+)
+
+type slotKey struct {
+	kind string
+	room uint64
+}
+
+func (t *TransferServer) slotLocked(k slotKey) *slot {
+	s := t.slots[k]
 	if s == nil {
 		s = &slot{offered: make(chan struct{}), fetched: make(chan struct{})}
-		t.slots[room] = s
+		t.slots[k] = s
 	}
 	return s
 }
 
 // dropIfIdle forgets a slot nobody waits on any more.
-func (t *TransferServer) dropIfIdle(room uint64, s *slot) {
-	if s.waiters == 0 && s.senders == 0 && t.slots[room] == s {
-		delete(t.slots, room)
+func (t *TransferServer) dropIfIdle(k slotKey, s *slot) {
+	if s.waiters == 0 && s.senders == 0 && t.slots[k] == s {
+		delete(t.slots, k)
 	}
 }
 
@@ -117,15 +130,26 @@ func (t *TransferServer) dropIfIdle(room uint64, s *slot) {
 // returns ctx's error if nobody fetched it in time; the offer is then
 // withdrawn.
 func (t *TransferServer) Send(ctx context.Context, kv KV) error {
+	body, err := json.Marshal(kv)
+	if err != nil {
+		return fmt.Errorf("send KV for room %d: %w", kv.Room, err)
+	}
+	if err := t.send(ctx, slotKey{kindKV, kv.Room}, body); err != nil {
+		return fmt.Errorf("send KV for room %d: %w", kv.Room, err)
+	}
+	return nil
+}
+
+func (t *TransferServer) send(ctx context.Context, k slotKey, body []byte) error {
 	t.mu.Lock()
-	s := t.slotLocked(kv.Room)
+	s := t.slotLocked(k)
 	select {
 	case <-s.offered:
 		t.mu.Unlock()
-		return fmt.Errorf("send KV for room %d: room already offered", kv.Room)
+		return errors.New("room already offered")
 	default:
 	}
-	s.kv = kv
+	s.body = body
 	s.senders++
 	close(s.offered)
 	t.mu.Unlock()
@@ -134,18 +158,18 @@ func (t *TransferServer) Send(ctx context.Context, kv KV) error {
 	select {
 	case <-s.fetched:
 	case <-ctx.Done():
-		err = fmt.Errorf("send KV for room %d: decode never fetched it: %w", kv.Room, ctx.Err())
+		err = fmt.Errorf("nobody fetched it: %w", ctx.Err())
 	}
 	t.mu.Lock()
 	s.senders--
-	if t.slots[kv.Room] == s {
-		delete(t.slots, kv.Room)
+	if t.slots[k] == s {
+		delete(t.slots, k)
 	}
 	t.mu.Unlock()
 	return err
 }
 
-func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
+func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request, kind string) {
 	room, err := strconv.ParseUint(r.PathValue("room"), 10, 64)
 	if err != nil {
 		http.Error(w, "bad room: "+err.Error(), http.StatusBadRequest)
@@ -155,8 +179,9 @@ func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
 	if ms, err := strconv.Atoi(r.URL.Query().Get("wait_ms")); err == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < wait {
 		wait = time.Duration(ms) * time.Millisecond
 	}
+	k := slotKey{kind, room}
 	t.mu.Lock()
-	s := t.slotLocked(room)
+	s := t.slotLocked(k)
 	s.waiters++
 	t.mu.Unlock()
 
@@ -171,9 +196,9 @@ func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	t.mu.Lock()
 	s.waiters--
-	kv := s.kv
+	body := s.body
 	if !got {
-		t.dropIfIdle(room, s)
+		t.dropIfIdle(k, s)
 	}
 	t.mu.Unlock()
 	if got && r.Context().Err() != nil {
@@ -184,7 +209,7 @@ func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(kv); err != nil {
+	if _, err := w.Write(body); err != nil {
 		return // the decode went away; leave the offer for a retry
 	}
 	s.once.Do(func() { close(s.fetched) })
@@ -199,7 +224,17 @@ var transferClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdle
 // keeps polling through connection errors (the prefill rank may not be
 // listening yet) and wraps ErrTransferTimeout when ctx ends first.
 func Fetch(ctx context.Context, addr RankAddr, room uint64) (KV, error) {
-	url := "http://" + addr.HostPort() + "/kv/" + strconv.FormatUint(room, 10)
+	var kv KV
+	err := fetch(ctx, addr, slotKey{kindKV, room}, &kv)
+	return kv, err
+}
+
+func fetch(ctx context.Context, addr RankAddr, k slotKey, into any) error {
+	url := "http://" + addr.HostPort() + "/" + k.kind + "/" + strconv.FormatUint(k.room, 10)
+	what := "KV"
+	if k.kind == kindEmbedding {
+		what = "embedding"
+	}
 	var lastErr error
 	for {
 		wait := maxPoll
@@ -207,53 +242,84 @@ func Fetch(ctx context.Context, addr RankAddr, room uint64) (KV, error) {
 			wait = min(wait, time.Until(dl))
 		}
 		if wait <= 0 || ctx.Err() != nil {
-			return KV{}, fetchTimeout(room, lastErr)
+			return fetchTimeout(what, k.room, lastErr)
 		}
-		kv, ok, err := fetchOnce(ctx, url, wait)
+		ok, err := fetchOnce(ctx, url, wait, into)
 		if ok {
-			return kv, nil
+			return nil
 		}
 		if err != nil {
 			lastErr = err
 			// A refused connection returns at once; do not spin.
 			select {
 			case <-ctx.Done():
-				return KV{}, fetchTimeout(room, lastErr)
+				return fetchTimeout(what, k.room, lastErr)
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}
 }
 
-func fetchTimeout(room uint64, last error) error {
+func fetchTimeout(what string, room uint64, last error) error {
 	if last != nil {
-		return fmt.Errorf("fetch KV for room %d: %w (last error: %v)", room, ErrTransferTimeout, last)
+		return fmt.Errorf("fetch %s for room %d: %w (last error: %v)", what, room, ErrTransferTimeout, last)
 	}
-	return fmt.Errorf("fetch KV for room %d: %w", room, ErrTransferTimeout)
+	return fmt.Errorf("fetch %s for room %d: %w", what, room, ErrTransferTimeout)
 }
 
-func fetchOnce(ctx context.Context, url string, wait time.Duration) (KV, bool, error) {
-	var kv KV
+func fetchOnce(ctx context.Context, url string, wait time.Duration, into any) (bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?wait_ms="+strconv.FormatInt(wait.Milliseconds(), 10), nil)
 	if err != nil {
-		return kv, false, fmt.Errorf("build fetch request: %w", err)
+		return false, fmt.Errorf("build fetch request: %w", err)
 	}
 	resp, err := transferClient.Do(req)
 	if err != nil {
-		return kv, false, err
+		return false, err
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		if err := json.NewDecoder(resp.Body).Decode(&kv); err != nil {
-			return kv, false, fmt.Errorf("decode KV: %w", err)
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			return false, fmt.Errorf("decode transfer: %w", err)
 		}
-		return kv, true, nil
+		return true, nil
 	case http.StatusNoContent:
-		return kv, false, nil
+		return false, nil
 	default:
 		var b strings.Builder
-		_, _ = fmt.Fprintf(&b, "fetch KV: %s", resp.Status)
-		return kv, false, errors.New(b.String())
+		_, _ = fmt.Fprintf(&b, "fetch: %s", resp.Status)
+		return false, errors.New(b.String())
 	}
+}
+
+// Embedding is what an encode rank hands a prefill for one image item
+// (EPD; our stand-in for the encode→prefill Mooncake transfer): Hidden
+// values per pad token, row-major.
+type Embedding struct {
+	Room   uint64    `json:"room"`
+	Rid    string    `json:"rid"` // the encode request's rid
+	Tokens int       `json:"tokens"`
+	Hidden int       `json:"hidden"`
+	Values []float32 `json:"values"`
+}
+
+// SendEmbedding offers e under e.Room and waits until a prefill fetched it
+// (or ctx ends; the offer is then withdrawn).
+func (t *TransferServer) SendEmbedding(ctx context.Context, e Embedding) error {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("send embedding for room %d: %w", e.Room, err)
+	}
+	if err := t.send(ctx, slotKey{kindEmbedding, e.Room}, body); err != nil {
+		return fmt.Errorf("send embedding for room %d: %w", e.Room, err)
+	}
+	return nil
+}
+
+// FetchEmbedding waits for room's embedding at the encode rank addr until
+// ctx ends, like Fetch.
+func FetchEmbedding(ctx context.Context, addr RankAddr, room uint64) (Embedding, error) {
+	var e Embedding
+	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e)
+	return e, err
 }

@@ -46,6 +46,14 @@ type Result struct {
 	Messages    int // output batches that carried this rid
 	EngineIndex int // engine_index of the last batch carrying it
 	Done        bool
+
+	// From messages in the full BatchTokenIDOut variant (tsd's design for
+	// prompt logprobs): the input logprobs (NaN = None) and their token
+	// ids, and the abort message.
+	PromptLogprobs   []float64
+	PromptLogprobIDs []int32
+	AbortMessage     string
+	FullMessages     int
 }
 
 // State is a snapshot of what the frontend has seen.
@@ -254,11 +262,12 @@ func (f *Frontend) serveOutput() {
 			f.update(func() { f.state.Sentinels++ })
 			continue
 		}
-		o, err := wire.DecodeOutputFrames(m.Frames)
+		ao, err := wire.DecodeAnyOutputFrames(m.Frames)
 		if err != nil {
 			f.update(func() { f.state.Malformed++ })
 			continue
 		}
+		o := ao.Batch
 		f.update(func() {
 			f.state.Batches++
 			f.state.MaxBatchRIDs = max(f.state.MaxBatchRIDs, len(o.RIDs))
@@ -277,6 +286,18 @@ func (f *Frontend) serveOutput() {
 				}
 				r.Prompt, r.Completion, r.EngineIndex = o.PromptTokens[i], o.CompletionTokens[i], o.EngineIndex
 				r.Messages++
+				if ao.Full != nil {
+					r.FullMessages++
+					if v, ids, ok, err := ao.PromptLogprobs(i); err != nil {
+						f.state.Errors = append(f.state.Errors, "input logprobs of "+rid+": "+err.Error())
+					} else if ok {
+						r.PromptLogprobs = append(r.PromptLogprobs, v...)
+						r.PromptLogprobIDs = append(r.PromptLogprobIDs, ids...)
+					}
+					if msg := ao.AbortMessage(i); msg != "" {
+						r.AbortMessage = msg
+					}
+				}
 				if o.FinishedReasons[i] != wire.FinishRunning {
 					r.Finish, r.Done = o.FinishedReasons[i], true
 				}
@@ -337,6 +358,17 @@ func (f *Frontend) Submit(idx int, q wire.GenerateRequest) error {
 	return f.SendRaw(idx, []byte{wire.TypeAdd}, b)
 }
 
+// SubmitEncode sends an EncodeRequest to engine index idx the way tsd's
+// gateway does (an ADD frame whose payload has the EncodeRequest tag),
+// followed by aux as out-of-band tensor frames.
+func (f *Frontend) SubmitEncode(idx int, q wire.EncodeRequest, aux ...[]byte) error {
+	b, err := wire.EncodeEncodeRequest(q)
+	if err != nil {
+		return fmt.Errorf("encode EncodeRequest %s: %w", q.RID, err)
+	}
+	return f.SendRaw(idx, append([][]byte{{wire.TypeAdd}, b}, aux...)...)
+}
+
 // Abort sends an ABORT for rids to engine index idx.
 func (f *Frontend) Abort(idx int, rids ...string) error {
 	b, err := wire.EncodeAbort(wire.AbortRequest{RIDs: rids})
@@ -370,6 +402,8 @@ func (r *Result) clone() Result {
 	c := *r
 	c.Tokens = append([]int32(nil), r.Tokens...)
 	c.Logprobs = append([]float64(nil), r.Logprobs...)
+	c.PromptLogprobs = append([]float64(nil), r.PromptLogprobs...)
+	c.PromptLogprobIDs = append([]int32(nil), r.PromptLogprobIDs...)
 	return c
 }
 

@@ -77,3 +77,25 @@ func (p Params) Completion() ([]int, string) {
 		}
 	}
 }
+
+// PromptLogprob is the fake input logprob of prompt token tok at position
+// pos (pos >= 1; position 0 has none, reported as NaN/None). It depends on
+// the prompt prefix only through the token and its position, so prefill
+// legs and tests agree without sharing state.
+func PromptLogprob(tok int32, pos int) float64 {
+	return -float64(Token(uint32(tok), pos, 1000)+1) / 1000
+}
+
+// EmbeddingHidden is the width of a fake image embedding (values per pad token).
+const EmbeddingHidden = 8
+
+// Embedding is the fake encoder output for an image: `tokens` rows of
+// EmbeddingHidden values derived from a 32-bit digest of its pixel bytes
+// (so the same image always embeds the same).
+func Embedding(pixelDigest uint32, tokens int) []float32 {
+	out := make([]float32, tokens*EmbeddingHidden)
+	for i := range out {
+		out[i] = float32(Token(pixelDigest, i, 2001)-1000) / 1000
+	}
+	return out
+}
