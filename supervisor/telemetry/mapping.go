@@ -142,3 +142,37 @@ func Join(gpus []GPUInfo, m Mapping, pidRole map[int]string) ([]snapshot.GPUStat
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out, mem
 }
+
+// StrayProcesses lists compute processes on role's GPUs that no watched
+// role's process tree holds: after a role stops, these are what still pins
+// its GPU memory (an orphaned rank, or someone else's job). Empty when the
+// role has no mapped GPU or the GPUs are clean.
+func (r Readings) StrayProcesses(role string) []StrayProcess {
+	var out []StrayProcess
+	for _, g := range r.GPUs {
+		mine := false
+		for _, name := range g.Roles {
+			if name == role {
+				mine = true
+				break
+			}
+		}
+		if !mine {
+			continue
+		}
+		for _, p := range g.Processes {
+			if p.Role == "" {
+				out = append(out, StrayProcess{GPU: g.Index, UUID: g.UUID, PID: p.PID, UsedB: p.UsedB})
+			}
+		}
+	}
+	return out
+}
+
+// StrayProcess is a compute process on a role's GPU outside every role tree.
+type StrayProcess struct {
+	GPU   int
+	UUID  string
+	PID   int
+	UsedB uint64
+}

@@ -141,3 +141,23 @@ func TestJoinAttributionIgnoresGPUAssignment(t *testing.T) {
 		t.Fatalf("mem = %v", mem)
 	}
 }
+
+func TestStrayProcessesAreUnattributedOnTheRolesGPUs(t *testing.T) {
+	t.Parallel()
+	gpus := []GPUInfo{
+		{Index: 0, UUID: "GPU-a", Processes: []GPUProc{{PID: 10, UsedB: 1}, {PID: 66, UsedB: 9}}},
+		{Index: 1, UUID: "GPU-b", Processes: []GPUProc{{PID: 77, UsedB: 5}}},
+	}
+	m := MapRoles(gpus, []RoleGPUs{{Role: "decode", CudaVisibleDevices: "0"}, {Role: "prefill", CudaVisibleDevices: "1"}})
+	rows, _ := Join(gpus, m, map[int]string{10: "decode"})
+	r := Readings{GPUs: rows}
+	if got := r.StrayProcesses("decode"); !reflect.DeepEqual(got, []StrayProcess{{GPU: 0, UUID: "GPU-a", PID: 66, UsedB: 9}}) {
+		t.Errorf("decode strays = %+v", got)
+	}
+	if got := r.StrayProcesses("prefill"); len(got) != 1 || got[0].PID != 77 {
+		t.Errorf("prefill strays = %+v", got)
+	}
+	if got := r.StrayProcesses("encode"); got != nil {
+		t.Errorf("unmapped role strays = %+v", got)
+	}
+}
