@@ -161,12 +161,14 @@ func (t *Telemetry) SetRoles(roles []RoleInfo) {
 	offer(t.procRole, cp)
 }
 
-// Latest returns the most recent Readings (never nil fields' parents).
+// Latest returns the most recent Readings; its maps are never nil. Before
+// the first poll the panel says "probing GPUs" (or "simulated GPUs").
 func (t *Telemetry) Latest() Readings { return *t.latest.Load() }
 
 // Subscribe returns a channel that holds the current Readings at once and
 // then each newer one; a slow reader only ever misses intermediate values,
-// never blocks the pollers. cancel stops delivery.
+// never blocks the pollers. cancel stops delivery. The channel is never
+// closed (not even when Run returns): stop reading when your own context ends.
 func (t *Telemetry) Subscribe() (<-chan Readings, func()) {
 	ch := make(chan Readings, 1)
 	t.mu.Lock()
