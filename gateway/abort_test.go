@@ -21,11 +21,11 @@ type rawRank struct {
 	frames  chan [][]byte
 }
 
-func dialRawRank(t *testing.T, hsEP string, disagg string) *rawRank {
+func dialRawRank(t testing.TB, hsEP string, disagg string) *rawRank {
 	return dialRawRankDP(t, hsEP, disagg, 0, 1)
 }
 
-func dialRawRankDP(t *testing.T, hsEP string, disagg string, dpRank, dp int) *rawRank {
+func dialRawRankDP(t testing.TB, hsEP string, disagg string, dpRank, dp int) *rawRank {
 	t.Helper()
 	ident := zmq4.WithID(zmq4.SocketIdentity(wire.EncodeIdentity(uint16(dpRank))))
 	hs := zmq4.NewDealer(context.Background(), ident)
@@ -131,7 +131,7 @@ func TestCancelSendsAbortToBothLegs(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // waitReady waits on rank events until g has a prefill and a decode rank.
-func waitReady(t *testing.T, g *Gateway) {
+func waitReady(t testing.TB, g *Gateway) {
 	t.Helper()
 	_, ch, cancel := g.SubscribeRanks()
 	defer cancel()
