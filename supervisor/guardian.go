@@ -32,6 +32,7 @@ import (
 //	term <reason>                 SIGTERM sent to the group
 //	kill <reason>                 SIGKILL sent to the group
 //	empty                         the group is verified empty
+//	strays <pids>                 SIGKILL to descendants that left the group
 //	notempty <pids>               the group could not be emptied
 //
 // The guardian's exit code mirrors the engine's (128+signal when killed).
@@ -212,8 +213,53 @@ func RunGuardian(cfg GuardConfig) int {
 		}
 	}
 	say("empty")
+	// Descendants that left the group (setsid, setpgid) are orphaned by now
+	// and, since we are their subreaper, our children: they were part of
+	// the engine, so they go too. Their own children come back to us in
+	// turn, hence the rounds.
+	strayDeadline := time.After(cfg.KillWait)
+	for {
+		reap()
+		strays := childrenOf(os.Getpid())
+		if len(strays) == 0 {
+			break
+		}
+		say("strays %s", joinInts(strays))
+		diag("SIGKILL to %v: engine processes that left process group %d", strays, pgid)
+		for _, pid := range strays {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-sigs:
+		case <-poll.C:
+		case <-strayDeadline:
+			diag("processes %v outlived SIGKILL", strays)
+			code, _ := waitCode(leaderWS)
+			return code
+		}
+	}
 	code, _ := waitCode(leaderWS)
 	return code
+}
+
+// childrenOf lists the live (non-zombie) children of pid.
+func childrenOf(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(p)
+		if ok && st.ppid == pid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // waitCode maps a wait status to a shell-style exit code.

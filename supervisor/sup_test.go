@@ -690,3 +690,47 @@ func TestRemoteRoleFollowsRanks(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedDescendantsAreKilled: a process the engine moved to its own
+// session (out of the process group) is still killed when the role stops,
+// because the guardian is the subreaper of everything the engine started.
+func TestEscapedDescendantsAreKilled(t *testing.T) {
+	t.Parallel()
+	role := shRole("decode", profiles.KindDecode, `setsid sh -c 'echo "stray=$$"; exec sleep 1000' & `+readyLine+`; sleep 1000 & wait`)
+	f := newFixture(t, nil, nil, role)
+	backlog, batches, cancel, err := f.sup.SubscribeLogs("decode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	stray := 0
+	find := func(ls []LogLine) {
+		for _, l := range ls {
+			if v, ok := strings.CutPrefix(l.Text, "stray="); ok {
+				fmt.Sscan(v, &stray)
+			}
+		}
+	}
+	find(backlog)
+	deadline := time.After(waitLimit)
+	for stray == 0 {
+		select {
+		case b := <-batches:
+			find(b)
+		case <-deadline:
+			t.Fatal("no stray pid logged")
+		}
+	}
+	f.wait("decode", "ready", state(snapshot.StateReady))
+	// It printed after setsid, so it has left the engine's group.
+	if st, ok := readStat(stray); !ok || st.pgrp != stray {
+		t.Fatalf("stray %d did not leave the group: %+v %v", stray, st, ok)
+	}
+	if err := f.sup.Stop("decode"); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode", "stopped", state(snapshot.StateStopped))
+	if st, ok := readStat(stray); ok && st.state != 'Z' {
+		t.Fatalf("escaped process %d survived the stop (state %c)", stray, st.state)
+	}
+}
