@@ -305,7 +305,6 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 		preDone  bool
 		first    = true
 		last     time.Time
-		outToks  int
 		promptTk int
 	)
 	for {
@@ -352,12 +351,12 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 			if len(o.TokenIDs) > 0 {
 				if first {
 					g.metrics.ttft.Observe(now.Sub(start).Seconds())
+					g.metrics.routerTTFT.Observe(now.Sub(start).Seconds())
 					first = false
 				} else {
 					g.metrics.itl.Observe(now.Sub(last).Seconds() / float64(len(o.TokenIDs)))
 				}
 				last = now
-				outToks += len(o.TokenIDs)
 				g.tokens.Add(uint64(len(o.TokenIDs)))
 				g.metrics.outTokens.Add(float64(len(o.TokenIDs)))
 			}
@@ -376,6 +375,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 				if ev.Finish.Reason == gen.FinishAbort {
 					ps.Abort(nil)
 					g.errors.Add(1)
+					g.metrics.reqError("engine_abort")
 				}
 				emit(ev)
 				return

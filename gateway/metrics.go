@@ -21,6 +21,7 @@ type metrics struct {
 	reqErrors     *prometheus.CounterVec
 	reqDuration   prometheus.Histogram
 	ttft          prometheus.Histogram
+	routerTTFT    prometheus.Histogram
 	itl           prometheus.Histogram
 	tokens        *prometheus.CounterVec
 	inTokens      prometheus.Counter
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 			Name: "smg_router_request_duration_seconds", Help: "Generation duration, dispatch to finish.", Buckets: latencyBuckets}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "smg_pd_ttft_seconds", Help: "Time from prefill dispatch to the first decode token.", Buckets: latencyBuckets}),
+		routerTTFT: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "smg_router_ttft_seconds", Help: "Time to first token (PD: from prefill dispatch).", Buckets: latencyBuckets}),
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "smg_router_tpot_seconds", Help: "Inter-token latency of the decode stream (per token).", Buckets: latencyBuckets}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.itl, m.tokens, m.finishes, m.selection, workerCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, workerCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
