@@ -389,6 +389,9 @@ func (a *actor) afterExit(p *process) {
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))
 	}
+	if p.strays != "" {
+		a.note("killed processes that had left process group %d: %s", p.pid, p.strays)
+	}
 	if p.guardNote != "" {
 		a.note("%s", p.guardNote)
 	}

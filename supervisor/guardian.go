@@ -343,7 +343,8 @@ type guardStatus struct {
 	exit     *Exit
 	empty    bool
 	notEmpty string
-	killed   bool // the guardian had to SIGKILL the group
+	killed   bool   // the guardian had to SIGKILL the group
+	strays   string // descendants outside the group it had to kill
 }
 
 // parseGuardLine folds one status line into st.
@@ -365,6 +366,11 @@ func parseGuardLine(st *guardStatus, line string) {
 		st.empty = true
 	case "notempty":
 		st.notEmpty = rest
+	case "strays":
+		if st.strays != "" {
+			st.strays += ","
+		}
+		st.strays += rest
 	}
 }
 

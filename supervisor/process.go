@@ -37,6 +37,7 @@ type process struct {
 	empty       bool   // the group was verified empty
 	leftover    []int  // live group members when we gave up
 	killedGrace bool   // SIGKILL was needed
+	strays      string // pids outside the group the guardian killed
 	captureErr  error  // the log file could not be written
 	guardNote   string // anything odd about the guardian itself
 }
@@ -157,6 +158,7 @@ func (p *process) wait(spec procSpec, final <-chan guardStatus, capDone <-chan e
 		p.guardNote = fmt.Sprintf("guardian ended unexpectedly: %v", werr)
 	}
 	p.killedGrace = st.killed
+	p.strays = st.strays
 	if p.pid > 0 {
 		// Trust, but verify: the guardian may have been killed itself.
 		if left := groupMembers(p.pid); len(left) > 0 {

@@ -721,7 +721,7 @@ func TestEscapedDescendantsAreKilled(t *testing.T) {
 			t.Fatal("no stray pid logged")
 		}
 	}
-	f.wait("decode", "ready", state(snapshot.StateReady))
+	r := f.wait("decode", "ready", state(snapshot.StateReady))
 	// It printed after setsid, so it has left the engine's group.
 	if st, ok := readStat(stray); !ok || st.pgrp != stray {
 		t.Fatalf("stray %d did not leave the group: %+v %v", stray, st, ok)
@@ -732,5 +732,8 @@ func TestEscapedDescendantsAreKilled(t *testing.T) {
 	f.wait("decode", "stopped", state(snapshot.StateStopped))
 	if st, ok := readStat(stray); ok && st.state != 'Z' {
 		t.Fatalf("escaped process %d survived the stop (state %c)", stray, st.state)
+	}
+	if log := logText(t, f.sup, "decode"); !strings.Contains(log, fmt.Sprintf("killed processes that had left process group %d: %d", r.PID, stray)) {
+		t.Fatalf("stray kill not logged:\n%s", log)
 	}
 }
