@@ -328,6 +328,11 @@ func (s *Supervisor) removeSockets() {
 	}
 }
 
+// Started is closed once Run has passed preflight, bound the gateway and
+// the control socket, and started the roles (a dashboard waits for it so
+// that startup errors are printed, not hidden behind the screen).
+func (s *Supervisor) Started() <-chan struct{} { return s.running }
+
 // Shutdown asks Run to tear everything down and return (`tsd stop`).
 func (s *Supervisor) Shutdown() {
 	s.shutdownOnce.Do(func() { close(s.shutdownCh) })

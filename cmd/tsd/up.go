@@ -118,7 +118,13 @@ func (c upCmd) Run() error {
 	runErr := make(chan error, 1)
 	go func() { runErr <- sup.Run(runCtx) }()
 	if !headless {
+		select {
+		case <-sup.Started():
+		case err := <-runErr: // preflight or bind failed: say so on a plain screen
+			return err
+		}
 		dashErr := runDashboard(runCtx, sup)
+		fmt.Fprintln(os.Stderr, "tsd: stopping every role (Ctrl-C again to kill them now)")
 		sup.Shutdown()
 		err := <-runErr
 		if dashErr != nil && !errors.Is(dashErr, context.Canceled) {
