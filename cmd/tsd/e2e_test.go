@@ -326,10 +326,20 @@ func TestE2ELifecycle(t *testing.T) {
 	// (newGateway), send one chat completion through it here and again
 	// after the restart, with ts-fake engines instead of scripts.
 
+	// A second tsd on the same run dir refuses to start.
+	second := exec.Command(tsdBin, "up", "--headless", "--no-gateway", "--plan-json", filepath.Join(d.dir, "plan.json"))
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "another tsd is running") {
+		t.Fatalf("second tsd up: %v\n%s", err, out)
+	}
+	// `tsd logs -f` follows across the restart until tsd stops.
+	follow := runTSD(t, d.dir, "logs", "-f", "decode")
+	follow.waitLine(0, "headless scheduler(s) ready")
+
 	out, err := d.ctl("restart", "decode")
 	if err != nil {
 		t.Fatalf("tsd restart decode: %v\n%s", err, out)
 	}
+	follow.waitLine(0, "restart requested: SIGTERM to process group")
 	d.waitLine(n, "decode", "ready → stopping: restart requested")
 	d.waitLine(n, "decode", "process group "+strconv.Itoa(dec.PID)+" verified empty")
 	d.waitLine(n, "decode", "starting → ready")
@@ -349,6 +359,9 @@ func TestE2ELifecycle(t *testing.T) {
 	}
 	if err := d.wait(); err != nil {
 		t.Fatalf("tsd up exited with %v; output:\n%s", err, d.output())
+	}
+	if err := follow.wait(); err != nil {
+		t.Fatalf("tsd logs -f: %v", err)
 	}
 	for _, pid := range []int{pre.PID, dec2.PID} {
 		assertGone(t, pid)
