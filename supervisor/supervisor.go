@@ -1,6 +1,23 @@
 // Package supervisor runs a Plan: it binds the gateway, starts every local
 // role under an orphan guardian, restarts roles by a pure policy, captures
 // their logs and publishes immutable Snapshots.
+//
+// Use:
+//
+//	sup, err := supervisor.New(supervisor.Options{Plan: plan, Gateway: gw})
+//	go sup.Run(ctx)                       // until ctx ends, Shutdown, or `tsd stop`
+//	cur, ch, cancel := sup.Subscribe()    // snapshot, then newer ones
+//	backlog, batches, stop, err := sup.SubscribeLogs("decode") // "" = all roles
+//	sup.Restart("decode")                 // also Stop, Start, RestartAll, StopAll
+//
+// Each role instance is owned by one actor goroutine (actor.go) that starts
+// `tsd _guard` (guardian.go), which starts the engine in its own process
+// group and tears the group down when asked or when tsd dies. Restart
+// decisions come from Decide (restart.go), a pure function. Output is read
+// by one goroutine per run into a bounded ring and a rotated file
+// (capture.go, logring.go) and never waits for readers. The publisher
+// (publisher.go) owns the Snapshot. The control socket (control.go) serves
+// `tsd status|restart|stop|logs`.
 package supervisor
 
 import (
