@@ -249,6 +249,7 @@ func (e *engine) handleEmbeddings(res embResult) {
 	if res.err != nil {
 		e.r.log.errorf("prefill_admission.py:88", "EPD embedding wait failed for request %s: %v", q.rid, res.err)
 		e.remove(q)
+		e.notifyDecodeOfFailure(q, "embedding transfer failed")
 		e.pending = append(e.pending, outEntry{rid: q.rid, ids: []int{}, finish: "abort", prompt: q.promptLen,
 			full: q.promptLP >= 0, message: "embedding transfer failed: " + res.err.Error()})
 		e.logFinish(q.rid, q.promptLen, 0, "abort")
@@ -305,4 +306,20 @@ func encodeFullBatch(batch []outEntry) ([]byte, error) {
 	}
 	f.SetInputLogprobs(inVal, inIdx)
 	return wire.EncodeFullOutput(f)
+}
+
+// notifyDecodeOfFailure offers the decode a failure notice under the
+// request's room (in the background, up to --fake-send-timeout), so it
+// aborts at once instead of waiting out its KV timeout.
+func (e *engine) notifyDecodeOfFailure(q *request, why string) {
+	if q.room == nil || e.transfer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.sendTimeout)
+	kv := bootstrap.KV{Room: *q.room, Rid: q.rid, PromptLen: q.promptLen, Error: why}
+	t := e.transfer
+	go func() {
+		defer cancel()
+		_ = t.Send(ctx, kv)
+	}()
 }

@@ -183,12 +183,15 @@ func TestEPDEmbeddingTimeout(t *testing.T) {
 	efe, _ := readyFake(t, 1, "--disaggregation-mode", "encode", "--disaggregation-bootstrap-port", strconv.Itoa(eport))
 	pfe, pp := readyFake(t, 1, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", strconv.Itoa(bport),
 		"--fake-embed-timeout", "300ms", "--fake-send-timeout", "2s")
-	dfe, _ := readyFake(t, 1, "--disaggregation-mode", "decode", "--fake-kv-timeout", "3s")
+	dfe, dp := readyFake(t, 1, "--disaggregation-mode", "decode", "--fake-kv-timeout", "3s")
 	ctx := ctxFor(t, 30*time.Second)
 	c := newEPDCase(t, "epd-lost", eport, 7)
-	pre, _ := c.legs(t, bport)
+	pre, dec := c.legs(t, bport)
 	start := time.Now()
 	if err := pfe.Submit(0, pre); err != nil {
+		t.Fatal(err)
+	}
+	if err := dfe.Submit(0, dec); err != nil {
 		t.Fatal(err)
 	}
 	text := pdReq("epd-text", 4, bport, 8)
@@ -211,6 +214,17 @@ func TestEPDEmbeddingTimeout(t *testing.T) {
 	}
 	line := fmt.Sprintf("EPD embedding wait failed for request epd-lost: item 0 (room %d, encode server 127.0.0.1:%d): no embedding within 300ms", c.rooms[0], eport)
 	if err := pp.log.wait(ctx, line); err != nil {
+		t.Fatal(err)
+	}
+	// The decode learns of the prefill's abort through the transfer and
+	// fails well before its own 3 s KV timeout.
+	if r, err := dfe.Result(ctx, "epd-lost"); err != nil || r.Finish != "abort" {
+		t.Fatalf("decode of a failed EPD prefill: %+v %v", r, err)
+	}
+	if el := time.Since(start); el >= 3*time.Second {
+		t.Fatalf("decode waited %s, its whole KV timeout", el)
+	}
+	if err := dp.log.wait(ctx, "prefill aborted the request: embedding transfer failed"); err != nil {
 		t.Fatal(err)
 	}
 

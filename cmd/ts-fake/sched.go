@@ -517,6 +517,9 @@ func (e *engine) handlePD(res pdResult) {
 	if !ok || q != res.req {
 		return // aborted meanwhile
 	}
+	if res.err == nil && res.kv.Error != "" && q.state == stFetching {
+		res.err = fmt.Errorf("prefill aborted the request: %s", res.kv.Error)
+	}
 	if res.err != nil {
 		e.r.log.errorf("conn.py:633", "KV transfer failed for request %s (room %d): %v", q.rid, *q.room, res.err)
 		e.remove(q)

@@ -31,6 +31,10 @@ type KV struct {
 	PromptLen    int    `json:"prompt_len"`
 	CachedTokens int    `json:"cached_tokens"`
 	FirstToken   int    `json:"first_token"`
+	// Error, when set, is a prefill's failure notice instead of a KV (it
+	// aborted the request, e.g. its EPD embedding never came), so the
+	// decode fails at once as upstream's transfer status does.
+	Error string `json:"error,omitempty"`
 }
 
 // maxPoll caps one long poll so HTTP connections do not sit idle for the
