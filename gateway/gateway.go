@@ -133,7 +133,10 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		case profiles.KindEncode:
 			g.encode = append(g.encode, w)
 		}
+		// tsd cannot watch a remote engine's process, so its rendezvous
+		// answers /health from the start; local ones wait for SetAlive.
 		a := &atomic.Bool{}
+		a.Store(w.Plan().Remote)
 		g.alive[w.Role()] = a
 	}
 	if len(g.encode) > 0 {
