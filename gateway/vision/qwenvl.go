@@ -26,7 +26,18 @@ type Config struct {
 	DoResize      *bool    `json:"do_resize"`
 	DoRescale     *bool    `json:"do_rescale"`
 	DoNormalize   *bool    `json:"do_normalize"`
+
+	// Backend picks the arithmetic to reproduce: BackendTorch (default:
+	// transformers 5.x, torchvision resize in float32 and a fused
+	// rescale-normalise) or BackendPillow (the older Pillow-based processor).
+	Backend string `json:"-"`
 }
+
+// Arithmetic backends of the reference processor.
+const (
+	BackendTorch  = "torch"
+	BackendPillow = "pillow"
+)
 
 // Qwen2VLDefaults are the processor's defaults when the file is silent.
 func Qwen2VLDefaults() Config {
@@ -109,6 +120,45 @@ func (c Config) SmartResize(h, w int) (int, int, error) {
 	return hb, wb, nil
 }
 
+// normalize returns channel-first float32 planes. The Pillow-era processor
+// rescales then normalises; the torch one folds the rescale into mean and
+// std first. Both are float32 throughout, and the order changes the last bit.
+func (c Config) normalize(r *RGB, pillow bool) []float32 {
+	n := r.W * r.H
+	plane := make([]float32, 3*n)
+	scale := 1.0 / 255
+	if c.RescaleFactor != nil {
+		scale = *c.RescaleFactor
+	}
+	rescale, norm := c.flag(c.DoRescale), c.flag(c.DoNormalize)
+	var mean, std [3]float32
+	for ch := 0; ch < 3; ch++ {
+		mean[ch], std[ch] = float32(c.ImageMean[ch]), float32(c.ImageStd[ch])
+		if !pillow && rescale && norm {
+			inv := float32(1 / scale)
+			mean[ch], std[ch] = mean[ch]*inv, std[ch]*inv
+		}
+	}
+	for i := 0; i < n; i++ {
+		for ch := 0; ch < 3; ch++ {
+			v := float32(r.Pix[i*3+ch])
+			switch {
+			case !pillow && rescale && norm:
+				v = (v - mean[ch]) / std[ch]
+			default:
+				if rescale {
+					v = float32(float64(r.Pix[i*3+ch]) * scale)
+				}
+				if norm {
+					v = (v - mean[ch]) / std[ch]
+				}
+			}
+			plane[ch*n+i] = v
+		}
+	}
+	return plane
+}
+
 // Patches is one preprocessed image.
 type Patches struct {
 	Grid    [3]int    // t, h, w in patches
@@ -132,29 +182,14 @@ func (c Config) Preprocess(img *RGB) (*Patches, error) {
 			return nil, err
 		}
 	}
-	r := Resize(img, rw, rh)
-	scale := 1.0 / 255
-	if c.RescaleFactor != nil {
-		scale = *c.RescaleFactor
+	pillow := c.Backend == BackendPillow
+	var r *RGB
+	if pillow {
+		r = Resize(img, rw, rh)
+	} else {
+		r = ResizeTorch(img, rw, rh)
 	}
-	// Normalised planes, channel first, in float32 as the reference does.
-	plane := make([]float32, 3*rh*rw)
-	var mean, std [3]float32
-	for ch := 0; ch < 3; ch++ {
-		mean[ch], std[ch] = float32(c.ImageMean[ch]), float32(c.ImageStd[ch])
-	}
-	for i := 0; i < rh*rw; i++ {
-		for ch := 0; ch < 3; ch++ {
-			v := float32(r.Pix[i*3+ch])
-			if c.flag(c.DoRescale) {
-				v = float32(float64(r.Pix[i*3+ch]) * scale)
-			}
-			if c.flag(c.DoNormalize) {
-				v = (v - mean[ch]) / std[ch]
-			}
-			plane[ch*rh*rw+i] = v
-		}
-	}
+	plane := c.normalize(r, pillow)
 	ps, ms, tp := c.PatchSize, c.MergeSize, c.TemporalPatchSize
 	if rh%(ps*ms) != 0 || rw%(ps*ms) != 0 {
 		return nil, fmt.Errorf("%w: %dx%d is not a multiple of %d", ErrBadImage, rw, rh, ps*ms)
