@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -93,5 +94,45 @@ func TestBodyLimit(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// The rendezvous the gateway hosts (bootstrap_server: tsd) is bound by
+// Bind, before any engine, and answers /health only while the role lives.
+func TestHostedRendezvousFollowsSetAlive(t *testing.T) {
+	t.Parallel()
+	boot := freeAddr(t)
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", BootstrapServer: "tsd", Workers: []profiles.WorkerPlan{
+		{Role: "p", Kind: profiles.KindPrefill, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", Bootstrap: boot, DP: 1},
+	}}}
+	g, err := New(plan, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	health := func() int {
+		code, _ := httpGet(t, "http://"+boot+"/health")
+		return code
+	}
+	if c := health(); c == http.StatusOK {
+		t.Fatalf("health %d before the role is alive", c)
+	}
+	g.SetAlive("p", true)
+	if c := health(); c != http.StatusOK {
+		t.Fatalf("health %d while alive", c)
+	}
+	g.SetAlive("p", false)
+	if c := health(); c == http.StatusOK {
+		t.Fatalf("health %d after death", c)
+	}
+	if err := g.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := net.Listen("tcp", boot); err != nil {
+		t.Fatalf("rendezvous port still held after Shutdown: %v", err)
+	} else {
+		l.Close()
 	}
 }
