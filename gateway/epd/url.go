@@ -54,23 +54,28 @@ func ParseImageURL(url string, lim Limits, allowHTTP bool, client *http.Client) 
 // ParseImageURLContext is ParseImageURL bounded by ctx as well (the client
 // request's context).
 func ParseImageURLContext(ctx context.Context, url string, lim Limits, allowHTTP bool, client *http.Client) ([]byte, error) {
-	scheme, _, _ := strings.Cut(url, ":")
+	scheme, rest, ok := strings.Cut(url, ":")
+	if !ok {
+		if url == "" {
+			return nil, bad("empty image_url")
+		}
+		return nil, bad("image_url has no scheme (want data: or http(s):)")
+	}
 	switch strings.ToLower(scheme) {
 	case "data":
-		return parseDataURL(url, lim.maxBytes())
+		return parseDataURL(rest, lim.maxBytes())
 	case "http", "https":
 		if !allowHTTP {
 			return nil, fmt.Errorf("%w: %w", vision.ErrBadImage, ErrImageURLsDisabled)
 		}
 		return fetchImage(ctx, url, lim, client)
-	case "":
-		return nil, bad("empty image_url")
 	}
 	return nil, bad("image_url scheme %q is not supported (data: or http(s):)", scheme)
 }
 
-func parseDataURL(url string, max int64) ([]byte, error) {
-	meta, payload, ok := strings.Cut(url[len("data:"):], ",")
+// parseDataURL reads what follows "data:".
+func parseDataURL(rest string, max int64) ([]byte, error) {
+	meta, payload, ok := strings.Cut(rest, ",")
 	if !ok {
 		return nil, bad("data: URL has no comma before its payload")
 	}
