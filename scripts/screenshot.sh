@@ -2,23 +2,32 @@
 # Capture the dashboard's pages as text: bring up the demo deployment of
 # ts-fake engines under tmux, wait until every role is ready, and save the
 # overview, the rank inspector, the logs page and the help page, each as
-# NAME.txt (plain) and NAME.ansi (with colours; view with `cat`).
+# NAME.txt (plain) and NAME.ansi (with colours; view with `cat`;
+# scripts/render-png.sh turns them into PNGs).
 #
-# Usage: scripts/screenshot.sh [-o DIR] [-s WIDTHxHEIGHT] [PROFILE]
-#   -o DIR   where to write (default: a new folder under $TMPDIR, printed)
-#   -s WxH   terminal size (default 120x40)
+# Usage: scripts/screenshot.sh [-o DIR] [-s WIDTHxHEIGHT] [-d RUNDIR] [-t] [PROFILE]
+#   -o DIR     where to write (default: a new folder under $TMPDIR, printed)
+#   -s WxH     terminal size (default 120x40)
+#   -d RUNDIR  run the demo in RUNDIR (must not exist; removed afterwards),
+#              so the paths on screen are the same on every run
+#   -t         send a test request (t) before the overview shot
+#   -w REGEX   also wait until the screen matches REGEX before that shot
+#              (may be repeated)
 # Env: TSD_BIN_DIR (default bin/), SHOT_TIMEOUT (seconds per wait, default 90).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${TSD_BIN_DIR:-$ROOT/bin}
 TIMEOUT=${SHOT_TIMEOUT:-90}
-OUT="" SIZE=120x40
-while getopts "o:s:" opt; do
+OUT="" SIZE=120x40 RUNDIR="" REQUEST=0 SETTLE=()
+while getopts "o:s:d:tw:" opt; do
 	case $opt in
 	o) OUT=$OPTARG ;;
 	s) SIZE=$OPTARG ;;
-	*) sed -n '2,12p' "$0" >&2; exit 2 ;;
+	d) RUNDIR=$OPTARG ;;
+	t) REQUEST=1 ;;
+	w) SETTLE+=("$OPTARG") ;;
+	*) sed -n '2,18p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -30,7 +39,13 @@ if [[ ! -x $BIN/tsd || ! -x $BIN/ts-fake ]]; then
 	mkdir -p "$BIN"
 	(cd "$ROOT" && go build -o "$BIN/tsd" ./cmd/tsd && go build -o "$BIN/ts-fake" ./cmd/ts-fake)
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-shot.XXXXXX")
+if [[ -n $RUNDIR ]]; then
+	[[ ! -e $RUNDIR ]] || { echo "screenshot: $RUNDIR already exists" >&2; exit 2; }
+	mkdir -p "$RUNDIR"
+	TMP=$(cd "$RUNDIR" && pwd)
+else
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/tsd-shot.XXXXXX")
+fi
 [[ -n $OUT ]] || OUT=$TMP/screens
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -67,7 +82,8 @@ shot() {
 		sleep 0.3
 	done
 	tm capture-pane -p -t "$T" >"$OUT/$1.txt"
-	tm capture-pane -p -e -t "$T" >"$OUT/$1.ansi"
+	# -N keeps trailing blanks, so highlighted rows keep their full width.
+	tm capture-pane -p -e -N -t "$T" >"$OUT/$1.ansi"
 	echo "$OUT/$1.txt"
 }
 
@@ -77,11 +93,17 @@ PORT=$((30000 + RANDOM % 2700)) DIST=$((10000 + (RANDOM % 19) * 100))
 sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
 	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $((DIST + 60))\n    dist_init_port: $DIST/" \
 	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
-	"$PROFILE_SRC" >"$TMP/profile.yaml"
+	"$PROFILE_SRC" >"$TMP/$(basename "$PROFILE_SRC")"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
-	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$TMP/profile.yaml' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$TMP/$(basename "$PROFILE_SRC")' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
+SID=$(tm display-message -p -t "$T" '#{pane_pid}')
 wait_for '· ([1-9][0-9]*)/\1 roles ready'
+if ((REQUEST)); then
+	tm send-keys -t "$T" t
+	wait_for 'test request ok'
+fi
+for re in ${SETTLE[@]+"${SETTLE[@]}"}; do wait_for "$re"; done
 shot overview
 tm send-keys -t "$T" Enter
 wait_for '\[inspector\]'
@@ -99,4 +121,16 @@ wait_for '\[logs\]'
 tm send-keys -t "$T" q
 wait_for 'quit tsd\?'
 tm send-keys -t "$T" y
-wait_for 'tsd exited with status'
+wait_for 'tsd exited with status 0'
+
+# Nothing of the run may outlive it: the pane's shell (sleeping) is the
+# only process left in its session.
+deadline=$((SECONDS + 10))
+while left=$(ps -e -o pid=,sid=,comm= | awk -v s="$SID" '$2==s && $3!="sleep" && $1!=s') && [[ -n $left ]]; do
+	if ((SECONDS >= deadline)); then
+		echo "screenshot: processes left after quit:" >&2
+		echo "$left" >&2
+		exit 1
+	fi
+	sleep 0.2
+done
