@@ -152,6 +152,7 @@ func TestEPDEncodePrefillDecode(t *testing.T) {
 	if len(aux) != 1 || q.Items[0].Feature.AuxIndex != 1 {
 		t.Fatalf("pixels not moved out of band: %d frames", len(aux))
 	}
+	sent := time.Now()
 	if err := efe.SubmitEncode(0, q, aux...); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +163,7 @@ func TestEPDEncodePrefillDecode(t *testing.T) {
 	if r, err := dfe.Result(ctx, "epd-1"); err != nil || !equalTokens(r.Tokens, want) || r.Finish != reason {
 		t.Fatalf("decode %+v %v, want %v %s", r, err, want, reason)
 	}
+	t.Logf("encode submitted → decode finished (%d tokens): %s", len(want), time.Since(sent))
 	if r, err := pfe.Result(ctx, "epd-1"); err != nil || r.Messages != 1 || len(r.Tokens) != 1 || r.Tokens[0] != want[0] {
 		t.Fatalf("prefill %+v %v", r, err)
 	}

@@ -165,18 +165,24 @@ func DecodeAnyOutputFrames(frames [][]byte) (AnyOutput, error) {
 	if IsShutdownSentinel(frames[0]) {
 		return AnyOutput{}, ErrEngineDead
 	}
-	tag, err := PeekTag(frames[0])
+	return DecodeAnyOutput(frames[0])
+}
+
+// DecodeAnyOutput decodes one output batch frame (not the sentinel) in
+// either variant; see DecodeAnyOutputFrames.
+func DecodeAnyOutput(frame []byte) (AnyOutput, error) {
+	tag, err := PeekTag(frame)
 	if err != nil {
 		return AnyOutput{}, fmt.Errorf("decode output: %w", err)
 	}
 	if tag != TagOutputFull {
-		o, err := DecodeOutput(frames[0])
+		o, err := DecodeOutput(frame)
 		if err != nil {
 			return AnyOutput{}, fmt.Errorf("decode output: %w", err)
 		}
 		return AnyOutput{Batch: o}, nil
 	}
-	f, err := DecodeFullOutput(frames[0])
+	f, err := DecodeFullOutput(frame)
 	if err != nil {
 		return AnyOutput{}, fmt.Errorf("decode output: %w", err)
 	}
