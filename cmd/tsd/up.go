@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/tsd-project/tsd/gateway"
@@ -59,19 +61,23 @@ func (c upCmd) Run() error {
 	tty := isTerminal(os.Stdout)
 	headless := c.Headless || !tty || !isTerminal(os.Stdin) || runDashboard == nil
 
-	var gw supervisor.Gateway
-	if newGateway != nil && !c.NoGateway {
-		if gw, err = newGateway(plan); err != nil {
-			return fmt.Errorf("create gateway: %w", err)
-		}
-	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tel := telemetry.New(telemetry.Options{FakeGPUs: c.FakeGPUs})
 	telDone := make(chan struct{})
 	go func() { defer close(telDone); _ = tel.Run(ctx) }()
 	defer func() { cancel(); <-telDone }()
+
+	// One registry for the process (decisions.md §8): the gateway serves it
+	// on /metrics with telemetry's GPU and role gauges beside its own.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(tel.Collector())
+	var gw supervisor.Gateway
+	if newGateway != nil && !c.NoGateway {
+		if gw, err = newGateway(plan, reg); err != nil {
+			return fmt.Errorf("create gateway: %w", err)
+		}
+	}
 
 	out := newHeadlessOut(os.Stdout, tty)
 	opts := supervisor.Options{
@@ -154,55 +160,93 @@ func (c upCmd) Run() error {
 // dashboard runs the TUI on the supervisor.
 func dashboard(ctx context.Context, sup *supervisor.Supervisor) error {
 	plan := sup.Plan()
-	return tui.Run(ctx, dashboardBackend{Supervisor: sup, gatewayURL: plan.Gateway.URL}, tui.Options{SaveDir: plan.LogDir})
+	b := dashboardBackend{Supervisor: sup, gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	return tui.Run(ctx, b, tui.Options{SaveDir: plan.LogDir})
 }
 
 // dashboardBackend is the Supervisor plus the dashboard's test request.
 type dashboardBackend struct {
 	*supervisor.Supervisor
 	gatewayURL string
+	model      string
+	apiKeyEnv  string
 }
 
-// TestRequest sends one small token-level request through the gateway's
-// /generate (no tokenizer needed) and reports the tokens it got back.
+// TestRequest sends one short chat completion through the gateway and
+// reports the reply. Without the OpenAI front end (no tokenizer) it falls
+// back to a token-level /generate.
 func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	if b.gatewayURL == "" {
 		return "", 0, errors.New("no gateway")
 	}
-	body := `{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":8,"ignore_eos":true}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+"/generate", strings.NewReader(body))
+	start := time.Now()
+	chat, _ := json.Marshal(map[string]any{
+		"model":      b.model,
+		"messages":   []map[string]string{{"role": "user", "content": "Say hello in five words."}},
+		"max_tokens": 16,
+	})
+	status, data, err := b.post(ctx, "/v1/chat/completions", chat)
+	if err == nil && status == http.StatusNotFound {
+		status, data, err = b.post(ctx, "/generate", []byte(`{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":8,"ignore_eos":true}}`))
+		if err == nil && status == http.StatusOK {
+			var out struct {
+				OutputIDs []int `json:"output_ids"`
+			}
+			if err := json.Unmarshal(data, &out); err != nil {
+				return "", time.Since(start), fmt.Errorf("decode test reply: %w", err)
+			}
+			return fmt.Sprintf("/generate: %d tokens %v", len(out.OutputIDs), out.OutputIDs), time.Since(start), nil
+		}
+	}
+	lat := time.Since(start)
 	if err != nil {
-		return "", 0, err
+		return "", lat, err
+	}
+	if status != http.StatusOK {
+		return "", lat, fmt.Errorf("test request: HTTP %d: %s", status, strings.TrimSpace(string(data)))
+	}
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
+		return "", lat, fmt.Errorf("decode test reply: %v: %s", err, data)
+	}
+	c := out.Choices[0]
+	return fmt.Sprintf("%q (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
+}
+
+func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
+	if key := os.Getenv(b.apiKeyEnv); b.apiKeyEnv != "" && key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", 0, fmt.Errorf("test request: %w", err)
+		return 0, nil, fmt.Errorf("test request: %w", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	lat := time.Since(start)
 	if err != nil {
-		return "", lat, fmt.Errorf("read test reply: %w", err)
+		return 0, nil, fmt.Errorf("read test reply: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return "", lat, fmt.Errorf("test request: %s: %s", resp.Status, strings.TrimSpace(string(data)))
-	}
-	var out struct {
-		OutputIDs []int `json:"output_ids"`
-	}
-	if err := json.Unmarshal(data, &out); err != nil {
-		return "", lat, fmt.Errorf("decode test reply: %w", err)
-	}
-	return fmt.Sprintf("%d tokens: %v", len(out.OutputIDs), out.OutputIDs), lat, nil
+	return resp.StatusCode, data, nil
 }
 
-// embeddedGateway is the gateway package's Gateway, logging to the plan's
-// gateway log file.
-// TODO(integrator): mount the OpenAI front end (gateway/openai) through
-// gateway.Options.Mount and share one Prometheus registry (decisions.md §8).
-func embeddedGateway(plan *profiles.Plan) (supervisor.Gateway, error) {
+// embeddedGateway is the gateway package's Gateway with the OpenAI front end
+// mounted, logging to the plan's gateway log file and serving reg on /metrics.
+func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.Gateway, error) {
 	logw := io.Discard
 	if plan.Gateway.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(plan.Gateway.LogFile), 0o755); err != nil {
@@ -214,7 +258,8 @@ func embeddedGateway(plan *profiles.Plan) (supervisor.Gateway, error) {
 		}
 		logw = f // lives as long as tsd up
 	}
-	return gateway.New(plan, gateway.Options{Logger: slog.New(slog.NewTextHandler(logw, nil))})
+	log := slog.New(slog.NewTextHandler(logw, nil))
+	return gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: openAIMount(plan, log)})
 }
 
 func (c upCmd) loadPlan() (*profiles.Plan, error) {
