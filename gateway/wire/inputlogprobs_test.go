@@ -66,3 +66,34 @@ func TestInputLogprobsFullVariant(t *testing.T) {
 		t.Fatal("garbage accepted")
 	}
 }
+
+// DecodeAnyOutput never panics, and what it accepts as the full variant
+// keeps its input logprobs through a re-encode.
+func FuzzDecodeAnyOutput(f *testing.F) {
+	seedVectors(f, "output")
+	g := FullOutputBatch{RIDs: []string{"a"}, FinishedReasons: []*FinishReason{{Type: FinishStop}},
+		OutputIDs: [][]int32{{1}}, PromptTokens: []int{2}, CompletionTokens: []int{1}, CachedTokens: []int{0}}
+	g.SetInputLogprobs([][]float64{{math.NaN(), -1}}, [][]int32{{4, 5}})
+	b, _ := EncodeFullOutput(g)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ao, err := DecodeAnyOutput(b)
+		if err != nil || ao.Full == nil {
+			return
+		}
+		v1, i1, err := ao.Full.InputLogprobs()
+		if err != nil {
+			t.Fatalf("accepted batch has unreadable input logprobs: %v", err)
+		}
+		h := *ao.Full
+		h.SetInputLogprobs(v1, i1)
+		v2, i2, err := h.InputLogprobs()
+		if err != nil || len(v2) != len(v1) || len(i2) != len(i1) {
+			t.Fatalf("input logprobs do not survive a re-encode: %v", err)
+		}
+		for i := range ao.Batch.RIDs {
+			_, _, _, _ = ao.PromptLogprobs(i)
+			_ = ao.AbortMessage(i)
+		}
+	})
+}
