@@ -114,6 +114,8 @@ func parseBPE(file string, raw json.RawMessage, cacheWords int) (*bpe, error) {
 	return b, nil
 }
 
+const maxCachedWord = 256
+
 // word tokenizes one pre-token, through the bounded cache.
 func (b *bpe) word(w string, dst []int32) []int32 {
 	b.mu.Lock()
@@ -126,6 +128,11 @@ func (b *bpe) word(w string, dst []int32) []int32 {
 		ids = b.merge(byteLevelEncode(w))
 	} else {
 		ids = b.merge(w)
+	}
+	if len(w) > maxCachedWord {
+		// Long runs (whitespace, repeated characters) rarely repeat and
+		// would let a few requests pin a lot of memory.
+		return append(dst, ids...)
 	}
 	b.mu.Lock()
 	if len(b.cache) >= b.cacheCap {
@@ -175,8 +182,15 @@ func (b *bpe) merge(w string) []int32 {
 			syms = append(syms, b.unkID)
 		}
 	}
-	// Merge the lowest-ranked adjacent pair (leftmost on ties) until none
-	// is left: what HF's priority queue does, in O(n²) for short words.
+	if len(syms) > 48 {
+		return b.mergeHeap(syms)
+	}
+	return b.mergeLoop(syms)
+}
+
+// mergeLoop merges the lowest-ranked adjacent pair (leftmost on ties)
+// until none is left: HF's order, in O(n²), fastest for short words.
+func (b *bpe) mergeLoop(syms []int32) []int32 {
 	for len(syms) > 1 {
 		best, bestAt := merge{rank: -1}, -1
 		for i := 0; i+1 < len(syms); i++ {
@@ -191,4 +205,90 @@ func (b *bpe) merge(w string) []int32 {
 		syms = append(syms[:bestAt+1], syms[bestAt+2:]...)
 	}
 	return syms
+}
+
+// cand is a possible merge of the symbol at pos with its right neighbour.
+type cand struct {
+	rank, pos, l, r int32
+}
+
+func candLess(a, b cand) bool { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos) }
+
+// mergeHeap is the same merge order as the quadratic loop (lowest rank,
+// then leftmost) with a heap over a linked list: O(n log n), so a
+// megabyte-long whitespace run stays cheap.
+func (b *bpe) mergeHeap(syms []int32) []int32 {
+	n := len(syms)
+	next := make([]int32, n)
+	prev := make([]int32, n)
+	alive := make([]bool, n)
+	for i := range syms {
+		next[i], prev[i], alive[i] = int32(i+1), int32(i-1), true
+	}
+	next[n-1] = -1
+	var h []cand
+	push := func(c cand) {
+		h = append(h, c)
+		for i := len(h) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !candLess(h[i], h[p]) {
+				break
+			}
+			h[i], h[p] = h[p], h[i]
+			i = p
+		}
+	}
+	pop := func() cand {
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		for i := 0; ; {
+			l, r, m := 2*i+1, 2*i+2, i
+			if l < len(h) && candLess(h[l], h[m]) {
+				m = l
+			}
+			if r < len(h) && candLess(h[r], h[m]) {
+				m = r
+			}
+			if m == i {
+				break
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+		return top
+	}
+	consider := func(i int32) {
+		if i < 0 || next[i] < 0 {
+			return
+		}
+		if m, ok := b.merges[pair{syms[i], syms[next[i]]}]; ok {
+			push(cand{rank: m.rank, pos: i, l: syms[i], r: syms[next[i]]})
+		}
+	}
+	for i := 0; i+1 < n; i++ {
+		consider(int32(i))
+	}
+	for len(h) > 0 {
+		c := pop()
+		i := c.pos
+		j := next[i]
+		if !alive[i] || j < 0 || syms[i] != c.l || syms[j] != c.r {
+			continue // stale: a neighbour changed since this was pushed
+		}
+		syms[i] = b.merges[pair{c.l, c.r}].id
+		alive[j] = false
+		next[i] = next[j]
+		if next[j] >= 0 {
+			prev[next[j]] = i
+		}
+		consider(prev[i])
+		consider(i)
+	}
+	out := make([]int32, 0, n/2)
+	for i := int32(0); i >= 0; i = next[i] {
+		out = append(out, syms[i])
+	}
+	return out
 }

@@ -507,3 +507,41 @@ func TestSplitBehaviours(t *testing.T) {
 		t.Errorf("merge crossed pieces: %q", got)
 	}
 }
+
+// The heap merge (long words) picks exactly the merges the simple loop does.
+func TestMergeHeapMatchesLoop(t *testing.T) {
+	t.Parallel()
+	tk := demo(t)
+	alphabet := []string{"a", "b", "e", "t", "h", " ", "n", "o", "s", "r", "d", "i"}
+	x := uint64(42)
+	for round := 0; round < 300; round++ {
+		x = x*6364136223846793005 + 1442695040888963407
+		n := 2 + int(x>>33)%400
+		var syms []int32
+		for i := 0; i < n; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+			id, _ := tk.TokenToID(byteLevelEncode(alphabet[int(x>>33)%len(alphabet)]))
+			syms = append(syms, id)
+		}
+		want := tk.model.mergeLoop(append([]int32(nil), syms...))
+		got := tk.model.mergeHeap(append([]int32(nil), syms...))
+		if !equalIDs(got, want) {
+			t.Fatalf("round %d: heap %v loop %v", round, got, want)
+		}
+	}
+}
+
+// Megabyte-long runs encode in linear-ish time and round-trip.
+func TestLongRuns(t *testing.T) {
+	t.Parallel()
+	tk := demo(t)
+	for _, s := range []string{strings.Repeat(" ", 1<<20), strings.Repeat("a", 1<<18), strings.Repeat("\n", 1<<19) + "x", strings.Repeat("ab ", 1<<17)} {
+		ids, err := tk.Encode(s, false)
+		if err != nil {
+			t.Fatalf("len %d: %v", len(s), err)
+		}
+		if tk.Decode(ids, false) != s {
+			t.Fatalf("len %d: round trip failed", len(s))
+		}
+	}
+}
