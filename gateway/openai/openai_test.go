@@ -558,3 +558,34 @@ func TestCompletionsDefaultMaxTokens(t *testing.T) {
 		t.Fatalf("%s", body)
 	}
 }
+
+// Many concurrent requests share the tokenizer, template and word cache safely.
+func TestConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	tk := demoTokenizer(t)
+	eng := newFake(tk, "Hello! How are you today?")
+	srv := newTestServer(t, eng, Options{})
+	errs := make(chan error, 24)
+	for i := 0; i < 24; i++ {
+		go func() {
+			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"request %d with some words"}],"stream":%v,"n":2}`, i, i%2 == 0)
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || strings.Count(string(b), "Hello") == 0 {
+				errs <- fmt.Errorf("request %d: %d %s", i, resp.StatusCode, b)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < 24; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
