@@ -15,6 +15,16 @@ type Output struct {
 	CompletionTokens int // cumulative
 	CachedTokens     int
 	EngineIndex      int
+
+	// Prompt logprobs (input_token_logprobs) arrive only in the full
+	// output variant a prefill sends when asked (zmq-lane.md §5.7, tsd's
+	// design). HasPromptLogprobs tells "none sent" from an empty run;
+	// a NaN value is a position without a logprob.
+	PromptLogprobs    []float64
+	PromptLogprobIDs  []int32
+	HasPromptLogprobs bool
+	// AbortMessage is the engine's reason for an abort (full variant only).
+	AbortMessage string
 }
 
 type ridOutput struct {
@@ -22,13 +32,15 @@ type ridOutput struct {
 	Output
 }
 
-// decodeOutputs splits a slim batch into per-rid outputs. Unknown finish
-// strings count as stop (SMG's rule); a ragged batch is rejected whole.
+// decodeOutputs splits a batch (slim or full variant) into per-rid
+// outputs. Unknown finish strings count as stop (SMG's rule); a ragged
+// batch is rejected whole.
 func decodeOutputs(frame []byte) ([]ridOutput, error) {
-	b, err := wire.DecodeOutput(frame)
+	a, err := wire.DecodeAnyOutput(frame)
 	if err != nil {
 		return nil, fmt.Errorf("decode output batch: %w", err)
 	}
+	b := a.Batch
 	out := make([]ridOutput, len(b.RIDs))
 	for i, rid := range b.RIDs {
 		reason, finished, _ := wire.ClassifyFinish(b.FinishedReasons[i])
@@ -45,6 +57,14 @@ func decodeOutputs(frame []byte) ([]ridOutput, error) {
 		}}
 		if i < len(b.OutputTokenLogprobsVal) {
 			o.Logprobs = b.OutputTokenLogprobsVal[i]
+		}
+		if a.Full != nil {
+			vals, ids, ok, err := a.PromptLogprobs(i)
+			if err != nil {
+				return nil, fmt.Errorf("decode output batch: %w", err)
+			}
+			o.PromptLogprobs, o.PromptLogprobIDs, o.HasPromptLogprobs = vals, ids, ok
+			o.AbortMessage = a.AbortMessage(i)
 		}
 		out[i] = o
 	}
