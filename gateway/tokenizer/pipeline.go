@@ -178,9 +178,9 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fmt.Errorf("parse %s: %s: %w", file, field, err)
 		}
-		pat := `\p{Nd}+`
+		pat := `\p{N}+` // Rust char::is_numeric: any N category
 		if s.IndividualDigits {
-			pat = `\p{Nd}`
+			pat = `\p{N}`
 		}
 		re, err := compileRegex(file, field, pat)
 		if err != nil {

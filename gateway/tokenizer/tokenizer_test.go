@@ -545,3 +545,30 @@ func TestLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// Digits and GPT-2 style ByteLevel (use_regex, add_prefix_space) pre-tokenizers.
+func TestOtherPreTokenizers(t *testing.T) {
+	t.Parallel()
+	run := func(js, in string) string {
+		stages, err := parsePreTokenizer("t", "pre_tokenizer", json.RawMessage(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := []string{in}
+		for _, st := range stages {
+			if p, err = st.fn(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return strings.Join(p, "|")
+	}
+	if got := run(`{"type":"Digits","individual_digits":true}`, "ab12c٣"); got != "ab|1|2|c|٣" {
+		t.Errorf("digits: %q", got)
+	}
+	if got := run(`{"type":"Digits","individual_digits":false}`, "ab12c"); got != "ab|12|c" {
+		t.Errorf("digits grouped: %q", got)
+	}
+	if got := run(`{"type":"ByteLevel","add_prefix_space":true,"use_regex":true}`, "Hi you're 42!"); got != "ĠHi|Ġyou|'re|Ġ42|!" {
+		t.Errorf("byte level: %q", got)
+	}
+}
