@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
 const reply = "Hello! How are you today? STOP here."
@@ -507,8 +505,6 @@ func slicesEqual(a, b []int32) bool {
 	}
 	return true
 }
-
-var _ = tokenizer.ChatInput{}
 
 // /v1/tokenize and /v1/detokenize use the gateway's tokenizer without an engine.
 func TestTokenizeDetokenize(t *testing.T) {

@@ -33,11 +33,10 @@ type common struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	SkipSpecialTokens       *bool `json:"skip_special_tokens"`
-	IncludeStopStrInOutput  bool  `json:"include_stop_str_in_output"`
-	NoStopTrim              bool  `json:"no_stop_trim"`
-	BestOf                  *int  `json:"best_of"`
-	SpacesBetweenSpecialTok *bool `json:"spaces_between_special_tokens"`
+	SkipSpecialTokens      *bool `json:"skip_special_tokens"`
+	IncludeStopStrInOutput bool  `json:"include_stop_str_in_output"`
+	NoStopTrim             bool  `json:"no_stop_trim"`
+	BestOf                 *int  `json:"best_of"`
 }
 
 // plan is a validated request, ready to run.
@@ -150,7 +149,7 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 		{"min_p", c.MinP, 0, 1, &sp.MinP},
 		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &sp.FrequencyPenalty},
 		{"presence_penalty", c.PresencePenalty, -2, 2, &sp.PresencePenalty},
-		{"repetition_penalty", c.RepetitionPenalty, 0, 2, &sp.RepetitionPenalty},
+		{"repetition_penalty", c.RepetitionPenalty, 0, 10, &sp.RepetitionPenalty},
 	} {
 		if err := checkRange(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
 			return nil, err
