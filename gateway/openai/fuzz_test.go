@@ -1,0 +1,60 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	fuzzOnce sync.Once
+	fuzzMux  *http.ServeMux
+)
+
+// Any request body gets a well-formed answer: a JSON object (error or
+// completion) or an SSE stream ending in [DONE]; never a panic.
+func FuzzRequests(f *testing.F) {
+	fuzzOnce.Do(func() {
+		tk := demoTokenizer(f)
+		eng := newFake(tk, "Hi there. STOP")
+		fuzzMux = http.NewServeMux()
+		New(eng, tk, Options{}).Register(fuzzMux)
+	})
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"x"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"stream":true,"n":2,"stop":["STOP"]}`,
+		`{"prompt":[[1,2],[3]],"echo":true,"max_tokens":3}`,
+		`{"prompt":"x","logprobs":1,"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"tool","content":null}],"tools":[{"a":1}],"chat_template_kwargs":{"enable_thinking":false}}`,
+		`{"prompt":"x","stop":"","seed":-1,"top_k":0}`,
+	} {
+		f.Add("/v1/chat/completions", s)
+		f.Add("/v1/completions", s)
+	}
+	f.Fuzz(func(t *testing.T, path, body string) {
+		if path != "/v1/chat/completions" && path != "/v1/completions" {
+			path = "/v1/tokenize"
+		}
+		rec := httptest.NewRecorder()
+		fuzzMux.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		out := rec.Body.String()
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+				t.Fatalf("stream without [DONE]: %q", out)
+			}
+			return
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("status %d, body not a JSON object: %q", rec.Code, out)
+		}
+		if rec.Code != 200 {
+			if _, ok := v["error"]; !ok {
+				t.Fatalf("status %d without error object: %q", rec.Code, out)
+			}
+		}
+	})
+}
