@@ -95,3 +95,19 @@ func BenchmarkEncodeQwen3Cold(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncodeAgentPrompt is a chat prompt whose long system part
+// (instructions + tool schemas) repeats across requests, as in agentic traffic.
+func BenchmarkEncodeAgentPrompt(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	system := benchText(b)[:32<<10]
+	n := 0
+	b.SetBytes(int64(len(system)))
+	for b.Loop() {
+		n++
+		p := "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nquestion " + strings.Repeat("x", n%7) + "<|im_end|>\n<|im_start|>assistant\n"
+		if _, err := tk.Encode(p, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

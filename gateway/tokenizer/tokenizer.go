@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -17,6 +18,7 @@ type Tokenizer struct {
 	post            postProcessor
 	byteLevelDecode bool
 	added           *addedVocab
+	segs            segCache
 
 	idBytes   [][]byte // token id -> raw bytes it decodes to
 	idToken   []string // token id -> token string as in the vocabulary
@@ -115,25 +117,14 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 			}
 		}
 	}
-	var err error
 	for _, seg := range t.added.split(text, t.normalizer) {
 		if seg.id >= 0 {
 			ids = append(ids, seg.id)
 			continue
 		}
-		s := seg.text
-		if t.normalizer != nil && !seg.normalized {
-			s = t.normalizer(s)
-		}
-		words := []string{s}
-		for _, st := range t.preTok {
-			var e error
-			if words, e = st(words); e != nil {
-				return nil, fmt.Errorf("pre-tokenize: %w", e)
-			}
-		}
-		for _, w := range words {
-			ids = t.model.word(w, ids)
+		var err error
+		if ids, err = t.encodeSegment(ids, seg); err != nil {
+			return nil, err
 		}
 	}
 	if addSpecial {
@@ -146,7 +137,78 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 			}
 		}
 	}
-	return ids, err
+	return ids, nil
+}
+
+// encodeSegment encodes text between added tokens. Pre-tokenization never
+// crosses an added token, so long segments (system prompts, tool schemas:
+// the parts agentic traffic repeats) are cached whole, exactly.
+func (t *Tokenizer) encodeSegment(ids []int32, seg segment) ([]int32, error) {
+	cacheable := len(seg.text) >= minCachedSegment && len(seg.text) <= maxCachedSegment
+	if cacheable {
+		if hit, ok := t.segs.get(seg.text, seg.normalized); ok {
+			return append(ids, hit...), nil
+		}
+	}
+	start := len(ids)
+	s := seg.text
+	if t.normalizer != nil && !seg.normalized {
+		s = t.normalizer(s)
+	}
+	words := []string{s}
+	for _, st := range t.preTok {
+		var err error
+		if words, err = st(words); err != nil {
+			return nil, fmt.Errorf("pre-tokenize: %w", err)
+		}
+	}
+	for _, w := range words {
+		ids = t.model.word(w, ids)
+	}
+	if cacheable {
+		t.segs.put(seg.text, seg.normalized, ids[start:])
+	}
+	return ids, nil
+}
+
+const (
+	minCachedSegment = 512
+	maxCachedSegment = 1 << 20
+	segCacheBytes    = 64 << 20
+)
+
+// segCache maps segment text to ids, bounded by total text bytes.
+type segCache struct {
+	mu    sync.Mutex
+	m     map[segKey][]int32
+	bytes int
+}
+
+type segKey struct {
+	text       string
+	normalized bool
+}
+
+func (c *segCache) get(text string, normalized bool) ([]int32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids, ok := c.m[segKey{text, normalized}]
+	return ids, ok
+}
+
+func (c *segCache) put(text string, normalized bool, ids []int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.bytes+len(text)+4*len(ids) > segCacheBytes {
+		// Start over rather than track recency: bounded, and the hot
+		// segments come back on the next request.
+		c.m, c.bytes = map[segKey][]int32{}, 0
+	}
+	k := segKey{text, normalized}
+	if _, dup := c.m[k]; !dup {
+		c.m[k] = append([]int32(nil), ids...)
+		c.bytes += len(text) + 4*len(ids)
+	}
 }
 
 // DecodeBytes returns the raw bytes ids decode to; skipSpecial drops

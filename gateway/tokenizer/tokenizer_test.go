@@ -572,3 +572,26 @@ func TestOtherPreTokenizers(t *testing.T) {
 		t.Errorf("byte level: %q", got)
 	}
 }
+
+// Long segments between special tokens are cached whole; hits give the same ids.
+func TestSegmentCache(t *testing.T) {
+	t.Parallel()
+	tk := demo(t)
+	system := strings.Repeat("You are a careful assistant. Tools: {\"name\": \"get_weather\"}\n", 40)
+	prompt := "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+	first, _ := tk.Encode(prompt, false)
+	if len(tk.segs.m) != 1 {
+		t.Fatalf("segments cached: %d", len(tk.segs.m))
+	}
+	second, _ := tk.Encode(prompt, false)
+	fresh, _ := demo(t).Encode(prompt, false)
+	if !equalIDs(first, second) || !equalIDs(first, fresh) {
+		t.Fatal("cached encoding differs")
+	}
+	// A hit must not alias: callers may modify what Encode returns.
+	second[2] = -7
+	third, _ := tk.Encode(prompt, false)
+	if !equalIDs(first, third) {
+		t.Fatal("cache entry was modified through a returned slice")
+	}
+}
