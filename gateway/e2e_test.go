@@ -419,10 +419,10 @@ func TestGenerateValidation(t *testing.T) {
 		`{"input_ids":[1],`: "malformed JSON",
 		`{}`:                "input_ids",
 		`{"text":"hi"}`:     "text",
-		`{"input_ids":[1],"logprob_start_len":0}`:            "not supported yet",
-		`{"input_ids":[1],"sampling_params":{"top_p":2}}`:    "top_p",
-		`{"input_ids":[1],"sampling_params":{"stop":["a"]}}`: "sampling_params.stop",
-		`{"input_ids":[-1]}`:                                 "negative",
+		`{"input_ids":[1],"return_logprob":true,"logprob_start_len":1}`: "logprob_start_len",
+		`{"input_ids":[1],"sampling_params":{"top_p":2}}`:               "top_p",
+		`{"input_ids":[1],"sampling_params":{"stop":["a"]}}`:            "sampling_params.stop",
+		`{"input_ids":[-1]}`: "negative",
 	} {
 		res := c.generate(context.Background(), http.DefaultClient, body)
 		if res.status != 400 || !strings.Contains(res.err, want) {

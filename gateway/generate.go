@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/dispatch"
+	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/wire"
@@ -77,8 +78,8 @@ func validate(r *gen.Request) error {
 	switch {
 	case len(r.InputIDs) == 0:
 		return badRequest("input_ids", "input_ids must not be empty")
-	case r.LogprobStartLen >= 0:
-		return badRequest("logprob_start_len", "prompt logprobs are not supported yet")
+	case r.LogprobStartLen >= len(r.InputIDs):
+		return badRequest("logprob_start_len", "logprob_start_len %d must be below the prompt length %d", r.LogprobStartLen, len(r.InputIDs))
 	case r.TopLogprobsNum > 1:
 		return badRequest("top_logprobs_num", "top logprobs are not supported over the ZMQ lane (only the sampled token's logprob)")
 	case len(r.Images) > 0:
@@ -205,8 +206,14 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
 	}
+	// Only the prefill saw the prompt, so only it computes prompt
+	// logprobs; the decode leg asks for output logprobs alone.
+	wantPrompt := r.LogprobStartLen >= 0
 	q := wire.NewGenerateRequest(rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob
+	q.ReturnLogprob = r.ReturnLogprob || wantPrompt
+	if wantPrompt {
+		q.LogprobStartLen = r.LogprobStartLen
+	}
 	q.Stream = r.Stream
 	q.SetBootstrap(host, port, room)
 	payload, err := wire.EncodeGenerateRequest(q)
@@ -215,6 +222,16 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 	}
+	dpayload := payload
+	if wantPrompt {
+		qd := q
+		qd.ReturnLogprob, qd.LogprobStartLen = r.ReturnLogprob, -1
+		if dpayload, err = wire.EncodeGenerateRequest(qd); err != nil {
+			g.metrics.reqError("encode")
+			g.errors.Add(1)
+			return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
+		}
+	}
 	start := time.Now()
 	ps, err := pre.w.Submit(pre.id, rid, payload)
 	if err != nil {
@@ -222,7 +239,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
 	}
-	ds, err := dec.w.Submit(dec.id, rid, payload)
+	ds, err := dec.w.Submit(dec.id, rid, dpayload)
 	if err != nil {
 		ps.Abort(err)
 		g.metrics.reqError("decode_worker_failed_to_start")
@@ -230,11 +247,69 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
 	g.requests.Add(1)
+	var preRes *legResult
+	var promptLP []float64
+	if wantPrompt {
+		res, perr := g.awaitPrompt(ctx, ps, ds, r)
+		if perr != nil {
+			g.errors.Add(1)
+			return nil, perr
+		}
+		preRes, promptLP = &res, res.out.PromptLogprobs
+	}
 	g.inflight.Add(1)
 	g.metrics.dispatched(pre, dec, len(r.InputIDs))
 	events := make(chan gen.Event, 16)
-	go g.run(ctx, ps, ds, events, start)
+	go g.run(ctx, ps, ds, events, start, preRes, promptLP)
 	return events, nil
+}
+
+// awaitPrompt waits for the prefill leg's terminal output when prompt
+// logprobs were asked, so that an engine which cannot compute them is a
+// clean 400 before any response (streaming included) has started. The
+// decode leg's outputs queue on its stream meanwhile; in PD it cannot
+// produce a token before the prefill's KV arrives anyway. A prefill abort
+// for another reason is returned as the result for run to report.
+func (g *Gateway) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Request) (legResult, error) {
+	wctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
+	defer cancel()
+	var o lane.Output
+	var err error
+	for {
+		if o, err = ps.Recv(wctx); err != nil || o.Finished != "" {
+			break
+		}
+	}
+	if err != nil {
+		ps.Abort(err)
+		ds.Abort(err)
+		switch {
+		case ctx.Err() != nil:
+			g.metrics.reqError("client_disconnected")
+			return legResult{}, ctx.Err()
+		case wctx.Err() != nil:
+			g.metrics.reqError("timeout")
+			return legResult{}, &RequestError{Status: http.StatusGatewayTimeout, Code: "timeout", Message: fmt.Sprintf("request deadline of %s exceeded waiting for the prefill's prompt logprobs; both legs aborted", g.opts.RequestTimeout)}
+		}
+		g.metrics.reqError("prefill_failed")
+		return legResult{}, &RequestError{Status: http.StatusBadGateway, Code: "prefill_failed", Message: "prefill leg failed: " + err.Error()}
+	}
+	// An engine's refusal may carry empty input-logprob columns; a prompt
+	// of at least one token past logprob_start_len always has a value.
+	got := o.HasPromptLogprobs && len(o.PromptLogprobs) > 0
+	if ferr := epd.PromptLogprobFailure(o.Finished, o.AbortMessage, got); ferr != nil {
+		ds.Abort(nil)
+		g.metrics.reqError("invalid_request")
+		return legResult{}, &RequestError{Status: http.StatusBadRequest, Code: "prompt_logprobs_unsupported", Param: "logprob_start_len", Message: ferr.Error()}
+	}
+	if got {
+		if cerr := epd.CheckPromptLogprobs(epd.TokenLogprobs{Vals: o.PromptLogprobs, IDs: o.PromptLogprobIDs}, r.InputIDs, r.LogprobStartLen); cerr != nil {
+			ds.Abort(nil)
+			g.metrics.reqError("prefill_failed")
+			return legResult{}, &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()}
+		}
+	}
+	return legResult{out: o}, nil
 }
 
 func (g *Gateway) mintRID(client string) string {
@@ -254,7 +329,9 @@ type legResult struct {
 // run drives one PD request: it relays decode outputs, watches the
 // prefill leg, and aborts both legs on the first failure, client cancel or
 // the deadline.
-func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<- gen.Event, start time.Time) {
+// pre, when set, is the prefill's terminal output already received
+// (awaitPrompt); promptLP rides on the first event.
+func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
 	defer close(events)
 	defer g.inflight.Add(-1)
 	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
@@ -264,15 +341,19 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 	// the prefill stream (abort now, or after the drain grace), and the
 	// watcher ends with it.
 	preCh := make(chan legResult, 1)
-	go func() {
-		for {
-			o, err := ps.Recv(context.Background())
-			if err != nil || o.Finished != "" {
-				preCh <- legResult{o, err}
-				return
+	if pre != nil {
+		preCh <- *pre
+	} else {
+		go func() {
+			for {
+				o, err := ps.Recv(context.Background())
+				if err != nil || o.Finished != "" {
+					preCh <- legResult{o, err}
+					return
+				}
 			}
-		}
-	}()
+		}()
+	}
 	decCh := make(chan legResult, 1)
 	go func() {
 		for {
@@ -363,7 +444,8 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 			if o.PromptTokens > 0 {
 				promptTk = o.PromptTokens
 			}
-			ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: promptTk, OutputTokens: o.CompletionTokens}
+			ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: promptLP}
+			promptLP = nil
 			if o.Finished != "" {
 				ev.Finish = finishOf(o.Finished)
 				if !preDone {

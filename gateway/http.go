@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -215,7 +216,8 @@ func (b *generateBody) toRequest() (gen.Request, error) {
 	}
 	r := gen.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
 		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1, Sampling: gen.DefaultSampling()}
-	if b.LogprobStartLen != nil {
+	if b.LogprobStartLen != nil && b.ReturnLogprob {
+		// SGLang: prompt logprobs come with return_logprob only.
 		r.LogprobStartLen = *b.LogprobStartLen
 	}
 	if s := b.SamplingParams; s != nil {
@@ -271,6 +273,7 @@ type metaJSON struct {
 	CompletionTokens int         `json:"completion_tokens"`
 	E2ELatency       float64     `json:"e2e_latency"`
 	OutputLogprobs   [][2]any    `json:"output_token_logprobs,omitempty"`
+	InputLogprobs    [][2]any    `json:"input_token_logprobs,omitempty"`
 }
 
 type usageJSON struct {
@@ -285,6 +288,8 @@ type generateResp struct {
 	Usage     *usageJSON `json:"usage,omitempty"`
 }
 
+// logprobPairs is SGLang's [[logprob, token_id], ...]; a position
+// without a logprob (NaN: the first prompt token) is null.
 func logprobPairs(ids []int32, lps []float64) [][2]any {
 	if len(lps) == 0 {
 		return nil
@@ -292,10 +297,22 @@ func logprobPairs(ids []int32, lps []float64) [][2]any {
 	out := make([][2]any, 0, len(lps))
 	for i, lp := range lps {
 		if i < len(ids) {
-			out = append(out, [2]any{lp, ids[i]})
+			var v any = lp
+			if math.IsNaN(lp) {
+				v = nil
+			}
+			out = append(out, [2]any{v, ids[i]})
 		}
 	}
 	return out
+}
+
+// promptIDs are the prompt tokens prompt logprobs cover.
+func promptIDs(r gen.Request) []int32 {
+	if r.LogprobStartLen < 0 || r.LogprobStartLen > len(r.InputIDs) {
+		return nil
+	}
+	return r.InputIDs[r.LogprobStartLen:]
 }
 
 // handleGenerate serves SGLang's token-level /generate: a JSON answer, or
@@ -324,7 +341,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	id := req.RID
 	if body.Stream {
-		g.streamGenerate(w, events, id, start, cancel)
+		g.streamGenerate(w, events, id, start, cancel, promptIDs(req))
 		return
 	}
 	resp := generateResp{OutputIDs: []int32{}, MetaInfo: metaJSON{ID: id}}
@@ -339,6 +356,9 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.OutputIDs = append(resp.OutputIDs, ev.TokenIDs...)
 		lps = append(lps, ev.Logprobs...)
+		if ev.PromptLogprobs != nil {
+			resp.MetaInfo.InputLogprobs = logprobPairs(promptIDs(req), ev.PromptLogprobs)
+		}
 		resp.MetaInfo.PromptTokens = ev.PromptTokens
 		resp.MetaInfo.CompletionTokens = ev.OutputTokens
 		if ev.Finish != nil {
@@ -355,7 +375,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func()) {
+func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), prompt []int32) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -394,7 +414,7 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 			continue
 		}
 		chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
-			OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs)}}
+			OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs)}}
 		if chunk.OutputIDs == nil {
 			chunk.OutputIDs = []int32{}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -76,18 +77,18 @@ func (s *Server) prompts(raw json.RawMessage) (texts []string, ids [][]int32, e 
 
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
 }
 
 func (s *Server) completionLogprobs(lps []tokenLogprob, top, offset int) *completionLogprobs {
-	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
+	out := &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	for _, lp := range lps {
 		t, _ := s.tokenText(lp.id)
 		out.Tokens = append(out.Tokens, t)
-		out.TokenLogprobs = append(out.TokenLogprobs, lp.logprob)
-		if top >= 1 {
+		out.TokenLogprobs = append(out.TokenLogprobs, jsonLogprob(lp.logprob))
+		if top >= 1 && !math.IsNaN(lp.logprob) {
 			out.TopLogprobs = append(out.TopLogprobs, map[string]float64{t: lp.logprob})
 		} else {
 			out.TopLogprobs = append(out.TopLogprobs, nil)
@@ -143,9 +144,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		case *req.Logprobs > 1:
 			writeError(w, badRequest("logprobs", "logprobs > 1 (top alternatives) is not supported yet (only the sampled token's logprob)"))
 			return
-		case req.Echo:
-			writeError(w, badRequest("echo", "prompt logprobs (echo with logprobs) are not supported yet"))
-			return
 		}
 		p.logprobs, p.topLogprobs = true, *req.Logprobs
 	}
@@ -164,7 +162,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	idx := make([]int, 0, total)
 	for j, ids := range prompts {
 		for i := 0; i < p.n; i++ {
-			reqs = append(reqs, p.request(fmt.Sprintf("%s-%d", id, j), ids, i))
+			r := p.request(fmt.Sprintf("%s-%d", id, j), ids, i)
+			if req.Echo && p.logprobs {
+				r.LogprobStartLen = 0 // echo: the prompt's logprobs too (from the prefill)
+			}
+			reqs = append(reqs, r)
 			idx = append(idx, j*p.n+i)
 		}
 	}

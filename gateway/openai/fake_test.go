@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -66,6 +67,16 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 		out := 0
 		for i := 0; f.endless || i <= len(toks); {
 			ev := gen.Event{PromptTokens: len(r.InputIDs)}
+			if i == 0 && r.LogprobStartLen >= 0 {
+				// As the gateway: the prefill's prompt logprobs, none for position 0.
+				for p := r.LogprobStartLen; p < len(r.InputIDs); p++ {
+					v := -0.25
+					if p == 0 {
+						v = math.NaN()
+					}
+					ev.PromptLogprobs = append(ev.PromptLogprobs, v)
+				}
+			}
 			for k := 0; k < f.perEvent; k++ {
 				var id int32
 				switch {

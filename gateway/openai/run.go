@@ -104,6 +104,9 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			prompt = ev.PromptTokens
 		}
 		pc := piece{index: index}
+		if p.logprobs && ev.PromptLogprobs != nil {
+			pc.logprobs = promptTokenLogprobs(req, ev.PromptLogprobs) // echo: prompt first
+		}
 		stopped := false
 		for i, id := range ev.TokenIDs {
 			completion++
