@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -81,6 +82,17 @@ type actor struct {
 	progressSeen uint64
 	progressAt   time.Time
 	lastPhase    int
+	// GPU release check of a requested stop: gpuWait is taken when the
+	// stop begins; gpuDone is non-nil while the wait runs after the group
+	// emptied (the role is then still "stopping").
+	gpuWait   func(context.Context) (bool, string)
+	gpuDone   chan gpuRelease
+	gpuCancel context.CancelFunc
+}
+
+type gpuRelease struct {
+	ok  bool
+	msg string
 }
 
 func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file *rotatingFile) *actor {
@@ -176,7 +188,7 @@ func (a *actor) run(autostart bool) {
 	tick := a.sup.progressTick()
 	defer tick.Stop()
 	for {
-		if a.quitting && a.proc == nil {
+		if a.quitting && a.proc == nil && a.gpuDone == nil {
 			a.publish()
 			return
 		}
@@ -193,6 +205,8 @@ func (a *actor) run(autostart bool) {
 			a.onRank(ev)
 		case <-a.poke:
 			a.onMilestone()
+		case r := <-a.gpuDone:
+			a.onGPURelease(r)
 		case <-a.backoffC:
 			a.backoffC = nil
 			a.start()
@@ -215,7 +229,7 @@ func (a *actor) handle(c cmdKind) {
 	}
 	switch c {
 	case cmdStart:
-		if a.proc == nil {
+		if a.proc == nil && a.gpuDone == nil {
 			// A person stepped in: fresh backoff and budget.
 			a.attempt, a.hist = 0, nil
 			a.start()
@@ -224,6 +238,10 @@ func (a *actor) handle(c cmdKind) {
 		}
 	case cmdRestart:
 		a.attempt, a.hist = 0, nil
+		if a.gpuDone != nil {
+			a.next = afterStart // once the GPU memory is released
+			return
+		}
 		if a.proc == nil {
 			a.st.Restarts++
 			a.start()
@@ -234,6 +252,9 @@ func (a *actor) handle(c cmdKind) {
 	case cmdStop:
 		a.next = afterNothing
 		a.cancelBackoff()
+		if a.gpuDone != nil {
+			return
+		}
 		if a.proc == nil {
 			if a.st.State != snapshot.StateFailed && a.st.State != snapshot.StateStopped {
 				a.setState(snapshot.StateStopped, "stopped by request")
@@ -245,6 +266,9 @@ func (a *actor) handle(c cmdKind) {
 		a.quitting = true
 		a.next = afterQuit
 		a.cancelBackoff()
+		if a.gpuDone != nil {
+			return
+		}
 		if a.proc == nil {
 			if a.plan.Local && a.st.State != snapshot.StateFailed {
 				a.setState(snapshot.StateStopped, "tsd shutting down")
@@ -256,6 +280,11 @@ func (a *actor) handle(c cmdKind) {
 		a.quitting = true
 		a.next = afterQuit
 		a.cancelBackoff()
+		a.gpuWait = nil
+		if a.gpuDone != nil {
+			a.gpuCancel() // killing means now: the wait ends at once, unverified
+			return
+		}
 		if a.proc != nil {
 			a.stopReq = true
 			a.proc.kill()
@@ -357,6 +386,10 @@ func (a *actor) beginStop(reason string) {
 		return
 	}
 	a.stopReq = true
+	a.gpuWait = nil
+	if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
+		a.gpuWait = v.HoldGPUs(a.plan.Name)
+	}
 	if a.sup.gw != nil {
 		a.sup.gw.SetRouted(a.plan.Name, false)
 	}
@@ -407,18 +440,14 @@ func (a *actor) afterExit(p *process) {
 	if p.pid > 0 {
 		a.note("%s after %s; process group %d verified empty", p.exit, HumanDuration(ran), p.pid)
 	}
+	wait := a.gpuWait
+	a.gpuWait = nil
+	if a.stopReq && wait != nil {
+		a.waitGPURelease(wait)
+		return
+	}
 	if a.stopReq {
-		a.stopReq = false
-		switch a.next {
-		case afterStart:
-			a.next = afterNothing
-			a.st.Restarts++
-			a.start()
-		case afterQuit:
-			a.setState(snapshot.StateStopped, "tsd shutting down")
-		default:
-			a.setState(snapshot.StateStopped, "stopped by request")
-		}
+		a.finishStop("")
 		return
 	}
 	if a.quitting {
@@ -460,6 +489,56 @@ func (a *actor) afterExit(p *process) {
 		a.setState(snapshot.StateStopped, reason)
 	case ActionGiveUp:
 		a.setState(snapshot.StateFailed, reason)
+	}
+}
+
+// waitGPURelease runs the telemetry's release wait off the loop; the
+// loop goes on serving commands and finishes the stop in onGPURelease.
+func (a *actor) waitGPURelease(wait func(context.Context) (bool, string)) {
+	// The empty group is published first: telemetry then stops counting
+	// the dead tree as the role's, which is what the wait watches for.
+	a.publish()
+	limit := a.sup.opts.GPUReleaseTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	done := make(chan gpuRelease, 1)
+	a.gpuDone, a.gpuCancel = done, cancel
+	a.note("waiting up to %s for the GPU memory to be released", HumanDuration(limit))
+	go func() {
+		ok, msg := wait(ctx)
+		done <- gpuRelease{ok: ok, msg: msg}
+	}()
+}
+
+func (a *actor) onGPURelease(r gpuRelease) {
+	a.gpuCancel()
+	a.gpuDone, a.gpuCancel = nil, nil
+	a.note("%s", r.msg)
+	a.sup.pub.event(a.plan.Name, r.msg)
+	warn := ""
+	if !r.ok {
+		warn = r.msg
+	}
+	a.finishStop(warn)
+}
+
+// finishStop ends a requested stop whose group is verified empty: start
+// again, or rest in stopped. warn (the GPU memory was not seen released)
+// goes into the stopped Reason.
+func (a *actor) finishStop(warn string) {
+	a.stopReq = false
+	suffix := ""
+	if warn != "" {
+		suffix = "; " + warn
+	}
+	switch a.next {
+	case afterStart:
+		a.next = afterNothing
+		a.st.Restarts++
+		a.start()
+	case afterQuit:
+		a.setState(snapshot.StateStopped, "tsd shutting down"+suffix)
+	default:
+		a.setState(snapshot.StateStopped, "stopped by request"+suffix)
 	}
 }
 

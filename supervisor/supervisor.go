@@ -45,6 +45,21 @@ type Telemetry interface {
 	Decorate(s *snapshot.Snapshot)
 }
 
+// GPUReleaseVerifier is a Telemetry that can also tell whether a stopped
+// role's GPU memory was released (architecture.md: on stop/restart the
+// group is verified empty and, where GPU readings exist, the memory freed).
+// A Telemetry without it gets the group check alone.
+type GPUReleaseVerifier interface {
+	// HoldGPUs notes what role holds on its GPUs now. It runs on the role's
+	// actor goroutine when a requested stop begins, so it must be cheap (no
+	// I/O). It returns nil when there is nothing to verify (no GPU
+	// readings, no GPU mapped to the role); otherwise the wait the actor
+	// runs on its own goroutine once the group is verified empty: it
+	// returns when the memory is released or ctx ends, with one line for
+	// the role's log ("GPU memory released (2048 MiB freed on GPU-…)").
+	HoldGPUs(role string) func(ctx context.Context) (released bool, msg string)
+}
+
 // Options configure a Supervisor. Only Plan is required.
 type Options struct {
 	Plan *profiles.Plan
@@ -77,6 +92,11 @@ type Options struct {
 	GuardArgs []string
 
 	Telemetry Telemetry
+	// GPUReleaseTimeout bounds the wait for a stopped role's GPU memory to
+	// be released when Telemetry is a GPUReleaseVerifier (default 15s;
+	// negative skips the check). Past it the role still stops, and its
+	// Reason says the memory was not released.
+	GPUReleaseTimeout time.Duration
 	// OnEvent, if set, sees every event as it is recorded (headless output).
 	// It runs on the publisher goroutine and must not block.
 	OnEvent func(snapshot.Event)
@@ -124,6 +144,9 @@ func New(opts Options) (*Supervisor, error) {
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = 10 * time.Second
+	}
+	if opts.GPUReleaseTimeout == 0 {
+		opts.GPUReleaseTimeout = 15 * time.Second
 	}
 	s := &Supervisor{
 		opts: opts, plan: opts.Plan, gw: opts.Gateway,

@@ -483,3 +483,9 @@ func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 		}
 	}
 }
+
+// HoldGPUs lets the supervisor verify that a stopped role's GPU memory is
+// released (supervisor.GPUReleaseVerifier).
+func (d *telemetryDecorator) HoldGPUs(role string) func(context.Context) (bool, string) {
+	return d.t.HoldGPUs(role)
+}

@@ -39,6 +39,10 @@ type Readings struct {
 	// Notes are mapping problems and provider errors, also folded into
 	// Panel.Note.
 	Notes []string
+	// GPUPolledAt is when the poll behind GPUs began (wall clock, zero
+	// before the first poll): a reader that must not trust a reading taken
+	// before some moment (WaitReleased) compares against it.
+	GPUPolledAt time.Time
 }
 
 // Options configures New. The zero value polls the real host.
@@ -203,6 +207,7 @@ type gpuResult struct {
 	panel    snapshot.GPUPanelStatus
 	gpus     []GPUInfo
 	err      error
+	at       time.Time // the poll's start
 }
 
 type procResult struct {
@@ -243,13 +248,14 @@ func (t *Telemetry) gpuLoop(ctx context.Context, out chan gpuResult) {
 	tick := time.NewTicker(t.opts.GPUInterval)
 	defer tick.Stop()
 	for {
+		at := time.Now() // real time even under a test clock: it orders polls against events
 		pctx, cancel := context.WithTimeout(ctx, pollTimeout)
 		gpus, err := prov.Poll(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		offer(out, gpuResult{provider: prov.Name(), panel: panel, gpus: gpus, err: err})
+		offer(out, gpuResult{provider: prov.Name(), panel: panel, gpus: gpus, err: err, at: at})
 		select {
 		case <-ctx.Done():
 			return
@@ -350,6 +356,7 @@ func (t *Telemetry) join(seq uint64, roles []RoleInfo, gpu gpuResult, proc procR
 		Seq: seq, Time: t.opts.Now(),
 		GPUs: gpus, Panel: panel, Procs: procs,
 		RoleGPUMem: mem, RoleGPUUUIDs: uuids, Notes: notes,
+		GPUPolledAt: gpu.at,
 	}
 }
 

@@ -1,0 +1,148 @@
+package supervisor
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/supervisor/telemetry"
+)
+
+// telSeam is what cmd/tsd's telemetryDecorator does, cut down: tell
+// telemetry the role PIDs and verify GPU release through it.
+type telSeam struct {
+	t     *telemetry.Telemetry
+	cvd   map[string]string
+	roles []telemetry.RoleInfo // publisher goroutine only
+}
+
+func (d *telSeam) Decorate(s *snapshot.Snapshot) {
+	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
+	for _, r := range s.Roles {
+		roles = append(roles, telemetry.RoleInfo{Name: r.Name, RootPID: r.PID, CudaVisibleDevices: d.cvd[r.Name]})
+	}
+	if !reflect.DeepEqual(roles, d.roles) {
+		d.roles = roles
+		d.t.SetRoles(roles)
+	}
+	rd := d.t.Latest()
+	for i := range s.Roles {
+		s.Roles[i].GPUMemB = rd.RoleGPUMem[s.Roles[i].Name]
+	}
+}
+
+func (d *telSeam) HoldGPUs(role string) func(context.Context) (bool, string) {
+	return d.t.HoldGPUs(role)
+}
+
+func startTel(t *testing.T, opts telemetry.Options) *telemetry.Telemetry {
+	t.Helper()
+	opts.GPUInterval, opts.ProcInterval = 20*time.Millisecond, 20*time.Millisecond
+	tel := telemetry.New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = tel.Run(ctx) }()
+	// Registered before the fixture's: runs after Run has returned.
+	t.Cleanup(func() { cancel(); <-done })
+	return tel
+}
+
+func hasGPUMem(r snapshot.RoleStatus) bool { return r.GPUMemB > 0 && r.PID != 0 }
+
+// On simulated GPUs (which put a role's processes on its GPUs by pid), a
+// restart and a stop each wait for the role's memory to go before moving
+// on, and say how much went from which GPU.
+func TestStopVerifiesGPUMemoryReleased(t *testing.T) {
+	t.Parallel()
+	tel := startTel(t, telemetry.Options{FakeGPUs: 2})
+	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "1"}}
+	f := newFixture(t, nil, func(o *Options) { o.Telemetry = seam }, shRole("decode", profiles.KindDecode, readyScript))
+	f.wait("decode", "GPU memory held", hasGPUMem)
+
+	if err := f.sup.Restart("decode"); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode", "restarted and holding again", func(r snapshot.RoleStatus) bool { return r.Restarts == 1 && hasGPUMem(r) })
+	if log := logText(t, f.sup, "decode"); !strings.Contains(log, "GPU memory released (") || !strings.Contains(log, "freed on "+tel.Fake().UUID(1)+")") {
+		t.Fatalf("restart log lacks the release line:\n%s", log)
+	}
+
+	if err := f.sup.Stop("decode"); err != nil {
+		t.Fatal(err)
+	}
+	r := f.wait("decode", "stopped", state(snapshot.StateStopped))
+	if r.Reason != "stopped by request" {
+		t.Errorf("reason %q", r.Reason)
+	}
+	if n := strings.Count(logText(t, f.sup, "decode"), "[tsd] GPU memory released ("); n != 2 {
+		t.Errorf("%d release lines, want 2", n)
+	}
+	found := false
+	for _, e := range f.sup.Snapshot().Events {
+		found = found || (e.Role == "decode" && strings.HasPrefix(e.Message, "GPU memory released ("))
+	}
+	if !found {
+		t.Error("no release event")
+	}
+}
+
+// A process the role left on its GPU (here one the simulated GPU keeps
+// showing) holds the stop until the deadline; the role still stops, and
+// its Reason says why the memory was not released.
+func TestStopReportsGPUMemoryNotReleased(t *testing.T) {
+	t.Parallel()
+	tel := startTel(t, telemetry.Options{FakeGPUs: 1, FakeManualProcesses: true})
+	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "0"}}
+	f := newFixture(t, nil, func(o *Options) {
+		o.Telemetry = seam
+		o.GPUReleaseTimeout = 500 * time.Millisecond
+	}, shRole("decode", profiles.KindDecode, readyScript))
+	f.wait("decode", "ready", state(snapshot.StateReady))
+	ch, cancel := tel.Subscribe()
+	defer cancel()
+	deadline := time.After(waitLimit)
+	var kid int
+	for kid == 0 {
+		select {
+		case rd := <-ch:
+			if p := rd.Procs["decode"].PIDs; len(p) == 3 {
+				kid = p[2]
+			}
+		case <-deadline:
+			t.Fatal("role tree never polled")
+		}
+	}
+	if err := tel.Fake().AttachProcess(0, kid, 1024<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode", "GPU memory held", hasGPUMem)
+	if err := f.sup.Stop("decode"); err != nil {
+		t.Fatal(err)
+	}
+	r := f.wait("decode", "stopped", state(snapshot.StateStopped))
+	want := "stopped by request; GPU memory not released after "
+	if !strings.HasPrefix(r.Reason, want) || !strings.Contains(r.Reason, "holds 1024 MiB on "+tel.Fake().UUID(0)) {
+		t.Errorf("reason %q, want %q...", r.Reason, want)
+	}
+}
+
+// Without a GPU release verifier (or with no GPU mapped) a stop is what it
+// was: the group check alone, no wait.
+func TestStopWithoutGPUsSkipsCheck(t *testing.T) {
+	t.Parallel()
+	tel := startTel(t, telemetry.Options{FakeGPUs: 1})
+	seam := &telSeam{t: tel} // no CUDA_VISIBLE_DEVICES: no GPU mapped
+	f := newFixture(t, nil, func(o *Options) { o.Telemetry = seam }, shRole("decode", profiles.KindDecode, readyScript))
+	f.wait("decode", "ready", state(snapshot.StateReady))
+	if err := f.sup.Stop("decode"); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode", "stopped", state(snapshot.StateStopped))
+	if log := logText(t, f.sup, "decode"); strings.Contains(log, "GPU memory") {
+		t.Errorf("unexpected GPU check:\n%s", log)
+	}
+}
