@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -167,6 +168,19 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	}
 	if tot, _ := w.InFlight(); tot != 0 {
 		t.Fatalf("in flight after finish: %d", tot)
+	}
+	// An EPD encode request's out-of-band tensors follow its payload.
+	sa, err := w.SubmitAux(4, "rid-aux", payload, [][]byte{{1, 2}, {3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = r4.in.Recv()
+	if err != nil || len(m.Frames) != 4 || m.Frames[0][0] != typeAdd || !bytes.Equal(m.Frames[2], []byte{1, 2}) || !bytes.Equal(m.Frames[3], []byte{3}) {
+		t.Fatalf("rank 4 got %q, %v", m.Frames, err)
+	}
+	r4.emit(t, "rid-aux", nil, "stop", 0)
+	if o, err := sa.Recv(ctx); err != nil || o.Finished != "stop" {
+		t.Fatalf("encode output %+v %v", o, err)
 	}
 
 	// Rank 3 dies mid-request: its stream fails, rank 4 keeps serving.

@@ -592,6 +592,13 @@ func (w *Worker) sendLoop() {
 // Submit registers a stream for rid on rank identity and queues the ADD.
 // payload is an encoded TokenizedGenerateReqInput.
 func (w *Worker) Submit(identity int, rid string, payload []byte) (*Stream, error) {
+	return w.SubmitAux(identity, rid, payload, nil)
+}
+
+// SubmitAux is Submit for a payload followed by out-of-band frames: an EPD
+// EncodeRequest whose tensors travel as frames [identity, ADD, payload,
+// aux1, aux2, ...] (zmq-lane.md §5.8, tsd's framing).
+func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byte) (*Stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -615,7 +622,9 @@ func (w *Worker) Submit(identity int, rid string, payload []byte) (*Stream, erro
 	}
 	w.total++
 	id := wire.EncodeIdentity(uint16(identity))
-	w.sendQ.push(sendJob{frames: [][]byte{id, {typeAdd}, payload}, stream: s})
+	frames := make([][]byte, 0, 3+len(aux))
+	frames = append(append(frames, id, []byte{typeAdd}, payload), aux...)
+	w.sendQ.push(sendJob{frames: frames, stream: s})
 	return s, nil
 }
 
