@@ -135,6 +135,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-bootstrap", kind: kValue, used: true, help: "engine (default): the engine hosts the rendezvous on --disaggregation-bootstrap-port and reports it in its registration; external: register with the server already listening there"},
 	{name: "fake-vocab", kind: kValue, used: true, help: "token ids are drawn from [0, N) (default 1000)"},
 	{name: "fake-eos-id", kind: kValue, used: true, help: "EOS token id; -1 for none (default 2)"},
+	{name: "fake-token-min", kind: kValue, used: true, help: "generated ids start at N (e.g. 256: skip a byte-level vocab's raw bytes); default 0"},
 	{name: "fake-tokens-per-s", kind: kValue, used: true, help: "tokens per second per request = engine steps per second; 0: unpaced (default 50)"},
 	{name: "fake-kv-timeout", kind: kValue, used: true, help: "decode: how long to wait for the prefill's KV before aborting (default $TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT or 300s)"},
 	{name: "fake-send-timeout", kind: kValue, used: true, help: "prefill: how long to wait for the decode to fetch the KV before aborting (default $TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT or 120s)"},
@@ -265,6 +266,7 @@ type config struct {
 	bootstrapMode    string // engine | external
 	vocab            int
 	eos              int
+	tokenMin         int
 	tokensPerS       float64
 	kvTimeout        time.Duration
 	sendTimeout      time.Duration
@@ -493,6 +495,7 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	}
 	c.vocab = l.int("fake-vocab", 1000)
 	c.eos = l.int("fake-eos-id", 2)
+	c.tokenMin = l.int("fake-token-min", 0)
 	c.tokensPerS = l.float("fake-tokens-per-s", 50)
 	c.kvTimeout = l.dur("fake-kv-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT", 300*time.Second))
 	c.sendTimeout = l.dur("fake-send-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 120*time.Second))

@@ -319,7 +319,7 @@ func (e *engine) add(g wire.GenerateRequest) {
 		stops[i] = int(s)
 	}
 	q.params = fakemodel.Params{Seed: seed, MinNewTokens: sp.MinNewTokens, StopTokenIDs: stops,
-		IgnoreEOS: sp.IgnoreEOS, EOS: e.cfg.eos, Vocab: e.cfg.vocab}
+		IgnoreEOS: sp.IgnoreEOS, EOS: e.cfg.eos, Vocab: e.cfg.vocab, TokenMin: e.cfg.tokenMin}
 	limit := e.cfg.maxModelLen - q.promptLen - 1
 	q.params.MaxNewTokens = limit
 	if sp.MaxNewTokens != nil && *sp.MaxNewTokens < limit {
@@ -600,7 +600,7 @@ func (e *engine) step() {
 			continue
 		}
 		i := len(q.tokens)
-		tok := fakemodel.Token(q.params.Seed, i, q.params.Vocab)
+		tok := q.params.Token(i)
 		if i == 0 && q.firstToken != nil {
 			tok = *q.firstToken
 		}

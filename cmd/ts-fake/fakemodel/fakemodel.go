@@ -40,6 +40,18 @@ type Params struct {
 	IgnoreEOS    bool
 	EOS          int // < 0: no EOS
 	Vocab        int
+	// TokenMin keeps generated ids in [TokenMin, Vocab): a byte-level
+	// vocabulary's first 256 ids are single bytes, which rarely form valid
+	// UTF-8 on their own, so the demo skips them for readable text.
+	TokenMin int
+}
+
+// Token is the i-th generated token of this completion.
+func (p Params) Token(i int) int {
+	if p.TokenMin > 0 && p.TokenMin < p.Vocab {
+		return p.TokenMin + Token(p.Seed, i, p.Vocab-p.TokenMin)
+	}
+	return Token(p.Seed, i, p.Vocab)
 }
 
 // Finish reports whether the completion ends at token i (0-based) and with
@@ -70,7 +82,7 @@ func (p Params) Completion() ([]int, string) {
 		return out, "length"
 	}
 	for i := 0; ; i++ {
-		tok := Token(p.Seed, i, p.Vocab)
+		tok := p.Token(i)
 		out = append(out, tok)
 		if r := p.Finish(i, tok); r != "" {
 			return out, r
