@@ -72,6 +72,7 @@ type cluster struct {
 	mu       sync.Mutex
 	procs    map[string]*exec.Cmd
 	logs     map[string]*bytes.Buffer
+	outs     map[string]*syncBuf
 	serveCh  chan error
 }
 
@@ -85,13 +86,19 @@ func newCluster(t testing.TB, opts Options, roles ...role) *cluster {
 // newClusterMode is newCluster with bootstrap_server engine or tsd.
 func newClusterMode(t testing.TB, opts Options, bootMode string, roles ...role) *cluster {
 	t.Helper()
+	return newClusterPlan(t, opts, bootMode, profiles.ModePD, roles...)
+}
+
+// newClusterPlan is newClusterMode with a gateway mode (pd or epd).
+func newClusterPlan(t testing.TB, opts Options, bootMode, mode string, roles ...role) *cluster {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "gw")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	plan := &profiles.Plan{Name: "e2e", Model: "fake-model", ServedModelName: "fake", Gateway: profiles.GatewayPlan{
-		Mode: profiles.ModePD, BootstrapServer: bootMode, Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "least_load"}}}
+		Mode: mode, BootstrapServer: bootMode, Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "least_load"}}}
 	c := &cluster{t: t, bootMode: bootMode, plan: plan, roles: map[string]role{}, procs: map[string]*exec.Cmd{}, logs: map[string]*bytes.Buffer{}}
 	for i, r := range roles {
 		if r.dp == 0 {
@@ -105,7 +112,7 @@ func newClusterMode(t testing.TB, opts Options, bootMode string, roles ...role) 
 		} else {
 			wp.URL = "ipc://" + filepath.Join(dir, fmt.Sprintf("w%d", i))
 		}
-		if r.kind == profiles.KindPrefill {
+		if r.kind == profiles.KindPrefill || r.kind == profiles.KindEncode {
 			wp.Bootstrap = "127.0.0.1:" + strconv.Itoa(freePort(t))
 		}
 		plan.Gateway.Workers = append(plan.Gateway.Workers, wp)
@@ -158,6 +165,12 @@ type syncBuf struct {
 	b  *bytes.Buffer
 }
 
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func (s *syncBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,11 +194,17 @@ func (c *cluster) start(name string) {
 			args = append(args, "--fake-bootstrap", "external")
 		}
 	}
+	if r.kind == profiles.KindEncode {
+		// The encode engine hosts its own embedding rendezvous (launch.md §3).
+		_, bport, _ := net.SplitHostPort(w.Plan().Bootstrap)
+		args = append(args, "--disaggregation-bootstrap-port", bport)
+	}
 	args = append(args, r.extra...)
 	cmd := exec.Command(tsFake, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	buf := &bytes.Buffer{}
-	cmd.Stdout = &syncBuf{b: buf}
+	sb := &syncBuf{b: buf}
+	cmd.Stdout = sb
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -193,6 +212,10 @@ func (c *cluster) start(name string) {
 	c.mu.Lock()
 	c.procs[name] = cmd
 	c.logs[name] = buf
+	if c.outs == nil {
+		c.outs = map[string]*syncBuf{}
+	}
+	c.outs[name] = sb
 	c.mu.Unlock()
 	c.g.SetAlive(name, true)
 }
@@ -668,7 +691,7 @@ func TestEncodeBoundNotRouted(t *testing.T) {
 	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode},
 		role{name: "encode", kind: profiles.KindEncode})
 	c.waitRegistered("prefill", "decode", "encode")
-	if st := c.g.Status(); st.Note != "encode: not routed yet" || !st.Ready {
+	if st := c.g.Status(); st.Note != "encode: not routed (gateway mode pd)" || !st.Ready {
 		t.Fatalf("status %+v", st)
 	}
 	res := c.generate(context.Background(), http.DefaultClient, genBody(5, 4, false))

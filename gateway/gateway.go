@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,7 @@ type Gateway struct {
 	rate      rateSample
 	rrPrefill atomic.Uint64
 	rrDecode  atomic.Uint64
+	enc       encodeRouting
 
 	requests atomic.Uint64
 	errors   atomic.Uint64
@@ -139,13 +141,13 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		a.Store(w.Plan().Remote)
 		g.alive[w.Role()] = a
 	}
-	if len(g.encode) > 0 {
-		g.notes = append(g.notes, "encode: not routed yet")
-	}
 	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
 		if p != "" && !dispatch.Known(p) {
 			g.notes = append(g.notes, fmt.Sprintf("%s policy %s: using round_robin", kind, p))
 		}
+	}
+	if p := plan.Gateway.Policy.Encode; g.epdMode() && p != "" && p != "consistent_hashing" {
+		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
 	}
 	if env := plan.Gateway.APIKeyEnv; env != "" {
 		g.apiKey = os.Getenv(env)
@@ -334,9 +336,12 @@ func (g *Gateway) InFlight(role string) (int, map[int]int) {
 }
 
 // Ready reports whether at least one prefill and one decode rank are
-// registered and routed.
+// registered and routed, and in EPD mode one encode worker's rank 0.
 func (g *Gateway) Ready() bool {
 	p, d, _, _ := g.health()
+	if g.epdMode() && len(g.encodeReady()) == 0 {
+		return false
+	}
 	return p > 0 && d > 0
 }
 
@@ -359,13 +364,11 @@ func (g *Gateway) health() (prefill, decode, healthy, total int) {
 func (g *Gateway) Status() snapshot.GatewayStatus {
 	req, tok := g.requests.Load(), g.tokens.Load()
 	rps, tps := g.rate.update(time.Now(), req, tok)
-	note := ""
-	for i, n := range g.notes {
-		if i > 0 {
-			note += "; "
-		}
-		note += n
+	notes := g.notes
+	if n := g.encodeNote(); n != "" {
+		notes = append([]string{n}, notes...)
 	}
+	note := strings.Join(notes, "; ")
 	return snapshot.GatewayStatus{
 		URL:       g.plan.Gateway.URL,
 		Mode:      g.plan.Gateway.Mode,

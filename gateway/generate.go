@@ -82,8 +82,6 @@ func validate(r *gen.Request) error {
 		return badRequest("logprob_start_len", "logprob_start_len %d must be below the prompt length %d", r.LogprobStartLen, len(r.InputIDs))
 	case r.TopLogprobsNum > 1:
 		return badRequest("top_logprobs_num", "top logprobs are not supported over the ZMQ lane (only the sampled token's logprob)")
-	case len(r.Images) > 0:
-		return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "images", Message: "image content is not supported until EPD routing lands (encode: not routed yet)"}
 	}
 	for i, id := range r.InputIDs {
 		if id < 0 {
@@ -187,6 +185,10 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		g.metrics.reqError("invalid_request")
 		return nil, err
 	}
+	if err := g.checkImages(&r); err != nil {
+		g.metrics.reqError("invalid_request")
+		return nil, err
+	}
 	sp, err := wireSampling(r.Sampling)
 	if err != nil {
 		g.metrics.reqError("invalid_request")
@@ -216,6 +218,18 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	}
 	q.Stream = r.Stream
 	q.SetBootstrap(host, port, room)
+	var legs epd.Legs
+	if len(r.Images) > 0 {
+		// EPD: each image goes to its encoder (consistent hashing on its
+		// content) under its own room; the prefill fetches the embeddings
+		// from there, the decode gets the items' metadata only.
+		if legs, err = epd.PlanLegs(rid, prepared(r), g.encodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
+			g.metrics.reqError("no_workers")
+			g.errors.Add(1)
+			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
+		}
+		q.MultimodalInputs = legs.Prefill
+	}
 	payload, err := wire.EncodeGenerateRequest(q)
 	if err != nil {
 		g.metrics.reqError("encode")
@@ -223,9 +237,12 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 	}
 	dpayload := payload
-	if wantPrompt {
+	if wantPrompt || len(r.Images) > 0 {
 		qd := q
 		qd.ReturnLogprob, qd.LogprobStartLen = r.ReturnLogprob, -1
+		if len(r.Images) > 0 {
+			qd.MultimodalInputs = legs.Decode
+		}
 		if dpayload, err = wire.EncodeGenerateRequest(qd); err != nil {
 			g.metrics.reqError("encode")
 			g.errors.Add(1)
@@ -233,8 +250,22 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		}
 	}
 	start := time.Now()
+	var encs []*lane.Stream
+	if len(legs.Encode) > 0 {
+		if encs, err = g.submitEncodes(legs); err != nil {
+			g.metrics.reqError("encode_worker_failed_to_start")
+			g.errors.Add(1)
+			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
+		}
+	}
+	abortEncs := func(err error) {
+		for _, s := range encs {
+			s.Abort(err)
+		}
+	}
 	ps, err := pre.w.Submit(pre.id, rid, payload)
 	if err != nil {
+		abortEncs(err)
 		g.metrics.reqError("prefill_worker_failed_to_start")
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
@@ -242,6 +273,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	ds, err := dec.w.Submit(dec.id, rid, dpayload)
 	if err != nil {
 		ps.Abort(err)
+		abortEncs(err)
 		g.metrics.reqError("decode_worker_failed_to_start")
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
@@ -252,6 +284,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	if wantPrompt {
 		res, perr := g.awaitPrompt(ctx, ps, ds, r)
 		if perr != nil {
+			abortEncs(nil)
 			g.errors.Add(1)
 			return nil, perr
 		}
@@ -260,7 +293,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	g.inflight.Add(1)
 	g.metrics.dispatched(pre, dec, len(r.InputIDs))
 	events := make(chan gen.Event, 16)
-	go g.run(ctx, ps, ds, events, start, preRes, promptLP)
+	go g.run(ctx, ps, ds, encs, events, start, preRes, promptLP)
 	return events, nil
 }
 
@@ -331,9 +364,34 @@ type legResult struct {
 // the deadline.
 // pre, when set, is the prefill's terminal output already received
 // (awaitPrompt); promptLP rides on the first event.
-func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
 	defer close(events)
 	defer g.inflight.Add(-1)
+	// Encode legs end with their own terminal output; one still running
+	// when the request ends is aborted now on failure, after the drain
+	// grace on success (its answer may be in flight).
+	succeeded := false
+	encLeft := len(encs)
+	defer func() {
+		if encLeft == 0 {
+			return
+		}
+		if succeeded {
+			time.AfterFunc(g.opts.DrainGrace, func() {
+				for _, s := range encs {
+					s.Abort(nil)
+				}
+			})
+			return
+		}
+		for _, s := range encs {
+			s.Abort(nil)
+		}
+	}()
+	var encCh <-chan encodeResult
+	if encLeft > 0 {
+		encCh = watchEncodes(encs)
+	}
 	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
 	defer cancel()
 
@@ -400,6 +458,19 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 			}
 			fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", g.opts.RequestTimeout)})
 			return
+		case er := <-encCh:
+			if err := encodeFailure(er); err != nil {
+				if ctx.Err() != nil {
+					continue // the ctx case reports it
+				}
+				ps.Abort(err)
+				ds.Abort(err)
+				fail("encode_failed", gen.Event{Err: err})
+				return
+			}
+			if encLeft--; encLeft == 0 {
+				encCh = nil
+			}
 		case pr := <-preCh:
 			preCh = nil
 			preDone = true
@@ -454,6 +525,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, events chan<-
 					time.AfterFunc(g.opts.DrainGrace, func() { ps.Abort(nil) })
 				}
 				g.metrics.finished(ev.Finish.Reason, now.Sub(start))
+				succeeded = ev.Finish.Reason != gen.FinishAbort
 				if ev.Finish.Reason == gen.FinishAbort {
 					ps.Abort(nil)
 					g.errors.Add(1)

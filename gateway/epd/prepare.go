@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -69,23 +70,7 @@ type Prepared struct {
 // images wrap vision.ErrBadImage; anchor mismatches wrap ErrPlaceholders
 // (both 400s).
 func PrepareImages(ids []int32, raws [][]byte, cfg vision.Config, vt VisionTokens, lim vision.Limits) (Prepared, error) {
-	pos, err := FindImagePlaceholders(ids, vt.Start, vt.Pad, vt.End, len(raws))
-	if err != nil {
-		return Prepared{}, err
-	}
-	patches := make([]*vision.Patches, len(raws))
-	counts := make([]int, len(raws))
-	for i, raw := range raws {
-		img, _, err := vision.Decode(raw, lim)
-		if err != nil {
-			return Prepared{}, fmt.Errorf("image %d: %w", i, err)
-		}
-		if patches[i], err = cfg.Preprocess(img); err != nil {
-			return Prepared{}, fmt.Errorf("image %d: %w", i, err)
-		}
-		counts[i] = patches[i].NumTokens(cfg.MergeSize)
-	}
-	out, offsets, err := ExpandImagePads(ids, pos, counts, vt.Pad)
+	out, patches, offsets, err := prepare(ids, raws, cfg, vt, lim)
 	if err != nil {
 		return Prepared{}, err
 	}
@@ -96,6 +81,51 @@ func PrepareImages(ids []int32, raws [][]byte, cfg vision.Config, vt VisionToken
 		p.Items[i] = ImageItem(patches[i], id, offsets[i])
 	}
 	return p, nil
+}
+
+// prepare is PrepareImages up to the wire items: the expanded prompt, each
+// image's patches and its pad span (wire form, end inclusive).
+func prepare(ids []int32, raws [][]byte, cfg vision.Config, vt VisionTokens, lim vision.Limits) ([]int32, []*vision.Patches, [][2]int, error) {
+	pos, err := FindImagePlaceholders(ids, vt.Start, vt.Pad, vt.End, len(raws))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	patches := make([]*vision.Patches, len(raws))
+	counts := make([]int, len(raws))
+	for i, raw := range raws {
+		img, _, err := vision.Decode(raw, lim)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		if patches[i], err = cfg.Preprocess(img); err != nil {
+			return nil, nil, nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		counts[i] = patches[i].NumTokens(cfg.MergeSize)
+	}
+	out, offsets, err := ExpandImagePads(ids, pos, counts, vt.Pad)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return out, patches, offsets, nil
+}
+
+// PrepareGen is PrepareImages for a front end that hands the request to
+// the dispatcher through gen: the expanded prompt and one gen.Image per
+// image (pixels as float32, span half-open). The dispatcher builds the
+// wire items from them (ImageItem).
+func PrepareGen(ids []int32, raws [][]byte, cfg vision.Config, vt VisionTokens, lim vision.Limits) ([]int32, []gen.Image, error) {
+	out, patches, offsets, err := prepare(ids, raws, cfg, vt, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	imgs := make([]gen.Image, len(raws))
+	for i, raw := range raws {
+		h, id := ItemHash(raw)
+		p := patches[i]
+		imgs[i] = gen.Image{Hash: h, ID: id, Pixels: p.Pixels, Dim: p.Dim, GridTHW: p.Grid,
+			Offset: [2]int{offsets[i][0], offsets[i][1] + 1}, PadToken: vt.Pad}
+	}
+	return out, imgs, nil
 }
 
 // Legs is what the dispatcher sends for one image request.

@@ -29,12 +29,16 @@ func DefaultSampling() Sampling {
 	return Sampling{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
 }
 
-// Image is one image item already preprocessed for the model (EPD).
+// Image is one image item already preprocessed for the model (EPD): the
+// front end decodes, preprocesses and expands the prompt's pad tokens; the
+// dispatcher routes it to an encoder and builds the per-leg wire items.
 type Image struct {
-	Hash     string    // content hash: consistent-hashing key for the encoder choice
-	Pixels   []float32 // patchified, normalised pixel values
+	Hash     string    // hex content hash: consistent-hashing key for the encoder choice
+	ID       int64     // the wire item's hash (epd.ItemHash)
+	Pixels   []float32 // patchified, normalised pixel values: GridTHW product rows of Dim
+	Dim      int       // values per patch row
 	GridTHW  [3]int    // temporal, height, width patch grid
-	Offset   [2]int    // [start, end) of its pad tokens in InputIDs
+	Offset   [2]int    // [start, end) of its pad tokens in InputIDs (half-open; the wire's is inclusive)
 	PadToken int32
 }
 

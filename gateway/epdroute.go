@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/tsd-project/tsd/gateway/epd"
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/vision"
+	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// encodeRouting is the encoder choice state: a consistent-hashing ring
+// over the encode workers that are ready, rebuilt only when that set
+// changes (so a repeated image keeps landing on the same encoder).
+type encodeRouting struct {
+	mu   sync.Mutex
+	key  string
+	ring *epd.Ring
+}
+
+// epdMode reports whether images are routed to encode workers.
+func (g *Gateway) epdMode() bool {
+	return g.plan.Gateway.Mode == profiles.ModeEPD && len(g.encode) > 0
+}
+
+// encodeReady counts encode workers whose DP rank 0 (the rank that takes
+// encode requests) is registered and routed.
+func (g *Gateway) encodeReady() []string {
+	var names []string
+	for _, w := range g.encode {
+		if _, ok := encodeRank(w); ok {
+			names = append(names, w.Role())
+		}
+	}
+	return names
+}
+
+func encodeRank(w *lane.Worker) (int, bool) {
+	for _, r := range w.Routable() {
+		if r.DPRank == 0 {
+			return r.Identity, true
+		}
+	}
+	return 0, false
+}
+
+func (g *Gateway) encodeRing() *epd.Ring {
+	names := g.encodeReady()
+	key := strings.Join(names, "\x00")
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	if g.enc.ring == nil || g.enc.key != key {
+		g.enc.ring, g.enc.key = epd.NewRing(names, 0), key
+	}
+	return g.enc.ring
+}
+
+// encoderAddr is where the prefill fetches an encode worker's embeddings:
+// its registration's bootstrap host/port, else the plan's.
+func (g *Gateway) encoderAddr(role string) (epd.Encoder, bool) {
+	w, ok := g.lane.Worker(role)
+	if !ok {
+		return epd.Encoder{}, false
+	}
+	host, port, err := splitBootstrap(w.Bootstrap())
+	if err != nil {
+		return epd.Encoder{}, false
+	}
+	return epd.Encoder{Host: host, Port: port}, true
+}
+
+// checkImages refuses image requests the deployment cannot serve and
+// images whose spans do not fit the prompt.
+func (g *Gateway) checkImages(r *gen.Request) error {
+	if len(r.Images) == 0 {
+		return nil
+	}
+	if !g.epdMode() {
+		return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "images",
+			Message: "this deployment has no encode role routed (gateway mode " + g.plan.Gateway.Mode + "), so it takes no images"}
+	}
+	prev := 0
+	for i, im := range r.Images {
+		rows := im.GridTHW[0] * im.GridTHW[1] * im.GridTHW[2]
+		switch {
+		case im.Offset[0] < prev || im.Offset[1] <= im.Offset[0] || im.Offset[1] > len(r.InputIDs):
+			return badRequest("images", "image %d: pad span [%d, %d) outside the prompt of %d tokens or overlapping the previous image", i, im.Offset[0], im.Offset[1], len(r.InputIDs))
+		case rows <= 0 || im.Dim <= 0 || len(im.Pixels) != rows*im.Dim:
+			return badRequest("images", "image %d: %d pixel values for a %v grid of %d values per patch", i, len(im.Pixels), im.GridTHW, im.Dim)
+		case im.Hash == "":
+			return badRequest("images", "image %d: no content hash", i)
+		}
+		for p := im.Offset[0]; p < im.Offset[1]; p++ {
+			if r.InputIDs[p] != im.PadToken {
+				return badRequest("images", "image %d: token %d at %d is not the image pad %d", i, r.InputIDs[p], p, im.PadToken)
+			}
+		}
+		prev = im.Offset[1]
+	}
+	return nil
+}
+
+// prepared turns the front end's images into what epd.PlanLegs takes.
+func prepared(r gen.Request) epd.Prepared {
+	p := epd.Prepared{InputIDs: r.InputIDs, Items: make([]wire.MultimodalDataItem, len(r.Images)), Hashes: make([]string, len(r.Images))}
+	for i, im := range r.Images {
+		p.PadID = im.PadToken
+		p.Hashes[i] = im.Hash
+		// The wire's offsets are inclusive (SGLang), gen's half-open.
+		p.Items[i] = epd.ImageItem(&vision.Patches{Grid: im.GridTHW, Dim: im.Dim, Pixels: im.Pixels}, im.ID, [2]int{im.Offset[0], im.Offset[1] - 1})
+	}
+	return p
+}
+
+// submitEncodes sends each item's EncodeRequest to DP rank 0 of its
+// encode worker (tensors out of band) and returns the streams that carry
+// their terminal outputs. On failure the ones already sent are aborted.
+func (g *Gateway) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
+	streams := make([]*lane.Stream, 0, len(legs.Encode))
+	fail := func(err error) ([]*lane.Stream, error) {
+		for _, s := range streams {
+			s.Abort(err)
+		}
+		return nil, err
+	}
+	for i, q := range legs.Encode {
+		w, ok := g.lane.Worker(legs.Workers[i])
+		if !ok {
+			return fail(fmt.Errorf("image %d: unknown encode worker %s", i, legs.Workers[i]))
+		}
+		id, ok := encodeRank(w)
+		if !ok {
+			return fail(fmt.Errorf("image %d: encode worker %s has no registered rank 0", i, w.Role()))
+		}
+		aux := epd.MoveFeaturesOutOfBand(&q)
+		payload, err := wire.EncodeEncodeRequest(q)
+		if err != nil {
+			return fail(fmt.Errorf("image %d: encode the EncodeRequest: %w", i, err))
+		}
+		s, err := w.SubmitAux(id, q.RID, payload, aux)
+		if err != nil {
+			return fail(fmt.Errorf("image %d: %w", i, err))
+		}
+		streams = append(streams, s)
+	}
+	return streams, nil
+}
+
+// encodeResult is one encode leg's end.
+type encodeResult struct {
+	item int
+	out  lane.Output
+	err  error
+}
+
+// watchEncodes reports each encode stream's terminal output (or error).
+func watchEncodes(encs []*lane.Stream) <-chan encodeResult {
+	ch := make(chan encodeResult, len(encs))
+	for i, s := range encs {
+		go func() {
+			for {
+				o, err := s.Recv(context.Background())
+				if err != nil || o.Finished != "" {
+					ch <- encodeResult{i, o, err}
+					return
+				}
+			}
+		}()
+	}
+	return ch
+}
+
+// encodeFailure is nil for an encode leg that finished normally.
+func encodeFailure(r encodeResult) error {
+	switch {
+	case r.err != nil:
+		return fmt.Errorf("encode leg for image %d failed: %w", r.item, r.err)
+	case r.out.Finished == wire.FinishAbort || r.out.Finished == wire.FinishError:
+		msg := r.out.AbortMessage
+		if msg == "" {
+			msg = "the encode engine aborted it"
+		}
+		return fmt.Errorf("encode leg for image %d failed: %s", r.item, msg)
+	}
+	return nil
+}
+
+// encodeNote describes encode routing for the status line.
+func (g *Gateway) encodeNote() string {
+	switch {
+	case len(g.encode) == 0:
+		return ""
+	case g.plan.Gateway.Mode != profiles.ModeEPD:
+		return "encode: not routed (gateway mode " + g.plan.Gateway.Mode + ")"
+	}
+	n := len(g.encodeReady())
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))
+}

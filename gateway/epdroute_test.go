@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/color"
+	"image/png"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/epd"
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/vision"
+	"github.com/tsd-project/tsd/profiles"
+)
+
+const demoVL = "vision/testdata/demo-vl"
+
+func testPNG(t testing.TB, w, h int, shade uint8) []byte {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			img.Set(x, y, color.NRGBA{uint8(x * 9), uint8(y * 7), shade, 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// imageRequest is a prompt with one anchor per image, prepared the way
+// the OpenAI front end does (epd.PrepareGen with the demo-vl model).
+func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) gen.Request {
+	t.Helper()
+	cfg, err := vision.LoadConfig(demoVL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vt, err := epd.LoadVisionTokens(demoVL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int32{1, 2}
+	for range raws {
+		ids = append(ids, vt.Start, vt.Pad, vt.End, 3)
+	}
+	out, imgs, err := epd.PrepareGen(ids, raws, cfg, vt, vision.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := genRequest(seed, maxTokens)
+	r.InputIDs, r.Images = out, imgs
+	return r
+}
+
+// The dispatcher rebuilds exactly the wire items epd.PrepareImages makes
+// from the gen.Images the front end sends (half-open spans → inclusive).
+func TestPreparedMatchesPrepareImages(t *testing.T) {
+	t.Parallel()
+	a, b := testPNG(t, 40, 30, 80), testPNG(t, 16, 64, 7)
+	cfg, _ := vision.LoadConfig(demoVL)
+	vt, _ := epd.LoadVisionTokens(demoVL)
+	ids := []int32{1, vt.Start, vt.Pad, vt.End, 2, vt.Start, vt.Pad, vt.End}
+	want, err := epd.PrepareImages(ids, [][]byte{a, b}, cfg, vt, vision.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, imgs, err := epd.PrepareGen(ids, [][]byte{a, b}, cfg, vt, vision.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prepared(gen.Request{InputIDs: out, Images: imgs})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("items differ:\n%+v\n%+v", got.Items, want.Items)
+	}
+}
+
+// collect drains a generation.
+func collectGen(t testing.TB, ch <-chan gen.Event) ([]int32, *gen.Finish, error) {
+	t.Helper()
+	var ids []int32
+	for ev := range ch {
+		if ev.Err != nil {
+			for range ch {
+			}
+			return ids, nil, ev.Err
+		}
+		ids = append(ids, ev.TokenIDs...)
+		if ev.Finish != nil {
+			return ids, ev.Finish, nil
+		}
+	}
+	return ids, nil, nil
+}
+
+func epdRoles(encoders, decoders int) []role {
+	var rs []role
+	for i := 0; i < encoders; i++ {
+		rs = append(rs, role{name: "encode-" + string(rune('a'+i)), kind: profiles.KindEncode})
+	}
+	rs = append(rs, role{name: "prefill", kind: profiles.KindPrefill})
+	for i := 0; i < decoders; i++ {
+		rs = append(rs, role{name: "decode-" + string(rune('a'+i)), kind: profiles.KindDecode})
+	}
+	return rs
+}
+
+func roleNames(rs []role) []string {
+	var n []string
+	for _, r := range rs {
+		n = append(n, r.name)
+	}
+	return n
+}
+
+// 1E-1P-1D: an image request goes encode → prefill → decode and answers
+// with the decode's tokens; a text request skips the encoder.
+func TestEPDImageAndText(t *testing.T) {
+	t.Parallel()
+	rs := epdRoles(1, 1)
+	c := newClusterPlan(t, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	if st := c.g.Status(); !st.Ready || st.Note != "encode: 1/1 worker(s) ready, consistent_hashing" {
+		t.Fatalf("status %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	ch, err := c.g.Generate(ctx, imageRequest(t, 5, 4, testPNG(t, 40, 30, 80)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, fin, err := collectGen(t, ch)
+	if err != nil || fin == nil || !equalIDs(ids, expected(5, 4)) {
+		t.Fatalf("image request: %v %+v %v", ids, fin, err)
+	}
+	t.Logf("EPD request (1 image, 4 tokens) through ts-fake: %s", time.Since(start))
+	ch, err = c.g.Generate(ctx, genRequest(6, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, fin, err := collectGen(t, ch); err != nil || fin == nil || !equalIDs(ids, expected(6, 3)) {
+		t.Fatalf("text request: %v %+v %v", ids, fin, err)
+	}
+	if n := strings.Count(c.log("encode-a"), "EncodeRequest received"); n != 1 {
+		t.Errorf("encoder saw %d requests, want 1 (the text request must skip it)\n%s", n, c.log("encode-a"))
+	}
+}
+
+// log is a role's output so far.
+func (c *cluster) log(name string) string {
+	c.mu.Lock()
+	b := c.outs[name]
+	c.mu.Unlock()
+	if b == nil {
+		return ""
+	}
+	return b.String()
+}
