@@ -123,7 +123,7 @@ func TestHangAfterRequests(t *testing.T) {
 func TestCrashRankException(t *testing.T) {
 	t.Parallel()
 	fe, p := readyFake(t, 2, "--data-parallel-size", "2", "--dist-init-addr", "127.0.0.1:1",
-		"--fake-crash-rank", "1", "--fake-crash-after", "100ms")
+		"--fake-crash-rank", "1", "--fake-crash-after", "1s")
 	ctx := ctxFor(t, 30*time.Second)
 	if rc, err := p.exit(ctx); err != nil || rc != 1 {
 		t.Fatalf("exit %d %v, want 1", rc, err)
@@ -137,11 +137,13 @@ func TestCrashRankException(t *testing.T) {
 }
 
 // Crash mode kill: the rank dies by SIGKILL (no sentinel from it); the
-// launcher reports it and stops the rest.
+// launcher reports it and stops the rest. The crash waits 1 s after its
+// rank's handshake so the other rank has registered (on a loaded machine
+// an immediate crash raced the other rank's handshake).
 func TestCrashRankKill(t *testing.T) {
 	t.Parallel()
 	fe, p := readyFake(t, 2, "--data-parallel-size", "2", "--dist-init-addr", "127.0.0.1:1",
-		"--fake-crash-rank", "0", "--fake-crash-mode", "kill")
+		"--fake-crash-rank", "0", "--fake-crash-mode", "kill", "--fake-crash-after", "1s")
 	ctx := ctxFor(t, 30*time.Second)
 	if rc, err := p.exit(ctx); err != nil || rc != 1 {
 		t.Fatalf("exit %d %v, want 1", rc, err)
