@@ -163,3 +163,84 @@ func (c *cluster) log(name string) string {
 	}
 	return b.String()
 }
+
+// 2E-1P-2D: the same image always goes to the same encoder (the one the
+// ring over both encoders names), different images spread, every request
+// answers.
+func TestEPDStableEncoderChoice(t *testing.T) {
+	t.Parallel()
+	rs := epdRoles(2, 2)
+	c := newClusterPlan(t, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	ring := epd.NewRing([]string{"encode-a", "encode-b"}, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	owners := map[string]bool{}
+	for k := 0; k < 6; k++ {
+		img := testPNG(t, 24+4*k, 20, uint8(40*k))
+		hash, _ := epd.ItemHash(img)
+		owner := ring.Pick(hash)
+		owners[owner] = true
+		for rep := 0; rep < 2; rep++ {
+			r := imageRequest(t, int64(k), 2, img)
+			r.RID = "img" + string(rune('0'+k)) + "x"
+			ch, err := c.g.Generate(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, fin, err := collectGen(t, ch); err != nil || fin == nil || !equalIDs(ids, expected(int64(k), 2)) {
+				t.Fatalf("image %d rep %d: %v %+v %v", k, rep, ids, fin, err)
+			}
+		}
+		for _, enc := range []string{"encode-a", "encode-b"} {
+			n := strings.Count(c.log(enc), "EncodeRequest received: rid="+"img"+string(rune('0'+k))+"x-")
+			if want := map[bool]int{true: 2, false: 0}[enc == owner]; n != want {
+				t.Errorf("image %d: %s saw %d encode requests, want %d (owner %s)", k, enc, n, want, owner)
+			}
+		}
+	}
+	if len(owners) != 2 {
+		t.Logf("all six images hashed to one encoder: %v", owners)
+	}
+	for _, r := range rs {
+		if n, _ := c.g.InFlight(r.name); n != 0 {
+			t.Errorf("%s: %d in flight after all finished", r.name, n)
+		}
+	}
+}
+
+// An encode leg that ends without an embedding (here: the encoder hangs on
+// its request and is taken out of routing, as the supervisor does with a
+// role it restarts) fails the image request at once with an error naming
+// the encode leg, instead of after the prefill's embedding timeout; the
+// prefill and decode legs are aborted.
+func TestEPDEncodeFailureFailsEarly(t *testing.T) {
+	t.Parallel()
+	rs := []role{{name: "encode-a", kind: profiles.KindEncode, extra: []string{"--fake-hang-after-requests", "1"}},
+		{name: "prefill", kind: profiles.KindPrefill}, {name: "decode-a", kind: profiles.KindDecode}}
+	c := newClusterPlan(t, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ch, err := c.g.Generate(ctx, imageRequest(t, 1, 4, testPNG(t, 40, 30, 80)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.g.SetRouted("encode-a", false)
+	_, fin, err := collectGen(t, ch)
+	if err == nil || !strings.Contains(err.Error(), "encode leg for image 0 failed") {
+		t.Fatalf("err %v, finish %+v", err, fin)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("failed after %s", el)
+	}
+	for _, r := range []string{"prefill", "decode-a"} {
+		if n, _ := c.g.InFlight(r); n != 0 {
+			t.Errorf("%s: %d in flight", r, n)
+		}
+	}
+	if c.g.Ready() {
+		t.Error("ready without a routed encoder in epd mode")
+	}
+}
