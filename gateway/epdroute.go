@@ -75,15 +75,28 @@ func (g *Gateway) encoderAddr(role string) (epd.Encoder, bool) {
 	return epd.Encoder{Host: host, Port: port}, true
 }
 
+// ImageSupport says whether image requests can be routed: only in epd
+// mode with an encode role (front ends ask before decoding anything).
+func (g *Gateway) ImageSupport() error {
+	if g.epdMode() {
+		return nil
+	}
+	why := "gateway mode " + g.plan.Gateway.Mode
+	if len(g.encode) == 0 {
+		why = "no encode role"
+	}
+	return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "messages",
+		Message: "this deployment cannot take images: it routes nothing to an encode server (" + why + "); add an encode role and use gateway mode epd (or auto)"}
+}
+
 // checkImages refuses image requests the deployment cannot serve and
 // images whose spans do not fit the prompt.
 func (g *Gateway) checkImages(r *gen.Request) error {
 	if len(r.Images) == 0 {
 		return nil
 	}
-	if !g.epdMode() {
-		return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "images",
-			Message: "this deployment has no encode role routed (gateway mode " + g.plan.Gateway.Mode + "), so it takes no images"}
+	if err := g.ImageSupport(); err != nil {
+		return err
 	}
 	prev := 0
 	for i, im := range r.Images {

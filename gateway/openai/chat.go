@@ -26,17 +26,21 @@ type chatRequest struct {
 	} `json:"response_format"`
 }
 
-// errImage is the decisions.md §3 answer until the EPD issue lands.
-var errImage = errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "image input needs the EPD gateway (not routed yet)")
+// errImage answers an image part that reached the text-only flattening
+// (messageContent routes messages with images elsewhere).
+var errImage = errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "image parts cannot be flattened into text")
 
 // normalizeMessages checks roles and flattens text content parts into one
 // string (what string-content templates such as Qwen's expect), keeping
 // every message's key order for the template.
-func normalizeMessages(raw json.RawMessage) (json.RawMessage, *apiError) {
+// Image parts are kept as parts (messageContent); their URLs are returned
+// in prompt order.
+func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiError) {
 	var msgs []json.RawMessage
 	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must be a non-empty array")
+		return nil, nil, badRequest("messages", "messages must be a non-empty array")
 	}
+	var urls []string
 	var out bytes.Buffer
 	out.WriteByte('[')
 	for i, m := range msgs {
@@ -45,20 +49,21 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, *apiError) {
 			Content json.RawMessage `json:"content"`
 		}
 		if err := json.Unmarshal(m, &head); err != nil {
-			return nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
 		}
 		switch head.Role {
 		case "system", "developer", "user", "assistant", "tool", "function":
 		default:
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
 		}
-		content, aerr := flattenContent(head.Content, i)
+		content, imgs, aerr := messageContent(head.Content, i)
 		if aerr != nil {
-			return nil, aerr
+			return nil, nil, aerr
 		}
+		urls = append(urls, imgs...)
 		nm, err := setKey(m, "content", content)
 		if err != nil {
-			return nil, badRequest(fmt.Sprintf("messages[%d]", i), err.Error())
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), err.Error())
 		}
 		if i > 0 {
 			out.WriteByte(',')
@@ -66,7 +71,7 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, *apiError) {
 		out.Write(nm)
 	}
 	out.WriteByte(']')
-	return out.Bytes(), nil
+	return out.Bytes(), urls, nil
 }
 
 func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
@@ -175,10 +180,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		p.topLogprobs = *req.TopLogprobs
 	}
-	msgs, e := normalizeMessages(req.Messages)
+	msgs, urls, e := normalizeMessages(req.Messages)
 	if e != nil {
 		writeError(w, e)
 		return
+	}
+	if len(urls) > 0 {
+		if e := s.checkImageSupport(); e != nil {
+			writeError(w, e)
+			return
+		}
 	}
 	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
 	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
@@ -195,11 +206,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
 		return
 	}
+	ids, images, e := s.prepareImages(r.Context(), ids, urls)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
 	id := newID("chatcmpl-")
 	reqs := make([]gen.Request, p.n)
 	idx := make([]int, p.n)
 	for i := range reqs {
 		reqs[i] = p.request(id, ids, i)
+		reqs[i].Images = images
 		idx[i] = i
 	}
 	ctx, cancel := context.WithCancel(r.Context())

@@ -89,5 +89,5 @@ func TestOfficialNodeClient(t *testing.T) {
 	check(len(contents) == 2 && contents[0] == full && contents[1] == full, "n2")
 	check(get("stop", "content") == "Hello! How are you today? " && get("stop", "finish") == "stop" && get("stop", "streamed") == "Hello! How are you today? ", "stop")
 	check(get("bad_request", "thrown") == true && get("bad_request", "status") == float64(400) && strings.Contains(get("bad_request", "message").(string), "top_logprobs"), "bad_request")
-	check(get("bad_image", "status") == float64(400) && strings.Contains(get("bad_image", "message").(string), "EPD gateway"), "bad_image")
+	check(get("bad_image", "status") == float64(400) && strings.Contains(get("bad_image", "message").(string), "takes no images"), "bad_image")
 }

@@ -357,7 +357,7 @@ func TestErrors(t *testing.T) {
 		{chat, `{`, 400, "invalid JSON"},
 		{chat, `{"messages":[]}`, 400, "non-empty"},
 		{chat, `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "unknown role"},
-		{chat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:"}}]}]}`, 400, "image input needs the EPD gateway (not routed yet)"},
+		{chat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:"}}]}]}`, 400, "this model takes no images"},
 		{chat, `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5}`, 400, "top_logprobs > 1 is not supported yet"},
 		{chat, `{"messages":[{"role":"user","content":"x"}],"temperature":3}`, 400, "temperature"},
 		{chat, `{"messages":[{"role":"user","content":"x"}],"n":0}`, 400, "n must be"},

@@ -36,6 +36,9 @@ type Options struct {
 	MaxBodyBytes int64
 	// Now is the clock for "created"; nil means time.Now.
 	Now func() time.Time
+	// Vision enables image content parts (LoadVision); nil: the model
+	// takes no images and image parts get a 400.
+	Vision *Vision
 }
 
 // Server is the OpenAI front end. Safe for concurrent use.

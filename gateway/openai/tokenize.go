@@ -33,7 +33,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	case req.Text != nil:
 		text = *req.Text
 	case len(req.Messages) > 0:
-		msgs, e := normalizeMessages(req.Messages)
+		msgs, _, e := normalizeMessages(req.Messages)
 		if e != nil {
 			writeError(w, e)
 			return
