@@ -502,19 +502,12 @@ func (pl *planner) nearBase(ns string, c int, insts []*inst) bool {
 }
 
 func (pl *planner) checkGPUs(insts []*inst) {
-	have := map[string]bool{}
-	for _, g := range pl.facts.GPUs {
-		have[strconv.Itoa(g.Index)] = true
-		if g.UUID != "" {
-			have[g.UUID] = true
-		}
-	}
 	for _, in := range insts {
 		if !in.role.Local() || in.k >= len(in.role.GPUs) {
 			continue
 		}
 		for _, g := range in.role.GPUs[in.k] {
-			if !have[g] {
+			if _, ok := ResolveGPU(g, pl.facts.GPUs); !ok {
 				pl.err(replicaKey(in.key+".gpus", in.k, in.role.Replicas), "GPU %s does not exist on this host (%d GPU(s) found)", g, len(pl.facts.GPUs))
 			}
 		}

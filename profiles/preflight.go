@@ -164,21 +164,25 @@ func Preflight(plan *Plan, env PreflightEnv) []Problem {
 			add(SeverityWarning, "", "GPU list unknown (no NVML): the profile's GPUs were not checked")
 		}
 	} else {
-		have := map[string]bool{}
-		for _, g := range env.GPUs {
-			have[strconv.Itoa(g.Index)] = true
-			if g.UUID != "" {
-				have[g.UUID] = true
-			}
-		}
+		// Compare by UUID: the profile may name one GPU by index in one
+		// role and by UUID in another, which string comparison at load
+		// time cannot see.
+		owner := map[string]string{} // uuid → "role (as g)"
 		for _, r := range plan.Roles {
 			if !r.Local {
 				continue
 			}
 			for _, g := range r.GPUs {
-				if !have[g] {
+				uuid, ok := ResolveGPU(g, env.GPUs)
+				if !ok {
 					add(SeverityError, r.Name, "GPU %s does not exist on this host (%d GPU(s) found)", g, len(env.GPUs))
+					continue
 				}
+				if prev, dup := owner[uuid]; dup {
+					add(SeverityError, r.Name, "GPU %s (%s) is already used by %s; engines must not share GPUs", g, uuid, prev)
+					continue
+				}
+				owner[uuid] = fmt.Sprintf("%s (as %s)", r.Name, g)
 			}
 		}
 	}
@@ -374,4 +378,36 @@ func socketInodes(file string, port int) []string {
 		}
 	}
 	return out
+}
+
+// ResolveGPU finds the UUID of a GPU named as the profile allows (and as
+// CUDA_VISIBLE_DEVICES reads it): a physical index, a full UUID, or a
+// unique UUID prefix with or without "GPU-". GPUs without a known UUID
+// resolve to "index:N".
+func ResolveGPU(g string, gpus []GPU) (string, bool) {
+	id := func(x GPU) string {
+		if x.UUID != "" {
+			return x.UUID
+		}
+		return "index:" + strconv.Itoa(x.Index)
+	}
+	if n, err := strconv.Atoi(g); err == nil {
+		for _, x := range gpus {
+			if x.Index == n {
+				return id(x), true
+			}
+		}
+		return "", false
+	}
+	want := strings.TrimPrefix(g, "GPU-")
+	found := ""
+	for _, x := range gpus {
+		if x.UUID != "" && strings.HasPrefix(strings.TrimPrefix(x.UUID, "GPU-"), want) {
+			if found != "" {
+				return "", false // ambiguous prefix
+			}
+			found = x.UUID
+		}
+	}
+	return found, found != ""
 }

@@ -157,3 +157,47 @@ func TestPortFreeAndHolder(t *testing.T) {
 		t.Errorf("DirWritable on a fresh temp path: %v", err)
 	}
 }
+
+// One GPU named by index in one role and by UUID in another is the same
+// GPU: load-time validation compares strings, so preflight compares UUIDs.
+func TestPreflightGPUsCompareByUUID(t *testing.T) {
+	t.Parallel()
+	gpus := []GPU{{Index: 0, UUID: "GPU-8731a51e-f4a8"}, {Index: 1, UUID: "GPU-9abc0000-0001"}}
+	plan := &Plan{Roles: []RolePlan{
+		{Name: "prefill", Local: true, GPUs: []string{"0"}},
+		{Name: "decode", Local: true, GPUs: []string{"GPU-8731a51e-f4a8"}},
+		{Name: "encode", Local: true, GPUs: []string{"9abc"}},
+		{Name: "other", Local: true, GPUs: []string{"7"}},
+	}}
+	text := problemsText(Preflight(plan, PreflightEnv{GPUs: gpus}))
+	for _, want := range []string{
+		"error: decode: GPU GPU-8731a51e-f4a8 (GPU-8731a51e-f4a8) is already used by prefill (as 0)",
+		"error: other: GPU 7 does not exist on this host (2 GPU(s) found)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "encode") {
+		t.Errorf("a unique UUID prefix should resolve:\n%s", text)
+	}
+}
+
+func TestResolveGPU(t *testing.T) {
+	t.Parallel()
+	gpus := []GPU{{Index: 0, UUID: "GPU-aa11"}, {Index: 1, UUID: "GPU-aa22"}, {Index: 2}}
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"0", "GPU-aa11", true}, {"2", "index:2", true}, {"3", "", false},
+		{"GPU-aa22", "GPU-aa22", true}, {"aa2", "GPU-aa22", true},
+		{"aa", "", false}, // ambiguous
+		{"GPU-zz", "", false},
+	} {
+		got, ok := ResolveGPU(c.in, gpus)
+		if got != c.want || ok != c.ok {
+			t.Errorf("ResolveGPU(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

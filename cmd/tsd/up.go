@@ -83,7 +83,7 @@ func (c upCmd) Run() error {
 	opts := supervisor.Options{
 		Plan:       plan,
 		Gateway:    gw,
-		Preflight:  preflight,
+		Preflight:  func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
 		NoProgress: c.NoProgress,
 		LogLines:   c.LogLines,
 		Telemetry:  &telemetryDecorator{t: tel, plan: plan},
@@ -285,10 +285,12 @@ func (c upCmd) loadPlan() (*profiles.Plan, error) {
 }
 
 // preflight runs the profiles package's host checks; warnings are printed,
-// errors stop `tsd up` before anything starts.
-func preflight(plan *profiles.Plan) []error {
+// errors stop `tsd up` before anything starts. gpus nil: unknown.
+func preflight(plan *profiles.Plan, gpus []profiles.GPU) []error {
+	env := profiles.LocalPreflightEnv()
+	env.GPUs = gpus
 	var errs []error
-	for _, p := range profiles.Preflight(plan, profiles.LocalPreflightEnv()) {
+	for _, p := range profiles.Preflight(plan, env) {
 		if p.Severity == profiles.SeverityError {
 			errs = append(errs, errors.New(p.String()))
 		} else {
@@ -296,6 +298,34 @@ func preflight(plan *profiles.Plan) []error {
 		}
 	}
 	return errs
+}
+
+// hostGPUs is the GPU list telemetry found (NVML, nvidia-smi or simulated),
+// so preflight can check the profile's GPUs by UUID; nil when there is no
+// GPU provider or the first poll takes longer than wait.
+func hostGPUs(tel *telemetry.Telemetry, wait time.Duration) []profiles.GPU {
+	ch, cancel := tel.Subscribe()
+	defer cancel()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case r := <-ch:
+			if r.GPUPolledAt.IsZero() {
+				if r.Panel.Provider == telemetry.ProviderNone && r.Panel.Note != "probing GPUs" {
+					return nil
+				}
+				continue
+			}
+			gpus := make([]profiles.GPU, 0, len(r.GPUs))
+			for _, g := range r.GPUs {
+				gpus = append(gpus, profiles.GPU{Index: g.Index, UUID: g.UUID, Name: g.Name})
+			}
+			return gpus
+		case <-timer.C:
+			return nil
+		}
+	}
 }
 
 func isTerminal(f *os.File) bool {
