@@ -103,7 +103,14 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) func(gen.Engine, *http.S
 	if model == "" {
 		model = plan.Model
 	}
+	// A vision-language model directory (preprocessor_config.json) takes
+	// image parts in chat; the gateway routes them only in epd mode.
+	vis, err := openai.LoadVision(plan.Model)
+	if err != nil {
+		log.Warn("image input disabled: the model's vision config did not load", "model", plan.Model, "err", err)
+		vis = nil
+	}
 	return func(e gen.Engine, mux *http.ServeMux) {
-		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv}).Register(mux)
+		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis}).Register(mux)
 	}
 }
