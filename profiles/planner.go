@@ -145,13 +145,6 @@ func (pl *planner) warn(key, format string, args ...any) {
 	pl.warns = append(pl.warns, pl.p.errAt(key, format, args...).Error())
 }
 
-func nsName(ns string) string {
-	if ns == localNS {
-		return "this host"
-	}
-	return "host " + ns
-}
-
 // conflict returns the first reservation overlapping [lo, hi] in ns.
 func (pl *planner) conflict(ns string, lo, hi int) *reservation {
 	for i := range pl.res {

@@ -124,12 +124,6 @@ func (r *logRing) all() []LogLine {
 	return l
 }
 
-func (r *logRing) nextSeq() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.next
-}
-
 // sizes reports the ring's current line count and text bytes.
 func (r *logRing) sizes() (lines, bytes int) {
 	r.mu.Lock()

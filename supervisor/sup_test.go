@@ -225,7 +225,6 @@ type stubGW struct {
 	mu     sync.Mutex
 	calls  []string
 	ch     chan snapshot.RankEvent
-	once   sync.Once
 	dp     map[string]int
 	silent map[string]bool // roles whose ranks never register
 }

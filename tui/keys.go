@@ -83,15 +83,6 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
-// keyHelp adapts a list of bindings to help.KeyMap.
-type keyHelp struct {
-	short []key.Binding
-	full  [][]key.Binding
-}
-
-func (k keyHelp) ShortHelp() []key.Binding  { return k.short }
-func (k keyHelp) FullHelp() [][]key.Binding { return k.full }
-
 // helpSections is the `?` page: one titled column per page, built from the
 // same bindings the pages match.
 func (k KeyMap) helpSections() []helpSection {

@@ -40,7 +40,6 @@ type request struct {
 	invalid    string // validation failure: one terminal abort
 	tokens     []int  // generated so far
 	sent       int    // tokens already emitted
-	finish     string // terminal reason once decided
 	cancel     context.CancelFunc
 	firstToken *int // decode: the prefill's token from the KV
 	inputIDs   []int32
@@ -468,6 +467,7 @@ func fetchKV(ctx context.Context, c *bootstrap.Client, room uint64) (bootstrap.K
 	var addr bootstrap.RankAddr
 	err := retry(ctx, func() (err error) { info, err = c.ParallelInfo(ctx); return err })
 	if err != nil {
+		//lint:ignore ST1005 the wording is the upstream decode's, which logs readers grep for
 		return bootstrap.KV{}, fmt.Errorf("Could not fetch prefill parallel info from bootstrap_addr: %w", err)
 	}
 	group := bootstrap.DPGroup(room, info.PrefillDPSize)

@@ -26,7 +26,6 @@ type sim struct {
 type step struct {
 	at    time.Time
 	state string
-	phase string
 }
 
 func (s *sim) plan(role string, steps ...string) {
