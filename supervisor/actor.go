@@ -119,7 +119,10 @@ func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file 
 // ranksExpected: every attention-DP rank dials the gateway (launch.md
 // §1.2); encode engines do not dial at all (§1.3).
 func (a *actor) ranksExpected() int {
-	if a.plan.Kind == profiles.KindEncode {
+	if a.plan.Kind == profiles.KindEncode && a.sup.plan.Gateway.Mode != profiles.ModeEPD {
+		// Outside epd mode nothing is routed to an encode server, so its
+		// launcher's ready line is the signal; in epd mode its rank 0
+		// registers on the lane like any role (zmq-lane.md §5.8).
 		return 0
 	}
 	if a.plan.DP > 1 {
@@ -559,8 +562,8 @@ func (a *actor) onMilestone() {
 	if m.Phase == PhaseReady {
 		info.matching.Store(false) // the last milestone: spare the per-line cost
 		if a.sup.gw == nil || a.ranksExpected() == 0 {
-			// Without a gateway (or for encode, which never dials it) the
-			// launcher's "ready" line is the best signal there is (§1.4).
+			// Without a gateway (or for an encode role outside epd mode)
+			// the launcher's "ready" line is the best signal there is (§1.4).
 			a.becomeReady()
 			return
 		}

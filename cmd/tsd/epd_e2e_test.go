@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestE2EDemoEPD: `tsd up` on the demo-epd profile (1E1P1D ts-fake on the
+// demo-vl model; ports made free for the test) serves an image chat and a
+// text chat; `tsd status` shows the encode role like the others and the
+// gateway's encode routing.
+func TestE2EDemoEPD(t *testing.T) {
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	src, err := os.ReadFile("../../profiles/examples/demo-epd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := filepath.Abs("../../gateway/vision/testdata/demo-vl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	prof := string(src)
+	for old, new := range map[string]string{
+		"../../gateway/vision/testdata/demo-vl": model,
+		"command: [ts-fake, serve]":             "command: [" + fakeBin + ", serve]",
+		"port: 8000":                            fmt.Sprintf("port: %d", port),
+		"bootstrap_port: 18995":                 fmt.Sprintf("bootstrap_port: %d", freePort(t)),
+		"kind: prefill\n":                       fmt.Sprintf("kind: prefill\n    bootstrap_port: %d\n", freePort(t)),
+	} {
+		if !strings.Contains(prof, old) {
+			t.Fatalf("demo-epd.yaml changed: no %q", old)
+		}
+		prof = strings.ReplaceAll(prof, old, new)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "epd.yaml"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runTSD(t, dir, "up", "--headless", "epd.yaml")
+	for _, r := range []string{"encode", "prefill", "decode"} {
+		d.waitLine(0, r, "→ ready")
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	s := d.status()
+	enc := roleStatus(t, s, "encode")
+	if enc.Kind != "encode" || enc.RanksRegistered != 1 || enc.RanksExpected != 1 || !enc.Routed || !s.Gateway.Ready || s.Gateway.Mode != "epd" ||
+		!strings.Contains(s.Gateway.Note, "encode: 1/1 worker(s) ready, consistent_hashing") {
+		t.Fatalf("encode role %+v, gateway %+v", enc, s.Gateway)
+	}
+	out, err := d.ctl("status")
+	if err != nil || !regexp.MustCompile(`(?m)^\s*encode\s+encode\s+ready\s+ready\s+1/1\s`).MatchString(out) || !strings.Contains(out, "consistent_hashing") {
+		t.Fatalf("tsd status: %v\n%s", err, out)
+	}
+	t.Logf("tsd status:\n%s", out)
+
+	var img bytes.Buffer
+	m := image.NewNRGBA(image.Rect(0, 0, 40, 30))
+	for y := 0; y < 30; y++ {
+		for x := 0; x < 40; x++ {
+			m.Set(x, y, color.NRGBA{uint8(x * 6), uint8(y * 8), 50, 255})
+		}
+	}
+	_ = png.Encode(&img, m)
+	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(img.Bytes())
+	hc := &http.Client{Timeout: 30 * time.Second}
+	for _, body := range []string{
+		fmt.Sprintf(`{"model":"demo-vl","messages":[{"role":"user","content":[{"type":"text","text":"What is it?"},{"type":"image_url","image_url":{"url":%q}}]}],"max_tokens":4}`, url),
+		`{"model":"demo-vl","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`,
+	} {
+		start := time.Now()
+		resp, err := hc.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || len(r.Choices) != 1 || r.Choices[0].FinishReason == "" {
+			t.Fatalf("chat: %d %s\n%s", resp.StatusCode, b, d.output())
+		}
+		t.Logf("chat answered in %s", time.Since(start))
+	}
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
