@@ -684,7 +684,7 @@ func TestHungDecodeEndsAtDeadline(t *testing.T) {
 	}
 }
 
-// Encode workers are bound and handshaken but not routed yet; the status
+// Outside epd mode encode workers are bound and handshaken but not routed; the status
 // says so and readiness does not wait for them.
 func TestEncodeBoundNotRouted(t *testing.T) {
 	t.Parallel()

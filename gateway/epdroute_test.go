@@ -244,3 +244,45 @@ func TestEPDEncodeFailureFailsEarly(t *testing.T) {
 		t.Error("ready without a routed encoder in epd mode")
 	}
 }
+
+// BenchmarkEPDImageRequest measures one image request end to end through
+// unpaced ts-fake engines (1E-1P-1D): gateway preparation is excluded (the
+// request is prepared once); encode, embedding transfer, prefill, KV
+// transfer and 4 decode tokens are included.
+func BenchmarkEPDImageRequest(b *testing.B) {
+	unpaced := []string{"--fake-tokens-per-s", "0"}
+	rs := []role{{name: "encode-a", kind: profiles.KindEncode, extra: unpaced}, {name: "prefill", kind: profiles.KindPrefill, extra: unpaced},
+		{name: "decode-a", kind: profiles.KindDecode, extra: unpaced}}
+	c := newClusterPlan(b, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	r := imageRequest(b, 1, 4, testPNG(b, 40, 30, 80))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ch, err := c.g.Generate(context.Background(), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, fin, err := collectGen(b, ch); err != nil || fin == nil {
+			b.Fatal(fin, err)
+		}
+	}
+}
+
+// BenchmarkPDTextRequest is the same without the image (for comparison).
+func BenchmarkPDTextRequest(b *testing.B) {
+	unpaced := []string{"--fake-tokens-per-s", "0"}
+	rs := []role{{name: "prefill", kind: profiles.KindPrefill, extra: unpaced}, {name: "decode-a", kind: profiles.KindDecode, extra: unpaced}}
+	c := newClusterPlan(b, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	r := genRequest(1, 4)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ch, err := c.g.Generate(context.Background(), r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, fin, err := collectGen(b, ch); err != nil || fin == nil {
+			b.Fatal(fin, err)
+		}
+	}
+}

@@ -210,7 +210,7 @@ func (b *generateBody) toRequest() (gen.Request, error) {
 	case b.Text != nil:
 		return gen.Request{}, badRequest("text", "text input is not supported on /generate (no tokenizer here); send input_ids")
 	case len(b.ImageData) > 0 && string(b.ImageData) != "null":
-		return gen.Request{}, &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "image_data", Message: "image content is not supported until EPD routing lands"}
+		return gen.Request{}, &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "image_data", Message: "/generate takes no images (it has no tokenizer or image preprocessor); send images as image_url parts to /v1/chat/completions"}
 	case b.InputIDs == nil:
 		return gen.Request{}, badRequest("input_ids", "input_ids is required")
 	}
