@@ -38,3 +38,26 @@ func TestDecodeOutputsFullVariant(t *testing.T) {
 		t.Fatalf("slim: %+v %v", outs, err)
 	}
 }
+
+// Engine output bytes are untrusted: decodeOutputs must not panic, and
+// prompt logprobs it accepts pair one value with one token.
+func FuzzDecodeOutputs(f *testing.F) {
+	full := wire.FullOutputBatch{RIDs: []string{"a"}, FinishedReasons: []*wire.FinishReason{{Type: wire.FinishStop}},
+		OutputIDs: [][]int32{{1}}, PromptTokens: []int{2}, CompletionTokens: []int{1}, CachedTokens: []int{0}}
+	full.SetInputLogprobs([][]float64{{math.NaN(), -1}}, [][]int32{{4, 5}})
+	b, _ := wire.EncodeFullOutput(full)
+	f.Add(b)
+	slim, _ := wire.EncodeOutput(full.Slim(1))
+	f.Add(slim)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		outs, err := decodeOutputs(frame)
+		if err != nil {
+			return
+		}
+		for _, o := range outs {
+			if len(o.PromptLogprobs) != len(o.PromptLogprobIDs) {
+				t.Fatalf("%d prompt logprobs for %d tokens", len(o.PromptLogprobs), len(o.PromptLogprobIDs))
+			}
+		}
+	})
+}
