@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,4 +178,51 @@ func TestChatImagesRefused(t *testing.T) {
 	if !strings.Contains(string(body), "encode") {
 		t.Fatal(string(body))
 	}
+}
+
+var (
+	fuzzVLOnce sync.Once
+	fuzzVLMux  *http.ServeMux
+)
+
+// Chat bodies with image parts on a vision model always get a JSON object
+// or a finished SSE stream, never a panic (image intake is untrusted).
+func FuzzImageChat(f *testing.F) {
+	fuzzVLOnce.Do(func() {
+		tk, err := tokenizer.Load(demoVLDir)
+		if err != nil {
+			f.Fatal(err)
+		}
+		v, err := LoadVision(demoVLDir)
+		if err != nil {
+			f.Fatal(err)
+		}
+		fuzzVLMux = http.NewServeMux()
+		New(newFake(tk, "ok"), tk, Options{Vision: v}).Register(fuzzVLMux)
+	})
+	small := dataURL("image/png", pngBytes(f, 8, 8))
+	for _, s := range []string{
+		chatWithImage(small),
+		chatWithImage("data:image/png;base64,AAAA"),
+		chatWithImage("data:,"),
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"` + small + `"},{"type":"image","image":{"url":"x"}}]}],"stream":true}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url"},{"type":"text"}]}]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := httptest.NewRecorder()
+		fuzzVLMux.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		out := rec.Body.String()
+		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
+			if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+				t.Fatalf("stream without [DONE]: %q", out)
+			}
+			return
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("status %d, body not a JSON object: %q", rec.Code, out)
+		}
+	})
 }
