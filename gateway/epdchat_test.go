@@ -82,11 +82,15 @@ func TestEPDChatHTTP(t *testing.T) {
 		}
 	}
 	t.Logf("EPD chat latency through ts-fake (1 image, 4 tokens, 1E-1P-2D): %v", lat)
+	stream := strings.Replace(imageChat(img), `"max_tokens":4`, `"max_tokens":4,"stream":true`, 1)
+	if st, body := postChat(t, c.base, stream); st != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") || !strings.Contains(body, `"finish_reason":"length"`) {
+		t.Fatalf("streaming image chat: %d %s", st, body)
+	}
 	if st, body := postChat(t, c.base, `{"messages":[{"role":"user","content":"hello"}],"max_tokens":3}`); st != 200 {
 		t.Fatalf("text chat: %d %s", st, body)
 	}
-	if n := strings.Count(c.log("encode-a"), "EncodeRequest received"); n != 4 {
-		t.Errorf("encoder saw %d requests, want 4", n)
+	if n := strings.Count(c.log("encode-a"), "EncodeRequest received"); n != 5 {
+		t.Errorf("encoder saw %d requests, want 5", n)
 	}
 
 	before := c.g.Status().Requests
