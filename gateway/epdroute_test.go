@@ -202,6 +202,25 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	if len(owners) != 2 {
 		t.Logf("all six images hashed to one encoder: %v", owners)
 	}
+	// The ring follows the ready set: with encode-a out of routing every
+	// image goes to encode-b; back in, the original owners return.
+	img := testPNG(t, 24, 20, 0)
+	hash, _ := epd.ItemHash(img)
+	c.g.SetRouted("encode-a", false)
+	if got := c.g.encodeRing().Pick(hash); got != "encode-b" {
+		t.Fatalf("with encode-a out: %s", got)
+	}
+	ch, err := c.g.Generate(ctx, imageRequest(t, 9, 2, img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, fin, err := collectGen(t, ch); err != nil || fin == nil {
+		t.Fatalf("with encode-a out: %+v %v", fin, err)
+	}
+	c.g.SetRouted("encode-a", true)
+	if got := c.g.encodeRing().Pick(hash); got != ring.Pick(hash) {
+		t.Fatalf("back in: %s, want %s", got, ring.Pick(hash))
+	}
 	for _, r := range rs {
 		if n, _ := c.g.InFlight(r.name); n != 0 {
 			t.Errorf("%s: %d in flight after all finished", r.name, n)
