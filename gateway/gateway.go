@@ -1,8 +1,11 @@
 // Package gateway is tsd's embedded gateway: it binds every worker's ZMQ
 // lane sockets (gateway/lane), hosts the KV rendezvous when the profile
 // asks, dispatches token-level requests prefill → decode
-// (gateway-flow.md §4) and serves the HTTP API (/generate, /health,
-// /readiness, /v1/models, /metrics, plus whatever front ends mount).
+// (gateway-flow.md §4) — in epd mode an image request first goes to an
+// encode server chosen by consistent hashing on the image (§5,
+// epdroute.go) — and serves the HTTP API (/generate, /health, /readiness,
+// /v1/models, /metrics, plus whatever front ends mount). Prompt logprobs
+// come from the prefill leg alone (awaitPrompt).
 package gateway
 
 import (
