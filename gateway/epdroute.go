@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -160,6 +161,7 @@ func (g *Gateway) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 		if err != nil {
 			return fail(fmt.Errorf("image %d: %w", i, err))
 		}
+		g.metrics.selection.WithLabelValues(w.Role(), w.Kind(), strconv.Itoa(id)).Inc()
 		streams = append(streams, s)
 	}
 	return streams, nil

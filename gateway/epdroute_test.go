@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
@@ -201,6 +203,13 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	}
 	if len(owners) != 2 {
 		t.Logf("all six images hashed to one encoder: %v", owners)
+	}
+	// Per-encoder selection counters agree with the encode logs.
+	for _, enc := range []string{"encode-a", "encode-b"} {
+		got := testutil.ToFloat64(c.g.metrics.selection.WithLabelValues(enc, profiles.KindEncode, "0"))
+		if want := strings.Count(c.log(enc), "EncodeRequest received"); int(got) != want {
+			t.Errorf("%s: smg_worker_selection_total %v, encode log %d", enc, got, want)
+		}
 	}
 	// The ring follows the ready set: with encode-a out of routing every
 	// image goes to encode-b; back in, the original owners return.
