@@ -163,3 +163,58 @@ func btoa(b bool) string {
 	}
 	return "false"
 }
+
+// OpenAI completions with echo and logprobs through real engines: the
+// prompt's logprobs (ts-fake's model, first null) precede the output's.
+func TestCompletionsEchoLogprobsPD(t *testing.T) {
+	t.Parallel()
+	lp := []string{"--enable-output-logprobs"}
+	c := newCluster(t, Options{Mount: mountOpenAI(t, false)}, role{name: "prefill", kind: profiles.KindPrefill, extra: lp},
+		role{name: "decode", kind: profiles.KindDecode, extra: lp})
+	c.waitRegistered("prefill", "decode")
+	for _, stream := range []bool{false, true} {
+		body := `{"prompt":[11,12,13],"echo":true,"logprobs":1,"max_tokens":2,"seed":4,"stream":` + btoa(stream) + `}`
+		resp, err := http.Post(c.base+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lps []*float64
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := strings.TrimPrefix(sc.Text(), "data: ")
+			if line == "" || line == "[DONE]" {
+				continue
+			}
+			var r struct {
+				Choices []struct {
+					Logprobs *struct {
+						TokenLogprobs []*float64 `json:"token_logprobs"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			for _, ch := range r.Choices {
+				if ch.Logprobs != nil {
+					lps = append(lps, ch.Logprobs.TokenLogprobs...)
+				}
+			}
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(lps) != 5 || lps[0] != nil {
+			t.Fatalf("stream=%v: %d %v", stream, resp.StatusCode, lps)
+		}
+		for i, tok := range []int32{12, 13} {
+			if lps[i+1] == nil || *lps[i+1] != fakemodel.PromptLogprob(tok, i+1) {
+				t.Errorf("stream=%v: prompt position %d: %v", stream, i+1, lps[i+1])
+			}
+		}
+		for i := 3; i < 5; i++ {
+			if lps[i] == nil || *lps[i] != fakemodel.Logprob(4, i-3) {
+				t.Errorf("stream=%v: output %d: %v, want %v", stream, i-3, lps[i], fakemodel.Logprob(4, i-3))
+			}
+		}
+	}
+}
