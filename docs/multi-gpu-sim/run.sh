@@ -9,12 +9,17 @@
 # the screen. Every check that fails ends the script with status 1.
 #
 # Usage: docs/multi-gpu-sim/run.sh [indices] [uuids]   (default: both)
-# Env: SIM_TIMEOUT (seconds per wait, default 90).
+# Env: SIM_TIMEOUT (seconds per wait, default 90); SIM_FAKE_GPUS (default 4;
+# 0 reads the host's real GPUs, for the run on a 4-GPU machine, where the
+# UUID profile must name GPUs 0-3 in that order).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/docs/multi-gpu-sim
 TIMEOUT=${SIM_TIMEOUT:-90}
+FAKE=${SIM_FAKE_GPUS:-4}
+FAKE_FLAG=()
+((FAKE == 0)) || FAKE_FLAG=(--fake-gpus "$FAKE")
 cd "$ROOT"
 make -s build
 export PATH=$ROOT/bin:$PATH
@@ -54,9 +59,9 @@ run_variant() {
 	local out=$HERE/$VARIANT
 	rm -rf "$HERE/.run/$VARIANT" "$out"
 	mkdir -p "$out"
-	echo "== $VARIANT: tsd up --headless --fake-gpus 4 $P"
+	echo "== $VARIANT: tsd up --headless ${FAKE_FLAG[*]} $P"
 
-	tsd up --headless --fake-gpus 4 "$P" >"$out/headless.log" 2>&1 &
+	tsd up --headless "${FAKE_FLAG[@]}" "$P" >"$out/headless.log" 2>&1 &
 	local up=$!
 	trap "kill -INT $up 2>/dev/null || true" EXIT
 	poll "every role ready on its GPU" "$READY"
@@ -67,20 +72,31 @@ run_variant() {
 
 	# The mapping: each role's CUDA_VISIBLE_DEVICES resolved to the UUID
 	# the profile names (or the index's GPU), and that GPU alone holds it.
-	jq -e '.gpu_info.simulated == true and .gpu_info.provider == "fake"' >/dev/null <<<"$S" ||
-		fail "$VARIANT: telemetry is not the simulated provider"
+	# The i-th role is planned on the GPU of NVML index i.
+	if ((FAKE)); then
+		jq -e '.gpu_info.simulated == true and .gpu_info.provider == "fake"' >/dev/null <<<"$S" ||
+			fail "$VARIANT: telemetry is not the simulated provider"
+	fi
 	local i role want
 	for i in 0 1 2 3; do
 		role=$(jq -r ".roles[$i].name" <<<"$S")
-		want=$(printf 'GPU-fa4e%04x-7e57-4c0d-9a11-%012x' "$i" $((0x5e0000000000 + i)))
+		if ((FAKE)); then
+			want=$(printf 'GPU-fa4e%04x-7e57-4c0d-9a11-%012x' "$i" $((0x5e0000000000 + i)))
+		else
+			want=$(jq -r --argjson i "$i" '.gpus[] | select(.index == $i) | .uuid' <<<"$S")
+		fi
 		jq -e --arg r "$role" --arg u "$want" --argjson i "$i" '
 			(.roles[] | select(.name == $r) | .gpu_uuids) == [$u]
 			and (.gpus[] | select(.uuid == $u) | .index == $i and .roles == [$r]
 				and ([.processes[].role] | unique) == [$r])' >/dev/null <<<"$S" ||
 			fail "$VARIANT: $role is not alone on GPU $i ($want)"
 	done
-	jq -e '[.roles[].gpu_mem_bytes] | unique | length == 4' >/dev/null <<<"$S" ||
-		fail "$VARIANT: the roles' GPU memory is not distinct"
+	# Distinct amounts are the fake's (per role name); on real GPUs the two
+	# decode replicas share their args and so their --fake-gpu-mem-mb.
+	if ((FAKE)); then
+		jq -e '[.roles[].gpu_mem_bytes] | unique | length == 4' >/dev/null <<<"$S" ||
+			fail "$VARIANT: the roles' GPU memory is not distinct"
+	fi
 
 	# Restart decode-1: its memory must leave GPU 3 and come back there.
 	local old_pid uuid3
@@ -180,7 +196,7 @@ dashboard() {
 	tm() { tmux -L "$sock" -f /dev/null "$@"; }
 	rm -rf "$HERE/.run/$VARIANT"
 	tm new-session -d -s "$t" -x 140 -y 42 \
-		"cd '$ROOT' && PATH='$ROOT/bin':\"\$PATH\" tsd up '$P' --fake-gpus 4; echo; echo \"tsd exited with status \$?\"; sleep 3600"
+		"cd '$ROOT' && PATH='$ROOT/bin':\"\$PATH\" tsd up '$P' ${FAKE_FLAG[*]}; echo; echo \"tsd exited with status \$?\"; sleep 3600"
 	trap "tmux -L '$sock' kill-server 2>/dev/null || true" EXIT
 	wait_screen() {
 		local re=$1 deadline=$((SECONDS + TIMEOUT))
