@@ -15,7 +15,9 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/vision"
+	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -311,6 +313,26 @@ func BenchmarkPDTextRequest(b *testing.B) {
 		}
 		if _, fin, err := collectGen(b, ch); err != nil || fin == nil {
 			b.Fatal(fin, err)
+		}
+	}
+}
+
+// An encode leg fails on a lane error or an engine abort (its message
+// passed on); a normal finish is success.
+func TestEncodeFailure(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		r    encodeResult
+		want string
+	}{
+		{encodeResult{item: 0, out: lane.Output{Finished: wire.FinishStop}}, ""},
+		{encodeResult{item: 1, out: lane.Output{Finished: wire.FinishAbort, AbortMessage: "no room"}}, "encode leg for image 1 failed: no room"},
+		{encodeResult{item: 0, out: lane.Output{Finished: wire.FinishError}}, "the encode engine aborted it"},
+		{encodeResult{item: 2, err: lane.ErrNotRouted}, "encode leg for image 2 failed"},
+	} {
+		err := encodeFailure(c.r)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.r, err, c.want)
 		}
 	}
 }
