@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -91,7 +90,7 @@ func (p *inspectorPage) lines() []string {
 		pid = itoa(r.PID)
 	}
 	out = append(out, wrapParts("  ", "  ", []string{"pid " + pid, "up " + uptime, fmt.Sprintf("restarts %d", r.Restarts),
-		"GPUs " + orDash(strings.Join(r.GPUs, ",")), "routed " + yesNo(r.Routed)}, " · ", p.w)...)
+		"GPUs " + gpuText(&p.m.snap, r), "routed " + yesNo(r.Routed)}, " · ", p.w)...)
 	if r.Reason != "" || r.ExitCode != nil {
 		l := "  reason: " + orDash(r.Reason)
 		if r.ExitCode != nil {

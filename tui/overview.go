@@ -208,7 +208,7 @@ func (p *overviewPage) columns() []column {
 		r := &p.m.snap.Roles[i]
 		nameW = max(nameW, len(r.Name))
 		stateW = max(stateW, len(stateText(r)))
-		gpuW = max(gpuW, len(strings.Join(r.GPUs, ",")))
+		gpuW = max(gpuW, len(gpuText(&p.m.snap, r)))
 	}
 	stateMax := 28
 	if p.w >= 120 {
@@ -222,8 +222,8 @@ func (p *overviewPage) columns() []column {
 		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			return r.Kind, plain
 		}},
-		{"GPUS", gpuW, false, 4, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			return orDash(strings.Join(r.GPUs, ",")), plain
+		{"GPUS", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return gpuText(&p.m.snap, r), plain
 		}},
 		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			return stateText(r), st.stateStyle(r.State)
@@ -424,4 +424,27 @@ func (p *overviewPage) eventLines() []string {
 		lines = append(lines, "  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message)
 	}
 	return lines
+}
+
+// gpuText names a role's GPUs by their physical index once telemetry has
+// resolved CUDA_VISIBLE_DEVICES to UUIDs: a profile that names GPUs by UUID
+// would otherwise show the same truncated "GPU-fa4e00…" for every role.
+// Until then it shows the profile's entries as written.
+func gpuText(s *snapshot.Snapshot, r *snapshot.RoleStatus) string {
+	if len(r.GPUUUIDs) == 0 || len(s.GPUs) == 0 {
+		return orDash(strings.Join(r.GPUs, ","))
+	}
+	idx := make(map[string]int, len(s.GPUs))
+	for _, g := range s.GPUs {
+		idx[g.UUID] = g.Index
+	}
+	parts := make([]string, 0, len(r.GPUUUIDs))
+	for _, u := range r.GPUUUIDs {
+		i, ok := idx[u]
+		if !ok {
+			return orDash(strings.Join(r.GPUs, ","))
+		}
+		parts = append(parts, itoa(i))
+	}
+	return strings.Join(parts, ",")
 }

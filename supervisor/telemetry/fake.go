@@ -143,8 +143,9 @@ func (f *FakeGPUs) SetLost(gpu int, lost bool) {
 
 // autoAttach puts each role's processes on the GPUs its CUDA_VISIBLE_DEVICES
 // names, like an engine whose ranks each hold one GPU: the k-th GPU goes to
-// the k-th process below the root (the root itself is the guardian, which
-// holds no GPU), most of the memory taken as a KV cache would.
+// the k-th process below the root (the root is the engine's launcher, which
+// holds no GPU; its children are the ranks), most of the memory taken as a
+// KV cache would.
 func (f *FakeGPUs) autoAttach(roleUUIDs map[string][]string, procs map[string]snapshot.ProcStatus) {
 	byUUID := make(map[string]int, len(f.devs))
 	for i, d := range f.devs {
