@@ -374,7 +374,9 @@ func (p *overviewPage) gpuLines() []string {
 		}
 		return []string{head + " · " + note}
 	}
-	if info.Note != "" {
+	// The fake provider's note only repeats "simulated"; other notes
+	// (mapping problems, a fallback to nvidia-smi) are worth the space.
+	if info.Note != "" && !(info.Simulated && strings.HasPrefix(info.Note, "simulated")) {
 		head += " · " + info.Note
 	}
 	lines := []string{head}

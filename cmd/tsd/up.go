@@ -220,7 +220,7 @@ func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duratio
 		return "", lat, fmt.Errorf("decode test reply: %v: %s", err, data)
 	}
 	c := out.Choices[0]
-	return fmt.Sprintf("%q (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
+	return fmt.Sprintf("%s (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
 }
 
 func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
