@@ -10,7 +10,6 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,33 +25,16 @@ func TestE2EDemoEPD(t *testing.T) {
 	if fakeBin == "" {
 		t.Skip("ts-fake does not build")
 	}
-	src, err := os.ReadFile("../../profiles/examples/demo-epd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := filepath.Abs("../../gateway/vision/testdata/demo-vl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := absPath(t, "../../gateway/vision/testdata/demo-vl")
 	port := freePort(t)
-	prof := string(src)
-	for old, new := range map[string]string{
-		"../../gateway/vision/testdata/demo-vl": model,
-		"command: [ts-fake, serve]":             "command: [" + fakeBin + ", serve]",
-		"port: 8000":                            fmt.Sprintf("port: %d", port),
-		"bootstrap_port: 18995":                 fmt.Sprintf("bootstrap_port: %d", freePort(t)),
-		"kind: prefill\n":                       fmt.Sprintf("kind: prefill\n    bootstrap_port: %d\n", freePort(t)),
-	} {
-		if !strings.Contains(prof, old) {
-			t.Fatalf("demo-epd.yaml changed: no %q", old)
-		}
-		prof = strings.ReplaceAll(prof, old, new)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "epd.yaml"), []byte(prof), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := runTSD(t, dir, "up", "--headless", "epd.yaml")
+	prof := privateProfile(t, "demo-epd.yaml",
+		[2]string{"../../gateway/vision/testdata/demo-vl", model},
+		[2]string{"command: [ts-fake, serve]", "command: [" + fakeBin + ", serve]"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", port)},
+		[2]string{"bootstrap_port: 18995", fmt.Sprintf("bootstrap_port: %d", freePort(t))},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    bootstrap_port: %d\n", freePort(t))},
+	)
+	d := runTSD(t, filepath.Dir(prof), "up", "--headless", filepath.Base(prof))
 	for _, r := range []string{"encode", "prefill", "decode"} {
 		d.waitLine(0, r, "→ ready")
 	}
