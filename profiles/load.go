@@ -386,6 +386,20 @@ func (l *loader) strList(f field) ([]string, bool) {
 	return out, good
 }
 
+// boolv reads true or false; YAML 1.1 spellings like yes/on are refused
+// rather than guessed.
+func (l *loader) boolv(f field) (bool, bool) {
+	if isNull(f.n) {
+		return false, false // an empty value keeps the default, as for strings
+	}
+	b, ok := f.n.(*ast.BoolNode)
+	if !ok {
+		l.errf(f, "must be true or false, got %q", scalarText(f.n))
+		return false, false
+	}
+	return b.Value, true
+}
+
 func (l *loader) duration(f field) (time.Duration, bool) {
 	s := l.str(f)
 	if s == "" {
@@ -410,7 +424,7 @@ func (l *loader) duration(f field) (time.Duration, bool) {
 
 var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "run_dir", "log_dir"}
 var engineKeys = []string{"command", "transfer_backend", "ib_device", "args", "env"}
-var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server"}
+var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls"}
 var policyKeys = []string{KindPrefill, KindDecode, KindEncode}
 var roleKeys = []string{"name", "kind", "gpus", "tp", "dp", "worker", "dist_init_port", "bootstrap_port", "bootstrap_host", "engine_index", "args", "env", "host", "replicas", "restart"}
 var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace"}
@@ -586,6 +600,11 @@ func (l *loader) gateway(g *Gateway, at field) {
 		case "":
 		default:
 			l.errf(f, "must be engine or tsd, got %q", s)
+		}
+	}
+	if f, ok := m["image_urls"]; ok {
+		if v, ok := l.boolv(f); ok {
+			g.ImageURLs = v
 		}
 	}
 }

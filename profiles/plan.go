@@ -48,6 +48,7 @@ type GatewayPlan struct {
 	Policy          PolicyPlan   `json:"policy"`
 	APIKeyEnv       string       `json:"api_key_env,omitempty"`
 	BootstrapServer string       `json:"bootstrap_server"` // engine | tsd
+	ImageURLs       bool         `json:"image_urls"`       // http(s) image_url parts are fetched
 	LogFile         string       `json:"log_file"`
 	Workers         []WorkerPlan `json:"workers"`
 }

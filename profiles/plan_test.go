@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,6 +310,39 @@ roles:
 			if diff := d - b.PortCluster[0]; diff > -100 && diff < 100 {
 				t.Errorf("%s and %s bases %d, %d are closer than 100", a.Name, b.Name, d, b.PortCluster[0])
 			}
+		}
+	}
+}
+
+// Pins: gateway.image_urls is off unless the profile says true, and the
+// plan carries it (the OpenAI front end fetches http(s) images only then).
+func TestGatewayImageURLs(t *testing.T) {
+	t.Parallel()
+	roles := "roles:\n  - {name: prefill, gpus: [0]}\n  - {name: decode, gpus: [1]}\n"
+	for src, want := range map[string]bool{
+		"model: m\n" + roles: false,
+		"model: m\ngateway: {image_urls: false}\n" + roles:            false,
+		"model: m\ngateway:\n  image_urls:\n" + roles:                 false,
+		"model: m\ngateway:\n  image_urls: true\n" + roles:            true,
+		"model: m\ngateway: {port: 9000, image_urls: true}\n" + roles: true,
+	} {
+		p, errs := Parse("x.yaml", []byte(src))
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", src, errs)
+		}
+		plan, errs := MakePlan(p, fixedFacts())
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", src, errs)
+		}
+		if plan.Gateway.ImageURLs != want {
+			t.Errorf("%q: image_urls %v, want %v", src, plan.Gateway.ImageURLs, want)
+		}
+		var buf bytes.Buffer
+		if err := plan.WriteJSON(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if key := fmt.Sprintf(`"image_urls": %v`, want); !strings.Contains(buf.String(), key) {
+			t.Errorf("plan JSON lacks %s:\n%s", key, buf.String())
 		}
 	}
 }

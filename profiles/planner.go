@@ -462,6 +462,7 @@ func (pl *planner) plan() *Plan {
 		Policy:          p.Gateway.Policy,
 		APIKeyEnv:       p.Gateway.APIKeyEnv,
 		BootstrapServer: p.Gateway.BootstrapServer,
+		ImageURLs:       p.Gateway.ImageURLs,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}

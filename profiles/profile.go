@@ -46,6 +46,9 @@ type Gateway struct {
 	Policy          PolicyPlan
 	APIKeyEnv       string
 	BootstrapServer string // engine | tsd
+	// ImageURLs lets chat image parts name http(s) URLs the gateway
+	// fetches; off, only data: URLs are taken (no outbound fetches).
+	ImageURLs bool
 }
 
 // Role is one profile entry of `roles:`; with replicas > 1 it expands to

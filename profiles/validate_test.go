@@ -267,6 +267,20 @@ roles:
   - {name: prefill, gpus: [0]}
   - {name: decode, gpus: [1]}
 `, "gateway.bootstrap_server", "must be engine or tsd"},
+		{"image_urls not a boolean", `model: m
+gateway:
+  image_urls: yes #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "gateway.image_urls", `must be true or false, got "yes"`},
+		{"image_urls misspelt", `model: m
+gateway:
+  image_url: true #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "gateway.image_url", `did you mean "image_urls"?`},
 		{"gateway port range", `model: m
 gateway:
   port: 70000 #<

@@ -110,6 +110,13 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) func(gen.Engine, *http.S
 		log.Warn("image input disabled: the model's vision config did not load", "model", plan.Model, "err", err)
 		vis = nil
 	}
+	// Remote image URLs are opt-in (gateway.image_urls): fetching one
+	// reaches whatever address a client names.
+	if vis != nil {
+		vis.AllowHTTP = plan.Gateway.ImageURLs
+	} else if plan.Gateway.ImageURLs {
+		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
+	}
 	return func(e gen.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis}).Register(mux)
 	}

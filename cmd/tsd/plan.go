@@ -81,6 +81,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 		fmt.Fprintf(&b, "  api key:    $%s\n", g.APIKeyEnv)
 	}
 	fmt.Fprintf(&b, "  bootstrap:  hosted by %s\n", g.BootstrapServer)
+	if g.ImageURLs {
+		fmt.Fprintf(&b, "  images:     http(s) image URLs fetched (gateway.image_urls)\n")
+	}
 	fmt.Fprintf(&b, "  log:        %s\n", g.LogFile)
 	fmt.Fprintf(&b, "  control:    %s\n", plan.ControlSocket)
 	fmt.Fprintf(&b, "  workers:\n")
