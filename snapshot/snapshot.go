@@ -54,7 +54,7 @@ type GatewayStatus struct {
 	Requests  uint64  `json:"requests"`
 	Errors    uint64  `json:"errors"`
 	InFlight  int     `json:"in_flight"`
-	Note      string  `json:"note,omitempty"` // e.g. "encode: not routed yet"
+	Note      string  `json:"note,omitempty"` // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
 }
 
 // RoleStatus is one role instance.

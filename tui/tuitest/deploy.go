@@ -21,7 +21,6 @@ func Deployment(roles, ranks, gpus int, now time.Time) snapshot.Snapshot {
 		Gateway: snapshot.GatewayStatus{
 			URL: "http://127.0.0.1:8000", Mode: "epd", Ready: true,
 			ReqPerSec: 12.5, TokPerSec: 1830, Requests: 4211, Errors: 3, InFlight: 9,
-			Note: "encode: not routed yet",
 		},
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "fake", Simulated: true},
 	}
@@ -41,7 +40,7 @@ func Deployment(roles, ranks, gpus int, now time.Time) snapshot.Snapshot {
 			RanksExpected:   ranks,
 			RanksRegistered: ranks,
 			InFlight:        i % 5,
-			Routed:          kind != "encode",
+			Routed:          true, // encode too: the gateway routes images to it in epd mode
 			Proc:            &snapshot.ProcStatus{CPUPercent: float64(10 + i*7%90), RSSBytes: uint64(512+i*64) << 20, Threads: 20 + i, PIDs: []int{40000 + i*100, 40001 + i*100}},
 		}
 		if gpus > 0 {
@@ -85,6 +84,19 @@ func Deployment(roles, ranks, gpus int, now time.Time) snapshot.Snapshot {
 			r.StartedAt = now.Add(-95 * time.Second)
 		}
 		s.Roles = append(s.Roles, r)
+	}
+	// The gateway's encode routing note, as gateway.encodeNote words it.
+	encode, encodeReady := 0, 0
+	for _, r := range s.Roles {
+		if r.Kind == "encode" {
+			encode++
+			if r.State == snapshot.StateReady {
+				encodeReady++
+			}
+		}
+	}
+	if encode > 0 {
+		s.Gateway.Note = fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", encodeReady, encode)
 	}
 	for g := 0; g < gpus; g++ {
 		gs := snapshot.GPUStatus{
