@@ -15,7 +15,10 @@ package main
 //     is scheduled, until it fetched every item's embedding from the encode
 //     server named there (rendezvous → rank 0 of DP group 0 → room), up to
 //     --fake-embed-timeout; then it aborts with a log line naming the item,
-//     room and encode server.
+//     room and encode server. It aborts at once when that encode server
+//     is gone (its rendezvous or transfer endpoint stops answering, or
+//     was restarted after the request arrived and so cannot hold the
+//     embedding), as the real engine's Mooncake transfer fails then.
 //   - Prefill and decode check every item's offsets against the prompt
 //     (inside it, and on im_token_id when set); decode accepts items
 //     without pixels.
@@ -33,7 +36,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/bootstrap"
@@ -201,12 +206,14 @@ func (e *engine) startEmbeddingWait(q *request, g wire.GenerateRequest) {
 	for i, w := range wants {
 		clients[i] = e.client(net.JoinHostPort(w.h.BootstrapHost, strconv.Itoa(w.h.BootstrapPort)))
 	}
-	rid, done, timeout := q.rid, e.embDone, e.cfg.embedTimeout
+	rid, done, timeout, arrived, log := q.rid, e.embDone, e.cfg.embedTimeout, time.Now(), e.r.log
 	go func() {
 		defer cancel()
 		var err error
 		for i, w := range wants {
-			if err = fetchEmbedding(ctx, clients[i], w); err != nil {
+			if err = fetchEmbedding(ctx, clients[i], w, arrived, func(a bootstrap.RankAddr) {
+				log.info("prefill_admission.py:60", "EPD request %s fetches item %d (room %d) from encode rank %s", rid, w.item, w.h.BootstrapRoom, a.HostPort())
+			}); err != nil {
 				if errors.Is(err, bootstrap.ErrTransferTimeout) || ctx.Err() == context.DeadlineExceeded {
 					err = fmt.Errorf("no embedding within %s: %w", timeout, err)
 				}
@@ -221,13 +228,15 @@ func (e *engine) startEmbeddingWait(q *request, g wire.GenerateRequest) {
 	}()
 }
 
-func fetchEmbedding(ctx context.Context, c *bootstrap.Client, w embWant) error {
-	var addr bootstrap.RankAddr
-	err := retry(ctx, func() (err error) { addr, err = c.RankAddr(ctx, 0, 0); return err })
+// fetchEmbedding fetches one item's embedding for a request that arrived
+// at arrived; found is told where from.
+func fetchEmbedding(ctx context.Context, c *bootstrap.Client, w embWant, arrived time.Time, found func(bootstrap.RankAddr)) error {
+	addr, err := encodeRankAddr(ctx, c)
 	if err != nil {
 		return fmt.Errorf("could not fetch the encode server's rank from its bootstrap server: %w", err)
 	}
-	emb, err := bootstrap.FetchEmbedding(ctx, addr, w.h.BootstrapRoom)
+	found(addr)
+	emb, err := bootstrap.FetchEmbeddingFrom(ctx, addr, w.h.BootstrapRoom, arrived)
 	if err != nil {
 		return err
 	}
@@ -238,6 +247,35 @@ func fetchEmbedding(ctx context.Context, c *bootstrap.Client, w embWant) error {
 		return fmt.Errorf("embedding has %d values for %d x %d", len(emb.Values), emb.Tokens, emb.Hidden)
 	}
 	return nil
+}
+
+// encodeRankAddr asks the encode server's rendezvous for its rank 0, as
+// retry does while that rank has not registered. The gateway hands us
+// only encode servers that registered with it, whose rendezvous was up
+// before that (the launcher starts it first, or it is tsd's own), so one
+// that stops answering is gone: fail then rather than poll until the
+// embedding timeout.
+func encodeRankAddr(ctx context.Context, c *bootstrap.Client) (bootstrap.RankAddr, error) {
+	unreachable := 0
+	for {
+		addr, err := c.RankAddr(ctx, 0, 0)
+		if err == nil {
+			return addr, nil
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) && ctx.Err() == nil {
+			if unreachable++; unreachable >= 2 {
+				return addr, fmt.Errorf("%w: its bootstrap server stopped answering: %w", bootstrap.ErrPeerGone, err)
+			}
+		} else {
+			unreachable = 0
+		}
+		select {
+		case <-ctx.Done():
+			return addr, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (e *engine) handleEmbeddings(res embResult) {

@@ -7,6 +7,10 @@ package bootstrap
 //
 //	GET /kv/<room>?wait_ms=N -> 200 KV (JSON) | 204 nothing offered within N ms
 //
+// Every answer carries X-Transfer-Started (the endpoint's start, Unix
+// nanoseconds), so a fetcher can tell a restarted endpoint, which cannot
+// hold what its predecessor was handed, from the one it expected.
+//
 // The prefill's Send blocks until the KV was fetched (so the prefill emits
 // its terminal output only after a successful transfer, as upstream does).
 
@@ -56,7 +60,11 @@ type TransferServer struct {
 	slots    map[slotKey]*slot
 	srv      *http.Server
 	listener net.Listener
+	started  string // X-Transfer-Started, set by Start
 }
+
+// StartedHeader names the response header holding the endpoint's start.
+const StartedHeader = "X-Transfer-Started"
 
 // NewTransferServer returns an unstarted transfer endpoint.
 func NewTransferServer() *TransferServer {
@@ -75,6 +83,7 @@ func (t *TransferServer) Start(addr string) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	t.mu.Lock()
 	t.srv, t.listener = srv, l
+	t.started = strconv.FormatInt(time.Now().UnixNano(), 10)
 	t.mu.Unlock()
 	go func() { _ = srv.Serve(l) }()
 	return nil
@@ -185,6 +194,7 @@ func (t *TransferServer) serveFetch(w http.ResponseWriter, r *http.Request, kind
 	}
 	k := slotKey{kind, room}
 	t.mu.Lock()
+	w.Header().Set(StartedHeader, t.started)
 	s := t.slotLocked(k)
 	s.waiters++
 	t.mu.Unlock()
@@ -229,17 +239,44 @@ var transferClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdle
 // listening yet) and wraps ErrTransferTimeout when ctx ends first.
 func Fetch(ctx context.Context, addr RankAddr, room uint64) (KV, error) {
 	var kv KV
-	err := fetch(ctx, addr, slotKey{kindKV, room}, &kv)
+	err := fetch(ctx, addr, slotKey{kindKV, room}, &kv, fetchOpts{})
 	return kv, err
 }
 
-func fetch(ctx context.Context, addr RankAddr, k slotKey, into any) error {
+// ErrPeerGone means the endpoint that should hand over a room is gone: it
+// stopped accepting connections, or it is a later instance (restarted
+// after the fetcher's request arrived) that cannot hold the room. The real
+// engine sees its Mooncake transfer fail then; waiting on is pointless.
+var ErrPeerGone = errors.New("transfer peer gone")
+
+// fetchOpts make a fetch fail fast with ErrPeerGone instead of polling on.
+type fetchOpts struct {
+	// mustBeUp: the address came from a registration the peer made while
+	// listening, so transport errors mean it is gone (two in a row, to
+	// ride out one reset), not that it has not started yet.
+	mustBeUp bool
+	// arrived, when set: an endpoint started after this cannot hold the
+	// room. (Both clocks are this host's in ts-fake's deployments.)
+	arrived time.Time
+}
+
+// peerGone checks a poll's answer for a restarted endpoint.
+func (o fetchOpts) peerGone(started time.Time) error {
+	if o.arrived.IsZero() || started.IsZero() || !started.After(o.arrived) {
+		return nil
+	}
+	return fmt.Errorf("%w: its endpoint restarted at %s, after the request arrived at %s",
+		ErrPeerGone, started.Format(time.RFC3339Nano), o.arrived.Format(time.RFC3339Nano))
+}
+
+func fetch(ctx context.Context, addr RankAddr, k slotKey, into any, o fetchOpts) error {
 	url := "http://" + addr.HostPort() + "/" + k.kind + "/" + strconv.FormatUint(k.room, 10)
 	what := "KV"
 	if k.kind == kindEmbedding {
 		what = "embedding"
 	}
 	var lastErr error
+	transportErrs, first := 0, true
 	for {
 		wait := maxPoll
 		if dl, ok := ctx.Deadline(); ok {
@@ -248,9 +285,25 @@ func fetch(ctx context.Context, addr RankAddr, k slotKey, into any) error {
 		if wait <= 0 || ctx.Err() != nil {
 			return fetchTimeout(what, k.room, lastErr)
 		}
-		ok, err := fetchOnce(ctx, url, wait, into)
+		if first && !o.arrived.IsZero() {
+			// Learn which instance this is before parking a long poll on it.
+			wait = 0
+		}
+		first = false
+		ok, started, err := fetchOnce(ctx, url, wait, into)
+		if gone := o.peerGone(started); gone != nil {
+			return fmt.Errorf("fetch %s for room %d from %s: %w", what, k.room, addr.HostPort(), gone)
+		}
 		if ok {
 			return nil
+		}
+		var te *transportError
+		if errors.As(err, &te) && ctx.Err() == nil {
+			if transportErrs++; o.mustBeUp && transportErrs >= 2 {
+				return fmt.Errorf("fetch %s for room %d: %w: %s stopped answering: %v", what, k.room, ErrPeerGone, addr.HostPort(), te.err)
+			}
+		} else {
+			transportErrs = 0
 		}
 		if err != nil {
 			lastErr = err
@@ -271,28 +324,39 @@ func fetchTimeout(what string, room uint64, last error) error {
 	return fmt.Errorf("fetch %s for room %d: %w", what, room, ErrTransferTimeout)
 }
 
-func fetchOnce(ctx context.Context, url string, wait time.Duration, into any) (bool, error) {
+// transportError is a poll that got no HTTP answer at all.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// fetchOnce polls once; started is the endpoint's X-Transfer-Started (zero
+// when absent).
+func fetchOnce(ctx context.Context, url string, wait time.Duration, into any) (ok bool, started time.Time, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?wait_ms="+strconv.FormatInt(wait.Milliseconds(), 10), nil)
 	if err != nil {
-		return false, fmt.Errorf("build fetch request: %w", err)
+		return false, time.Time{}, fmt.Errorf("build fetch request: %w", err)
 	}
 	resp, err := transferClient.Do(req)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, &transportError{err}
 	}
 	defer resp.Body.Close()
+	if ns, err := strconv.ParseInt(resp.Header.Get(StartedHeader), 10, 64); err == nil {
+		started = time.Unix(0, ns)
+	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-			return false, fmt.Errorf("decode transfer: %w", err)
+			return false, started, fmt.Errorf("decode transfer: %w", err)
 		}
-		return true, nil
+		return true, started, nil
 	case http.StatusNoContent:
-		return false, nil
+		return false, started, nil
 	default:
 		var b strings.Builder
 		_, _ = fmt.Fprintf(&b, "fetch: %s", resp.Status)
-		return false, errors.New(b.String())
+		return false, started, errors.New(b.String())
 	}
 }
 
@@ -324,6 +388,18 @@ func (t *TransferServer) SendEmbedding(ctx context.Context, e Embedding) error {
 // ctx ends, like Fetch.
 func FetchEmbedding(ctx context.Context, addr RankAddr, room uint64) (Embedding, error) {
 	var e Embedding
-	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e)
+	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e, fetchOpts{})
+	return e, err
+}
+
+// FetchEmbeddingFrom is FetchEmbedding for a prefill whose request arrived
+// at arrived and whose addr is an encode rank's registered endpoint: it
+// fails fast with ErrPeerGone when that endpoint stops answering or turns
+// out to have started after arrived (a restarted encode engine, which
+// cannot hold the embedding its predecessor was asked for), instead of
+// polling until ctx ends. A zero arrived skips the restart check.
+func FetchEmbeddingFrom(ctx context.Context, addr RankAddr, room uint64, arrived time.Time) (Embedding, error) {
+	var e Embedding
+	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e, fetchOpts{mustBeUp: true, arrived: arrived})
 	return e, err
 }
