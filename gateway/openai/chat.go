@@ -319,12 +319,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 		if pc.err != nil {
 			failed = true
 			cancel()
-			if !out.started {
-				writeError(w, pc.err)
-				out.failed = true
-				continue
-			}
-			out.send(errorBody{Error: errorDetail{Message: pc.err.Message, Type: "internal_error", Code: pc.err.Code}})
+			out.fail(pc.err)
 			continue
 		}
 		if !roleSent[pc.index] {

@@ -219,12 +219,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 		if pc.err != nil {
 			failed = true
 			cancel()
-			if !out.started {
-				writeError(w, pc.err)
-				out.failed = true
-				continue
-			}
-			out.send(errorBody{Error: errorDetail{Message: pc.err.Message, Type: "internal_error", Code: pc.err.Code}})
+			out.fail(pc.err)
 			continue
 		}
 		text := pc.text

@@ -189,6 +189,17 @@ func (s *sse) start() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
+// fail ends a stream on a generation error: a plain error response while
+// nothing was sent yet, else an error event after the chunks already out.
+func (s *sse) fail(err *apiError) {
+	if !s.started {
+		writeError(s.w, err)
+		s.failed = true
+		return
+	}
+	s.send(errorBody{Error: errorDetail{Message: err.Message, Type: "internal_error", Code: err.Code}})
+}
+
 func (s *sse) send(v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
