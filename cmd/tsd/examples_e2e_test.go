@@ -227,17 +227,7 @@ func chat(t *testing.T, d *deployment, base, url string) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var r struct {
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
+	var r chatReply
 	if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || len(r.Choices) != 1 || r.Choices[0].FinishReason == "" || r.Usage.CompletionTokens == 0 {
 		t.Fatalf("chat (image %v): %d %s\n%s", url != "", resp.StatusCode, b, d.output())
 	}

@@ -205,22 +205,25 @@ func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duratio
 	if status != http.StatusOK {
 		return "", lat, fmt.Errorf("test request: HTTP %d: %s", status, strings.TrimSpace(string(data)))
 	}
-	var out struct {
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage struct {
-			CompletionTokens int `json:"completion_tokens"`
-		} `json:"usage"`
-	}
+	var out chatReply
 	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
 		return "", lat, fmt.Errorf("decode test reply: %v: %s", err, data)
 	}
 	c := out.Choices[0]
 	return fmt.Sprintf("%s (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
+}
+
+// chatReply is the part of an OpenAI chat completion tsd reads.
+type chatReply struct {
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
 }
 
 func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
