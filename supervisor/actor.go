@@ -88,6 +88,12 @@ type actor struct {
 	gpuWait   func(context.Context) (bool, string)
 	gpuDone   chan gpuRelease
 	gpuCancel context.CancelFunc
+	// GPU release check before an automatic restart after a crash: it
+	// runs alongside the backoff timer, and the role starts once both are
+	// done (start = max(backoff, release)). relC is non-nil while it runs;
+	// it is part of the backoff, so cancelBackoff ends it.
+	relC      chan gpuRelease
+	relCancel context.CancelFunc
 }
 
 type gpuRelease struct {
@@ -210,8 +216,15 @@ func (a *actor) run(autostart bool) {
 			a.onMilestone()
 		case r := <-a.gpuDone:
 			a.onGPURelease(r)
+		case r := <-a.relC:
+			a.onCrashRelease(r)
 		case <-a.backoffC:
 			a.backoffC = nil
+			if a.relC != nil {
+				// The delay is over but a rank may still hold the GPU.
+				a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
+				continue
+			}
 			a.start()
 		case <-a.stopC:
 			a.stopC = nil
@@ -235,6 +248,9 @@ func (a *actor) handle(c cmdKind) {
 		if a.proc == nil && a.gpuDone == nil {
 			// A person stepped in: fresh backoff and budget.
 			a.attempt, a.hist = 0, nil
+			if a.skipDelayKeepRelease() {
+				return
+			}
 			a.start()
 		} else if a.stopReq {
 			a.next = afterStart
@@ -246,6 +262,9 @@ func (a *actor) handle(c cmdKind) {
 			return
 		}
 		if a.proc == nil {
+			if a.skipDelayKeepRelease() {
+				return // counted when the crash scheduled it
+			}
 			a.st.Restarts++
 			a.start()
 			return
@@ -302,6 +321,61 @@ func (a *actor) cancelBackoff() {
 	if a.backoffT != nil {
 		a.backoffT.Stop()
 		a.backoffT, a.backoffC = nil, nil
+	}
+	if a.relC != nil {
+		a.relCancel()
+		a.relC, a.relCancel = nil, nil
+	}
+}
+
+// skipDelayKeepRelease: a person asked for a start while a crashed role
+// waits for its GPU memory; the delay goes, the wait stays (a start now
+// could OOM on memory a dying rank still holds). false if no wait runs.
+func (a *actor) skipDelayKeepRelease() bool {
+	if a.relC == nil {
+		return false
+	}
+	if a.backoffT != nil {
+		a.backoffT.Stop()
+		a.backoffT, a.backoffC = nil, nil
+	}
+	a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
+	return true
+}
+
+// crashHold is the GPU release wait for a crashed run, or nil when
+// telemetry cannot verify it. It must run before the role's empty group
+// is published: telemetry then stops counting the dead tree as the role's.
+func (a *actor) crashHold() func(context.Context) (bool, string) {
+	if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
+		return v.HoldGPUs(a.plan.Name)
+	}
+	return nil
+}
+
+// startCrashRelease runs the release wait off the loop, alongside the
+// backoff timer; onCrashRelease or the timer, whichever is last, starts.
+func (a *actor) startCrashRelease(wait func(context.Context) (bool, string)) {
+	limit := a.sup.opts.GPUReleaseTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	done := make(chan gpuRelease, 1)
+	a.relC, a.relCancel = done, cancel
+	a.note("waiting up to %s for the GPU memory to be released", HumanDuration(limit))
+	go func() {
+		ok, msg := wait(ctx)
+		done <- gpuRelease{ok: ok, msg: msg}
+	}()
+}
+
+// onCrashRelease: the memory was released (or the bound passed, which
+// the line says); start unless the backoff still runs.
+func (a *actor) onCrashRelease(r gpuRelease) {
+	a.relCancel()
+	a.relC, a.relCancel = nil, nil
+	a.note("%s", r.msg)
+	a.sup.pub.event(a.plan.Name, r.msg)
+	if a.backoffC == nil {
+		a.start()
 	}
 }
 
@@ -457,6 +531,7 @@ func (a *actor) afterExit(p *process) {
 		a.setState(snapshot.StateStopped, "tsd shutting down")
 		return
 	}
+	hold := a.crashHold()
 	head := ""
 	if a.failReason != "" {
 		head = a.failReason + "; "
@@ -481,13 +556,18 @@ func (a *actor) afterExit(p *process) {
 	switch d.Action {
 	case ActionRestart:
 		a.st.Restarts++
-		if d.Delay <= 0 {
+		if d.Delay <= 0 && hold == nil {
 			a.start()
 			return
 		}
-		a.backoffT = time.NewTimer(d.Delay)
-		a.backoffC = a.backoffT.C
+		if d.Delay > 0 {
+			a.backoffT = time.NewTimer(d.Delay)
+			a.backoffC = a.backoffT.C
+		}
 		a.setState(snapshot.StateBackoff, reason)
+		if hold != nil {
+			a.startCrashRelease(hold)
+		}
 	case ActionStop:
 		a.setState(snapshot.StateStopped, reason)
 	case ActionGiveUp:

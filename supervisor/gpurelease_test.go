@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,4 +146,96 @@ func TestStopWithoutGPUsSkipsCheck(t *testing.T) {
 	if log := logText(t, f.sup, "decode"); strings.Contains(log, "GPU memory") {
 		t.Errorf("unexpected GPU check:\n%s", log)
 	}
+}
+
+// A crashed role is restarted only once its GPU memory is released (a
+// relaunch on memory a dying rank still holds would OOM), and the release
+// wait runs alongside the backoff instead of after it.
+func TestCrashRestartWaitsForGPUMemoryRelease(t *testing.T) {
+	t.Parallel()
+	tel := startTel(t, telemetry.Options{FakeGPUs: 1, FakeManualProcesses: true})
+	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "0"}}
+	role := shRole("decode", profiles.KindDecode, readyScript)
+	role.Restart.Backoff = profiles.Duration(500 * time.Millisecond)
+	role.Restart.MaxBackoff = profiles.Duration(2 * time.Second)
+	f := newFixture(t, nil, func(o *Options) { o.Telemetry = seam }, role)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("decode log:\n%s", logText(t, f.sup, "decode"))
+		}
+	})
+	r := f.wait("decode", "ready", state(snapshot.StateReady))
+
+	// A rank the fake GPU keeps showing after the crash: a dying rank
+	// whose memory the driver has not freed yet.
+	ch, cancel := tel.Subscribe()
+	defer cancel()
+	deadline := time.After(waitLimit)
+	var kid int
+	for kid == 0 {
+		select {
+		case rd := <-ch:
+			if p := rd.Procs["decode"].PIDs; len(p) == 3 {
+				kid = p[2]
+			}
+		case <-deadline:
+			t.Fatal("role tree never polled")
+		}
+	}
+	cancel()
+	if err := tel.Fake().AttachProcess(0, kid, 1024<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode", "GPU memory held", hasGPUMem)
+	if err := syscall.Kill(-r.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The 500 ms backoff ends, the memory is still held: no start yet.
+	r = f.wait("decode", "backoff over, memory held", func(r snapshot.RoleStatus) bool {
+		return r.State == snapshot.StateBackoff && r.Reason == "waiting for the GPU memory to be released"
+	})
+	if r.Restarts != 1 || r.PID != 0 {
+		t.Fatalf("started on held memory: %+v\n%s", r, logText(t, f.sup, "decode"))
+	}
+	tel.Fake().DetachProcess(kid)
+	f.wait("decode", "restarted", func(r snapshot.RoleStatus) bool { return r.Restarts == 1 && r.State == snapshot.StateReady })
+	log := logText(t, f.sup, "decode")
+	wait := strings.Index(log, "[tsd] waiting up to 15s for the GPU memory to be released")
+	rel := strings.Index(log, "[tsd] GPU memory released (1024 MiB freed on "+tel.Fake().UUID(0)+")")
+	second := strings.LastIndex(log, "[tsd] starting: ")
+	if wait < 0 || rel < wait || second < rel {
+		t.Fatalf("log lacks wait → released → starting:\n%s", log)
+	}
+
+	// Nothing holds the GPU now: the release comes in while the 1 s
+	// backoff still runs, and the start waits for the backoff alone.
+	r = f.wait("decode", "pid", func(r snapshot.RoleStatus) bool { return r.PID != 0 })
+	if err := syscall.Kill(-r.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cur, sub, unsub := f.sup.Subscribe()
+	defer unsub()
+	timeout := time.After(waitLimit)
+	for {
+		n := 0
+		for _, e := range cur.Events {
+			if e.Role == "decode" && strings.HasPrefix(e.Message, "GPU memory released (") {
+				n++
+			}
+		}
+		if n == 2 {
+			break
+		}
+		select {
+		case cur = <-sub:
+		case <-timeout:
+			t.Fatal("no release after the second crash")
+		}
+	}
+	for _, r := range cur.Roles {
+		if r.Name == "decode" && (r.State != snapshot.StateBackoff || !strings.Contains(r.Reason, "next try in 1s")) {
+			t.Errorf("release did not overlap the backoff: %s %q", r.State, r.Reason)
+		}
+	}
+	f.wait("decode", "restarted again", func(r snapshot.RoleStatus) bool { return r.Restarts == 2 && r.State == snapshot.StateReady })
 }

@@ -184,12 +184,60 @@ func (t *Telemetry) WaitReleased(ctx context.Context, h GPUHold) Release {
 	}
 }
 
+// aliveHold is a role's hold gathered over the readings of one run (one
+// root pid).
+type aliveHold struct {
+	root int
+	h    GPUHold
+}
+
+// merge adds what h's role held in an earlier reading of the same run:
+// its pids stay the role's (never someone else's), and each GPU keeps the
+// most it held. Pure.
+func (h GPUHold) merge(prev GPUHold) GPUHold {
+	out := GPUHold{Role: h.Role, PIDs: map[int]bool{}, others: map[int]bool{}}
+	for pid := range prev.PIDs {
+		out.PIDs[pid] = true
+	}
+	for pid := range h.PIDs {
+		out.PIDs[pid] = true
+	}
+	for pid := range h.others {
+		if !out.PIDs[pid] {
+			out.others[pid] = true
+		}
+	}
+	for pid := range prev.others {
+		if !out.PIDs[pid] {
+			out.others[pid] = true
+		}
+	}
+	out.GPUs = append([]HeldGPU(nil), h.GPUs...)
+	for i, g := range out.GPUs {
+		for _, p := range prev.GPUs {
+			if p.UUID == g.UUID && p.UsedB > g.UsedB {
+				out.GPUs[i].UsedB, out.GPUs[i].DevUsedB = p.UsedB, p.DevUsedB
+			}
+		}
+	}
+	return out
+}
+
 // HoldGPUs notes what role holds on its GPUs now (cheap: it reads Latest)
 // and returns the wait to run once its process group is verified empty,
 // with the line to log; nil when there is nothing to verify. It is the
-// supervisor's GPUReleaseVerifier seam.
+// supervisor's GPUReleaseVerifier seam. The baseline is what the role's
+// run held over the readings that showed its tree: for a role that already
+// died (a crash), the latest reading may show only part of the tree or
+// none, its dying ranks then looking like someone else's processes.
 func (t *Telemetry) HoldGPUs(role string) func(ctx context.Context) (released bool, msg string) {
 	h, ok := t.Latest().Hold(role)
+	t.mu.Lock()
+	if a, found := t.alive[role]; found {
+		// It has the latest reading in it whenever that showed the tree.
+		h, ok = a.h, true
+	}
+	t.mu.Unlock()
 	if !ok {
 		return nil
 	}

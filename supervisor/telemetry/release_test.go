@@ -139,3 +139,25 @@ func TestWaitReleasedFakeGPUs(t *testing.T) {
 		t.Error("HoldGPUs for a role without GPUs")
 	}
 }
+
+// A crashed role's tree dies rank by rank: a reading that lost a rank from
+// the tree while the rank still shows on the GPU must not make it someone
+// else's, nor shrink what the run held.
+func TestGPUHoldMergeKeepsDyingRanks(t *testing.T) {
+	t.Parallel()
+	alive := relReadings(snapshot.GPUProcess{PID: 11, UsedB: 2048 * mib, Role: "decode"})
+	h1, _ := alive.Hold("decode")
+	dying := relReadings(snapshot.GPUProcess{PID: 11, UsedB: 2048 * mib}) // 11 left the tree
+	dying.Procs = map[string]snapshot.ProcStatus{"decode": {PIDs: []int{10}}}
+	h2, _ := dying.Hold("decode")
+	if len(h2.Pending(dying)) != 0 {
+		t.Fatal("premise: the dying reading alone calls pid 11 someone else's")
+	}
+	h := h2.merge(h1)
+	if p := h.Pending(dying); len(p) != 1 || p[0].PID != 11 {
+		t.Fatalf("pending %+v, want pid 11", p)
+	}
+	if h.GPUs[0].UsedB != 2048*mib {
+		t.Fatalf("held %d", h.GPUs[0].UsedB)
+	}
+}

@@ -131,6 +131,11 @@ type Telemetry struct {
 
 	mu   sync.Mutex
 	subs map[chan Readings]struct{}
+	// alive is, per role, its hold as of the last reading that showed its
+	// process tree: the baseline for a role that crashed, whose tree the
+	// latest reading may already have lost (its dying ranks then look like
+	// someone else's processes).
+	alive map[string]aliveHold
 
 	started atomic.Bool
 }
@@ -144,6 +149,7 @@ func New(opts Options) *Telemetry {
 		roles:    make(chan []RoleInfo, 1),
 		procRole: make(chan []RoleInfo, 1),
 		subs:     map[chan Readings]struct{}{},
+		alive:    map[string]aliveHold{},
 	}
 	panel := snapshot.GPUPanelStatus{Provider: ProviderNone, Note: "probing GPUs"}
 	if opts.FakeGPUs > 0 {
@@ -364,6 +370,20 @@ func (t *Telemetry) publish(r *Readings) {
 	t.latest.Store(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for role, ps := range r.Procs {
+		if len(ps.PIDs) == 0 {
+			continue
+		}
+		if h, ok := r.Hold(role); ok {
+			prev, found := t.alive[role]
+			if found && prev.root == ps.PIDs[0] {
+				// A tree dying rank by rank shows fewer pids each poll; what
+				// the run ever held stays its own.
+				h = h.merge(prev.h)
+			}
+			t.alive[role] = aliveHold{root: ps.PIDs[0], h: h}
+		}
+	}
 	for ch := range t.subs {
 		offer(ch, *r)
 	}
