@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -14,6 +15,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // encodeRouting is the encoder choice state: a consistent-hashing ring
@@ -23,6 +25,9 @@ type encodeRouting struct {
 	mu   sync.Mutex
 	key  string
 	ring *epd.Ring
+	// drops has, per encode role, a channel closed when the role is next
+	// taken out of routing or its process dies (SetRouted/SetAlive).
+	drops map[string]chan struct{}
 }
 
 // epdMode reports whether images are routed to encode workers.
@@ -216,4 +221,102 @@ func (g *Gateway) encodeNote() string {
 	}
 	n := len(g.encodeReady())
 	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))
+}
+
+// encodeDropped is closed once the encode role is taken out of routing or
+// its process dies; already closed while it is out of routing.
+func (g *Gateway) encodeDropped(role string) <-chan struct{} {
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	ch := g.enc.drops[role]
+	if ch == nil {
+		ch = make(chan struct{})
+		if w, ok := g.lane.Worker(role); ok && !w.Routed() {
+			close(ch)
+		}
+		if g.enc.drops == nil {
+			g.enc.drops = map[string]chan struct{}{}
+		}
+		g.enc.drops[role] = ch
+	}
+	return ch
+}
+
+// noteEncodeUp hears SetRouted/SetAlive: going down closes the role's
+// drop channel; coming back lets the next watcher take a fresh one.
+func (g *Gateway) noteEncodeUp(role string, up bool) {
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	ch := g.enc.drops[role]
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+		if up {
+			delete(g.enc.drops, role)
+		}
+	default:
+		if !up {
+			close(ch)
+		}
+	}
+}
+
+// encodeDeath is the end of an encode worker whose leg finished while the
+// prefill may still have been fetching its embedding.
+type encodeDeath struct {
+	role, why string
+}
+
+// watchEncoder sends on out (once, out has room) when the encode rank that
+// served s, a leg that finished, goes away before stop closes: its rank
+// leaves registration (disconnect, ENGINE_CORE_DEAD, silence), registers
+// anew after since (another run of the engine, which does not hold the
+// embedding), or its role is dropped from routing or dies. The embedding
+// the prefill still has to fetch lived in that engine.
+func (g *Gateway) watchEncoder(s *lane.Stream, since time.Time, stop <-chan struct{}, out chan<- encodeDeath) {
+	role, id := s.Worker().Role(), s.Identity
+	dropped := g.encodeDropped(role)
+	cur, evs, cancel := g.lane.SubscribeRanks()
+	gone := func(ev snapshot.RankEvent) (string, bool) {
+		switch {
+		case ev.Role != role || ev.Rank.Identity != id:
+			return "", false
+		case ev.Rank.State != snapshot.RankRegistered:
+			if ev.Err != "" {
+				return fmt.Sprintf("rank %d %s: %s", id, ev.Rank.State, ev.Err), true
+			}
+			return fmt.Sprintf("rank %d %s", id, ev.Rank.State), true
+		case ev.Rank.Since.After(since):
+			return fmt.Sprintf("rank %d registered anew", id), true
+		}
+		return "", false
+	}
+	go func() {
+		defer cancel()
+		for _, ev := range cur {
+			if why, ok := gone(ev); ok {
+				out <- encodeDeath{role, why}
+				return
+			}
+		}
+		for {
+			select {
+			case ev, ok := <-evs:
+				if !ok {
+					return
+				}
+				if why, ok := gone(ev); ok {
+					out <- encodeDeath{role, why}
+					return
+				}
+			case <-dropped:
+				out <- encodeDeath{role, "taken out of routing or its process ended"}
+				return
+			case <-stop:
+				return
+			}
+		}
+	}()
 }

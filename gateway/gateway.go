@@ -309,6 +309,7 @@ func (g *Gateway) SetRouted(role string, routed bool) {
 	if w, ok := g.lane.Worker(role); ok {
 		w.SetRouted(routed)
 	}
+	g.noteEncodeUp(role, routed)
 }
 
 // SetAlive tells the gateway whether a role's process is alive; the
@@ -326,6 +327,9 @@ func (g *Gateway) SetAlive(role string, alive bool) {
 	was := a.Swap(alive)
 	if was && !alive && b != nil {
 		b.Reset()
+	}
+	if was != alive {
+		g.noteEncodeUp(role, alive)
 	}
 }
 

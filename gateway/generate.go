@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/dispatch"
@@ -392,6 +393,16 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	if encLeft > 0 {
 		encCh = watchEncodes(encs)
 	}
+	// Once an encode leg has finished, its engine still holds the
+	// embedding until the prefill fetched it: that engine's death before
+	// the prefill leg ends fails the request now, not after the prefill's
+	// embedding timeout.
+	var deathCh chan encodeDeath
+	watched := map[*lane.Worker]bool{}
+	stopWatch := make(chan struct{})
+	var stopOnce sync.Once
+	stopWatching := func() { stopOnce.Do(func() { close(stopWatch) }) }
+	defer stopWatching()
 	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
 	defer cancel()
 
@@ -471,9 +482,29 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			if encLeft--; encLeft == 0 {
 				encCh = nil
 			}
+			if w := encs[er.item].Worker(); !preDone && !watched[w] {
+				if deathCh == nil {
+					deathCh = make(chan encodeDeath, len(encs))
+				}
+				watched[w] = true
+				g.watchEncoder(encs[er.item], start, stopWatch, deathCh)
+			}
+		case d := <-deathCh:
+			if ps.Done() || ctx.Err() != nil {
+				// The prefill's end (or the ctx case) is reported instead.
+				deathCh = nil
+				continue
+			}
+			err := fmt.Errorf("encode worker %s died before prefill %s received the image embedding (%s); both legs aborted", d.role, ps.Worker().Role(), d.why)
+			ps.Abort(err)
+			ds.Abort(err)
+			fail("encode_worker_died", gen.Event{Err: err})
+			return
 		case pr := <-preCh:
 			preCh = nil
 			preDone = true
+			stopWatching()
+			deathCh = nil
 			switch {
 			case pr.err != nil && ctx.Err() != nil:
 				// handled by the ctx case
