@@ -466,14 +466,45 @@ func TestE2EIgnoredSIGTERM(t *testing.T) {
 	}
 }
 
+// handedOut is every port a test of this binary was given: parallel tests
+// asking the kernel for a free port can be given the same one (it is free
+// again once the asker closes it), and two deployments planned on one port
+// fail their preflight.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// reservePorts hands out all of ps, or none when any was already given.
+func reservePorts(ps ...int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for _, p := range ps {
+		if handedOut.ports[p] {
+			return false
+		}
+	}
+	for _, p := range ps {
+		handedOut.ports[p] = true
+	}
+	return true
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if reservePorts(p) {
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port not already handed out")
+	return 0
 }
 
 // startFakeProfile writes a PD profile of ts-fake engines and runs

@@ -145,12 +145,13 @@ func freePorts(t *testing.T, v any, pick func(*testing.T) int) any {
 
 // freeCluster is a free dist-init port whose whole cluster (the port and
 // the ClusterSpan ports above it, which the planner checks) is free too.
-// It is drawn from 10000-19999: outside the ipc handshake band and the
-// ephemeral range, where a port's neighbours are often taken.
+// It is drawn from 14000-19999: outside the ipc handshake band and the
+// ephemeral range, where a port's neighbours are often taken, and above
+// the planner's own first picks (12000, 12100, …) that parallel tests get.
 func freeCluster(t *testing.T) int {
 	t.Helper()
 	for range 50 {
-		p := 10000 + rand.IntN(9990)
+		p := 14000 + rand.IntN(5990)
 		ok := true
 		for q := p; q <= p+6 && ok; q++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
@@ -160,7 +161,7 @@ func freeCluster(t *testing.T) int {
 			}
 			l.Close()
 		}
-		if ok {
+		if ok && reservePorts(p, p+1, p+2, p+3, p+4, p+5, p+6) {
 			return p
 		}
 	}
