@@ -356,15 +356,27 @@ func (a *actor) crashHold() func(context.Context) (bool, string) {
 // startCrashRelease runs the release wait off the loop, alongside the
 // backoff timer; onCrashRelease or the timer, whichever is last, starts.
 func (a *actor) startCrashRelease(wait func(context.Context) (bool, string)) {
+	a.relC, a.relCancel = a.launchRelease(wait)
+}
+
+// launchRelease runs one bounded release wait on its own goroutine; the
+// loop receives its result on the returned channel.
+func (a *actor) launchRelease(wait func(context.Context) (bool, string)) (chan gpuRelease, context.CancelFunc) {
 	limit := a.sup.opts.GPUReleaseTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	done := make(chan gpuRelease, 1)
-	a.relC, a.relCancel = done, cancel
 	a.note("waiting up to %s for the GPU memory to be released", HumanDuration(limit))
 	go func() {
 		ok, msg := wait(ctx)
 		done <- gpuRelease{ok: ok, msg: msg}
 	}()
+	return done, cancel
+}
+
+// reportRelease logs a finished release wait in the role log and events.
+func (a *actor) reportRelease(r gpuRelease) {
+	a.note("%s", r.msg)
+	a.sup.pub.event(a.plan.Name, r.msg)
 }
 
 // onCrashRelease: the memory was released (or the bound passed, which
@@ -372,8 +384,7 @@ func (a *actor) startCrashRelease(wait func(context.Context) (bool, string)) {
 func (a *actor) onCrashRelease(r gpuRelease) {
 	a.relCancel()
 	a.relC, a.relCancel = nil, nil
-	a.note("%s", r.msg)
-	a.sup.pub.event(a.plan.Name, r.msg)
+	a.reportRelease(r)
 	if a.backoffC == nil {
 		a.start()
 	}
@@ -581,22 +592,13 @@ func (a *actor) waitGPURelease(wait func(context.Context) (bool, string)) {
 	// The empty group is published first: telemetry then stops counting
 	// the dead tree as the role's, which is what the wait watches for.
 	a.publish()
-	limit := a.sup.opts.GPUReleaseTimeout
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	done := make(chan gpuRelease, 1)
-	a.gpuDone, a.gpuCancel = done, cancel
-	a.note("waiting up to %s for the GPU memory to be released", HumanDuration(limit))
-	go func() {
-		ok, msg := wait(ctx)
-		done <- gpuRelease{ok: ok, msg: msg}
-	}()
+	a.gpuDone, a.gpuCancel = a.launchRelease(wait)
 }
 
 func (a *actor) onGPURelease(r gpuRelease) {
 	a.gpuCancel()
 	a.gpuDone, a.gpuCancel = nil, nil
-	a.note("%s", r.msg)
-	a.sup.pub.event(a.plan.Name, r.msg)
+	a.reportRelease(r)
 	warn := ""
 	if !r.ok {
 		warn = r.msg
