@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/internal/testbin"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -27,21 +28,10 @@ import (
 var tsFake string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gateway-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	tsFake = filepath.Join(dir, "ts-fake")
-	build := exec.Command("go", "build", "-o", tsFake, "github.com/tsd-project/tsd/cmd/ts-fake")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build ts-fake:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, func(dir string) (err error) {
+		tsFake, err = testbin.Build(dir, "cmd/ts-fake")
+		return err
+	})
 }
 
 func freePort(t testing.TB) int {

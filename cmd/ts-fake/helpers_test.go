@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,31 +18,21 @@ import (
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/internal/testbin"
 )
 
 // fakeBin is ts-fake built once for the whole test binary.
 var fakeBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ts-fake-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeBin = filepath.Join(dir, "ts-fake")
-	args := []string{"build", "-o", fakeBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, ".")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build ts-fake:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, func(dir string) (err error) {
+		var flags []string
+		if raceEnabled {
+			flags = append(flags, "-race")
+		}
+		fakeBin, err = testbin.Build(dir, "cmd/ts-fake", flags...)
+		return err
+	})
 }
 
 // logBuf collects a process's stderr and wakes waiters on every write.

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/internal/testbin"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -34,26 +35,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tsd-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	tsdBin = filepath.Join(dir, "tsd")
-	if out, err := exec.Command("go", "build", "-o", tsdBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build tsd: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "ts-fake"), "../ts-fake").CombinedOutput(); err == nil {
-		fakeBin = filepath.Join(dir, "ts-fake")
-	} else {
-		fmt.Fprintf(os.Stderr, "ts-fake does not build; its tests are skipped: %v\n%s", err, out)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, func(dir string) (err error) {
+		binDir = dir
+		if tsdBin, err = testbin.Build(dir, "cmd/tsd"); err != nil {
+			return err
+		}
+		if fakeBin, err = testbin.Build(dir, "cmd/ts-fake"); err != nil {
+			fakeBin = ""
+			fmt.Fprintf(os.Stderr, "ts-fake does not build; its tests are skipped: %v\n", err)
+		}
+		return nil
+	})
 }
 
 const readyLine = `echo "[2026-08-22 10:00:00] headless scheduler(s) ready; SMG handshake endpoint=tcp://127.0.0.1:1"`
