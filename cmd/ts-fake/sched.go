@@ -131,40 +131,14 @@ func (e *engine) run() {
 			select {}
 		}
 		if !e.hasWork() {
-			select {
-			case m := <-e.inbox:
-				e.handle(m)
-			case m := <-e.encIn:
-				e.handleEncode(m)
-			case res := <-e.embDone:
-				e.handleEmbeddings(res)
-			case res := <-e.pdDone:
-				e.handlePD(res)
-			case <-hangTimer:
-				e.hung = true
-			}
+			e.take(nil, hangTimer)
 			next = time.Now()
 			continue
 		}
 		if wait := time.Until(next); wait > 0 {
 			timer.Reset(wait)
-			select {
-			case m := <-e.inbox:
-				e.handle(m)
+			if !e.take(timer.C, hangTimer) {
 				continue
-			case m := <-e.encIn:
-				e.handleEncode(m)
-				continue
-			case res := <-e.embDone:
-				e.handleEmbeddings(res)
-				continue
-			case res := <-e.pdDone:
-				e.handlePD(res)
-				continue
-			case <-hangTimer:
-				e.hung = true
-				continue
-			case <-timer.C:
 			}
 		}
 		e.drain()
@@ -177,6 +151,27 @@ func (e *engine) run() {
 			next = now
 		}
 	}
+}
+
+// take waits for one arrival (a request, an encode, a finished transfer or
+// the hang knob's moment) and handles it, or for due: the next step's
+// time (nil: no step pending). It reports whether the step is due.
+func (e *engine) take(due, hang <-chan time.Time) bool {
+	select {
+	case m := <-e.inbox:
+		e.handle(m)
+	case m := <-e.encIn:
+		e.handleEncode(m)
+	case res := <-e.embDone:
+		e.handleEmbeddings(res)
+	case res := <-e.pdDone:
+		e.handlePD(res)
+	case <-hang:
+		e.hung = true
+	case <-due:
+		return true
+	}
+	return false
 }
 
 // drain takes everything already queued so one step batches it, as a real
