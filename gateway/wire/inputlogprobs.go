@@ -57,7 +57,9 @@ func (f *FullOutputBatch) InputLogprobs() (vals [][]float64, idx [][]int32, err 
 	return vals, idx, nil
 }
 
-func readNullableFloatColumn(raw Raw) ([][]float64, error) {
+// readNullableColumn reads a column of per-rid lists where the column, or
+// any rid's entry, may be nil; row reads one non-nil entry.
+func readNullableColumn[T any](raw Raw, row func(*reader) (T, error)) ([]T, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -69,51 +71,41 @@ func readNullableFloatColumn(raw Raw) ([][]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	col := make([][]float64, n)
+	col := make([]T, n)
 	for i := range col {
 		if r.nextNil() {
 			continue
 		}
-		m, err := r.readArrayLen()
-		if err != nil {
+		if col[i], err = row(r); err != nil {
 			return nil, at(index(i), err)
-		}
-		col[i] = make([]float64, m)
-		for j := range col[i] {
-			if r.nextNil() {
-				col[i][j] = math.NaN()
-				continue
-			}
-			if col[i][j], err = r.readFloat(); err != nil {
-				return nil, at(index(i)+index(j), err)
-			}
 		}
 	}
 	return col, r.end()
 }
 
+// readNullableFloatColumn: nil values inside an entry become NaN.
+func readNullableFloatColumn(raw Raw) ([][]float64, error) {
+	return readNullableColumn(raw, func(r *reader) ([]float64, error) {
+		m, err := r.readArrayLen()
+		if err != nil {
+			return nil, err
+		}
+		vs := make([]float64, m)
+		for j := range vs {
+			if r.nextNil() {
+				vs[j] = math.NaN()
+				continue
+			}
+			if vs[j], err = r.readFloat(); err != nil {
+				return nil, at(index(j), err)
+			}
+		}
+		return vs, nil
+	})
+}
+
 func readNullableTokenColumn(raw Raw) ([][]int32, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	r := &reader{b: raw}
-	if r.nextNil() {
-		return nil, nil
-	}
-	n, err := r.readArrayLen()
-	if err != nil {
-		return nil, err
-	}
-	col := make([][]int32, n)
-	for i := range col {
-		if r.nextNil() {
-			continue
-		}
-		if col[i], err = r.readTokens(); err != nil {
-			return nil, at(index(i), err)
-		}
-	}
-	return col, r.end()
+	return readNullableColumn(raw, (*reader).readTokens)
 }
 
 // AnyOutput is one decoded output message in either variant. Batch is the
