@@ -303,13 +303,45 @@ func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEv
 	return g.lane.SubscribeRanks()
 }
 
-// SetRouted takes a role out of routing (its in-flight requests end with a
-// clear error) or puts it back.
+// SetRouted takes a role out of routing or puts it back.
+//
+// Until drain lands in the gateway, taking a role out still ends its
+// in-flight requests (ErrNotRouted), as before; AbortRole is the explicit
+// form.
 func (g *Gateway) SetRouted(role string, routed bool) {
 	if w, ok := g.lane.Worker(role); ok {
 		w.SetRouted(routed)
+		if !routed {
+			w.Abort(lane.ErrNotRouted)
+		}
 	}
 	g.noteEncodeUp(role, routed)
+}
+
+// AbortRole ends every in-flight request on the role with reason.
+func (g *Gateway) AbortRole(role, reason string) int {
+	w, ok := g.lane.Worker(role)
+	if !ok {
+		return 0
+	}
+	return w.Abort(fmt.Errorf("%w: %s", lane.ErrNotRouted, reason))
+}
+
+// DrainCount is how many in-flight requests still need the role.
+func (g *Gateway) DrainCount(role string) int {
+	n, _ := g.InFlight(role)
+	return n
+}
+
+// SetStalled takes a stalled role out of routing and ends its requests,
+// or lets it be routed again.
+func (g *Gateway) SetStalled(role string, stalled bool, reason string) {
+	if stalled {
+		g.SetRouted(role, false)
+		g.AbortRole(role, reason)
+		return
+	}
+	g.SetRouted(role, true)
 }
 
 // SetAlive tells the gateway whether a role's process is alive; the

@@ -18,6 +18,7 @@ const (
 	StateCrashed     = "crashed"
 	StateBackoff     = "backoff"
 	StateFailed      = "failed"
+	StateStalled     = "stalled" // connected but not working: process stopped, or no output with requests in flight
 	StateRemote      = "remote" // not spawned by tsd; waits for its ranks to dial in
 )
 
@@ -29,6 +30,7 @@ const (
 	RankReady        = "ready"
 	RankRegistered   = "registered"
 	RankDisconnected = "disconnected"
+	RankStalled      = "stalled" // registered, but no output for the stall timeout with requests in flight
 )
 
 // Snapshot is the whole deployment at one instant.
@@ -79,6 +81,10 @@ type RoleStatus struct {
 	Ranks           []RankStatus `json:"ranks"`
 	InFlight        int          `json:"in_flight"`
 	Routed          bool         `json:"routed"` // the gateway sends it requests
+	// While State is draining: requests that still need the role, and
+	// when the drain gives up and stops it anyway.
+	DrainInFlight int       `json:"drain_in_flight,omitempty"`
+	DrainDeadline time.Time `json:"drain_deadline,omitempty"`
 
 	Proc    *ProcStatus `json:"proc,omitempty"`
 	GPUMemB uint64      `json:"gpu_mem_bytes"`

@@ -256,6 +256,14 @@ func (g *stubGW) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEve
 func (g *stubGW) SetRouted(role string, routed bool) {
 	g.record(fmt.Sprintf("routed %s %v", role, routed))
 }
+func (g *stubGW) AbortRole(role, reason string) int {
+	g.record(fmt.Sprintf("abort %s", role))
+	return 0
+}
+func (g *stubGW) DrainCount(string) int { return 0 }
+func (g *stubGW) SetStalled(role string, stalled bool, _ string) {
+	g.record(fmt.Sprintf("stalled %s %v", role, stalled))
+}
 func (g *stubGW) SetAlive(role string, alive bool) {
 	g.record(fmt.Sprintf("alive %s %v", role, alive))
 	g.mu.Lock()

@@ -685,24 +685,29 @@ func (w *Worker) sendAborts(identity int, rids []string) {
 	w.sendQ.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})
 }
 
-// SetRouted takes the worker out of routing (its in-flight requests end
-// with ErrNotRouted and are aborted on the engine) or puts it back.
+// SetRouted takes the worker out of routing for new requests or puts it
+// back. In-flight requests are left alone (Abort ends them).
 func (w *Worker) SetRouted(routed bool) {
 	w.mu.Lock()
 	w.routed = routed
-	var failed []*Stream
-	if !routed {
-		failed = w.takeStreamsLocked(func(*Stream) bool { return true })
-	}
+	w.mu.Unlock()
+}
+
+// Abort ends every in-flight request on the worker with err (wrapped with
+// the rank) and aborts them on the engine; it returns how many it ended.
+func (w *Worker) Abort(err error) int {
+	w.mu.Lock()
+	failed := w.takeStreamsLocked(func(*Stream) bool { return true })
 	w.mu.Unlock()
 	byID := map[int][]string{}
 	for _, s := range failed {
-		s.fail(w.errf(s.Identity, ErrNotRouted))
+		s.fail(w.errf(s.Identity, err))
 		byID[s.Identity] = append(byID[s.Identity], s.RID)
 	}
 	for id, rids := range byID {
 		w.sendAborts(id, rids)
 	}
+	return len(failed)
 }
 
 // Routed reports whether the worker takes requests.
