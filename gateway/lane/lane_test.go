@@ -242,14 +242,17 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	}
 	r4.close()
 
-	// SetRouted(false) ends in-flight requests and refuses new ones.
+	// SetRouted(false) refuses new requests; Abort ends in-flight ones.
 	r4b := dialRank(t, hsEP, 4, 2, 1)
 	defer r4b.close()
 	waitRanks(t, ch, "decode", map[int]string{4: snapshot.RankRegistered})
 	s7, _ := w.Submit(4, "rid-7", payload)
 	w.SetRouted(false)
+	if n := w.Abort(ErrNotRouted); n != 1 {
+		t.Fatalf("Abort ended %d requests, want 1", n)
+	}
 	if _, err := s7.Recv(ctx); !errors.Is(err, ErrNotRouted) {
-		t.Fatalf("after SetRouted(false): %v", err)
+		t.Fatalf("after SetRouted(false) and Abort: %v", err)
 	}
 	if _, err := w.Submit(4, "rid-8", payload); !errors.Is(err, ErrNotRouted) {
 		t.Fatalf("submit while unrouted: %v", err)
