@@ -21,6 +21,7 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/internal/testbin"
+	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -34,14 +35,11 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// freePort is reserved against every other test, in this binary and the
+// others running beside it (internal/testports).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testports.Port(t)
 }
 
 // role describes one fake engine of a test deployment.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/internal/lanetest"
 	"github.com/tsd-project/tsd/internal/testbin"
+	"github.com/tsd-project/tsd/internal/testports"
 )
 
 // fakeBin is ts-fake built once for the whole test binary.
@@ -188,14 +188,11 @@ func expected(q wire.GenerateRequest) ([]int32, string) {
 	return out, reason
 }
 
+// freePort is reserved against every other test, in this binary and the
+// others running beside it (internal/testports).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return testports.Port(t)
 }
 
 func equalTokens(a, b []int32) bool {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tsd-project/tsd/internal/testbin"
+	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -205,6 +205,28 @@ func (d *deployment) status() snapshot.Snapshot {
 		d.t.Fatalf("decode status: %v\n%s", err, out)
 	}
 	return s
+}
+
+// waitStatus asks `tsd status --json` until cond holds, for up to 30 s.
+func (d *deployment) waitStatus(cond func(snapshot.Snapshot) bool) snapshot.Snapshot {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s := d.status()
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("status never matched; last: %+v\noutput:\n%s", s, d.output())
+		}
+		select {
+		case <-tick.C:
+		case <-d.done:
+			d.t.Fatalf("tsd exited (%v) before its status matched; output:\n%s", d.err, d.output())
+		}
+	}
 }
 
 func (d *deployment) wait() error {
@@ -462,41 +484,11 @@ func TestE2EIgnoredSIGTERM(t *testing.T) {
 // asking the kernel for a free port can be given the same one (it is free
 // again once the asker closes it), and two deployments planned on one port
 // fail their preflight.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// reservePorts hands out all of ps, or none when any was already given.
-func reservePorts(ps ...int) bool {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for _, p := range ps {
-		if handedOut.ports[p] {
-			return false
-		}
-	}
-	for _, p := range ps {
-		handedOut.ports[p] = true
-	}
-	return true
-}
-
+// freePort is reserved against every other test, in this binary and the
+// others running beside it (internal/testports).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if reservePorts(p) {
-			return p
-		}
-	}
-	t.Fatal("no free port not already handed out")
-	return 0
+	return testports.Port(t)
 }
 
 // startFakeProfile writes a PD profile of ts-fake engines and runs

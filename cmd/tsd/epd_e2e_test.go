@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // TestE2EDemoEPD: `tsd up` on the demo-epd profile (1E1P1D ts-fake on the
@@ -39,7 +41,16 @@ func TestE2EDemoEPD(t *testing.T) {
 		d.waitLine(0, r, "→ ready")
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	s := d.status()
+	// State comes from the ranks' registration, phase from the engine's
+	// "ready" log line: two independent events, so wait for both.
+	s := d.waitStatus(func(s snapshot.Snapshot) bool {
+		for _, r := range s.Roles {
+			if r.State != snapshot.StateReady || r.Phase != "ready" {
+				return false
+			}
+		}
+		return len(s.Roles) == 3
+	})
 	enc := roleStatus(t, s, "encode")
 	if enc.Kind != "encode" || enc.RanksRegistered != 1 || enc.RanksExpected != 1 || !enc.Routed || !s.Gateway.Ready || s.Gateway.Mode != "epd" ||
 		!strings.Contains(s.Gateway.Note, "encode: 1/1 worker(s) ready, consistent_hashing") {

@@ -14,7 +14,6 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -143,30 +143,12 @@ func freePorts(t *testing.T, v any, pick func(*testing.T) int) any {
 	return pick(t)
 }
 
-// freeCluster is a free dist-init port whose whole cluster (the port and
-// the ClusterSpan ports above it, which the planner checks) is free too.
-// It is drawn from 14000-19999: outside the ipc handshake band and the
-// ephemeral range, where a port's neighbours are often taken, and above
-// the planner's own first picks (12000, 12100, …) that parallel tests get.
+// freeCluster is a dist-init port whose whole cluster (the port and the
+// ClusterSpan ports above it, which the planner checks) is free and
+// reserved for the test.
 func freeCluster(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		p := 14000 + rand.IntN(5990)
-		ok := true
-		for q := p; q <= p+6 && ok; q++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(q))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok && reservePorts(p, p+1, p+2, p+3, p+4, p+5, p+6) {
-			return p
-		}
-	}
-	t.Fatal("no free dist-init port cluster")
-	return 0
+	return testports.Range(t, 7)
 }
 
 // seedEPDLocal are seed-epd.yaml's changes beyond fakeExample's:

@@ -315,7 +315,7 @@ func hostGPUs(tel *telemetry.Telemetry, wait time.Duration) []profiles.GPU {
 		select {
 		case r := <-ch:
 			if r.GPUPolledAt.IsZero() {
-				if r.Panel.Provider == telemetry.ProviderNone && r.Panel.Note != "probing GPUs" {
+				if r.Panel.Provider == telemetry.ProviderNone && r.Panel.Note != telemetry.ProbingNote {
 					return nil
 				}
 				continue

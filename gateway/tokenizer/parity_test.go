@@ -43,11 +43,17 @@ type conversation struct {
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 }
 
-var realTokenizers = []struct{ name, pkg string }{
-	{"qwen3", testcache.Qwen3},
-	{"llama3", testcache.Llama3},
-	{"deepseek3", testcache.DeepSeekV3},
-	{"gpt4o", testcache.GPT4o},
+// realTokenizers are compared with Hugging Face. template: the package
+// ships a chat template (GPT-4o's tokenizer_config.json has none, so only
+// its tokenizer is compared).
+var realTokenizers = []struct {
+	name, pkg string
+	template  bool
+}{
+	{"qwen3", testcache.Qwen3, true},
+	{"llama3", testcache.Llama3, true},
+	{"deepseek3", testcache.DeepSeekV3, true},
+	{"gpt4o", testcache.GPT4o, false},
 }
 
 var (
@@ -137,11 +143,14 @@ func TestParityTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rt := range realTokenizers {
+		if !rt.template {
+			continue
+		}
 		t.Run(rt.name, func(t *testing.T) {
 			var refs templateRefs
 			readRefs(t, "template_"+rt.name+".json", &refs)
 			if refs.Error != "" {
-				t.Skipf("refs carry an error: %s", refs.Error)
+				t.Fatalf("refs carry an error: %s", refs.Error)
 			}
 			tk := loadReal(t, rt.pkg)
 			compared := 0

@@ -148,8 +148,9 @@ def gen_templates(name, tokdir, convs, out, raw_tok):
               "jinja2_version": version_of("jinja2"),
               "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "cases": []}
     if not template:
-        result["error"] = "tokenizer_config.json has no chat_template"
-        write_json(os.path.join(out, "template_%s.json" % name), result)
+        # Nothing to compare (GPT-4o's package ships none); the Go test
+        # lists which tokenizers have templates.
+        print("%s: tokenizer_config.json has no chat_template; no template refs" % name, file=sys.stderr)
         return
     hf, how, errs = load_hf_tokenizer(tokdir, cfg, template)
     result["loader"] = how

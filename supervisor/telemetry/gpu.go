@@ -16,6 +16,9 @@ const (
 // NoDriverNote is the panel note when neither NVML nor nvidia-smi works.
 const NoDriverNote = "no NVIDIA driver found; GPU panel off"
 
+// ProbingNote is the panel's note until the first GPU probe answers.
+const ProbingNote = "probing GPUs"
+
 // GPUInfo is one GPU as a provider reads it, before any role is joined in.
 // Readings a device does not support stay zero.
 type GPUInfo struct {

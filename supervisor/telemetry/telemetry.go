@@ -151,7 +151,7 @@ func New(opts Options) *Telemetry {
 		subs:     map[chan Readings]struct{}{},
 		alive:    map[string]aliveHold{},
 	}
-	panel := snapshot.GPUPanelStatus{Provider: ProviderNone, Note: "probing GPUs"}
+	panel := snapshot.GPUPanelStatus{Provider: ProviderNone, Note: ProbingNote}
 	if opts.FakeGPUs > 0 {
 		t.fake = NewFakeGPUs(opts.FakeGPUs, opts.Now)
 		panel = fakePanel()
@@ -172,7 +172,7 @@ func (t *Telemetry) SetRoles(roles []RoleInfo) {
 }
 
 // Latest returns the most recent Readings; its maps are never nil. Before
-// the first poll the panel says "probing GPUs" (or "simulated GPUs").
+// the first poll the panel says ProbingNote (or "simulated GPUs").
 func (t *Telemetry) Latest() Readings { return *t.latest.Load() }
 
 // Subscribe returns a channel that holds the current Readings at once and

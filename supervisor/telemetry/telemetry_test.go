@@ -119,8 +119,10 @@ func TestTelemetryNoDriverStillWatchesProcesses(t *testing.T) {
 	defer cancel()
 	runTelemetry(t, tel)
 	tel.SetRoles([]RoleInfo{{Name: "decode", RootPID: root, CudaVisibleDevices: "0"}})
+	// The panel starts as "probing GPUs" with provider none too: wait for
+	// the probe's verdict, not only for the provider.
 	r := waitReadings(t, ch, func(r Readings) bool {
-		return r.Panel.Provider == ProviderNone && len(r.Procs["decode"].PIDs) == 2
+		return r.Panel.Provider == ProviderNone && r.Panel.Note != ProbingNote && len(r.Procs["decode"].PIDs) == 2
 	})
 	if r.Panel.Note != NoDriverNote || len(r.GPUs) != 0 || len(r.Notes) != 0 {
 		t.Fatalf("panel %+v gpus %d notes %q", r.Panel, len(r.GPUs), r.Notes)
