@@ -29,6 +29,19 @@ func (p *Profile) errAt(key, format string, args ...any) *Error {
 	return &Error{File: p.Path, Pos: pos, Key: k, Msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrorAt is an error pinned to key's line (or its closest written
+// ancestor's), for checks made outside this package (e.g. `tsd validate`
+// loading the tokenizer).
+func (p *Profile) ErrorAt(key, format string, args ...any) *Error {
+	return p.errAt(key, format, args...)
+}
+
+// Written reports whether key is written in the file (not defaulted).
+func (p *Profile) Written(key string) bool {
+	_, ok := p.pos[key]
+	return ok
+}
+
 // Where returns "file:line:col" of a key path, for messages that point at a
 // second place.
 func (p *Profile) Where(key string) string {

@@ -72,9 +72,12 @@ keys() { tm send-keys -t "$T" "$@"; }
 # bootstrap and dist-init bases in the planner's lower band), so parallel
 # runs and other tests do not collide. Relative paths in the profile are
 # made absolute (they resolve against its folder).
-PORT=$((30000 + RANDOM % 2700))
-DIST=$((10000 + (RANDOM % 19) * 100))
-BOOT=$((DIST + 60))
+# The Go test that runs this script (cmd/tsd/tmux_e2e_test.go) passes
+# ports reserved against every other test in E2E_PORT, E2E_BOOT and
+# E2E_DIST (a base with 40 free ports above it); run by hand, random ones.
+PORT=${E2E_PORT:-$((30000 + RANDOM % 2700))}
+DIST=${E2E_DIST:-$((10000 + (RANDOM % 19) * 100))}
+BOOT=${E2E_BOOT:-$((DIST + 20))}
 PROFILE=$TMP/demo.yaml
 sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
 	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $BOOT\n    dist_init_port: $DIST/" \

@@ -57,6 +57,9 @@ type GatewayStatus struct {
 	Errors    uint64  `json:"errors"`
 	InFlight  int     `json:"in_flight"`
 	Note      string  `json:"note,omitempty"` // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	// Problem is something the operator must fix, shown in red: e.g. the
+	// OpenAI API is off because the tokenizer did not load.
+	Problem string `json:"problem,omitempty"`
 }
 
 // RoleStatus is one role instance.

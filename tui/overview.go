@@ -186,6 +186,9 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Note != "" {
 		parts = append(parts, st.Warn.Render(g.Note))
 	}
+	if g.Problem != "" {
+		parts = append(parts, st.Bad.Render(g.Problem))
+	}
 	return wrapParts("", "  ", parts, " · ", p.w)
 }
 

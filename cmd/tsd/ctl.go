@@ -109,6 +109,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		gw = fmt.Sprintf("gateway %s (%s, %s)", s.Gateway.URL, s.Gateway.Mode, ready)
 	}
 	fmt.Fprintf(w, "%s — %s\n", s.Name, gw)
+	if s.Gateway.Problem != "" {
+		fmt.Fprintf(w, "  problem: %s\n", s.Gateway.Problem)
+	}
 	if s.Gateway.Note != "" {
 		fmt.Fprintf(w, "  %s\n", s.Gateway.Note)
 	}

@@ -564,6 +564,15 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	if dec.RanksRegistered != 1 || !dec.Routed || !s.Gateway.Ready {
 		t.Fatalf("decode not admitted: %+v gateway %+v", dec, s.Gateway)
 	}
+	// The profile's model folder is empty: the OpenAI API is off, and
+	// status and the output say so, not only the gateway log.
+	if !strings.Contains(s.Gateway.Problem, "OpenAI API off: tokenizer") {
+		t.Fatalf("gateway problem %q", s.Gateway.Problem)
+	}
+	d.waitLine(0, "tsd: OpenAI API off: tokenizer")
+	if out, _ := d.ctl("status"); !strings.Contains(out, "problem: OpenAI API off") {
+		t.Fatalf("tsd status does not show the problem:\n%s", out)
+	}
 	prePIDs := groupProcs(pre.PID)
 	generate(t, base)
 

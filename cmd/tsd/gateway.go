@@ -41,7 +41,11 @@ func (c gatewayCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: openAIMount(plan, log)})
+	mount, problem := openAIMount(plan, log)
+	if problem != "" {
+		fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd gateway: "+problem))
+	}
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount})
 	if err != nil {
 		return err
 	}
@@ -88,16 +92,13 @@ func (c gatewayCmd) Run() error {
 
 // openAIMount serves /v1/chat/completions and /v1/completions when the
 // plan's tokenizer loads; without one the gateway still serves the
-// token-level /generate, and says why.
-func openAIMount(plan *profiles.Plan, log *slog.Logger) func(gen.Engine, *http.ServeMux) {
-	dir := plan.Tokenizer
-	if dir == "" {
-		dir = plan.Model
-	}
+// token-level /generate, and problem says why in words for the screen.
+func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), problem string) {
+	dir := tokenizerDir(plan.Tokenizer, plan.Model)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
-		return nil
+		return nil, fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
 	}
 	model := plan.ServedModelName
 	if model == "" {
@@ -119,5 +120,14 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) func(gen.Engine, *http.S
 	}
 	return func(e gen.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis}).Register(mux)
+	}, ""
+}
+
+// tokenizerDir is where the gateway reads tokenizer.json and the chat
+// template: the profile's tokenizer, else its model.
+func tokenizerDir(tok, model string) string {
+	if tok != "" {
+		return tok
 	}
+	return model
 }

@@ -73,7 +73,7 @@ func TestOpenAIMountImageURLs(t *testing.T) {
 	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes)
 	for _, allow := range []bool{false, true} {
 		plan := &profiles.Plan{Model: model, Tokenizer: model, ServedModelName: "demo-vl", Gateway: profiles.GatewayPlan{Mode: profiles.ModeEPD, ImageURLs: allow}}
-		mount := openAIMount(plan, slog.New(slog.DiscardHandler))
+		mount, _ := openAIMount(plan, slog.New(slog.DiscardHandler))
 		if mount == nil {
 			t.Fatal("no OpenAI mount for the demo-vl model")
 		}

@@ -146,7 +146,7 @@ func TestPlanRemoteAndJSON(t *testing.T) {
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	good := filepath.Join("..", "..", "profiles", "examples", "1p1d-4gpu.yaml")
+	good := filepath.Join("..", "..", "profiles", "examples", "demo.yaml")
 	if err := (validateCmd{Profile: good}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil || out.String() != "ok\n" {
 		t.Fatalf("good profile: %v %q", err, out.String())
 	}
@@ -168,7 +168,45 @@ func TestValidate(t *testing.T) {
 	// --preflight turns host problems into exit 1.
 	env := profiles.PreflightEnv{LookPath: func(string) (string, error) { return "", errors.New("no") }}
 	err = (validateCmd{Profile: good, Preflight: true}).run(&out, &errOut, testFacts(), env)
-	if !errors.As(err, &ee) || !strings.Contains(ee.msg, `engine command "ts" not found`) {
+	if !errors.As(err, &ee) || !strings.Contains(ee.msg, `engine command "ts-fake" not found`) {
 		t.Errorf("preflight: %v", err)
+	}
+}
+
+// Pins: validate refuses a model folder that does not exist, a tokenizer
+// that is no local folder or does not load, each at its key's line; and
+// --no-model-files skips those checks.
+func TestValidateModelFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	roles := "roles:\n  - {name: prefill, gpus: [0]}\n  - {name: decode, gpus: [1]}\n"
+	for _, c := range []struct{ name, src, want string }{
+		{"missing model", "model: ./nope\n" + roles, "p.yaml:1:1: model: " + filepath.Join(dir, "nope") + " does not exist"},
+		{"model id without tokenizer", "model: Qwen/Qwen3-8B\n" + roles, `p.yaml:1:1: model: "Qwen/Qwen3-8B" is not a local folder`},
+		{"tokenizer missing", "model: Qwen/Qwen3-8B\ntokenizer: ./tok\n" + roles, "p.yaml:2:1: tokenizer: tokenizer does not load"},
+		{"tokenizer empty", "model: ./empty\n" + roles, "p.yaml:1:1: model: tokenizer does not load, so the OpenAI API would be off"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub := t.TempDir()
+			if err := os.Mkdir(filepath.Join(sub, "empty"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(sub, "p.yaml")
+			if err := os.WriteFile(path, []byte(c.src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out, errOut bytes.Buffer
+			err := (validateCmd{Profile: path}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{})
+			want := strings.ReplaceAll(c.want, dir, sub)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got %v, want %q", err, want)
+			}
+			if err := (validateCmd{Profile: path, NoModelDirs: true}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil {
+				t.Fatalf("--no-model-files: %v", err)
+			}
+		})
 	}
 }

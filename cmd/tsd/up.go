@@ -77,6 +77,9 @@ func (c upCmd) Run() error {
 		if gw, err = newGateway(plan, reg); err != nil {
 			return fmt.Errorf("create gateway: %w", err)
 		}
+		if p, ok := gw.(interface{ Problem() string }); ok && headless {
+			fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd: "+p.Problem()))
+		}
 	}
 
 	out := newHeadlessOut(os.Stdout, tty)
@@ -262,7 +265,39 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.
 		logw = f // lives as long as tsd up
 	}
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	return gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: openAIMount(plan, log)})
+	mount, problem := openAIMount(plan, log)
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount})
+	if err != nil || problem == "" {
+		return g, err
+	}
+	return problemGateway{g, problem}, nil
+}
+
+// problemGateway adds a problem found while building the gateway (the
+// OpenAI API is off) to every status, so the dashboard, `tsd status` and
+// the headless output show it in red instead of only the gateway log.
+type problemGateway struct {
+	*gateway.Gateway
+	problem string
+}
+
+func (g problemGateway) Status() snapshot.GatewayStatus {
+	s := g.Gateway.Status()
+	if s.Problem == "" {
+		s.Problem = g.problem
+	}
+	return s
+}
+
+// Problem is the problem to print before anything starts.
+func (g problemGateway) Problem() string { return g.problem }
+
+// red colours s on a terminal.
+func red(colour bool, s string) string {
+	if !colour {
+		return s
+	}
+	return "\x1b[31m" + s + "\x1b[0m"
 }
 
 func (c upCmd) loadPlan() (*profiles.Plan, error) {

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
 
 type validateCmd struct {
-	Profile   string `arg:"" help:"Profile YAML file."`
-	Preflight bool   `help:"Also check this host: ports free, engine command on PATH, GPUs, socket and log directories."`
+	Profile     string `arg:"" help:"Profile YAML file."`
+	Preflight   bool   `help:"Also check this host: ports free, engine command on PATH, GPUs, socket and log directories."`
+	NoModelDirs bool   `name:"no-model-files" help:"Do not look for the model and tokenizer folders (validating on a machine other than the one that serves)."`
 }
 
 func (c validateCmd) Run() error {
@@ -23,7 +26,10 @@ func (c validateCmd) Run() error {
 }
 
 func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env profiles.PreflightEnv) error {
-	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
+	prof, plan, errs := profiles.LoadPlan(c.Profile, facts)
+	if len(errs) == 0 && !c.NoModelDirs {
+		errs = modelFiles(prof, loadTokenizer)
+	}
 	if len(errs) > 0 {
 		return profileErrors(errs)
 	}
@@ -45,4 +51,44 @@ func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// loadTokenizer is what the gateway does with the tokenizer folder at
+// `tsd up`.
+func loadTokenizer(dir string) error {
+	_, err := tokenizer.Load(dir)
+	return err
+}
+
+// modelFiles checks what will be read from disk: a model given as a local
+// path exists, and the tokenizer the OpenAI API needs loads. A model id
+// (Qwen/Qwen3-8B: the engines fetch it) is left alone, but the gateway
+// still needs a local tokenizer folder.
+func modelFiles(p *profiles.Profile, load func(dir string) error) profiles.Errors {
+	var errs profiles.Errors
+	at := func(key, format string, args ...any) {
+		errs = append(errs, p.ErrorAt(key, format, args...))
+	}
+	if filepath.IsAbs(p.Model) {
+		if st, err := os.Stat(p.Model); err != nil {
+			at("model", "%s does not exist (a local model folder, or a model id such as Qwen/Qwen3-8B)", p.Model)
+		} else if !st.IsDir() {
+			at("model", "%s is not a folder", p.Model)
+		}
+	}
+	key, dir := "tokenizer", tokenizerDir(p.Tokenizer, p.Model)
+	if !p.Written("tokenizer") {
+		key = "model" // the tokenizer defaults to the model folder
+	}
+	if len(errs) > 0 && key == "model" {
+		return errs // the model error says it all
+	}
+	if !filepath.IsAbs(dir) {
+		at(key, "%q is not a local folder: the gateway reads tokenizer.json and the chat template from one (set tokenizer: to a local copy)", dir)
+		return errs
+	}
+	if err := load(dir); err != nil {
+		at(key, "tokenizer does not load, so the OpenAI API would be off: %v", err)
+	}
+	return errs
 }

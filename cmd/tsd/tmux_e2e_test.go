@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/tsd-project/tsd/internal/testports"
+)
+
+// TestE2ETmuxDashboard runs the dashboard in a real terminal
+// (scripts/e2e-tmux.sh): every role ready on screen, restart the decode
+// with r + y, find a milestone in its log, quit, nothing left. It is a Go
+// test so that `make test` has one runner and one summary, and so its
+// ports come from the same reservation as every other test's.
+func TestE2ETmuxDashboard(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (apt-get install tmux): the dashboard's terminal test did not run")
+	}
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	t.Parallel()
+	dist := testports.Range(t, 40)
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "e2e-tmux.sh"))
+	cmd.Env = append(os.Environ(),
+		"TSD_BIN_DIR="+binDir,
+		"E2E_PORT="+strconv.Itoa(testports.Port(t)),
+		"E2E_DIST="+strconv.Itoa(dist),
+		"E2E_BOOT="+strconv.Itoa(dist+20),
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/e2e-tmux.sh: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
