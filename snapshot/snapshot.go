@@ -19,7 +19,7 @@ const (
 	StateBackoff     = "backoff"
 	StateFailed      = "failed"
 	StateStalled     = "stalled" // connected but not working: process stopped, or no output with requests in flight
-	StateRemote      = "remote" // not spawned by tsd; waits for its ranks to dial in
+	StateRemote      = "remote"  // not spawned by tsd; waits for its ranks to dial in
 )
 
 // Rank handshake states (zmq-lane.md §3, gateway side).
