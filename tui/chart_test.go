@@ -1,0 +1,106 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// Pins: a sparkline is exactly width cells, right-aligned, scaled to its
+// top, and a short spike survives the folding of many samples into few
+// cells; a positive value never draws as nothing.
+func TestSparkline(t *testing.T) {
+	for _, c := range []struct {
+		vals  []float64
+		width int
+		top   float64
+		want  string
+	}{
+		{[]float64{0, 1, 2, 3, 4, 5, 6, 7}, 8, 7, "▁▂▃▄▅▆▇█"},
+		{[]float64{4, 8}, 5, 0, "   ▅█"},
+		{[]float64{0, 0, 0, 9, 0, 0, 0, 0}, 2, 9, "█▁"},
+		{[]float64{0.01, 0}, 2, 100, "▂▁"},
+		{nil, 3, 0, "   "},
+	} {
+		got := sparkline(c.vals, c.width, c.top)
+		if got != c.want || utf8.RuneCountInString(got) != c.width {
+			t.Errorf("sparkline(%v, %d, %g) = %q, want %q", c.vals, c.width, c.top, got, c.want)
+		}
+	}
+}
+
+// Pins: the braille chart fills from the bottom, one dot row per quarter
+// cell, two samples per cell, newest at the right, every line width wide.
+func TestBrailleChart(t *testing.T) {
+	// 4 samples over 2 cells × 2 rows (8 dot rows): 0, full, half, quarter.
+	lines := brailleChart([]float64{0, 8, 4, 2}, 2, 2, 8)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	// Top row: only the full sample (right half of cell 0) reaches it.
+	// Bottom row: cell 0's right half full; cell 1's left half full (4 of
+	// 8 dots: the whole bottom row), its right half 2 dots.
+	want := []string{
+		string(rune(0x2800 | 0x08 | 0x10 | 0x20 | 0x80)) + string(rune(0x2800)),
+		string(rune(0x2800 | 0x08 | 0x10 | 0x20 | 0x80)) + string(rune(0x2800|0x01|0x02|0x04|0x40|0x20|0x80)),
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("row %d = %q, want %q", i, lines[i], want[i])
+		}
+	}
+	for _, l := range brailleChart(make([]float64, 500), 40, 3, 0) {
+		if utf8.RuneCountInString(l) != 40 || strings.Trim(l, "\u2800") != "" {
+			t.Fatalf("empty chart line %q", l)
+		}
+	}
+}
+
+// Pins: the ring keeps the newest cap samples in order, and since() cuts
+// by time from the newest sample.
+func TestSeriesRing(t *testing.T) {
+	s := newSeries(4)
+	t0 := time.Unix(1000, 0)
+	for i := 0; i < 6; i++ {
+		s.add(t0.Add(time.Duration(i)*time.Second), float64(i))
+	}
+	if s.len() != 4 || s.last() != 5 {
+		t.Fatalf("len %d last %g", s.len(), s.last())
+	}
+	if got := s.since(time.Hour); len(got) != 4 || got[0] != 2 || got[3] != 5 {
+		t.Fatalf("since(1h) = %v", got)
+	}
+	if got := s.since(time.Second); len(got) != 2 || got[0] != 4 {
+		t.Fatalf("since(1s) = %v", got)
+	}
+}
+
+// Pins: a steady rate sampled at uneven intervals reads steady, and a step
+// is followed at the half-life's pace, whatever the cadence.
+func TestEWMA(t *testing.T) {
+	e := ewma{hl: 2 * time.Second}
+	t0 := time.Unix(0, 0)
+	at := t0
+	for _, dt := range []time.Duration{0, 100 * time.Millisecond, 900 * time.Millisecond, 3 * time.Second, 50 * time.Millisecond} {
+		at = at.Add(dt)
+		if v := e.add(at, 3.8); v != 3.8 {
+			t.Fatalf("steady 3.8 read %g", v)
+		}
+	}
+	// A step to 0: after one half-life the reading is half way.
+	if v := e.add(at.Add(2*time.Second), 0); v < 1.89 || v > 1.91 {
+		t.Fatalf("after one half-life: %g", v)
+	}
+}
+
+func BenchmarkBrailleChart200(b *testing.B) {
+	vals := make([]float64, historyCap)
+	for i := range vals {
+		vals[i] = float64(i % 97)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = brailleChart(vals, 200, 4, 0)
+	}
+}
