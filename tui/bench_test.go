@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/tui/tuitest"
@@ -35,6 +36,23 @@ func benchRender(b *testing.B, m *Model) {
 func BenchmarkFrameOverview(b *testing.B) {
 	m := benchModel(b, 10000)
 	press(m, "esc")
+	benchRender(b, m)
+}
+
+// The overview with full histories: every trend ring holds its whole
+// capacity (more than 10 minutes of snapshots).
+func BenchmarkFrameOverviewFullTrends(b *testing.B) {
+	m := benchModel(b, 10000)
+	press(m, "esc")
+	s := m.snap
+	for i := 1; i <= historyCap; i++ {
+		s.Time = t0.Add(time.Duration(i) * 500 * time.Millisecond)
+		s.Gateway.ReqPerSec = float64(i % 17)
+		for g := range s.GPUs {
+			s.GPUs[g].UtilPct = (i + g) % 100
+		}
+		m.setSnapshot(s)
+	}
 	benchRender(b, m)
 }
 

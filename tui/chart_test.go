@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,14 @@ func TestSeriesRing(t *testing.T) {
 	}
 	if got := s.since(time.Second); len(got) != 2 || got[0] != 4 {
 		t.Fatalf("since(1s) = %v", got)
+	}
+	// buckets agrees with bucketMax over since.
+	for _, n := range []int{1, 2, 3, 4, 9} {
+		want := bucketMax(s.since(time.Hour), n)
+		got := s.buckets(time.Hour, n)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("buckets(%d) = %v, bucketMax = %v", n, got, want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
@@ -112,5 +113,29 @@ func TestTinyWindows(t *testing.T) {
 		checkFrame(t, m.render(), sz.w, sz.h)
 		press(m, "esc", "esc", "esc", "r")
 		checkFrame(t, m.render(), sz.w, sz.h)
+	}
+}
+
+// The trends panel after five minutes of a load that rises and falls, at
+// every size: sparklines use the width they get, the gateway's rates read
+// smoothed, and at 80×24 the trends give way to the table and GPUs.
+func TestGoldenTrends(t *testing.T) {
+	for _, sz := range []struct{ w, h int }{{200, 60}, {120, 40}, {80, 24}} {
+		s := tuitest.Deployment(4, 2, 2, t0)
+		m, _ := newTestModel(t, sz.w, sz.h, s)
+		for i := 1; i <= 300; i++ {
+			s.Time = t0.Add(time.Duration(i) * time.Second)
+			load := float64((i / 10) % 10) // a saw tooth: 0..9 over 100 s
+			s.Gateway.ReqPerSec = 2 * load
+			s.Gateway.TokPerSec = 300 * load
+			s.Gateway.InFlight = int(load)
+			for g := range s.GPUs {
+				s.GPUs[g].UtilPct = int(load*10) / (g + 1)
+			}
+			m.setSnapshot(s)
+		}
+		out := plain(m)
+		checkFrame(t, out, sz.w, sz.h)
+		golden(t, fmt.Sprintf("trends_%dx%d", sz.w, sz.h), out)
 	}
 }

@@ -79,6 +79,39 @@ func (s *series) since(d time.Duration) []float64 {
 	return out
 }
 
+// buckets folds the samples of the last d into at most n values, oldest
+// first, each the largest of its slice (as bucketMax does, without copying
+// the window first: a frame renders a dozen series of 1500 samples).
+func (s *series) buckets(d time.Duration, n int) []float64 {
+	if s.n == 0 || n <= 0 {
+		return nil
+	}
+	newest, _ := s.at(s.n - 1)
+	from := 0
+	for from < s.n {
+		t, _ := s.at(from)
+		if newest.Sub(t) <= d {
+			break
+		}
+		from++
+	}
+	count := s.n - from
+	k := min(n, count)
+	out := make([]float64, k)
+	for i := range out {
+		lo := from + i*count/k
+		hi := from + (i+1)*count/k
+		_, m := s.at(lo)
+		for j := lo + 1; j < hi; j++ {
+			if _, v := s.at(j); v > m {
+				m = v
+			}
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // ewma smooths a rate that is sampled at uneven intervals: the weight of
 // the past decays with elapsed time (half-life hl), not with the number of
 // samples, so a steady 3.8 req/s reads 3.8 whatever the snapshot cadence.

@@ -62,6 +62,7 @@ type Model struct {
 	snap    snapshot.Snapshot
 	hasSnap bool
 
+	trends    *trends // the past, folded from every snapshot
 	overview  *overviewPage
 	inspector *inspectorPage
 	logs      *logsPage
@@ -92,6 +93,7 @@ func New(b Backend, opts Options) *Model {
 		opts: opts,
 		done: make(chan struct{}),
 	}
+	m.trends = newTrends()
 	m.overview = &overviewPage{m: m}
 	m.inspector = &inspectorPage{m: m}
 	m.logs = newLogsPage(m, opts.LogLines)
@@ -198,6 +200,7 @@ func (m *Model) rearmSnap() tea.Cmd {
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
 	m.snap, m.hasSnap = s, true
+	m.trends.fold(s)
 	m.overview.clamp()
 }
 

@@ -149,7 +149,20 @@ func (p *overviewPage) View() string {
 	}
 	out = append(out, "")
 	out = append(out, gpu...)
-	if events := p.eventLines(); len(events) > 0 {
+	events := p.eventLines()
+	// Trends take the rows below the GPUs, leaving the events at least a
+	// third of them (and three lines) when there are any.
+	if room := p.h - len(out) - 1; room >= 3 {
+		keep := 0
+		if len(events) > 0 {
+			keep = min(len(events)+1, max(3, room/3))
+		}
+		if tl := m.trends.lines(st, "gpu", p.w, room-keep); len(tl) > 0 {
+			out = append(out, "")
+			out = append(out, tl...)
+		}
+	}
+	if len(events) > 0 {
 		if room := p.h - len(out) - 1; room >= 2 {
 			if len(events) > room {
 				events = append(events[:1], events[len(events)-room+1:]...)
@@ -172,9 +185,14 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Mode != "" {
 		parts = append(parts, "mode "+g.Mode)
 	}
+	// Rates as the trends smooth them (raw per-snapshot rates jitter).
+	reqRate, tokRate := g.ReqPerSec, g.TokPerSec
+	if p.m.trends.req.len() > 0 {
+		reqRate, tokRate = p.m.trends.smoothed()
+	}
 	parts = append(parts, ready,
-		ftoa(g.ReqPerSec, 1)+" req/s",
-		ftoa(g.TokPerSec, 0)+" tok/s",
+		ftoa(reqRate, 1)+" req/s",
+		ftoa(tokRate, 0)+" tok/s",
 		fmt.Sprintf("%d in flight", g.InFlight),
 		fmt.Sprintf("%d req", g.Requests),
 	)

@@ -1,0 +1,127 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// trends is the dashboard's memory of the past: the gateway's rates and
+// load and every GPU's utilisation and memory, folded from each snapshot
+// into bounded rings (view state only; the daemon keeps no history).
+type trends struct {
+	last     time.Time
+	reqRate  ewma
+	tokRate  ewma
+	req      *series
+	tok      *series
+	inflight *series
+	gpuUtil  map[int]*series // by GPU index
+	gpuMem   map[int]*series // percent of the card
+}
+
+// rateHalfLife smooths the gateway's per-snapshot rates: long enough that
+// a steady load reads steady, short enough that a stop shows within a few
+// seconds.
+const rateHalfLife = 2 * time.Second
+
+func newTrends() *trends {
+	return &trends{
+		reqRate: ewma{hl: rateHalfLife}, tokRate: ewma{hl: rateHalfLife},
+		req: newSeries(historyCap), tok: newSeries(historyCap), inflight: newSeries(historyCap),
+		gpuUtil: map[int]*series{}, gpuMem: map[int]*series{},
+	}
+}
+
+// fold takes one snapshot; snapshots without a time, or not newer than
+// the last one folded, are ignored (a resubscription repeats the current).
+func (t *trends) fold(s snapshot.Snapshot) {
+	if s.Time.IsZero() || !s.Time.After(t.last) {
+		return
+	}
+	t.last = s.Time
+	g := s.Gateway
+	t.req.add(s.Time, t.reqRate.add(s.Time, g.ReqPerSec))
+	t.tok.add(s.Time, t.tokRate.add(s.Time, g.TokPerSec))
+	t.inflight.add(s.Time, float64(g.InFlight))
+	for _, gpu := range s.GPUs {
+		if t.gpuUtil[gpu.Index] == nil {
+			t.gpuUtil[gpu.Index] = newSeries(historyCap)
+			t.gpuMem[gpu.Index] = newSeries(historyCap)
+		}
+		t.gpuUtil[gpu.Index].add(s.Time, float64(gpu.UtilPct))
+		mem := 0.0
+		if gpu.MemTotalB > 0 {
+			mem = float64(gpu.MemUsedB) / float64(gpu.MemTotalB) * 100
+		}
+		t.gpuMem[gpu.Index].add(s.Time, mem)
+	}
+}
+
+// smoothed are the gateway's rates as the trends read them now.
+func (t *trends) smoothed() (reqPerSec, tokPerSec float64) {
+	return t.req.last(), t.tok.last()
+}
+
+// trendRow is one line of the trends panel.
+type trendRow struct {
+	label string
+	s     *series
+	top   float64 // 0: scale to the window's largest value
+	value string
+}
+
+func (t *trends) rows(device string) []trendRow {
+	out := []trendRow{
+		{"req/s", t.req, 0, ftoa(t.req.last(), 1)},
+		{"tok/s", t.tok, 0, ftoa(t.tok.last(), 0)},
+		{"in flight", t.inflight, 0, fmt.Sprintf("%.0f", t.inflight.last())},
+	}
+	idx := make([]int, 0, len(t.gpuUtil))
+	for i := range t.gpuUtil {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for _, i := range idx {
+		out = append(out,
+			trendRow{fmt.Sprintf("%s%d util", device, i), t.gpuUtil[i], 100, fmt.Sprintf("%.0f%%", t.gpuUtil[i].last())},
+			trendRow{fmt.Sprintf("%s%d mem", device, i), t.gpuMem[i], 100, fmt.Sprintf("%.0f%%", t.gpuMem[i].last())})
+	}
+	return out
+}
+
+// lines renders at most rows lines of width w: a heading, then one
+// sparkline per trend over the last 10 minutes, the gateway's first.
+func (t *trends) lines(st Styles, device string, w, rows int) []string {
+	if rows < 2 || w < 30 || t.req.len() == 0 {
+		return nil
+	}
+	span := time.Duration(0)
+	if n := t.req.len(); n > 1 {
+		first, _ := t.req.at(0)
+		last, _ := t.req.at(n - 1)
+		span = min(last.Sub(first), historyWindow)
+	}
+	out := []string{st.Title.Render("trends") + st.Faint.Render(" · last "+fmtSpan(span))}
+	const labelW, valueW = 12, 8
+	sparkW := w - labelW - valueW - 4
+	for _, r := range t.rows(device) {
+		if len(out) == rows {
+			break
+		}
+		spark := sparkline(r.s.buckets(historyWindow, sparkW), sparkW, r.top)
+		out = append(out, fmt.Sprintf("  %-*s%s %*s", labelW, r.label, st.BarFilled.Render(spark), valueW, r.value))
+	}
+	return out
+}
+
+// fmtSpan says how much history the panel shows: "12s", "4m", "10m".
+func fmtSpan(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%dm", int(d.Minutes())), "0s")
+}
