@@ -39,6 +39,11 @@ type KeyMap struct {
 	Follow     key.Binding
 	Wrap       key.Binding
 	Save       key.Binding
+	Timestamps key.Binding
+	Left       key.Binding
+	Right      key.Binding
+	NextError  key.Binding
+	PrevError  key.Binding
 	NextSource key.Binding
 	PrevSource key.Binding
 }
@@ -78,6 +83,11 @@ func DefaultKeyMap() KeyMap {
 		Follow:     b([]string{"f"}, "f", "follow"),
 		Wrap:       b([]string{"w"}, "w", "wrap"),
 		Save:       b([]string{"S"}, "S", "save full log"),
+		Timestamps: b([]string{"T"}, "T", "timestamps"),
+		Left:       b([]string{"left"}, "←", "scroll left"),
+		Right:      b([]string{"right"}, "→", "scroll right"),
+		NextError:  b([]string{"e"}, "e", "next error"),
+		PrevError:  b([]string{"E"}, "E", "prev error"),
 		NextSource: b([]string{"tab"}, "tab", "next role"),
 		PrevSource: b([]string{"shift+tab"}, "shift+tab", "prev role"),
 	}
@@ -91,7 +101,8 @@ func (k KeyMap) helpSections() []helpSection {
 		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
-			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource, k.PrevSource, k.MergedLogs}},
+			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,
+			k.Save, k.NextSource, k.PrevSource, k.MergedLogs}},
 	}
 }
 

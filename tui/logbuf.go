@@ -17,6 +17,7 @@ type logEntry struct {
 	role  string
 	text  string
 	note  bool
+	level logLevel
 	width int // display cells of text
 }
 
@@ -53,6 +54,7 @@ func (b *logBuf) entry(abs uint64) *logEntry {
 func (b *logBuf) add(l snapshot.LogLine) {
 	e := logEntry{time: l.Time, role: l.Role, text: sanitize(l.Text), note: l.Note}
 	e.width = textWidth(e.text)
+	e.level = lineLevel(e.text)
 	if b.n == b.max {
 		b.start = (b.start + 1) % len(b.ring)
 		b.first++

@@ -39,6 +39,11 @@ type logsPage struct {
 
 	follow bool
 	wrap   bool
+	stamps bool   // show each line's time
+	hasErr bool   // errAbs is the error line e/E last jumped to
+	errAbs uint64
+	errMsg string
+	xoff   int    // first text cell shown when wrap is off (horizontal scroll)
 	top    uint64 // absolute number of the first line shown when not following
 
 	find      string
@@ -71,7 +76,7 @@ func (p *logsPage) ShortHelp() []key.Binding {
 			key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel")),
 		}
 	}
-	return []key.Binding{k.Back, k.Find, k.Next, k.Prev, k.Filter, k.Inverse, k.Follow, k.Wrap, k.Save, k.NextSource}
+	return []key.Binding{k.Back, k.Find, k.Next, k.Prev, k.Filter, k.Inverse, k.NextError, k.Follow, k.Wrap, k.Timestamps, k.Save, k.NextSource}
 }
 
 // open switches the page to a source and subscribes to it. The filter and
@@ -82,6 +87,7 @@ func (p *logsPage) open(role string) tea.Cmd {
 	p.buf.reset()
 	p.buf.setFilter(p.buf.filter, p.buf.inverse)
 	p.follow, p.top, p.hasCur, p.dropped, p.findMsg = true, 0, false, 0, ""
+	p.hasErr, p.errMsg = false, ""
 	return subscribeLogsCmd(p.m.b, role, p.gen)
 }
 
@@ -181,7 +187,21 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 			p.follow = true
 		}
 	case key.Matches(k, keys.Wrap):
-		p.wrap = !p.wrap
+		p.wrap, p.xoff = !p.wrap, 0
+	case key.Matches(k, keys.Timestamps):
+		p.stamps = !p.stamps
+	case key.Matches(k, keys.Left):
+		p.xoff = max(0, p.xoff-max(8, p.textWidth()/2))
+	case key.Matches(k, keys.Right):
+		if !p.wrap {
+			p.xoff += max(8, p.textWidth()/2)
+		} else {
+			p.m.flash = "wrap is on: nothing to scroll (w turns it off)"
+		}
+	case key.Matches(k, keys.NextError):
+		p.jumpError(topIdx, true)
+	case key.Matches(k, keys.PrevError):
+		p.jumpError(topIdx, false)
 	case key.Matches(k, keys.Find):
 		p.input, p.inputText = inputFind, ""
 	case key.Matches(k, keys.Filter):
@@ -443,13 +463,92 @@ func (p *logsPage) tagWidth() int {
 }
 
 func (p *logsPage) gutter() int {
-	if p.find != "" {
+	if p.find != "" || p.hasErr {
 		return 2
 	}
 	return 0
 }
 
-func (p *logsPage) textWidth() int { return max(p.w-p.tagWidth()-p.gutter(), 1) }
+func (p *logsPage) textWidth() int { return max(p.w-p.tagWidth()-p.gutter()-p.stampWidth(), 1) }
+
+// stampLayout is the timestamps column (T): time of day to the millisecond.
+const stampLayout = "15:04:05.000"
+
+func (p *logsPage) stampWidth() int {
+	if p.stamps {
+		return len(stampLayout) + 1
+	}
+	return 0
+}
+
+// jumpError scrolls to the next (or previous) line that reads as an
+// error, from the last one jumped to (or the view's top), and counts it
+// among all of them in the status line; it says so when there is none.
+func (p *logsPage) jumpError(topIdx int, forward bool) {
+	n := p.buf.viewLen()
+	from := topIdx
+	if forward {
+		from = topIdx - 1
+	}
+	if p.hasErr && p.errAbs >= p.buf.first {
+		// The line jumped to last (or where it would be, if a filter
+		// now hides it: the search goes on from there).
+		from = p.buf.viewIndex(p.errAbs)
+		if !forward && (from >= p.buf.viewLen() || p.buf.viewAt(from) != p.errAbs) {
+			from++ // viewIndex named the next line after the hidden one
+		}
+	}
+	step := 1
+	if !forward {
+		step = -1
+	}
+	for i := from + step; i >= 0 && i < n; i += step {
+		abs := p.buf.viewAt(i)
+		if p.buf.entry(abs).level != levelError {
+			continue
+		}
+		p.follow, p.hasErr, p.errAbs = false, true, abs
+		p.scrollTo(i)
+		k, total := 0, 0
+		for j := 0; j < n; j++ {
+			if p.buf.entry(p.buf.viewAt(j)).level == levelError {
+				total++
+				if j <= i {
+					k++
+				}
+			}
+		}
+		p.errMsg = fmt.Sprintf("error %d/%d", k, total)
+		return
+	}
+	if forward {
+		p.m.flash = "no error below"
+	} else {
+		p.m.flash = "no error above"
+	}
+}
+
+// highlightFilter marks what the filter's regex matches in one visible
+// line (find's highlight takes precedence when both are set).
+func (p *logsPage) highlightFilter(s string) string {
+	locs := p.buf.filter.FindAllStringIndex(s, -1)
+	if len(locs) == 0 {
+		return s
+	}
+	st := p.m.c.Styles
+	var b strings.Builder
+	at := 0
+	for _, l := range locs {
+		if l[1] <= l[0] {
+			continue
+		}
+		b.WriteString(s[at:l[0]])
+		b.WriteString(st.Match.Render(s[l[0]:l[1]]))
+		at = l[1]
+	}
+	b.WriteString(s[at:])
+	return b.String()
+}
 
 func (p *logsPage) lineRows(e *logEntry) int {
 	if !p.wrap || e.width <= p.textWidth() {
@@ -472,6 +571,11 @@ func (p *logsPage) View() string {
 		e := p.buf.entry(abs)
 		isCur := p.hasCur && abs == p.cur
 		prefix := ""
+		if p.hasErr && abs == p.errAbs && p.find == "" {
+			prefix = "» "
+		} else if p.hasErr && p.find == "" {
+			prefix = "  "
+		}
 		if p.find != "" {
 			if isCur {
 				prefix = "» "
@@ -480,22 +584,36 @@ func (p *logsPage) View() string {
 			}
 		}
 		if tagW > 0 {
-			prefix += st.Faint.Render(fit(e.role, tagW-1)) + " "
+			prefix += roleStyle(e.role).Render(fit(e.role, tagW-1)) + " "
+		}
+		if p.stamps {
+			prefix += st.Faint.Render(e.time.Format(stampLayout)) + " "
 		}
 		segs := []string{e.text}
-		if p.wrap && e.width > tw {
+		switch {
+		case p.wrap && e.width > tw:
 			segs = strings.Split(ansi.Hardwrap(e.text, tw, true), "\n")
-		} else if e.width > tw {
+		case p.xoff > 0:
+			segs[0] = ansi.Cut(e.text, p.xoff, p.xoff+tw)
+		case e.width > tw:
 			segs[0] = ansi.Truncate(e.text, tw, "…")
 		}
 		for j, s := range segs {
 			if len(out) > rows {
 				break
 			}
-			if p.find != "" {
+			switch {
+			case p.find != "":
 				s = p.highlight(s, isCur)
+			case p.buf.filter != nil && !p.buf.inverse:
+				s = p.highlightFilter(s)
 			}
-			if e.note {
+			switch {
+			case e.note:
+				s = st.Warn.Render(s)
+			case e.level == levelError:
+				s = st.Bad.Render(s)
+			case e.level == levelWarning:
 				s = st.Warn.Render(s)
 			}
 			if j == 0 {
@@ -579,7 +697,13 @@ func (p *logsPage) statusLine() string {
 		}
 		parts = append(parts, f)
 	}
+	if p.errMsg != "" {
+		parts = append(parts, p.errMsg)
+	}
 	parts = append(parts, "wrap "+onOff(p.wrap))
+	if p.xoff > 0 {
+		parts = append(parts, fmt.Sprintf("→%d", p.xoff))
+	}
 	total := fmt.Sprintf("%d lines", p.buf.n)
 	if p.buf.first > 0 || p.dropped > 0 {
 		total += fmt.Sprintf(" (%d older not shown)", p.buf.first+p.dropped)
