@@ -39,8 +39,8 @@ type logsPage struct {
 
 	follow bool
 	wrap   bool
-	stamps bool   // show each line's time
-	hasErr bool   // errAbs is the error line e/E last jumped to
+	stamps bool // show each line's time
+	hasErr bool // errAbs is the error line e/E last jumped to
 	errAbs uint64
 	errMsg string
 	xoff   int    // first text cell shown when wrap is off (horizontal scroll)
