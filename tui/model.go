@@ -40,6 +40,9 @@ type (
 	controlDoneMsg struct {
 		what string
 		err  error
+		// restarted names the role a successful restart call was for: the
+		// message says "done" only once the role is ready again.
+		restarted string
 	}
 	testDoneMsg struct {
 		reply   string
@@ -75,6 +78,9 @@ type Model struct {
 	confirmWhat   string
 	confirmQuit   bool // q (or ctrl+c) again also confirms
 	flash         string
+	pending       *pendingRestart
+	flashSeen     string    // the flash as the last tick saw it
+	flashAt       time.Time // when that tick first saw it
 	testing       bool
 	helpBar       help.Model
 
@@ -162,11 +168,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.flash = "status stream ended"
 		return m, nil
 	case tickMsg:
+		m.expireFlash(time.Time(msg))
 		return m, tick()
 	case controlDoneMsg:
-		if msg.err != nil {
+		switch {
+		case msg.err != nil:
 			m.flash = fmt.Sprintf("%s failed: %v", msg.what, msg.err)
-		} else {
+		case msg.restarted != "":
+			m.awaitReady(msg.restarted)
+		default:
 			m.flash = msg.what + ": done"
 		}
 		return m, nil
@@ -202,6 +212,49 @@ func (m *Model) setSnapshot(s snapshot.Snapshot) {
 	m.snap, m.hasSnap = s, true
 	m.trends.fold(s)
 	m.overview.clamp()
+	m.checkRestarted()
+}
+
+// pendingRestart is a restart the backend accepted whose role has not yet
+// been seen ready again with a higher restart count.
+type pendingRestart struct {
+	role     string
+	restarts int
+	since    time.Time
+}
+
+// awaitReady notes an accepted restart; checkRestarted says "done" when
+// the role is back, or why it is not.
+func (m *Model) awaitReady(role string) {
+	n := 0
+	for _, r := range m.snap.Roles {
+		if r.Name == role {
+			n = r.Restarts
+		}
+	}
+	m.pending = &pendingRestart{role: role, restarts: n, since: m.c.Now()}
+	m.flash = "restart " + role + ": waiting for it to be ready…"
+	m.checkRestarted()
+}
+
+func (m *Model) checkRestarted() {
+	p := m.pending
+	if p == nil {
+		return
+	}
+	for _, r := range m.snap.Roles {
+		if r.Name != p.role {
+			continue
+		}
+		switch {
+		case r.State == snapshot.StateReady && r.Restarts > p.restarts:
+			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, humanDuration(m.c.Now().Sub(p.since)))
+			m.pending = nil
+		case r.State == snapshot.StateFailed:
+			m.flash = fmt.Sprintf("restart %s failed: %s", p.role, r.Reason)
+			m.pending = nil
+		}
+	}
 }
 
 // key handles what is global and routes everything else to the focused page.
@@ -410,20 +463,63 @@ func (m *Model) titleLine() string {
 	return left + strings.Repeat(" ", gap) + right
 }
 
+// flashLife is how long a message stays in the message line. One that
+// ends in "…" says something is under way and stays until its result
+// replaces it.
+const flashLife = 5 * time.Second
+
+// expireFlash clears a message that has been shown for flashLife; it
+// watches the flash on each tick, so no setter is needed.
+func (m *Model) expireFlash(now time.Time) {
+	if m.flash != m.flashSeen {
+		m.flashSeen, m.flashAt = m.flash, now
+		return
+	}
+	if m.flash != "" && !strings.HasSuffix(m.flash, "…") && now.Sub(m.flashAt) >= flashLife {
+		m.flash, m.flashSeen = "", ""
+	}
+}
+
+// helpLine is the footer: the focused page's keys, then t, ? and q, which
+// are always shown; page keys that do not fit give way. A confirm prompt
+// shows only the keys that work there.
 func (m *Model) helpLine() string {
 	k := m.c.Keys
-	bs := append([]key.Binding{}, m.page(m.focus).ShortHelp()...)
-	bs = append(bs, k.Test, k.Help, k.Quit)
 	if m.confirmAction != nil {
-		bs = []key.Binding{k.Yes, k.No}
+		return m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Yes, k.No}))
 	}
+	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
+	sep := m.helpBar.ShortSeparator
+	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
+	page := shortBindings(m.page(m.focus).ShortHelp())
+	var head string
+	for n := len(page); n > 0; n-- {
+		bar := m.helpBar
+		bar.SetWidth(0) // no truncation: we choose what to drop
+		head = bar.ShortHelpView(page[:n])
+		if n < len(page) {
+			head += sep + "…"
+		}
+		if ansi.StringWidth(head) <= room {
+			break
+		}
+		head = ""
+	}
+	if head == "" {
+		return tail
+	}
+	return head + sep + tail
+}
+
+// shortBindings keeps each binding's first words only: the bar has room
+// for short words; the ? page has the rest.
+func shortBindings(bs []key.Binding) []key.Binding {
 	short := make([]key.Binding, len(bs))
 	for i, b := range bs {
-		// The bar has room for short words only; the ? page has the rest.
 		h := b.Help()
 		short[i] = key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(h.Key, shortDesc(h.Desc)))
 	}
-	return m.helpBar.ShortHelpView(short)
+	return short
 }
 
 func shortDesc(d string) string {

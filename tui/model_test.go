@@ -35,7 +35,20 @@ func TestRestartConfirmCallsBackend(t *testing.T) {
 	if got := f.Calls(); !slices.Equal(got, []string{"restart decode-0"}) {
 		t.Fatalf("calls = %v", got)
 	}
-	if !strings.Contains(plain(m), "restart decode-0: done") {
+	// "done" only once the role is ready again with one more restart.
+	if !strings.Contains(plain(m), "restart decode-0: waiting for it to be ready") {
+		t.Fatalf("wait not shown:\n%s", plain(m))
+	}
+	s := m.snap
+	s.Roles = append([]snapshot.RoleStatus(nil), s.Roles...)
+	s.Roles[1].State, s.Roles[1].Restarts = snapshot.StateStarting, s.Roles[1].Restarts+1
+	m.setSnapshot(s)
+	if strings.Contains(plain(m), "done") {
+		t.Fatal("done while the role is still starting")
+	}
+	s.Roles[1].State = snapshot.StateReady
+	m.setSnapshot(s)
+	if !strings.Contains(plain(m), "restart decode-0: done, ready again in") {
 		t.Fatalf("result not shown:\n%s", plain(m))
 	}
 }
@@ -80,11 +93,62 @@ func TestStopStart(t *testing.T) {
 	s := deployment()
 	s.Roles[1].State = snapshot.StateStopped
 	m, f := newTestModel(t, 80, 24, s)
-	runCmd(t, m, press(m, "s"))
+	// Stopping a serving role asks first; n keeps it.
+	if cmd := press(m, "s"); cmd != nil || !strings.Contains(plain(m), "stop prefill-0? [y/n]") {
+		t.Fatalf("s did not ask:\n%s", plain(m))
+	}
+	if strings.Contains(strings.Split(plain(m), "\n")[23], "q quit") {
+		t.Fatal("the prompt's footer shows keys that do not work there")
+	}
+	press(m, "n")
+	press(m, "s")
+	runCmd(t, m, press(m, "y"))
 	press(m, "down")
-	runCmd(t, m, press(m, "s"))
+	runCmd(t, m, press(m, "s")) // a stopped role starts without asking
 	if got := f.Calls(); !slices.Equal(got, []string{"stop prefill-0", "start decode-0"}) {
 		t.Fatalf("calls = %v", got)
+	}
+}
+
+// A message leaves the message line after a few seconds; one that says
+// something is under way ("…") stays.
+func TestFlashExpires(t *testing.T) {
+	t.Parallel()
+	m, _ := newTestModel(t, 80, 24, deployment())
+	now := t0
+	tickAt := func(d time.Duration) {
+		now = now.Add(d)
+		m.Update(tickMsg(now))
+	}
+	m.flash = "saved the full log to /tmp/x.log"
+	tickAt(time.Second)
+	tickAt(4 * time.Second)
+	if m.flash == "" {
+		t.Fatal("cleared before its time")
+	}
+	tickAt(time.Second)
+	if m.flash != "" {
+		t.Fatalf("still shown: %q", m.flash)
+	}
+	m.flash = "restart decode-0…"
+	tickAt(time.Second)
+	tickAt(time.Minute)
+	if m.flash == "" {
+		t.Fatal("an under-way message was cleared")
+	}
+}
+
+// The footer always ends with t, ? and q, at any width; page keys give
+// way with "…".
+func TestFooterKeepsHelpAndQuit(t *testing.T) {
+	t.Parallel()
+	for _, w := range []int{60, 80, 120, 200} {
+		m, _ := newTestModel(t, w, 24, deployment())
+		lines := strings.Split(plain(m), "\n")
+		foot := strings.TrimRight(lines[len(lines)-1], " ")
+		if !strings.HasSuffix(foot, "? help · q quit") {
+			t.Errorf("width %d footer %q", w, foot)
+		}
 	}
 }
 
@@ -93,7 +157,8 @@ func TestControlErrorShown(t *testing.T) {
 	t.Parallel()
 	m, f := newTestModel(t, 120, 40, deployment())
 	f.Err = errors.New("role is remote")
-	runCmd(t, m, press(m, "s"))
+	press(m, "s")
+	runCmd(t, m, press(m, "y"))
 	if !strings.Contains(plain(m), "stop prefill-0 failed: role is remote") {
 		t.Fatalf("error not shown:\n%s", plain(m))
 	}

@@ -17,6 +17,9 @@ type overviewPage struct {
 	w, h     int
 	selected int
 	offset   int // first table row shown
+	// The widest name, state and GPU cells seen so far: columns only ever
+	// widen, so a role changing state does not shift every column.
+	nameW, stateW, gpuW int
 }
 
 func (p *overviewPage) SetSize(w, h int) { p.w, p.h = w, h }
@@ -94,11 +97,24 @@ func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
 	case key.Matches(k, keys.Logs):
 		return m.navigate(pageLogs, name)
 	case key.Matches(k, keys.Restart):
-		m.ask(fmt.Sprintf("restart %s? [y/n]", name), "restart "+name,
-			control("restart "+name, func() error { return b.Restart(name) }))
+		m.ask(fmt.Sprintf("restart %s? [y/n]", name), "restart "+name, func() tea.Msg {
+			err := b.Restart(name)
+			msg := controlDoneMsg{what: "restart " + name, err: err}
+			if err == nil {
+				msg.restarted = name
+			}
+			return msg
+		})
 	case key.Matches(k, keys.StopStart):
 		if running(r.State) {
-			return m.run("stop "+name, func() error { return b.Stop(name) })
+			// Stopping a serving role loses its capacity (and, with real
+			// weights, minutes to bring it back): ask first.
+			q := fmt.Sprintf("stop %s? [y/n]", name)
+			if r.InFlight > 0 {
+				q = fmt.Sprintf("stop %s? %d request(s) in flight [y/n]", name, r.InFlight)
+			}
+			m.ask(q, "stop "+name, control("stop "+name, func() error { return b.Stop(name) }))
+			return nil
 		}
 		return m.run("start "+name, func() error { return b.Start(name) })
 	}
@@ -224,18 +240,18 @@ func (p *overviewPage) columns() []column {
 	st := p.m.c.Styles
 	plain := lipgloss.NewStyle()
 	now := p.m.c.Now()
-	nameW, stateW, gpuW := 4, 5, 4
+	p.nameW, p.stateW, p.gpuW = max(p.nameW, 4), max(p.stateW, 5), max(p.gpuW, 4)
 	for i := range p.m.snap.Roles {
 		r := &p.m.snap.Roles[i]
-		nameW = max(nameW, len(r.Name))
-		stateW = max(stateW, len(stateText(r)))
-		gpuW = max(gpuW, len(gpuText(&p.m.snap, r)))
+		p.nameW = max(p.nameW, len(r.Name))
+		p.stateW = max(p.stateW, len(stateText(r)))
+		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
 	}
 	stateMax := 28
 	if p.w >= 120 {
 		stateMax = 36
 	}
-	nameW, stateW, gpuW = min(nameW, 24), min(stateW, stateMax), min(gpuW, 11)
+	nameW, stateW, gpuW := min(p.nameW, 24), min(p.stateW, stateMax), min(p.gpuW, 11)
 	all := []column{
 		{"ROLE", nameW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			return r.Name, plain
@@ -315,6 +331,9 @@ func (p *overviewPage) columns() []column {
 		used += c.width + 1
 	}
 	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
+			return r.Reason, st.Bad // what the operator must act on stands out
+		}
 		return r.Reason, st.Faint
 	}})
 	return all
