@@ -7,12 +7,14 @@ import "charm.land/bubbles/v2/key"
 // what the screen says is what the keys do.
 type KeyMap struct {
 	// Global.
-	Quit key.Binding
-	Help key.Binding
-	Back key.Binding
-	Test key.Binding
-	Yes  key.Binding
-	No   key.Binding
+	Quit    key.Binding
+	Help    key.Binding
+	Back    key.Binding
+	Test    key.Binding
+	Yes     key.Binding
+	No      key.Binding
+	Command key.Binding
+	Sort    key.Binding
 
 	// Moving around.
 	Up       key.Binding
@@ -61,6 +63,9 @@ func DefaultKeyMap() KeyMap {
 		Yes:  b([]string{"y", "Y"}, "y", "confirm"),
 		No:   b([]string{"n", "N", "esc"}, "n", "cancel"),
 
+		Command: b([]string{":"}, ":", "command (:restart ROLE, :logs gateway…)"),
+		Sort:    b([]string{"o"}, "o", "sort table"),
+
 		Up:       b([]string{"up", "k"}, "↑/k", "up"),
 		Down:     b([]string{"down", "j"}, "↓/j", "down"),
 		PageUp:   b([]string{"pgup", "ctrl+b"}, "pgup", "page up"),
@@ -97,8 +102,8 @@ func DefaultKeyMap() KeyMap {
 // same bindings the pages match.
 func (k KeyMap) helpSections() []helpSection {
 	return []helpSection{
-		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Yes, k.No}},
-		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll}},
+		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No}},
+		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
 			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,

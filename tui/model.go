@@ -79,6 +79,9 @@ type Model struct {
 	confirmQuit   bool // q (or ctrl+c) again also confirms
 	flash         string
 	pending       *pendingRestart
+	cmdline       bool      // the : command line is open
+	cmdText       string    // what is typed on it
+	sortBy        string    // the roles table's order ("" = the plan's)
 	flashSeen     string    // the flash as the last tick saw it
 	flashAt       time.Time // when that tick first saw it
 	testing       bool
@@ -153,6 +156,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
+	case tea.MouseClickMsg:
+		return m, m.mouseClick(msg.Mouse())
+	case tea.MouseWheelMsg:
+		return m, m.mouseWheel(msg.Mouse())
 	case snapSubscribedMsg:
 		if m.closed {
 			msg.cancel()
@@ -209,8 +216,18 @@ func (m *Model) rearmSnap() tea.Cmd {
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
+	sel, _ := m.overview.role()
+	if m.sortBy != "" {
+		// Snapshots are shared and immutable: sort a copy.
+		s.Roles = sortedRoles(s.Roles, m.sortBy)
+	}
 	m.snap, m.hasSnap = s, true
 	m.trends.fold(s)
+	for i, r := range s.Roles {
+		if r.Name == sel.Name && sel.Name != "" {
+			m.overview.selected = i
+		}
+	}
 	m.overview.clamp()
 	m.checkRestarted()
 }
@@ -273,11 +290,17 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	}
+	if m.cmdline {
+		return m.cmdKey(k)
+	}
 	p := m.page(m.focus)
 	if p.Capturing() && k.String() != "ctrl+c" {
 		return p.Update(k)
 	}
 	switch {
+	case key.Matches(k, keys.Command):
+		m.cmdline, m.cmdText = true, ""
+		return nil
 	case key.Matches(k, keys.Quit):
 		if n := m.runningRoles(); n > 0 {
 			m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n]", n), "quitting", tea.Quit)
@@ -307,6 +330,88 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return testCmd(m.b, m.opts.TestTimeout)
 	}
 	return p.Update(k)
+}
+
+// cmdKey edits the : command line; enter runs it, esc closes it.
+func (m *Model) cmdKey(k tea.KeyPressMsg) tea.Cmd {
+	switch k.Code {
+	case tea.KeyEscape:
+		m.cmdline = false
+		return nil
+	case tea.KeyEnter:
+		m.cmdline = false
+		return m.runCommand(m.cmdText)
+	case tea.KeyBackspace:
+		if r := []rune(m.cmdText); len(r) > 0 {
+			m.cmdText = string(r[:len(r)-1])
+		} else {
+			m.cmdline = false
+		}
+		return nil
+	}
+	if k.Text != "" {
+		m.cmdText += k.Text
+	}
+	return nil
+}
+
+// runCommand does what a : command says. A typed command is explicit, so
+// it acts without a confirm prompt (quit still asks while roles run).
+func (m *Model) runCommand(line string) tea.Cmd {
+	names := make([]string, len(m.snap.Roles))
+	for i, r := range m.snap.Roles {
+		names[i] = r.Name
+	}
+	c, err := parseCommand(line, names)
+	if err != nil {
+		m.flash = err.Error()
+		return nil
+	}
+	b := m.b
+	switch c.verb {
+	case "restart":
+		m.flash = "restart " + c.arg + "…"
+		return func() tea.Msg {
+			err := b.Restart(c.arg)
+			msg := controlDoneMsg{what: "restart " + c.arg, err: err}
+			if err == nil {
+				msg.restarted = c.arg
+			}
+			return msg
+		}
+	case "stop":
+		return m.run("stop "+c.arg, func() error { return b.Stop(c.arg) })
+	case "start":
+		return m.run("start "+c.arg, func() error { return b.Start(c.arg) })
+	case "logs":
+		return m.navigate(pageLogs, c.arg)
+	case "inspect":
+		for i, r := range m.snap.Roles {
+			if r.Name == c.arg {
+				m.overview.selected = i
+			}
+		}
+		return m.navigate(pageInspector, c.arg)
+	case "sort":
+		m.setSort(c.arg)
+	case "help":
+		return m.navigate(pageHelp, "")
+	case "quit":
+		return m.key(tea.KeyPressMsg{Code: 'q', Text: "q"})
+	}
+	return nil
+}
+
+// setSort orders the roles table by key ("" = the plan's order), keeping
+// the selected role selected.
+func (m *Model) setSort(by string) {
+	m.sortBy = by
+	m.setSnapshot(m.snap)
+	if by == "" {
+		m.flash = "roles in plan order"
+	} else {
+		m.flash = "roles sorted by " + by
+	}
 }
 
 func (m *Model) runningRoles() int {
@@ -395,6 +500,9 @@ func (m *Model) closeSubscriptions() {
 func (m *Model) View() tea.View {
 	v := tea.NewView(m.render())
 	v.AltScreen = true
+	// Click selects a role, the wheel scrolls (hold shift to select text,
+	// as in other full-screen terminal programs).
+	v.MouseMode = tea.MouseModeCellMotion
 	v.WindowTitle = "tsd " + m.title()
 	return v
 }
@@ -421,6 +529,8 @@ func (m *Model) render() string {
 		lines = append(lines, "")
 	}
 	switch {
+	case m.cmdline:
+		lines = append(lines, st.Prompt.Render(":")+fit(m.cmdText+"█", max(w-1, 0)))
 	case m.confirmAction != nil:
 		lines = append(lines, st.Prompt.Render(fit(m.confirmPrompt, w)))
 	default:
@@ -488,6 +598,9 @@ func (m *Model) helpLine() string {
 	if m.confirmAction != nil {
 		return m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Yes, k.No}))
 	}
+	if m.cmdline {
+		return m.c.Styles.HelpDesc.Render("enter run · esc cancel · verbs: " + strings.Join(verbNames(), " "))
+	}
 	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
 	sep := m.helpBar.ShortSeparator
 	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
@@ -552,4 +665,41 @@ func sourceName(role string) string {
 		return "merged"
 	}
 	return role
+}
+
+// mouseClick selects the clicked role row on the overview.
+func (m *Model) mouseClick(ev tea.Mouse) tea.Cmd {
+	if ev.Button != tea.MouseLeft || m.focus != pageOverview || m.cmdline || m.confirmAction != nil {
+		return nil
+	}
+	// Screen row 0 is the title; the page body starts below it.
+	if i, ok := m.overview.rowAt(ev.Y - 1); ok {
+		m.overview.selected = i
+	}
+	return nil
+}
+
+// mouseWheel moves the selection on the overview and scrolls the logs
+// (three lines a notch), as the arrow keys do.
+func (m *Model) mouseWheel(ev tea.Mouse) tea.Cmd {
+	msg := tea.KeyPressMsg{Code: tea.KeyUp}
+	switch ev.Button {
+	case tea.MouseWheelUp:
+	case tea.MouseWheelDown:
+		msg.Code = tea.KeyDown
+	default:
+		return nil
+	}
+	if m.cmdline || m.confirmAction != nil || m.page(m.focus).Capturing() {
+		return nil
+	}
+	steps := 1
+	if m.focus == pageLogs {
+		steps = 3
+	}
+	var cmds []tea.Cmd
+	for range steps {
+		cmds = append(cmds, m.page(m.focus).Update(msg))
+	}
+	return tea.Batch(cmds...)
 }

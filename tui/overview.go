@@ -20,6 +20,17 @@ type overviewPage struct {
 	// The widest name, state and GPU cells seen so far: columns only ever
 	// widen, so a role changing state does not shift every column.
 	nameW, stateW, gpuW int
+	tableY, tableRows   int // where the last frame drew the table's rows
+}
+
+// rowAt maps a row of the page body to the role drawn there.
+func (p *overviewPage) rowAt(y int) (int, bool) {
+	i := y - p.tableY
+	if i < 0 || i >= p.tableRows {
+		return 0, false
+	}
+	i += p.offset
+	return i, i < len(p.m.snap.Roles)
 }
 
 func (p *overviewPage) SetSize(w, h int) { p.w, p.h = w, h }
@@ -27,7 +38,7 @@ func (p *overviewPage) Capturing() bool  { return false }
 
 func (p *overviewPage) ShortHelp() []key.Binding {
 	k := p.m.c.Keys
-	return []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.Restart, k.StopStart, k.RestartAll}
+	return []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Command}
 }
 
 func (p *overviewPage) clamp() {
@@ -72,6 +83,20 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	case key.Matches(k, keys.MergedLogs):
 		return p.m.navigate(pageLogs, "")
+	case key.Matches(k, keys.Sort):
+		// o cycles: plan order, then each sort key.
+		next := ""
+		if p.m.sortBy == "" {
+			next = sortKeys[0]
+		} else {
+			for i, k := range sortKeys {
+				if k == p.m.sortBy && i+1 < len(sortKeys) {
+					next = sortKeys[i+1]
+				}
+			}
+		}
+		p.m.setSort(next)
+		return nil
 	case key.Matches(k, keys.RestartAll):
 		b := p.m.b
 		p.m.ask(fmt.Sprintf("restart all %d roles? [y/n]", len(p.m.snap.Roles)),
@@ -144,6 +169,7 @@ func (p *overviewPage) View() string {
 		p.offset = p.selected - tableRows + 1
 	}
 	p.offset = min(p.offset, max(0, len(s.Roles)-tableRows))
+	p.tableY, p.tableRows = len(out), tableRows
 	shown := 0
 	for i := p.offset; i < len(s.Roles) && shown < tableRows; i++ {
 		r := &s.Roles[i]

@@ -1,0 +1,110 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+)
+
+// Pins: every verb, its aliases and its argument rules; unknown verbs and
+// roles get a hint.
+func TestParseCommand(t *testing.T) {
+	roles := []string{"prefill-0", "decode-0", "decode-1"}
+	for _, c := range []struct {
+		line      string
+		verb, arg string
+		err       string
+	}{
+		{":restart decode-1", "restart", "decode-1", ""},
+		{"r decode-0", "restart", "decode-0", ""},
+		{":stop prefill-0", "stop", "prefill-0", ""},
+		{":start decode-0", "start", "decode-0", ""},
+		{":logs", "logs", "", ""},
+		{":logs all", "logs", "", ""},
+		{":l decode-1", "logs", "decode-1", ""},
+		{":inspect decode-0", "inspect", "decode-0", ""},
+		{":sort state", "sort", "state", ""},
+		{":q", "quit", "", ""},
+		{":help", "help", "", ""},
+		{":", "", "", "empty command"},
+		{":restart", "", "", ":restart needs a ROLE"},
+		{":restart decode-9", "", "", `no role "decode-9" (did you mean "decode-0"?)`},
+		{":restart a b", "", "", ":restart takes one ROLE"},
+		{":quit now", "", "", ":quit takes no argument"},
+		{":sort color", "", "", `cannot sort by "color"`},
+		{":restrat decode-0", "", "", `unknown command "restrat" (did you mean "restart"?)`},
+	} {
+		got, err := parseCommand(c.line, roles)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v, want %q", c.line, err, c.err)
+		case c.err == "" && (err != nil || got.verb != c.verb || got.arg != c.arg):
+			t.Errorf("%q = %+v, %v; want %s %q", c.line, got, err, c.verb, c.arg)
+		}
+	}
+}
+
+// Pins: : opens the command line, enter runs it on the backend, a bad one
+// says why, and esc closes it without acting.
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	m, f := newTestModel(t, 120, 40, deployment())
+	press(m, ":")
+	typeText(m, "restart decode-0")
+	if !strings.Contains(plain(m), ":restart decode-0█") {
+		t.Fatalf("command line not shown:\n%s", plain(m))
+	}
+	runCmd(t, m, press(m, "enter"))
+	if got := f.Calls(); len(got) != 1 || got[0] != "restart decode-0" {
+		t.Fatalf("calls %v", got)
+	}
+	press(m, ":")
+	typeText(m, "restrat x")
+	press(m, "enter")
+	if !strings.Contains(plain(m), `unknown command "restrat" (did you mean "restart"?)`) {
+		t.Fatalf("error not shown:\n%s", plain(m))
+	}
+	press(m, ":")
+	typeText(m, "stop prefill-0")
+	press(m, "esc")
+	if len(f.Calls()) != 1 {
+		t.Fatalf("esc acted: %v", f.Calls())
+	}
+	press(m, ":")
+	typeText(m, "logs decode-0")
+	runCmd(t, m, press(m, "enter"))
+	if m.focus != pageLogs || m.logs.source != "decode-0" {
+		t.Fatalf("focus %v source %q", m.focus, m.logs.source)
+	}
+}
+
+// Pins: :sort (and o) order the table on a copy of the snapshot, the
+// selection follows its role, and a click selects the row under it.
+func TestSortAndClick(t *testing.T) {
+	t.Parallel()
+	s := deployment()
+	m, _ := newTestModel(t, 120, 40, s)
+	press(m, "down") // decode-0
+	press(m, ":")
+	typeText(m, "sort name")
+	press(m, "enter")
+	if sel, _ := m.overview.role(); sel.Name != "decode-0" {
+		t.Fatalf("selection moved to %q", sel.Name)
+	}
+	if m.snap.Roles[0].Name > m.snap.Roles[len(m.snap.Roles)-1].Name {
+		t.Fatal("not sorted by name")
+	}
+	if s.Roles[0].Name != "prefill-0" {
+		t.Fatal("the backend's snapshot was reordered")
+	}
+	// Click the first table row: body row tableY, screen row tableY+1.
+	m.Update(tea.MouseClickMsg{X: 3, Y: m.overview.tableY + 1, Button: tea.MouseLeft})
+	if m.overview.selected != 0 {
+		t.Fatalf("click selected %d", m.overview.selected)
+	}
+	m.Update(tea.MouseWheelMsg{X: 3, Y: 5, Button: tea.MouseWheelDown})
+	if m.overview.selected != 1 {
+		t.Fatalf("wheel down selected %d", m.overview.selected)
+	}
+}
