@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // Pins: a sparkline is exactly width cells, right-aligned, scaled to its
@@ -111,5 +113,23 @@ func BenchmarkBrailleChart200(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = brailleChart(vals, 200, 4, 0)
+	}
+}
+
+// Pins: a role's GPU memory reads per card, never as a sum no card holds
+// (two 107 GiB shares on 141 GiB cards are "2×107 GiB", not "214 GiB").
+func TestGPUMemPerCard(t *testing.T) {
+	s := snapshot.Snapshot{GPUs: []snapshot.GPUStatus{
+		{Index: 0, MemTotalB: 141 << 30, Processes: []snapshot.GPUProcess{{PID: 1, UsedB: 107 << 30, Role: "decode"}, {PID: 2, UsedB: 3 << 30, Role: "prefill"}}},
+		{Index: 1, MemTotalB: 141 << 30, Processes: []snapshot.GPUProcess{{PID: 3, UsedB: 107 << 30, Role: "decode"}}},
+	}}
+	if got := gpuMemCell(roleGPUMem(&s, "decode"), 214<<30); got != "2×107 GiB" {
+		t.Errorf("decode: %q", got)
+	}
+	if got := gpuMemCell(roleGPUMem(&s, "prefill"), 3<<30); got != humanBytes(3<<30) {
+		t.Errorf("prefill: %q", got)
+	}
+	if got := gpuMemCell(nil, 0); got != "-" {
+		t.Errorf("none: %q", got)
 	}
 }

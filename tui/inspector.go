@@ -103,7 +103,11 @@ func (p *inspectorPage) lines() []string {
 		load = append(load, "CPU "+ftoa(r.Proc.CPUPercent, 0)+"%", "RSS "+humanBytes(r.Proc.RSSBytes),
 			fmt.Sprintf("%d threads", r.Proc.Threads), fmt.Sprintf("%d processes", len(r.Proc.PIDs)))
 	}
-	if r.GPUMemB > 0 {
+	if per := roleGPUMem(&p.m.snap, r.Name); len(per) > 0 {
+		for _, g := range per {
+			load = append(load, fmt.Sprintf("GPU %d mem %s of %s", g.index, humanBytes(g.used), humanBytes(g.total)))
+		}
+	} else if r.GPUMemB > 0 {
 		load = append(load, "GPU mem "+humanBytes(r.GPUMemB))
 	}
 	out = append(out, wrapParts("  ", "  ", load, " · ", p.w)...)

@@ -328,11 +328,8 @@ func (p *overviewPage) columns() []column {
 			}
 			return humanBytes(r.Proc.RSSBytes), plain
 		}},
-		{"GPU MEM", 9, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			if r.GPUMemB == 0 {
-				return "-", plain
-			}
-			return humanBytes(r.GPUMemB), plain
+		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			return gpuMemCell(roleGPUMem(&p.m.snap, r.Name), r.GPUMemB), plain
 		}},
 	}
 	const gutter, minReason = 2, 12
