@@ -27,6 +27,7 @@ var commandVerbs = []struct {
 	{"start", "ROLE", "start a stopped role", nil},
 	{"logs", "[ROLE]", "logs of a role; none: every role merged", []string{"l", "log"}},
 	{"inspect", "ROLE", "rank inspector of a role", []string{"i"}},
+	{"events", "", "every event the daemon keeps, filterable", []string{"ev"}},
 	{"sort", "COLUMN", "sort the roles table: name, kind, state, restarts, inflight, gpumem", nil},
 	{"help", "", "the help page", []string{"h", "?"}},
 	{"quit", "", "quit the dashboard", []string{"q"}},

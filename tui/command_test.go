@@ -1,10 +1,14 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // Pins: every verb, its aliases and its argument rules; unknown verbs and
@@ -106,5 +110,33 @@ func TestSortAndClick(t *testing.T) {
 	m.Update(tea.MouseWheelMsg{X: 3, Y: 5, Button: tea.MouseWheelDown})
 	if m.overview.selected != 1 {
 		t.Fatalf("wheel down selected %d", m.overview.selected)
+	}
+}
+
+// Pins: v opens every kept event, the newest at the bottom; & filters by
+// substring; scrolling up leaves follow.
+func TestEventsPage(t *testing.T) {
+	t.Parallel()
+	s := deployment()
+	s.Events = nil
+	for i := 0; i < 80; i++ {
+		s.Events = append(s.Events, snapshot.Event{Time: t0.Add(time.Duration(i) * time.Second), Role: fmt.Sprintf("decode-%d", i%3), Message: fmt.Sprintf("event %d", i)})
+	}
+	m, _ := newTestModel(t, 100, 30, s)
+	press(m, "v")
+	screen := plain(m)
+	if !strings.Contains(screen, "events · 80 of 80 kept") || !strings.Contains(screen, "event 79") || strings.Contains(screen, "event 10\n") {
+		t.Fatalf("events page:\n%s", screen)
+	}
+	press(m, "&")
+	typeText(m, "decode-1")
+	press(m, "enter")
+	screen = plain(m)
+	if !strings.Contains(screen, "27 of 80 kept") || strings.Contains(screen, "decode-2") {
+		t.Fatalf("filtered:\n%s", screen)
+	}
+	press(m, "g")
+	if first := strings.TrimRight(strings.Split(plain(m), "\n")[2], " "); !strings.HasSuffix(first, "decode-1       event 1") {
+		t.Fatalf("first row after g: %q", first)
 	}
 }

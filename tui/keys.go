@@ -15,6 +15,7 @@ type KeyMap struct {
 	No      key.Binding
 	Command key.Binding
 	Sort    key.Binding
+	Events  key.Binding
 
 	// Moving around.
 	Up       key.Binding
@@ -65,6 +66,7 @@ func DefaultKeyMap() KeyMap {
 
 		Command: b([]string{":"}, ":", "command (:restart ROLE, :logs gateway…)"),
 		Sort:    b([]string{"o"}, "o", "sort table"),
+		Events:  b([]string{"v"}, "v", "events"),
 
 		Up:       b([]string{"up", "k"}, "↑/k", "up"),
 		Down:     b([]string{"down", "j"}, "↓/j", "down"),
@@ -103,7 +105,8 @@ func DefaultKeyMap() KeyMap {
 func (k KeyMap) helpSections() []helpSection {
 	return []helpSection{
 		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No}},
-		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort}},
+		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events}},
+		{"events", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Filter}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
 			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,

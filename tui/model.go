@@ -21,6 +21,7 @@ const (
 	pageInspector
 	pageLogs
 	pageHelp
+	pageEvents
 )
 
 // page is the component contract: a page gets its size, handles the keys
@@ -69,6 +70,7 @@ type Model struct {
 	overview  *overviewPage
 	inspector *inspectorPage
 	logs      *logsPage
+	events    *eventsPage
 	help      *helpPage
 	focus     pageID
 	back      []pageID // where esc returns to
@@ -103,6 +105,7 @@ func New(b Backend, opts Options) *Model {
 		done: make(chan struct{}),
 	}
 	m.trends = newTrends()
+	m.events = newEventsPage(m)
 	m.overview = &overviewPage{m: m}
 	m.inspector = &inspectorPage{m: m}
 	m.logs = newLogsPage(m, opts.LogLines)
@@ -132,6 +135,8 @@ func (m *Model) page(id pageID) page {
 		return m.logs
 	case pageHelp:
 		return m.help
+	case pageEvents:
+		return m.events
 	}
 	return m.overview
 }
@@ -142,7 +147,7 @@ const chromeLines = 3
 func (m *Model) setSize(w, h int) {
 	m.c.Width, m.c.Height = w, h
 	bh := max(h-chromeLines, 1)
-	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp} {
+	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents} {
 		m.page(id).SetSize(w, bh)
 	}
 	m.helpBar.SetWidth(w)
@@ -396,6 +401,8 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		m.setSort(c.arg)
 	case "help":
 		return m.navigate(pageHelp, "")
+	case "events":
+		return m.navigate(pageEvents, "")
 	case "quit":
 		return m.key(tea.KeyPressMsg{Code: 'q', Text: "q"})
 	}
@@ -563,7 +570,7 @@ func (m *Model) titleLine() string {
 	} else {
 		parts = append(parts, fmt.Sprintf("%d/%d roles ready", ready, total))
 	}
-	pageName := [...]string{"overview", "inspector", "logs", "help"}[m.focus]
+	pageName := [...]string{"overview", "inspector", "logs", "help", "events"}[m.focus]
 	left := strings.Join(parts, " · ")
 	right := "[" + pageName + "]"
 	gap := m.c.Width - ansi.StringWidth(left) - len(right)

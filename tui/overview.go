@@ -38,7 +38,7 @@ func (p *overviewPage) Capturing() bool  { return false }
 
 func (p *overviewPage) ShortHelp() []key.Binding {
 	k := p.m.c.Keys
-	return []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Command}
+	return []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events, k.Command}
 }
 
 func (p *overviewPage) clamp() {
@@ -83,6 +83,8 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	case key.Matches(k, keys.MergedLogs):
 		return p.m.navigate(pageLogs, "")
+	case key.Matches(k, keys.Events):
+		return p.m.navigate(pageEvents, "")
 	case key.Matches(k, keys.Sort):
 		// o cycles: plan order, then each sort key.
 		next := ""
