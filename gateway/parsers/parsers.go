@@ -1,0 +1,119 @@
+// Package parsers turns one reply's text into what the OpenAI API returns:
+// content, reasoning_content and tool_calls. It chains a reasoning parser
+// (package reasoning) and a tool-call parser (package toolcall) chosen by
+// name, picks the names a model family gets by default (DefaultFor), and
+// builds and reads the json_schema that enforces tool_choice (toolchoice.go).
+//
+// Wiring into a front end, per request:
+//
+//	st, err := parsers.New(parsers.Config{Tool: tp, Reasoning: rp, PromptOpened: &opened, ...})
+//	for each detokenized chunk: deltas := st.Push(chunk)   // map 1:1 to SSE deltas
+//	at the end:                 deltas := st.Finish()
+//	non-streaming:              res := delta.Collect(all deltas)  (or parsers.Parse)
+package parsers
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/parsers/reasoning"
+	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
+)
+
+// Config picks the parsers for one request.
+type Config struct {
+	Tool      string // tool-call parser name ("" or "passthrough": none)
+	Reasoning string // reasoning parser name ("" or "passthrough": none)
+	// PromptOpened: the rendered prompt left the think block open
+	// (reasoning.OpenedIn tells from the prompt text). nil: the reasoning
+	// family's default.
+	PromptOpened *bool
+	// Tools maps the request's tool names to their `parameters` schemas
+	// (types XML-style argument values). May be nil.
+	Tools map[string]json.RawMessage
+	// HistoryCalls counts tool calls in earlier assistant messages (Kimi
+	// K2 ids continue that count).
+	HistoryCalls int
+	// NewID makes call ids for formats that carry none (nil: call_ + 24
+	// random hex digits).
+	NewID func(name string, index int) string
+}
+
+// harmonyNames select the harmony parser, which does reasoning and tool
+// calls in one pass.
+func isHarmony(name string) bool {
+	switch name {
+	case "harmony", "gpt_oss", "gpt-oss":
+		return true
+	}
+	return false
+}
+
+// New makes the parser chain for one reply.
+func New(c Config) (delta.Stream, error) {
+	to := toolcall.Options{Tools: c.Tools, HistoryCalls: c.HistoryCalls, NewID: c.NewID}
+	if isHarmony(c.Tool) || isHarmony(c.Reasoning) {
+		return toolcall.NewHarmony(to), nil
+	}
+	r, err := reasoning.New(c.Reasoning, reasoning.Options{PromptOpened: c.PromptOpened})
+	if err != nil {
+		return nil, fmt.Errorf("make reply parsers: %w", err)
+	}
+	t, err := toolcall.New(c.Tool, to)
+	if err != nil {
+		return nil, fmt.Errorf("make reply parsers: %w", err)
+	}
+	return &chain{r: r, t: t}, nil
+}
+
+// Validate checks parser names (for profile or flag validation).
+func Validate(tool, reasoningName string) error {
+	if _, ok := toolcall.Canonical(tool); tool != "" && !ok && !isHarmony(tool) {
+		return fmt.Errorf("tool-call parser %q: unknown", tool)
+	}
+	if _, ok := reasoning.Canonical(reasoningName); !ok && !isHarmony(reasoningName) {
+		return fmt.Errorf("reasoning parser %q: unknown", reasoningName)
+	}
+	return nil
+}
+
+// RequiresSpecialTokens reports whether the reply must be detokenized with
+// special tokens kept (skip_special_tokens off) for these parsers to see
+// their markers.
+func RequiresSpecialTokens(c Config) bool {
+	return isHarmony(c.Reasoning) || toolcall.RequiresSpecialTokens(c.Tool)
+}
+
+// Parse runs a whole reply (non-streaming).
+func Parse(c Config, text string) (delta.Result, error) {
+	st, err := New(c)
+	if err != nil {
+		return delta.Result{}, err
+	}
+	return delta.Parse(st, text), nil
+}
+
+// chain feeds the reasoning parser's content into the tool-call parser.
+type chain struct {
+	r, t delta.Stream
+}
+
+func (c *chain) pass(ds []delta.Delta) []delta.Delta {
+	var out []delta.Delta
+	for _, d := range ds {
+		if d.Kind == delta.Content {
+			out = append(out, c.t.Push(d.Text)...)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func (c *chain) Push(chunk string) []delta.Delta { return c.pass(c.r.Push(chunk)) }
+
+func (c *chain) Finish() []delta.Delta {
+	out := c.pass(c.r.Finish())
+	return append(out, c.t.Finish()...)
+}
