@@ -66,7 +66,9 @@ func DefaultFor(modelPath string) (toolParser, reasoningParser string) {
 func Defaults(m ModelFacts) (toolParser, reasoningParser string) {
 	id := strings.ReplaceAll(strings.ToLower(strings.TrimRight(m.Model, "/")), "_", "-")
 	flat := strings.ReplaceAll(id, "-", "")
-	has := func(a ...string) bool { return slices.ContainsFunc(m.Architectures, func(x string) bool { return slices.Contains(a, x) }) }
+	has := func(a ...string) bool {
+		return slices.ContainsFunc(m.Architectures, func(x string) bool { return slices.Contains(a, x) })
+	}
 	switch {
 	case strings.Contains(id, "deepseek-v4") || strings.Contains(flat, "deepseekv4") ||
 		m.ModelType == "deepseek_v4" || has("DeepseekV4ForCausalLM"):
@@ -94,7 +96,7 @@ var smgToolNames = map[string]string{
 	"gpt-4": "json", "gpt-3.5": "json", "gpt-4o": "json", "claude-": "json",
 	"mistral-": "mistral", "mixtral-": "mistral",
 	"qwen/qwen3.5": "qwen_xml", "qwen3.5": "qwen_xml", "qwen/qwen3-coder": "qwen_xml", "qwen3-coder": "qwen_xml",
-	"qwen": "qwen",
+	"qwen":    "qwen",
 	"llama-4": "pythonic", "meta-llama-4": "pythonic", "llama-3.2": "llama", "meta-llama-3.2": "llama",
 	"llama-": "json", "meta-llama-": "json",
 	"deepseek-v3": "deepseek", "deepseek-ai/deepseek-v3": "deepseek",
@@ -103,7 +105,7 @@ var smgToolNames = map[string]string{
 	"deepseek-v3.2": "deepseek32", "deepseek-ai/deepseek-v3.2": "deepseek32",
 	"deepseek-v4": "deepseek_v4", "deepseek-ai/deepseek-v4": "deepseek_v4",
 	"deepseek-": "pythonic",
-	"glm-4.5": "glm45_moe", "glm-4.6": "glm45_moe", "glm-4.7": "glm47_moe", "glm-5": "glm47_moe", "glm-": "json",
+	"glm-4.5":   "glm45_moe", "glm-4.6": "glm45_moe", "glm-4.7": "glm47_moe", "glm-5": "glm47_moe", "glm-": "json",
 	"sarashina": "sarashina", "step3": "step3", "step-3": "step3",
 	"kimi-k2": "kimik2", "kimi-k3": "kimi_k3", "kimi_k3": "kimi_k3",
 	"inkling": "inkling", "minimax": "minimax_m2",

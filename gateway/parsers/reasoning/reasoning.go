@@ -156,7 +156,7 @@ type think struct {
 }
 
 func (t *think) Push(c string) []delta.Delta { t.buf += c; return t.run(false) }
-func (t *think) Finish() []delta.Delta      { return t.run(true) }
+func (t *think) Finish() []delta.Delta       { return t.run(true) }
 
 func (t *think) run(final bool) []delta.Delta {
 	var out []delta.Delta

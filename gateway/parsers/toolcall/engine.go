@@ -81,7 +81,7 @@ type blockStream struct {
 	seen     bool // non-whitespace content passed already
 	calls    int
 	sp       delta.Spacer
-	pre      string // whitespace held before the open region
+	pre      string   // whitespace held before the open region
 	markers  []string // every marker the jail watches outside a region
 }
 

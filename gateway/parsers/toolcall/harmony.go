@@ -52,7 +52,7 @@ type harmony struct {
 func NewHarmony(o Options) delta.Stream { return &harmony{o: o} }
 
 func (h *harmony) Push(c string) []delta.Delta { h.buf += c; return h.run(false) }
-func (h *harmony) Finish() []delta.Delta      { return h.run(true) }
+func (h *harmony) Finish() []delta.Delta       { return h.run(true) }
 
 func (h *harmony) run(final bool) []delta.Delta {
 	var out []delta.Delta
