@@ -54,7 +54,7 @@ func isHarmony(name string) bool {
 func New(c Config) (delta.Stream, error) {
 	to := toolcall.Options{Tools: c.Tools, HistoryCalls: c.HistoryCalls, NewID: c.NewID}
 	if isHarmony(c.Tool) || isHarmony(c.Reasoning) {
-		return toolcall.NewHarmony(to), nil
+		return &runes{s: toolcall.NewHarmony(to)}, nil
 	}
 	r, err := reasoning.New(c.Reasoning, reasoning.Options{PromptOpened: c.PromptOpened})
 	if err != nil {
@@ -64,7 +64,7 @@ func New(c Config) (delta.Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make reply parsers: %w", err)
 	}
-	return &chain{r: r, t: t}, nil
+	return &runes{s: &chain{r: r, t: t}}, nil
 }
 
 // Validate checks parser names (for profile or flag validation).
@@ -92,6 +92,46 @@ func Parse(c Config, text string) (delta.Result, error) {
 		return delta.Result{}, err
 	}
 	return delta.Parse(st, text), nil
+}
+
+// runes holds back a chunk's incomplete trailing UTF-8 sequence, so no
+// delta ever ends mid-rune (a caller's JSON encoder would mangle it).
+type runes struct {
+	s    delta.Stream
+	tail string
+}
+
+func (r *runes) Push(chunk string) []delta.Delta {
+	chunk = r.tail + chunk
+	cut := len(chunk)
+	// Step back over at most 3 continuation bytes to a lead byte.
+	for i := len(chunk) - 1; i >= 0 && i >= len(chunk)-4; i-- {
+		b := chunk[i]
+		if b < 0x80 {
+			break
+		}
+		if b >= 0xC0 { // a lead byte: is its sequence complete?
+			need := 2
+			switch {
+			case b >= 0xF0:
+				need = 4
+			case b >= 0xE0:
+				need = 3
+			}
+			if len(chunk)-i < need {
+				cut = i
+			}
+			break
+		}
+	}
+	r.tail = chunk[cut:]
+	return r.s.Push(chunk[:cut])
+}
+
+func (r *runes) Finish() []delta.Delta {
+	out := r.s.Push(r.tail)
+	r.tail = ""
+	return append(out, r.s.Finish()...)
 }
 
 // chain feeds the reasoning parser's content into the tool-call parser.
