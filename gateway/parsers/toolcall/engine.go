@@ -82,17 +82,25 @@ type blockStream struct {
 	calls    int
 	sp       delta.Spacer
 	pre      string   // whitespace held before the open region
+	region   []byte   // the open region's text (buf is empty meanwhile)
+	scanned  int      // bytes of buf already searched for the close marker
 	markers  []string // every marker the jail watches outside a region
+	anywhere []string // opens and drops: markers found at any position
 }
 
 func newBlock(f *format, o Options) *blockStream {
 	s := &blockStream{f: f, o: o}
-	s.markers = append(append(append([]string{}, f.opens...), f.startOpens...), f.drop...)
+	s.anywhere = append(append([]string{}, f.opens...), f.drop...)
+	s.markers = append(append([]string{}, s.anywhere...), f.startOpens...)
 	return s
 }
 
 func (s *blockStream) Push(chunk string) []delta.Delta {
-	s.buf += chunk
+	if s.inRegion {
+		s.region = append(s.region, chunk...) // a long call: no quadratic copying
+	} else {
+		s.buf += chunk
+	}
 	return s.run(false)
 }
 
@@ -111,7 +119,7 @@ func onlySpace(s string) bool { return delta.TrimSpace(s) == "" }
 // findOpen is the earliest marker outside a region: an opener, a dropped
 // marker, or (at the start of the reply) a start opener.
 func (s *blockStream) findOpen() (int, string, bool) {
-	i, m := delta.FirstOf(s.buf, append(append([]string{}, s.f.opens...), s.f.drop...)...)
+	i, m := delta.FirstOf(s.buf, s.anywhere...)
 	if !s.seen {
 		if j, sm := delta.FirstOf(s.buf, s.f.startOpens...); j >= 0 && onlySpace(s.buf[:j]) && (i < 0 || j <= i) {
 			return j, sm, true
@@ -141,6 +149,8 @@ func (s *blockStream) run(final bool) []delta.Delta {
 					// the call turns out malformed.
 					s.pre = s.sp.Flush(true)
 					s.inRegion, s.open = true, m
+					s.region = append(s.region[:0], s.buf...)
+					s.buf = ""
 				}
 				continue
 			}
@@ -163,22 +173,29 @@ func (s *blockStream) run(final bool) []delta.Delta {
 			if !final {
 				return out
 			}
-			body, s.buf = s.buf, ""
+			body, s.region = string(s.region), s.region[:0]
 		default:
-			j := strings.Index(s.buf, s.f.close)
+			j := bytes.Index(s.region[s.scanned:], []byte(s.f.close))
+			if j >= 0 {
+				j += s.scanned
+			}
 			if j < 0 {
 				if !final {
+					// Next time, search only where a close marker could
+					// still start (a long call streams in many chunks).
+					s.scanned = max(0, len(s.region)-len(s.f.close)+1)
 					return out
 				}
 				// A region the reply never closed (cut by max_tokens, or
 				// malformed) is content.
-				out = s.content(out, s.pre+s.open+s.buf)
-				s.buf, s.inRegion, s.pre = "", false, ""
+				out = s.content(out, s.pre+s.open+string(s.region))
+				s.region, s.inRegion, s.pre, s.scanned = s.region[:0], false, "", 0
 				continue
 			}
-			body, s.buf = s.buf[:j], s.buf[j+len(s.f.close):]
+			body, s.buf = string(s.region[:j]), string(s.region[j+len(s.f.close):])
+			s.region = s.region[:0]
 		}
-		s.inRegion = false
+		s.inRegion, s.scanned = false, 0
 		// A region that opens again inside itself: what precedes the last
 		// opener was an unclosed (malformed) call, kept as content.
 		if k, m := lastOf(body, s.f.opens); k >= 0 {

@@ -44,7 +44,7 @@ type harmony struct {
 	header  string // raw header text, markers included
 	channel string
 	to      string
-	body    string // a call's body so far
+	body    strings.Builder // a call's body so far
 	calls   int
 }
 
@@ -91,7 +91,8 @@ func (h *harmony) run(final bool) []delta.Delta {
 			h.header += h.buf[:j]
 			h.buf = h.buf[j+len(hMessage):]
 			h.channel, h.to = harmonyHeader(h.header)
-			h.body, h.state = "", hBody
+			h.body.Reset()
+			h.state = hBody
 		case hBody:
 			i, m := delta.FirstOf(h.buf, hEnd, hCall, hReturn)
 			var part string
@@ -107,7 +108,7 @@ func (h *harmony) run(final bool) []delta.Delta {
 			}
 			switch {
 			case h.to != "":
-				h.body += part
+				h.body.WriteString(part)
 				if done {
 					out = append(out, h.call()...)
 				}
@@ -130,13 +131,13 @@ func (h *harmony) run(final bool) []delta.Delta {
 // call ends a message to a recipient: a call when its body is a JSON
 // object, else the raw message as content.
 func (h *harmony) call() []delta.Delta {
-	name := strings.TrimPrefix(h.to, "functions.")
-	args, ok := compactObject(h.body)
-	if delta.TrimSpace(h.body) == "" {
+	name, body := strings.TrimPrefix(h.to, "functions."), h.body.String()
+	args, ok := compactObject(body)
+	if delta.TrimSpace(body) == "" {
 		args, ok = "{}", true
 	}
 	if !ok || !validName(name) {
-		return []delta.Delta{{Kind: delta.Content, Text: h.body}}
+		return []delta.Delta{{Kind: delta.Content, Text: body}}
 	}
 	i := h.calls
 	h.calls++
