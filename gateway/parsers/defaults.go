@@ -60,9 +60,9 @@ func DefaultFor(modelPath string) (toolParser, reasoningParser string) {
 // parser, so SMG picks the tool parser per request from the model name
 // (ToolByName, SMG's table); GPT-OSS (id contains gpt-oss, model_type
 // gpt_oss, GptOssForCausalLM) runs SMG's harmony pipeline for both.
-// A name returned here may lack a parser in this package (inkling, and
-// SMG's pythonic/mistral/... families): New reports it; callers fall back
-// to passthrough.
+// ToolByName returns only names this package implements (SMG's pythonic,
+// mistral, step3, minimax_m2, cohere and sarashina are not: those models
+// get passthrough).
 func Defaults(m ModelFacts) (toolParser, reasoningParser string) {
 	id := strings.ReplaceAll(strings.ToLower(strings.TrimRight(m.Model, "/")), "_", "-")
 	flat := strings.ReplaceAll(id, "-", "")

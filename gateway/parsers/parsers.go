@@ -40,8 +40,8 @@ type Config struct {
 	NewID func(name string, index int) string
 }
 
-// harmonyNames select the harmony parser, which does reasoning and tool
-// calls in one pass.
+// isHarmony: these names select the harmony parser, which does reasoning
+// and tool calls in one pass.
 func isHarmony(name string) bool {
 	switch name {
 	case "harmony", "gpt_oss", "gpt-oss":
@@ -50,11 +50,17 @@ func isHarmony(name string) bool {
 	return false
 }
 
+// Inkling's TML typed messages are likewise parsed in one pass.
+func isInkling(name string) bool { return name == "inkling" }
+
 // New makes the parser chain for one reply.
 func New(c Config) (delta.Stream, error) {
 	to := toolcall.Options{Tools: c.Tools, HistoryCalls: c.HistoryCalls, NewID: c.NewID}
 	if isHarmony(c.Tool) || isHarmony(c.Reasoning) {
 		return &runes{s: toolcall.NewHarmony(to)}, nil
+	}
+	if isInkling(c.Tool) || isInkling(c.Reasoning) {
+		return &runes{s: toolcall.NewInkling(to)}, nil
 	}
 	r, err := reasoning.New(c.Reasoning, reasoning.Options{PromptOpened: c.PromptOpened})
 	if err != nil {
@@ -72,7 +78,7 @@ func Validate(tool, reasoningName string) error {
 	if _, ok := toolcall.Canonical(tool); tool != "" && !ok && !isHarmony(tool) {
 		return fmt.Errorf("tool-call parser %q: unknown", tool)
 	}
-	if _, ok := reasoning.Canonical(reasoningName); !ok && !isHarmony(reasoningName) {
+	if _, ok := reasoning.Canonical(reasoningName); !ok && !isHarmony(reasoningName) && !isInkling(reasoningName) {
 		return fmt.Errorf("reasoning parser %q: unknown", reasoningName)
 	}
 	return nil
@@ -82,7 +88,7 @@ func Validate(tool, reasoningName string) error {
 // special tokens kept (skip_special_tokens off) for these parsers to see
 // their markers.
 func RequiresSpecialTokens(c Config) bool {
-	return isHarmony(c.Reasoning) || toolcall.RequiresSpecialTokens(c.Tool)
+	return isHarmony(c.Reasoning) || isInkling(c.Reasoning) || toolcall.RequiresSpecialTokens(c.Tool)
 }
 
 // Parse runs a whole reply (non-streaming).

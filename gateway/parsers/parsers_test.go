@@ -108,7 +108,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(Config{Reasoning: "nope"}); err == nil {
 		t.Fatal("unknown reasoning parser accepted")
 	}
-	if Validate("inkling", "passthrough") == nil || Validate("kimi_k2", "qwen3") != nil || Validate("gpt_oss", "gpt_oss") != nil {
+	if Validate("pythonic", "passthrough") == nil || Validate("inkling", "inkling") != nil || Validate("kimi_k2", "qwen3") != nil || Validate("gpt_oss", "gpt_oss") != nil {
 		t.Fatal("Validate")
 	}
 	if !RequiresSpecialTokens(Config{Tool: "deepseek_v4"}) || RequiresSpecialTokens(Config{Tool: "qwen", Reasoning: "qwen3"}) {

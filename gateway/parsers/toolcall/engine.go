@@ -266,7 +266,7 @@ func Canonical(name string) (string, bool) {
 	if a, ok := aliases[name]; ok {
 		name = a
 	}
-	if name == "passthrough" || name == "harmony" {
+	if name == "passthrough" || name == "harmony" || name == "inkling" {
 		return name, true
 	}
 	_, ok := registry[name]
@@ -275,7 +275,7 @@ func Canonical(name string) (string, bool) {
 
 // Names lists every parser name and alias New accepts, sorted.
 func Names() []string {
-	names := []string{"passthrough", "harmony"}
+	names := []string{"passthrough", "harmony", "inkling"}
 	for n := range registry {
 		names = append(names, n)
 	}
@@ -294,6 +294,8 @@ func New(name string, o Options) (delta.Stream, error) {
 		return passthrough{}, nil
 	case canon == "harmony":
 		return NewHarmony(o), nil
+	case canon == "inkling":
+		return NewInkling(o), nil
 	case !ok:
 		return nil, fmt.Errorf("tool-call parser %q: unknown (known: %s)", name, strings.Join(Names(), ", "))
 	}
@@ -307,7 +309,7 @@ func RequiresSpecialTokens(name string) bool {
 	if !ok || canon == "passthrough" {
 		return false
 	}
-	if canon == "harmony" {
+	if canon == "harmony" || canon == "inkling" {
 		return true
 	}
 	return registry[canon]().special

@@ -41,3 +41,4 @@ func FuzzKimiK3(f *testing.F)     { fuzzSplit(f, "kimi_k3") }
 func FuzzLlama(f *testing.F)      { fuzzSplit(f, "llama") }
 func FuzzJSON(f *testing.F)       { fuzzSplit(f, "json") }
 func FuzzHarmony(f *testing.F)    { fuzzSplit(f, "harmony") }
+func FuzzInkling(f *testing.F)    { fuzzSplit(f, "inkling") }

@@ -59,7 +59,7 @@ func newTest(t testing.TB, parser string, tools map[string]json.RawMessage) delt
 }
 
 var parserFiles = []string{"qwen", "qwen_xml", "glm45_moe", "glm47_moe", "deepseek", "deepseek31", "deepseek32",
-	"deepseek_v4", "kimik2", "kimi_k3", "llama", "json", "harmony"}
+	"deepseek_v4", "kimik2", "kimi_k3", "llama", "json", "harmony", "inkling"}
 
 // Every parser turns its vectors' model output into the documented
 // content, reasoning and calls, whole and one byte at a time.
