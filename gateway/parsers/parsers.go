@@ -163,3 +163,25 @@ func (c *chain) Finish() []delta.Delta {
 	out := c.pass(c.r.Finish())
 	return append(out, c.t.Finish()...)
 }
+
+// PromptOpened reports whether the rendered prompt leaves the reasoning
+// parser's think block open (the reply starts as reasoning), for
+// Config.PromptOpened. Harmony and Inkling need no such switch.
+func PromptOpened(reasoningName, prompt string) bool {
+	if isHarmony(reasoningName) || isInkling(reasoningName) {
+		return false
+	}
+	return reasoning.OpenedIn(reasoningName, prompt)
+}
+
+// ToolSchemas maps each tool's name to its parameters, for Config.Tools.
+func ToolSchemas(tools []Tool) map[string]json.RawMessage {
+	if len(tools) == 0 {
+		return nil
+	}
+	m := make(map[string]json.RawMessage, len(tools))
+	for _, t := range tools {
+		m[t.Name] = t.Parameters
+	}
+	return m
+}

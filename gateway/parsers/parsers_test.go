@@ -143,3 +143,13 @@ func FuzzPipeline(f *testing.F) {
 		}
 	})
 }
+
+func TestPromptOpenedAndToolSchemas(t *testing.T) {
+	if !PromptOpened("deepseek_r1", "<｜Assistant｜><think>\n") || PromptOpened("qwen3", "<think>\n\n</think>\n\n") || PromptOpened("gpt_oss", "<think>") {
+		t.Fatal("PromptOpened")
+	}
+	m := ToolSchemas([]Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}})
+	if string(m["f"]) != `{"type":"object"}` || ToolSchemas(nil) != nil {
+		t.Fatal("ToolSchemas")
+	}
+}
