@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -78,5 +79,23 @@ func TestCollectAndMerge(t *testing.T) {
 	}
 	if !reflect.DeepEqual(Collect(m), want) {
 		t.Error("Merge changed the result")
+	}
+}
+
+// The OpenAI shapes: a call's first streaming delta has id, type and
+// name; later ones only the argument fragment.
+func TestOpenAIShapes(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want string
+	}{
+		{CallDelta{Index: 1, ID: "call_x", Name: "f"}.OpenAI(), `{"index":1,"id":"call_x","type":"function","function":{"name":"f","arguments":""}}`},
+		{CallDelta{Index: 1, Arguments: `{"a":1}`}.OpenAI(), `{"index":1,"function":{"arguments":"{\"a\":1}"}}`},
+		{Call{Index: 0, ID: "call_y", Name: "g", Arguments: "{}"}.OpenAI(), `{"id":"call_y","type":"function","function":{"name":"g","arguments":"{}"}}`},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil || string(b) != c.want {
+			t.Errorf("%s, want %s (%v)", b, c.want, err)
+		}
 	}
 }
