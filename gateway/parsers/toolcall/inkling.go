@@ -32,7 +32,6 @@ const (
 	inkEndSamp  = "<|content_model_end_sampling|>"
 )
 
-var inkContent = []string{inkText, inkThinking, inkToolJSON, inkToolText}
 var inkAll = []string{inkMessage, inkText, inkThinking, inkToolJSON, inkToolText, inkEnd, inkEndSamp}
 
 type inkState int
