@@ -185,3 +185,29 @@ func ToolSchemas(tools []Tool) map[string]json.RawMessage {
 	}
 	return m
 }
+
+// SkipSpecialTokens is the skip_special_tokens the detokenizer must use
+// for a chat request, as SMG derives it (its chat preparation stage):
+// reasoning parsers that read control tokens (kimi_k3, inkling, and
+// harmony here) always keep them; a tool_choice enforced by json_schema
+// leaves the request's value (the output is plain JSON); any other request
+// with tools (tool_choice not "none") keeps them, since the tool parser's
+// markers may be special tokens; otherwise the request's value stands.
+func SkipSpecialTokens(c Config, requested, hasTools bool, choice ToolChoice) bool {
+	switch {
+	case isHarmony(c.Tool) || isHarmony(c.Reasoning) || isInkling(c.Tool) || isInkling(c.Reasoning):
+		return false
+	case reasoningKeepsSpecial(c.Reasoning):
+		return false
+	case hasTools && choice.Constrained():
+		return requested
+	case hasTools && choice.Mode != "none":
+		return false
+	}
+	return requested
+}
+
+func reasoningKeepsSpecial(name string) bool {
+	canon, _ := reasoning.Canonical(name)
+	return canon == "kimi_k3"
+}

@@ -153,3 +153,29 @@ func TestPromptOpenedAndToolSchemas(t *testing.T) {
 		t.Fatal("ToolSchemas")
 	}
 }
+
+// skip_special_tokens follows SMG's derivation, row by row.
+func TestSkipSpecialTokens(t *testing.T) {
+	auto, none, req := ToolChoice{Mode: "auto"}, ToolChoice{Mode: "none"}, ToolChoice{Mode: "required"}
+	for _, c := range []struct {
+		name      string
+		cfg       Config
+		requested bool
+		tools     bool
+		choice    ToolChoice
+		wantSkip  bool
+	}{
+		{"no tools keeps the request's value", Config{Tool: "qwen", Reasoning: "qwen3"}, true, false, auto, true},
+		{"tools with auto keep special tokens", Config{Tool: "kimik2"}, true, true, auto, false},
+		{"tools with none: request's value", Config{Tool: "kimik2"}, true, true, none, true},
+		{"json_schema enforcement: request's value", Config{Tool: "kimik2"}, true, true, req, true},
+		{"kimi_k3 reasoning always keeps them", Config{Reasoning: "kimi_k3"}, true, false, auto, false},
+		{"harmony always keeps them", Config{Reasoning: "gpt_oss"}, true, false, auto, false},
+		{"inkling always keeps them", Config{Tool: "inkling"}, true, true, req, false},
+		{"the request may itself ask to keep them", Config{}, false, false, auto, false},
+	} {
+		if got := SkipSpecialTokens(c.cfg, c.requested, c.tools, c.choice); got != c.wantSkip {
+			t.Errorf("%s: %v", c.name, got)
+		}
+	}
+}
