@@ -83,7 +83,7 @@ type blockStream struct {
 	sp       delta.Spacer
 	pre      string   // whitespace held before the open region
 	region   []byte   // the open region's text (buf is empty meanwhile)
-	scanned  int      // bytes of buf already searched for the close marker
+	scanned  int      // bytes of region already searched for the close marker
 	markers  []string // every marker the jail watches outside a region
 	anywhere []string // opens and drops: markers found at any position
 }
