@@ -62,7 +62,7 @@ var engineFlags = []flagSpec{
 	{name: "enable-log-request-stats", kind: kBool, help: "request stats logging"},
 	{name: "log-requests-level", kind: kValue, help: "0|1|2"},
 	{name: "log-level", kind: kValue, help: "log level"},
-	{name: "tokenizer", kind: kValue, help: "tokenizer path"},
+	{name: "tokenizer", kind: kValue, used: true, help: "tokenizer path (its tokenizer.json spells --fake-replies and json_schema replies; default the model's)"},
 	{name: "revision", kind: kValue, help: "model revision"},
 	{name: "download-dir", kind: kValue, help: "download dir"},
 	{name: "load-format", kind: kValue, help: "auto | dummy | ..."},
@@ -155,6 +155,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-malformed-output", kind: kValue, used: true, help: "garbage | ragged | tag | unknown-rid: inject one bad output frame"},
 	{name: "fake-malformed-at", kind: kValue, used: true, help: "inject it before the N-th output batch (default 1)"},
 	{name: "fake-ignore-sigterm", kind: kBool, used: true, help: "launcher and ranks ignore SIGTERM (only SIGKILL stops them)"},
+	{name: "fake-replies", kind: kValue, used: true, help: "FILE of prompt-substring -> reply rules (JSON array of {match, reply}, JSON object, or MATCH<TAB>REPLY lines): a matching prompt's completion spells the reply, then EOS"},
 	{name: "fake-gpu-mem-mb", kind: kValue, used: true, help: "each rank holds N MB on its CUDA device through a python3+torch child (skipped with a log line without torch/GPU)"},
 }
 
@@ -288,6 +289,8 @@ type config struct {
 	malformedAt      int
 	ignoreSigterm    bool
 	gpuMemMB         int
+	tokenizer        string
+	replies          []replyRule
 
 	unknown []string
 }
@@ -525,6 +528,14 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.malformedAt = l.int("fake-malformed-at", 1)
 	c.ignoreSigterm = l.bool("fake-ignore-sigterm", false)
 	c.gpuMemMB = l.int("fake-gpu-mem-mb", 0)
+	c.tokenizer = l.str("tokenizer", "")
+	if f := l.str("fake-replies", ""); f != "" {
+		rules, err := loadReplies(f)
+		if err != nil {
+			return c, usageError{err.Error()}
+		}
+		c.replies = rules
+	}
 	if c.vocab < 1 {
 		return c, usageError{"--fake-vocab must be >= 1"}
 	}

@@ -96,6 +96,7 @@ type engine struct {
 	received int // ADDs seen, for the request-count fault knobs
 	batches  int // output batches sent
 	hung     bool
+	vocab    *fakemodel.Vocab // see vocabulary
 }
 
 func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer) *engine {
@@ -342,6 +343,9 @@ func (e *engine) add(g wire.GenerateRequest) {
 		} else if err := sp.Validate(e.cfg.vocab); err != nil {
 			q.invalid = err.Error()
 		}
+	}
+	if q.invalid == "" {
+		q.params.Reply, q.invalid = e.scriptedReply(g, sp)
 	}
 	if _, dup := e.reqs[q.rid]; dup && q.invalid == "" {
 		// Upstream does not detect duplicates; the newer one wins here so

@@ -44,10 +44,21 @@ type Params struct {
 	// vocabulary's first 256 ids are single bytes, which rarely form valid
 	// UTF-8 on their own, so the demo skips them for readable text.
 	TokenMin int
+	// Reply, when set, is what the completion spells first (a canned
+	// reply or a json_schema instance); the EOS token follows it (when
+	// EOS >= 0), then the usual deterministic tokens if generation goes on
+	// (ignore_eos, min_new_tokens).
+	Reply []int
 }
 
 // Token is the i-th generated token of this completion.
 func (p Params) Token(i int) int {
+	if i < len(p.Reply) {
+		return p.Reply[i]
+	}
+	if p.Reply != nil && i == len(p.Reply) && p.EOS >= 0 {
+		return p.EOS
+	}
 	if p.TokenMin > 0 && p.TokenMin < p.Vocab {
 		return p.TokenMin + Token(p.Seed, i, p.Vocab-p.TokenMin)
 	}
@@ -62,6 +73,9 @@ func (p Params) Finish(i, tok int) string {
 	if !p.IgnoreEOS && n > p.MinNewTokens {
 		if tok == p.EOS {
 			return "stop"
+		}
+		if p.Reply != nil && p.EOS < 0 && n >= len(p.Reply) {
+			return "stop" // no EOS to end a reply with: it ends at its last token
 		}
 		for _, s := range p.StopTokenIDs {
 			if tok == s {

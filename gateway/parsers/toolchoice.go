@@ -1,0 +1,220 @@
+package parsers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tsd-project/tsd/gateway/parsers/delta"
+)
+
+// Tool is one function the request offers: its name and JSON-schema
+// parameters (nil: any object).
+type Tool struct {
+	Name       string
+	Parameters json.RawMessage
+}
+
+// ToolChoice is the request's tool_choice reduced to what enforcement
+// needs: Mode is "auto", "none", "required" or "function" (Name set).
+type ToolChoice struct {
+	Mode string
+	Name string
+}
+
+// ParseToolChoice reads an OpenAI tool_choice value: "auto", "none",
+// "required", {"type":"function","function":{"name":N}}, or
+// {"type":"allowed_tools","allowed_tools":{"mode":M,...}} (SMG treats
+// mode "required" as required). Absent (nil) is "auto".
+func ParseToolChoice(raw json.RawMessage) (ToolChoice, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ToolChoice{Mode: "auto"}, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return ToolChoice{Mode: s}, nil
+		}
+		return ToolChoice{}, fmt.Errorf("tool_choice: %q is not auto, none or required", s)
+	}
+	var o struct {
+		Type     string `json:"type"`
+		Function *struct {
+			Name string `json:"name"`
+		} `json:"function"`
+		Mode         string `json:"mode"`
+		AllowedTools *struct {
+			Mode string `json:"mode"`
+		} `json:"allowed_tools"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return ToolChoice{}, fmt.Errorf("tool_choice: %w", err)
+	}
+	switch o.Type {
+	case "function":
+		if o.Function == nil || o.Function.Name == "" {
+			return ToolChoice{}, fmt.Errorf("tool_choice.function.name: missing")
+		}
+		return ToolChoice{Mode: "function", Name: o.Function.Name}, nil
+	case "allowed_tools":
+		mode := o.Mode
+		if o.AllowedTools != nil && o.AllowedTools.Mode != "" {
+			mode = o.AllowedTools.Mode
+		}
+		if mode == "required" {
+			return ToolChoice{Mode: "required"}, nil
+		}
+		return ToolChoice{Mode: "auto"}, nil
+	}
+	return ToolChoice{}, fmt.Errorf("tool_choice.type: %q is not function or allowed_tools", o.Type)
+}
+
+// Constrained reports whether the choice is enforced by a json_schema.
+func (c ToolChoice) Constrained() bool { return c.Mode == "required" || c.Mode == "function" }
+
+var anyObject = json.RawMessage(`{"type":"object"}`)
+
+// ToolChoiceSchema is the json_schema (sampling param) that makes the
+// model's output valid call(s) for a constrained tool_choice, as SMG
+// builds it (crates/tool_parser/src/factory.rs): for a named function, that
+// function's parameters schema (the output is its arguments); for
+// "required", an array of at least one {"name": <enum of one tool>,
+// "parameters": <its schema>} object, with every tool's $defs hoisted to
+// the top (conflicting definitions are an error). ok is false when the
+// choice is not constrained (auto, none, or no tools).
+func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err error) {
+	if !c.Constrained() || len(tools) == 0 {
+		return "", false, nil
+	}
+	if c.Mode == "function" {
+		for _, t := range tools {
+			if t.Name == c.Name {
+				p := t.Parameters
+				if len(bytes.TrimSpace(p)) == 0 || string(bytes.TrimSpace(p)) == "null" {
+					p = anyObject
+				}
+				var b bytes.Buffer
+				if err := json.Compact(&b, p); err != nil {
+					return "", false, fmt.Errorf("tool %q parameters: %w", t.Name, err)
+				}
+				return b.String(), true, nil
+			}
+		}
+		return "", false, fmt.Errorf("tool_choice names function %q, which tools does not list", c.Name)
+	}
+	type nameProp struct {
+		Type string   `json:"type"`
+		Enum []string `json:"enum"`
+	}
+	type props struct {
+		Name       nameProp        `json:"name"`
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	type item struct {
+		Properties props    `json:"properties"`
+		Required   []string `json:"required"`
+	}
+	var schemaDoc struct {
+		Type     string `json:"type"`
+		MinItems int    `json:"minItems"`
+		Items    struct {
+			Type  string `json:"type"`
+			AnyOf []item `json:"anyOf"`
+		} `json:"items"`
+		Defs map[string]json.RawMessage `json:"$defs,omitempty"`
+	}
+	schemaDoc.Type, schemaDoc.MinItems, schemaDoc.Items.Type = "array", 1, "object"
+	for _, t := range tools {
+		p := t.Parameters
+		if len(bytes.TrimSpace(p)) == 0 || string(bytes.TrimSpace(p)) == "null" {
+			p = anyObject
+		}
+		if !json.Valid(p) {
+			return "", false, fmt.Errorf("tool %q parameters: not valid JSON", t.Name)
+		}
+		schemaDoc.Items.AnyOf = append(schemaDoc.Items.AnyOf, item{
+			Properties: props{Name: nameProp{Type: "string", Enum: []string{t.Name}}, Parameters: p},
+			Required:   []string{"name", "parameters"},
+		})
+		var top struct {
+			Defs map[string]json.RawMessage `json:"$defs"`
+		}
+		_ = json.Unmarshal(p, &top)
+		for k, v := range top.Defs {
+			if old, ok := schemaDoc.Defs[k]; ok {
+				if !sameJSON(old, v) {
+					return "", false, fmt.Errorf("tool %q: definition %q conflicts with another tool's", t.Name, k)
+				}
+				continue
+			}
+			if schemaDoc.Defs == nil {
+				schemaDoc.Defs = map[string]json.RawMessage{}
+			}
+			schemaDoc.Defs[k] = v
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(schemaDoc); err != nil {
+		return "", false, fmt.Errorf("encode tool_choice schema: %w", err)
+	}
+	return string(bytes.TrimSpace(b.Bytes())), true, nil
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x) // maps marshal with sorted keys: a canonical form
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+// ParseConstrained reads output produced under ToolChoiceSchema back into
+// calls, as SMG does: a named function's output is its arguments; a
+// required array gives one call per {name, parameters} item (items
+// without both are skipped). ok is false when the text does not parse:
+// the caller returns it as content.
+func ParseConstrained(text string, c ToolChoice, newID func(name string, index int) string) ([]delta.Call, bool) {
+	if newID == nil {
+		newID = func(string, int) string { return "" }
+	}
+	compact := func(raw []byte) string {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			return "{}"
+		}
+		return b.String()
+	}
+	switch c.Mode {
+	case "function":
+		var v json.RawMessage
+		if json.Unmarshal([]byte(text), &v) != nil {
+			return nil, false
+		}
+		return []delta.Call{{Index: 0, ID: newID(c.Name, 0), Name: c.Name, Arguments: compact(v)}}, true
+	case "required":
+		var items []json.RawMessage
+		if json.Unmarshal([]byte(text), &items) != nil {
+			return nil, false
+		}
+		var out []delta.Call
+		for _, it := range items {
+			var o struct {
+				Name       *string         `json:"name"`
+				Parameters json.RawMessage `json:"parameters"`
+			}
+			if json.Unmarshal(it, &o) != nil || o.Name == nil || o.Parameters == nil {
+				continue
+			}
+			i := len(out)
+			out = append(out, delta.Call{Index: i, ID: newID(*o.Name, i), Name: *o.Name, Arguments: compact(o.Parameters)})
+		}
+		return out, true
+	}
+	return nil, false
+}
