@@ -1,0 +1,760 @@
+// Command tsd-bench is `make bench`'s driver: it runs tsd (bin/tsd up
+// --headless on unpaced ts-fake engines) and the bare SSE baseline under
+// the same load from `tsd bench`, reads each server's CPU from /proc, runs
+// the chosen Go benchmarks from prebuilt test binaries, and writes one
+// table (bench/results.md). It needs no Go toolchain at run time: carry
+// bin/tsd, bin/ts-fake, bin/tsd-bench, bin/bench/*.test and the repo tree
+// (for testdata and the demo tokenizer).
+//
+//	tsd-bench [flags]            run everything, write --out
+//	tsd-bench bare --listen A    serve the baseline (used by the run itself)
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tsd-project/tsd/bench/bare"
+	"github.com/tsd-project/tsd/loadgen"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "bare" {
+		if err := serveBare(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "tsd-bench bare:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tsd-bench:", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "tsd-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// serveBare runs the baseline server until killed, printing its address.
+func serveBare(args []string) error {
+	fs := flag.NewFlagSet("bare", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *listen, err)
+	}
+	fmt.Printf("listening on %s\n", l.Addr())
+	s := &bare.Server{}
+	return (&http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}).Serve(l)
+}
+
+type options struct {
+	bin, tokenizer, out, pin, commit, benchtime string
+	conc                                        []int
+	requests                                    map[int]int
+	inLen, outLen                               int
+	idle                                        time.Duration
+	skipGo, skipServe                           bool
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("tsd-bench", flag.ContinueOnError)
+	fs.StringVar(&o.bin, "bin", "bin", "folder with tsd, ts-fake and bench/*.test")
+	fs.StringVar(&o.tokenizer, "tokenizer", "gateway/tokenizer/testdata/demo", "tokenizer folder the fake model serves (chat needs one)")
+	fs.StringVar(&o.out, "out", "bench/results.md", "results file (markdown)")
+	fs.StringVar(&o.pin, "pin", "auto", "CPU pinning with taskset: auto (when the machine has ≥ 8 cores), on, off")
+	fs.StringVar(&o.commit, "commit", "", "commit to print (default: git rev-parse, else bin/tsd version)")
+	fs.StringVar(&o.benchtime, "benchtime", "1s", "-test.benchtime for the Go benchmarks")
+	concs := fs.String("concurrency", "1,64,512", "client concurrencies")
+	reqs := fs.String("requests", "1=300,64=3000,512=4000", "requests per concurrency (C=N,...); a lone number applies to all")
+	fs.IntVar(&o.inLen, "input-len", 32, "prompt tokens per request")
+	fs.IntVar(&o.outLen, "output-len", 64, "streamed tokens per request")
+	fs.DurationVar(&o.idle, "idle", 10*time.Second, "window of the idle-CPU measurement")
+	fs.BoolVar(&o.skipGo, "skip-go", false, "skip the Go benchmark rows")
+	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(*concs, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 {
+			return o, fmt.Errorf("-concurrency %q: want positive integers", *concs)
+		}
+		o.conc = append(o.conc, c)
+	}
+	o.requests = map[int]int{}
+	if n, err := strconv.Atoi(*reqs); err == nil {
+		for _, c := range o.conc {
+			o.requests[c] = n
+		}
+	} else {
+		for _, kv := range strings.Split(*reqs, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			c, err1 := strconv.Atoi(k)
+			n, err2 := strconv.Atoi(v)
+			if !ok || err1 != nil || err2 != nil || n < 1 {
+				return o, fmt.Errorf("-requests %q: want C=N pairs", *reqs)
+			}
+			o.requests[c] = n
+		}
+	}
+	for _, c := range o.conc {
+		if o.requests[c] == 0 {
+			o.requests[c] = 20 * c
+		}
+	}
+	switch o.pin {
+	case "auto", "on", "off":
+	default:
+		return o, fmt.Errorf("-pin %q: want auto, on or off", o.pin)
+	}
+	return o, nil
+}
+
+// layout is which cores each side gets.
+type layout struct {
+	pinned                     bool
+	why                        string
+	tsd, engines, load         string // taskset -c lists; empty when not pinned
+	tsdN, enginesN, loadN, all int
+}
+
+func planCores(pin string, n int, haveTaskset bool) layout {
+	l := layout{all: n}
+	switch {
+	case pin == "off":
+		l.why = "-pin off"
+	case !haveTaskset:
+		l.why = "taskset not found"
+	case n < 8 && pin == "auto":
+		l.why = fmt.Sprintf("%d cores, fewer than 8; tsd, engines and load generator share them", n)
+	case n < 4:
+		l.why = fmt.Sprintf("%d cores", n)
+	default:
+		l.pinned = true
+		l.loadN = min(4, n/4)
+		l.tsdN = 2
+		l.enginesN = n - l.tsdN - l.loadN
+		if l.enginesN > 8 {
+			l.enginesN = 8
+		}
+		l.tsd = "0-1"
+		l.engines = fmt.Sprintf("2-%d", 1+l.enginesN)
+		l.load = fmt.Sprintf("%d-%d", n-l.loadN, n-1)
+		l.why = fmt.Sprintf("pinned with taskset: tsd and the bare server on cores %s, ts-fake engines on %s, load generator on %s", l.tsd, l.engines, l.load)
+	}
+	return l
+}
+
+// describe says how the run is laid out on the cores.
+func (l layout) describe() string {
+	if l.pinned {
+		return l.why
+	}
+	return "not pinned: " + l.why
+}
+
+// wrap prefixes argv with taskset when pinned.
+func (l layout) wrap(cores string, argv ...string) []string {
+	if !l.pinned || cores == "" {
+		return argv
+	}
+	return append([]string{"taskset", "-c", cores}, argv...)
+}
+
+type env struct {
+	host, cpu, kernel, mem, date, commit, goVersion string
+	cores                                           int
+}
+
+func readEnv(o options, tsd string) env {
+	e := env{cores: runtime.NumCPU(), date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), goVersion: runtime.Version()}
+	e.host, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]); len(f) >= 2 {
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				e.mem = fmt.Sprintf("%.0f GiB", kb/(1<<20))
+			}
+		}
+	}
+	e.commit = o.commit
+	if e.commit == "" {
+		if b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+			e.commit = strings.TrimSpace(string(b))
+			if exec.Command("git", "diff", "--quiet", "HEAD").Run() != nil {
+				e.commit += " (+ uncommitted changes)"
+			}
+		} else if b, err := exec.Command(tsd, "version").Output(); err == nil {
+			e.commit = strings.TrimSpace(strings.TrimPrefix(string(b), "tsd "))
+		}
+	}
+	return e
+}
+
+// cpuTicks is a process's user+system time in clock ticks (USER_HZ,
+// 100 a second on Linux) from /proc/PID/stat.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read cpu of %d: %w", pid, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat utime/stime", pid)
+	}
+	return u + st, nil
+}
+
+const userHZ = 100
+
+func ticksToDur(t int64) time.Duration { return time.Duration(t) * time.Second / userHZ }
+
+// childrenOf lists the pids whose parent is pid (tsd's guardians).
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// server is a child process whose stdout lines are kept.
+type server struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	stamp []time.Time
+	grew  chan struct{}
+	done  chan struct{}
+}
+
+func startServer(dir string, argv []string) (*server, error) {
+	s := &server{grew: make(chan struct{}), done: make(chan struct{})}
+	s.cmd = exec.Command(argv[0], argv[1:]...)
+	s.cmd.Dir = dir
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	s.cmd.Stderr = s.cmd.Stdout
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", strings.Join(argv, " "), err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			s.stamp = append(s.stamp, time.Now())
+			close(s.grew)
+			s.grew = make(chan struct{})
+			s.mu.Unlock()
+		}
+		_ = s.cmd.Wait()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// pid of the server itself: taskset execs its command, so the pid stays.
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// waitLine waits for a line at index ≥ from containing every part; it
+// returns the index after it and when it was read.
+func (s *server) waitLine(from int, limit time.Duration, parts ...string) (int, time.Time, error) {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		for i := from; i < len(s.lines); i++ {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(s.lines[i], p)
+			}
+			if ok {
+				at := s.stamp[i]
+				s.mu.Unlock()
+				return i + 1, at, nil
+			}
+		}
+		grew := s.grew
+		n := len(s.lines)
+		s.mu.Unlock()
+		select {
+		case <-grew:
+		case <-s.done:
+			s.mu.Lock()
+			more := len(s.lines) > n
+			s.mu.Unlock()
+			if !more {
+				return 0, time.Time{}, fmt.Errorf("process exited before printing %q; output:\n%s", parts, s.tail(30))
+			}
+		case <-deadline.C:
+			return 0, time.Time{}, fmt.Errorf("no line with %q within %v; output:\n%s", parts, limit, s.tail(30))
+		}
+	}
+}
+
+func (s *server) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.lines)
+}
+
+func (s *server) tail(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.lines[max(0, len(s.lines)-n):], "\n")
+}
+
+// stop ends the server: SIGINT (tsd's orderly stop), SIGKILL to its
+// group after limit.
+func (s *server) stop(limit time.Duration) {
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(limit):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitReady polls /readiness until 200: a driver, not a test, so a short
+// poll on a deadline is the simple way to see the gateway route.
+func waitReady(base string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		resp, err := http.Get(base + "/readiness")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s/readiness not 200 within %v", base, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// loadRow is one measured serving case.
+type loadRow struct {
+	Target, Backend string
+	C, N            int
+	S               loadgen.Summary
+	CPU             time.Duration // the server process's CPU during the run
+	Err             string
+}
+
+func (r loadRow) cpuPerToken() float64 {
+	if r.S.TotalOutputTokens == 0 {
+		return 0
+	}
+	return float64(r.CPU.Microseconds()) / float64(r.S.TotalOutputTokens)
+}
+
+// runLoad drives base with `tsd bench` (on the load cores) and measures
+// pid's CPU over the run.
+func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int) loadRow {
+	row := loadRow{Backend: backend, C: c, N: n}
+	out := filepath.Join(work, fmt.Sprintf("%s-%s-c%d-%d.json", filepath.Base(base), backend, c, time.Now().UnixNano()))
+	argv := l.wrap(l.load, tsd, "bench", "--base-url", base, "--backend", backend, "--model", "demo",
+		"--num-prompts", strconv.Itoa(n), "--max-concurrency", strconv.Itoa(c),
+		"--random-input-len", strconv.Itoa(o.inLen), "--random-output-len", strconv.Itoa(o.outLen),
+		"--output-file", out, "--disable-tqdm")
+	t0, err := cpuTicks(pid)
+	if err != nil {
+		row.Err = err.Error()
+		return row
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	b, err := cmd.CombinedOutput()
+	t1, err2 := cpuTicks(pid)
+	if err != nil || err2 != nil {
+		row.Err = fmt.Sprintf("tsd bench: %v %v\n%s", err, err2, b)
+		return row
+	}
+	row.CPU = ticksToDur(t1 - t0)
+	raw, err := os.ReadFile(out)
+	if err == nil {
+		err = json.Unmarshal(raw, &row.S)
+	}
+	if err != nil {
+		row.Err = fmt.Sprintf("read results: %v", err)
+		return row
+	}
+	if row.S.Completed != n || row.S.TotalOutputTokens != n*o.outLen {
+		row.Err = fmt.Sprintf("%d/%d completed, %d output tokens (want %d)", row.S.Completed, n, row.S.TotalOutputTokens, n*o.outLen)
+	}
+	fmt.Printf("  %-8s C=%-4d %8.0f tok/s %7.0f req/s  TTFT p50 %.2f ms  cpu %.2f µs/token %s\n",
+		backend, c, row.S.OutputThroughput, row.S.RequestThroughput, row.S.MedianTTFTms, row.cpuPerToken(), row.Err)
+	return row
+}
+
+// profileText is a PD profile of unpaced ts-fake engines: nprefill
+// prefill and ndecode decode roles.
+func profileText(name, tokenizer, fake string, l layout, port, nprefill, ndecode int) string {
+	cmd := []string{fake, "serve"}
+	if l.pinned {
+		cmd = l.wrap(l.engines, cmd...)
+	}
+	q := make([]string, len(cmd))
+	for i, c := range cmd {
+		q[i] = strconv.Quote(c)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `name: %s
+model: %q
+served_model_name: demo
+engine:
+  command: [%s]
+  # Unpaced (every step at once), no startup delay, no EOS, no per-request
+  # log line, room for 1024 running requests: what is left is tsd.
+  args: [--fake-startup, "0", --fake-tokens-per-s, "0", --fake-token-min, "256", --fake-eos-id, "-1", --fake-log-requests=false, --max-num-seqs, "1024"]
+gateway:
+  host: 127.0.0.1
+  port: %d
+restart:
+  stop_grace: 10s
+roles:
+`, name, tokenizer, strings.Join(q, ", "), port)
+	gpu := 0
+	for i := range nprefill {
+		fmt.Fprintf(&b, "  - {name: prefill-%d, kind: prefill, gpus: [%d]}\n", i, gpu)
+		gpu++
+	}
+	for i := range ndecode {
+		fmt.Fprintf(&b, "  - {name: decode-%d, kind: decode, gpus: [%d]}\n", i, gpu)
+		gpu++
+	}
+	return b.String()
+}
+
+// deployment is one running `tsd up --headless`.
+type deployment struct {
+	srv     *server
+	dir     string
+	base    string
+	upReady time.Duration // start → every role ready
+}
+
+func startDeployment(o options, l layout, tsd, fake, work, name string, nprefill, ndecode int) (*deployment, error) {
+	dir := filepath.Join(work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	tok, err := filepath.Abs(o.tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(profileText(name, tok, fake, l, port, nprefill, ndecode)), 0o644); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "p.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	d := &deployment{srv: srv, dir: dir, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	var last time.Time
+	for i := range nprefill + ndecode {
+		role := fmt.Sprintf("prefill-%d ", i)
+		if i >= nprefill {
+			role = fmt.Sprintf("decode-%d ", i-nprefill)
+		}
+		_, at, err := srv.waitLine(0, 60*time.Second, role, "→ ready")
+		if err != nil {
+			srv.stop(15 * time.Second)
+			return nil, err
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	d.upReady = last.Sub(start)
+	if err := waitReady(d.base, 30*time.Second); err != nil {
+		srv.stop(15 * time.Second)
+		return nil, err
+	}
+	return d, nil
+}
+
+// restart runs `tsd restart ROLE` and times it until the role's ranks
+// are registered and routed again.
+func (d *deployment) restart(tsd, role string) (time.Duration, error) {
+	from := d.srv.count()
+	start := time.Now()
+	if b, err := exec.Command(tsd, "restart", "--socket", filepath.Join(d.dir, ".tsd", "run", "tsd.sock"), role).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("tsd restart %s: %v\n%s", role, err, b)
+	}
+	_, at, err := d.srv.waitLine(from, 60*time.Second, role+" ", "handshaking → ready")
+	if err != nil {
+		return 0, err
+	}
+	if err := waitReady(d.base, 30*time.Second); err != nil {
+		return 0, err
+	}
+	return at.Sub(start), nil
+}
+
+// cpuWithChildren is tsd's CPU and its direct children's (the guardians).
+func cpuWithChildren(pid int) (self, kids int64) {
+	self, _ = cpuTicks(pid)
+	for _, c := range childrenOf(pid) {
+		t, _ := cpuTicks(c)
+		kids += t
+	}
+	return self, kids
+}
+
+type controlRow struct{ name, value, note string }
+
+func run(o options) error {
+	tsd, err := filepath.Abs(filepath.Join(o.bin, "tsd"))
+	if err != nil {
+		return err
+	}
+	fake, err := filepath.Abs(filepath.Join(o.bin, "ts-fake"))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{tsd, fake} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("need %s (make build): %w", p, err)
+		}
+	}
+	_, tsErr := exec.LookPath("taskset")
+	l := planCores(o.pin, runtime.NumCPU(), tsErr == nil)
+	if o.pin == "on" && !l.pinned {
+		return errors.New("-pin on: cannot pin: " + l.why)
+	}
+	e := readEnv(o, tsd)
+	work, err := os.MkdirTemp("", "tsd-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	fmt.Println(l.describe())
+
+	var rows []loadRow
+	var ctl []controlRow
+	if !o.skipServe {
+		fmt.Println("tsd: 1 prefill + 1 decode ts-fake, unpaced")
+		d, err := startDeployment(o, l, tsd, fake, work, "pd", 1, 1)
+		if err != nil {
+			return fmt.Errorf("start tsd: %w", err)
+		}
+		ctl = append(ctl, controlRow{"`tsd up` → all ranks ready, 1P1D", fmtDur(d.upReady), "ts-fake with --fake-startup 0: includes its process start and handshake"})
+		runLoad(o, l, tsd, work, d.base, "chat", 64, 200, d.srv.pid()) // warm-up, not recorded
+		for _, backend := range []string{"chat", "generate"} {
+			for _, c := range o.conc {
+				r := runLoad(o, l, tsd, work, d.base, backend, c, o.requests[c], d.srv.pid())
+				r.Target = "tsd"
+				rows = append(rows, r)
+			}
+		}
+		if dur, err := d.restart(tsd, "decode-0"); err != nil {
+			ctl = append(ctl, controlRow{"`tsd restart decode` → re-admitted", "failed", err.Error()})
+		} else {
+			ctl = append(ctl, controlRow{"`tsd restart decode` → re-admitted", fmtDur(dur), "SIGTERM, group verified empty, respawn, handshake, routed (no NVML here: no GPU-release wait)"})
+		}
+		d.srv.stop(30 * time.Second)
+
+		fmt.Println("bare SSE server")
+		b, err := startServer(work, l.wrap(l.tsd, self, "bare", "--listen", "127.0.0.1:0"))
+		if err != nil {
+			return err
+		}
+		_, _, err = b.waitLine(0, 10*time.Second, "listening on ")
+		if err != nil {
+			return err
+		}
+		addr := strings.TrimPrefix(b.tail(1), "listening on ")
+		for _, backend := range []string{"chat", "generate"} {
+			for _, c := range o.conc {
+				r := runLoad(o, l, tsd, work, "http://"+addr, backend, c, o.requests[c], b.pid())
+				r.Target = "bare"
+				rows = append(rows, r)
+			}
+		}
+		b.stop(5 * time.Second)
+	}
+
+	fmt.Println("tsd: 8 roles (4 prefill + 4 decode), idle")
+	d8, err := startDeployment(o, l, tsd, fake, work, "idle8", 4, 4)
+	if err != nil {
+		return fmt.Errorf("start 8 roles: %w", err)
+	}
+	ctl = append(ctl, controlRow{"`tsd up` → all ranks ready, 8 roles", fmtDur(d8.upReady), "4 prefill + 4 decode, started in parallel"})
+	time.Sleep(2 * time.Second) // let start-up work settle before the idle window
+	s0, k0 := cpuWithChildren(d8.srv.pid())
+	t0 := time.Now()
+	time.Sleep(o.idle)
+	s1, k1 := cpuWithChildren(d8.srv.pid())
+	win := time.Since(t0)
+	ctl = append(ctl,
+		controlRow{"idle CPU, 8 roles: tsd", fmt.Sprintf("%.2f%% of a core", 100*ticksToDur(s1-s0).Seconds()/win.Seconds()), fmt.Sprintf("over %v; telemetry on, no NVML here (no GPU polling)", o.idle)},
+		controlRow{"idle CPU, 8 roles: its 8 guardians", fmt.Sprintf("%.2f%% of a core", 100*ticksToDur(k1-k0).Seconds()/win.Seconds()), "all 8 together"})
+	d8.srv.stop(30 * time.Second)
+
+	var gob []goResult
+	if !o.skipGo {
+		gob = runGoBenches(o)
+	}
+	md := render(e, l, o, rows, ctl, gob)
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	fmt.Println("wrote", o.out)
+	return nil
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// goSpec is one prebuilt test binary and the benchmarks run from it.
+type goSpec struct {
+	bin, pkg, bench, what, benchtime string
+}
+
+var goSpecs = []goSpec{
+	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
+	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
+	{"tokenizer.test", "gateway/tokenizer", "BenchmarkEncodeDemo|BenchmarkDecodeStreamStep", "tokenizer", ""},
+	{"supervisor.test", "supervisor", "BenchmarkLogCapture", "log ingest from a child's pipe (100 MB of 1000-byte lines)", "1x"},
+	{"tui.test", "tui", "BenchmarkLogIngest|BenchmarkFrameOverview$|BenchmarkFrameInspector|BenchmarkFrameLogsFollow", "dashboard frame time and log ingest", ""},
+	{"telemetry.test", "supervisor/telemetry", "BenchmarkPollersCPU8Roles", "telemetry pollers, 8 roles", ""},
+}
+
+type goResult struct {
+	spec    goSpec
+	results []goBench
+	err     string
+}
+
+func runGoBenches(o options) []goResult {
+	var out []goResult
+	for _, s := range goSpecs {
+		bin, err := filepath.Abs(filepath.Join(o.bin, "bench", s.bin))
+		if err != nil {
+			continue
+		}
+		r := goResult{spec: s}
+		if _, err := os.Stat(bin); err != nil {
+			r.err = "not built (make bench builds bin/bench/" + s.bin + ")"
+			out = append(out, r)
+			continue
+		}
+		bt := o.benchtime
+		if s.benchtime != "" {
+			bt = s.benchtime
+		}
+		fmt.Println("go benchmarks:", s.bin, s.bench)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", s.bench, "-test.benchtime", bt, "-test.benchmem")
+		cmd.Dir = s.pkg // testdata paths are relative to the package
+		if _, err := os.Stat(s.pkg); err != nil {
+			cmd.Dir = ""
+		}
+		b, err := cmd.CombinedOutput()
+		cancel()
+		r.results = parseGoBench(string(b))
+		if err != nil {
+			r.err = fmt.Sprintf("%v: %s", err, lastLines(string(b), 3))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], " / ")
+}
