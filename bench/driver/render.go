@@ -90,7 +90,7 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 				if msg == "" {
 					msg = "no result lines"
 				}
-				p("| %s | `%s` | %s |\n", g.spec.what, g.spec.bench, cell(msg))
+				p("| %s | `%s` | %s |\n", g.spec.what, cell(g.spec.bench), cell(msg))
 				continue
 			}
 			for i, r := range g.results {
@@ -108,7 +108,7 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 				if a, ok := r.Metrics["allocs/op"]; ok {
 					figs = append(figs, num(a)+" allocs/op")
 				}
-				p("| %s | `%s` | %s |\n", what, strings.TrimPrefix(r.Name, "Benchmark"), cell(strings.Join(figs, ", ")))
+				p("| %s | `%s` | %s |\n", what, cell(strings.TrimPrefix(r.Name, "Benchmark")), cell(strings.Join(figs, ", ")))
 			}
 			if g.err != "" {
 				p("| | | (%s) |\n", cell(g.err))
