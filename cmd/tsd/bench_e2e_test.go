@@ -155,4 +155,3 @@ func TestBenchTargetErrors(t *testing.T) {
 		t.Fatalf("want a --request-rate error, got %v:\n%s", err, b)
 	}
 }
-
