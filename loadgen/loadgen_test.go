@@ -240,3 +240,11 @@ func TestRunServerError(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// A dataset without token ids cannot drive /generate: Run says so at once.
+func TestRunRefusesUnfitDataset(t *testing.T) {
+	_, _, err := Run(context.Background(), Config{BaseURL: "http://127.0.0.1:1", Backend: Generate, Prompts: []Prompt{{Text: "hi", OutputLen: 3}}})
+	if err == nil || !strings.Contains(err.Error(), "token ids") {
+		t.Fatalf("err %v", err)
+	}
+}

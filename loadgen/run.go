@@ -44,6 +44,10 @@ func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 	if math.IsNaN(c.RequestRate) || c.RequestRate < 0 {
 		return nil, 0, fmt.Errorf("--request-rate must be positive or inf, got %g", c.RequestRate)
 	}
+	// A dataset the endpoint cannot take fails here, not once per request.
+	if _, err := c.Backend.Body(c.Model, c.Prompts[0]); err != nil {
+		return nil, 0, err
+	}
 	hc := c.Client
 	if hc == nil {
 		conns := c.MaxConcurrency

@@ -28,6 +28,8 @@ type benchCmd struct {
 	Target string `arg:"" optional:"" help:"Profile YAML (its gateway host:port is the target) or the name of the deployment running here; default: --base-url, else the tsd in this directory."`
 
 	BaseURL        string  `name:"base-url" help:"Server base URL, e.g. http://127.0.0.1:8000 (instead of a profile)."`
+	Host           string  `name:"host" help:"Server host, with --port (instead of --base-url)."`
+	Port           int     `name:"port" help:"Server port, with --host (default host 127.0.0.1)."`
 	Backend        string  `name:"backend" default:"chat" help:"chat (/v1/chat/completions), completions (/v1/completions) or generate (/generate, token ids); upstream's names openai-chat, openai, sglang also work."`
 	Model          string  `name:"model" help:"Model name sent in requests (default: the server's first in /v1/models)."`
 	DatasetName    string  `name:"dataset-name" default:"random" enum:"random,file" help:"random, or file (with --dataset-path)."`
@@ -121,6 +123,15 @@ func (c benchCmd) target() (base, model string, err error) {
 	switch {
 	case c.BaseURL != "":
 		return strings.TrimRight(c.BaseURL, "/"), "", nil
+	case c.Port != 0 || c.Host != "":
+		if c.Port <= 0 || c.Port > 65535 {
+			return "", "", fmt.Errorf("--port %d: want 1-65535 (with --host)", c.Port)
+		}
+		host := c.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		return "http://" + net.JoinHostPort(host, strconv.Itoa(c.Port)), "", nil
 	case c.Target != "" && isProfileArg(c.Target):
 		_, plan, errs := profiles.LoadPlan(c.Target, profiles.LocalHostFacts())
 		if plan == nil {
