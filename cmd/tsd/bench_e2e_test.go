@@ -155,3 +155,20 @@ func TestBenchTargetErrors(t *testing.T) {
 		t.Fatalf("want a --request-rate error, got %v:\n%s", err, b)
 	}
 }
+
+// TestE2EBenchByName: with no profile, `tsd bench NAME` finds the gateway
+// of the tsd running in this directory through its control socket, and
+// refuses a name that tsd does not run.
+func TestE2EBenchByName(t *testing.T) {
+	d, _, _ := startBenchProfile(t)
+	cmd := exec.Command(tsdBin, "bench", "bench-e2e", "--backend", "generate", "--num-prompts", "3", "--random-input-len", "6", "--output-len", "2")
+	cmd.Dir = d.dir
+	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "Successful requests:                     3") {
+		t.Fatalf("tsd bench bench-e2e: %v\n%s", err, b)
+	}
+	cmd = exec.Command(tsdBin, "bench", "other", "--num-prompts", "1")
+	cmd.Dir = d.dir
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), `runs "bench-e2e", not "other"`) {
+		t.Fatalf("want a wrong-name error, got %v:\n%s", err, b)
+	}
+}
