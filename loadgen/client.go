@@ -158,6 +158,7 @@ func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend,
 		return r
 	}
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	r.ITL = make([]time.Duration, 0, max(0, p.OutputLen-1))
 	last := r.Start
 	chunks := 0
 	usageTokens := -1

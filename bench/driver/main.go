@@ -415,14 +415,17 @@ type loadRow struct {
 	C, N            int
 	S               loadgen.Summary
 	CPU             time.Duration // the server process's CPU during the run
+	ClientCPU       time.Duration // the load generator's (tsd bench) CPU
 	Err             string
 }
 
-func (r loadRow) cpuPerToken() float64 {
+func (r loadRow) cpuPerToken() float64 { return r.perToken(r.CPU) }
+
+func (r loadRow) perToken(d time.Duration) float64 {
 	if r.S.TotalOutputTokens == 0 {
 		return 0
 	}
-	return float64(r.CPU.Microseconds()) / float64(r.S.TotalOutputTokens)
+	return float64(d.Microseconds()) / float64(r.S.TotalOutputTokens)
 }
 
 // runLoad drives base with `tsd bench` (on the load cores) and measures
@@ -447,6 +450,9 @@ func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int
 		return row
 	}
 	row.CPU = ticksToDur(t1 - t0)
+	if ps := cmd.ProcessState; ps != nil {
+		row.ClientCPU = ps.UserTime() + ps.SystemTime()
+	}
 	raw, err := os.ReadFile(out)
 	if err == nil {
 		err = json.Unmarshal(raw, &row.S)
@@ -458,8 +464,8 @@ func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int
 	if row.S.Completed != n || row.S.TotalOutputTokens != n*o.outLen {
 		row.Err = fmt.Sprintf("%d/%d completed, %d output tokens (want %d)", row.S.Completed, n, row.S.TotalOutputTokens, n*o.outLen)
 	}
-	fmt.Printf("  %-8s C=%-4d %8.0f tok/s %7.0f req/s  TTFT p50 %.2f ms  cpu %.2f µs/token %s\n",
-		backend, c, row.S.OutputThroughput, row.S.RequestThroughput, row.S.MedianTTFTms, row.cpuPerToken(), row.Err)
+	fmt.Printf("  %-8s C=%-4d %8.0f tok/s %7.0f req/s  TTFT p50 %.2f ms  cpu %.2f µs/token (client %.2f) %s\n",
+		backend, c, row.S.OutputThroughput, row.S.RequestThroughput, row.S.MedianTTFTms, row.cpuPerToken(), row.perToken(row.ClientCPU), row.Err)
 	return row
 }
 
