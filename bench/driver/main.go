@@ -185,7 +185,7 @@ func (l layout) wrap(cores string, argv ...string) []string {
 }
 
 type env struct {
-	host, cpu, kernel, mem, date, commit, goVersion string
+	host, cpu, kernel, mem, date, commit, goVersion, load string
 	cores                                           int
 }
 
@@ -198,6 +198,11 @@ func readEnv(o options, tsd string) env {
 				e.cpu = strings.TrimSpace(v)
 				break
 			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			e.load = strings.Join(f[:3], " ")
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

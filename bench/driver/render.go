@@ -17,6 +17,7 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 	p("| cores | %d (%s) |\n", e.cores, l.describe())
 	p("| memory, kernel | %s, Linux %s |\n", e.mem, e.kernel)
 	p("| date | %s |\n", e.date)
+	p("| load average at start (1, 5, 15 min) | %s |\n", e.load)
 	p("| commit | %s |\n", e.commit)
 	p("| driver built with | %s |\n\n", e.goVersion)
 
@@ -27,12 +28,12 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 			"(`--fake-tokens-per-s 0`), through the embedded gateway (`/v1/chat/completions` with `stream: true`, or `/generate` streaming). "+
 			"The bare server (bench/bare) writes the same chunk shapes with no other work, on the same cores in the same run. "+
 			"CPU-µs/token is the server process's utime+stime over the run (/proc/PID/stat) divided by the tokens streamed; the engines' CPU is not in it. "+
-			"The ratio is tsd tok/s over bare tok/s. The last column is the load generator's own CPU per token (its rusage), to show when the client, not the server, is the limit.\n\n", o.inLen, o.outLen)
+			"The ratio is tsd tok/s over bare tok/s; the CPU ratio is bare CPU-µs/token over tsd's (tokens per core-second, tsd vs bare), which holds up better than wall rates on a busy machine. The last column is the load generator's own CPU per token (its rusage), to show when the client, not the server, is the limit.\n\n", o.inLen, o.outLen)
 		if !l.pinned {
 			p("**Not pinned** (%s): the load generator and the engines compete with the server for the same cores, so absolute rates are far below what the servers reach on cores of their own, and the ratio is only indicative.\n\n", l.why)
 		}
-		p("| endpoint | C | requests | tsd tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | tsd CPU-µs/token | tsd cores busy | bare tok/s | bare CPU-µs/token | ratio | client CPU-µs/token (tsd / bare run) |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| endpoint | C | requests | tsd tok/s | req/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | tsd CPU-µs/token | tsd cores busy | bare tok/s | bare CPU-µs/token | ratio | CPU ratio | client CPU-µs/token (tsd / bare run) |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rows {
 			if r.Target != "tsd" {
 				continue
@@ -51,16 +52,19 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 			if r.S.Duration > 0 {
 				busy = r.CPU.Seconds() / r.S.Duration
 			}
-			bareTok, bareCPU, ratio, client := "–", "–", "–", fmt.Sprintf("%.2f / –", r.perToken(r.ClientCPU))
+			bareTok, bareCPU, ratio, cpuRatio, client := "–", "–", "–", "–", fmt.Sprintf("%.2f / –", r.perToken(r.ClientCPU))
 			if bare != nil && bare.Err == "" && bare.S.OutputThroughput > 0 {
 				bareTok = num(bare.S.OutputThroughput)
 				bareCPU = fmt.Sprintf("%.2f", bare.cpuPerToken())
 				ratio = fmt.Sprintf("%.2f", r.S.OutputThroughput/bare.S.OutputThroughput)
+				if c := r.cpuPerToken(); c > 0 {
+					cpuRatio = fmt.Sprintf("%.2f", bare.cpuPerToken()/c)
+				}
 				client = fmt.Sprintf("%.2f / %.2f", r.perToken(r.ClientCPU), bare.perToken(bare.ClientCPU))
 			}
-			p("| %s | %d | %d | %s | %s | %.2f / %.2f | %.3f / %.3f | %.2f | %.2f | %s | %s | %s | %s |\n",
+			p("| %s | %d | %d | %s | %s | %.2f / %.2f | %.3f / %.3f | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
 				ep, r.C, r.N, num(r.S.OutputThroughput), num(r.S.RequestThroughput), r.S.MedianTTFTms, r.S.P99TTFTms,
-				r.S.MedianITLms, r.S.P99ITLms, r.cpuPerToken(), busy, bareTok, bareCPU, ratio, client)
+				r.S.MedianITLms, r.S.P99ITLms, r.cpuPerToken(), busy, bareTok, bareCPU, ratio, cpuRatio, client)
 		}
 		var errs []string
 		for _, r := range rows {
