@@ -49,7 +49,7 @@ type benchCmd struct {
 }
 
 func (c benchCmd) Run() error {
-	base, model, err := c.target()
+	base, model, keyEnv, err := c.target()
 	if err != nil {
 		return err
 	}
@@ -86,6 +86,9 @@ func (c benchCmd) Run() error {
 	if c.APIKeyEnv != "" {
 		apiKey = os.Getenv(c.APIKeyEnv)
 	}
+	if apiKey == "" && keyEnv != "" {
+		apiKey = os.Getenv(keyEnv) // the profile's gateway.api_key_env
+	}
 	if c.Model != "" {
 		model = c.Model
 	}
@@ -117,45 +120,46 @@ func (c benchCmd) Run() error {
 	return nil
 }
 
-// target resolves the server: --base-url, a profile's gateway, or the
-// gateway of the tsd running here (by name, or the only one).
-func (c benchCmd) target() (base, model string, err error) {
+// target resolves the server: --base-url, --host/--port, a profile's
+// gateway (with its served model and API key variable), or the gateway of
+// the tsd running here (by name, or the only one).
+func (c benchCmd) target() (base, model, keyEnv string, err error) {
 	switch {
 	case c.BaseURL != "":
-		return strings.TrimRight(c.BaseURL, "/"), "", nil
+		return strings.TrimRight(c.BaseURL, "/"), "", "", nil
 	case c.Port != 0 || c.Host != "":
 		if c.Port <= 0 || c.Port > 65535 {
-			return "", "", fmt.Errorf("--port %d: want 1-65535 (with --host)", c.Port)
+			return "", "", "", fmt.Errorf("--port %d: want 1-65535 (with --host)", c.Port)
 		}
 		host := c.Host
 		if host == "" {
 			host = "127.0.0.1"
 		}
-		return "http://" + net.JoinHostPort(host, strconv.Itoa(c.Port)), "", nil
+		return "http://" + net.JoinHostPort(host, strconv.Itoa(c.Port)), "", "", nil
 	case c.Target != "" && isProfileArg(c.Target):
 		_, plan, errs := profiles.LoadPlan(c.Target, profiles.LocalHostFacts())
 		if plan == nil {
-			return "", "", profileErrors(errs)
+			return "", "", "", profileErrors(errs)
 		}
-		return "http://" + dialable(plan.Gateway.Listen), plan.ServedModelName, nil
+		return "http://" + dialable(plan.Gateway.Listen), plan.ServedModelName, plan.Gateway.APIKeyEnv, nil
 	}
 	path, err := c.resolve("")
 	if err != nil {
-		return "", "", fmt.Errorf("find the deployment to benchmark: %w", err)
+		return "", "", "", fmt.Errorf("find the deployment to benchmark: %w", err)
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
 	s, err := supervisor.NewControlClient(path).Status(ctx)
 	if err != nil {
-		return "", "", fmt.Errorf("ask tsd for its gateway: %w", err)
+		return "", "", "", fmt.Errorf("ask tsd for its gateway: %w", err)
 	}
 	if c.Target != "" && s.Name != c.Target {
-		return "", "", fmt.Errorf("the tsd at %s runs %q, not %q (pass its PROFILE, --socket or --base-url)", path, s.Name, c.Target)
+		return "", "", "", fmt.Errorf("the tsd at %s runs %q, not %q (pass its PROFILE, --socket or --base-url)", path, s.Name, c.Target)
 	}
 	if s.Gateway.URL == "" {
-		return "", "", fmt.Errorf("the tsd at %s runs no gateway", path)
+		return "", "", "", fmt.Errorf("the tsd at %s runs no gateway", path)
 	}
-	return strings.TrimRight(s.Gateway.URL, "/"), "", nil
+	return strings.TrimRight(s.Gateway.URL, "/"), "", "", nil
 }
 
 // dialable turns a listen address into one a client can dial (a wildcard
