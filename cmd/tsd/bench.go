@@ -43,6 +43,7 @@ type benchCmd struct {
 	RequestRate    string  `name:"request-rate" default:"inf" help:"Requests per second (Poisson arrivals), or inf to send all at once."`
 	MaxConcurrency int     `name:"max-concurrency" help:"At most this many requests in flight (0: no limit)."`
 	Seed           uint64  `name:"seed" default:"0" help:"Seed of the dataset and the arrivals."`
+	NumWarmups     int     `name:"num-warmups" default:"0" help:"Requests sent (with the first prompt, at --max-concurrency) before the measured run; not counted."`
 	OutputFile     string  `name:"output-file" help:"Write the results as JSON here."`
 	DisableTqdm    bool    `name:"disable-tqdm" help:"No progress bar (plain progress lines are still printed off a terminal)."`
 	APIKeyEnv      string  `name:"api-key-env" default:"OPENAI_API_KEY" help:"Environment variable holding a bearer token, if set."`
@@ -99,6 +100,23 @@ func (c benchCmd) Run() error {
 	}
 	fmt.Printf("Target %s (%s), model %s, %d prompts, request rate %s, max concurrency %d\n",
 		base, backend.Path(), model, len(prompts), c.RequestRate, c.MaxConcurrency)
+	if c.NumWarmups > 0 {
+		warm := make([]loadgen.Prompt, c.NumWarmups)
+		for i := range warm {
+			warm[i] = prompts[0]
+		}
+		fmt.Printf("Warming up with %d requests...\n", len(warm))
+		rs, _, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Backend: backend, Model: model, APIKey: apiKey,
+			Prompts: warm, RequestRate: math.Inf(1), MaxConcurrency: c.MaxConcurrency})
+		if err != nil {
+			return fmt.Errorf("warm up: %w", err)
+		}
+		for _, r := range rs {
+			if !r.OK {
+				return fmt.Errorf("warm-up request failed: %s", r.Err)
+			}
+		}
+	}
 	prog := newProgress(os.Stderr, isTerminal(os.Stderr) && !c.DisableTqdm)
 	rs, dur, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Backend: backend, Model: model, APIKey: apiKey,
 		Prompts: prompts, RequestRate: rate, MaxConcurrency: c.MaxConcurrency, Seed: c.Seed, Progress: prog.update})
