@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,5 +247,36 @@ func TestRunRefusesUnfitDataset(t *testing.T) {
 	_, _, err := Run(context.Background(), Config{BaseURL: "http://127.0.0.1:1", Backend: Generate, Prompts: []Prompt{{Text: "hi", OutputLen: 3}}})
 	if err == nil || !strings.Contains(err.Error(), "token ids") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// Progress comes while requests are still being sent, not only after the
+// last one went out (a regression: it used to start after the send loop).
+// The server holds every request after the first until the first
+// progress call, so the old order could never finish.
+func TestProgressDuringSend(t *testing.T) {
+	first := make(chan struct{})
+	var once sync.Once
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 1 {
+			select {
+			case <-first:
+			case <-time.After(10 * time.Second):
+				http.Error(w, "no progress reported while sending", http.StatusInternalServerError)
+				return
+			}
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	ps, _ := Random(RandomOptions{N: 5, InputLen: 3, OutputLen: 1, Seed: 1})
+	rs, dur, err := Run(context.Background(), Config{BaseURL: srv.URL, Backend: Chat, Prompts: ps, MaxConcurrency: 1,
+		Progress: func(done, total int) { once.Do(func() { close(first) }) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := Summarize(rs, dur); s.Completed != 5 {
+		t.Fatalf("%+v", s)
 	}
 }

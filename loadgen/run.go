@@ -66,7 +66,20 @@ func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 	if c.MaxConcurrency > 0 {
 		sem = make(chan struct{}, c.MaxConcurrency)
 	}
+	// Progress is reported while requests are still being sent: with a
+	// concurrency limit most finish before the last one goes out.
 	finished := make(chan int, len(c.Prompts))
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		n := 0
+		for range finished {
+			n++
+			if c.Progress != nil {
+				c.Progress(n, len(c.Prompts))
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	start := time.Now()
 	timer := time.NewTimer(0)
@@ -106,17 +119,8 @@ send:
 			results[i] = Do(ctx, hc, c.BaseURL, c.APIKey, c.Backend, c.Model, p)
 		}()
 	}
-	progressDone := make(chan struct{})
-	go func() {
-		defer close(progressDone)
-		for n := 1; n <= sent; n++ {
-			<-finished
-			if c.Progress != nil {
-				c.Progress(n, len(c.Prompts))
-			}
-		}
-	}()
 	wg.Wait()
+	close(finished)
 	<-progressDone
 	dur := time.Since(start)
 	for i := sent; i < len(results); i++ {
