@@ -28,22 +28,24 @@ PASS
 // no pinning below 8 cores unless asked, or without taskset.
 func TestPlanCores(t *testing.T) {
 	for _, c := range []struct {
-		pin                string
-		n                  int
-		taskset            bool
-		pinned             bool
-		tsd, engines, load string
+		pin                 string
+		n, tsd              int
+		taskset             bool
+		pinned              bool
+		tsdC, engines, load string
 	}{
-		{"auto", 16, true, true, "0-1", "2-9", "12-15"},
-		{"auto", 8, true, true, "0-1", "2-5", "6-7"},
-		{"auto", 2, true, false, "", "", ""},
-		{"auto", 16, false, false, "", "", ""},
-		{"off", 16, true, false, "", "", ""},
-		{"on", 4, true, true, "0-1", "2-2", "3-3"},
+		{"auto", 16, 2, true, true, "0-1", "2-9", "12-15"},
+		{"auto", 16, 4, true, true, "0-3", "4-11", "12-15"},
+		{"auto", 8, 2, true, true, "0-1", "2-5", "6-7"},
+		{"auto", 2, 2, true, false, "", "", ""},
+		{"auto", 16, 2, false, false, "", "", ""},
+		{"off", 16, 2, true, false, "", "", ""},
+		{"on", 4, 2, true, true, "0-1", "2", "3"},
+		{"on", 3, 2, true, false, "", "", ""},
 	} {
-		l := planCores(c.pin, c.n, c.taskset)
-		if l.pinned != c.pinned || l.tsd != c.tsd || l.engines != c.engines || l.load != c.load {
-			t.Errorf("%s/%d/%v: %+v", c.pin, c.n, c.taskset, l)
+		l := planCores(c.pin, c.n, c.tsd, c.taskset)
+		if l.pinned != c.pinned || l.tsd != c.tsdC || l.engines != c.engines || l.load != c.load {
+			t.Errorf("%s/%d/%d/%v: %+v", c.pin, c.n, c.tsd, c.taskset, l)
 		}
 	}
 }

@@ -73,7 +73,8 @@ type options struct {
 	bin, tokenizer, out, pin, commit, benchtime string
 	conc                                        []int
 	requests                                    map[int]int
-	inLen, outLen, reps                         int
+	inLen, outLen, reps, tsdCores               int
+	jsonOut                                     string
 	idle                                        time.Duration
 	skipGo, skipServe                           bool
 }
@@ -91,6 +92,8 @@ func parseFlags(args []string) (options, error) {
 	reqs := fs.String("requests", "1=300,64=3000,512=4000", "requests per concurrency (C=N,...); a lone number applies to all")
 	fs.IntVar(&o.inLen, "input-len", 32, "prompt tokens per request")
 	fs.IntVar(&o.outLen, "output-len", 64, "streamed tokens per request")
+	fs.IntVar(&o.tsdCores, "tsd-cores", 2, "cores for tsd (and the bare server) when pinned")
+	fs.StringVar(&o.jsonOut, "json", "", "also write every figure as JSON here")
 	fs.IntVar(&o.reps, "reps", 2, "repetitions of each serving case (tsd and bare take turns; the best by tok/s is kept)")
 	fs.DurationVar(&o.idle, "idle", 10*time.Second, "window of the idle-CPU measurement")
 	fs.BoolVar(&o.skipGo, "skip-go", false, "skip the Go benchmark rows")
@@ -126,6 +129,9 @@ func parseFlags(args []string) (options, error) {
 			o.requests[c] = 20 * c
 		}
 	}
+	if o.tsdCores < 1 {
+		return o, fmt.Errorf("-tsd-cores %d: want at least 1", o.tsdCores)
+	}
 	if o.reps < 1 {
 		return o, fmt.Errorf("-reps %d: want at least 1", o.reps)
 	}
@@ -145,7 +151,7 @@ type layout struct {
 	tsdN, enginesN, loadN, all int
 }
 
-func planCores(pin string, n int, haveTaskset bool) layout {
+func planCores(pin string, n, tsdN int, haveTaskset bool) layout {
 	l := layout{all: n}
 	switch {
 	case pin == "off":
@@ -154,22 +160,27 @@ func planCores(pin string, n int, haveTaskset bool) layout {
 		l.why = "taskset not found"
 	case n < 8 && pin == "auto":
 		l.why = fmt.Sprintf("%d cores, fewer than 8; tsd, engines and load generator share them", n)
-	case n < 4:
-		l.why = fmt.Sprintf("%d cores", n)
+	case n < tsdN+2:
+		l.why = fmt.Sprintf("%d cores: too few for %d tsd cores, an engine core and a load core", n, tsdN)
 	default:
 		l.pinned = true
-		l.loadN = min(4, n/4)
-		l.tsdN = 2
-		l.enginesN = n - l.tsdN - l.loadN
-		if l.enginesN > 8 {
-			l.enginesN = 8
-		}
-		l.tsd = "0-1"
-		l.engines = fmt.Sprintf("2-%d", 1+l.enginesN)
-		l.load = fmt.Sprintf("%d-%d", n-l.loadN, n-1)
+		l.tsdN = tsdN
+		l.loadN = max(1, min(4, n/4, n-tsdN-1))
+		l.enginesN = min(8, n-l.tsdN-l.loadN)
+		l.tsd = span(0, l.tsdN)
+		l.engines = span(l.tsdN, l.enginesN)
+		l.load = span(n-l.loadN, l.loadN)
 		l.why = fmt.Sprintf("pinned with taskset: tsd and the bare server on cores %s, ts-fake engines on %s, load generator on %s", l.tsd, l.engines, l.load)
 	}
 	return l
+}
+
+// span is the taskset list of k cores from first.
+func span(first, k int) string {
+	if k == 1 {
+		return strconv.Itoa(first)
+	}
+	return fmt.Sprintf("%d-%d", first, first+k-1)
 }
 
 // describe says how the run is laid out on the cores.
@@ -619,7 +630,7 @@ func run(o options) error {
 		}
 	}
 	_, tsErr := exec.LookPath("taskset")
-	l := planCores(o.pin, runtime.NumCPU(), tsErr == nil)
+	l := planCores(o.pin, runtime.NumCPU(), o.tsdCores, tsErr == nil)
 	if o.pin == "on" && !l.pinned {
 		return errors.New("-pin on: cannot pin: " + l.why)
 	}
@@ -712,6 +723,12 @@ func run(o options) error {
 		return fmt.Errorf("write %s: %w", o.out, err)
 	}
 	fmt.Println("wrote", o.out)
+	if o.jsonOut != "" {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob); err != nil {
+			return err
+		}
+		fmt.Println("wrote", o.jsonOut)
+	}
 	return nil
 }
 
@@ -780,4 +797,51 @@ func runGoBenches(o options) []goResult {
 func lastLines(s string, n int) string {
 	ls := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(ls[max(0, len(ls)-n):], " / ")
+}
+
+// writeJSON dumps every figure, for comparing runs by script.
+func writeJSON(path string, e env, l layout, rows []loadRow, ctl []controlRow, gob []goResult) error {
+	type serve struct {
+		Target, Backend, Error string
+		Concurrency, Requests  int
+		ServerCPUSeconds       float64
+		ClientCPUSeconds       float64
+		CPUMicrosPerToken      float64
+		Summary                loadgen.Summary
+	}
+	type control struct{ Name, Value, Note string }
+	type gobench struct {
+		Package, Name, Error string
+		Metrics              map[string]float64
+	}
+	out := struct {
+		Date, Commit, CPU, Layout string
+		Cores                     int
+		LoadAverage               string
+		Serving                   []serve
+		Control                   []control
+		GoBenchmarks              []gobench
+	}{Date: e.date, Commit: e.commit, CPU: e.cpu, Layout: l.describe(), Cores: e.cores, LoadAverage: e.load}
+	for _, r := range rows {
+		out.Serving = append(out.Serving, serve{r.Target, r.Backend, r.Err, r.C, r.N, r.CPU.Seconds(), r.ClientCPU.Seconds(), r.cpuPerToken(), r.S})
+	}
+	for _, c := range ctl {
+		out.Control = append(out.Control, control{c.name, c.value, c.note})
+	}
+	for _, g := range gob {
+		if len(g.results) == 0 {
+			out.GoBenchmarks = append(out.GoBenchmarks, gobench{Package: g.spec.pkg, Name: g.spec.bench, Error: g.err})
+		}
+		for _, r := range g.results {
+			out.GoBenchmarks = append(out.GoBenchmarks, gobench{Package: g.spec.pkg, Name: r.Name, Metrics: r.Metrics})
+		}
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }

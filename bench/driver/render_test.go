@@ -16,7 +16,7 @@ func TestRenderPairsRows(t *testing.T) {
 		{Target: "bare", Backend: "chat", C: 64, N: 10, CPU: 10 * time.Millisecond, S: loadgen.Summary{OutputThroughput: 4000, TotalOutputTokens: 2000, Duration: 0.5}},
 		{Target: "tsd", Backend: "generate", C: 1, N: 5, Err: "3/5 completed\nmore"},
 	}
-	md := render(env{cores: 2}, planCores("auto", 2, true), options{inLen: 8, outLen: 16, benchtime: "1s"}, rows,
+	md := render(env{cores: 2}, planCores("auto", 2, 2, true), options{inLen: 8, outLen: 16, benchtime: "1s"}, rows,
 		[]controlRow{{"idle", "0.1%", "n"}}, []goResult{{spec: goSpec{what: "w", bench: "BenchmarkA|B"}, results: parseGoBench("BenchmarkA/x=a|b-2 10 5 ns/op 3 allocs/op\n")}})
 	for _, want := range []string{
 		"| chat SSE | 64 | 10 | 1,000 |", "| 20.00 | 0.02 | 4,000 | 5.00 | 0.25 | 0.25 |", "**Not pinned**",
