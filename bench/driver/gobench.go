@@ -2,8 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // goBench is one result line of `go test -bench` output.
@@ -51,4 +57,64 @@ func parseGoBench(out string) []goBench {
 		}
 	}
 	return res
+}
+
+// goSpec is one prebuilt test binary and the benchmarks run from it.
+type goSpec struct {
+	bin, pkg, bench, what, benchtime string
+}
+
+var goSpecs = []goSpec{
+	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
+	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
+	{"tokenizer.test", "gateway/tokenizer", "BenchmarkEncodeDemo|BenchmarkDecodeStreamStep", "tokenizer", ""},
+	{"supervisor.test", "supervisor", "BenchmarkLogCapture", "log ingest from a child's pipe (100 MB of 1000-byte lines)", "1x"},
+	{"tui.test", "tui", "BenchmarkLogIngest|BenchmarkFrameOverview$|BenchmarkFrameInspector|BenchmarkFrameLogsFollow", "dashboard frame time and log ingest", ""},
+	{"telemetry.test", "supervisor/telemetry", "BenchmarkPollersCPU8Roles", "telemetry pollers, 8 roles", ""},
+}
+
+type goResult struct {
+	spec    goSpec
+	results []goBench
+	err     string
+}
+
+func runGoBenches(o options) []goResult {
+	var out []goResult
+	for _, s := range goSpecs {
+		bin, err := filepath.Abs(filepath.Join(o.bin, "bench", s.bin))
+		if err != nil {
+			continue
+		}
+		r := goResult{spec: s}
+		if _, err := os.Stat(bin); err != nil {
+			r.err = "not built (make bench builds bin/bench/" + s.bin + ")"
+			out = append(out, r)
+			continue
+		}
+		bt := o.benchtime
+		if s.benchtime != "" {
+			bt = s.benchtime
+		}
+		fmt.Println("go benchmarks:", s.bin, s.bench)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", s.bench, "-test.benchtime", bt, "-test.benchmem")
+		cmd.Dir = s.pkg // testdata paths are relative to the package
+		if _, err := os.Stat(s.pkg); err != nil {
+			cmd.Dir = ""
+		}
+		b, err := cmd.CombinedOutput()
+		cancel()
+		r.results = parseGoBench(string(b))
+		if err != nil {
+			r.err = fmt.Sprintf("%v: %s", err, lastLines(string(b), 3))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], " / ")
 }

@@ -11,8 +11,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,8 +24,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tsd-project/tsd/bench/bare"
@@ -143,62 +139,6 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-// layout is which cores each side gets.
-type layout struct {
-	pinned                     bool
-	why                        string
-	tsd, engines, load         string // taskset -c lists; empty when not pinned
-	tsdN, enginesN, loadN, all int
-}
-
-func planCores(pin string, n, tsdN int, haveTaskset bool) layout {
-	l := layout{all: n}
-	switch {
-	case pin == "off":
-		l.why = "-pin off"
-	case !haveTaskset:
-		l.why = "taskset not found"
-	case n < 8 && pin == "auto":
-		l.why = fmt.Sprintf("%d cores, fewer than 8; tsd, engines and load generator share them", n)
-	case n < tsdN+2:
-		l.why = fmt.Sprintf("%d cores: too few for %d tsd cores, an engine core and a load core", n, tsdN)
-	default:
-		l.pinned = true
-		l.tsdN = tsdN
-		l.loadN = max(1, min(4, n/4, n-tsdN-1))
-		l.enginesN = min(8, n-l.tsdN-l.loadN)
-		l.tsd = span(0, l.tsdN)
-		l.engines = span(l.tsdN, l.enginesN)
-		l.load = span(n-l.loadN, l.loadN)
-		l.why = fmt.Sprintf("pinned with taskset: tsd and the bare server on cores %s, ts-fake engines on %s, load generator on %s", l.tsd, l.engines, l.load)
-	}
-	return l
-}
-
-// span is the taskset list of k cores from first.
-func span(first, k int) string {
-	if k == 1 {
-		return strconv.Itoa(first)
-	}
-	return fmt.Sprintf("%d-%d", first, first+k-1)
-}
-
-// describe says how the run is laid out on the cores.
-func (l layout) describe() string {
-	if l.pinned {
-		return l.why
-	}
-	return "not pinned: " + l.why
-}
-
-// wrap prefixes argv with taskset when pinned.
-func (l layout) wrap(cores string, argv ...string) []string {
-	if !l.pinned || cores == "" {
-		return argv
-	}
-	return append([]string{"taskset", "-c", cores}, argv...)
-}
-
 type env struct {
 	host, cpu, kernel, mem, date, commit, goVersion, load string
 	cores                                                 int
@@ -242,191 +182,6 @@ func readEnv(o options, tsd string) env {
 		}
 	}
 	return e
-}
-
-// cpuTicks is a process's user+system time in clock ticks (USER_HZ,
-// 100 a second on Linux) from /proc/PID/stat.
-func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read cpu of %d: %w", pid, err)
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat utime/stime", pid)
-	}
-	return u + st, nil
-}
-
-const userHZ = 100
-
-func ticksToDur(t int64) time.Duration { return time.Duration(t) * time.Second / userHZ }
-
-// childrenOf lists the pids whose parent is pid (tsd's guardians).
-func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// server is a child process whose stdout lines are kept.
-type server struct {
-	cmd   *exec.Cmd
-	mu    sync.Mutex
-	lines []string
-	stamp []time.Time
-	grew  chan struct{}
-	done  chan struct{}
-}
-
-func startServer(dir string, argv []string) (*server, error) {
-	s := &server{grew: make(chan struct{}), done: make(chan struct{})}
-	s.cmd = exec.Command(argv[0], argv[1:]...)
-	s.cmd.Dir = dir
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s.cmd.Stderr = s.cmd.Stdout
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", strings.Join(argv, " "), err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			s.mu.Lock()
-			s.lines = append(s.lines, sc.Text())
-			s.stamp = append(s.stamp, time.Now())
-			close(s.grew)
-			s.grew = make(chan struct{})
-			s.mu.Unlock()
-		}
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
-	return s, nil
-}
-
-// pid of the server itself: taskset execs its command, so the pid stays.
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
-// waitLine waits for a line at index ≥ from containing every part; it
-// returns the index after it and when it was read.
-func (s *server) waitLine(from int, limit time.Duration, parts ...string) (int, time.Time, error) {
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		for i := from; i < len(s.lines); i++ {
-			ok := true
-			for _, p := range parts {
-				ok = ok && strings.Contains(s.lines[i], p)
-			}
-			if ok {
-				at := s.stamp[i]
-				s.mu.Unlock()
-				return i + 1, at, nil
-			}
-		}
-		grew := s.grew
-		n := len(s.lines)
-		s.mu.Unlock()
-		select {
-		case <-grew:
-		case <-s.done:
-			s.mu.Lock()
-			more := len(s.lines) > n
-			s.mu.Unlock()
-			if !more {
-				return 0, time.Time{}, fmt.Errorf("process exited before printing %q; output:\n%s", parts, s.tail(30))
-			}
-		case <-deadline.C:
-			return 0, time.Time{}, fmt.Errorf("no line with %q within %v; output:\n%s", parts, limit, s.tail(30))
-		}
-	}
-}
-
-func (s *server) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.lines)
-}
-
-func (s *server) tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.lines[max(0, len(s.lines)-n):], "\n")
-}
-
-// stop ends the server: SIGINT (tsd's orderly stop), SIGKILL to its
-// group after limit.
-func (s *server) stop(limit time.Duration) {
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-s.done:
-	case <-time.After(limit):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitReady polls /readiness until 200: a driver, not a test, so a short
-// poll on a deadline is the simple way to see the gateway route.
-func waitReady(base string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		resp, err := http.Get(base + "/readiness")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s/readiness not 200 within %v", base, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // loadRow is one measured serving case.
@@ -737,66 +492,6 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
-}
-
-// goSpec is one prebuilt test binary and the benchmarks run from it.
-type goSpec struct {
-	bin, pkg, bench, what, benchtime string
-}
-
-var goSpecs = []goSpec{
-	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
-	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
-	{"tokenizer.test", "gateway/tokenizer", "BenchmarkEncodeDemo|BenchmarkDecodeStreamStep", "tokenizer", ""},
-	{"supervisor.test", "supervisor", "BenchmarkLogCapture", "log ingest from a child's pipe (100 MB of 1000-byte lines)", "1x"},
-	{"tui.test", "tui", "BenchmarkLogIngest|BenchmarkFrameOverview$|BenchmarkFrameInspector|BenchmarkFrameLogsFollow", "dashboard frame time and log ingest", ""},
-	{"telemetry.test", "supervisor/telemetry", "BenchmarkPollersCPU8Roles", "telemetry pollers, 8 roles", ""},
-}
-
-type goResult struct {
-	spec    goSpec
-	results []goBench
-	err     string
-}
-
-func runGoBenches(o options) []goResult {
-	var out []goResult
-	for _, s := range goSpecs {
-		bin, err := filepath.Abs(filepath.Join(o.bin, "bench", s.bin))
-		if err != nil {
-			continue
-		}
-		r := goResult{spec: s}
-		if _, err := os.Stat(bin); err != nil {
-			r.err = "not built (make bench builds bin/bench/" + s.bin + ")"
-			out = append(out, r)
-			continue
-		}
-		bt := o.benchtime
-		if s.benchtime != "" {
-			bt = s.benchtime
-		}
-		fmt.Println("go benchmarks:", s.bin, s.bench)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", s.bench, "-test.benchtime", bt, "-test.benchmem")
-		cmd.Dir = s.pkg // testdata paths are relative to the package
-		if _, err := os.Stat(s.pkg); err != nil {
-			cmd.Dir = ""
-		}
-		b, err := cmd.CombinedOutput()
-		cancel()
-		r.results = parseGoBench(string(b))
-		if err != nil {
-			r.err = fmt.Sprintf("%v: %s", err, lastLines(string(b), 3))
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func lastLines(s string, n int) string {
-	ls := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(ls[max(0, len(ls)-n):], " / ")
 }
 
 // writeJSON dumps every figure, for comparing runs by script.
