@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test test-unit test-e2e flake fuzz lint demo bench clean
+.PHONY: all build test test-unit test-e2e flake fuzz lint demo bench bench-bins bench-go clean
 
 # go-nvml's header marks many NVML calls deprecated, and cgo repeats each
 # warning on every first build; they are not ours to fix, so its C
@@ -67,7 +67,24 @@ demo: build
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-gpus 4 profiles/examples/demo.yaml
 
 # Speed and memory targets live here, never in timed unit tests.
-bench: build
+# `make bench` builds the driver and the test binaries of the chosen Go
+# benchmarks, then runs the whole table into bench/results.md (a few
+# minutes). The binaries run without Go: see bench/README.md.
+BENCH_PKGS := gateway bench/transport gateway/tokenizer supervisor tui supervisor/telemetry
+BENCH_FLAGS ?=
+bench: build bench-bins
+	$(BIN)/tsd-bench -bin $(BIN) -out bench/results.md $(BENCH_FLAGS)
+
+bench-bins:
+	@mkdir -p $(BIN)/bench
+	$(GO) build -o $(BIN)/tsd-bench ./bench/driver
+	@for p in $(BENCH_PKGS); do \
+		echo "$(GO) test -c -o $(BIN)/bench/$$(basename $$p).test ./$$p"; \
+		$(GO) test -c -o $(BIN)/bench/$$(basename $$p).test ./$$p || exit 1; \
+	done
+
+# Every Go benchmark of the module, as `go test -bench` prints them.
+bench-go: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)
 
 clean:

@@ -22,6 +22,7 @@ type cli struct {
 	Restart  restartCmd  `cmd:"" help:"Restart one role of a running tsd."`
 	Stop     stopCmd     `cmd:"" help:"Stop one role, or the whole deployment, of a running tsd."`
 	Logs     logsCmd     `cmd:"" help:"Print (or follow) one role's log from a running tsd."`
+	Bench    benchCmd    `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
 	Guard    guardCmd    `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// goBench is one result line of `go test -bench` output.
+type goBench struct {
+	Name    string             // without the -GOMAXPROCS suffix
+	N       int64              // iterations
+	Metrics map[string]float64 // unit → value, e.g. "ns/op", "MB/s", "tok/s"
+	Units   []string           // units in the order printed
+}
+
+// parseGoBench reads the result lines of `go test -bench` output (and of
+// a test binary run with -test.bench); other lines are ignored.
+func parseGoBench(out string) []goBench {
+	var res []goBench
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		b := goBench{Name: name, N: n, Metrics: map[string]float64{}}
+		ok := true
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				ok = false
+				break
+			}
+			b.Metrics[f[i+1]] = v
+			b.Units = append(b.Units, f[i+1])
+		}
+		if ok {
+			res = append(res, b)
+		}
+	}
+	return res
+}
+
+// goSpec is one prebuilt test binary and the benchmarks run from it.
+type goSpec struct {
+	bin, pkg, bench, what, benchtime string
+}
+
+var goSpecs = []goSpec{
+	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
+	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
+	{"tokenizer.test", "gateway/tokenizer", "BenchmarkEncodeDemo|BenchmarkEncodeQwen3$|BenchmarkDecodeStreamStep", "tokenizer (Qwen3 only when its tokenizer.json is in the test cache)", ""},
+	{"supervisor.test", "supervisor", "BenchmarkLogCapture", "log ingest from a child's pipe (100 MB of 1000-byte lines)", "1x"},
+	{"tui.test", "tui", "BenchmarkLogIngest|BenchmarkFrameOverview$|BenchmarkFrameInspector|BenchmarkFrameLogsFollow", "dashboard frame time and log ingest", ""},
+	{"telemetry.test", "supervisor/telemetry", "BenchmarkPollersCPU8Roles", "telemetry pollers, 8 roles", ""},
+}
+
+type goResult struct {
+	spec    goSpec
+	results []goBench
+	err     string
+}
+
+func runGoBenches(o options) []goResult {
+	var out []goResult
+	for _, s := range goSpecs {
+		bin, err := filepath.Abs(filepath.Join(o.bin, "bench", s.bin))
+		if err != nil {
+			continue
+		}
+		r := goResult{spec: s}
+		if _, err := os.Stat(bin); err != nil {
+			r.err = "not built (make bench builds bin/bench/" + s.bin + ")"
+			out = append(out, r)
+			continue
+		}
+		bt := o.benchtime
+		if s.benchtime != "" {
+			bt = s.benchtime
+		}
+		fmt.Println("go benchmarks:", s.bin, s.bench)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", s.bench, "-test.benchtime", bt, "-test.benchmem")
+		cmd.Dir = s.pkg // testdata paths are relative to the package
+		if _, err := os.Stat(s.pkg); err != nil {
+			cmd.Dir = ""
+		}
+		b, err := cmd.CombinedOutput()
+		cancel()
+		r.results = parseGoBench(string(b))
+		if err != nil {
+			r.err = fmt.Sprintf("%v: %s", err, lastLines(string(b), 3))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(ls[max(0, len(ls)-n):], " / ")
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// startBenchProfile runs `tsd up --headless` on a PD profile of unpaced
+// ts-fake engines with the demo tokenizer (chat needs one), and waits
+// until both roles are ready.
+func startBenchProfile(t *testing.T) (d *deployment, profile, base string) {
+	t.Helper()
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	tok, err := filepath.Abs("../../gateway/tokenizer/testdata/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	prof := fmt.Sprintf(`name: bench-e2e
+model: %s
+served_model_name: demo
+engine:
+  command: [%s, serve]
+  args: [--fake-startup, "0", --fake-tokens-per-s, "0", --fake-token-min, "256", --fake-eos-id, "-1", --fake-log-requests=false]
+gateway:
+  host: 127.0.0.1
+  port: %d
+roles:
+  - name: prefill
+    kind: prefill
+    gpus: [0]
+  - name: decode
+    kind: decode
+    gpus: [1]
+restart:
+  stop_grace: 5s
+`, tok, fakeBin, port)
+	profile = filepath.Join(dir, "bench.yaml")
+	if err := os.WriteFile(profile, []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = runTSD(t, dir, "up", "--headless", profile)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	t.Cleanup(func() {
+		if out, err := d.ctl("stop"); err != nil {
+			t.Errorf("tsd stop: %v\n%s", err, out)
+		}
+		_ = d.wait()
+	})
+	return d, profile, fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// gatewayCounters reads the generation and output-token counters from
+// the gateway's /metrics.
+func gatewayCounters(t *testing.T, base string) (requests, outTokens int) {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "smg_router_requests_total":
+			requests = int(v)
+		case `smg_router_tokens_total{token_type="output"}`:
+			outTokens = int(v)
+		}
+	}
+	return requests, outTokens
+}
+
+// TestE2EBenchCountsMatchGateway: `tsd bench PROFILE` through the real
+// gateway on ts-fake, for chat and /generate: the requests it reports
+// completed and the output tokens it counted are exactly what the
+// gateway's /metrics counted in between, and the JSON has upstream's fields.
+func TestE2EBenchCountsMatchGateway(t *testing.T) {
+	d, profile, base := startBenchProfile(t)
+	for _, backend := range []string{"chat", "generate"} {
+		req0, tok0 := gatewayCounters(t, base)
+		out := filepath.Join(t.TempDir(), "r.json")
+		cmd := exec.Command(tsdBin, "bench", profile, "--backend", backend, "--num-prompts", "30", "--max-concurrency", "4",
+			"--random-input-len", "12", "--output-len", "9", "--request-rate", "500", "--seed", "5", "--output-file", out)
+		cmd.Dir = d.dir
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tsd bench --backend %s: %v\n%s\ntsd:\n%s", backend, err, b, d.output())
+		}
+		for _, want := range []string{"Successful requests:", "Mean TTFT (ms):", "P99 ITL (ms):", "Median E2E Latency (ms):", "Output token throughput (tok/s):"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s: summary lacks %q:\n%s", backend, want, b)
+			}
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("%s: JSON: %v\n%s", backend, err, raw)
+		}
+		for _, k := range []string{"duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
+			"mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+			"mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2e_latency_ms", "median_e2e_latency_ms", "p99_e2e_latency_ms"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s: JSON lacks %q", backend, k)
+			}
+		}
+		req1, tok1 := gatewayCounters(t, base)
+		completed, outTokens := int(r["completed"].(float64)), int(r["total_output_tokens"].(float64))
+		if completed != 30 || outTokens != 30*9 {
+			t.Errorf("%s: bench says %d completed, %d output tokens; want 30 and 270\n%s", backend, completed, outTokens, b)
+		}
+		if req1-req0 != completed || tok1-tok0 != outTokens {
+			t.Errorf("%s: gateway counted %d requests and %d output tokens, bench %d and %d", backend, req1-req0, tok1-tok0, completed, outTokens)
+		}
+		if r["backend"] != backend || r["model_id"] != "demo" || r["max_concurrency"].(float64) != 4 || r["request_rate"].(float64) != 500 {
+			t.Errorf("%s: run description %v %v %v %v", backend, r["backend"], r["model_id"], r["max_concurrency"], r["request_rate"])
+		}
+	}
+}
+
+// TestBenchTargetErrors: a bench with nothing to target says how to name one.
+func TestBenchTargetErrors(t *testing.T) {
+	cmd := exec.Command(tsdBin, "bench", "--num-prompts", "1")
+	cmd.Dir = t.TempDir()
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "pass PROFILE or --socket") {
+		t.Fatalf("want a target error, got %v:\n%s", err, b)
+	}
+	cmd = exec.Command(tsdBin, "bench", "--base-url", "http://127.0.0.1:1", "--model", "m", "--request-rate", "-3")
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "--request-rate") {
+		t.Fatalf("want a --request-rate error, got %v:\n%s", err, b)
+	}
+}
+
+// TestE2EBenchByName: with no profile, `tsd bench NAME` finds the gateway
+// of the tsd running in this directory through its control socket, and
+// refuses a name that tsd does not run.
+func TestE2EBenchByName(t *testing.T) {
+	d, _, _ := startBenchProfile(t)
+	cmd := exec.Command(tsdBin, "bench", "bench-e2e", "--backend", "generate", "--num-prompts", "3", "--random-input-len", "6", "--output-len", "2")
+	cmd.Dir = d.dir
+	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "Successful requests:                     3") {
+		t.Fatalf("tsd bench bench-e2e: %v\n%s", err, b)
+	}
+	cmd = exec.Command(tsdBin, "bench", "other", "--num-prompts", "1")
+	cmd.Dir = d.dir
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), `runs "bench-e2e", not "other"`) {
+		t.Fatalf("want a wrong-name error, got %v:\n%s", err, b)
+	}
+}
