@@ -17,12 +17,15 @@ type Profile struct {
 	Model           string
 	Tokenizer       string
 	ServedModelName string
-	Engine          Engine
-	Gateway         Gateway
-	Roles           []Role
-	Restart         Restart
-	RunDir          string
-	LogDir          string
+	// Accelerator is nvidia or ascend as written; "" leaves it to the host
+	// (see HostFacts.Accelerator).
+	Accelerator string
+	Engine      Engine
+	Gateway     Gateway
+	Roles       []Role
+	Restart     Restart
+	RunDir      string
+	LogDir      string
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
@@ -34,8 +37,16 @@ type Engine struct {
 	Command         []string
 	TransferBackend string
 	IBDevice        string
+	Mooncake        Mooncake
 	Args            []string
 	Env             map[string]string
+}
+
+// Mooncake holds the transfer engine's settings.
+type Mooncake struct {
+	// IntranodeNVLink acknowledges MC_INTRANODE_NVLINK in an env: the
+	// platform is known to support the forced intra-node NVLink transport.
+	IntranodeNVLink bool
 }
 
 // Gateway is the embedded gateway's configuration.
@@ -71,6 +82,11 @@ type Role struct {
 	Env            map[string]string
 	Host           string // "local" or a remote host name
 	Restart        Restart
+	// GPUMemoryUtilization is --gpu-memory-utilization (0 = not set); a
+	// GPU may be shared only by roles that all set it.
+	GPUMemoryUtilization float64
+	// IBDevice overrides engine.ib_device for this role.
+	IBDevice string
 }
 
 // Local reports whether tsd spawns this role itself.
@@ -120,24 +136,25 @@ const (
 )
 
 // DefaultCommand is the engine command when the profile names none.
-func DefaultCommand() []string { return []string{"ts", "serve"} }
+func DefaultCommand() []string {
+	var e Engine
+	engineSection.setDefaults(&e)
+	return e.Command
+}
 
-// DefaultRestart is the restart policy when the profile sets none.
+// DefaultRestart is the restart policy when the profile sets none (the
+// restart section's defaults).
 func DefaultRestart() Restart {
-	return Restart{
-		Policy:       RestartOnFailure,
-		Backoff:      2 * time.Second,
-		MaxBackoff:   2 * time.Minute,
-		ResetAfter:   10 * time.Minute,
-		BudgetCount:  5,
-		BudgetWindow: 10 * time.Minute,
-		StopGrace:    30 * time.Second,
-	}
+	var r Restart
+	restartSection.setDefaults(&r)
+	return r
 }
 
 // DefaultPolicy is the worker-selection policy per kind.
 func DefaultPolicy() PolicyPlan {
-	return PolicyPlan{Prefill: "round_robin", Decode: "round_robin", Encode: "consistent_hashing"}
+	var p PolicyPlan
+	policySection.setDefaults(&p)
+	return p
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's
