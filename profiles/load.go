@@ -22,7 +22,7 @@ import (
 // otherwise it is returned even with errors so callers can show partial
 // results.
 func Load(path string) (*Profile, Errors) {
-	data, err := os.ReadFile(path)
+	data, err := readProfile(path)
 	if err != nil {
 		return nil, Errors{{File: path, Msg: fmt.Sprintf("read profile: %v", err)}}
 	}
@@ -36,6 +36,9 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = filepath.Clean(path)
+	}
+	if e := checkLimits(path, data); e != nil {
+		return nil, Errors{e}
 	}
 	l := &loader{file: path, pos: map[string]Pos{}, anchors: map[string]ast.Node{}}
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
