@@ -37,7 +37,7 @@ func checkLimits(file string, data []byte) *Error {
 		return &Error{File: file, Msg: fmt.Sprintf("the file is over the %d-byte (1 MiB) limit for a profile", MaxProfileBytes)}
 	}
 	var (
-		flow      int    // open [ and { in flow context
+		flow      int // open [ and { in flow context
 		block     [MaxProfileDepth + 1]int
 		nblock    int    // block levels open (columns in block[:nblock])
 		line, col = 1, 0 // col is 1-based, of the byte at i

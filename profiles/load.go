@@ -634,11 +634,24 @@ var plannedFlags = map[string]string{
 	"--disaggregation-mode":             "set it with the role's kind:",
 	"--disaggregation-bootstrap-port":   "set it with the role's bootstrap_port:",
 	"--disaggregation-transfer-backend": "set it with engine.transfer_backend:",
-	"--disaggregation-ib-device":        "set it with engine.ib_device:",
-	"--dist-init-addr":                  "set it with the role's dist_init_port:",
-	"--data-parallel-address":           "set it with the role's worker:",
-	"--data-parallel-rpc-port":          "set it with the role's worker:",
-	"--zmq-engine-index":                "set it with the role's engine_index:",
+	"--disaggregation-ib-device":        "set it with engine.ib_device: or the role's ib_device:",
+	// Flags that change how many ranks an engine starts, or which devices
+	// they take, behind the planner's back (launch.md §2.3): the plan's
+	// GPU lists, port clusters and the gateway's expected ranks all follow
+	// from tp × dp.
+	"--attn-tp-size":           "set it with the role's tp: (--tp is its alias)",
+	"--tp-size":                "set it with the role's tp:",
+	"--dp":                     "set it with the role's dp:",
+	"--dp-size":                "set it with the role's dp:",
+	"--world-size":             "it is tp × dp: set the role's tp: and dp:",
+	"--nprocs-per-node":        "it is tp × dp on one node: set the role's tp: and dp:",
+	"--nnodes":                 "tsd runs each engine on one node; use one role per node with host:",
+	"--node-rank":              "tsd runs each engine on one node; use one role per node with host:",
+	"--base-gpu-id":            "set the devices with the role's gpus:",
+	"--dist-init-addr":         "set it with the role's dist_init_port:",
+	"--data-parallel-address":  "set it with the role's worker:",
+	"--data-parallel-rpc-port": "set it with the role's worker:",
+	"--zmq-engine-index":       "set it with the role's engine_index:",
 	// ts serve refuses these with --headless (launch.md §1.1).
 	"--engine-startup-timeout":  "ts serve --headless refuses it",
 	"--gateway-startup-timeout": "ts serve --headless refuses it",

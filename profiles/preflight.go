@@ -51,6 +51,14 @@ type PreflightEnv struct {
 	EUID       int
 	Lstat      func(path string) (fs.FileInfo, error)
 	Writable   func(dir string) error // dir or its nearest existing ancestor
+	// Getenv reads tsd's own environment, which every engine inherits.
+	Getenv func(string) string
+	// SysfsRoot is where class/infiniband lives ("/sys"); "" skips the
+	// RDMA device check.
+	SysfsRoot string
+	// MooncakeDirs lists installed Mooncake package directories (for the
+	// Ascend build check); nil skips the check.
+	MooncakeDirs func() []string
 }
 
 // LocalPreflightEnv checks this machine: real port binds, /proc for port
@@ -64,6 +72,11 @@ func LocalPreflightEnv() PreflightEnv {
 		EUID:       os.Geteuid(),
 		Lstat:      os.Lstat,
 		Writable:   DirWritable,
+		Getenv:     os.Getenv,
+		SysfsRoot:  "/sys",
+		MooncakeDirs: func() []string {
+			return MooncakeDirs(os.Getenv)
+		},
 	}
 }
 
@@ -154,38 +167,28 @@ func Preflight(plan *Plan, env PreflightEnv) []Problem {
 		}
 	}
 
-	// GPUs.
+	// GPUs (or NPUs).
+	dev := "GPU"
+	if plan.Accelerator == AcceleratorAscend {
+		dev = "NPU"
+	}
 	if env.GPUs == nil {
 		anyLocal := false
 		for _, r := range plan.Roles {
 			anyLocal = anyLocal || (r.Local && len(r.GPUs) > 0)
 		}
-		if anyLocal {
+		switch {
+		case anyLocal && dev == "NPU":
+			add(SeverityWarning, "", "NPU list unknown (no npu-smi): the profile's NPUs were not checked")
+		case anyLocal:
 			add(SeverityWarning, "", "GPU list unknown (no NVML): the profile's GPUs were not checked")
 		}
 	} else {
-		// Compare by UUID: the profile may name one GPU by index in one
-		// role and by UUID in another, which string comparison at load
-		// time cannot see.
-		owner := map[string]string{} // uuid → "role (as g)"
-		for _, r := range plan.Roles {
-			if !r.Local {
-				continue
-			}
-			for _, g := range r.GPUs {
-				uuid, ok := ResolveGPU(g, env.GPUs)
-				if !ok {
-					add(SeverityError, r.Name, "GPU %s does not exist on this host (%d GPU(s) found)", g, len(env.GPUs))
-					continue
-				}
-				if prev, dup := owner[uuid]; dup {
-					add(SeverityError, r.Name, "GPU %s (%s) is already used by %s; engines must not share GPUs", g, uuid, prev)
-					continue
-				}
-				owner[uuid] = fmt.Sprintf("%s (as %s)", r.Name, g)
-			}
-		}
+		preflightDevices(plan, env.GPUs, dev, add)
 	}
+
+	// Transfer (the seed page's Transfer and Ascend sections).
+	preflightTransfer(plan, env, add)
 
 	// ipc directories (zmq-lane.md §1.4) and the control socket's.
 	if env.Lstat != nil {
@@ -219,6 +222,151 @@ func Preflight(plan *Plan, env PreflightEnv) []Problem {
 		}
 	}
 	return out
+}
+
+// preflightDevices compares the roles' devices by UUID: the profile may
+// name one GPU by index in one role and by UUID in another, which string
+// comparison at load time cannot see. Sharing is allowed only between
+// roles that all set gpu_memory_utilization, at most the whole device.
+func preflightDevices(plan *Plan, gpus []GPU, dev string, add func(Severity, string, string, ...any)) {
+	type owner struct {
+		name string
+		frac float64
+	}
+	owners := map[string][]owner{} // uuid → roles on it
+	var order []string
+	for _, r := range plan.Roles {
+		if !r.Local {
+			continue
+		}
+		for _, g := range r.GPUs {
+			uuid, ok := ResolveGPU(g, gpus)
+			if !ok {
+				add(SeverityError, r.Name, "%s %s does not exist on this host (%d %s(s) found)", dev, g, len(gpus), dev)
+				continue
+			}
+			prev := owners[uuid]
+			if len(prev) > 0 && (r.GPUMemoryUtilization == 0 || prev[0].frac == 0) {
+				add(SeverityError, r.Name, "%s %s (%s) is already used by %s; engines must not share a %s unless every role on it sets gpu_memory_utilization", dev, g, uuid, prev[0].name, dev)
+				continue
+			}
+			if len(prev) == 0 {
+				order = append(order, uuid)
+			}
+			owners[uuid] = append(prev, owner{fmt.Sprintf("%s (as %s)", r.Name, g), r.GPUMemoryUtilization})
+		}
+	}
+	for _, uuid := range order {
+		us := owners[uuid]
+		sum := 0.0
+		for _, o := range us {
+			sum += o.frac
+		}
+		if len(us) > 1 && sum > ShareErrorAbove+1e-9 {
+			add(SeverityError, us[len(us)-1].name, "%s %s is shared and gpu_memory_utilization sums to %.2f, more than the whole device", dev, uuid, sum)
+		}
+	}
+}
+
+// preflightTransfer applies the seed page's Transfer section to the host:
+// MC_INTRANODE_NVLINK in tsd's own environment (every engine inherits it)
+// unless acknowledged, RDMA devices that /sys does not show, and, on
+// Ascend, a Mooncake build that is not Ascend-compatible.
+func preflightTransfer(plan *Plan, env PreflightEnv, add func(Severity, string, string, ...any)) {
+	if env.Getenv != nil && !plan.IntranodeNVLink {
+		for _, v := range NVLinkVars {
+			if nvlinkForced(env.Getenv(v)) {
+				add(SeverityWarning, "", "%s is set in tsd's environment, so every engine inherits it: %s; set engine.mooncake.intranode_nvlink: true if this platform is known to support it", v, NVLinkReason)
+			}
+		}
+	}
+	if env.SysfsRoot != "" {
+		preflightIBDevices(plan, filepath.Join(env.SysfsRoot, "class", "infiniband"), add)
+	}
+	if plan.Accelerator == AcceleratorAscend && (plan.TransferBackend == "" || plan.TransferBackend == DefaultTransferBackend) && env.MooncakeDirs != nil {
+		if msg := ascendMooncake(env.MooncakeDirs()); msg != "" {
+			add(SeverityWarning, "", "%s", msg)
+		}
+	}
+}
+
+// preflightIBDevices checks each local role's --disaggregation-ib-device
+// names against dir (/sys/class/infiniband). Containers often hide sysfs
+// entries of devices they can still use, so a miss is a warning.
+func preflightIBDevices(plan *Plan, dir string, add func(Severity, string, string, ...any)) {
+	var have []string
+	ents, err := os.ReadDir(dir)
+	listed := err == nil
+	for _, e := range ents {
+		have = append(have, e.Name())
+	}
+	warnedNoDir := false
+	for _, r := range plan.Roles {
+		if !r.Local || r.IBDevice == "" {
+			continue
+		}
+		if !listed {
+			if !warnedNoDir {
+				add(SeverityWarning, r.Name, "ib_device %s: this host shows no RDMA devices (cannot list %s); Mooncake may not find them", r.IBDevice, dir)
+				warnedNoDir = true
+			}
+			continue
+		}
+		for _, d := range strings.Split(r.IBDevice, ",") {
+			d = strings.TrimSpace(d)
+			if d != "" && !contains(have, d) {
+				add(SeverityWarning, r.Name, "ib_device %s is not in %s (found: %s)", d, dir, orNone(have))
+			}
+		}
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// MooncakeDirs lists the Mooncake package directories in the usual Python
+// install places (the active virtualenv or conda env first).
+func MooncakeDirs(getenv func(string) string) []string {
+	var roots []string
+	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+		if d := getenv(v); d != "" {
+			roots = append(roots, filepath.Join(d, "lib", "python3*", "*-packages"))
+		}
+	}
+	if home := getenv("HOME"); home != "" {
+		roots = append(roots, filepath.Join(home, ".local", "lib", "python3*", "site-packages"))
+	}
+	roots = append(roots, "/usr/local/lib/python3*/*-packages", "/usr/lib/python3*/*-packages", "/usr/lib/python3/dist-packages")
+	var out []string
+	for _, r := range roots {
+		m, _ := filepath.Glob(filepath.Join(r, "mooncake"))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// ascendMooncake says what is wrong with the installed Mooncake for Ascend
+// NPUs, "" when a package directory holds an Ascend transport (a file
+// whose name mentions ascend or hccl). Without any package found it cannot
+// tell, and says so once.
+func ascendMooncake(dirs []string) string {
+	if len(dirs) == 0 {
+		return "accelerator is ascend: tsd cannot check that Mooncake is an Ascend-compatible build (no mooncake Python package found where tsd looks); embedding and KV transfers need one"
+	}
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			n := strings.ToLower(e.Name())
+			if strings.Contains(n, "ascend") || strings.Contains(n, "hccl") {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("accelerator is ascend but the Mooncake at %s has no Ascend transport (no ascend or hccl library in it); embedding and KV transfers need an Ascend-compatible Mooncake build", dirs[0])
 }
 
 // checkSocketDir applies SMG's rule: an existing socket directory must be

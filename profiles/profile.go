@@ -30,6 +30,9 @@ type Profile struct {
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
 	pos map[string]Pos
+	// warnings found while loading (e.g. a tight GPU share); MakePlan
+	// adds them to the plan's.
+	warnings []*Error
 }
 
 // Engine holds settings every role inherits.

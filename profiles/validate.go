@@ -48,13 +48,12 @@ func (r *Role) Instance(i int) string {
 	return fmt.Sprintf("%s-%d", r.Name, i)
 }
 
-// validate applies the rules of profile.md that need the whole profile but
-// no plan (ports and handshakes are checked by the planner).
+// validate applies the rules of docs/profiles.md that need the whole
+// profile but no plan (ports and handshakes are checked by the planner).
 func (l *loader) validate(p *Profile) {
 	add := func(e *Error) { l.errs = append(l.errs, e) }
 	names := map[string]string{} // instance → key path of its name
-	type gpuUse struct{ key, inst string }
-	gpus := map[string]gpuUse{} // host + "\x00" + gpu
+	devs := deviceUses{}
 	kinds := map[string]int{}
 	kindsKnown := true // a bad kind already has its error; skip rules that count kinds
 	for i := range p.Roles {
@@ -99,17 +98,22 @@ func (l *loader) validate(p *Profile) {
 					continue
 				}
 				seen[g] = true
-				id := r.Host + "\x00" + g
-				if prev, used := gpus[id]; used {
+				use := deviceUse{key: key, inst: r.Instance(k), frac: r.GPUMemoryUtilization}
+				if msg := devs.add(p, r.Host+"\x00"+g, use); msg != "" {
 					hostNote := ""
 					if !r.Local() {
 						hostNote = " on host " + r.Host
 					}
-					add(p.errAt(key, "GPU %s%s is already used by %s (%s); engines must not share GPUs (give roles on different machines different host: values)", g, hostNote, prev.inst, p.Where(prev.key)))
-					continue
+					add(p.errAt(key, "GPU %s%s %s", g, hostNote, msg))
 				}
-				gpus[id] = gpuUse{key, r.Instance(k)}
 			}
+		}
+	}
+	for _, v := range devs.verdicts() {
+		if v.err {
+			add(p.errAt(v.use.key, "%s", v.msg))
+		} else {
+			p.warnings = append(p.warnings, p.errAt(v.use.key, "%s", v.msg))
 		}
 	}
 	if len(p.Roles) > 0 && kindsKnown {
@@ -123,4 +127,92 @@ func (l *loader) validate(p *Profile) {
 	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
+}
+
+// Limits of GPU sharing by choice. The fraction is of the device's total
+// memory, and each engine also holds a CUDA context, NCCL and activation
+// buffers outside it, so sharers that leave under 5% free are warned, and
+// fractions over the whole device are refused.
+const (
+	ShareWarnAbove  = 0.95
+	ShareErrorAbove = 1.0
+)
+
+// deviceUse is one role instance on one device.
+type deviceUse struct {
+	key, inst string
+	frac      float64 // gpu_memory_utilization, 0 = not set
+}
+
+// deviceUses collects the users of each device (keyed by host and id) in
+// profile order.
+type deviceUses struct {
+	order []string
+	users map[string][]deviceUse
+}
+
+// add records u on device id and says why it may not share it: a role
+// without gpu_memory_utilization on a device someone else uses, or a role
+// with it on a device used by one without. The message reads after "GPU
+// N".
+func (d *deviceUses) add(p *Profile, id string, u deviceUse) string {
+	if d.users == nil {
+		d.users = map[string][]deviceUse{}
+	}
+	prev := d.users[id]
+	if len(prev) == 0 {
+		d.order = append(d.order, id)
+		d.users[id] = []deviceUse{u}
+		return ""
+	}
+	first := prev[0]
+	var bare *deviceUse
+	for i := range prev {
+		if prev[i].frac == 0 {
+			bare = &prev[i]
+			break
+		}
+	}
+	switch {
+	case u.frac == 0:
+		return fmt.Sprintf("is already used by %s (%s); engines must not share a GPU by accident: to share it on purpose, set gpu_memory_utilization on every role that uses it (fractions summing to at most %.2f), or give roles on different machines different host: values", first.inst, p.Where(first.key), ShareWarnAbove)
+	case bare != nil:
+		return fmt.Sprintf("is already used by %s (%s), which sets no gpu_memory_utilization; set it there too to share this GPU", bare.inst, p.Where(bare.key))
+	}
+	d.users[id] = append(prev, u)
+	return ""
+}
+
+// shareVerdict is one finding about a shared device's fractions.
+type shareVerdict struct {
+	use deviceUse // the last user, where the message points
+	err bool
+	msg string
+}
+
+// verdicts sums the fractions on every device shared by choice: above
+// ShareErrorAbove is an error, above ShareWarnAbove a warning.
+func (d *deviceUses) verdicts() []shareVerdict {
+	var out []shareVerdict
+	for _, id := range d.order {
+		us := d.users[id]
+		if len(us) < 2 {
+			continue
+		}
+		sum := 0.0
+		parts := make([]string, len(us))
+		for i, u := range us {
+			sum += u.frac
+			parts[i] = fmt.Sprintf("%s %g", u.inst, u.frac)
+		}
+		_, dev, _ := strings.Cut(id, "\x00")
+		last := us[len(us)-1]
+		switch {
+		case sum > ShareErrorAbove+1e-9:
+			out = append(out, shareVerdict{last, true, fmt.Sprintf("GPU %s is shared (%s): gpu_memory_utilization sums to %.2f, more than the whole GPU; lower them to at most %.2f together", dev, strings.Join(parts, ", "), sum, ShareWarnAbove)})
+		case sum > ShareWarnAbove+1e-9:
+			out = append(out, shareVerdict{last, false, fmt.Sprintf("GPU %s is shared (%s): gpu_memory_utilization sums to %.2f; each engine also needs memory outside its fraction (CUDA context, buffers), so keep the sum at most %.2f", dev, strings.Join(parts, ", "), sum, ShareWarnAbove)})
+		}
+	}
+	return out
 }
