@@ -177,11 +177,43 @@ func TestSeedGolden(t *testing.T) {
 	}
 }
 
+// Pins (issue 21): the seed's EPD example on Ascend NPUs plans the seed
+// page's command lines flag for flag, with each role's devices in
+// ASCEND_RT_VISIBLE_DEVICES and no CUDA variable at all.
+func TestSeedAscendGolden(t *testing.T) {
+	t.Parallel()
+	plan := planExample(t, "seed-epd-ascend.yaml")
+	if plan.Accelerator != AcceleratorAscend || plan.DevicesVar() != "ASCEND_RT_VISIBLE_DEVICES" {
+		t.Fatalf("accelerator %q", plan.Accelerator)
+	}
+	for name, line := range map[string]string{"prefill": seedPrefill, "decode": seedDecode, "encode": seedEncode} {
+		r, ok := plan.Role(name)
+		if !ok {
+			t.Fatalf("no role %s", name)
+		}
+		devs, want := seedWords(line)
+		if !reflect.DeepEqual(r.Argv, want) {
+			t.Errorf("%s argv:\n got %q\nwant %q", name, r.Argv, want)
+		}
+		if r.Env["ASCEND_RT_VISIBLE_DEVICES"] != devs {
+			t.Errorf("%s ASCEND_RT_VISIBLE_DEVICES = %q, want %q", name, r.Env["ASCEND_RT_VISIBLE_DEVICES"], devs)
+		}
+		for k := range r.Env {
+			if strings.HasPrefix(k, "CUDA_") {
+				t.Errorf("%s env has %s", name, k)
+			}
+		}
+		if line := r.CommandLine(); !strings.HasPrefix(line, "ASCEND_RT_VISIBLE_DEVICES="+devs+" ") {
+			t.Errorf("%s command line starts %q", name, line[:40])
+		}
+	}
+}
+
 // Pins: the JSON plan's keys and values stay stable (docs/profiles.md
 // documents them).
 func TestPlanJSONGolden(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"seed-pd", "1e1p2d"} {
+	for _, name := range []string{"seed-pd", "1e1p2d", "seed-epd-ascend"} {
 		plan := planExample(t, name+".yaml")
 		var buf bytes.Buffer
 		if err := plan.WriteJSON(&buf); err != nil {
