@@ -273,11 +273,9 @@ func preflightDevices(plan *Plan, gpus []GPU, dev string, add func(Severity, str
 // unless acknowledged, RDMA devices that /sys does not show, and, on
 // Ascend, a Mooncake build that is not Ascend-compatible.
 func preflightTransfer(plan *Plan, env PreflightEnv, add func(Severity, string, string, ...any)) {
-	if env.Getenv != nil && !plan.IntranodeNVLink {
-		for _, v := range NVLinkVars {
-			if nvlinkForced(env.Getenv(v)) {
-				add(SeverityWarning, "", "%s is set in tsd's environment, so every engine inherits it: %s; set engine.mooncake.intranode_nvlink: true if this platform is known to support it", v, NVLinkReason)
-			}
+	if env.Getenv != nil {
+		for _, p := range NVLinkEnvWarnings(plan, env.Getenv) {
+			add(p.Severity, p.Role, "%s", p.Msg)
 		}
 	}
 	if env.SysfsRoot != "" {
@@ -288,6 +286,22 @@ func preflightTransfer(plan *Plan, env PreflightEnv, add func(Severity, string, 
 			add(SeverityWarning, "", "%s", msg)
 		}
 	}
+}
+
+// NVLinkEnvWarnings warns about MC_INTRANODE_NVLINK (or MC_INTRA_NVLINK)
+// in tsd's own environment, which every engine inherits, unless the plan
+// acknowledges it. `tsd validate` runs it even without --preflight.
+func NVLinkEnvWarnings(plan *Plan, getenv func(string) string) []Problem {
+	if plan.IntranodeNVLink {
+		return nil
+	}
+	var out []Problem
+	for _, v := range NVLinkVars {
+		if nvlinkForced(getenv(v)) {
+			out = append(out, Problem{Severity: SeverityWarning, Msg: fmt.Sprintf("%s is set in tsd's environment, so every engine inherits it: %s; set engine.mooncake.intranode_nvlink: true if this platform is known to support it", v, NVLinkReason)})
+		}
+	}
+	return out
 }
 
 // preflightIBDevices checks each local role's --disaggregation-ib-device
