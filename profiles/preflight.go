@@ -91,17 +91,39 @@ func HasErrors(ps []Problem) bool {
 }
 
 // Preflight checks that the host can run the plan: every local port free,
-// engine commands on PATH, GPUs present, ipc directories safe, log
-// directory writable. It returns every problem at once.
+// engine commands on PATH, GPUs present, the transfer setup, ipc
+// directories safe, log directory writable. It returns every problem at
+// once.
 func Preflight(plan *Plan, env PreflightEnv) []Problem {
 	var out []Problem
 	add := func(sev Severity, role, format string, args ...any) {
 		out = append(out, Problem{Severity: sev, Role: role, Msg: fmt.Sprintf(format, args...)})
 	}
+	if env.PortFree != nil {
+		preflightPorts(plan, env, add)
+	}
+	if env.LookPath != nil {
+		preflightCommands(plan, env, add)
+	}
+	preflightDeviceList(plan, env, add)
+	preflightTransfer(plan, env, add)
+	if env.Lstat != nil {
+		preflightSocketDirs(plan, env, add)
+	}
+	if env.Writable != nil {
+		if err := env.Writable(plan.LogDir); err != nil {
+			add(SeverityError, "", "log directory %s: %v", plan.LogDir, err)
+		}
+	}
+	return out
+}
 
-	// Ports: the gateway binds its listener and every handshake (and
-	// prefill rendezvous when it hosts them); local engines bind their
-	// dist-init clusters and bootstrap ports.
+type addFunc = func(sev Severity, role, format string, args ...any)
+
+// preflightPorts: the gateway binds its listener and every handshake (and
+// prefill rendezvous when it hosts them); local engines bind their
+// dist-init clusters and bootstrap ports. Each must be free now.
+func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 	type want struct {
 		port      int
 		who, what string
@@ -117,8 +139,9 @@ func Preflight(plan *Plan, env PreflightEnv) []Problem {
 			wants = append(wants, want{n, "gateway", "handshake " + w.Handshake + " of " + w.Role})
 		}
 	}
+	tsdBoot := plan.Gateway.BootstrapServer == BootstrapTSD
 	for _, r := range plan.Roles {
-		if r.Kind == KindPrefill && plan.Gateway.BootstrapServer == BootstrapTSD && r.BootstrapPort > 0 {
+		if r.Kind == KindPrefill && tsdBoot && r.BootstrapPort > 0 {
 			wants = append(wants, want{r.BootstrapPort, "gateway", "bootstrap rendezvous of " + r.Name})
 		}
 	}
@@ -129,106 +152,98 @@ func Preflight(plan *Plan, env PreflightEnv) []Problem {
 		for _, p := range r.PortCluster {
 			wants = append(wants, want{p, r.Name, "dist-init cluster port"})
 		}
-		if r.BootstrapPort > 0 && !(r.Kind == KindPrefill && plan.Gateway.BootstrapServer == BootstrapTSD) {
+		if r.BootstrapPort > 0 && !(r.Kind == KindPrefill && tsdBoot) {
 			wants = append(wants, want{r.BootstrapPort, r.Name, "bootstrap port"})
 		}
 	}
-	if env.PortFree != nil {
-		checked := map[int]bool{}
-		for _, w := range wants {
-			if checked[w.port] {
-				continue
-			}
-			checked[w.port] = true
-			if env.PortFree(w.port) {
-				continue
-			}
-			holder := ""
-			if env.PortHolder != nil {
-				if h := env.PortHolder(w.port); h != "" {
-					holder = " (held by " + h + ")"
-				}
-			}
-			add(SeverityError, w.who, "port %d (%s) is in use%s", w.port, w.what, holder)
+	checked := map[int]bool{}
+	for _, w := range wants {
+		if checked[w.port] {
+			continue
 		}
-	}
-
-	// Engine commands.
-	if env.LookPath != nil {
-		seen := map[string]bool{}
-		for _, r := range plan.Roles {
-			if !r.Local || len(r.Argv) == 0 || seen[r.Argv[0]] {
-				continue
-			}
-			seen[r.Argv[0]] = true
-			if _, err := env.LookPath(r.Argv[0]); err != nil {
-				add(SeverityError, r.Name, "engine command %q not found on PATH (set engine.command)", r.Argv[0])
+		checked[w.port] = true
+		if env.PortFree(w.port) {
+			continue
+		}
+		holder := ""
+		if env.PortHolder != nil {
+			if h := env.PortHolder(w.port); h != "" {
+				holder = " (held by " + h + ")"
 			}
 		}
+		add(SeverityError, w.who, "port %d (%s) is in use%s", w.port, w.what, holder)
 	}
+}
 
-	// GPUs (or NPUs).
+// preflightCommands: every local engine command is on PATH.
+func preflightCommands(plan *Plan, env PreflightEnv, add addFunc) {
+	seen := map[string]bool{}
+	for _, r := range plan.Roles {
+		if !r.Local || len(r.Argv) == 0 || seen[r.Argv[0]] {
+			continue
+		}
+		seen[r.Argv[0]] = true
+		if _, err := env.LookPath(r.Argv[0]); err != nil {
+			add(SeverityError, r.Name, "engine command %q not found on PATH (set engine.command)", r.Argv[0])
+		}
+	}
+}
+
+// preflightDeviceList checks the roles' GPUs (or NPUs) against the host's
+// list, or says it is unknown.
+func preflightDeviceList(plan *Plan, env PreflightEnv, add addFunc) {
 	dev := "GPU"
 	if plan.Accelerator == AcceleratorAscend {
 		dev = "NPU"
 	}
-	if env.GPUs == nil {
-		anyLocal := false
-		for _, r := range plan.Roles {
-			anyLocal = anyLocal || (r.Local && len(r.GPUs) > 0)
-		}
-		switch {
-		case anyLocal && dev == "NPU":
-			add(SeverityWarning, "", "NPU list unknown (no npu-smi): the profile's NPUs were not checked")
-		case anyLocal:
-			add(SeverityWarning, "", "GPU list unknown (no NVML): the profile's GPUs were not checked")
-		}
-	} else {
+	if env.GPUs != nil {
 		preflightDevices(plan, env.GPUs, dev, add)
+		return
 	}
+	anyLocal := false
+	for _, r := range plan.Roles {
+		anyLocal = anyLocal || (r.Local && len(r.GPUs) > 0)
+	}
+	switch {
+	case anyLocal && dev == "NPU":
+		add(SeverityWarning, "", "NPU list unknown (no npu-smi): the profile's NPUs were not checked")
+	case anyLocal:
+		add(SeverityWarning, "", "GPU list unknown (no NVML): the profile's GPUs were not checked")
+	}
+}
 
-	// Transfer (the seed page's Transfer and Ascend sections).
-	preflightTransfer(plan, env, add)
-
-	// ipc directories (zmq-lane.md §1.4) and the control socket's.
-	if env.Lstat != nil {
-		dirs := map[string]string{filepath.Dir(plan.ControlSocket): "control socket"}
-		for _, w := range plan.Gateway.Workers {
-			if path, ok := strings.CutPrefix(w.URL, "ipc://"); ok {
-				dirs[filepath.Dir(path)] = "ipc sockets"
-				for _, s := range []string{path + "-in.sock", path + "-out.sock"} {
-					if fi, err := env.Lstat(s); err == nil && fi.Mode()&fs.ModeSocket == 0 {
-						add(SeverityError, w.Role, "%s exists and is not a socket; tsd will not remove it", s)
-					}
+// preflightSocketDirs: ipc directories (docs/protocol.md) and the control
+// socket's are real directories we own, and no socket path is taken by a
+// non-socket.
+func preflightSocketDirs(plan *Plan, env PreflightEnv, add addFunc) {
+	dirs := map[string]string{filepath.Dir(plan.ControlSocket): "control socket"}
+	for _, w := range plan.Gateway.Workers {
+		if path, ok := strings.CutPrefix(w.URL, "ipc://"); ok {
+			dirs[filepath.Dir(path)] = "ipc sockets"
+			for _, s := range []string{path + "-in.sock", path + "-out.sock"} {
+				if fi, err := env.Lstat(s); err == nil && fi.Mode()&fs.ModeSocket == 0 {
+					add(SeverityError, w.Role, "%s exists and is not a socket; tsd will not remove it", s)
 				}
 			}
 		}
-		keys := make([]string, 0, len(dirs))
-		for d := range dirs {
-			keys = append(keys, d)
-		}
-		sort.Strings(keys)
-		for _, d := range keys {
-			if msg := checkSocketDir(d, env); msg != "" {
-				add(SeverityError, "", "%s directory %s: %s", dirs[d], d, msg)
-			}
+	}
+	keys := make([]string, 0, len(dirs))
+	for d := range dirs {
+		keys = append(keys, d)
+	}
+	sort.Strings(keys)
+	for _, d := range keys {
+		if msg := checkSocketDir(d, env); msg != "" {
+			add(SeverityError, "", "%s directory %s: %s", dirs[d], d, msg)
 		}
 	}
-
-	// Log directory.
-	if env.Writable != nil {
-		if err := env.Writable(plan.LogDir); err != nil {
-			add(SeverityError, "", "log directory %s: %v", plan.LogDir, err)
-		}
-	}
-	return out
 }
 
 // preflightDevices compares the roles' devices by UUID: the profile may
 // name one GPU by index in one role and by UUID in another, which string
 // comparison at load time cannot see. Sharing is allowed only between
 // roles that all set gpu_memory_utilization, at most the whole device.
-func preflightDevices(plan *Plan, gpus []GPU, dev string, add func(Severity, string, string, ...any)) {
+func preflightDevices(plan *Plan, gpus []GPU, dev string, add addFunc) {
 	type owner struct {
 		name string
 		frac float64
@@ -272,7 +287,7 @@ func preflightDevices(plan *Plan, gpus []GPU, dev string, add func(Severity, str
 // MC_INTRANODE_NVLINK in tsd's own environment (every engine inherits it)
 // unless acknowledged, RDMA devices that /sys does not show, and, on
 // Ascend, a Mooncake build that is not Ascend-compatible.
-func preflightTransfer(plan *Plan, env PreflightEnv, add func(Severity, string, string, ...any)) {
+func preflightTransfer(plan *Plan, env PreflightEnv, add addFunc) {
 	if env.Getenv != nil {
 		for _, p := range NVLinkEnvWarnings(plan, env.Getenv) {
 			add(p.Severity, p.Role, "%s", p.Msg)
@@ -307,7 +322,7 @@ func NVLinkEnvWarnings(plan *Plan, getenv func(string) string) []Problem {
 // preflightIBDevices checks each local role's --disaggregation-ib-device
 // names against dir (/sys/class/infiniband). Containers often hide sysfs
 // entries of devices they can still use, so a miss is a warning.
-func preflightIBDevices(plan *Plan, dir string, add func(Severity, string, string, ...any)) {
+func preflightIBDevices(plan *Plan, dir string, add addFunc) {
 	var have []string
 	ents, err := os.ReadDir(dir)
 	listed := err == nil

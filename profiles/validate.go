@@ -74,39 +74,11 @@ func (l *loader) validate(p *Profile) {
 			}
 			names[inst] = rk + ".name"
 		}
-		if r.Kind == KindEncode && r.DP > 1 {
-			add(p.errAt(rk+".dp", "an encode role cannot use data parallelism (TokenSpeed refuses encode with dp > 1)"))
+		for _, e := range roleRuleErrors(p, r, rk) {
+			add(e)
 		}
-		if !r.Local() && r.Workers != nil {
-			for k, w := range r.Workers {
-				if w == "" {
-					add(p.errAt(rk+".host", "role runs on host %q, so it needs worker: tcp://GATEWAY_HOST:PORT (replica %d has none; tsd cannot reach it over ipc)", r.Host, k))
-					break
-				}
-			}
-		}
-		want := r.TP * r.DP
-		for k, set := range r.GPUs {
-			key := replicaKey(rk+".gpus", k, r.Replicas)
-			if len(set) != want {
-				add(p.errAt(key, "%d GPU(s) listed but tp × dp = %d × %d = %d", len(set), r.TP, r.DP, want))
-			}
-			seen := map[string]bool{}
-			for _, g := range set {
-				if seen[g] {
-					add(p.errAt(key, "GPU %s is listed twice", g))
-					continue
-				}
-				seen[g] = true
-				use := deviceUse{key: key, inst: r.Instance(k), frac: r.GPUMemoryUtilization}
-				if msg := devs.add(p, r.Host+"\x00"+g, use); msg != "" {
-					hostNote := ""
-					if !r.Local() {
-						hostNote = " on host " + r.Host
-					}
-					add(p.errAt(key, "GPU %s%s %s", g, hostNote, msg))
-				}
-			}
+		for _, e := range roleGPUErrors(p, r, rk, &devs) {
+			add(e)
 		}
 	}
 	for _, v := range devs.verdicts() {
@@ -127,6 +99,53 @@ func (l *loader) validate(p *Profile) {
 	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
+}
+
+// roleRuleErrors are the rules of one role that need no other role.
+func roleRuleErrors(p *Profile, r *Role, rk string) []*Error {
+	var out []*Error
+	if r.Kind == KindEncode && r.DP > 1 {
+		out = append(out, p.errAt(rk+".dp", "an encode role cannot use data parallelism (TokenSpeed refuses encode with dp > 1)"))
+	}
+	if !r.Local() && r.Workers != nil {
+		for k, w := range r.Workers {
+			if w == "" {
+				out = append(out, p.errAt(rk+".host", "role runs on host %q, so it needs worker: tcp://GATEWAY_HOST:PORT (replica %d has none; tsd cannot reach it over ipc)", r.Host, k))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// roleGPUErrors checks each replica's GPU list (count, repeats) and
+// records its GPUs in devs, which refuses accidental sharing.
+func roleGPUErrors(p *Profile, r *Role, rk string, devs *deviceUses) []*Error {
+	var out []*Error
+	want := r.TP * r.DP
+	for k, set := range r.GPUs {
+		key := replicaKey(rk+".gpus", k, r.Replicas)
+		if len(set) != want {
+			out = append(out, p.errAt(key, "%d GPU(s) listed but tp × dp = %d × %d = %d", len(set), r.TP, r.DP, want))
+		}
+		seen := map[string]bool{}
+		for _, g := range set {
+			if seen[g] {
+				out = append(out, p.errAt(key, "GPU %s is listed twice", g))
+				continue
+			}
+			seen[g] = true
+			use := deviceUse{key: key, inst: r.Instance(k), frac: r.GPUMemoryUtilization}
+			if msg := devs.add(p, r.Host+"\x00"+g, use); msg != "" {
+				hostNote := ""
+				if !r.Local() {
+					hostNote = " on host " + r.Host
+				}
+				out = append(out, p.errAt(key, "GPU %s%s %s", g, hostNote, msg))
+			}
+		}
+	}
+	return out
 }
 
 // Limits of GPU sharing by choice. The fraction is of the device's total

@@ -81,126 +81,147 @@ var slashRun = regexp.MustCompile(`\s*/\s*`)
 // Memory is the HBM pair when the chip has HBM, else Memory-Usage.
 // Unreadable values ("NA") stay zero.
 func parseNPUSMI(out []byte) ([]GPUInfo, error) {
-	type key struct{ npu, chip int }
-	var (
-		gpus    = []GPUInfo{}
-		keys    []key
-		procs   bool // in the process box
-		npu     = -1
-		name    string
-		health  string
-		powerW  float64
-		tempC   int
-		sawHead bool
-		bad     []string
-	)
+	p := npuParse{gpus: []GPUInfo{}, npu: -1}
 	for _, raw := range strings.Split(string(out), "\n") {
-		line := strings.TrimSpace(strings.TrimSuffix(raw, "\r"))
-		if !strings.HasPrefix(line, "|") {
-			continue // box borders, blank lines
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		for i := range cells {
-			cells[i] = strings.TrimSpace(slashRun.ReplaceAllString(cells[i], "/"))
-		}
-		first := strings.Fields(cells[0])
-		switch {
-		case len(first) == 0:
-			continue
-		case strings.HasPrefix(cells[0], "npu-smi"):
-			continue // the version line
-		case first[0] == "NPU" && len(cells) > 1 && strings.HasPrefix(cells[1], "Process"):
-			procs = true
-			continue
-		case first[0] == "NPU" || first[0] == "Chip":
-			sawHead = true
-			continue
-		case strings.HasPrefix(strings.ToLower(cells[0]), "no running processes"):
-			continue
-		}
-		if procs {
-			if len(cells) < 4 || len(first) < 2 {
-				bad = append(bad, line)
-				continue
-			}
-			n, err1 := strconv.Atoi(first[0])
-			c, err2 := strconv.Atoi(first[1])
-			pid, err3 := strconv.Atoi(cells[1])
-			if err1 != nil || err2 != nil || err3 != nil {
-				bad = append(bad, line)
-				continue
-			}
-			for i, k := range keys {
-				if k == (key{n, c}) {
-					gpus[i].Processes = append(gpus[i].Processes, GPUProc{PID: pid, UsedB: uint64(smiNum(cells[3]) * mib)})
-				}
-			}
-			continue
-		}
-		if len(cells) < 3 {
-			bad = append(bad, line)
-			continue
-		}
-		if len(first) >= 2 && !isNumber(first[1]) {
-			// The device row: NPU id and name, health, power and temperature.
-			n, err := strconv.Atoi(first[0])
-			if err != nil {
-				bad = append(bad, line)
-				continue
-			}
-			npu, name, health = n, strings.Join(first[1:], " "), cells[1]
-			f := strings.Fields(cells[2])
-			powerW, tempC = 0, 0
-			if len(f) > 0 {
-				powerW = smiNum(f[0])
-			}
-			if len(f) > 1 {
-				tempC = int(smiNum(f[1]))
-			}
-			continue
-		}
-		// A chip row: chip id, bus id, AICore and the memory pairs.
-		c, err := strconv.Atoi(first[0])
-		if err != nil || npu < 0 {
-			bad = append(bad, line)
-			continue
-		}
-		g := GPUInfo{Index: len(gpus), Name: name, PowerW: powerW, TempC: tempC, UUID: NPUUUID(cells[1])}
-		if cells[1] == "" {
-			g.UUID = fmt.Sprintf("NPU-%d-%d", npu, c)
-		}
-		for _, o := range gpus {
-			if o.UUID == g.UUID {
-				g.UUID = fmt.Sprintf("%s/%d", g.UUID, c) // chips that print one bus id
-			}
-		}
-		if health != "" && !strings.EqualFold(health, "OK") {
-			g.Err = "health " + health
-		}
-		f := strings.Fields(cells[2])
-		if len(f) > 0 {
-			g.UtilPct = int(smiNum(f[0]))
-		}
-		for _, pair := range f[min(1, len(f)):] {
-			used, total, ok := strings.Cut(pair, "/")
-			if ok && smiNum(total) > 0 {
-				g.MemUsedB, g.MemTotalB = uint64(smiNum(used)*mib), uint64(smiNum(total)*mib)
-			}
-		}
-		gpus = append(gpus, g)
-		keys = append(keys, key{npu, c})
+		p.line(raw)
 	}
-	if !sawHead && len(gpus) == 0 {
+	if !p.sawHead && len(p.gpus) == 0 {
 		msg := strings.TrimSpace(string(out))
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
 		return nil, fmt.Errorf("parse npu-smi info: no NPU table in the output: %q", msg)
 	}
-	if len(bad) > 0 {
-		return gpus, fmt.Errorf("parse npu-smi info: skipped %d line(s) it could not read: %q", len(bad), bad[0])
+	if len(p.bad) > 0 {
+		return p.gpus, fmt.Errorf("parse npu-smi info: skipped %d line(s) it could not read: %q", len(p.bad), p.bad[0])
 	}
-	return gpus, nil
+	return p.gpus, nil
+}
+
+// npuKey names a chip as the process box does.
+type npuKey struct{ npu, chip int }
+
+// npuParse is parseNPUSMI's state: the devices so far and the device row
+// whose chip rows follow.
+type npuParse struct {
+	gpus    []GPUInfo
+	keys    []npuKey // per entry of gpus
+	procs   bool     // in the process box
+	sawHead bool
+	bad     []string
+	// The current device row.
+	npu          int
+	name, health string
+	powerW       float64
+	tempC        int
+}
+
+// line sorts one line of output into its box and row kind.
+func (p *npuParse) line(raw string) {
+	line := strings.TrimSpace(strings.TrimSuffix(raw, "\r"))
+	if !strings.HasPrefix(line, "|") {
+		return // box borders, blank lines
+	}
+	cells := strings.Split(strings.Trim(line, "|"), "|")
+	for i := range cells {
+		cells[i] = strings.TrimSpace(slashRun.ReplaceAllString(cells[i], "/"))
+	}
+	first := strings.Fields(cells[0])
+	switch {
+	case len(first) == 0, strings.HasPrefix(cells[0], "npu-smi"),
+		strings.HasPrefix(strings.ToLower(cells[0]), "no running processes"):
+		return // the version line, "no running processes" rows
+	case first[0] == "NPU" && len(cells) > 1 && strings.HasPrefix(cells[1], "Process"):
+		p.procs = true
+		return
+	case first[0] == "NPU" || first[0] == "Chip":
+		p.sawHead = true
+		return
+	}
+	var ok bool
+	switch {
+	case p.procs:
+		ok = p.procRow(cells, first)
+	case len(cells) < 3:
+	case len(first) >= 2 && !isNumber(first[1]):
+		ok = p.deviceRow(cells, first)
+	default:
+		ok = p.chipRow(cells, first)
+	}
+	if !ok {
+		p.bad = append(p.bad, line)
+	}
+}
+
+// deviceRow reads "| NPU Name | Health | Power Temp Hugepages |".
+func (p *npuParse) deviceRow(cells, first []string) bool {
+	n, err := strconv.Atoi(first[0])
+	if err != nil {
+		return false
+	}
+	p.npu, p.name, p.health = n, strings.Join(first[1:], " "), cells[1]
+	f := strings.Fields(cells[2])
+	p.powerW, p.tempC = 0, 0
+	if len(f) > 0 {
+		p.powerW = smiNum(f[0])
+	}
+	if len(f) > 1 {
+		p.tempC = int(smiNum(f[1]))
+	}
+	return true
+}
+
+// chipRow reads "| Chip | Bus-Id | AICore used/total used/total |" into one
+// device.
+func (p *npuParse) chipRow(cells, first []string) bool {
+	c, err := strconv.Atoi(first[0])
+	if err != nil || p.npu < 0 {
+		return false
+	}
+	g := GPUInfo{Index: len(p.gpus), Name: p.name, PowerW: p.powerW, TempC: p.tempC, UUID: NPUUUID(cells[1])}
+	if cells[1] == "" {
+		g.UUID = fmt.Sprintf("NPU-%d-%d", p.npu, c)
+	}
+	for _, o := range p.gpus {
+		if o.UUID == g.UUID {
+			g.UUID = fmt.Sprintf("%s/%d", g.UUID, c) // chips that print one bus id
+		}
+	}
+	if p.health != "" && !strings.EqualFold(p.health, "OK") {
+		g.Err = "health " + p.health
+	}
+	f := strings.Fields(cells[2])
+	if len(f) > 0 {
+		g.UtilPct = int(smiNum(f[0]))
+	}
+	for _, pair := range f[min(1, len(f)):] {
+		used, total, ok := strings.Cut(pair, "/")
+		if ok && smiNum(total) > 0 {
+			g.MemUsedB, g.MemTotalB = uint64(smiNum(used)*mib), uint64(smiNum(total)*mib)
+		}
+	}
+	p.gpus = append(p.gpus, g)
+	p.keys = append(p.keys, npuKey{p.npu, c})
+	return true
+}
+
+// procRow reads "| NPU Chip | Process id | Process name | Process memory |".
+func (p *npuParse) procRow(cells, first []string) bool {
+	if len(cells) < 4 || len(first) < 2 {
+		return false
+	}
+	n, err1 := strconv.Atoi(first[0])
+	c, err2 := strconv.Atoi(first[1])
+	pid, err3 := strconv.Atoi(cells[1])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return false
+	}
+	for i, k := range p.keys {
+		if k == (npuKey{n, c}) {
+			p.gpus[i].Processes = append(p.gpus[i].Processes, GPUProc{PID: pid, UsedB: uint64(smiNum(cells[3]) * mib)})
+		}
+	}
+	return true
 }
 
 func isNumber(s string) bool {
