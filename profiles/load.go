@@ -31,7 +31,7 @@ func Load(path string) (*Profile, Errors) {
 
 // Parse is Load on bytes already read; path names the file in errors and
 // anchors relative paths. It touches the filesystem only to resolve relative
-// model/tokenizer paths (decisions.md §6).
+// model/tokenizer paths (docs/architecture.md).
 func Parse(path string, data []byte) (*Profile, Errors) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -636,7 +636,7 @@ var plannedFlags = map[string]string{
 	"--disaggregation-transfer-backend": "set it with engine.transfer_backend:",
 	"--disaggregation-ib-device":        "set it with engine.ib_device: or the role's ib_device:",
 	// Flags that change how many ranks an engine starts, or which devices
-	// they take, behind the planner's back (launch.md §2.3): the plan's
+	// they take, behind the planner's back (docs/profiles.md): the plan's
 	// GPU lists, port clusters and the gateway's expected ranks all follow
 	// from tp × dp.
 	"--attn-tp-size":           "set it with the role's tp: (--tp is its alias)",
@@ -652,7 +652,7 @@ var plannedFlags = map[string]string{
 	"--data-parallel-address":  "set it with the role's worker:",
 	"--data-parallel-rpc-port": "set it with the role's worker:",
 	"--zmq-engine-index":       "set it with the role's engine_index:",
-	// ts serve refuses these with --headless (launch.md §1.1).
+	// ts serve refuses these with --headless (docs/profiles.md).
 	"--engine-startup-timeout":  "ts serve --headless refuses it",
 	"--gateway-startup-timeout": "ts serve --headless refuses it",
 	"--drain-timeout":           "ts serve --headless refuses it",

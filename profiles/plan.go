@@ -66,7 +66,7 @@ type PolicyPlan struct {
 	Encode  string `json:"encode"`
 }
 
-// WorkerPlan is one worker's socket set on the gateway side (zmq-lane.md §1).
+// WorkerPlan is one worker's socket set on the gateway side (docs/protocol.md).
 type WorkerPlan struct {
 	Role        string `json:"role"` // role instance name
 	Kind        string `json:"kind"`

@@ -169,7 +169,7 @@ func TestSeedGolden(t *testing.T) {
 		}
 		pf, _ := plan.Role("prefill")
 		if want := []int{12579, 12580, 12582, 12583, 12584, 12585}; !reflect.DeepEqual(pf.PortCluster, want) {
-			t.Errorf("prefill cluster %v, want %v (launch.md §6.1)", pf.PortCluster, want)
+			t.Errorf("prefill cluster %v, want %v (the TokenSpeed CI launcher)", pf.PortCluster, want)
 		}
 		if pf.Bootstrap != "127.0.0.1:8998" {
 			t.Errorf("prefill bootstrap %q", pf.Bootstrap)
@@ -243,7 +243,7 @@ func TestPlanJSONGolden(t *testing.T) {
 	}
 }
 
-// Pins: the FNV-1a handshake derivation matches zmq-lane.md §1.2's worked
+// Pins: the FNV-1a handshake derivation matches docs/protocol.md's worked
 // examples (the first two are SMG's own unit-test pair).
 func TestHandshakePort(t *testing.T) {
 	t.Parallel()
@@ -275,7 +275,7 @@ func TestHandshakePort(t *testing.T) {
 	}
 }
 
-// Pins: defaults of profile.md and decisions.md land in the plan.
+// Pins: the documented defaults (docs/profiles.md) land in the plan.
 func TestPlanDefaults(t *testing.T) {
 	t.Parallel()
 	src := `model: ./m

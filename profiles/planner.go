@@ -79,7 +79,7 @@ func StaticHostFacts() HostFacts {
 }
 
 // Default environment every role gets unless the profile sets the variable
-// (decisions.md §7).
+// (docs/architecture.md).
 var defaultEnv = [][2]string{
 	{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
 	{"NO_PROXY", "*"},
@@ -88,7 +88,7 @@ var defaultEnv = [][2]string{
 }
 
 // Where planned ports come from. Dist-init bases are spaced by distInitStep
-// so the engine's silent +10 shifts (launch.md §2.7) stay inside a zone.
+// so the engine's silent +10 shifts (docs/profiles.md) stay inside a zone.
 const (
 	distInitStep          = 100
 	firstPrefillBootstrap = 8998
@@ -113,7 +113,7 @@ func distInitCandidates() []int {
 }
 
 // ClusterSpan is the highest offset of the dist-init port cluster:
-// D..D+max(6, 5+dp) (launch.md §2.7).
+// D..D+max(6, 5+dp) (docs/profiles.md).
 func ClusterSpan(dp int) int { return max(6, 5+dp) }
 
 // ClusterPorts lists every port an engine binds or checks for dist-init

@@ -5,8 +5,8 @@ import (
 )
 
 // Profile is a loaded, defaulted and statically validated profile file
-// (design/profile.md). Paths in it are already absolute where the file gave
-// relative ones (decisions.md §6). Load builds it; the planner turns it into a
+// (docs/profiles.md). Paths in it are already absolute where the file gave
+// relative ones (docs/architecture.md). Load builds it; the planner turns it into a
 // Plan.
 type Profile struct {
 	Path string // the file path as given (used in error messages)
@@ -161,7 +161,7 @@ func DefaultPolicy() PolicyPlan {
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's
-// names, gateway-flow.md §3). The gateway may implement a subset and must
+// names, docs/protocol.md). The gateway may implement a subset and must
 // refuse the others at start with a clear message.
 var Policies = map[string][]string{
 	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket"},
