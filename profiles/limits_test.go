@@ -19,7 +19,9 @@ func TestDeepNestingRefusedCheaply(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	_, errs = Parse("deep.yaml", src)
 	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("refusing 100k nested [ allocated %d bytes", got)
+	if got > 16<<20 {
 		t.Errorf("refusing the file allocated %d bytes; want under 16 MiB", got)
 	}
 	allocs := testing.AllocsPerRun(5, func() { _, _ = Parse("deep.yaml", src) })
@@ -94,5 +96,29 @@ func TestSizeLimit(t *testing.T) {
 	data, err := readProfile(path)
 	if err != nil || len(data) != MaxProfileBytes+1 {
 		t.Errorf("readProfile read %d bytes (%v), want the cap + 1", len(data), err)
+	}
+}
+
+// BenchmarkRefuseDeep: refusing the 200 KB file of nested [ (issue 15)
+// costs microseconds and a few KB, however long the file.
+func BenchmarkRefuseDeep(b *testing.B) {
+	src := []byte("model: m\nroles: " + strings.Repeat("[", 100_000) + "\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = Parse("deep.yaml", src)
+	}
+}
+
+// BenchmarkScanLimits1MiB: the depth scan of a profile at the size cap
+// (a flat file of 1 MiB), the price every load pays before parsing.
+func BenchmarkScanLimits1MiB(b *testing.B) {
+	line := "  - {name: prefill, gpus: [0, 1], args: [--x, 'y']} # c\n"
+	src := []byte(strings.Repeat(line, MaxProfileBytes/len(line)))
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkLimits("b.yaml", src); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
