@@ -37,6 +37,7 @@ func TestIssue21Rules(t *testing.T) {
 		{"fraction above one", "model: m\nroles:\n  - name: prefill\n    gpus: [0]\n    gpu_memory_utilization: 1.5 #<\n  - {name: decode, gpus: [1]}\n", "roles[0].gpu_memory_utilization", "at most 1, got 1.5"},
 		{"fraction not a number", "model: m\nroles:\n  - name: prefill\n    gpus: [0]\n    gpu_memory_utilization: half #<\n  - {name: decode, gpus: [1]}\n", "roles[0].gpu_memory_utilization", `must be a number, got "half"`},
 		{"fraction and the flag both", "model: m\nroles:\n  - name: prefill\n    gpus: [0]\n    gpu_memory_utilization: 0.5\n    args: [--gpu-memory-utilization, \"0.4\"] #<\n  - {name: decode, gpus: [1]}\n", "roles[0].args[0]", "--gpu-memory-utilization is set by the role's gpu_memory_utilization:"},
+		{"engine.args would override a role's fraction", "model: m\nengine:\n  args: [--gpu-memory-utilization=0.9] #<\nroles:\n  - {name: prefill, gpus: [0], gpu_memory_utilization: 0.4}\n  - {name: decode, gpus: [1]}\n", "engine.args[0]", "would override roles[0].gpu_memory_utilization"},
 		{"bad accelerator", "model: m\naccelerator: npu #<\nroles:\n" + pd, "accelerator", `must be nvidia or ascend, got "npu"`},
 		{"ascend names NPUs by index", "model: m\naccelerator: ascend\nroles:\n  - {name: prefill, gpus: [0]}\n  - name: decode\n    gpus: [GPU-abc] #<\n", "roles[1].gpus", "with accelerator: ascend, gpus are NPU indices"},
 		{"intranode_nvlink not a boolean", "model: m\nengine:\n  mooncake:\n    intranode_nvlink: yes #<\nroles:\n" + pd, "engine.mooncake.intranode_nvlink", "must be true or false"},

@@ -81,6 +81,7 @@ func (l *loader) validate(p *Profile) {
 			add(e)
 		}
 	}
+	l.errs = append(l.errs, engineArgsOverride(p)...)
 	for _, v := range devs.verdicts() {
 		if v.err {
 			add(p.errAt(v.use.key, "%s", v.msg))
@@ -99,6 +100,26 @@ func (l *loader) validate(p *Profile) {
 	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
+}
+
+// engineArgsOverride refuses --gpu-memory-utilization in engine.args when
+// a role sets gpu_memory_utilization: engine.args come after the planned
+// flags and argparse keeps the last, so the role's fraction would be
+// silently replaced.
+func engineArgsOverride(p *Profile) []*Error {
+	var out []*Error
+	for i, a := range p.Engine.Args {
+		if name, _, _ := strings.Cut(a, "="); name != "--gpu-memory-utilization" {
+			continue
+		}
+		for k := range p.Roles {
+			if p.Roles[k].GPUMemoryUtilization > 0 {
+				out = append(out, p.errAt(fmt.Sprintf("engine.args[%d]", i), "--gpu-memory-utilization here would override roles[%d].gpu_memory_utilization (the last copy wins); set the key on each role instead", k))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // roleRuleErrors are the rules of one role that need no other role.
