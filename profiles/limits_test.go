@@ -69,14 +69,15 @@ func TestLimits(t *testing.T) {
 		}
 	}
 	// Every example stays far inside both limits.
-	ents, _ := os.ReadDir("examples")
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join("examples", e.Name()))
+	// (Only *.yaml: `make demo` leaves its .tsd/ folder beside them.)
+	files, _ := filepath.Glob(filepath.Join("examples", "*.yaml"))
+	for _, name := range files {
+		data, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkLimits(e.Name(), data); err != nil {
-			t.Errorf("%s: %v", e.Name(), err)
+		if err := checkLimits(name, data); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
