@@ -22,7 +22,7 @@ import (
 // otherwise it is returned even with errors so callers can show partial
 // results.
 func Load(path string) (*Profile, Errors) {
-	data, err := os.ReadFile(path)
+	data, err := readProfile(path)
 	if err != nil {
 		return nil, Errors{{File: path, Msg: fmt.Sprintf("read profile: %v", err)}}
 	}
@@ -31,11 +31,14 @@ func Load(path string) (*Profile, Errors) {
 
 // Parse is Load on bytes already read; path names the file in errors and
 // anchors relative paths. It touches the filesystem only to resolve relative
-// model/tokenizer paths (decisions.md §6).
+// model/tokenizer paths (docs/architecture.md).
 func Parse(path string, data []byte) (*Profile, Errors) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = filepath.Clean(path)
+	}
+	if e := checkLimits(path, data); e != nil {
+		return nil, Errors{e}
 	}
 	l := &loader{file: path, pos: map[string]Pos{}, anchors: map[string]ast.Node{}}
 	f, err := parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
@@ -68,7 +71,9 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 		return nil, Errors{{File: path, Msg: "the profile is empty: it needs at least `model` and `roles`"}}
 	}
 	p := &Profile{Path: path, Abs: abs, Dir: filepath.Dir(abs), pos: l.pos}
-	l.profile(p, body)
+	l.pos[""] = Pos{1, 1}
+	topSection.setDefaults(p)
+	topSection.read(l, field{n: body, pos: nodePos(body)}, p)
 	l.validate(p)
 	return p, l.errs.sorted()
 }
@@ -363,6 +368,24 @@ func (l *loader) intv(f field, lo, hi int) (int, bool) {
 	return int(n), true
 }
 
+// floatv reads a number in (lo, hi].
+func (l *loader) floatv(f field, lo, hi float64) (float64, bool) {
+	if !isScalar(f.n) {
+		l.errf(f, "must be a number")
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(scalarText(f.n), 64)
+	if err != nil || math.IsNaN(v) {
+		l.errf(f, "must be a number, got %q", scalarText(f.n))
+		return 0, false
+	}
+	if v <= lo || v > hi {
+		l.errf(f, "must be greater than %g and at most %g, got %g", lo, hi, v)
+		return 0, false
+	}
+	return v, true
+}
+
 func (l *loader) strList(f field) ([]string, bool) {
 	if isNull(f.n) {
 		return nil, true
@@ -422,388 +445,20 @@ func (l *loader) duration(f field) (time.Duration, bool) {
 	return d, true
 }
 
-var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "run_dir", "log_dir"}
-var engineKeys = []string{"command", "transfer_backend", "ib_device", "args", "env"}
-var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls"}
-var policyKeys = []string{KindPrefill, KindDecode, KindEncode}
-var roleKeys = []string{"name", "kind", "gpus", "tp", "dp", "worker", "dist_init_port", "bootstrap_port", "bootstrap_host", "engine_index", "args", "env", "host", "replicas", "restart"}
-var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace"}
-
-func (l *loader) profile(p *Profile, body ast.Node) {
-	top, ok := l.mapping(body, field{pos: nodePos(body)}, topKeys)
-	if !ok {
-		return
-	}
-	l.pos[""] = Pos{1, 1}
-
-	p.Name = strings.TrimSuffix(filepath.Base(p.Path), filepath.Ext(p.Path))
-	if f, ok := top["name"]; ok {
-		if s := l.str(f); s != "" {
-			p.Name = s
-		}
-	}
-	if f, ok := top["model"]; ok {
-		p.Model = l.str(f)
-		if p.Model == "" {
-			l.errf(f, "must name the model directory or id")
-		}
-		p.Model = resolvePath(p.Dir, p.Model, false)
-	} else {
-		l.errAt(Pos{1, 1}, "model", "missing: every profile names its model (a local directory or a model id)")
-	}
-	p.Tokenizer = p.Model
-	if f, ok := top["tokenizer"]; ok {
-		if s := l.str(f); s != "" {
-			p.Tokenizer = resolvePath(p.Dir, s, false)
-		}
-	}
-	p.ServedModelName = filepath.Base(strings.TrimRight(p.Model, "/"))
-	if f, ok := top["served_model_name"]; ok {
-		if s := l.str(f); s != "" {
-			p.ServedModelName = s
-		}
-	}
-	p.RunDir = resolvePath(p.Dir, DefaultRunDir, true)
-	if f, ok := top["run_dir"]; ok {
-		if s := l.str(f); s != "" {
-			p.RunDir = resolvePath(p.Dir, s, true)
-		}
-	}
-	p.LogDir = resolvePath(p.Dir, DefaultLogDir, true)
-	if f, ok := top["log_dir"]; ok {
-		if s := l.str(f); s != "" {
-			p.LogDir = resolvePath(p.Dir, s, true)
-		}
-	}
-
-	p.Engine = Engine{Command: DefaultCommand(), TransferBackend: DefaultTransferBackend}
-	if f, ok := top["engine"]; ok {
-		l.engine(&p.Engine, f)
-	}
-	p.Gateway = Gateway{Host: DefaultGatewayHost, Port: DefaultGatewayPort, Mode: ModeAuto, Policy: DefaultPolicy(), BootstrapServer: BootstrapEngine}
-	if f, ok := top["gateway"]; ok {
-		l.gateway(&p.Gateway, f)
-	}
-	p.Restart = DefaultRestart()
-	if f, ok := top["restart"]; ok {
-		l.restart(&p.Restart, f)
-	}
-	if f, ok := top["roles"]; ok {
-		l.roles(p, f)
-	} else {
-		l.errAt(Pos{1, 1}, "roles", "missing: a profile needs at least one prefill and one decode role")
-	}
-}
-
-func (l *loader) engine(e *Engine, at field) {
-	m, _ := l.mapping(at.n, at, engineKeys)
-	if f, ok := m["command"]; ok {
-		if sc := f.n; isScalar(sc) {
-			s := scalarText(sc)
-			if strings.ContainsAny(s, " \t") {
-				l.errf(f, "must be a list, e.g. [%s]", strings.Join(strings.Fields(s), ", "))
-			} else if s != "" {
-				e.Command = []string{s}
-			}
-		} else if cmd, ok := l.strList(f); ok {
-			if len(cmd) == 0 || cmd[0] == "" {
-				l.errf(f, "must name a program, e.g. [ts, serve]")
-			} else {
-				e.Command = cmd
-			}
-		}
-	}
-	if f, ok := m["transfer_backend"]; ok {
-		if s := l.str(f); s != "" {
-			e.TransferBackend = s
-		}
-	}
-	if f, ok := m["ib_device"]; ok {
-		e.IBDevice = l.str(f)
-	}
-	if f, ok := m["args"]; ok {
-		e.Args, _ = l.strList(f)
-		l.checkArgs(f)
-	}
-	if f, ok := m["env"]; ok {
-		e.Env = l.stringMap(f)
-		l.checkEnv(f, e.Env)
-	}
-}
+var budgetRe = regexp.MustCompile(`^\s*(\d+)\s+in\s+(\S+)\s*$`)
 
 // checkEnv refuses variables that the plan owns.
 func (l *loader) checkEnv(f field, env map[string]string) {
-	if _, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
-		kf := field{pos: l.pos[joinKey(f.path, "CUDA_VISIBLE_DEVICES")], path: joinKey(f.path, "CUDA_VISIBLE_DEVICES")}
-		l.errf(kf, "is set from each role's gpus; remove it here")
-	}
-}
-
-func (l *loader) gateway(g *Gateway, at field) {
-	m, _ := l.mapping(at.n, at, gatewayKeys)
-	if f, ok := m["host"]; ok {
-		if s := l.str(f); s != "" {
-			g.Host = s
+	for _, name := range []string{"CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES"} {
+		if _, ok := env[name]; ok {
+			kf := field{pos: l.pos[joinKey(f.path, name)], path: joinKey(f.path, name)}
+			l.errf(kf, "is set from each role's gpus; remove it here")
 		}
 	}
-	if f, ok := m["port"]; ok {
-		if v, ok := l.intv(f, 1, 65535); ok {
-			g.Port = v
-		}
+	if _, ok := env["ENABLE_CP"]; ok {
+		kf := field{pos: l.pos[joinKey(f.path, "ENABLE_CP")], path: joinKey(f.path, "ENABLE_CP")}
+		l.errf(kf, "turns attention TP into context parallelism, which TokenSpeed refuses for PD roles and which changes the rank layout tsd plans; remove it")
 	}
-	if f, ok := m["mode"]; ok {
-		s := l.str(f)
-		switch s {
-		case ModeAuto, ModePD, ModeEPD:
-			g.Mode = s
-		case "":
-		default:
-			l.errf(f, "must be auto, pd or epd, got %q%s", s, didYouMean(s, []string{ModeAuto, ModePD, ModeEPD}))
-		}
-	}
-	if f, ok := m["policy"]; ok {
-		pm, _ := l.mapping(f.n, f, policyKeys)
-		for _, kind := range policyKeys {
-			pf, ok := pm[kind]
-			if !ok {
-				continue
-			}
-			s := l.str(pf)
-			if s == "" {
-				continue
-			}
-			if !contains(Policies[kind], s) {
-				l.errf(pf, "unknown %s policy %q%s; one of %s", kind, s, didYouMean(s, Policies[kind]), strings.Join(Policies[kind], ", "))
-				continue
-			}
-			switch kind {
-			case KindPrefill:
-				g.Policy.Prefill = s
-			case KindDecode:
-				g.Policy.Decode = s
-			case KindEncode:
-				g.Policy.Encode = s
-			}
-		}
-	}
-	if f, ok := m["api_key_env"]; ok {
-		g.APIKeyEnv = l.str(f)
-		if g.APIKeyEnv != "" && !envName.MatchString(g.APIKeyEnv) {
-			l.errf(f, "%q is not an environment variable name", g.APIKeyEnv)
-		}
-	}
-	if f, ok := m["bootstrap_server"]; ok {
-		s := l.str(f)
-		switch s {
-		case BootstrapEngine, BootstrapTSD:
-			g.BootstrapServer = s
-		case "":
-		default:
-			l.errf(f, "must be engine or tsd, got %q", s)
-		}
-	}
-	if f, ok := m["image_urls"]; ok {
-		if v, ok := l.boolv(f); ok {
-			g.ImageURLs = v
-		}
-	}
-}
-
-var budgetRe = regexp.MustCompile(`^\s*(\d+)\s+in\s+(\S+)\s*$`)
-
-func (l *loader) restart(r *Restart, at field) {
-	m, _ := l.mapping(at.n, at, restartKeys)
-	if f, ok := m["policy"]; ok {
-		s := l.str(f)
-		switch s {
-		case RestartNo, RestartOnFailure, RestartAlways:
-			r.Policy = s
-		default:
-			if f.n != nil {
-				if b, ok := f.n.(*ast.BoolNode); ok && !b.Value {
-					r.Policy = RestartNo // YAML 1.1 reads a bare `no` as false
-					break
-				}
-			}
-			all := []string{RestartNo, RestartOnFailure, RestartAlways}
-			l.errf(f, "must be no, on-failure or always, got %q%s", s, didYouMean(s, all))
-		}
-	}
-	durs := []struct {
-		key string
-		dst *time.Duration
-	}{{"backoff", &r.Backoff}, {"max_backoff", &r.MaxBackoff}, {"reset_after", &r.ResetAfter}, {"stop_grace", &r.StopGrace}}
-	for _, d := range durs {
-		if f, ok := m[d.key]; ok {
-			if v, ok := l.duration(f); ok {
-				*d.dst = v
-			}
-		}
-	}
-	if f, ok := m["budget"]; ok {
-		s := l.str(f)
-		sm := budgetRe.FindStringSubmatch(s)
-		var n int
-		var w time.Duration
-		var err error
-		if sm != nil {
-			n, err = strconv.Atoi(sm[1])
-			if err == nil {
-				w, err = time.ParseDuration(sm[2])
-			}
-		}
-		if sm == nil || err != nil || w <= 0 || n > 1_000_000 {
-			l.errf(f, "must read like \"5 in 10m\" (at most N restarts in a window), got %q", s)
-		} else {
-			r.BudgetCount, r.BudgetWindow = n, w
-		}
-	}
-	if r.Backoff > r.MaxBackoff {
-		l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
-	}
-}
-
-func (l *loader) roles(p *Profile, at field) {
-	if isNull(at.n) {
-		l.errf(at, "needs at least one prefill and one decode role")
-		return
-	}
-	seq, ok := at.n.(*ast.SequenceNode)
-	if !ok {
-		l.errf(at, "must be a list of roles (each starting with `- name:`)")
-		return
-	}
-	for i, it := range seq.Values {
-		path := fmt.Sprintf("roles[%d]", i)
-		it = l.deref(it)
-		rf := field{n: it, pos: nodePos(it), path: path}
-		l.pos[path] = rf.pos
-		p.Roles = append(p.Roles, l.role(p, rf))
-	}
-}
-
-func (l *loader) role(p *Profile, at field) Role {
-	r := Role{Replicas: 1, TP: 1, DP: 1, Host: HostLocal, Restart: p.Restart}
-	m, ok := l.mapping(at.n, at, roleKeys)
-	if !ok {
-		return r
-	}
-	if len(m) > 0 {
-		// Point errors about the entry at its first key, not the dash.
-		first := Pos{1 << 30, 0}
-		for _, f := range m {
-			if f.pos.Line < first.Line || (f.pos.Line == first.Line && f.pos.Col < first.Col) {
-				first = f.pos
-			}
-		}
-		l.pos[at.path] = first
-		at.pos = first
-	}
-	if f, ok := m["name"]; ok {
-		r.Name = l.str(f)
-		if r.Name != "" && !instanceName.MatchString(r.Name) {
-			l.errf(f, "%q: use letters, digits, '.', '_' and '-' (it names log files and sockets)", r.Name)
-		} else if r.Name == GatewayLogName {
-			l.errf(f, "%q is reserved for the gateway's log; pick another name", r.Name)
-		}
-	} else {
-		l.errf(at, "missing name")
-	}
-	if f, ok := m["kind"]; ok {
-		r.Kind = l.str(f)
-		kinds := []string{KindEncode, KindPrefill, KindDecode}
-		if !contains(kinds, r.Kind) {
-			l.errf(f, "must be encode, prefill or decode, got %q%s", r.Kind, didYouMean(r.Kind, kinds))
-		}
-	} else if contains([]string{KindEncode, KindPrefill, KindDecode}, r.Name) {
-		r.Kind = r.Name // a role named like a kind is that kind
-	} else {
-		l.errf(at, "missing kind (encode, prefill or decode)")
-	}
-	if f, ok := m["replicas"]; ok {
-		if v, ok := l.intv(f, 1, 64); ok {
-			r.Replicas = v
-		}
-	}
-	if f, ok := m["tp"]; ok {
-		if v, ok := l.intv(f, 1, 1024); ok {
-			r.TP = v
-		}
-	}
-	if f, ok := m["dp"]; ok {
-		if v, ok := l.intv(f, 1, 1024); ok {
-			r.DP = v
-		}
-	}
-	if f, ok := m["host"]; ok {
-		if s := l.str(f); s != "" {
-			r.Host = s
-		}
-	}
-	if f, ok := m["engine_index"]; ok {
-		if v, ok := l.intv(f, 0, 65535); ok {
-			r.EngineIndex = v
-			if v+r.DP-1 > 65535 {
-				l.errf(f, "engine_index + dp - 1 = %d exceeds 65535 (ranks dial as engine_index + dp_rank)", v+r.DP-1)
-			}
-		}
-	}
-	if f, ok := m["args"]; ok {
-		r.Args, _ = l.strList(f)
-		l.checkArgs(f)
-	}
-	if f, ok := m["env"]; ok {
-		r.Env = l.stringMap(f)
-		l.checkEnv(f, r.Env)
-	}
-	if f, ok := m["restart"]; ok {
-		l.restart(&r.Restart, f)
-	}
-	if f, ok := m["bootstrap_host"]; ok {
-		r.BootstrapHost = l.str(f)
-		if r.Kind == KindDecode && r.BootstrapHost != "" {
-			l.errf(f, "a decode role has no bootstrap server; bootstrap_host is for prefill and encode roles")
-		}
-	}
-	if f, ok := m["gpus"]; ok {
-		r.GPUs = l.gpus(f, r.Replicas)
-	} else {
-		l.errf(at, "missing gpus: list the %d GPU(s) this role uses (tp × dp)", r.TP*r.DP)
-	}
-	r.Workers = make([]string, r.Replicas)
-	if f, ok := m["worker"]; ok {
-		vals := l.perReplica(f, r.Replicas, "worker", func(f field) (any, bool) {
-			s := l.str(f)
-			return s, s != ""
-		})
-		for i, v := range vals {
-			if v != nil {
-				r.Workers[i] = v.(string)
-				l.checkWorker(field{pos: f.pos, path: replicaKey(f.path, i, r.Replicas)}, &r, r.Workers[i], p.Dir)
-			}
-		}
-	}
-	r.DistInitPorts = make([]int, r.Replicas)
-	if f, ok := m["dist_init_port"]; ok {
-		for i, v := range l.perReplica(f, r.Replicas, "dist_init_port", l.portValue) {
-			if v != nil {
-				r.DistInitPorts[i] = v.(int)
-			}
-		}
-	}
-	r.BootstrapPorts = make([]int, r.Replicas)
-	if f, ok := m["bootstrap_port"]; ok {
-		if r.Kind == KindDecode {
-			l.errf(f, "a decode role has no bootstrap server; bootstrap_port is for prefill and encode roles")
-		} else {
-			for i, v := range l.perReplica(f, r.Replicas, "bootstrap_port", l.portValue) {
-				if v != nil {
-					r.BootstrapPorts[i] = v.(int)
-				}
-			}
-		}
-	}
-	return r
 }
 
 var instanceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -928,7 +583,7 @@ func (l *loader) gpu(f field) (string, bool) {
 }
 
 // checkWorker applies the rules of a worker URL that need no plan.
-func (l *loader) checkWorker(f field, r *Role, url, dir string) {
+func (l *loader) checkWorker(f field, r *Role, url string) {
 	w, err := ParseWorker(url)
 	if err != nil {
 		l.errf(f, "%v", err)
@@ -937,7 +592,6 @@ func (l *loader) checkWorker(f field, r *Role, url, dir string) {
 	if w.Scheme == "ipc" && !r.Local() {
 		l.errf(f, "role runs on host %q, so its worker must be tcp://HOST:PORT (an ipc socket is same-host only)", r.Host)
 	}
-	_ = dir
 }
 
 // resolvePath makes a profile path absolute against the profile's
@@ -980,16 +634,47 @@ var plannedFlags = map[string]string{
 	"--disaggregation-mode":             "set it with the role's kind:",
 	"--disaggregation-bootstrap-port":   "set it with the role's bootstrap_port:",
 	"--disaggregation-transfer-backend": "set it with engine.transfer_backend:",
-	"--disaggregation-ib-device":        "set it with engine.ib_device:",
-	"--dist-init-addr":                  "set it with the role's dist_init_port:",
-	"--data-parallel-address":           "set it with the role's worker:",
-	"--data-parallel-rpc-port":          "set it with the role's worker:",
-	"--zmq-engine-index":                "set it with the role's engine_index:",
-	// ts serve refuses these with --headless (launch.md §1.1).
+	"--disaggregation-ib-device":        "set it with engine.ib_device: or the role's ib_device:",
+	// Flags that change how many ranks an engine starts, or which devices
+	// they take, behind the planner's back (docs/profiles.md): the plan's
+	// GPU lists, port clusters and the gateway's expected ranks all follow
+	// from tp × dp.
+	"--attn-tp-size":           "set it with the role's tp: (--tp is its alias)",
+	"--tp-size":                "set it with the role's tp:",
+	"--dp":                     "set it with the role's dp:",
+	"--dp-size":                "set it with the role's dp:",
+	"--world-size":             "it is tp × dp: set the role's tp: and dp:",
+	"--nprocs-per-node":        "it is tp × dp on one node: set the role's tp: and dp:",
+	"--nnodes":                 "tsd runs each engine on one node; use one role per node with host:",
+	"--node-rank":              "tsd runs each engine on one node; use one role per node with host:",
+	"--base-gpu-id":            "set the devices with the role's gpus:",
+	"--dist-init-addr":         "set it with the role's dist_init_port:",
+	"--data-parallel-address":  "set it with the role's worker:",
+	"--data-parallel-rpc-port": "set it with the role's worker:",
+	"--zmq-engine-index":       "set it with the role's engine_index:",
+	// ts serve refuses these with --headless (docs/profiles.md).
 	"--engine-startup-timeout":  "ts serve --headless refuses it",
 	"--gateway-startup-timeout": "ts serve --headless refuses it",
 	"--drain-timeout":           "ts serve --headless refuses it",
 	"--control-port":            "ts serve --headless refuses it",
+}
+
+// checkArgOwned refuses flag in the args list f when a profile key of the
+// same role already sets it.
+func (l *loader) checkArgOwned(f field, flag, why string) {
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok {
+		return
+	}
+	for i, it := range seq.Values {
+		it = l.deref(it)
+		if !isScalar(it) {
+			continue
+		}
+		if name, _, _ := strings.Cut(scalarText(it), "="); name == flag {
+			l.errAt(nodePos(it), fmt.Sprintf("%s[%d]", f.path, i), "%s is %s", flag, why)
+		}
+	}
 }
 
 func (l *loader) checkArgs(f field) {

@@ -14,14 +14,20 @@ import (
 // Plan is everything tsd will do for one profile, computed before anything
 // starts.
 type Plan struct {
-	Name            string      `json:"name"`
-	ProfilePath     string      `json:"profile_path"`
-	Model           string      `json:"model"`
-	Tokenizer       string      `json:"tokenizer"`
-	ServedModelName string      `json:"served_model_name"`
-	RunDir          string      `json:"run_dir"`
-	LogDir          string      `json:"log_dir"`
-	ControlSocket   string      `json:"control_socket"`
+	Name            string `json:"name"`
+	ProfilePath     string `json:"profile_path"`
+	Model           string `json:"model"`
+	Tokenizer       string `json:"tokenizer"`
+	ServedModelName string `json:"served_model_name"`
+	RunDir          string `json:"run_dir"`
+	LogDir          string `json:"log_dir"`
+	ControlSocket   string `json:"control_socket"`
+	Accelerator     string `json:"accelerator"` // nvidia | ascend (empty in old plans: nvidia)
+	// IntranodeNVLink: the profile acknowledges MC_INTRANODE_NVLINK
+	// (engine.mooncake.intranode_nvlink), so preflight does not warn.
+	IntranodeNVLink bool `json:"intranode_nvlink,omitempty"`
+	// TransferBackend is engine.transfer_backend.
+	TransferBackend string      `json:"transfer_backend,omitempty"`
 	Gateway         GatewayPlan `json:"gateway"`
 	Roles           []RolePlan  `json:"roles"`
 	Warnings        []string    `json:"warnings,omitempty"`
@@ -60,7 +66,7 @@ type PolicyPlan struct {
 	Encode  string `json:"encode"`
 }
 
-// WorkerPlan is one worker's socket set on the gateway side (zmq-lane.md §1).
+// WorkerPlan is one worker's socket set on the gateway side (docs/protocol.md).
 type WorkerPlan struct {
 	Role        string `json:"role"` // role instance name
 	Kind        string `json:"kind"`
@@ -76,25 +82,29 @@ type WorkerPlan struct {
 
 // RolePlan is one role instance (after replica expansion).
 type RolePlan struct {
-	Name          string            `json:"name"`  // instance name, e.g. decode-1
-	Group         string            `json:"group"` // profile entry name, e.g. decode
-	Kind          string            `json:"kind"`
-	Host          string            `json:"host"` // "local" or a remote host
-	Local         bool              `json:"local"`
-	GPUs          []string          `json:"gpus"` // as written: indices or UUIDs
-	TP            int               `json:"tp"`
-	DP            int               `json:"dp"`
-	EngineIndex   int               `json:"engine_index"`
-	Argv          []string          `json:"argv"` // full, starting with the engine command
-	Env           map[string]string `json:"env"`  // the whole added environment
-	Worker        string            `json:"worker"`
-	Handshake     string            `json:"handshake"`
-	DistInitAddr  string            `json:"dist_init_addr"`
-	PortCluster   []int             `json:"port_cluster"`
-	Bootstrap     string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
-	BootstrapPort int               `json:"bootstrap_port,omitempty"`
-	LogFile       string            `json:"log_file"`
-	Restart       RestartPlan       `json:"restart"`
+	Name        string   `json:"name"`  // instance name, e.g. decode-1
+	Group       string   `json:"group"` // profile entry name, e.g. decode
+	Kind        string   `json:"kind"`
+	Host        string   `json:"host"` // "local" or a remote host
+	Local       bool     `json:"local"`
+	GPUs        []string `json:"gpus"` // as written: indices or UUIDs
+	TP          int      `json:"tp"`
+	DP          int      `json:"dp"`
+	EngineIndex int      `json:"engine_index"`
+	// GPUMemoryUtilization is the --gpu-memory-utilization tsd passes (0:
+	// none); roles sharing a GPU all have one.
+	GPUMemoryUtilization float64           `json:"gpu_memory_utilization,omitempty"`
+	IBDevice             string            `json:"ib_device,omitempty"` // --disaggregation-ib-device
+	Argv                 []string          `json:"argv"`                // full, starting with the engine command
+	Env                  map[string]string `json:"env"`                 // the whole added environment
+	Worker               string            `json:"worker"`
+	Handshake            string            `json:"handshake"`
+	DistInitAddr         string            `json:"dist_init_addr"`
+	PortCluster          []int             `json:"port_cluster"`
+	Bootstrap            string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
+	BootstrapPort        int               `json:"bootstrap_port,omitempty"`
+	LogFile              string            `json:"log_file"`
+	Restart              RestartPlan       `json:"restart"`
 }
 
 // RestartPlan is the resolved restart policy of one role instance.
@@ -138,6 +148,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(n)
 	return nil
 }
+
+// DevicesVar is the variable that hands this plan's roles their devices.
+func (p *Plan) DevicesVar() string { return VisibleDevicesVar(p.Accelerator) }
 
 // Role finds a role instance by name.
 func (p *Plan) Role(name string) (*RolePlan, bool) {

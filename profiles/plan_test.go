@@ -169,10 +169,42 @@ func TestSeedGolden(t *testing.T) {
 		}
 		pf, _ := plan.Role("prefill")
 		if want := []int{12579, 12580, 12582, 12583, 12584, 12585}; !reflect.DeepEqual(pf.PortCluster, want) {
-			t.Errorf("prefill cluster %v, want %v (launch.md §6.1)", pf.PortCluster, want)
+			t.Errorf("prefill cluster %v, want %v (the TokenSpeed CI launcher)", pf.PortCluster, want)
 		}
 		if pf.Bootstrap != "127.0.0.1:8998" {
 			t.Errorf("prefill bootstrap %q", pf.Bootstrap)
+		}
+	}
+}
+
+// Pins (issue 21): the seed's EPD example on Ascend NPUs plans the seed
+// page's command lines flag for flag, with each role's devices in
+// ASCEND_RT_VISIBLE_DEVICES and no CUDA variable at all.
+func TestSeedAscendGolden(t *testing.T) {
+	t.Parallel()
+	plan := planExample(t, "seed-epd-ascend.yaml")
+	if plan.Accelerator != AcceleratorAscend || plan.DevicesVar() != "ASCEND_RT_VISIBLE_DEVICES" {
+		t.Fatalf("accelerator %q", plan.Accelerator)
+	}
+	for name, line := range map[string]string{"prefill": seedPrefill, "decode": seedDecode, "encode": seedEncode} {
+		r, ok := plan.Role(name)
+		if !ok {
+			t.Fatalf("no role %s", name)
+		}
+		devs, want := seedWords(line)
+		if !reflect.DeepEqual(r.Argv, want) {
+			t.Errorf("%s argv:\n got %q\nwant %q", name, r.Argv, want)
+		}
+		if r.Env["ASCEND_RT_VISIBLE_DEVICES"] != devs {
+			t.Errorf("%s ASCEND_RT_VISIBLE_DEVICES = %q, want %q", name, r.Env["ASCEND_RT_VISIBLE_DEVICES"], devs)
+		}
+		for k := range r.Env {
+			if strings.HasPrefix(k, "CUDA_") {
+				t.Errorf("%s env has %s", name, k)
+			}
+		}
+		if line := r.CommandLine(); !strings.HasPrefix(line, "ASCEND_RT_VISIBLE_DEVICES="+devs+" ") {
+			t.Errorf("%s command line starts %q", name, line[:40])
 		}
 	}
 }
@@ -181,7 +213,7 @@ func TestSeedGolden(t *testing.T) {
 // documents them).
 func TestPlanJSONGolden(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"seed-pd", "1e1p2d"} {
+	for _, name := range []string{"seed-pd", "1e1p2d", "seed-epd-ascend"} {
 		plan := planExample(t, name+".yaml")
 		var buf bytes.Buffer
 		if err := plan.WriteJSON(&buf); err != nil {
@@ -211,7 +243,7 @@ func TestPlanJSONGolden(t *testing.T) {
 	}
 }
 
-// Pins: the FNV-1a handshake derivation matches zmq-lane.md §1.2's worked
+// Pins: the FNV-1a handshake derivation matches docs/protocol.md's worked
 // examples (the first two are SMG's own unit-test pair).
 func TestHandshakePort(t *testing.T) {
 	t.Parallel()
@@ -243,7 +275,7 @@ func TestHandshakePort(t *testing.T) {
 	}
 }
 
-// Pins: defaults of profile.md and decisions.md land in the plan.
+// Pins: the documented defaults (docs/profiles.md) land in the plan.
 func TestPlanDefaults(t *testing.T) {
 	t.Parallel()
 	src := `model: ./m

@@ -38,12 +38,34 @@ type HostFacts struct {
 	// paths under run_dir would exceed the Unix socket path limit.
 	UID           int
 	XDGRuntimeDir string
+	// Accelerator is the only kind of accelerator this host has (nvidia or
+	// ascend), "" when it has none, both, or is unknown; a profile without
+	// accelerator: takes it.
+	Accelerator string
 }
 
 // LocalHostFacts are the facts of this machine for planning: a real port
 // checker, the caller's uid and XDG_RUNTIME_DIR, and an unknown GPU list.
 func LocalHostFacts() HostFacts {
-	return HostFacts{PortFree: PortFree, UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR")}
+	return HostFacts{PortFree: PortFree, UID: os.Getuid(), XDGRuntimeDir: os.Getenv("XDG_RUNTIME_DIR"), Accelerator: DetectAccelerator("/dev")}
+}
+
+// DetectAccelerator names the only accelerator kind whose device nodes
+// are under dev (/dev/nvidia0… for NVIDIA, /dev/davinci0… for Ascend), or
+// "" when there are none or both.
+func DetectAccelerator(dev string) string {
+	has := func(pattern string) bool {
+		m, _ := filepath.Glob(filepath.Join(dev, pattern))
+		return len(m) > 0
+	}
+	nv, asc := has("nvidia[0-9]*"), has("davinci[0-9]*")
+	switch {
+	case nv && !asc:
+		return AcceleratorNVIDIA
+	case asc && !nv:
+		return AcceleratorAscend
+	}
+	return ""
 }
 
 // StaticHostFacts are LocalHostFacts without the port checker: the plan
@@ -57,7 +79,7 @@ func StaticHostFacts() HostFacts {
 }
 
 // Default environment every role gets unless the profile sets the variable
-// (decisions.md §7).
+// (docs/architecture.md).
 var defaultEnv = [][2]string{
 	{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
 	{"NO_PROXY", "*"},
@@ -66,7 +88,7 @@ var defaultEnv = [][2]string{
 }
 
 // Where planned ports come from. Dist-init bases are spaced by distInitStep
-// so the engine's silent +10 shifts (launch.md §2.7) stay inside a zone.
+// so the engine's silent +10 shifts (docs/profiles.md) stay inside a zone.
 const (
 	distInitStep          = 100
 	firstPrefillBootstrap = 8998
@@ -91,7 +113,7 @@ func distInitCandidates() []int {
 }
 
 // ClusterSpan is the highest offset of the dist-init port cluster:
-// D..D+max(6, 5+dp) (launch.md §2.7).
+// D..D+max(6, 5+dp) (docs/profiles.md).
 func ClusterSpan(dp int) int { return max(6, 5+dp) }
 
 // ClusterPorts lists every port an engine binds or checks for dist-init
@@ -214,6 +236,9 @@ func (pl *planner) free(ns string, ports ...int) bool {
 // can show what was planned; check the Errors first.
 func MakePlan(p *Profile, facts HostFacts) (*Plan, Errors) {
 	pl := &planner{p: p, facts: facts}
+	for _, w := range p.warnings {
+		pl.warns = append(pl.warns, w.Error())
+	}
 	plan := pl.plan()
 	sort.Strings(pl.warns)
 	plan.Warnings = pl.warns
@@ -246,28 +271,73 @@ func SocketDir(profileAbs string, facts HostFacts) string {
 	return filepath.Join("/tmp", fmt.Sprintf("tsd-%d", facts.UID), h)
 }
 
+// plan runs the planner's sections in order: each reads what the ones
+// before it settled (fixed ports are reserved before any port is chosen).
 func (pl *planner) plan() *Plan {
 	p := pl.p
-	runDir, logDir := p.RunDir, p.LogDir
+	runDir, logDir := pl.dirs()
+	plan := &Plan{
+		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
+		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
+		Accelerator:     pl.accelerator(),
+		IntranodeNVLink: p.Engine.Mooncake.IntranodeNVLink,
+		TransferBackend: p.Engine.TransferBackend,
+		Roles:           []RolePlan{},
+	}
+	shortDir := SocketDir(p.Abs, pl.facts)
+	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
+	if len(plan.ControlSocket) > MaxSocketPath {
+		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
+	}
+	insts := expandInstances(p)
+	pl.planWorkers(insts, runDir, shortDir)
+	pl.reserveFixedPorts(insts)
+	pl.planBootstrapPorts(insts)
+	pl.planDistInit(insts)
+	pl.transferWarnings(insts)
+	pl.deviceRules(plan.Accelerator, insts)
+	plan.Gateway = pl.gatewayPlan(pl.gatewayMode(insts), logDir)
+	for _, in := range insts {
+		rp := pl.rolePlan(in, logDir, plan.Accelerator)
+		plan.Roles = append(plan.Roles, rp)
+		plan.Gateway.Workers = append(plan.Gateway.Workers, WorkerPlan{
+			Role: rp.Name, Kind: rp.Kind, URL: rp.Worker, Handshake: rp.Handshake,
+			Input: in.worker.Input(), Output: in.worker.Output(), Bootstrap: rp.Bootstrap,
+			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local,
+		})
+	}
+	if pl.facts.GPUs != nil {
+		pl.checkGPUs(insts)
+	}
+	return plan
+}
+
+// dirs are run_dir and log_dir, host facts winning over the profile.
+func (pl *planner) dirs() (runDir, logDir string) {
+	runDir, logDir = pl.p.RunDir, pl.p.LogDir
 	if pl.facts.RunDir != "" {
 		runDir = filepath.Clean(pl.facts.RunDir)
 	}
 	if pl.facts.LogDir != "" {
 		logDir = filepath.Clean(pl.facts.LogDir)
 	}
-	plan := &Plan{
-		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
-		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
-		Roles: []RolePlan{},
-	}
-	sockDir := runDir
-	shortDir := SocketDir(p.Abs, pl.facts)
-	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
-	if len(plan.ControlSocket) > MaxSocketPath {
-		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
-	}
+	return runDir, logDir
+}
 
-	// Expand replicas into instances.
+// accelerator is the profile's choice, else the host's only kind, else
+// nvidia.
+func (pl *planner) accelerator() string {
+	switch {
+	case pl.p.Accelerator != "":
+		return pl.p.Accelerator
+	case pl.facts.Accelerator != "":
+		return pl.facts.Accelerator
+	}
+	return AcceleratorNVIDIA
+}
+
+// expandInstances turns roles into instances, one per replica.
+func expandInstances(p *Profile) []*inst {
 	var insts []*inst
 	for i := range p.Roles {
 		r := &p.Roles[i]
@@ -279,25 +349,17 @@ func (pl *planner) plan() *Plan {
 			insts = append(insts, in)
 		}
 	}
+	return insts
+}
 
-	// Workers: explicit ones as written (relative ipc paths anchor at the
-	// profile), default ones under run_dir or the short directory.
+// planWorkers sets every instance's worker: explicit ones as written
+// (relative ipc paths anchor at the profile), default ones under run_dir,
+// or under shortDir when run_dir would make any socket path too long.
+func (pl *planner) planWorkers(insts []*inst, runDir, shortDir string) {
 	tooLong := false
 	for _, in := range insts {
 		if k := in.k; k < len(in.role.Workers) && in.role.Workers[k] != "" {
-			in.workerKey = replicaKey(in.key+".worker", k, in.role.Replicas)
-			w, err := ParseWorker(in.role.Workers[k])
-			if err != nil {
-				pl.err(in.workerKey, "%v", err)
-				continue
-			}
-			if w.Scheme == "ipc" && !filepath.IsAbs(w.Path) {
-				w.Path = filepath.Join(p.Dir, w.Path)
-			}
-			if w.Scheme == "ipc" && len(w.Path)+len("-out.sock") > MaxSocketPath {
-				pl.err(in.workerKey, "socket path %s-out.sock is %d bytes, over the %d-byte Unix limit; pick a shorter path", w.Path, len(w.Path)+len("-out.sock"), MaxSocketPath)
-			}
-			in.worker = w
+			pl.explicitWorker(in)
 			continue
 		}
 		in.workerKey = in.key + ".name"
@@ -305,6 +367,7 @@ func (pl *planner) plan() *Plan {
 			tooLong = true
 		}
 	}
+	sockDir := runDir
 	if tooLong {
 		sockDir = shortDir
 		pl.warn("run_dir", "ipc socket paths under %s would exceed the %d-byte Unix limit; sockets go to %s instead", runDir, MaxSocketPath, shortDir)
@@ -317,66 +380,107 @@ func (pl *planner) plan() *Plan {
 			}
 		}
 	}
+}
 
-	// Fixed ports first: the gateway's, every handshake, explicit ports.
+func (pl *planner) explicitWorker(in *inst) {
+	in.workerKey = replicaKey(in.key+".worker", in.k, in.role.Replicas)
+	w, err := ParseWorker(in.role.Workers[in.k])
+	if err != nil {
+		pl.err(in.workerKey, "%v", err)
+		return
+	}
+	if w.Scheme == "ipc" && !filepath.IsAbs(w.Path) {
+		w.Path = filepath.Join(pl.p.Dir, w.Path)
+	}
+	if w.Scheme == "ipc" && len(w.Path)+len("-out.sock") > MaxSocketPath {
+		pl.err(in.workerKey, "socket path %s-out.sock is %d bytes, over the %d-byte Unix limit; pick a shorter path", w.Path, len(w.Path)+len("-out.sock"), MaxSocketPath)
+	}
+	in.worker = w
+}
+
+// reserveFixedPorts reserves, before any port is chosen, the gateway's
+// port, every handshake, and the dist-init and bootstrap ports the profile
+// writes.
+func (pl *planner) reserveFixedPorts(insts []*inst) {
+	p := pl.p
 	gwKey := "gateway.port"
 	pl.reserve(reservation{localNS, p.Gateway.Port, p.Gateway.Port, "gateway port", gwKey})
 	if _, written := p.pos[gwKey]; written {
 		pl.warnRange(gwKey, "gateway port", p.Gateway.Port, p.Gateway.Port)
 	}
 	for _, in := range insts {
-		if in.worker.Scheme == "" {
-			continue
-		}
-		hp := in.worker.DialPort()
-		what := fmt.Sprintf("handshake port of %s", in.name)
-		if in.worker.Scheme == "ipc" {
-			what = fmt.Sprintf("handshake port of %s (derived from %s)", in.name, in.worker.URL())
-		} else {
-			pl.warnRange(in.workerKey, what, hp, hp)
-		}
-		if c := pl.conflict(localNS, hp, hp); c != nil && in.worker.Scheme == "ipc" {
-			pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
-			continue
-		}
-		pl.reserve(reservation{localNS, hp, hp, what, in.workerKey})
+		pl.reserveHandshake(in)
 	}
 	for _, in := range insts {
-		r := in.role
-		if d := nth(r.DistInitPorts, in.k); d > 0 {
-			in.dist, in.distSet = d, true
-			in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
-			hi := d + ClusterSpan(r.DP)
-			if hi > 65535 {
-				pl.err(in.distKey, "the port cluster %d-%d runs past 65535", d, hi)
-				continue
-			}
-			pl.warnRange(in.distKey, "dist-init port cluster", d, hi)
-			pl.reserve(reservation{in.ns, d, hi, "dist-init port cluster of " + in.name, in.distKey})
-		}
+		pl.reserveDistInit(in)
 	}
 	for _, in := range insts {
-		r := in.role
-		if r.Kind != KindPrefill && r.Kind != KindEncode {
-			continue
-		}
-		in.bootNS = in.ns
-		if r.Kind == KindPrefill && p.Gateway.BootstrapServer == BootstrapTSD {
-			in.bootNS = localNS
-			if !r.Local() {
-				pl.warn(in.key+".host", "gateway.bootstrap_server is tsd but %s runs on %s: it registers at its own 127.0.0.1, where tsd's rendezvous is not; use bootstrap_server: engine for remote prefills", in.name, r.Host)
-			}
-		}
-		if b := nth(r.BootstrapPorts, in.k); b > 0 {
-			in.boot, in.bootSet = b, true
-			in.bootKey = replicaKey(in.key+".bootstrap_port", in.k, r.Replicas)
-			pl.warnRange(in.bootKey, "bootstrap port", b, b)
-			pl.reserve(reservation{in.bootNS, b, b, "bootstrap port of " + in.name, in.bootKey})
-		}
+		pl.reserveBootstrap(in)
 	}
+}
 
-	// Planned bootstrap ports: prefill from 8998 and encode from 18995
-	// upward (TokenSpeed's default and the CI's encode port).
+func (pl *planner) reserveHandshake(in *inst) {
+	if in.worker.Scheme == "" {
+		return
+	}
+	hp := in.worker.DialPort()
+	what := fmt.Sprintf("handshake port of %s", in.name)
+	if in.worker.Scheme == "ipc" {
+		what = fmt.Sprintf("handshake port of %s (derived from %s)", in.name, in.worker.URL())
+	} else {
+		pl.warnRange(in.workerKey, what, hp, hp)
+	}
+	if c := pl.conflict(localNS, hp, hp); c != nil && in.worker.Scheme == "ipc" {
+		pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
+		return
+	}
+	pl.reserve(reservation{localNS, hp, hp, what, in.workerKey})
+}
+
+func (pl *planner) reserveDistInit(in *inst) {
+	r := in.role
+	d := nth(r.DistInitPorts, in.k)
+	if d <= 0 {
+		return
+	}
+	in.dist, in.distSet = d, true
+	in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
+	hi := d + ClusterSpan(r.DP)
+	if hi > 65535 {
+		pl.err(in.distKey, "the port cluster %d-%d runs past 65535", d, hi)
+		return
+	}
+	pl.warnRange(in.distKey, "dist-init port cluster", d, hi)
+	pl.reserve(reservation{in.ns, d, hi, "dist-init port cluster of " + in.name, in.distKey})
+}
+
+// reserveBootstrap settles where a prefill's or encode's rendezvous lives
+// (the gateway's host when tsd serves prefill rendezvous) and reserves an
+// explicit bootstrap port.
+func (pl *planner) reserveBootstrap(in *inst) {
+	r := in.role
+	if r.Kind != KindPrefill && r.Kind != KindEncode {
+		return
+	}
+	in.bootNS = in.ns
+	if r.Kind == KindPrefill && pl.p.Gateway.BootstrapServer == BootstrapTSD {
+		in.bootNS = localNS
+		if !r.Local() {
+			pl.warn(in.key+".host", "gateway.bootstrap_server is tsd but %s runs on %s: it registers at its own 127.0.0.1, where tsd's rendezvous is not; use bootstrap_server: engine for remote prefills", in.name, r.Host)
+		}
+	}
+	if b := nth(r.BootstrapPorts, in.k); b > 0 {
+		in.boot, in.bootSet = b, true
+		in.bootKey = replicaKey(in.key+".bootstrap_port", in.k, r.Replicas)
+		pl.warnRange(in.bootKey, "bootstrap port", b, b)
+		pl.reserve(reservation{in.bootNS, b, b, "bootstrap port of " + in.name, in.bootKey})
+	}
+}
+
+// planBootstrapPorts picks the bootstrap ports the profile leaves open:
+// prefill from 8998 and encode from 18995 upward (TokenSpeed's default and
+// the CI's encode port).
+func (pl *planner) planBootstrapPorts(insts []*inst) {
 	for _, in := range insts {
 		r := in.role
 		if (r.Kind != KindPrefill && r.Kind != KindEncode) || in.bootSet {
@@ -400,9 +504,12 @@ func (pl *planner) plan() *Plan {
 			pl.err(in.bootKey, "no free bootstrap port between %d and %d; set bootstrap_port", start, HandshakeBandLo-1)
 		}
 	}
+}
 
-	// Planned dist-init bases: ≥100 apart from every other base on the same
-	// host, their whole zone clear of every reserved port, the cluster free.
+// planDistInit picks dist-init bases: ≥100 apart from every other base on
+// the same host, their whole zone clear of every reserved port, the
+// cluster free.
+func (pl *planner) planDistInit(insts []*inst) {
 	cands := distInitCandidates()
 	for _, in := range insts {
 		if in.distSet {
@@ -430,55 +537,101 @@ func (pl *planner) plan() *Plan {
 			pl.err(in.distKey, "no free dist-init port cluster found; set dist_init_port")
 		}
 	}
+}
 
-	// Roles and workers.
-	mode := p.Gateway.Mode
+// gatewayMode resolves mode: auto.
+func (pl *planner) gatewayMode(insts []*inst) string {
 	hasEncode := false
 	for _, in := range insts {
-		if in.role.Kind == KindEncode {
-			hasEncode = true
-		}
+		hasEncode = hasEncode || in.role.Kind == KindEncode
 	}
-	if mode == ModeAuto {
-		mode = ModePD
-		if hasEncode {
-			mode = ModeEPD
-		}
-	} else if mode == ModePD && hasEncode {
+	mode := pl.p.Gateway.Mode
+	switch {
+	case mode == ModeAuto && hasEncode:
+		return ModeEPD
+	case mode == ModeAuto:
+		return ModePD
+	case mode == ModePD && hasEncode:
 		pl.warn("gateway.mode", "mode is pd: the encode role(s) start but get no work")
 	}
-	if p.Engine.TransferBackend != DefaultTransferBackend {
-		pl.warn("engine.transfer_backend", "%q: TokenSpeed knows only mooncake", p.Engine.TransferBackend)
-	}
-	host := p.Gateway.Host
-	urlHost := host
-	if isWildcard(host) {
+	return mode
+}
+
+func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
+	g := pl.p.Gateway
+	urlHost := g.Host
+	if isWildcard(g.Host) {
 		urlHost = "127.0.0.1"
 	}
-	plan.Gateway = GatewayPlan{
-		Listen:          net.JoinHostPort(host, strconv.Itoa(p.Gateway.Port)),
-		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(p.Gateway.Port)),
+	return GatewayPlan{
+		Listen:          net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
+		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
 		Mode:            mode,
-		Policy:          p.Gateway.Policy,
-		APIKeyEnv:       p.Gateway.APIKeyEnv,
-		BootstrapServer: p.Gateway.BootstrapServer,
-		ImageURLs:       p.Gateway.ImageURLs,
+		Policy:          g.Policy,
+		APIKeyEnv:       g.APIKeyEnv,
+		BootstrapServer: g.BootstrapServer,
+		ImageURLs:       g.ImageURLs,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}
+}
+
+// NVLinkVars are the Mooncake variables that force its intra-node NVLink
+// transport (docs/profiles.md, "Transfer").
+var NVLinkVars = []string{"MC_INTRANODE_NVLINK", "MC_INTRA_NVLINK"}
+
+// NVLinkReason is why tsd warns about them, in the TokenSpeed docs' words.
+const NVLinkReason = "on containerized hosts the forced intra-node NVLink transport has reported success without writing the destination pages, so leave it unset unless the platform is known to support it"
+
+// nvlinkForced reports whether env forces the NVLink transport: set to
+// anything but empty, 0 or false.
+func nvlinkForced(v string) bool {
+	v = strings.ToLower(strings.TrimSpace(v))
+	return v != "" && v != "0" && v != "false"
+}
+
+// transferWarnings applies the seed page's Transfer section to the
+// profile: only mooncake is known, and a forced NVLink transport needs
+// engine.mooncake.intranode_nvlink: true.
+func (pl *planner) transferWarnings(insts []*inst) {
+	p := pl.p
+	if p.Engine.TransferBackend != DefaultTransferBackend {
+		pl.warn("engine.transfer_backend", "%q: TokenSpeed knows only mooncake", p.Engine.TransferBackend)
+	}
+	if p.Engine.Mooncake.IntranodeNVLink {
+		return
+	}
+	hint := "; set engine.mooncake.intranode_nvlink: true if this platform is known to support it"
+	for _, v := range NVLinkVars {
+		if nvlinkForced(p.Engine.Env[v]) {
+			pl.warn("engine.env."+v, "%s is set: %s%s", v, NVLinkReason, hint)
+		}
+	}
+	for i := range p.Roles {
+		for _, v := range NVLinkVars {
+			if nvlinkForced(p.Roles[i].Env[v]) {
+				pl.warn(fmt.Sprintf("roles[%d].env.%s", i, v), "%s is set: %s%s", v, NVLinkReason, hint)
+			}
+		}
+	}
+}
+
+// deviceRules checks what the accelerator kind implies: Ascend NPUs are
+// named by index (ASCEND_RT_VISIBLE_DEVICES takes logical ids, no UUIDs).
+func (pl *planner) deviceRules(accel string, insts []*inst) {
+	if accel != AcceleratorAscend {
+		return
+	}
 	for _, in := range insts {
-		rp := pl.rolePlan(in, logDir)
-		plan.Roles = append(plan.Roles, rp)
-		plan.Gateway.Workers = append(plan.Gateway.Workers, WorkerPlan{
-			Role: rp.Name, Kind: rp.Kind, URL: rp.Worker, Handshake: rp.Handshake,
-			Input: in.worker.Input(), Output: in.worker.Output(), Bootstrap: rp.Bootstrap,
-			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local,
-		})
+		if in.k >= len(in.role.GPUs) {
+			continue
+		}
+		for _, g := range in.role.GPUs[in.k] {
+			if _, err := strconv.Atoi(g); err != nil {
+				pl.err(replicaKey(in.key+".gpus", in.k, in.role.Replicas), "%s: with accelerator: ascend, gpus are NPU indices (ASCEND_RT_VISIBLE_DEVICES takes no UUIDs)", g)
+			}
+		}
 	}
-	if pl.facts.GPUs != nil {
-		pl.checkGPUs(insts)
-	}
-	return plan
 }
 
 // nearBase reports whether another dist-init base on ns lies within
@@ -508,8 +661,8 @@ func (pl *planner) checkGPUs(insts []*inst) {
 	}
 }
 
-func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
-	p, r := pl.p, in.role
+func (pl *planner) rolePlan(in *inst, logDir, accel string) RolePlan {
+	r := in.role
 	var gpus []string
 	if in.k < len(r.GPUs) {
 		gpus = append([]string{}, r.GPUs[in.k]...)
@@ -517,8 +670,13 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 	rp := RolePlan{
 		Name: in.name, Group: r.Name, Kind: r.Kind, Host: r.Host, Local: r.Local(),
 		GPUs: gpus, TP: r.TP, DP: r.DP, EngineIndex: r.EngineIndex,
-		LogFile: filepath.Join(logDir, in.name+".log"),
-		Restart: r.Restart.Plan(),
+		GPUMemoryUtilization: r.GPUMemoryUtilization,
+		IBDevice:             r.IBDevice,
+		LogFile:              filepath.Join(logDir, in.name+".log"),
+		Restart:              r.Restart.Plan(),
+	}
+	if rp.IBDevice == "" {
+		rp.IBDevice = pl.p.Engine.IBDevice
 	}
 	if rp.GPUs == nil {
 		rp.GPUs = []string{}
@@ -534,18 +692,30 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 		rp.PortCluster = []int{}
 	}
 	if in.boot > 0 {
-		bh := r.BootstrapHost
-		if bh == "" {
-			bh = "127.0.0.1"
-			if !r.Local() {
-				bh = r.Host
-			}
-		}
 		rp.BootstrapPort = in.boot
-		rp.Bootstrap = net.JoinHostPort(bh, strconv.Itoa(in.boot))
+		rp.Bootstrap = net.JoinHostPort(bootstrapHost(r), strconv.Itoa(in.boot))
 	}
+	rp.Argv = roleArgv(pl.p, in, rp)
+	rp.Env = roleEnv(pl.p.Engine.Env, r.Env, gpus, accel)
+	return rp
+}
 
-	// Flags in the seed page's order (disaggregated-serving.txt).
+// bootstrapHost is where decode reaches a role's rendezvous: bootstrap_host,
+// else the remote host, else 127.0.0.1 (docs/architecture.md).
+func bootstrapHost(r *Role) string {
+	switch {
+	case r.BootstrapHost != "":
+		return r.BootstrapHost
+	case !r.Local():
+		return r.Host
+	}
+	return "127.0.0.1"
+}
+
+// roleArgv is the engine command line: the planned flags in the seed
+// page's order (docs/profiles.md), then engine.args, then the role's args.
+func roleArgv(p *Profile, in *inst, rp RolePlan) []string {
+	r := in.role
 	argv := append([]string{}, p.Engine.Command...)
 	argv = append(argv, "--headless", "--model", p.Model)
 	if r.TP != 1 {
@@ -563,8 +733,8 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 		argv = append(argv, "--load-balance-method", "round_robin")
 	}
 	argv = append(argv, "--disaggregation-transfer-backend", p.Engine.TransferBackend)
-	if p.Engine.IBDevice != "" {
-		argv = append(argv, "--disaggregation-ib-device", p.Engine.IBDevice)
+	if rp.IBDevice != "" {
+		argv = append(argv, "--disaggregation-ib-device", rp.IBDevice)
 	}
 	argv = append(argv, "--dist-init-addr", rp.DistInitAddr)
 	if in.worker.Scheme != "" {
@@ -572,39 +742,58 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 			"--data-parallel-rpc-port", strconv.Itoa(in.worker.DialPort()))
 	}
 	argv = append(argv, "--zmq-engine-index", strconv.Itoa(r.EngineIndex))
+	if r.GPUMemoryUtilization > 0 {
+		argv = append(argv, "--gpu-memory-utilization", strconv.FormatFloat(r.GPUMemoryUtilization, 'f', -1, 64))
+	}
 	argv = append(argv, p.Engine.Args...)
-	argv = append(argv, r.Args...)
-	rp.Argv = argv
-
-	env := map[string]string{}
-	for _, kv := range defaultEnv {
-		env[kv[0]] = kv[1]
-	}
-	for k, v := range p.Engine.Env {
-		env[k] = v
-	}
-	for k, v := range r.Env {
-		env[k] = v
-	}
-	env["CUDA_VISIBLE_DEVICES"] = strings.Join(gpus, ",")
-	rp.Env = env
-	return rp
+	return append(argv, r.Args...)
 }
 
-// EnvOrder lists a role's env keys as tsd prints them: CUDA_VISIBLE_DEVICES
-// first (as on the seed page), then the rest sorted.
+// VisibleDevicesVar is the variable that hands a role its devices.
+func VisibleDevicesVar(accel string) string {
+	if accel == AcceleratorAscend {
+		return "ASCEND_RT_VISIBLE_DEVICES"
+	}
+	return "CUDA_VISIBLE_DEVICES"
+}
+
+// roleEnv is the environment tsd adds for a role: the defaults, then
+// engine.env, then the role's env, then the device list (which the
+// profile may not set).
+func roleEnv(engineEnv, roleEnv map[string]string, gpus []string, accel string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range defaultEnv {
+		if kv[0] == "CUDA_DEVICE_ORDER" && accel == AcceleratorAscend {
+			continue // a CUDA setting; NPUs keep their own order
+		}
+		env[kv[0]] = kv[1]
+	}
+	for k, v := range engineEnv {
+		env[k] = v
+	}
+	for k, v := range roleEnv {
+		env[k] = v
+	}
+	env[VisibleDevicesVar(accel)] = strings.Join(gpus, ",")
+	return env
+}
+
+// EnvOrder lists a role's env keys as tsd prints them: the device list
+// (CUDA_VISIBLE_DEVICES or ASCEND_RT_VISIBLE_DEVICES) first, as on the
+// seed page, then the rest sorted.
 func EnvOrder(env map[string]string) []string {
 	keys := make([]string, 0, len(env))
+	var first []string
 	for k := range env {
-		if k != "CUDA_VISIBLE_DEVICES" {
-			keys = append(keys, k)
+		if k == "CUDA_VISIBLE_DEVICES" || k == "ASCEND_RT_VISIBLE_DEVICES" {
+			first = append(first, k)
+			continue
 		}
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if _, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
-		keys = append([]string{"CUDA_VISIBLE_DEVICES"}, keys...)
-	}
-	return keys
+	sort.Strings(first)
+	return append(first, keys...)
 }
 
 // WriteJSON writes the plan as `tsd plan --json` prints it: indented, with

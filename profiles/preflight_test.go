@@ -87,7 +87,7 @@ func TestPreflightAllProblems(t *testing.T) {
 	}
 }
 
-// Pins: the ipc directory rules of zmq-lane.md §1.4 on a real filesystem:
+// Pins: the ipc directory rules of docs/protocol.md on a real filesystem:
 // another owner's or a symlinked directory is refused, a non-socket file
 // where a socket goes is refused, a missing directory is fine.
 func TestPreflightSocketDirs(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 )
 
 // Profile is a loaded, defaulted and statically validated profile file
-// (design/profile.md). Paths in it are already absolute where the file gave
-// relative ones (decisions.md §6). Load builds it; the planner turns it into a
+// (docs/profiles.md). Paths in it are already absolute where the file gave
+// relative ones (docs/architecture.md). Load builds it; the planner turns it into a
 // Plan.
 type Profile struct {
 	Path string // the file path as given (used in error messages)
@@ -17,16 +17,22 @@ type Profile struct {
 	Model           string
 	Tokenizer       string
 	ServedModelName string
-	Engine          Engine
-	Gateway         Gateway
-	Roles           []Role
-	Restart         Restart
-	RunDir          string
-	LogDir          string
+	// Accelerator is nvidia or ascend as written; "" leaves it to the host
+	// (see HostFacts.Accelerator).
+	Accelerator string
+	Engine      Engine
+	Gateway     Gateway
+	Roles       []Role
+	Restart     Restart
+	RunDir      string
+	LogDir      string
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
 	pos map[string]Pos
+	// warnings found while loading (e.g. a tight GPU share); MakePlan
+	// adds them to the plan's.
+	warnings []*Error
 }
 
 // Engine holds settings every role inherits.
@@ -34,8 +40,16 @@ type Engine struct {
 	Command         []string
 	TransferBackend string
 	IBDevice        string
+	Mooncake        Mooncake
 	Args            []string
 	Env             map[string]string
+}
+
+// Mooncake holds the transfer engine's settings.
+type Mooncake struct {
+	// IntranodeNVLink acknowledges MC_INTRANODE_NVLINK in an env: the
+	// platform is known to support the forced intra-node NVLink transport.
+	IntranodeNVLink bool
 }
 
 // Gateway is the embedded gateway's configuration.
@@ -71,6 +85,11 @@ type Role struct {
 	Env            map[string]string
 	Host           string // "local" or a remote host name
 	Restart        Restart
+	// GPUMemoryUtilization is --gpu-memory-utilization (0 = not set); a
+	// GPU may be shared only by roles that all set it.
+	GPUMemoryUtilization float64
+	// IBDevice overrides engine.ib_device for this role.
+	IBDevice string
 }
 
 // Local reports whether tsd spawns this role itself.
@@ -120,28 +139,29 @@ const (
 )
 
 // DefaultCommand is the engine command when the profile names none.
-func DefaultCommand() []string { return []string{"ts", "serve"} }
+func DefaultCommand() []string {
+	var e Engine
+	engineSection.setDefaults(&e)
+	return e.Command
+}
 
-// DefaultRestart is the restart policy when the profile sets none.
+// DefaultRestart is the restart policy when the profile sets none (the
+// restart section's defaults).
 func DefaultRestart() Restart {
-	return Restart{
-		Policy:       RestartOnFailure,
-		Backoff:      2 * time.Second,
-		MaxBackoff:   2 * time.Minute,
-		ResetAfter:   10 * time.Minute,
-		BudgetCount:  5,
-		BudgetWindow: 10 * time.Minute,
-		StopGrace:    30 * time.Second,
-	}
+	var r Restart
+	restartSection.setDefaults(&r)
+	return r
 }
 
 // DefaultPolicy is the worker-selection policy per kind.
 func DefaultPolicy() PolicyPlan {
-	return PolicyPlan{Prefill: "round_robin", Decode: "round_robin", Encode: "consistent_hashing"}
+	var p PolicyPlan
+	policySection.setDefaults(&p)
+	return p
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's
-// names, gateway-flow.md §3). The gateway may implement a subset and must
+// names, docs/protocol.md). The gateway may implement a subset and must
 // refuse the others at start with a clear message.
 var Policies = map[string][]string{
 	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket"},

@@ -61,13 +61,12 @@ func (r *Role) Instance(i int) string {
 	return fmt.Sprintf("%s-%d", r.Name, i)
 }
 
-// validate applies the rules of profile.md that need the whole profile but
-// no plan (ports and handshakes are checked by the planner).
+// validate applies the rules of docs/profiles.md that need the whole
+// profile but no plan (ports and handshakes are checked by the planner).
 func (l *loader) validate(p *Profile) {
 	add := func(e *Error) { l.errs = append(l.errs, e) }
 	names := map[string]string{} // instance → key path of its name
-	type gpuUse struct{ key, inst string }
-	gpus := map[string]gpuUse{} // host + "\x00" + gpu
+	devs := deviceUses{}
 	kinds := map[string]int{}
 	kindsKnown := true // a bad kind already has its error; skip rules that count kinds
 	for i := range p.Roles {
@@ -88,41 +87,19 @@ func (l *loader) validate(p *Profile) {
 			}
 			names[inst] = rk + ".name"
 		}
-		if r.Kind == KindEncode && r.DP > 1 {
-			add(p.errAt(rk+".dp", "an encode role cannot use data parallelism (TokenSpeed refuses encode with dp > 1)"))
+		for _, e := range roleRuleErrors(p, r, rk) {
+			add(e)
 		}
-		if !r.Local() && r.Workers != nil {
-			for k, w := range r.Workers {
-				if w == "" {
-					add(p.errAt(rk+".host", "role runs on host %q, so it needs worker: tcp://GATEWAY_HOST:PORT (replica %d has none; tsd cannot reach it over ipc)", r.Host, k))
-					break
-				}
-			}
+		for _, e := range roleGPUErrors(p, r, rk, &devs) {
+			add(e)
 		}
-		want := r.TP * r.DP
-		for k, set := range r.GPUs {
-			key := replicaKey(rk+".gpus", k, r.Replicas)
-			if len(set) != want {
-				add(p.errAt(key, "%d GPU(s) listed but tp × dp = %d × %d = %d", len(set), r.TP, r.DP, want))
-			}
-			seen := map[string]bool{}
-			for _, g := range set {
-				if seen[g] {
-					add(p.errAt(key, "GPU %s is listed twice", g))
-					continue
-				}
-				seen[g] = true
-				id := r.Host + "\x00" + g
-				if prev, used := gpus[id]; used {
-					hostNote := ""
-					if !r.Local() {
-						hostNote = " on host " + r.Host
-					}
-					add(p.errAt(key, "GPU %s%s is already used by %s (%s); engines must not share GPUs (give roles on different machines different host: values)", g, hostNote, prev.inst, p.Where(prev.key)))
-					continue
-				}
-				gpus[id] = gpuUse{key, r.Instance(k)}
-			}
+	}
+	l.errs = append(l.errs, engineArgsOverride(p)...)
+	for _, v := range devs.verdicts() {
+		if v.err {
+			add(p.errAt(v.use.key, "%s", v.msg))
+		} else {
+			p.warnings = append(p.warnings, p.errAt(v.use.key, "%s", v.msg))
 		}
 	}
 	if len(p.Roles) > 0 && kindsKnown {
@@ -136,4 +113,159 @@ func (l *loader) validate(p *Profile) {
 	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
+}
+
+// engineArgsOverride refuses --gpu-memory-utilization in engine.args when
+// a role sets gpu_memory_utilization: engine.args come after the planned
+// flags and argparse keeps the last, so the role's fraction would be
+// silently replaced.
+func engineArgsOverride(p *Profile) []*Error {
+	var out []*Error
+	for i, a := range p.Engine.Args {
+		if name, _, _ := strings.Cut(a, "="); name != "--gpu-memory-utilization" {
+			continue
+		}
+		for k := range p.Roles {
+			if p.Roles[k].GPUMemoryUtilization > 0 {
+				out = append(out, p.errAt(fmt.Sprintf("engine.args[%d]", i), "--gpu-memory-utilization here would override roles[%d].gpu_memory_utilization (the last copy wins); set the key on each role instead", k))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// roleRuleErrors are the rules of one role that need no other role.
+func roleRuleErrors(p *Profile, r *Role, rk string) []*Error {
+	var out []*Error
+	if r.Kind == KindEncode && r.DP > 1 {
+		out = append(out, p.errAt(rk+".dp", "an encode role cannot use data parallelism (TokenSpeed refuses encode with dp > 1)"))
+	}
+	if !r.Local() && r.Workers != nil {
+		for k, w := range r.Workers {
+			if w == "" {
+				out = append(out, p.errAt(rk+".host", "role runs on host %q, so it needs worker: tcp://GATEWAY_HOST:PORT (replica %d has none; tsd cannot reach it over ipc)", r.Host, k))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// roleGPUErrors checks each replica's GPU list (count, repeats) and
+// records its GPUs in devs, which refuses accidental sharing.
+func roleGPUErrors(p *Profile, r *Role, rk string, devs *deviceUses) []*Error {
+	var out []*Error
+	want := r.TP * r.DP
+	for k, set := range r.GPUs {
+		key := replicaKey(rk+".gpus", k, r.Replicas)
+		if len(set) != want {
+			out = append(out, p.errAt(key, "%d GPU(s) listed but tp × dp = %d × %d = %d", len(set), r.TP, r.DP, want))
+		}
+		seen := map[string]bool{}
+		for _, g := range set {
+			if seen[g] {
+				out = append(out, p.errAt(key, "GPU %s is listed twice", g))
+				continue
+			}
+			seen[g] = true
+			use := deviceUse{key: key, inst: r.Instance(k), frac: r.GPUMemoryUtilization}
+			if msg := devs.add(p, r.Host+"\x00"+g, use); msg != "" {
+				hostNote := ""
+				if !r.Local() {
+					hostNote = " on host " + r.Host
+				}
+				out = append(out, p.errAt(key, "GPU %s%s %s", g, hostNote, msg))
+			}
+		}
+	}
+	return out
+}
+
+// Limits of GPU sharing by choice. The fraction is of the device's total
+// memory, and each engine also holds a CUDA context, NCCL and activation
+// buffers outside it, so sharers that leave under 5% free are warned, and
+// fractions over the whole device are refused.
+const (
+	ShareWarnAbove  = 0.95
+	ShareErrorAbove = 1.0
+)
+
+// deviceUse is one role instance on one device.
+type deviceUse struct {
+	key, inst string
+	frac      float64 // gpu_memory_utilization, 0 = not set
+}
+
+// deviceUses collects the users of each device (keyed by host and id) in
+// profile order.
+type deviceUses struct {
+	order []string
+	users map[string][]deviceUse
+}
+
+// add records u on device id and says why it may not share it: a role
+// without gpu_memory_utilization on a device someone else uses, or a role
+// with it on a device used by one without. The message reads after "GPU
+// N".
+func (d *deviceUses) add(p *Profile, id string, u deviceUse) string {
+	if d.users == nil {
+		d.users = map[string][]deviceUse{}
+	}
+	prev := d.users[id]
+	if len(prev) == 0 {
+		d.order = append(d.order, id)
+		d.users[id] = []deviceUse{u}
+		return ""
+	}
+	first := prev[0]
+	var bare *deviceUse
+	for i := range prev {
+		if prev[i].frac == 0 {
+			bare = &prev[i]
+			break
+		}
+	}
+	switch {
+	case u.frac == 0:
+		return fmt.Sprintf("is already used by %s (%s); engines must not share a GPU by accident: to share it on purpose, set gpu_memory_utilization on every role that uses it (fractions summing to at most %.2f), or give roles on different machines different host: values", first.inst, p.Where(first.key), ShareWarnAbove)
+	case bare != nil:
+		return fmt.Sprintf("is already used by %s (%s), which sets no gpu_memory_utilization; set it there too to share this GPU", bare.inst, p.Where(bare.key))
+	}
+	d.users[id] = append(prev, u)
+	return ""
+}
+
+// shareVerdict is one finding about a shared device's fractions.
+type shareVerdict struct {
+	use deviceUse // the last user, where the message points
+	err bool
+	msg string
+}
+
+// verdicts sums the fractions on every device shared by choice: above
+// ShareErrorAbove is an error, above ShareWarnAbove a warning.
+func (d *deviceUses) verdicts() []shareVerdict {
+	var out []shareVerdict
+	for _, id := range d.order {
+		us := d.users[id]
+		if len(us) < 2 {
+			continue
+		}
+		sum := 0.0
+		parts := make([]string, len(us))
+		for i, u := range us {
+			sum += u.frac
+			parts[i] = fmt.Sprintf("%s %g", u.inst, u.frac)
+		}
+		_, dev, _ := strings.Cut(id, "\x00")
+		last := us[len(us)-1]
+		switch {
+		case sum > ShareErrorAbove+1e-9:
+			out = append(out, shareVerdict{last, true, fmt.Sprintf("GPU %s is shared (%s): gpu_memory_utilization sums to %.2f, more than the whole GPU; lower them to at most %.2f together", dev, strings.Join(parts, ", "), sum, ShareWarnAbove)})
+		case sum > ShareWarnAbove+1e-9:
+			out = append(out, shareVerdict{last, false, fmt.Sprintf("GPU %s is shared (%s): gpu_memory_utilization sums to %.2f; each engine also needs memory outside its fraction (CUDA context, buffers), so keep the sum at most %.2f", dev, strings.Join(parts, ", "), sum, ShareWarnAbove)})
+		}
+	}
+	return out
 }

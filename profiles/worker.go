@@ -16,7 +16,7 @@ type Worker struct {
 }
 
 // ParseWorker parses a worker URL and applies the rules every worker URL
-// must meet (zmq-lane.md §1.2–1.3): ipc needs a path, tcp a concrete host
+// must meet (docs/protocol.md): ipc needs a path, tcp a concrete host
 // (not a wildcard, since it is advertised to engines) and a port.
 func ParseWorker(url string) (Worker, error) {
 	switch {
@@ -106,7 +106,7 @@ func (w Worker) Output() string {
 	return "tcp://" + net.JoinHostPort(w.Host, "0")
 }
 
-// Handshake port band of ipc workers (zmq-lane.md §1.2).
+// Handshake port band of ipc workers (docs/protocol.md).
 const (
 	HandshakeBandLo = 20000
 	HandshakeBandHi = 29999

@@ -117,26 +117,29 @@ func PolicyFromPlan(r profiles.RestartPlan) RestartPolicy {
 		BudgetWindow: r.BudgetWindow.D(),
 		StopGrace:    r.StopGrace.D(),
 	}
+	// The documented defaults come from the profile schema, so the two
+	// cannot drift apart.
+	d := profiles.DefaultRestart()
 	if p.Policy == "" {
-		p.Policy = PolicyOnFailure
+		p.Policy = d.Policy
 	}
 	if p.Backoff <= 0 {
-		p.Backoff = 2 * time.Second
+		p.Backoff = d.Backoff
 	}
 	if p.MaxBackoff <= 0 {
-		p.MaxBackoff = 2 * time.Minute
+		p.MaxBackoff = d.MaxBackoff
 	}
 	if p.MaxBackoff < p.Backoff {
 		p.MaxBackoff = p.Backoff
 	}
 	if p.ResetAfter <= 0 {
-		p.ResetAfter = 10 * time.Minute
+		p.ResetAfter = d.ResetAfter
 	}
 	if p.BudgetWindow <= 0 {
-		p.BudgetWindow = 10 * time.Minute
+		p.BudgetWindow = d.BudgetWindow
 	}
 	if p.StopGrace <= 0 {
-		p.StopGrace = 30 * time.Second
+		p.StopGrace = d.StopGrace
 	}
 	return p
 }

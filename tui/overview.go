@@ -287,7 +287,7 @@ func (p *overviewPage) columns() []column {
 		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			return r.Kind, plain
 		}},
-		{"GPUS", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			return gpuText(&p.m.snap, r), plain
 		}},
 		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
@@ -425,7 +425,8 @@ func (p *overviewPage) gpuLines() []string {
 	st := p.m.c.Styles
 	s := &p.m.snap
 	info := s.GPUInfo
-	head := st.Title.Render("GPUs")
+	label := deviceLabel(info)
+	head := st.Title.Render(label + "s")
 	if info.Provider != "" {
 		head += " · " + info.Provider
 	}
@@ -435,7 +436,7 @@ func (p *overviewPage) gpuLines() []string {
 	if len(s.GPUs) == 0 {
 		note := info.Note
 		if note == "" {
-			note = "no GPU readings"
+			note = "no " + label + " readings"
 		}
 		return []string{head + " · " + note}
 	}
@@ -472,6 +473,15 @@ func (p *overviewPage) gpuLines() []string {
 		lines = append(lines, l)
 	}
 	return lines
+}
+
+// deviceLabel names the accelerators: "NPU" when telemetry reads Ascend
+// NPUs (its npu-smi providers are named "npu…"), else "GPU".
+func deviceLabel(info snapshot.GPUPanelStatus) string {
+	if strings.HasPrefix(info.Provider, "npu") {
+		return "NPU"
+	}
+	return "GPU"
 }
 
 func gib(b uint64) string { return ftoa(float64(b)/(1<<30), 1) }

@@ -53,6 +53,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 	for i := range plan.Roles {
 		r := &plan.Roles[i]
 		gpus := "GPU"
+		if plan.Accelerator == profiles.AcceleratorAscend {
+			gpus = "NPU"
+		}
 		if len(r.GPUs) != 1 {
 			gpus += "s"
 		}

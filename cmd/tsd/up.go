@@ -44,6 +44,7 @@ type upCmd struct {
 	Profile    string        `arg:"" optional:"" help:"Profile YAML file."`
 	Headless   bool          `help:"No dashboard: print role-prefixed logs and state changes (the default without a terminal)."`
 	FakeGPUs   int           `name:"fake-gpus" help:"Simulate N H200 GPUs in telemetry (demo, tests)."`
+	FakeNPUs   int           `name:"fake-npus" help:"Simulate N Ascend 910B NPUs in telemetry, for a profile with accelerator: ascend (demo, tests)."`
 	PlanJSON   string        `name:"plan-json" hidden:"" help:"Run this plan (tsd plan --json output) instead of planning PROFILE."`
 	NoGateway  bool          `name:"no-gateway" hidden:"" help:"Run the engines without the embedded gateway (ready = the launcher's ready line)."`
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
@@ -63,7 +64,10 @@ func (c upCmd) Run() error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tel := telemetry.New(telemetry.Options{FakeGPUs: c.FakeGPUs})
+	if err := c.checkFakes(plan); err != nil {
+		return err
+	}
+	tel := telemetry.New(telemetry.Options{FakeGPUs: c.FakeGPUs, FakeNPUs: c.FakeNPUs, Accelerator: plan.Accelerator})
 	telDone := make(chan struct{})
 	go func() { defer close(telDone); _ = tel.Run(ctx) }()
 	defer func() { cancel(); <-telDone }()
@@ -158,6 +162,28 @@ func (c upCmd) Run() error {
 		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
 	}
 	return nil
+}
+
+// checkFakes refuses simulated devices of the other kind than the plan's
+// accelerator: roles would be handed devices the panel cannot show.
+func (c upCmd) checkFakes(plan *profiles.Plan) error {
+	ascend := plan.Accelerator == profiles.AcceleratorAscend
+	switch {
+	case c.FakeGPUs > 0 && c.FakeNPUs > 0:
+		return errors.New("--fake-gpus and --fake-npus: pick one")
+	case c.FakeNPUs > 0 && !ascend:
+		return fmt.Errorf("--fake-npus needs a profile with accelerator: ascend (this plan is for %s)", orNVIDIA(plan.Accelerator))
+	case c.FakeGPUs > 0 && ascend:
+		return errors.New("--fake-gpus simulates NVIDIA GPUs but the profile says accelerator: ascend; use --fake-npus")
+	}
+	return nil
+}
+
+func orNVIDIA(a string) string {
+	if a == "" {
+		return profiles.AcceleratorNVIDIA
+	}
+	return a
 }
 
 // dashboard runs the TUI on the supervisor.
@@ -528,7 +554,7 @@ func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 	for _, r := range s.Roles {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
 		if rp, ok := d.plan.Role(r.Name); ok {
-			info.CudaVisibleDevices = rp.Env["CUDA_VISIBLE_DEVICES"]
+			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
 		}
 		roles = append(roles, info)
 	}

@@ -36,6 +36,13 @@ func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env
 	for _, w := range plan.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	if !c.Preflight && env.Getenv != nil {
+		// Preflight says it too; without it, tsd's environment still
+		// reaches every engine.
+		for _, p := range profiles.NVLinkEnvWarnings(plan, env.Getenv) {
+			fmt.Fprintln(stderr, p.String())
+		}
+	}
 	if c.Preflight {
 		var bad []string
 		for _, p := range profiles.Preflight(plan, env) {

@@ -49,6 +49,13 @@ type Readings struct {
 type Options struct {
 	// FakeGPUs > 0 simulates that many H200s (Panel.Simulated = true).
 	FakeGPUs int
+	// FakeNPUs > 0 simulates that many Ascend 910B NPUs through the
+	// npu-smi parser (Panel.Simulated = true).
+	FakeNPUs int
+	// Accelerator "ascend" reads npu-smi instead of NVML/nvidia-smi.
+	Accelerator string
+	// NPUSMI is the npu-smi binary ("" = look up "npu-smi").
+	NPUSMI string
 	// FakeManualProcesses stops the fake from putting each role's processes
 	// on its GPUs by itself; tests then inject them through Fake().
 	FakeManualProcesses bool
@@ -87,8 +94,14 @@ func (o *Options) defaults() {
 // so call it off the UI path; Telemetry.Run does.
 func Auto(ctx context.Context, opts Options) (GPUProvider, snapshot.GPUPanelStatus) {
 	opts.defaults()
+	if opts.FakeNPUs > 0 {
+		return NewFakeNPUs(opts.FakeNPUs, opts.Now).Provider(), fakeNPUPanel()
+	}
 	if opts.FakeGPUs > 0 {
 		return NewFakeGPUs(opts.FakeGPUs, opts.Now).Provider(), fakePanel()
+	}
+	if opts.Accelerator == "ascend" {
+		return autoNPU(ctx, opts)
 	}
 	var why []string
 	missing := true // nothing of the driver is installed, as on a laptop
@@ -115,14 +128,29 @@ func Auto(ctx context.Context, opts Options) (GPUProvider, snapshot.GPUPanelStat
 	return nil, snapshot.GPUPanelStatus{Provider: ProviderNone, Note: NoDriverNote + " (" + strings.Join(why, "; ") + ")"}
 }
 
+// autoNPU is Auto for Ascend hosts: npu-smi or nothing.
+func autoNPU(ctx context.Context, opts Options) (GPUProvider, snapshot.GPUPanelStatus) {
+	sctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	p, err := NewNPUSMI(sctx, opts.NPUSMI, opts.SMIRun)
+	if err == nil {
+		return p, snapshot.GPUPanelStatus{Provider: ProviderNPUSMI}
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return nil, snapshot.GPUPanelStatus{Provider: ProviderNone, Note: NoNPUNote}
+	}
+	return nil, snapshot.GPUPanelStatus{Provider: ProviderNone, Note: NoNPUNote + " (" + err.Error() + ")"}
+}
+
 func fakePanel() snapshot.GPUPanelStatus {
 	return snapshot.GPUPanelStatus{Provider: ProviderFake, Simulated: true, Note: "simulated GPUs"}
 }
 
 // Telemetry runs the pollers and publishes Readings.
 type Telemetry struct {
-	opts Options
-	fake *FakeGPUs
+	opts    Options
+	fake    *FakeGPUs
+	fakeNPU *FakeNPUs
 
 	roles    chan []RoleInfo // to the hub, latest wins
 	procRole chan []RoleInfo // to the process poller, latest wins
@@ -152,7 +180,11 @@ func New(opts Options) *Telemetry {
 		alive:    map[string]aliveHold{},
 	}
 	panel := snapshot.GPUPanelStatus{Provider: ProviderNone, Note: ProbingNote}
-	if opts.FakeGPUs > 0 {
+	switch {
+	case opts.FakeNPUs > 0:
+		t.fakeNPU = NewFakeNPUs(opts.FakeNPUs, opts.Now)
+		panel = fakeNPUPanel()
+	case opts.FakeGPUs > 0:
 		t.fake = NewFakeGPUs(opts.FakeGPUs, opts.Now)
 		panel = fakePanel()
 	}
@@ -162,6 +194,9 @@ func New(opts Options) *Telemetry {
 
 // Fake is the simulated GPU system, or nil when the GPUs are real.
 func (t *Telemetry) Fake() *FakeGPUs { return t.fake }
+
+// FakeNPU is the simulated NPU system, or nil.
+func (t *Telemetry) FakeNPU() *FakeNPUs { return t.fakeNPU }
 
 // SetRoles replaces the set of roles to watch. Call it whenever a role's
 // root PID changes (start, restart, exit: RootPID 0). It never blocks.
@@ -241,7 +276,9 @@ func (t *Telemetry) Run(ctx context.Context) error {
 func (t *Telemetry) gpuLoop(ctx context.Context, out chan gpuResult) {
 	var prov GPUProvider
 	var panel snapshot.GPUPanelStatus
-	if t.fake != nil {
+	if t.fakeNPU != nil {
+		prov, panel = t.fakeNPU.Provider(), fakeNPUPanel()
+	} else if t.fake != nil {
 		prov, panel = t.fake.Provider(), fakePanel()
 	} else {
 		prov, panel = Auto(ctx, t.opts)
@@ -327,8 +364,13 @@ func (t *Telemetry) join(seq uint64, roles []RoleInfo, gpu gpuResult, proc procR
 		m = MapRoles(gpu.gpus, rg)
 		notes = append(notes, m.Notes...)
 	}
-	if t.fake != nil && !t.opts.FakeManualProcesses {
-		t.fake.autoAttach(m.RoleUUIDs, proc.procs)
+	if !t.opts.FakeManualProcesses {
+		if t.fake != nil {
+			t.fake.autoAttach(m.RoleUUIDs, proc.procs)
+		}
+		if t.fakeNPU != nil {
+			t.fakeNPU.autoAttach(m.RoleUUIDs, proc.procs)
+		}
 	}
 	gpus, mem := Join(gpu.gpus, m, proc.pidRole)
 	if gpu.err != nil {

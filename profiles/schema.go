@@ -1,0 +1,648 @@
+package profiles
+
+// The profile format as tables. Each mapping of the file is a section; its
+// rows are the keys it accepts, in the order they are read (a row may use
+// what rows above it stored: a role's gpus needs its replicas), each with
+// its type, its default, one line of documentation and the reader that
+// checks the value and stores it. Unknown-key errors and their "did you
+// mean" hints, the defaults (DefaultRestart, DefaultPolicy, …) and the key
+// table in docs/profiles.md are all derived from these tables, so a key is
+// added in exactly one place.
+//
+// Adding a key: add a field to the struct (profile.go), one row to the
+// section below (strKey, intKey, boolKey, durKey, floatKey, enumKey or a
+// custom row), carry it into the Plan if something downstream needs it,
+// then run `go generate ./profiles` to refresh the docs table.
+
+//go:generate go test -run TestDocsKeyTable -update
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// row is one key of a section whose values are stored into a T.
+type row[T any] struct {
+	Key     string
+	Type    string // as the docs show it: "string", "integer 1-65535", …
+	Default string // YAML text of the default, read through read; "" = none
+	// DefaultDoc describes a default that depends on other keys (applied
+	// by the section's finish); it is what the docs show instead of Default.
+	DefaultDoc string
+	Doc        string
+	read       func(l *loader, f field, t *T)
+	// sub is the section this key opens, for defaults and docs.
+	sub         docSection
+	subDefaults func(t *T)
+	// inherit: the key opens sub but takes no defaults of its own (a
+	// role's restart starts from the profile's); docs point at sub.
+	inherit bool
+}
+
+// section is one mapping of the profile.
+type section[T any] struct {
+	Path string // key path as the docs write it: "", "engine", "roles[]"
+	Rows []row[T]
+	// finish applies cross-key rules and derived defaults once every
+	// present row was read; m holds the keys as written.
+	finish func(l *loader, at field, t *T, m map[string]field)
+}
+
+func (s *section[T]) keys() []string {
+	out := make([]string, len(s.Rows))
+	for i, r := range s.Rows {
+		out[i] = r.Key
+	}
+	return out
+}
+
+// setDefaults stores every row's default into t (sub-sections included).
+// A default that does not read is a bug in the table; TestSchemaDefaults
+// reads each one through defaultsInto to catch it.
+func (s *section[T]) setDefaults(t *T) {
+	s.defaultsInto(&loader{file: "default", pos: map[string]Pos{}, anchors: map[string]ast.Node{}}, t)
+}
+
+func (s *section[T]) defaultsInto(l *loader, t *T) {
+	for _, r := range s.Rows {
+		switch {
+		case r.subDefaults != nil:
+			r.subDefaults(t)
+		case r.Default != "":
+			r.read(l, field{n: defaultNode(r.Default), path: s.Path + "." + r.Key}, t)
+		}
+	}
+}
+
+// read loads the mapping at `at` into t, which already holds the defaults:
+// unknown and duplicate keys are errors, every present row is read in table
+// order, then finish runs.
+func (s *section[T]) read(l *loader, at field, t *T) bool {
+	m, ok := l.mapping(at.n, at, s.keys())
+	if !ok {
+		return false
+	}
+	for _, r := range s.Rows {
+		if f, present := m[r.Key]; present {
+			r.read(l, f, t)
+		}
+	}
+	if s.finish != nil {
+		s.finish(l, at, t, m)
+	}
+	return ok
+}
+
+var (
+	defaultNodesMu sync.Mutex
+	defaultNodes   = map[string]ast.Node{}
+)
+
+// defaultNode parses a row's default text once, as the value of a key.
+func defaultNode(text string) ast.Node {
+	defaultNodesMu.Lock()
+	defer defaultNodesMu.Unlock()
+	if n, ok := defaultNodes[text]; ok {
+		return n
+	}
+	var n ast.Node
+	if f, err := parser.ParseBytes([]byte("v: "+text+"\n"), 0); err == nil && len(f.Docs) == 1 {
+		switch b := f.Docs[0].Body.(type) {
+		case *ast.MappingValueNode:
+			n = b.Value
+		case *ast.MappingNode:
+			if len(b.Values) == 1 {
+				n = b.Values[0].Value
+			}
+		}
+	}
+	defaultNodes[text] = n
+	return n
+}
+
+// Row constructors: each names the type the docs show and reads the value
+// with the loader's checks. An empty value keeps the default, as a missing
+// key does.
+
+func strKey[T any](key, def, doc string, get func(*T) *string) row[T] {
+	return row[T]{Key: key, Type: "string", Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if s := l.str(f); s != "" {
+			*get(t) = s
+		}
+	}}
+}
+
+func intKey[T any](key string, lo, hi int, def, doc string, get func(*T) *int) row[T] {
+	return row[T]{Key: key, Type: fmt.Sprintf("integer %d-%d", lo, hi), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if v, ok := l.intv(f, lo, hi); ok {
+			*get(t) = v
+		}
+	}}
+}
+
+func boolKey[T any](key, def, doc string, get func(*T) *bool) row[T] {
+	return row[T]{Key: key, Type: "true | false", Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if v, ok := l.boolv(f); ok {
+			*get(t) = v
+		}
+	}}
+}
+
+func durKey[T any](key, def, doc string, get func(*T) *time.Duration) row[T] {
+	return row[T]{Key: key, Type: "duration", Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if v, ok := l.duration(f); ok {
+			*get(t) = v
+		}
+	}}
+}
+
+// floatKey reads a number in (lo, hi].
+func floatKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *float64) row[T] {
+	return row[T]{Key: key, Type: fmt.Sprintf("number > %g, ≤ %g", lo, hi), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if v, ok := l.floatv(f, lo, hi); ok {
+			*get(t) = v
+		}
+	}}
+}
+
+func enumKey[T any](key string, choices []string, def, doc string, get func(*T) *string) row[T] {
+	return row[T]{Key: key, Type: strings.Join(choices, " | "), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		s := l.str(f)
+		switch {
+		case s == "":
+		case contains(choices, s):
+			*get(t) = s
+		default:
+			l.errf(f, "must be %s, got %q%s", orList(choices), s, didYouMean(s, choices))
+		}
+	}}
+}
+
+func listKey[T any](key, def, doc string, get func(*T) *[]string) row[T] {
+	return row[T]{Key: key, Type: "list of strings", Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		*get(t), _ = l.strList(f)
+	}}
+}
+
+func envKey[T any](key, doc string, get func(*T) *map[string]string) row[T] {
+	return row[T]{Key: key, Type: "mapping NAME: value", Doc: doc, read: func(l *loader, f field, t *T) {
+		*get(t) = l.stringMap(f)
+		l.checkEnv(f, *get(t))
+	}}
+}
+
+// subKey opens a nested section stored in S.
+func subKey[T, S any](key, doc string, sec *section[S], get func(*T) *S) row[T] {
+	return row[T]{Key: key, Type: "mapping", Doc: doc, sub: sec,
+		read:        func(l *loader, f field, t *T) { sec.read(l, f, get(t)) },
+		subDefaults: func(t *T) { sec.setDefaults(get(t)) },
+	}
+}
+
+// orList writes "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// Accelerator kinds (top-level `accelerator:`).
+const (
+	AcceleratorNVIDIA = "nvidia"
+	AcceleratorAscend = "ascend"
+)
+
+// The sections, top to bottom. They refer to one another, so they are
+// built in init.
+var (
+	topSection      section[Profile]
+	engineSection   section[Engine]
+	mooncakeSection section[Mooncake]
+	gatewaySection  section[Gateway]
+	policySection   section[PolicyPlan]
+	roleSection     section[Role]
+	restartSection  section[Restart]
+)
+
+func init() {
+	restartSection = section[Restart]{Path: "restart", Rows: []row[Restart]{
+		{Key: "policy", Type: "no | on-failure | always", Default: RestartOnFailure, Doc: "when a role that ended is started again", read: readRestartPolicy},
+		durKey("backoff", "2s", "first delay; doubles (with jitter) up to max_backoff", func(r *Restart) *time.Duration { return &r.Backoff }),
+		durKey("max_backoff", "2m", "cap of the growing delay", func(r *Restart) *time.Duration { return &r.MaxBackoff }),
+		durKey("reset_after", "10m", "a run this long resets the backoff", func(r *Restart) *time.Duration { return &r.ResetAfter }),
+		{Key: "budget", Type: `"N in DURATION"`, Default: "5 in 10m", Doc: "more restarts than N in the window: the role is failed", read: readBudget},
+		durKey("stop_grace", "30s", "SIGTERM, then SIGKILL after this long", func(r *Restart) *time.Duration { return &r.StopGrace }),
+	}, finish: func(l *loader, at field, r *Restart, _ map[string]field) {
+		if r.Backoff > r.MaxBackoff {
+			l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
+		}
+	}}
+
+	mooncakeSection = section[Mooncake]{Path: "engine.mooncake", Rows: []row[Mooncake]{
+		boolKey("intranode_nvlink", "false", "true acknowledges MC_INTRANODE_NVLINK in an env: this platform is known to support Mooncake's forced intra-node NVLink transport", func(m *Mooncake) *bool { return &m.IntranodeNVLink }),
+	}}
+
+	engineSection = section[Engine]{Path: "engine", Rows: []row[Engine]{
+		{Key: "command", Type: "list of strings", Default: "[ts, serve]", Doc: "the engine program and its subcommand, e.g. [python3, -m, tokenspeed.cli, serve] or [ts-fake, serve]", read: readCommand},
+		strKey("transfer_backend", DefaultTransferBackend, "--disaggregation-transfer-backend", func(e *Engine) *string { return &e.TransferBackend }),
+		{Key: "ib_device", Type: "string", Doc: "--disaggregation-ib-device when set: RDMA device(s), e.g. mlx5_0,mlx5_1; a role's ib_device overrides it", read: func(l *loader, f field, e *Engine) {
+			e.IBDevice = l.str(f)
+		}},
+		subKey("mooncake", "Mooncake transfer settings", &mooncakeSection, func(e *Engine) *Mooncake { return &e.Mooncake }),
+		{Key: "args", Type: "list of strings", Doc: "flags appended to every engine's command", read: func(l *loader, f field, e *Engine) {
+			e.Args, _ = l.strList(f)
+			l.checkArgs(f)
+		}},
+		envKey("env", "added to every engine's environment", func(e *Engine) *map[string]string { return &e.Env }),
+	}}
+
+	policySection = section[PolicyPlan]{Path: "gateway.policy", Rows: []row[PolicyPlan]{
+		policyKey(KindPrefill, "round_robin", func(p *PolicyPlan) *string { return &p.Prefill }),
+		policyKey(KindDecode, "round_robin", func(p *PolicyPlan) *string { return &p.Decode }),
+		policyKey(KindEncode, "consistent_hashing", func(p *PolicyPlan) *string { return &p.Encode }),
+	}}
+
+	gatewaySection = section[Gateway]{Path: "gateway", Rows: []row[Gateway]{
+		strKey("host", DefaultGatewayHost, "HTTP listen address of the OpenAI API", func(g *Gateway) *string { return &g.Host }),
+		intKey("port", 1, 65535, strconv.Itoa(DefaultGatewayPort), "HTTP listen port", func(g *Gateway) *int { return &g.Port }),
+		enumKey("mode", []string{ModeAuto, ModePD, ModeEPD}, ModeAuto, "auto = epd when an encode role exists", func(g *Gateway) *string { return &g.Mode }),
+		subKey("policy", "how the gateway picks a worker of each kind", &policySection, func(g *Gateway) *PolicyPlan { return &g.Policy }),
+		{Key: "api_key_env", Type: "env var name", Doc: "name of an env var holding the bearer token; empty = no auth", read: func(l *loader, f field, g *Gateway) {
+			g.APIKeyEnv = l.str(f)
+			if g.APIKeyEnv != "" && !envName.MatchString(g.APIKeyEnv) {
+				l.errf(f, "%q is not an environment variable name", g.APIKeyEnv)
+			}
+		}},
+		enumKey("bootstrap_server", []string{BootstrapEngine, BootstrapTSD}, BootstrapEngine, "who serves each prefill's KV rendezvous", func(g *Gateway) *string { return &g.BootstrapServer }),
+		boolKey("image_urls", "false", "true: chat image parts may be http(s) URLs the gateway fetches (20 MiB, 10 s each); data: URLs always work", func(g *Gateway) *bool { return &g.ImageURLs }),
+	}}
+
+	roleSection = section[Role]{Path: "roles[]", Rows: []row[Role]{
+		{Key: "name", Type: "string", Doc: "required; letters, digits, . _ - (\"gateway\" is reserved); names logs and sockets", read: readRoleName},
+		{Key: "kind", Type: "encode | prefill | decode", DefaultDoc: "the name, when it is a kind", Doc: "--disaggregation-mode", read: func(l *loader, f field, r *Role) {
+			r.Kind = l.str(f)
+			if !contains(roleKinds, r.Kind) {
+				l.errf(f, "must be encode, prefill or decode, got %q%s", r.Kind, didYouMean(r.Kind, roleKinds))
+			}
+		}},
+		intKey("replicas", 1, 64, "1", "> 1 expands to name-0, name-1, …; gpus is then one list per replica", func(r *Role) *int { return &r.Replicas }),
+		intKey("tp", 1, 1024, "1", "--tp (attention TP)", func(r *Role) *int { return &r.TP }),
+		intKey("dp", 1, 1024, "1", "--data-parallel-size (attention DP)", func(r *Role) *int { return &r.DP }),
+		strKey("host", HostLocal, "anything but local: tsd does not start this role, it prints its command", func(r *Role) *string { return &r.Host }),
+		{Key: "engine_index", Type: "integer 0-65535", Default: "0", Doc: "--zmq-engine-index; DP rank r dials as engine_index + r", read: readEngineIndex},
+		{Key: "args", Type: "list of strings", Doc: "flags for this role only, after engine.args", read: func(l *loader, f field, r *Role) {
+			r.Args, _ = l.strList(f)
+			l.checkArgs(f)
+		}},
+		envKey("env", "env for this role only, over engine.env", func(r *Role) *map[string]string { return &r.Env }),
+		{Key: "restart", Type: "mapping", DefaultDoc: "the top-level restart", Doc: "overrides the top-level restart keys for this role", sub: &restartSection, inherit: true,
+			read: func(l *loader, f field, r *Role) { restartSection.read(l, f, &r.Restart) }},
+		{Key: "bootstrap_host", Type: "string", DefaultDoc: "127.0.0.1, or host for a remote role", Doc: "where decode reaches this prefill's or encode's rendezvous", read: func(l *loader, f field, r *Role) {
+			r.BootstrapHost = l.str(f)
+			if r.Kind == KindDecode && r.BootstrapHost != "" {
+				l.errf(f, "a decode role has no bootstrap server; bootstrap_host is for prefill and encode roles")
+			}
+		}},
+		{Key: "gpus", Type: "list of indices or UUIDs", Doc: "required; exactly tp × dp devices (GPUs, or NPUs with accelerator: ascend)", read: func(l *loader, f field, r *Role) {
+			r.GPUs = l.gpus(f, r.Replicas)
+		}},
+		floatKey("gpu_memory_utilization", 0, 1, "", "--gpu-memory-utilization; set on every role that shares a GPU to let them share it", func(r *Role) *float64 { return &r.GPUMemoryUtilization }),
+		strKey("ib_device", "", "--disaggregation-ib-device for this role, over engine.ib_device", func(r *Role) *string { return &r.IBDevice }),
+		{Key: "worker", Type: "ipc://PATH | tcp://HOST:PORT", DefaultDoc: "`ipc://<run_dir>/<name>`", Doc: "where the gateway binds this engine's sockets (one per replica)", read: readWorkers},
+		{Key: "dist_init_port", Type: "integer 1-65535", DefaultDoc: "planned", Doc: "--dist-init-addr 127.0.0.1:PORT (one per replica)", read: func(l *loader, f field, r *Role) {
+			r.DistInitPorts = perReplicaInts(l, f, r.Replicas, "dist_init_port")
+		}},
+		{Key: "bootstrap_port", Type: "integer 1-65535", DefaultDoc: "planned (prefill, encode)", Doc: "--disaggregation-bootstrap-port; prefill and encode only (one per replica)", read: func(l *loader, f field, r *Role) {
+			if r.Kind == KindDecode {
+				l.errf(f, "a decode role has no bootstrap server; bootstrap_port is for prefill and encode roles")
+				return
+			}
+			r.BootstrapPorts = perReplicaInts(l, f, r.Replicas, "bootstrap_port")
+		}},
+	}, finish: finishRole}
+
+	topSection = section[Profile]{Path: "", Rows: []row[Profile]{
+		{Key: "name", Type: "string", DefaultDoc: "the file name without .yaml", Doc: "shown in the dashboard", read: func(l *loader, f field, p *Profile) {
+			if s := l.str(f); s != "" {
+				p.Name = s
+			}
+		}},
+		{Key: "model", Type: "string", Doc: "required; --model of every engine; the gateway reads the tokenizer and chat template from here", read: func(l *loader, f field, p *Profile) {
+			p.Model = l.str(f)
+			if p.Model == "" {
+				l.errf(f, "must name the model directory or id")
+			}
+			p.Model = resolvePath(p.Dir, p.Model, false)
+		}},
+		{Key: "tokenizer", Type: "string", DefaultDoc: "model", Doc: "tokenizer.json and chat template directory", read: func(l *loader, f field, p *Profile) {
+			if s := l.str(f); s != "" {
+				p.Tokenizer = resolvePath(p.Dir, s, false)
+			}
+		}},
+		{Key: "served_model_name", Type: "string", DefaultDoc: "the model's base name", Doc: "the model id clients send", read: func(l *loader, f field, p *Profile) {
+			if s := l.str(f); s != "" {
+				p.ServedModelName = s
+			}
+		}},
+		{Key: "accelerator", Type: "nvidia | ascend", DefaultDoc: "nvidia, or ascend on a host with only Ascend NPUs", Doc: "ascend: devices go to ASCEND_RT_VISIBLE_DEVICES and telemetry reads npu-smi", read: func(l *loader, f field, p *Profile) {
+			kinds := []string{AcceleratorNVIDIA, AcceleratorAscend}
+			s := l.str(f)
+			switch {
+			case s == "":
+			case contains(kinds, s):
+				p.Accelerator = s
+			default:
+				l.errf(f, "must be nvidia or ascend, got %q%s", s, didYouMean(s, kinds))
+			}
+		}},
+		subKey("engine", "applies to every role", &engineSection, func(p *Profile) *Engine { return &p.Engine }),
+		subKey("gateway", "the embedded gateway", &gatewaySection, func(p *Profile) *Gateway { return &p.Gateway }),
+		subKey("restart", "restart rules for every role", &restartSection, func(p *Profile) *Restart { return &p.Restart }),
+		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
+		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
+			if s := l.str(f); s != "" {
+				p.RunDir = resolvePath(p.Dir, s, true)
+			}
+		}},
+		{Key: "log_dir", Type: "path", Default: DefaultLogDir, Doc: "`<role>.log` per role instance, plus `gateway.log`", read: func(l *loader, f field, p *Profile) {
+			if s := l.str(f); s != "" {
+				p.LogDir = resolvePath(p.Dir, s, true)
+			}
+		}},
+	}, finish: finishTop}
+}
+
+var roleKinds = []string{KindEncode, KindPrefill, KindDecode}
+
+func policyKey(kind, def string, get func(*PolicyPlan) *string) row[PolicyPlan] {
+	choices := Policies[kind]
+	return row[PolicyPlan]{Key: kind, Type: "policy name", Default: def, Doc: strings.Join(choices, " "), read: func(l *loader, f field, p *PolicyPlan) {
+		s := l.str(f)
+		if s == "" {
+			return
+		}
+		if !contains(choices, s) {
+			l.errf(f, "unknown %s policy %q%s; one of %s", kind, s, didYouMean(s, choices), strings.Join(choices, ", "))
+			return
+		}
+		*get(p) = s
+	}}
+}
+
+// finishTop derives the defaults that depend on other keys and reports
+// the required keys that are missing.
+func finishTop(l *loader, _ field, p *Profile, m map[string]field) {
+	if _, ok := m["name"]; !ok || p.Name == "" {
+		p.Name = strings.TrimSuffix(filepath.Base(p.Path), filepath.Ext(p.Path))
+	}
+	if _, ok := m["model"]; !ok {
+		l.errAt(Pos{1, 1}, "model", "missing: every profile names its model (a local directory or a model id)")
+	}
+	if p.Tokenizer == "" {
+		p.Tokenizer = p.Model
+	}
+	if p.ServedModelName == "" {
+		p.ServedModelName = filepath.Base(strings.TrimRight(p.Model, "/"))
+	}
+	if _, ok := m["roles"]; !ok {
+		l.errAt(Pos{1, 1}, "roles", "missing: a profile needs at least one prefill and one decode role")
+	}
+}
+
+func readCommand(l *loader, f field, e *Engine) {
+	if sc := f.n; isScalar(sc) {
+		s := scalarText(sc)
+		if strings.ContainsAny(s, " \t") {
+			l.errf(f, "must be a list, e.g. [%s]", strings.Join(strings.Fields(s), ", "))
+		} else if s != "" {
+			e.Command = []string{s}
+		}
+		return
+	}
+	if cmd, ok := l.strList(f); ok {
+		if len(cmd) == 0 || cmd[0] == "" {
+			l.errf(f, "must name a program, e.g. [ts, serve]")
+		} else {
+			e.Command = cmd
+		}
+	}
+}
+
+func readRestartPolicy(l *loader, f field, r *Restart) {
+	s := l.str(f)
+	switch s {
+	case RestartNo, RestartOnFailure, RestartAlways:
+		r.Policy = s
+		return
+	}
+	if b, ok := f.n.(*ast.BoolNode); ok && !b.Value {
+		r.Policy = RestartNo // YAML 1.1 reads a bare `no` as false
+		return
+	}
+	all := []string{RestartNo, RestartOnFailure, RestartAlways}
+	l.errf(f, "must be no, on-failure or always, got %q%s", s, didYouMean(s, all))
+}
+
+func readBudget(l *loader, f field, r *Restart) {
+	s := l.str(f)
+	sm := budgetRe.FindStringSubmatch(s)
+	var n int
+	var w time.Duration
+	var err error
+	if sm != nil {
+		n, err = strconv.Atoi(sm[1])
+		if err == nil {
+			w, err = time.ParseDuration(sm[2])
+		}
+	}
+	if sm == nil || err != nil || w <= 0 || n > 1_000_000 {
+		l.errf(f, "must read like \"5 in 10m\" (at most N restarts in a window), got %q", s)
+		return
+	}
+	r.BudgetCount, r.BudgetWindow = n, w
+}
+
+func readRoles(l *loader, at field, p *Profile) {
+	if isNull(at.n) {
+		l.errf(at, "needs at least one prefill and one decode role")
+		return
+	}
+	seq, ok := at.n.(*ast.SequenceNode)
+	if !ok {
+		l.errf(at, "must be a list of roles (each starting with `- name:`)")
+		return
+	}
+	for i, it := range seq.Values {
+		path := fmt.Sprintf("roles[%d]", i)
+		it = l.deref(it)
+		rf := field{n: it, pos: nodePos(it), path: path}
+		l.pos[path] = rf.pos
+		var r Role
+		roleSection.setDefaults(&r)
+		r.Restart = p.Restart
+		l.role(&r, rf)
+		p.Roles = append(p.Roles, r)
+	}
+}
+
+// role reads one entry of roles:, pointing errors about the entry as a
+// whole at its first key rather than at the dash.
+func (l *loader) role(r *Role, at field) {
+	m, ok := l.mapping(at.n, at, roleSection.keys())
+	if !ok {
+		return
+	}
+	if len(m) > 0 {
+		first := Pos{1 << 30, 0}
+		for _, f := range m {
+			if f.pos.Line < first.Line || (f.pos.Line == first.Line && f.pos.Col < first.Col) {
+				first = f.pos
+			}
+		}
+		l.pos[at.path] = first
+		at.pos = first
+	}
+	for _, rw := range roleSection.Rows {
+		if f, present := m[rw.Key]; present {
+			rw.read(l, f, r)
+		}
+	}
+	roleSection.finish(l, at, r, m)
+}
+
+func readRoleName(l *loader, f field, r *Role) {
+	r.Name = l.str(f)
+	if contains(roleKinds, r.Name) {
+		r.Kind = r.Name // a role named like a kind is that kind, unless kind: says otherwise
+	}
+	if r.Name != "" && !instanceName.MatchString(r.Name) {
+		l.errf(f, "%q: use letters, digits, '.', '_' and '-' (it names log files and sockets)", r.Name)
+	} else if r.Name == GatewayLogName {
+		l.errf(f, "%q is reserved for the gateway's log; pick another name", r.Name)
+	}
+}
+
+func readEngineIndex(l *loader, f field, r *Role) {
+	if v, ok := l.intv(f, 0, 65535); ok {
+		r.EngineIndex = v
+		if v+r.DP-1 > 65535 {
+			l.errf(f, "engine_index + dp - 1 = %d exceeds 65535 (ranks dial as engine_index + dp_rank)", v+r.DP-1)
+		}
+	}
+}
+
+func readWorkers(l *loader, f field, r *Role) {
+	r.Workers = make([]string, r.Replicas)
+	vals := l.perReplica(f, r.Replicas, "worker", func(f field) (any, bool) {
+		s := l.str(f)
+		return s, s != ""
+	})
+	for i, v := range vals {
+		if v != nil {
+			r.Workers[i] = v.(string)
+			l.checkWorker(field{pos: f.pos, path: replicaKey(f.path, i, r.Replicas)}, r, r.Workers[i])
+		}
+	}
+}
+
+func perReplicaInts(l *loader, f field, replicas int, key string) []int {
+	out := make([]int, replicas)
+	for i, v := range l.perReplica(f, replicas, key, l.portValue) {
+		if v != nil {
+			out[i] = v.(int)
+		}
+	}
+	return out
+}
+
+// finishRole reports the role's missing required keys, derives its kind
+// from its name, and sizes the per-replica lists the planner indexes.
+func finishRole(l *loader, at field, r *Role, m map[string]field) {
+	if _, ok := m["name"]; !ok {
+		l.errf(at, "missing name")
+	}
+	if _, ok := m["kind"]; !ok && !contains(roleKinds, r.Name) {
+		l.errf(at, "missing kind (encode, prefill or decode)")
+	}
+	if _, ok := m["gpus"]; !ok {
+		l.errf(at, "missing gpus: list the %d GPU(s) this role uses (tp × dp)", r.TP*r.DP)
+	}
+	for _, s := range []*[]int{&r.DistInitPorts, &r.BootstrapPorts} {
+		if len(*s) != r.Replicas {
+			*s = make([]int, r.Replicas)
+		}
+	}
+	if len(r.Workers) != r.Replicas {
+		r.Workers = make([]string, r.Replicas)
+	}
+	if r.GPUMemoryUtilization > 0 {
+		l.checkArgOwned(m["args"], "--gpu-memory-utilization", "set by the role's gpu_memory_utilization:")
+	}
+}
+
+// docSection is a section seen without its type, for the docs table.
+type docSection interface {
+	docRows(prefix string, seen map[docSection]bool) []DocRow
+}
+
+// DocRow is one line of the key table in docs/profiles.md.
+type DocRow struct {
+	Key, Type, Default, Doc string
+}
+
+func (s *section[T]) docRows(prefix string, seen map[docSection]bool) []DocRow {
+	seen[s] = true
+	var out []DocRow
+	for _, r := range s.Rows {
+		key := r.Key
+		if prefix != "" {
+			key = prefix + "." + r.Key
+		}
+		def := r.DefaultDoc
+		if def == "" && r.Default != "" {
+			def = "`" + r.Default + "`"
+		}
+		doc := r.Doc
+		if r.inherit && r.sub != nil {
+			doc += " (same keys as `restart`)"
+		}
+		out = append(out, DocRow{Key: key, Type: r.Type, Default: def, Doc: doc})
+		if r.sub != nil && !seen[r.sub] && !r.inherit {
+			sub := key
+			if r.Key == "roles" {
+				sub = "roles[]"
+			}
+			out = append(out, r.sub.docRows(sub, seen)...)
+		}
+	}
+	return out
+}
+
+// SchemaRows lists every profile key with its type, default and doc line,
+// in file order: what docs/profiles.md's key table shows.
+func SchemaRows() []DocRow {
+	return topSection.docRows("", map[docSection]bool{})
+}
+
+// KeyTable renders SchemaRows as the Markdown table in docs/profiles.md.
+func KeyTable() string {
+	var b strings.Builder
+	b.WriteString("| key | type | default | what it does |\n|---|---|---|---|\n")
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	for _, r := range SchemaRows() {
+		def := r.Default
+		if def == "" {
+			def = "—"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Key, esc(r.Type), esc(def), esc(r.Doc))
+	}
+	return b.String()
+}
