@@ -10,7 +10,7 @@ package profiles
 // added in exactly one place.
 //
 // Adding a key: add a field to the struct (profile.go), one row to the
-// section below (strKey, intKey, boolKey, durKey, floatKey, enumKey or a
+// section below (strKey, intKey, boolKey, durKey, floatKey, enumKey, envKey or a
 // custom row), carry it into the Plan if something downstream needs it,
 // then run `go generate ./profiles` to refresh the docs table.
 
@@ -182,12 +182,6 @@ func enumKey[T any](key string, choices []string, def, doc string, get func(*T) 
 		default:
 			l.errf(f, "must be %s, got %q%s", orList(choices), s, didYouMean(s, choices))
 		}
-	}}
-}
-
-func listKey[T any](key, def, doc string, get func(*T) *[]string) row[T] {
-	return row[T]{Key: key, Type: "list of strings", Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
-		*get(t), _ = l.strList(f)
 	}}
 }
 
