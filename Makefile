@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test test-unit test-e2e flake fuzz lint demo bench bench-bins bench-go clean
+.PHONY: all build test test-unit test-e2e flake fuzz lint demo demo-ascend bench bench-bins bench-go clean
 
 # go-nvml's header marks many NVML calls deprecated, and cgo repeats each
 # warning on every first build; they are not ours to fix, so its C
@@ -65,6 +65,10 @@ lint:
 
 demo: build
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-gpus 4 profiles/examples/demo.yaml
+
+# The same demo on simulated Ascend NPUs (ASCEND_RT_VISIBLE_DEVICES, npu-smi).
+demo-ascend: build
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-npus 4 profiles/examples/demo-ascend.yaml
 
 # Speed and memory targets live here, never in timed unit tests.
 # `make bench` builds the driver and the test binaries of the chosen Go
