@@ -25,7 +25,7 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 		p("## Streaming through tsd vs a bare Go SSE server\n\n")
 		p("Each row: `tsd bench` (the load generator, loadgen/) sends the requests with at most C in flight, %d prompt tokens and exactly %d streamed tokens each "+
 			"(max/min tokens + ignore_eos). tsd is `bin/tsd up --headless` with one prefill and one decode ts-fake engine, unpaced "+
-			"(`--fake-tokens-per-s 0`), through the embedded gateway (`/v1/chat/completions` with `stream: true`, or `/generate` streaming). "+
+			"(`--fake-tokens-per-s 0`, `--fake-log-requests=false`: no log line per request), through the embedded gateway (`/v1/chat/completions` with `stream: true`, or `/generate` streaming). "+
 			"The bare server (bench/bare) writes the same chunk shapes with no other work, on the same cores in the same run; tsd and bare take turns case by case, %d times each, and the run with the best tok/s is shown. "+
 			"CPU-µs/token is the server process's utime+stime over the run (/proc/PID/stat) divided by the tokens streamed; the engines' CPU is not in it. "+
 			"The ratio is tsd tok/s over bare tok/s; the CPU ratio is bare CPU-µs/token over tsd's (tokens per core-second, tsd vs bare), which holds up better than wall rates on a busy machine. The last column is the load generator's own CPU per token (its rusage), to show when the client, not the server, is the limit.\n\n", o.inLen, o.outLen, o.reps)
