@@ -115,8 +115,9 @@ type Gateway struct {
 	requests atomic.Uint64
 	errors   atomic.Uint64
 	tokens   atomic.Uint64
-	inflight atomic.Int64
-	rng      *lockedRand
+	inflight  atomic.Int64
+	queuedNow atomic.Int64 // requests waiting for a routable worker
+	rng       *lockedRand
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -335,6 +336,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	})
 	return errors.Join(errs...)
 }
+
+// Queues reports whether Generate waits for a routable worker instead of
+// refusing at once (QueueTimeout > 0): front ends then skip their own
+// fail-fast readiness check.
+func (g *Gateway) Queues() bool { return g.opts.QueueTimeout > 0 }
 
 // SubscribeRanks returns every rank's current state, then each change.
 func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {

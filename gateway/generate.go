@@ -407,6 +407,8 @@ func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre
 			defer t.Stop()
 			timeout = t.C
 			waited = true
+			g.queuedNow.Add(1)
+			defer g.queuedNow.Add(-1)
 		}
 		select {
 		case <-changed:

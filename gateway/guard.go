@@ -54,7 +54,7 @@ func (g *Gateway) recoverHere(where string, onPanic func(err error)) {
 // one request with a 500 in the OpenAI/SMG error shape while nothing was
 // sent yet, or with an error event when an event stream had started; the
 // connection and the daemon live on.
-func (g *Gateway) recoverHTTP(route string, sw *statusWriter) {
+func (g *Gateway) recoverHTTP(routeLabel func() string, sw *statusWriter) {
 	v := recover()
 	if v == nil {
 		return
@@ -62,6 +62,7 @@ func (g *Gateway) recoverHTTP(route string, sw *statusWriter) {
 	if v == http.ErrAbortHandler {
 		panic(v) // net/http's own way to cut a connection
 	}
+	route := routeLabel()
 	g.ReportPanic("http "+route, v, debug.Stack())
 	msg := fmt.Sprintf("internal error while serving %s (the gateway recovered: %v)", route, v)
 	if sw.status == 0 {

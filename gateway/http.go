@@ -38,6 +38,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	if code == http.StatusServiceUnavailable {
+		setRetryAfter(w) // mounted front ends' 503s too
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -63,14 +66,17 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			label := path
-			if label == "" {
-				label = r.Pattern // set in place by the nested ServeMux
-				if label == "" {
-					label = "unmatched"
-				}
+		routeLabel := func() string {
+			if path != "" {
+				return path
 			}
+			if r.Pattern != "" {
+				return r.Pattern // set in place by the nested ServeMux
+			}
+			return "unmatched"
+		}
+		defer func() {
+			label := routeLabel()
 			st := sw.status
 			if st == 0 {
 				st = http.StatusOK
@@ -79,12 +85,8 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 			g.metrics.httpResponses.WithLabelValues(r.Method, label, strconv.Itoa(st)).Inc()
 			g.metrics.httpDuration.WithLabelValues(r.Method, label).Observe(time.Since(start).Seconds())
 		}()
-		route := path
-		if route == "" {
-			route = r.URL.Path
-		}
 		// Deferred after the metrics so the 500 it writes is what they count.
-		defer g.recoverHTTP(route, sw)
+		defer g.recoverHTTP(routeLabel, sw)
 		if serving && g.apiKey != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.apiKey)) != 1 {

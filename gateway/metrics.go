@@ -108,6 +108,7 @@ var (
 	descRanks = prometheus.NewDesc("tsd_worker_ranks", "Engine ranks per worker by handshake state.",
 		[]string{"worker", "worker_type", "state"}, nil)
 	descInflight = prometheus.NewDesc("tsd_gateway_requests_active", "Generations in flight in the gateway.", nil, nil)
+	descQueued   = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
 )
 
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -116,10 +117,12 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHealth
 	ch <- descRanks
 	ch <- descInflight
+	ch <- descQueued
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.inflight.Load()))
+	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(total), w.Role(), w.Kind())
