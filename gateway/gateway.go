@@ -60,8 +60,12 @@ type Options struct {
 	// shows snapshot.RankStalled until it speaks again. 0: 30 s — well
 	// under the minute a user waits before giving up, and above a long
 	// prefill's time to its first output under load (a decode waiting for
-	// its prefill's KV owes nothing, so queueing there never trips it).
-	// Negative: off (the 300 s SilenceTimeout stays as the backstop).
+	// its prefill's KV owes nothing, so queueing there never trips it; a
+	// prefill, whose output waits for its decode's KV fetch, gets twice
+	// this, so a stopped decode is blamed before the prefill it holds up).
+	// SilenceTimeout (300 s, the whole worker declared dead) stays as the
+	// backstop for ranks that owe nothing the lane can see and for
+	// StallTimeout < 0 (off).
 	StallTimeout time.Duration
 	// QueueTimeout is how long a new request waits for a routable worker
 	// of a kind it needs (prefill, decode, encode for images) while there

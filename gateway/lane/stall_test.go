@@ -38,6 +38,21 @@ func TestStallVerdict(t *testing.T) {
 	}
 }
 
+// A prefill may stay silent twice as long as others: its legs wait for
+// their decode to fetch the KV, and a stopped decode must be blamed first.
+func TestStallTimeoutFor(t *testing.T) {
+	t.Parallel()
+	for kind, want := range map[string]time.Duration{
+		profiles.KindPrefill: 60 * time.Second,
+		profiles.KindDecode:  30 * time.Second,
+		profiles.KindEncode:  30 * time.Second,
+	} {
+		if got := stallTimeoutFor(kind, 30*time.Second); got != want {
+			t.Errorf("%s: %s, want %s", kind, got, want)
+		}
+	}
+}
+
 type eventLog struct {
 	mu  sync.Mutex
 	evs []string

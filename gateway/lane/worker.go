@@ -694,9 +694,23 @@ func stallVerdict(owed int, silentFor, timeout time.Duration, already bool) bool
 	return !already && timeout > 0 && owed > 0 && silentFor > timeout
 }
 
+// stallTimeoutFor is the silence a rank of kind may keep while it owes
+// output. A prefill's terminal output waits until its decode has fetched
+// the KV, so a decode that stopped silences the prefill legs paired with
+// it too; the prefill gets twice the timeout, so that the stopped decode's
+// verdict comes first and its abort frees those legs, and only a prefill
+// that is itself stuck is blamed.
+func stallTimeoutFor(kind string, base time.Duration) time.Duration {
+	if kind == profiles.KindPrefill {
+		return 2 * base
+	}
+	return base
+}
+
 // checkStalls takes every rank that stalled out of routing and ends its
 // requests with a StallError; the next message from it re-admits it.
-func (w *Worker) checkStalls(timeout time.Duration) {
+func (w *Worker) checkStalls(base time.Duration) {
+	timeout := stallTimeoutFor(w.plan.Kind, base)
 	now := w.now()
 	type verdict struct {
 		err     *StallError
