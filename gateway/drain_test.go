@@ -292,3 +292,42 @@ func TestQueueTimeout503RetryAfter(t *testing.T) {
 		t.Fatal("readiness 503 without Retry-After")
 	}
 }
+
+// A ts-fake decode that hangs mid-stream (it stops reading and stepping
+// when a second request arrives) is judged stalled within StallTimeout:
+// both requests end with an error naming the decode, its rank and why,
+// both PD legs are gone, and the rank shows stalled.
+func TestHungDecodeJudgedStalled(t *testing.T) {
+	t.Parallel()
+	const stall = 500 * time.Millisecond
+	c := newCluster(t, Options{StallTimeout: stall}, role{name: "prefill", kind: profiles.KindPrefill},
+		role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-tokens-per-s", "20", "--fake-hang-after-requests", "2"}})
+	c.waitRegistered("prefill", "decode")
+	first := make(chan struct{})
+	resA := make(chan genResult, 1)
+	go func() { resA <- c.generateNotify(context.Background(), http.DefaultClient, genBody(1, 400, true), first) }()
+	select {
+	case <-first:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream never started")
+	}
+	sent := time.Now()
+	resB := c.generate(context.Background(), http.DefaultClient, genBody(2, 4, false))
+	a := <-resA
+	el := time.Since(sent)
+	want := "decode rank 0 stalled: no output for 500ms with 2 requests in flight"
+	for name, r := range map[string]genResult{"streaming": a, "second": resB} {
+		if !strings.Contains(r.err, want) {
+			t.Errorf("%s request: %+v, want an error with %q", name, r, want)
+		}
+	}
+	if el > stall+3*time.Second {
+		t.Errorf("requests ended %s after the decode hung", el)
+	}
+	c.waitState(snapshot.RankStalled, "decode")
+	waitCond(t, "both legs to end", func() bool {
+		p, _ := c.g.InFlight("prefill")
+		d, _ := c.g.InFlight("decode")
+		return p == 0 && d == 0 && c.g.Status().InFlight == 0
+	})
+}
