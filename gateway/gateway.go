@@ -116,11 +116,12 @@ type Gateway struct {
 	rrDecode  atomic.Uint64
 	enc       encodeRouting
 
-	requests atomic.Uint64
-	errors   atomic.Uint64
-	tokens   atomic.Uint64
+	requests  atomic.Uint64
+	errors    atomic.Uint64
+	tokens    atomic.Uint64
 	inflight  atomic.Int64
 	queuedNow atomic.Int64 // requests waiting for a routable worker
+	panics    atomic.Uint64
 	rng       *lockedRand
 }
 
@@ -488,6 +489,8 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Errors:    g.errors.Load(),
 		InFlight:  int(g.inflight.Load()),
 		Note:      note,
+		Queued:    int(g.queuedNow.Load()),
+		Panics:    g.panics.Load(),
 	}
 }
 

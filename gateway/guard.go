@@ -12,6 +12,7 @@ import (
 // "panic" event (Options.OnEvent). Front ends that run their own
 // goroutines (gateway/openai) call it through an optional interface.
 func (g *Gateway) ReportPanic(where string, v any, stack []byte) {
+	g.panics.Add(1)
 	g.log.Error("recovered panic", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
 	g.metrics.panics.WithLabelValues(panicSite(where)).Inc()
 	g.event("panic", fmt.Sprintf("gateway recovered a panic in %s: %v", where, v))

@@ -19,7 +19,7 @@ const (
 	StateBackoff     = "backoff"
 	StateFailed      = "failed"
 	StateStalled     = "stalled" // connected but not working: process stopped, or no output with requests in flight
-	StateRemote      = "remote" // not spawned by tsd; waits for its ranks to dial in
+	StateRemote      = "remote"  // not spawned by tsd; waits for its ranks to dial in
 )
 
 // Rank handshake states (zmq-lane.md §3, gateway side).
@@ -56,7 +56,9 @@ type GatewayStatus struct {
 	Requests  uint64  `json:"requests"`
 	Errors    uint64  `json:"errors"`
 	InFlight  int     `json:"in_flight"`
-	Note      string  `json:"note,omitempty"` // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	Note      string  `json:"note,omitempty"`   // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	Queued    int     `json:"queued,omitempty"` // requests waiting for a routable worker
+	Panics    uint64  `json:"panics,omitempty"` // panics recovered since start (each failed one request)
 }
 
 // RoleStatus is one role instance.

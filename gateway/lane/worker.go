@@ -593,27 +593,17 @@ func (w *Worker) onOutput(f [][]byte) {
 // carries, else by its engine_index.
 func (w *Worker) route(outs []ridOutput) {
 	w.mu.Lock()
-	heard := map[int]bool{}
-	for _, o := range outs {
-		s := w.streams[o.RID]
-		if s == nil {
-			continue
-		}
-		heard[s.Identity] = true
-		if o.Finished != "" {
-			w.removeLocked(s)
-		}
-		s.deliver(o.Output)
-	}
-	if len(heard) == 0 && len(outs) > 0 {
-		heard[outs[0].EngineIndex] = true
-	}
 	now := w.now()
 	var readmitted []string
-	for id := range heard {
+	last := -1 // the rank last credited: batches come from one rank
+	hear := func(id int) {
+		if id == last {
+			return
+		}
+		last = id
 		r := w.ranks[id]
 		if r == nil {
-			continue
+			return
 		}
 		r.heard = now
 		if r.stalled {
@@ -622,6 +612,20 @@ func (w *Worker) route(outs []ridOutput) {
 				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.plan.Role, id))
 			}
 		}
+	}
+	for _, o := range outs {
+		s := w.streams[o.RID]
+		if s == nil {
+			continue
+		}
+		hear(s.Identity)
+		if o.Finished != "" {
+			w.removeLocked(s)
+		}
+		s.deliver(o.Output)
+	}
+	if last < 0 && len(outs) > 0 {
+		hear(outs[0].EngineIndex)
 	}
 	w.mu.Unlock()
 	for _, m := range readmitted {
