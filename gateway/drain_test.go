@@ -164,7 +164,7 @@ func TestDecodeStallEndsRequestAndReadmits(t *testing.T) {
 	if el := time.Since(finished); el < stall || el > stall+2*time.Second {
 		t.Errorf("stall verdict %s after the prefill finished, want %s + slack", el, stall)
 	}
-	if e := <-ev.ch; e != "stall: "+want {
+	if e := <-ev.ch; e != "stall d: "+want {
 		t.Fatalf("event %q", e)
 	}
 	cur, ch, cancel := g.SubscribeRanks()
@@ -189,7 +189,7 @@ func TestDecodeStallEndsRequestAndReadmits(t *testing.T) {
 			t.Fatal("the decode was never re-admitted")
 		}
 	}
-	if e := <-ev.ch; !strings.HasPrefix(e, "readmit: d rank 0 speaks again") {
+	if e := <-ev.ch; !strings.HasPrefix(e, "readmit d: d rank 0 speaks again") {
 		t.Fatalf("event %q", e)
 	}
 }

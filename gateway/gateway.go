@@ -73,11 +73,12 @@ type Options struct {
 	// Retry-After. 0: 30 s. Negative: no wait.
 	QueueTimeout time.Duration
 	// OnEvent hears verdicts worth showing on the dashboard's event list:
-	// kind "panic" (a recovered panic; msg says where), "stall" (a rank
-	// judged stalled; msg names role, rank and why) and "readmit" (a
-	// stalled rank spoke again). Called from gateway goroutines, never
-	// under a gateway lock; it must not block for long.
-	OnEvent func(kind, msg string)
+	// kind "panic" (a recovered panic; msg says where; role ""), "stall"
+	// (a rank of role judged stalled; msg names role, rank and why) and
+	// "readmit" (a stalled rank spoke again). Called from gateway
+	// goroutines, never under a gateway lock; it must not block for long.
+	// SetEventSink replaces it once the listener exists.
+	OnEvent func(kind, role, msg string)
 	// Mount lets a front end (gateway/openai) register its routes on mux,
 	// with the gateway as its gen.Engine. The routes are served behind the
 	// gateway's fixed ones with HTTP metrics; the front end applies its own
@@ -122,6 +123,7 @@ type Gateway struct {
 	inflight  atomic.Int64
 	queuedNow atomic.Int64 // requests waiting for a routable worker
 	panics    atomic.Uint64
+	onEvent   atomic.Pointer[func(kind, role, msg string)]
 	rng       *lockedRand
 }
 
@@ -205,6 +207,9 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
+	}
+	if opts.OnEvent != nil {
+		g.onEvent.Store(&opts.OnEvent)
 	}
 	g.routes()
 	if opts.Mount != nil {
@@ -340,6 +345,17 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// SetEventSink sets (or with nil clears) where gateway events go (see
+// Options.OnEvent): the supervisor's event list exists only after the
+// gateway it is given, so it can be wired here.
+func (g *Gateway) SetEventSink(fn func(kind, role, msg string)) {
+	if fn == nil {
+		g.onEvent.Store(nil)
+		return
+	}
+	g.onEvent.Store(&fn)
 }
 
 // Queues reports whether Generate waits for a routable worker instead of

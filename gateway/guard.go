@@ -15,7 +15,7 @@ func (g *Gateway) ReportPanic(where string, v any, stack []byte) {
 	g.panics.Add(1)
 	g.log.Error("recovered panic", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
 	g.metrics.panics.WithLabelValues(panicSite(where)).Inc()
-	g.event("panic", fmt.Sprintf("gateway recovered a panic in %s: %v", where, v))
+	g.event("panic", "", fmt.Sprintf("gateway recovered a panic in %s: %v", where, v))
 }
 
 // panicSite is the metric label: the boundary's kind without the role name
@@ -31,10 +31,10 @@ func panicSite(where string) string {
 }
 
 // event hands a verdict worth showing to Options.OnEvent and counts it.
-func (g *Gateway) event(kind, msg string) {
+func (g *Gateway) event(kind, role, msg string) {
 	g.metrics.events.WithLabelValues(kind).Inc()
-	if g.opts.OnEvent != nil {
-		g.opts.OnEvent(kind, msg)
+	if fn := g.onEvent.Load(); fn != nil {
+		(*fn)(kind, role, msg)
 	}
 }
 

@@ -29,7 +29,10 @@ type events struct {
 	ch chan string
 }
 
-func (e *events) add(kind, msg string) {
+func (e *events) add(kind, role, msg string) {
+	if role != "" {
+		kind += " " + role
+	}
 	select {
 	case e.ch <- kind + ": " + msg:
 	default:
@@ -108,6 +111,8 @@ func TestPanicInHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ev := &events{ch: make(chan string, 16)}
+	g.SetEventSink(ev.add) // wired after New, as the supervisor does
 	if err := g.Bind(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +120,9 @@ func TestPanicInHandler(t *testing.T) {
 	defer g.Shutdown(context.Background())
 	base := "http://" + g.Addr()
 	code, body := httpGet(t, base+"/boom")
+	if e := <-ev.ch; !strings.HasPrefix(e, "panic: gateway recovered a panic in http GET /boom: boom") {
+		t.Fatalf("event %q", e)
+	}
 	if code != 500 || !strings.Contains(body, `"code":"internal_error"`) || !strings.Contains(body, "boom") {
 		t.Fatalf("/boom: %d %s", code, body)
 	}

@@ -30,9 +30,10 @@ type Options struct {
 	// OnPanic hears panics caught at the lane's recover boundaries (socket
 	// readers, the ZMTP watcher, the send loop, the watchdog).
 	OnPanic PanicFunc
-	// OnEvent hears rank verdicts worth showing (kind "stall", "readmit");
-	// it is called outside every lane lock and must not block for long.
-	OnEvent func(kind, msg string)
+	// OnEvent hears rank verdicts worth showing (kind "stall", "readmit")
+	// on role; it is called outside every lane lock and must not block for
+	// long.
+	OnEvent func(kind, role, msg string)
 }
 
 // Lane owns every worker's socket set and the rank registry.
@@ -196,9 +197,9 @@ func (l *Lane) Worker(role string) (*Worker, bool) {
 // no change in between is missed.
 func (l *Lane) Changed() <-chan struct{} { return l.changed.wait() }
 
-func (l *Lane) event(kind, msg string) {
+func (l *Lane) event(kind, role, msg string) {
 	if l.opts.OnEvent != nil {
-		l.opts.OnEvent(kind, msg)
+		l.opts.OnEvent(kind, role, msg)
 	}
 }
 

@@ -58,10 +58,10 @@ type eventLog struct {
 	evs []string
 }
 
-func (e *eventLog) add(kind, msg string) {
+func (e *eventLog) add(kind, role, msg string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.evs = append(e.evs, kind+": "+msg)
+	e.evs = append(e.evs, kind+" "+role+": "+msg)
 }
 
 func (e *eventLog) all() string {
@@ -139,7 +139,7 @@ func TestRankStallAndReadmit(t *testing.T) {
 	if rs := w.Routable(); len(rs) != 1 {
 		t.Fatalf("re-admitted rank not routable: %+v", rs)
 	}
-	if got := ev.all(); !strings.Contains(got, "stall: "+want) || !strings.Contains(got, "readmit: decode-1 rank 0 speaks again") {
+	if got := ev.all(); !strings.Contains(got, "stall decode-1: "+want) || !strings.Contains(got, "readmit decode-1: decode-1 rank 0 speaks again") {
 		t.Fatalf("events:\n%s", got)
 	}
 	// Output keeps a busy rank alive: it answers, and is not stalled.

@@ -630,7 +630,7 @@ func (w *Worker) route(outs []ridOutput) {
 	w.mu.Unlock()
 	for _, m := range readmitted {
 		w.lane.log.Info("engine rank re-admitted", "worker", w.plan.Role, "msg", m)
-		w.lane.event("readmit", m)
+		w.lane.event("readmit", w.plan.Role, m)
 	}
 }
 
@@ -743,7 +743,7 @@ func (w *Worker) checkStalls(base time.Duration) {
 		if len(rids) > 0 {
 			w.sendAborts(v.id, rids)
 		}
-		w.lane.event("stall", v.err.Msg)
+		w.lane.event("stall", w.plan.Role, v.err.Msg)
 	}
 }
 
