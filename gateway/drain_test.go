@@ -331,3 +331,31 @@ func TestHungDecodeJudgedStalled(t *testing.T) {
 		return p == 0 && d == 0 && c.g.Status().InFlight == 0
 	})
 }
+
+// DrainCount counts the requests that still need a role: a prefill stops
+// counting a request once its prefill leg finished, the decode counts it
+// until its end.
+func TestDrainCountPrefillLeg(t *testing.T) {
+	t.Parallel()
+	g, pr, dr := rawPD(t, Options{StallTimeout: -1})
+	evs, err := g.Generate(context.Background(), genRequest(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := wire.DecodeGenerateRequest(pr.next(t)[1])
+	dr.next(t)
+	if p, d := g.DrainCount("p"), g.DrainCount("d"); p != 1 || d != 1 {
+		t.Fatalf("before the prefill finished: prefill %d decode %d", p, d)
+	}
+	pr.emit(t, 0, q.RID, nil, "length")
+	waitCond(t, "the prefill leg to finish", func() bool { return g.DrainCount("p") == 0 })
+	if d := g.DrainCount("d"); d != 1 {
+		t.Fatalf("decode DrainCount %d after the prefill finished", d)
+	}
+	dr.emit(t, 0, q.RID, []int32{5, 6}, "length")
+	for range evs {
+	}
+	if d := g.DrainCount("d"); d != 0 {
+		t.Fatalf("decode DrainCount %d after the end", d)
+	}
+}
