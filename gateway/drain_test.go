@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,13 +300,15 @@ func TestQueueTimeout503RetryAfter(t *testing.T) {
 // both PD legs are gone, and the rank shows stalled.
 func TestHungDecodeJudgedStalled(t *testing.T) {
 	t.Parallel()
-	const stall = 500 * time.Millisecond
+	const stall = time.Second // well above a paced token's gap, even on a loaded machine
 	c := newCluster(t, Options{StallTimeout: stall}, role{name: "prefill", kind: profiles.KindPrefill},
 		role{name: "decode", kind: profiles.KindDecode, extra: []string{"--fake-tokens-per-s", "20", "--fake-hang-after-requests", "2"}})
 	c.waitRegistered("prefill", "decode")
 	first := make(chan struct{})
 	resA := make(chan genResult, 1)
-	go func() { resA <- c.generateNotify(context.Background(), http.DefaultClient, genBody(1, 400, true), first) }()
+	go func() {
+		resA <- c.generateNotify(context.Background(), http.DefaultClient, genBody(1, 400, true), first)
+	}()
 	select {
 	case <-first:
 	case <-time.After(20 * time.Second):
@@ -315,7 +318,7 @@ func TestHungDecodeJudgedStalled(t *testing.T) {
 	resB := c.generate(context.Background(), http.DefaultClient, genBody(2, 4, false))
 	a := <-resA
 	el := time.Since(sent)
-	want := "decode rank 0 stalled: no output for 500ms with 2 requests in flight"
+	want := "decode rank 0 stalled: no output for 1s with 2 requests in flight"
 	for name, r := range map[string]genResult{"streaming": a, "second": resB} {
 		if !strings.Contains(r.err, want) {
 			t.Errorf("%s request: %+v, want an error with %q", name, r, want)
@@ -358,4 +361,72 @@ func TestDrainCountPrefillLeg(t *testing.T) {
 	if d := g.DrainCount("d"); d != 0 {
 		t.Fatalf("decode DrainCount %d after the end", d)
 	}
+}
+
+// The measured SIGSTOP case: one of two decodes is stopped under load.
+// Its requests end within StallTimeout (not after the 120 s KV timeout or
+// the 300 s silence watchdog) with an error naming it, it shows stalled
+// and takes no new work, the other decode's requests finish, and after
+// SIGCONT its next output re-admits it.
+func TestStoppedDecodeLeavesRoutingAndComesBack(t *testing.T) {
+	t.Parallel()
+	const stall = time.Second // well above a paced token's gap, even on a loaded machine
+	paced := []string{"--fake-tokens-per-s", "20"}
+	c := newCluster(t, Options{StallTimeout: stall}, role{name: "prefill", kind: profiles.KindPrefill},
+		role{name: "decode-0", kind: profiles.KindDecode, extra: paced}, role{name: "decode-1", kind: profiles.KindDecode, extra: paced})
+	c.waitRegistered("prefill", "decode-0", "decode-1")
+	const n = 6
+	results := make(chan genResult, n)
+	for i := range n {
+		first := make(chan struct{})
+		go func() {
+			results <- c.generateNotify(context.Background(), http.DefaultClient, genBody(int64(i), 60, true), first)
+		}()
+		select {
+		case <-first:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("request %d never streamed", i)
+		}
+	}
+	onStopped, _ := c.g.InFlight("decode-1")
+	if onStopped == 0 || onStopped == n {
+		t.Fatalf("decode-1 carries %d of %d", onStopped, n)
+	}
+	c.mu.Lock()
+	pid := c.procs["decode-1"].Process.Pid
+	c.mu.Unlock()
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGCONT) })
+	var ok, stalledErrs int
+	for range n {
+		r := <-results
+		switch {
+		case r.err == "" && len(r.ids) == 60:
+			ok++
+		case strings.Contains(r.err, "decode-1 rank 0 stalled: no output for 1s"):
+			stalledErrs++
+			if el := time.Since(stopped); el > stall+3*time.Second {
+				t.Errorf("stalled request ended %s after SIGSTOP", el)
+			}
+		default:
+			t.Errorf("odd result %+v", r)
+		}
+	}
+	if ok != n-onStopped || stalledErrs != onStopped {
+		t.Fatalf("ok %d stalled %d, want %d and %d", ok, stalledErrs, n-onStopped, onStopped)
+	}
+	c.waitState(snapshot.RankStalled, "decode-1")
+	if r := c.generate(context.Background(), http.DefaultClient, genBody(99, 3, false)); r.err != "" {
+		t.Fatalf("new request while decode-1 is stalled: %+v", r)
+	}
+	if d, _ := c.g.InFlight("decode-1"); d != 0 {
+		t.Fatalf("stalled decode got work: %d", d)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRegistered("decode-1")
 }

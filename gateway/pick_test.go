@@ -71,7 +71,7 @@ func TestChooseLegs(t *testing.T) {
 		{name: "room moved to a rank that is up", pre: []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 4, DPRank: 0}}, dp: 2}},
 			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 7, wantP: legChoice{0, 4}, wantD: legChoice{0, 0}, wantRoom: 6},
 		{name: "least loaded decode rank", pre: []rankSource{up(lane.RankLoad{Identity: 0})},
-			dec: []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 2, InFlight: 5}, {Identity: 3, DPRank: 1, InFlight: 1}}, dp: 2}},
+			dec:   []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 2, InFlight: 5}, {Identity: 3, DPRank: 1, InFlight: 1}}, dp: 2}},
 			wantP: legChoice{0, 0}, wantD: legChoice{0, 3}},
 		{name: "second decode worker when the first has none", pre: []rankSource{up(lane.RankLoad{Identity: 0})},
 			dec: []rankSource{&vanishing{dp: 1}, up(lane.RankLoad{Identity: 9})}, wantP: legChoice{0, 0}, wantD: legChoice{1, 9}},

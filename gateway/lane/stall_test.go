@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -56,18 +57,44 @@ func TestStallTimeoutFor(t *testing.T) {
 type eventLog struct {
 	mu  sync.Mutex
 	evs []string
+	ch  chan struct{} // closed and replaced on every event
 }
 
 func (e *eventLog) add(kind, role, msg string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.evs = append(e.evs, kind+" "+role+": "+msg)
+	if e.ch != nil {
+		close(e.ch)
+	}
+	e.ch = make(chan struct{})
 }
 
-func (e *eventLog) all() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return strings.Join(e.evs, "\n")
+// waitFor waits until some event contains each of want.
+func (e *eventLog) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		e.mu.Lock()
+		all := strings.Join(e.evs, "\n")
+		if e.ch == nil {
+			e.ch = make(chan struct{})
+		}
+		ch := e.ch
+		e.mu.Unlock()
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(all, w)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("events lack %q:\n%s", want, all)
+		}
+	}
 }
 
 func stallLane(t *testing.T, stall time.Duration, ev *eventLog) (*Lane, *Worker, *fakeRank, <-chan snapshot.RankEvent) {
@@ -133,21 +160,43 @@ func TestRankStallAndReadmit(t *testing.T) {
 	if n, _ := w.InFlight(); n != 0 {
 		t.Fatalf("%d still in flight", n)
 	}
-	// It speaks again (output for a rid the gateway already ended).
+	w.mu.Lock()
+	held := len(w.ranks[0].unaborted)
+	w.mu.Unlock()
+	if held != 2 {
+		t.Fatalf("%d ABORTs held for the stalled rank, want 2", held)
+	}
+	// It speaks again (output for a rid the gateway already ended); only
+	// now does it get the ABORT for the rids the verdict ended.
 	r.emit(t, "rid-1", []int32{7}, "", 1)
 	waitRanks(t, ch, "decode-1", map[int]string{0: snapshot.RankRegistered})
+	got := make(chan [][]byte, 1)
+	go func() {
+		for { // skip the two ADDs
+			m, err := r.in.Recv()
+			if err != nil {
+				close(got)
+				return
+			}
+			if len(m.Frames) >= 2 && len(m.Frames[0]) == 1 && m.Frames[0][0] == typeAbort {
+				got <- m.Frames
+				return
+			}
+		}
+	}()
+	select {
+	case f, ok := <-got:
+		ab, err := wire.DecodeAbort(f[len(f)-1])
+		if !ok || err != nil || len(ab.RIDs) != 2 {
+			t.Fatalf("after re-admission the rank got %x (%v), want one ABORT for both rids", f, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ABORT after re-admission")
+	}
 	if rs := w.Routable(); len(rs) != 1 {
 		t.Fatalf("re-admitted rank not routable: %+v", rs)
 	}
-	if got := ev.all(); !strings.Contains(got, "stall decode-1: "+want) || !strings.Contains(got, "readmit decode-1: decode-1 rank 0 speaks again") {
-		t.Fatalf("events:\n%s", got)
-	}
-	// Output keeps a busy rank alive: it answers, and is not stalled.
-	s4, _ := w.Submit(0, "rid-4", payload)
-	r.emit(t, "rid-4", []int32{1}, "stop", 1)
-	if o, err := s4.Recv(ctx); err != nil || o.Finished != "stop" {
-		t.Fatalf("after re-admission: %+v %v", o, err)
-	}
+	ev.waitFor(t, "stall decode-1: "+want, "readmit decode-1: decode-1 rank 0 speaks again")
 }
 
 // A quiet leg (a decode waiting for its prefill's KV) owes nothing until

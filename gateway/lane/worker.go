@@ -85,6 +85,11 @@ type rank struct {
 	// stalled is the lane's own verdict (no output for StallTimeout while
 	// owed > 0); the next message from the rank lifts it.
 	stalled bool
+	// unaborted are the rids the stall verdict ended here but not on the
+	// engine: the engine sends nothing for an aborted rid (docs/protocol.md,
+	// abort), so a rank that recovers is only heard from through the work
+	// it still runs. Their ABORT goes out when it speaks again.
+	unaborted []string
 }
 
 // up reports a rank that completed its registration and has not gone
@@ -310,7 +315,7 @@ func (w *Worker) onHello(id int, identity []byte) {
 	}
 	// A HELLO is a new run of the engine: the verdicts on the old one
 	// (the lane's stall, the supervisor's hold) do not carry over.
-	r.stalled = false
+	r.stalled, r.unaborted = false, nil
 	w.held = ""
 	now := w.setStateLocked(r, snapshot.RankHello)
 	r.st.HelloAt = now
@@ -530,7 +535,7 @@ func (w *Worker) onDisconnect(id int, cause error, why string) {
 		w.mu.Unlock()
 		return
 	}
-	r.stalled = false
+	r.stalled, r.unaborted = false, nil
 	w.setStateLocked(r, snapshot.RankDisconnected)
 	failed := w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
 	w.publishLocked(r, why)
@@ -546,7 +551,7 @@ func (w *Worker) onWorkerDead(cause error, why string) {
 	w.mu.Lock()
 	for _, r := range w.ranks {
 		if up(r) || r.st.State == snapshot.RankReady {
-			r.stalled = false
+			r.stalled, r.unaborted = false, nil
 			w.setStateLocked(r, snapshot.RankDisconnected)
 			w.publishLocked(r, why)
 		}
@@ -595,6 +600,7 @@ func (w *Worker) route(outs []ridOutput) {
 	w.mu.Lock()
 	now := w.now()
 	var readmitted []string
+	var aborts []pendingAbort
 	last := -1 // the rank last credited: batches come from one rank
 	hear := func(id int) {
 		if id == last {
@@ -608,6 +614,7 @@ func (w *Worker) route(outs []ridOutput) {
 		r.heard = now
 		if r.stalled {
 			r.stalled = false
+			aborts = append(aborts, w.takeUnabortedLocked(id, r))
 			if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
 				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.plan.Role, id))
 			}
@@ -628,9 +635,30 @@ func (w *Worker) route(outs []ridOutput) {
 		hear(outs[0].EngineIndex)
 	}
 	w.mu.Unlock()
+	w.sendPending(aborts)
 	for _, m := range readmitted {
 		w.lane.log.Info("engine rank re-admitted", "worker", w.plan.Role, "msg", m)
 		w.lane.event("readmit", w.plan.Role, m)
+	}
+}
+
+// pendingAbort is the ABORT owed to one rank for rids a stall ended.
+type pendingAbort struct {
+	id   int
+	rids []string
+}
+
+func (w *Worker) takeUnabortedLocked(id int, r *rank) pendingAbort {
+	p := pendingAbort{id, r.unaborted}
+	r.unaborted = nil
+	return p
+}
+
+func (w *Worker) sendPending(ps []pendingAbort) {
+	for _, p := range ps {
+		if len(p.rids) > 0 {
+			w.sendAborts(p.id, p.rids)
+		}
 	}
 }
 
@@ -730,20 +758,20 @@ func (w *Worker) checkStalls(base time.Duration) {
 		r.stalled = true
 		msg := fmt.Sprintf("%s rank %d stalled: no output for %s with %d requests in flight", w.plan.Role, id, timeout, w.inflight[id])
 		w.refreshLocked(r, msg)
-		vs = append(vs, verdict{&StallError{Msg: msg}, id, w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })})
+		v := verdict{&StallError{Msg: msg}, id, w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })}
+		for _, s := range v.streams {
+			r.unaborted = append(r.unaborted, s.RID)
+		}
+		vs = append(vs, v)
 	}
 	w.mu.Unlock()
 	for _, v := range vs {
 		w.lane.log.Warn("engine rank stalled", "worker", w.plan.Role, "identity", v.id, "err", v.err.Msg)
-		rids := make([]string, 0, len(v.streams))
+		// The event first: whoever sees a request fail can find its cause.
+		w.lane.event("stall", w.plan.Role, v.err.Msg)
 		for _, s := range v.streams {
 			s.fail(v.err)
-			rids = append(rids, s.RID)
 		}
-		if len(rids) > 0 {
-			w.sendAborts(v.id, rids)
-		}
-		w.lane.event("stall", w.plan.Role, v.err.Msg)
 	}
 }
 
@@ -926,13 +954,16 @@ func (w *Worker) SetRouted(routed bool) {
 func (w *Worker) SetHeld(why string) int {
 	w.mu.Lock()
 	w.held = why
-	for _, r := range w.ranks {
+	var aborts []pendingAbort
+	for id, r := range w.ranks {
 		if why == "" {
 			r.stalled = false
+			aborts = append(aborts, w.takeUnabortedLocked(id, r))
 		}
 		w.refreshLocked(r, why)
 	}
 	w.mu.Unlock()
+	w.sendPending(aborts) // lifted: the rank is presumed able to act on them
 	w.lane.changed.notify()
 	if why == "" {
 		return 0
