@@ -593,7 +593,7 @@ func (w *Worker) onOutput(f [][]byte) {
 
 // route hands each rid's increment to its stream; a terminal one ends
 // the stream. Outputs for unknown rids (aborted, already failed) are
-// dropped, as the lane requires (zmq-lane.md §5.9), but still count as the
+// dropped, as the lane requires (docs/protocol.md, abort), but still count as the
 // rank speaking: a batch comes from one rank, known by the streams it
 // carries, else by its engine_index.
 func (w *Worker) route(outs []ridOutput) {
