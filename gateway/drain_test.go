@@ -168,6 +168,9 @@ func TestDecodeStallEndsRequestAndReadmits(t *testing.T) {
 	if e := <-ev.ch; e != "stall d: "+want {
 		t.Fatalf("event %q", e)
 	}
+	if n := testutil.ToFloat64(g.metrics.reqErrors.WithLabelValues("rank_stalled")); n != 1 {
+		t.Fatalf("smg_router_request_errors_total{error_type=rank_stalled} = %v", n)
+	}
 	cur, ch, cancel := g.SubscribeRanks()
 	defer cancel()
 	for _, e := range cur {

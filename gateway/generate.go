@@ -685,7 +685,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 				// handled by the ctx case
 			case pr.err != nil:
 				ds.Abort(pr.err)
-				fail("prefill_failed", gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
+				fail(legFailure("prefill_failed", pr.err), gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
 				return
 			case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
 				ds.Abort(nil)
@@ -701,7 +701,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 					dr.err = errors.New("decode stream ended without a finish")
 				}
 				ps.Abort(dr.err)
-				fail("decode_failed", gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
+				fail(legFailure("decode_failed", dr.err), gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
 				return
 			}
 			o := dr.out
@@ -751,6 +751,19 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			}
 		}
 	}
+}
+
+// legFailure is the error_type a failed leg is counted under: stalls and
+// the supervisor's aborts get their own, so /metrics tells them from
+// engine deaths.
+func legFailure(kind string, err error) string {
+	switch {
+	case errors.Is(err, lane.ErrRankStalled):
+		return "rank_stalled"
+	case errors.Is(err, lane.ErrRoleAborted):
+		return "role_aborted"
+	}
+	return kind
 }
 
 func finishOf(s string) *gen.Finish {
