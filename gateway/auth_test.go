@@ -18,7 +18,7 @@ func TestAPIKey(t *testing.T) {
 	os.Setenv(env, "sekret")
 	defer os.Unsetenv(env)
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env}}
-	g, err := New(plan, Options{Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, Options{QueueTimeout: -1, Mount: func(e gen.Engine, mux *http.ServeMux) {
 		if e == nil {
 			t.Error("Mount got no engine")
 		}

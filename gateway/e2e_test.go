@@ -778,7 +778,7 @@ func TestOutputLogprobs(t *testing.T) {
 // (its old registrations are forgotten when it dies) and serves again.
 func TestPrefillRestartWithHostedRendezvous(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, Options{}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
+	c := newCluster(t, Options{QueueTimeout: 200 * time.Millisecond}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
 	c.waitRegistered("prefill", "decode")
 	if res := c.generate(context.Background(), http.DefaultClient, genBody(11, 3, false)); res.err != "" {
 		t.Fatalf("before restart: %+v", res)
@@ -786,7 +786,7 @@ func TestPrefillRestartWithHostedRendezvous(t *testing.T) {
 	c.kill("prefill")
 	c.waitState(snapshot.RankDisconnected, "prefill")
 	res := c.generate(context.Background(), http.DefaultClient, genBody(12, 3, false))
-	if res.status != http.StatusServiceUnavailable || !strings.Contains(res.err, "no_prefill_worker") {
+	if res.status != http.StatusServiceUnavailable || !strings.Contains(res.err, "no_prefill_worker") || !strings.Contains(res.err, "waited 200ms") {
 		t.Fatalf("with prefill down: %+v", res)
 	}
 	c.start("prefill")

@@ -120,10 +120,12 @@ func TestEPDEncodeDeathAbortsWaitingPrefill(t *testing.T) {
 	}
 }
 
-// An encode role taken out of routing or whose process ends (what the
-// supervisor says on a death) closes the drop channel watchers hold; back
-// up, watchers get a fresh one. Only transitions count: a gateway whose
-// roles were never declared alive (tsd gateway alone) drops nothing.
+// An encode role whose requests are ended (AbortRole, SetStalled) or
+// whose process ends (what the supervisor says on a death) closes the drop
+// watchers hold, with the reason; a drained role (SetRouted false) keeps
+// its embeddings and closes nothing. Only transitions of SetAlive count: a
+// gateway whose roles were never declared alive (tsd gateway alone) drops
+// nothing.
 func TestEncodeDroppedChannel(t *testing.T) {
 	t.Parallel()
 	plan := &profiles.Plan{Name: "t", Gateway: profiles.GatewayPlan{Mode: profiles.ModeEPD, Workers: []profiles.WorkerPlan{
@@ -133,35 +135,46 @@ func TestEncodeDroppedChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := func(ch <-chan struct{}) bool {
+	closed := func(d *encodeDrop) bool {
 		select {
-		case <-ch:
+		case <-d.ch:
 			return true
 		default:
 			return false
 		}
 	}
-	ch := g.encodeDropped("encode-a")
+	d := g.encodeDropped("encode-a")
 	g.SetAlive("encode-a", false) // never alive: no transition
-	if closed(ch) {
+	if closed(d) {
 		t.Fatal("closed without a transition")
 	}
 	g.SetAlive("encode-a", true)
 	g.SetAlive("encode-a", false)
-	if !closed(ch) {
-		t.Fatal("process end did not close it")
+	if !closed(d) || d.why != "its process ended" {
+		t.Fatalf("process end did not close it (why %q)", d.why)
+	}
+	if !closed(g.encodeDropped("encode-a")) {
+		t.Fatal("a watcher taken while the process is dead is open")
 	}
 	g.SetAlive("encode-a", true)
-	ch = g.encodeDropped("encode-a")
-	if closed(ch) {
-		t.Fatal("a fresh channel after coming back is closed")
+	d = g.encodeDropped("encode-a")
+	if closed(d) {
+		t.Fatal("a fresh drop after coming back is closed")
 	}
 	g.SetRouted("encode-a", false)
-	if !closed(ch) || !closed(g.encodeDropped("encode-a")) {
-		t.Fatal("out of routing did not close it")
+	if closed(d) {
+		t.Fatal("a drain closed it")
 	}
-	g.SetRouted("encode-a", true)
+	g.AbortRole("encode-a", "restart requested")
+	if !closed(d) || !strings.Contains(d.why, "restart requested") {
+		t.Fatalf("AbortRole did not close it (why %q)", d.why)
+	}
 	if closed(g.encodeDropped("encode-a")) {
-		t.Fatal("back in routing, still closed")
+		t.Fatal("after the abort, new watchers get a closed drop")
+	}
+	d = g.encodeDropped("encode-a")
+	g.SetStalled("encode-a", true, "process stopped")
+	if !closed(d) || !strings.Contains(d.why, "process stopped") {
+		t.Fatalf("SetStalled did not close it (why %q)", d.why)
 	}
 }

@@ -25,9 +25,29 @@ type encodeRouting struct {
 	mu   sync.Mutex
 	key  string
 	ring *epd.Ring
-	// drops has, per encode role, a channel closed when the role is next
-	// taken out of routing or its process dies (SetRouted/SetAlive).
-	drops map[string]chan struct{}
+	// drops has, per encode role, the drop watchers of finished legs hold:
+	// closed when the role's requests are ended (AbortRole, SetStalled) or
+	// its process dies (SetAlive). A drained role (SetRouted false) keeps
+	// its embeddings, so draining closes nothing.
+	drops map[string]*encodeDrop
+	// down has the roles whose process ended (until SetAlive true or
+	// SetRouted true): a watcher taken then gets a closed drop at once.
+	down map[string]string
+	// pending counts, per encode role, requests whose encode leg on it
+	// finished while their prefill had not fetched the embedding yet.
+	pending map[string]int
+}
+
+// encodeDrop is closed once; why is set before the close.
+type encodeDrop struct {
+	ch  chan struct{}
+	why string
+}
+
+func closedDrop(why string) *encodeDrop {
+	d := &encodeDrop{ch: make(chan struct{}), why: why}
+	close(d.ch)
+	return d
 }
 
 // epdMode reports whether images are routed to encode workers.
@@ -180,10 +200,11 @@ type encodeResult struct {
 }
 
 // watchEncodes reports each encode stream's terminal output (or error).
-func watchEncodes(encs []*lane.Stream) <-chan encodeResult {
+func (g *Gateway) watchEncodes(encs []*lane.Stream) <-chan encodeResult {
 	ch := make(chan encodeResult, len(encs))
 	for i, s := range encs {
 		go func() {
+			defer g.recoverHere("encode reader", func(err error) { ch <- encodeResult{i, lane.Output{}, err} })
 			for {
 				o, err := s.Recv(context.Background())
 				if err != nil || o.Finished != "" {
@@ -223,44 +244,78 @@ func (g *Gateway) encodeNote() string {
 	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))
 }
 
-// encodeDropped is closed once the encode role is taken out of routing or
-// its process dies; already closed while it is out of routing.
-func (g *Gateway) encodeDropped(role string) <-chan struct{} {
+// encodeDropped is the drop a watcher of role holds: closed once the
+// role's requests are ended or its process dies; already closed while its
+// process is known dead.
+func (g *Gateway) encodeDropped(role string) *encodeDrop {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
-	ch := g.enc.drops[role]
-	if ch == nil {
-		ch = make(chan struct{})
-		if w, ok := g.lane.Worker(role); ok && !w.Routed() {
-			close(ch)
-		}
-		if g.enc.drops == nil {
-			g.enc.drops = map[string]chan struct{}{}
-		}
-		g.enc.drops[role] = ch
+	if why, ok := g.enc.down[role]; ok {
+		return closedDrop(why)
 	}
-	return ch
+	d := g.enc.drops[role]
+	if d == nil {
+		d = &encodeDrop{ch: make(chan struct{})}
+		if g.enc.drops == nil {
+			g.enc.drops = map[string]*encodeDrop{}
+		}
+		g.enc.drops[role] = d
+	}
+	return d
 }
 
-// noteEncodeUp hears SetRouted/SetAlive: going down closes the role's
-// drop channel; coming back lets the next watcher take a fresh one.
-func (g *Gateway) noteEncodeUp(role string, up bool) {
+// noteEncodeDown closes the role's drop with why; the next watcher takes a
+// fresh one, unless sticky (its process ended) keeps it closed until
+// noteEncodeUp.
+func (g *Gateway) noteEncodeDown(role, why string, sticky bool) {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
-	ch := g.enc.drops[role]
-	if ch == nil {
-		return
+	if d := g.enc.drops[role]; d != nil {
+		d.why = why
+		close(d.ch)
+		delete(g.enc.drops, role)
 	}
-	select {
-	case <-ch:
-		if up {
-			delete(g.enc.drops, role)
+	if sticky {
+		if g.enc.down == nil {
+			g.enc.down = map[string]string{}
 		}
-	default:
-		if !up {
-			close(ch)
-		}
+		g.enc.down[role] = why
 	}
+}
+
+// noteEncodeUp hears the role come back (process alive, routed again, no
+// longer stalled): watchers take fresh drops again.
+func (g *Gateway) noteEncodeUp(role string) {
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	delete(g.enc.down, role)
+}
+
+// holdEmbed counts a request whose prefill still has to fetch an embedding
+// from role; the returned func releases it (once).
+func (g *Gateway) holdEmbed(role string) func() {
+	g.enc.mu.Lock()
+	if g.enc.pending == nil {
+		g.enc.pending = map[string]int{}
+	}
+	g.enc.pending[role]++
+	g.enc.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.enc.mu.Lock()
+			if g.enc.pending[role]--; g.enc.pending[role] <= 0 {
+				delete(g.enc.pending, role)
+			}
+			g.enc.mu.Unlock()
+		})
+	}
+}
+
+func (g *Gateway) pendingEmbeds(role string) int {
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	return g.enc.pending[role]
 }
 
 // encodeDeath is the end of an encode worker whose leg finished while the
@@ -295,6 +350,7 @@ func (g *Gateway) watchEncoder(s *lane.Stream, since time.Time, stop <-chan stru
 	}
 	go func() {
 		defer cancel()
+		defer g.recoverHere("encode watcher", nil)
 		for _, ev := range cur {
 			if why, ok := gone(ev); ok {
 				out <- encodeDeath{role, why}
@@ -311,8 +367,12 @@ func (g *Gateway) watchEncoder(s *lane.Stream, since time.Time, stop <-chan stru
 					out <- encodeDeath{role, why}
 					return
 				}
-			case <-dropped:
-				out <- encodeDeath{role, "taken out of routing or its process ended"}
+			case <-dropped.ch:
+				why := dropped.why
+				if why == "" {
+					why = "its process ended"
+				}
+				out <- encodeDeath{role, why}
 				return
 			case <-stop:
 				return

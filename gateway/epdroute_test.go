@@ -240,10 +240,10 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 }
 
 // An encode leg that ends without an embedding (here: the encoder hangs on
-// its request and is taken out of routing, as the supervisor does with a
-// role it restarts) fails the image request at once with an error naming
-// the encode leg, instead of after the prefill's embedding timeout; the
-// prefill and decode legs are aborted.
+// its request and the supervisor ends the role's requests, as it does when
+// a restart's drain gives up) fails the image request at once with an
+// error naming the encode leg and the reason, instead of after the
+// prefill's embedding timeout; the prefill and decode legs are aborted.
 func TestEPDEncodeFailureFailsEarly(t *testing.T) {
 	t.Parallel()
 	rs := []role{{name: "encode-a", kind: profiles.KindEncode, extra: []string{"--fake-hang-after-requests", "1"}},
@@ -258,8 +258,12 @@ func TestEPDEncodeFailureFailsEarly(t *testing.T) {
 	}
 	start := time.Now()
 	c.g.SetRouted("encode-a", false)
+	if n := c.g.DrainCount("encode-a"); n != 1 {
+		t.Fatalf("DrainCount(encode-a) %d, want 1", n)
+	}
+	c.g.AbortRole("encode-a", "restart requested")
 	_, fin, err := collectGen(t, ch)
-	if err == nil || !strings.Contains(err.Error(), "encode leg for image 0 failed") {
+	if err == nil || !strings.Contains(err.Error(), "encode leg for image 0 failed") || !strings.Contains(err.Error(), "restart requested") {
 		t.Fatalf("err %v, finish %+v", err, fin)
 	}
 	if el := time.Since(start); el > 5*time.Second {

@@ -54,11 +54,40 @@ type Options struct {
 	// DrainGrace is how long a finished request waits for its prefill leg
 	// to finish before aborting it; 0: 5 s.
 	DrainGrace time.Duration
+	// StallTimeout judges one engine rank stalled when it has requests
+	// that owe output and sends nothing for this long: it leaves routing,
+	// its requests end with an error naming role, rank and why, and it
+	// shows snapshot.RankStalled until it speaks again. 0: 30 s — well
+	// under the minute a user waits before giving up, and above a long
+	// prefill's time to its first output under load (a decode waiting for
+	// its prefill's KV owes nothing, so queueing there never trips it; a
+	// prefill, whose output waits for its decode's KV fetch, gets twice
+	// this, so a stopped decode is blamed before the prefill it holds up).
+	// SilenceTimeout (300 s, the whole worker declared dead) stays as the
+	// backstop for ranks that owe nothing the lane can see and for
+	// StallTimeout < 0 (off).
+	StallTimeout time.Duration
+	// QueueTimeout is how long a new request waits for a routable worker
+	// of a kind it needs (prefill, decode, encode for images) while there
+	// is none, e.g. the only decode drains or restarts; then 503 with
+	// Retry-After. 0: 30 s. Negative: no wait.
+	QueueTimeout time.Duration
+	// OnEvent hears verdicts worth showing on the dashboard's event list:
+	// kind "panic" (a recovered panic; msg says where; role ""), "stall"
+	// (a rank of role judged stalled; msg names role, rank and why) and
+	// "readmit" (a stalled rank spoke again). Called from gateway
+	// goroutines, never under a gateway lock; it must not block for long.
+	// SetEventSink replaces it once the listener exists.
+	OnEvent func(kind, role, msg string)
 	// Mount lets a front end (gateway/openai) register its routes on mux,
 	// with the gateway as its gen.Engine. The routes are served behind the
 	// gateway's fixed ones with HTTP metrics; the front end applies its own
 	// auth. (Handle is the alternative that also applies the gateway's auth.)
 	Mount func(engine gen.Engine, mux *http.ServeMux)
+
+	// Test hooks: a panic injected at a dispatch step proves the recover
+	// boundaries. nil outside tests.
+	hookPick, hookRun func()
 }
 
 // Gateway implements supervisor.Gateway and gen.Engine.
@@ -73,6 +102,7 @@ type Gateway struct {
 	srv     *http.Server
 
 	prefill, decode, encode []*lane.Worker
+	prefillSrc, decodeSrc   []rankSource // the same workers, as routing reads them
 
 	mu        sync.Mutex
 	listener  net.Listener
@@ -87,11 +117,14 @@ type Gateway struct {
 	rrDecode  atomic.Uint64
 	enc       encodeRouting
 
-	requests atomic.Uint64
-	errors   atomic.Uint64
-	tokens   atomic.Uint64
-	inflight atomic.Int64
-	rng      *lockedRand
+	requests  atomic.Uint64
+	errors    atomic.Uint64
+	tokens    atomic.Uint64
+	inflight  atomic.Int64
+	queuedNow atomic.Int64 // requests waiting for a routable worker
+	panics    atomic.Uint64
+	onEvent   atomic.Pointer[func(kind, role, msg string)]
+	rng       *lockedRand
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -114,11 +147,22 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if opts.DrainGrace <= 0 {
 		opts.DrainGrace = 5 * time.Second
 	}
-	l, err := lane.New(plan.Gateway.Workers, lane.Options{Transport: opts.Transport, Logger: opts.Logger, SilenceTimeout: opts.SilenceTimeout})
+	switch {
+	case opts.StallTimeout == 0:
+		opts.StallTimeout = 30 * time.Second
+	case opts.StallTimeout < 0:
+		opts.StallTimeout = 0 // the lane's "off"
+	}
+	if opts.QueueTimeout == 0 {
+		opts.QueueTimeout = 30 * time.Second
+	}
+	g := &Gateway{}
+	l, err := lane.New(plan.Gateway.Workers, lane.Options{Transport: opts.Transport, Logger: opts.Logger, SilenceTimeout: opts.SilenceTimeout,
+		StallTimeout: opts.StallTimeout, OnPanic: g.ReportPanic, OnEvent: g.event})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g := &Gateway{
+	*g = Gateway{
 		plan:     plan,
 		opts:     opts,
 		log:      opts.Logger,
@@ -133,8 +177,10 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		switch w.Kind() {
 		case profiles.KindPrefill:
 			g.prefill = append(g.prefill, w)
+			g.prefillSrc = append(g.prefillSrc, w)
 		case profiles.KindDecode:
 			g.decode = append(g.decode, w)
+			g.decodeSrc = append(g.decodeSrc, w)
 		case profiles.KindEncode:
 			g.encode = append(g.encode, w)
 		}
@@ -161,6 +207,9 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
+	}
+	if opts.OnEvent != nil {
+		g.onEvent.Store(&opts.OnEvent)
 	}
 	g.routes()
 	if opts.Mount != nil {
@@ -298,50 +347,85 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// SetEventSink sets (or with nil clears) where gateway events go (see
+// Options.OnEvent): the supervisor's event list exists only after the
+// gateway it is given, so it can be wired here.
+func (g *Gateway) SetEventSink(fn func(kind, role, msg string)) {
+	if fn == nil {
+		g.onEvent.Store(nil)
+		return
+	}
+	g.onEvent.Store(&fn)
+}
+
+// Queues reports whether Generate waits for a routable worker instead of
+// refusing at once (QueueTimeout > 0): front ends then skip their own
+// fail-fast readiness check.
+func (g *Gateway) Queues() bool { return g.opts.QueueTimeout > 0 }
+
 // SubscribeRanks returns every rank's current state, then each change.
 func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
 	return g.lane.SubscribeRanks()
 }
 
-// SetRouted takes a role out of routing or puts it back.
-//
-// Until drain lands in the gateway, taking a role out still ends its
-// in-flight requests (ErrNotRouted), as before; AbortRole is the explicit
-// form.
+// SetRouted takes a role out of routing for new requests or puts it back.
+// Requests already in flight on it run to their end: that is the drain
+// (AbortRole ends them when the drain gives up). An encode role's finished
+// legs keep their embeddings too, so their requests are not failed either.
 func (g *Gateway) SetRouted(role string, routed bool) {
 	if w, ok := g.lane.Worker(role); ok {
 		w.SetRouted(routed)
-		if !routed {
-			w.Abort(lane.ErrNotRouted)
-		}
 	}
-	g.noteEncodeUp(role, routed)
+	if routed {
+		g.noteEncodeUp(role)
+	}
 }
 
-// AbortRole ends every in-flight request on the role with reason.
+// AbortRole ends every in-flight request that uses the role with a clean
+// error carrying reason: its own legs end here, and each request's run
+// aborts the other PD leg when one fails; requests whose encode leg on it
+// finished but whose prefill has not fetched the embedding yet end too.
+// It returns how many legs and pending embeddings it ended.
 func (g *Gateway) AbortRole(role, reason string) int {
 	w, ok := g.lane.Worker(role)
 	if !ok {
 		return 0
 	}
-	return w.Abort(fmt.Errorf("%w: %s", lane.ErrNotRouted, reason))
+	n := g.pendingEmbeds(role)
+	g.noteEncodeDown(role, "its requests were ended: "+reason, false)
+	return n + w.Abort(fmt.Errorf("%w: %s", lane.ErrRoleAborted, reason))
 }
 
-// DrainCount is how many in-flight requests still need the role.
+// DrainCount is how many in-flight requests still need the role. A leg
+// leaves the lane's count when its terminal output arrives, so a prefill
+// counts only requests whose prefill leg has not finished; an encode
+// counts its running legs and the requests whose prefill has yet to fetch
+// an embedding it holds.
 func (g *Gateway) DrainCount(role string) int {
 	n, _ := g.InFlight(role)
-	return n
+	return n + g.pendingEmbeds(role)
 }
 
-// SetStalled takes a stalled role out of routing and ends its requests,
-// or lets it be routed again.
+// SetStalled records the supervisor's verdict that a role is stalled (its
+// process is stopped, say): true takes it out of routing, ends its
+// requests with reason and shows its ranks snapshot.RankStalled; false
+// lifts that verdict and the lane's own stall verdicts on its ranks, so
+// registered ranks are routed again.
 func (g *Gateway) SetStalled(role string, stalled bool, reason string) {
-	if stalled {
-		g.SetRouted(role, false)
-		g.AbortRole(role, reason)
+	w, ok := g.lane.Worker(role)
+	if !ok {
 		return
 	}
-	g.SetRouted(role, true)
+	if !stalled {
+		w.SetHeld("")
+		g.noteEncodeUp(role)
+		return
+	}
+	if reason == "" {
+		reason = "judged stalled by the supervisor"
+	}
+	g.noteEncodeDown(role, "stalled: "+reason, false)
+	w.SetHeld(reason)
 }
 
 // SetAlive tells the gateway whether a role's process is alive; the
@@ -360,8 +444,11 @@ func (g *Gateway) SetAlive(role string, alive bool) {
 	if was && !alive && b != nil {
 		b.Reset()
 	}
-	if was != alive {
-		g.noteEncodeUp(role, alive)
+	switch {
+	case was && !alive:
+		g.noteEncodeDown(role, "its process ended", true)
+	case !was && alive:
+		g.noteEncodeUp(role)
 	}
 }
 
@@ -418,6 +505,8 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Errors:    g.errors.Load(),
 		InFlight:  int(g.inflight.Load()),
 		Note:      note,
+		Queued:    int(g.queuedNow.Load()),
+		Panics:    g.panics.Load(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -98,68 +99,103 @@ type leg struct {
 	id int
 }
 
-// pick chooses the prefill rank (room mod dp) and the decode rank.
-func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
-	pw := pickWorker(g.plan.Gateway.Policy.Prefill, g.prefill, g.rrPrefill.Add(1)-1, g.rng.Uint64())
-	if pw == nil {
-		return pre, dec, room, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
-	}
-	dw := pickWorker(g.plan.Gateway.Policy.Decode, g.decode, g.rrDecode.Add(1)-1, g.rng.Uint64())
-	if dw == nil {
-		return pre, dec, room, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
-	}
-	ranks := pw.Routable()
-	dp := pw.DPSize()
-	want := dispatch.PrefillRank(room, dp)
-	pre = leg{w: pw, id: -1}
-	for _, r := range ranks {
-		if r.DPRank == want {
-			pre.id = r.Identity
-		}
-	}
-	if pre.id < 0 {
-		// The room's rank is down: move the room to a rank that is up, so
-		// the decode still fetches from room mod dp.
-		c := make([]dispatch.Candidate, len(ranks))
-		for i, r := range ranks {
-			c[i] = dispatch.Candidate{InFlight: r.InFlight}
-		}
-		i := dispatch.Pick(dispatch.LeastLoad, c, room, 0)
-		pre.id = ranks[i].Identity
-		room = dispatch.RoomForRank(room, dp, ranks[i].DPRank)
-	}
-	dranks := dw.Routable()
-	c := make([]dispatch.Candidate, len(dranks))
-	for i, r := range dranks {
-		c[i] = dispatch.Candidate{InFlight: r.InFlight}
-	}
-	if len(c) == 0 {
-		return pre, dec, room, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "decode ranks went away"}
-	}
-	dec = leg{w: dw, id: dranks[dispatch.Pick(dispatch.LeastLoad, c, room, 0)].Identity}
-	return pre, dec, room, nil
+// rankSource is what routing reads of a worker: its routable ranks and
+// its DP size. *lane.Worker implements it; tests use a fake whose ranks
+// vanish between calls.
+type rankSource interface {
+	Routable() []lane.RankLoad
+	DPSize() int
 }
 
-// pickWorker applies a policy over the workers that have a routable rank;
-// a worker's load is its in-flight count.
-func pickWorker(policy string, ws []*lane.Worker, seq, rnd uint64) *lane.Worker {
-	var live []*lane.Worker
+// legChoice is a routing decision: the index of the worker in its pool
+// and the engine identity on it.
+type legChoice struct{ worker, identity int }
+
+// errNoPrefill and errNoDecode are the refusals while no worker of a
+// kind can take a request; Generate waits for one (QueueTimeout) first.
+var (
+	errNoPrefill = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
+	errNoDecode  = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
+)
+
+// chooseLegs is one routing decision over one read of each worker's
+// routable ranks: each worker's Routable is called exactly once, so ranks
+// that vanish meanwhile can make a later Submit fail cleanly but never
+// make the choice index an empty list (the 1P-dp2 kill test's
+// "index out of range [-1]"). The prefill leg goes to DP rank room mod dp,
+// or the room moves to a rank that is up.
+func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd, dRnd, room uint64) (p, d legChoice, _ uint64, _ error) {
+	pw, pranks := pickWorker(pPolicy, pre, pSeq, pRnd)
+	if pw < 0 {
+		return p, d, room, errNoPrefill
+	}
+	dw, dranks := pickWorker(dPolicy, dec, dSeq, dRnd)
+	if dw < 0 {
+		return p, d, room, errNoDecode
+	}
+	dp := pre[pw].DPSize()
+	want := dispatch.PrefillRank(room, dp)
+	p = legChoice{worker: pw, identity: -1}
+	for _, r := range pranks {
+		if r.DPRank == want {
+			p.identity = r.Identity
+		}
+	}
+	if p.identity < 0 {
+		// The room's rank is down: move the room to a rank that is up, so
+		// the decode still fetches from room mod dp.
+		i := dispatch.Pick(dispatch.LeastLoad, rankCandidates(pranks), room, 0)
+		p.identity = pranks[i].Identity
+		room = dispatch.RoomForRank(room, dp, pranks[i].DPRank)
+	}
+	d = legChoice{worker: dw, identity: dranks[dispatch.Pick(dispatch.LeastLoad, rankCandidates(dranks), room, 0)].Identity}
+	return p, d, room, nil
+}
+
+func rankCandidates(ranks []lane.RankLoad) []dispatch.Candidate {
+	c := make([]dispatch.Candidate, len(ranks))
+	for i, r := range ranks {
+		c[i] = dispatch.Candidate{InFlight: r.InFlight}
+	}
+	return c
+}
+
+// pick chooses the prefill rank (room mod dp) and the decode rank.
+func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
+	if h := g.opts.hookPick; h != nil {
+		h()
+	}
+	p, d, room, err := chooseLegs(g.plan.Gateway.Policy.Prefill, g.plan.Gateway.Policy.Decode, g.prefillSrc, g.decodeSrc,
+		g.rrPrefill.Add(1)-1, g.rrDecode.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
+	if err != nil {
+		return pre, dec, room, err
+	}
+	return leg{w: g.prefill[p.worker], id: p.identity}, leg{w: g.decode[d.worker], id: d.identity}, room, nil
+}
+
+// pickWorker applies a policy over the workers that have a routable rank
+// (a worker's load is its in-flight count) and returns the chosen index
+// with the ranks it was chosen on, or -1.
+func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.RankLoad) {
+	var live []int
+	var ranks [][]lane.RankLoad
 	var c []dispatch.Candidate
-	for _, w := range ws {
-		if ranks := w.Routable(); len(ranks) > 0 {
+	for i, w := range ws {
+		if rs := w.Routable(); len(rs) > 0 {
 			n := 0
-			for _, r := range ranks {
+			for _, r := range rs {
 				n += r.InFlight
 			}
-			live = append(live, w)
+			live = append(live, i)
+			ranks = append(ranks, rs)
 			c = append(c, dispatch.Candidate{InFlight: n})
 		}
 	}
 	i := dispatch.Pick(policy, c, seq, rnd)
 	if i < 0 {
-		return nil
+		return -1, nil
 	}
-	return live[i]
+	return live[i], ranks[i]
 }
 
 func splitBootstrap(addr string) (string, int, error) {
@@ -181,7 +217,29 @@ func splitBootstrap(addr string) (string, int, error) {
 // room and streams the decode leg's tokens. Cancelling ctx (client gone)
 // aborts both legs; so does either leg's abort or error, and the request
 // deadline. The channel always ends with an event carrying Finish or Err.
-func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
+	// Generate runs in its caller's goroutine (an HTTP handler, an OpenAI
+	// runner): a panic here fails this request with a 500 and aborts any
+	// leg already sent, instead of taking the daemon down.
+	var sent []*lane.Stream
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		g.ReportPanic("dispatch", v, debug.Stack())
+		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
+		for _, s := range sent {
+			s.Abort(perr)
+		}
+		g.metrics.reqError("panic")
+		g.errors.Add(1)
+		events, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
+	}()
+	return g.generate(ctx, r, &sent)
+}
+
+func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	if err := validate(&r); err != nil {
 		g.metrics.reqError("invalid_request")
 		return nil, err
@@ -196,9 +254,13 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		return nil, badRequest("sampling_params", "%v", err)
 	}
 	room := dispatch.Room(g.rng.Uint64())
-	pre, dec, room, err := g.pick(room)
+	pre, dec, room, err := g.pickQueued(ctx, room, len(r.Images) > 0)
 	if err != nil {
-		g.metrics.reqError("no_workers")
+		if ctx.Err() != nil {
+			g.metrics.reqError("client_disconnected")
+		} else {
+			g.metrics.reqError("no_workers")
+		}
 		g.errors.Add(1)
 		return nil, err
 	}
@@ -253,7 +315,9 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	start := time.Now()
 	var encs []*lane.Stream
 	if len(legs.Encode) > 0 {
-		if encs, err = g.submitEncodes(legs); err != nil {
+		encs, err = g.submitEncodes(legs)
+		*sent = append(*sent, encs...)
+		if err != nil {
 			g.metrics.reqError("encode_worker_failed_to_start")
 			g.errors.Add(1)
 			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
@@ -264,14 +328,27 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 			s.Abort(err)
 		}
 	}
-	ps, err := pre.w.Submit(pre.id, rid, payload)
+	// In EPD the prefill owes nothing until its embeddings exist, and the
+	// decode owes nothing until its prefill's KV does: their silence
+	// before is no stall (Expect is called when it ends).
+	submitPre := pre.w.Submit
+	if len(encs) > 0 && !wantPrompt { // awaitPrompt does not watch the encode legs
+		submitPre = pre.w.SubmitQuiet
+	}
+	ps, err := submitPre(pre.id, rid, payload)
+	if err == nil {
+		*sent = append(*sent, ps)
+	}
 	if err != nil {
 		abortEncs(err)
 		g.metrics.reqError("prefill_worker_failed_to_start")
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
 	}
-	ds, err := dec.w.Submit(dec.id, rid, dpayload)
+	ds, err := dec.w.SubmitQuiet(dec.id, rid, dpayload)
+	if err == nil {
+		*sent = append(*sent, ds)
+	}
 	if err != nil {
 		ps.Abort(err)
 		abortEncs(err)
@@ -290,12 +367,90 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 			return nil, perr
 		}
 		preRes, promptLP = &res, res.out.PromptLogprobs
+		ds.Expect()
 	}
 	g.inflight.Add(1)
 	g.metrics.dispatched(pre, dec, len(r.InputIDs))
 	events := make(chan gen.Event, 16)
-	go g.run(ctx, ps, ds, encs, events, start, preRes, promptLP)
+	*sent = nil // run owns the legs now
+	go g.runSafe(ctx, ps, ds, encs, events, start, preRes, promptLP)
 	return events, nil
+}
+
+// pickQueued is pick that waits, up to QueueTimeout, while no worker of a
+// kind the request needs is routable (the only decode drains or restarts,
+// say): each lane change (a rank's state, a role's routing) wakes it to
+// try again, and the client going away ends the wait. Then the refusal is
+// a 503 that says how long it waited; every 503 carries Retry-After.
+func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre, dec leg, _ uint64, _ error) {
+	var timeout <-chan time.Time
+	waited := false
+	for {
+		changed := g.lane.Changed() // before looking, so no change is missed
+		var err error
+		if images && len(g.encodeReady()) == 0 {
+			err = errNoEncode
+		} else {
+			var r uint64
+			if pre, dec, r, err = g.pick(room); err == nil {
+				if waited {
+					g.metrics.queued.WithLabelValues("routed").Inc()
+				}
+				return pre, dec, r, nil
+			}
+		}
+		if g.opts.QueueTimeout < 0 {
+			return pre, dec, room, err
+		}
+		if timeout == nil {
+			t := time.NewTimer(g.opts.QueueTimeout)
+			defer t.Stop()
+			timeout = t.C
+			waited = true
+			g.queuedNow.Add(1)
+			defer g.queuedNow.Add(-1)
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			g.metrics.queued.WithLabelValues("timeout").Inc()
+			re := *err.(*RequestError)
+			re.Message += fmt.Sprintf(" (waited %s for one)", g.opts.QueueTimeout)
+			return pre, dec, room, &re
+		case <-ctx.Done():
+			g.metrics.queued.WithLabelValues("client_gone").Inc()
+			return pre, dec, room, ctx.Err()
+		case <-g.shutdown:
+			return pre, dec, room, err
+		}
+	}
+}
+
+// errNoEncode refuses an image request while no encode worker is ready.
+var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: "no encode engine rank is registered and routed"}
+
+// runSafe is run behind the request's recover boundary: a panic ends this
+// one request with an error event and aborts its legs. It owns the end of
+// events and the in-flight count, which run's own defers must not touch
+// (a deferred close would run before the recover and the error event
+// would be sent on a closed channel).
+func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+	defer close(events)
+	defer g.inflight.Add(-1)
+	defer g.recoverHere("request", func(err error) {
+		ps.Abort(err)
+		ds.Abort(err)
+		for _, s := range encs {
+			s.Abort(err)
+		}
+		g.errors.Add(1)
+		g.metrics.reqError("panic")
+		select {
+		case events <- gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}:
+		case <-parent.Done():
+		}
+	})
+	g.run(parent, ps, ds, encs, events, start, pre, promptLP)
 }
 
 // awaitPrompt waits for the prefill leg's terminal output when prompt
@@ -366,8 +521,9 @@ type legResult struct {
 // pre, when set, is the prefill's terminal output already received
 // (awaitPrompt); promptLP rides on the first event.
 func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
-	defer close(events)
-	defer g.inflight.Add(-1)
+	if h := g.opts.hookRun; h != nil {
+		h()
+	}
 	// Encode legs end with their own terminal output; one still running
 	// when the request ends is aborted now on failure, after the drain
 	// grace on success (its answer may be in flight).
@@ -379,6 +535,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 		}
 		if succeeded {
 			time.AfterFunc(g.opts.DrainGrace, func() {
+				defer g.recoverHere("encode drain", nil)
 				for _, s := range encs {
 					s.Abort(nil)
 				}
@@ -391,7 +548,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	}()
 	var encCh <-chan encodeResult
 	if encLeft > 0 {
-		encCh = watchEncodes(encs)
+		encCh = g.watchEncodes(encs)
 	}
 	// Once an encode leg has finished, its engine still holds the
 	// embedding until the prefill fetched it: that engine's death before
@@ -401,7 +558,15 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	watched := map[*lane.Worker]bool{}
 	stopWatch := make(chan struct{})
 	var stopOnce sync.Once
-	stopWatching := func() { stopOnce.Do(func() { close(stopWatch) }) }
+	var releases []func() // pending embeddings this request holds (DrainCount)
+	stopWatching := func() {
+		stopOnce.Do(func() {
+			close(stopWatch)
+			for _, r := range releases {
+				r()
+			}
+		})
+	}
 	defer stopWatching()
 	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
 	defer cancel()
@@ -414,6 +579,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 		preCh <- *pre
 	} else {
 		go func() {
+			defer g.recoverHere("prefill watcher", func(err error) { preCh <- legResult{err: err} })
 			for {
 				o, err := ps.Recv(context.Background())
 				if err != nil || o.Finished != "" {
@@ -425,6 +591,12 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	}
 	decCh := make(chan legResult, 1)
 	go func() {
+		defer g.recoverHere("decode reader", func(err error) {
+			select {
+			case decCh <- legResult{err: err}:
+			case <-ctx.Done():
+			}
+		})
 		for {
 			o, err := ds.Recv(ctx)
 			select {
@@ -481,12 +653,14 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			}
 			if encLeft--; encLeft == 0 {
 				encCh = nil
+				ps.Expect() // the embeddings exist: the prefill owes output now
 			}
 			if w := encs[er.item].Worker(); !preDone && !watched[w] {
 				if deathCh == nil {
 					deathCh = make(chan encodeDeath, len(encs))
 				}
 				watched[w] = true
+				releases = append(releases, g.holdEmbed(w.Role()))
 				g.watchEncoder(encs[er.item], start, stopWatch, deathCh)
 			}
 		case d := <-deathCh:
@@ -505,12 +679,13 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			preDone = true
 			stopWatching()
 			deathCh = nil
+			ds.Expect() // its KV is ready (or the request ends below)
 			switch {
 			case pr.err != nil && ctx.Err() != nil:
 				// handled by the ctx case
 			case pr.err != nil:
 				ds.Abort(pr.err)
-				fail("prefill_failed", gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
+				fail(legFailure("prefill_failed", pr.err), gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
 				return
 			case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
 				ds.Abort(nil)
@@ -526,7 +701,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 					dr.err = errors.New("decode stream ended without a finish")
 				}
 				ps.Abort(dr.err)
-				fail("decode_failed", gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
+				fail(legFailure("decode_failed", dr.err), gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
 				return
 			}
 			o := dr.out
@@ -553,7 +728,10 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 				if !preDone {
 					// Its terminal output may still be in flight; abort it
 					// only if it is still running after the grace.
-					time.AfterFunc(g.opts.DrainGrace, func() { ps.Abort(nil) })
+					time.AfterFunc(g.opts.DrainGrace, func() {
+						defer g.recoverHere("prefill drain", nil)
+						ps.Abort(nil)
+					})
 				}
 				g.metrics.finished(ev.Finish.Reason, now.Sub(start))
 				succeeded = ev.Finish.Reason != gen.FinishAbort
@@ -573,6 +751,19 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			}
 		}
 	}
+}
+
+// legFailure is the error_type a failed leg is counted under: stalls and
+// the supervisor's aborts get their own, so /metrics tells them from
+// engine deaths.
+func legFailure(kind string, err error) string {
+	switch {
+	case errors.Is(err, lane.ErrRankStalled):
+		return "rank_stalled"
+	case errors.Is(err, lane.ErrRoleAborted):
+		return "role_aborted"
+	}
+	return kind
 }
 
 func finishOf(s string) *gen.Finish {

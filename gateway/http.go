@@ -38,6 +38,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	if code == http.StatusServiceUnavailable {
+		setRetryAfter(w) // mounted front ends' 503s too
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -63,14 +66,17 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			label := path
-			if label == "" {
-				label = r.Pattern // set in place by the nested ServeMux
-				if label == "" {
-					label = "unmatched"
-				}
+		routeLabel := func() string {
+			if path != "" {
+				return path
 			}
+			if r.Pattern != "" {
+				return r.Pattern // set in place by the nested ServeMux
+			}
+			return "unmatched"
+		}
+		defer func() {
+			label := routeLabel()
 			st := sw.status
 			if st == 0 {
 				st = http.StatusOK
@@ -79,6 +85,8 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 			g.metrics.httpResponses.WithLabelValues(r.Method, label, strconv.Itoa(st)).Inc()
 			g.metrics.httpDuration.WithLabelValues(r.Method, label).Observe(time.Since(start).Seconds())
 		}()
+		// Deferred after the metrics so the 500 it writes is what they count.
+		defer g.recoverHTTP(routeLabel, sw)
 		if serving && g.apiKey != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.apiKey)) != 1 {
@@ -106,12 +114,31 @@ func WriteError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-SMG-Error-Code", re.Code)
+	if re.Status == http.StatusServiceUnavailable {
+		setRetryAfter(w)
+	}
 	w.WriteHeader(re.Status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
 		"type": http.StatusText(re.Status), "code": re.Code, "message": re.Message, "param": param}})
 }
 
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// retryAfterSeconds is what every 503 suggests: long enough for a
+// restarting role's ranks to re-handshake or a drain to hand over, short
+// enough that a client does not give up on a deployment that is coming back.
+const retryAfterSeconds = "5"
+
+func setRetryAfter(w http.ResponseWriter) {
+	if w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if status == http.StatusServiceUnavailable {
+		setRetryAfter(w)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

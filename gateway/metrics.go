@@ -28,6 +28,9 @@ type metrics struct {
 	outTokens     prometheus.Counter
 	finishes      *prometheus.CounterVec
 	selection     *prometheus.CounterVec
+	panics        *prometheus.CounterVec
+	events        *prometheus.CounterVec
+	queued        *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -60,10 +63,16 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		selection: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "smg_worker_selection_total", Help: "Worker choices, by worker, type and rank."}, []string{"worker", "worker_type", "identity"}),
 	}
+	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_panics_total", Help: "Panics caught at the gateway's recover boundaries (the request failed, the daemon lived), by site."}, []string{"where"})
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_events_total", Help: "Gateway verdicts reported as events (panic, stall, readmit), by kind."}, []string{"kind"})
+	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_queued_total", Help: "Requests that waited for a routable worker, by outcome (routed, timeout, client_gone)."}, []string{"outcome"})
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, workerCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, workerCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -99,6 +108,7 @@ var (
 	descRanks = prometheus.NewDesc("tsd_worker_ranks", "Engine ranks per worker by handshake state.",
 		[]string{"worker", "worker_type", "state"}, nil)
 	descInflight = prometheus.NewDesc("tsd_gateway_requests_active", "Generations in flight in the gateway.", nil, nil)
+	descQueued   = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
 )
 
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -107,10 +117,12 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHealth
 	ch <- descRanks
 	ch <- descInflight
+	ch <- descQueued
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.inflight.Load()))
+	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(total), w.Role(), w.Kind())
@@ -124,7 +136,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 			states[r.State]++
 			ch <- prometheus.MustNewConstMetric(descRankActive, prometheus.GaugeValue, float64(per[r.Identity]), w.Role(), w.Kind(), strconv.Itoa(r.Identity))
 		}
-		for _, st := range []string{snapshot.RankWaiting, snapshot.RankHello, snapshot.RankInitSent, snapshot.RankReady, snapshot.RankRegistered, snapshot.RankDisconnected} {
+		for _, st := range []string{snapshot.RankWaiting, snapshot.RankHello, snapshot.RankInitSent, snapshot.RankReady, snapshot.RankRegistered, snapshot.RankStalled, snapshot.RankDisconnected} {
 			ch <- prometheus.MustNewConstMetric(descRanks, prometheus.GaugeValue, float64(states[st]), w.Role(), w.Kind(), st)
 		}
 	}

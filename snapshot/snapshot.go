@@ -56,7 +56,9 @@ type GatewayStatus struct {
 	Requests  uint64  `json:"requests"`
 	Errors    uint64  `json:"errors"`
 	InFlight  int     `json:"in_flight"`
-	Note      string  `json:"note,omitempty"` // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	Note      string  `json:"note,omitempty"`   // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	Queued    int     `json:"queued,omitempty"` // requests waiting for a routable worker
+	Panics    uint64  `json:"panics,omitempty"` // panics recovered since start (each failed one request)
 	// Problem is something the operator must fix, shown in red: e.g. the
 	// OpenAI API is off because the tokenizer did not load.
 	Problem string `json:"problem,omitempty"`

@@ -24,6 +24,16 @@ type Options struct {
 	// SilenceTimeout declares a worker dead when it sends nothing for this
 	// long while requests are in flight (SMG: 300 s). Idle silence is fine.
 	SilenceTimeout time.Duration
+	// StallTimeout judges one rank stalled when it sends nothing for this
+	// long while it owes output (worker.go, stall detection); 0 disables it.
+	StallTimeout time.Duration
+	// OnPanic hears panics caught at the lane's recover boundaries (socket
+	// readers, the ZMTP watcher, the send loop, the watchdog).
+	OnPanic PanicFunc
+	// OnEvent hears rank verdicts worth showing (kind "stall", "readmit")
+	// on role; it is called outside every lane lock and must not block for
+	// long.
+	OnEvent func(kind, role, msg string)
 }
 
 // Lane owns every worker's socket set and the rank registry.
@@ -33,6 +43,7 @@ type Lane struct {
 	workers []*Worker
 	byRole  map[string]*Worker
 	broker  *broker
+	changed *notifier
 
 	mu    sync.Mutex
 	bound bool
@@ -41,7 +52,7 @@ type Lane struct {
 // New checks the workers' addresses; nothing is bound until Bind.
 func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 	if opts.Transport == nil {
-		opts.Transport = ZMQ4(TransportOptions{})
+		opts.Transport = ZMQ4(TransportOptions{OnPanic: opts.OnPanic})
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -52,7 +63,11 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 	if opts.SilenceTimeout <= 0 {
 		opts.SilenceTimeout = 300 * time.Second
 	}
-	l := &Lane{opts: opts, log: opts.Logger, byRole: map[string]*Worker{}, broker: newBroker()}
+	if opts.StallTimeout < 0 {
+		opts.StallTimeout = 0
+	}
+	l := &Lane{opts: opts, log: opts.Logger, byRole: map[string]*Worker{}, changed: newNotifier()}
+	l.broker = newBroker(l.changed.notify)
 	handshakes := map[string]string{}
 	for _, p := range plans {
 		addr, err := resolveAddrs(p)
@@ -177,6 +192,17 @@ func (l *Lane) Worker(role string) (*Worker, bool) {
 	return w, ok
 }
 
+// Changed returns a channel closed at the next change of any rank's state
+// or any worker's routing: take it, look at Routable, then wait on it, and
+// no change in between is missed.
+func (l *Lane) Changed() <-chan struct{} { return l.changed.wait() }
+
+func (l *Lane) event(kind, role, msg string) {
+	if l.opts.OnEvent != nil {
+		l.opts.OnEvent(kind, role, msg)
+	}
+}
+
 // SubscribeRanks returns every rank's current state, then each change;
 // cancel ends the subscription and closes the channel.
 func (l *Lane) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
@@ -186,6 +212,8 @@ func (l *Lane) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent
 // broker hands each subscriber the current state and then every change,
 // under one lock, so nobody misses or doubles an event.
 type broker struct {
+	onPublish func() // called after every publish (the lane's change notifier)
+
 	mu   sync.Mutex
 	cur  map[brokerKey]snapshot.RankEvent
 	subs map[int]*queue[snapshot.RankEvent]
@@ -197,16 +225,19 @@ type brokerKey struct {
 	id   int
 }
 
-func newBroker() *broker {
-	return &broker{cur: map[brokerKey]snapshot.RankEvent{}, subs: map[int]*queue[snapshot.RankEvent]{}}
+func newBroker(onPublish func()) *broker {
+	return &broker{onPublish: onPublish, cur: map[brokerKey]snapshot.RankEvent{}, subs: map[int]*queue[snapshot.RankEvent]{}}
 }
 
 func (b *broker) publish(ev snapshot.RankEvent) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.cur[brokerKey{ev.Role, ev.Rank.Identity}] = ev
 	for _, q := range b.subs {
 		q.push(ev)
+	}
+	b.mu.Unlock()
+	if b.onPublish != nil {
+		b.onPublish()
 	}
 }
 

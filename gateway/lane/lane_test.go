@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,20 +243,26 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	}
 	r4.close()
 
-	// SetRouted(false) refuses new requests; Abort ends in-flight ones.
+	// SetRouted(false) refuses new requests and lets in-flight ones run
+	// (a drain); Abort ends them.
 	r4b := dialRank(t, hsEP, 4, 2, 1)
 	defer r4b.close()
 	waitRanks(t, ch, "decode", map[int]string{4: snapshot.RankRegistered})
 	s7, _ := w.Submit(4, "rid-7", payload)
+	s7b, _ := w.Submit(4, "rid-7b", payload)
 	w.SetRouted(false)
-	if n := w.Abort(ErrNotRouted); n != 1 {
-		t.Fatalf("Abort ended %d requests, want 1", n)
-	}
-	if _, err := s7.Recv(ctx); !errors.Is(err, ErrNotRouted) {
-		t.Fatalf("after SetRouted(false) and Abort: %v", err)
-	}
 	if _, err := w.Submit(4, "rid-8", payload); !errors.Is(err, ErrNotRouted) {
 		t.Fatalf("submit while unrouted: %v", err)
+	}
+	r4b.emit(t, "rid-7", []int32{5}, "length", 1)
+	if o, err := s7.Recv(ctx); err != nil || o.Finished != "length" {
+		t.Fatalf("drained request: %+v %v", o, err)
+	}
+	if n := w.Abort(fmt.Errorf("%w: restart", ErrRoleAborted)); n != 1 {
+		t.Fatalf("Abort ended %d requests, want 1", n)
+	}
+	if _, err := s7b.Recv(ctx); !errors.Is(err, ErrRoleAborted) || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("after Abort: %v", err)
 	}
 
 	// Close unbinds and removes the ipc socket files.

@@ -18,6 +18,8 @@ type Stream struct {
 	err   error
 	ended bool // terminal output queued, or failed
 	wake  chan struct{}
+
+	owed bool // counted in its rank's owed output; guarded by w.mu
 }
 
 func newStream(w *Worker, rid string, identity int) *Stream {
@@ -92,6 +94,11 @@ func (s *Stream) Abort(err error) {
 	}
 	s.w.abort(s, err)
 }
+
+// Expect says the leg owes output from now on (a decode leg whose prefill
+// finished); the rank's stall clock covers it. Idempotent; Submit's legs
+// owe output from the start.
+func (s *Stream) Expect() { s.w.expect(s) }
 
 // Done reports whether the stream ended (terminal output or failure).
 func (s *Stream) Done() bool {

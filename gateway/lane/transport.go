@@ -66,6 +66,9 @@ type TransportOptions struct {
 	HandshakeTimeout time.Duration
 	// MaxFrame is the largest frame accepted from a peer; 0 means 64 MiB.
 	MaxFrame int64
+	// OnPanic hears a panic caught in a connection's ZMTP watcher (the
+	// connection is cut, the daemon lives on).
+	OnPanic PanicFunc
 }
 
 func (o TransportOptions) withDefaults() TransportOptions {

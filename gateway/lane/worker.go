@@ -27,7 +27,19 @@ var (
 	ErrDuplicateRID  = errors.New("request id already in flight on this worker")
 	ErrLaneClosed    = errors.New("gateway lane closed")
 	ErrAborted       = errors.New("request aborted by the gateway")
+	ErrRankStalled   = errors.New("engine rank stalled")
+	ErrRoleAborted   = errors.New("request ended by tsd")
 )
+
+// StallError ends the requests of a rank judged stalled; its text names
+// the role, rank and why, e.g. "decode-1 rank 0 stalled: no output for 30s
+// with 3 requests in flight". errors.Is(err, ErrRankStalled) holds.
+type StallError struct{ Msg string }
+
+func (e *StallError) Error() string { return e.Msg }
+
+// Unwrap makes errors.Is(err, ErrRankStalled) hold.
+func (e *StallError) Unwrap() error { return ErrRankStalled }
 
 // engineCoreDead is the raw shutdown sentinel frame (zmq-lane.md §7.2).
 var engineCoreDead = []byte("ENGINE_CORE_DEAD")
@@ -52,6 +64,7 @@ type Worker struct {
 	learned  bool // expected came from a registration
 	routed   bool
 	regBoot  string // bootstrap host:port from a registration, if any
+	held     string // why the supervisor judged the role stalled (SetHeld); "" when not
 	streams  map[string]*Stream
 	inflight map[int]int
 	total    int
@@ -65,6 +78,24 @@ type Worker struct {
 
 type rank struct {
 	st snapshot.RankStatus
+	// owed counts this rank's streams that expect output now (Stream.Expect);
+	// heard is when it last sent any, or when owed rose from 0.
+	owed  int
+	heard time.Time
+	// stalled is the lane's own verdict (no output for StallTimeout while
+	// owed > 0); the next message from the rank lifts it.
+	stalled bool
+	// unaborted are the rids the stall verdict ended here but not on the
+	// engine: the engine sends nothing for an aborted rid (docs/protocol.md,
+	// abort), so a rank that recovers is only heard from through the work
+	// it still runs. Their ABORT goes out when it speaks again.
+	unaborted []string
+}
+
+// up reports a rank that completed its registration and has not gone
+// away since; it may be stalled.
+func up(r *rank) bool {
+	return r.st.State == snapshot.RankRegistered || r.st.State == snapshot.RankStalled
 }
 
 type sendJob struct {
@@ -154,11 +185,20 @@ func (w *Worker) bind() error {
 func (w *Worker) start() {
 	loops := []func(){w.handshakeLoop, w.inputLoop, w.outputLoop, w.sendLoop, w.watchdog,
 		func() { w.peerLoop(w.in, "input") }, func() { w.peerLoop(w.out, "output") }, func() { w.peerLoop(w.hs, "handshake") }}
-	for _, f := range loops {
+	for i, f := range loops {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			f()
+			// The loops guard each message themselves; this outer boundary
+			// restarts a loop that still panicked, unless the worker closed.
+			where := fmt.Sprintf("%s lane loop %d", w.plan.Role, i)
+			for guard(w.lane.opts.OnPanic, where, f) {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+			}
 		}()
 	}
 }
@@ -226,29 +266,33 @@ func (w *Worker) handshakeLoop() {
 		if err != nil {
 			return
 		}
-		if len(f) != 2 {
-			w.lane.log.Warn("handshake message dropped: want [identity, payload]", "worker", w.plan.Role, "frames", len(f))
-			continue
-		}
-		idx, err := wire.DecodeIdentity(f[0])
-		if err != nil {
-			w.lane.log.Warn("handshake message dropped", "worker", w.plan.Role, "err", err)
-			continue
-		}
-		id := int(idx)
-		m, err := wire.DecodeHandshake(f[1])
-		if err != nil {
-			w.rankErr(id, fmt.Sprintf("bad handshake message: %v", err))
-			continue
-		}
-		switch m.Status {
-		case wire.StatusHello:
-			w.onHello(id, f[0])
-		case wire.StatusReady:
-			w.onReady(id)
-		default:
-			w.rankErr(id, fmt.Sprintf("unexpected handshake status %q", m.Status))
-		}
+		guard(w.lane.opts.OnPanic, w.plan.Role+" handshake message", func() { w.onHandshake(f) })
+	}
+}
+
+func (w *Worker) onHandshake(f [][]byte) {
+	if len(f) != 2 {
+		w.lane.log.Warn("handshake message dropped: want [identity, payload]", "worker", w.plan.Role, "frames", len(f))
+		return
+	}
+	idx, err := wire.DecodeIdentity(f[0])
+	if err != nil {
+		w.lane.log.Warn("handshake message dropped", "worker", w.plan.Role, "err", err)
+		return
+	}
+	id := int(idx)
+	m, err := wire.DecodeHandshake(f[1])
+	if err != nil {
+		w.rankErr(id, fmt.Sprintf("bad handshake message: %v", err))
+		return
+	}
+	switch m.Status {
+	case wire.StatusHello:
+		w.onHello(id, f[0])
+	case wire.StatusReady:
+		w.onReady(id)
+	default:
+		w.rankErr(id, fmt.Sprintf("unexpected handshake status %q", m.Status))
 	}
 }
 
@@ -269,6 +313,10 @@ func (w *Worker) onHello(id int, identity []byte) {
 	if r.st.State != snapshot.RankWaiting && r.st.State != snapshot.RankDisconnected {
 		failed = w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
 	}
+	// A HELLO is a new run of the engine: the verdicts on the old one
+	// (the lane's stall, the supervisor's hold) do not carry over.
+	r.stalled, r.unaborted = false, nil
+	w.held = ""
 	now := w.setStateLocked(r, snapshot.RankHello)
 	r.st.HelloAt = now
 	r.st.InitAt, r.st.ReadyAt, r.st.RegisteredAt = time.Time{}, time.Time{}, time.Time{}
@@ -303,7 +351,7 @@ func (w *Worker) onReady(id int) {
 	case snapshot.RankInitSent, snapshot.RankHello:
 		r.st.ReadyAt = w.setStateLocked(r, snapshot.RankReady)
 		w.publishLocked(r, "")
-	case snapshot.RankRegistered:
+	case snapshot.RankRegistered, snapshot.RankStalled:
 		// The registration (input socket) overtook READY (handshake socket).
 		if r.st.ReadyAt.IsZero() {
 			r.st.ReadyAt = w.now()
@@ -319,22 +367,26 @@ func (w *Worker) inputLoop() {
 		if err != nil {
 			return
 		}
-		if len(f) < 2 || len(f[1]) == 0 {
-			w.lane.log.Warn("input message dropped: want [identity, registration]", "worker", w.plan.Role, "frames", len(f))
-			continue
-		}
-		idx, err := wire.DecodeIdentity(f[0])
-		if err != nil {
-			w.lane.log.Warn("input message dropped", "worker", w.plan.Role, "err", err)
-			continue
-		}
-		reg, err := wire.DecodeRegistration(f[1])
-		if err != nil {
-			w.rankErr(int(idx), fmt.Sprintf("bad registration: %v", err))
-			continue
-		}
-		w.onRegistration(int(idx), reg)
+		guard(w.lane.opts.OnPanic, w.plan.Role+" input message", func() { w.onInput(f) })
 	}
+}
+
+func (w *Worker) onInput(f [][]byte) {
+	if len(f) < 2 || len(f[1]) == 0 {
+		w.lane.log.Warn("input message dropped: want [identity, registration]", "worker", w.plan.Role, "frames", len(f))
+		return
+	}
+	idx, err := wire.DecodeIdentity(f[0])
+	if err != nil {
+		w.lane.log.Warn("input message dropped", "worker", w.plan.Role, "err", err)
+		return
+	}
+	reg, err := wire.DecodeRegistration(f[1])
+	if err != nil {
+		w.rankErr(int(idx), fmt.Sprintf("bad registration: %v", err))
+		return
+	}
+	w.onRegistration(int(idx), reg)
 }
 
 // onRegistration admits a rank. The first registration of a worker says
@@ -344,7 +396,7 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 	defer w.mu.Unlock()
 	r := w.rankLocked(id)
 	var problems []string
-	if r.st.State == snapshot.RankRegistered {
+	if up(r) {
 		problems = append(problems, "second registration from a registered rank")
 	}
 	if r.st.State == snapshot.RankWaiting || r.st.State == snapshot.RankDisconnected {
@@ -376,14 +428,15 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 		problems = append(problems, fmt.Sprintf("declares data_parallel_size %d, the worker's first rank declared %d", d, w.expected))
 	}
 	for oid, o := range w.ranks {
-		if oid != id && o.st.State == snapshot.RankRegistered && o.st.DPRank == reg.DataParallelRank {
+		if oid != id && up(o) && o.st.DPRank == reg.DataParallelRank {
 			problems = append(problems, fmt.Sprintf("data_parallel_rank %d already registered by identity %d", reg.DataParallelRank, oid))
 		}
 	}
 	if reg.BootstrapHost != nil || reg.BootstrapPort != nil {
 		w.regBoot = bootstrapFrom(reg, w.plan.Bootstrap)
 	}
-	now := w.setStateLocked(r, snapshot.RankRegistered)
+	r.stalled = false
+	now := w.setStateLocked(r, w.upStateLocked(r))
 	r.st.RegisteredAt = now
 	if r.st.ReadyAt.IsZero() {
 		r.st.ReadyAt = now
@@ -468,7 +521,7 @@ func (w *Worker) peerLoop(s Socket, name string) {
 		if err != nil {
 			continue
 		}
-		w.onDisconnect(int(idx), ErrRankDown, "input connection closed")
+		guard(w.lane.opts.OnPanic, w.plan.Role+" peer event", func() { w.onDisconnect(int(idx), ErrRankDown, "input connection closed") })
 	}
 }
 
@@ -478,10 +531,11 @@ func (w *Worker) peerLoop(s Socket, name string) {
 func (w *Worker) onDisconnect(id int, cause error, why string) {
 	w.mu.Lock()
 	r := w.ranks[id]
-	if r == nil || r.st.State != snapshot.RankRegistered {
+	if r == nil || !up(r) {
 		w.mu.Unlock()
 		return
 	}
+	r.stalled, r.unaborted = false, nil
 	w.setStateLocked(r, snapshot.RankDisconnected)
 	failed := w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
 	w.publishLocked(r, why)
@@ -496,7 +550,8 @@ func (w *Worker) onDisconnect(id int, cause error, why string) {
 func (w *Worker) onWorkerDead(cause error, why string) {
 	w.mu.Lock()
 	for _, r := range w.ranks {
-		if r.st.State == snapshot.RankRegistered || r.st.State == snapshot.RankReady {
+		if up(r) || r.st.State == snapshot.RankReady {
+			r.stalled, r.unaborted = false, nil
 			w.setStateLocked(r, snapshot.RankDisconnected)
 			w.publishLocked(r, why)
 		}
@@ -515,44 +570,131 @@ func (w *Worker) outputLoop() {
 			return
 		}
 		w.lastOut.Store(w.now().UnixNano())
-		if len(f) == 0 {
-			continue
-		}
-		if bytes.Equal(f[0], engineCoreDead) {
-			w.lane.log.Warn("engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role)
-			w.onWorkerDead(ErrEngineDead, "engine sent ENGINE_CORE_DEAD")
-			continue
-		}
-		outs, err := decodeOutputs(f[0])
-		if err != nil {
-			w.lane.log.Warn("output batch dropped", "worker", w.plan.Role, "err", err)
-			continue
-		}
-		w.route(outs)
+		guard(w.lane.opts.OnPanic, w.plan.Role+" output batch", func() { w.onOutput(f) })
 	}
+}
+
+func (w *Worker) onOutput(f [][]byte) {
+	if len(f) == 0 {
+		return
+	}
+	if bytes.Equal(f[0], engineCoreDead) {
+		w.lane.log.Warn("engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role)
+		w.onWorkerDead(ErrEngineDead, "engine sent ENGINE_CORE_DEAD")
+		return
+	}
+	outs, err := decodeOutputs(f[0])
+	if err != nil {
+		w.lane.log.Warn("output batch dropped", "worker", w.plan.Role, "err", err)
+		return
+	}
+	w.route(outs)
 }
 
 // route hands each rid's increment to its stream; a terminal one ends
 // the stream. Outputs for unknown rids (aborted, already failed) are
-// dropped, as the lane requires (zmq-lane.md §5.9).
+// dropped, as the lane requires (docs/protocol.md, abort), but still count as the
+// rank speaking: a batch comes from one rank, known by the streams it
+// carries, else by its engine_index.
 func (w *Worker) route(outs []ridOutput) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	now := w.now()
+	var readmitted []string
+	var aborts []pendingAbort
+	last := -1 // the rank last credited: batches come from one rank
+	hear := func(id int) {
+		if id == last {
+			return
+		}
+		last = id
+		r := w.ranks[id]
+		if r == nil {
+			return
+		}
+		r.heard = now
+		if r.stalled {
+			r.stalled = false
+			aborts = append(aborts, w.takeUnabortedLocked(id, r))
+			if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
+				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.plan.Role, id))
+			}
+		}
+	}
 	for _, o := range outs {
 		s := w.streams[o.RID]
 		if s == nil {
 			continue
 		}
+		hear(s.Identity)
 		if o.Finished != "" {
 			w.removeLocked(s)
 		}
 		s.deliver(o.Output)
 	}
+	if last < 0 && len(outs) > 0 {
+		hear(outs[0].EngineIndex)
+	}
+	w.mu.Unlock()
+	w.sendPending(aborts)
+	for _, m := range readmitted {
+		w.lane.log.Info("engine rank re-admitted", "worker", w.plan.Role, "msg", m)
+		w.lane.event("readmit", w.plan.Role, m)
+	}
 }
 
+// pendingAbort is the ABORT owed to one rank for rids a stall ended.
+type pendingAbort struct {
+	id   int
+	rids []string
+}
+
+func (w *Worker) takeUnabortedLocked(id int, r *rank) pendingAbort {
+	p := pendingAbort{id, r.unaborted}
+	r.unaborted = nil
+	return p
+}
+
+func (w *Worker) sendPending(ps []pendingAbort) {
+	for _, p := range ps {
+		if len(p.rids) > 0 {
+			w.sendAborts(p.id, p.rids)
+		}
+	}
+}
+
+// upStateLocked is the state a rank that is up shows: stalled while the
+// lane or the supervisor judges it so, else registered.
+func (w *Worker) upStateLocked(r *rank) string {
+	if r.stalled || w.held != "" {
+		return snapshot.RankStalled
+	}
+	return snapshot.RankRegistered
+}
+
+// refreshLocked moves an up rank between registered and stalled after a
+// verdict changed and publishes the change; it reports whether it did.
+func (w *Worker) refreshLocked(r *rank, why string) bool {
+	if !up(r) {
+		return false
+	}
+	want := w.upStateLocked(r)
+	if r.st.State == want {
+		return false
+	}
+	w.setStateLocked(r, want)
+	w.publishLocked(r, why)
+	return true
+}
+
+// watchdog is the worker's one ticker: the per-rank stall check and the
+// whole-worker silence backstop.
 func (w *Worker) watchdog() {
-	silence := w.lane.opts.SilenceTimeout
-	tick := time.NewTicker(min(silence/4, time.Second))
+	silence, stall := w.lane.opts.SilenceTimeout, w.lane.opts.StallTimeout
+	every := min(silence/4, time.Second)
+	if stall > 0 {
+		every = min(every, stall/4)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -560,13 +702,75 @@ func (w *Worker) watchdog() {
 			return
 		case <-tick.C:
 		}
-		w.mu.Lock()
-		busy := w.total > 0
-		w.mu.Unlock()
-		last := time.Unix(0, w.lastOut.Load())
-		if busy && w.now().Sub(last) > silence {
-			w.lane.log.Warn("engine silent with requests in flight", "worker", w.plan.Role, "for", silence)
-			w.onWorkerDead(ErrEngineSilent, fmt.Sprintf("no output for %s with requests in flight", silence))
+		guard(w.lane.opts.OnPanic, w.plan.Role+" watchdog", func() {
+			if stall > 0 {
+				w.checkStalls(stall)
+			}
+			w.mu.Lock()
+			busy := w.total > 0
+			w.mu.Unlock()
+			last := time.Unix(0, w.lastOut.Load())
+			if busy && w.now().Sub(last) > silence {
+				w.lane.log.Warn("engine silent with requests in flight", "worker", w.plan.Role, "for", silence)
+				w.onWorkerDead(ErrEngineSilent, fmt.Sprintf("no output for %s with requests in flight", silence))
+			}
+		})
+	}
+}
+
+// stallVerdict is the pure stall rule (docs/architecture.md, liveness): a
+// rank that owes output and has said nothing for the timeout is stalled.
+// Idle ranks and ranks whose requests all wait on another leg (a decode
+// before its prefill's KV) owe nothing, so they never trip it.
+func stallVerdict(owed int, silentFor, timeout time.Duration, already bool) bool {
+	return !already && timeout > 0 && owed > 0 && silentFor > timeout
+}
+
+// stallTimeoutFor is the silence a rank of kind may keep while it owes
+// output. A prefill's terminal output waits until its decode has fetched
+// the KV, so a decode that stopped silences the prefill legs paired with
+// it too; the prefill gets twice the timeout, so that the stopped decode's
+// verdict comes first and its abort frees those legs, and only a prefill
+// that is itself stuck is blamed.
+func stallTimeoutFor(kind string, base time.Duration) time.Duration {
+	if kind == profiles.KindPrefill {
+		return 2 * base
+	}
+	return base
+}
+
+// checkStalls takes every rank that stalled out of routing and ends its
+// requests with a StallError; the next message from it re-admits it.
+func (w *Worker) checkStalls(base time.Duration) {
+	timeout := stallTimeoutFor(w.plan.Kind, base)
+	now := w.now()
+	type verdict struct {
+		err     *StallError
+		id      int
+		streams []*Stream
+	}
+	var vs []verdict
+	w.mu.Lock()
+	for id, r := range w.ranks {
+		if !up(r) || !stallVerdict(r.owed, now.Sub(r.heard), timeout, r.stalled) {
+			continue
+		}
+		r.stalled = true
+		msg := fmt.Sprintf("%s rank %d stalled: no output for %s with %d requests in flight", w.plan.Role, id, timeout, w.inflight[id])
+		w.refreshLocked(r, msg)
+		v := verdict{&StallError{Msg: msg}, id, w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })}
+		for _, s := range v.streams {
+			r.unaborted = append(r.unaborted, s.RID)
+		}
+		vs = append(vs, v)
+	}
+	w.mu.Unlock()
+	for _, v := range vs {
+		w.lane.log.Warn("engine rank stalled", "worker", w.plan.Role, "identity", v.id, "err", v.err.Msg)
+		// The event first: whoever sees a request fail can find its cause.
+		w.lane.event("stall", w.plan.Role, v.err.Msg)
+		for _, s := range v.streams {
+			s.fail(v.err)
 		}
 	}
 }
@@ -575,7 +779,11 @@ func (w *Worker) sendLoop() {
 	for {
 		jobs, ok := w.sendQ.wait(w.stop)
 		for _, j := range jobs {
-			if err := w.in.Send(j.frames); err != nil {
+			var err error
+			if guard(w.lane.opts.OnPanic, w.plan.Role+" send", func() { err = w.in.Send(j.frames) }) {
+				err = errors.New("internal error while sending")
+			}
+			if err != nil {
 				if j.stream != nil {
 					w.failStream(j.stream, fmt.Errorf("send request: %w", err))
 				} else {
@@ -599,6 +807,17 @@ func (w *Worker) Submit(identity int, rid string, payload []byte) (*Stream, erro
 // EncodeRequest whose tensors travel as frames [identity, ADD, payload,
 // aux1, aux2, ...] (zmq-lane.md §5.8, tsd's framing).
 func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byte) (*Stream, error) {
+	return w.submit(identity, rid, payload, aux, true)
+}
+
+// SubmitQuiet is Submit for a leg that owes no output yet: a decode leg
+// waits for its prefill's KV, so its silence until Expect is called is
+// not a stall.
+func (w *Worker) SubmitQuiet(identity int, rid string, payload []byte) (*Stream, error) {
+	return w.submit(identity, rid, payload, nil, false)
+}
+
+func (w *Worker) submit(identity int, rid string, payload []byte, aux [][]byte, expect bool) (*Stream, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -608,6 +827,9 @@ func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byt
 		return nil, w.errf(identity, ErrNotRouted)
 	}
 	r := w.ranks[identity]
+	if r != nil && r.st.State == snapshot.RankStalled {
+		return nil, w.errf(identity, ErrRankStalled)
+	}
 	if r == nil || r.st.State != snapshot.RankRegistered {
 		return nil, w.errf(identity, ErrRankNotReady)
 	}
@@ -621,6 +843,9 @@ func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byt
 		w.lastOut.Store(w.now().UnixNano()) // silence is measured from going busy
 	}
 	w.total++
+	if expect {
+		w.expectLocked(s)
+	}
 	id := wire.EncodeIdentity(uint16(identity))
 	frames := make([][]byte, 0, 3+len(aux))
 	frames = append(append(frames, id, []byte{typeAdd}, payload), aux...)
@@ -628,9 +853,36 @@ func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byt
 	return s, nil
 }
 
+// expectLocked counts s as owing output from now on; the rank's silence
+// clock starts when it goes from owing nothing to owing something.
+func (w *Worker) expectLocked(s *Stream) {
+	if s.owed || w.streams[s.RID] != s {
+		return
+	}
+	s.owed = true
+	if r := w.ranks[s.Identity]; r != nil {
+		if r.owed == 0 {
+			r.heard = w.now()
+		}
+		r.owed++
+	}
+}
+
+func (w *Worker) expect(s *Stream) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.expectLocked(s)
+}
+
 func (w *Worker) removeLocked(s *Stream) bool {
 	if w.streams[s.RID] != s {
 		return false
+	}
+	if s.owed {
+		s.owed = false
+		if r := w.ranks[s.Identity]; r != nil && r.owed > 0 {
+			r.owed--
+		}
 	}
 	delete(w.streams, s.RID)
 	w.inflight[s.Identity]--
@@ -691,6 +943,39 @@ func (w *Worker) SetRouted(routed bool) {
 	w.mu.Lock()
 	w.routed = routed
 	w.mu.Unlock()
+	w.lane.changed.notify()
+}
+
+// SetHeld records the supervisor's stall verdict on the whole worker
+// (why != ""): its ranks show stalled and leave routing, and its in-flight
+// requests end with why. An empty why lifts it and the lane's own stall
+// verdicts with it, so registered ranks are routed again. A HELLO (a new
+// run of the engine) lifts it too. It returns how many requests it ended.
+func (w *Worker) SetHeld(why string) int {
+	w.mu.Lock()
+	w.held = why
+	var aborts []pendingAbort
+	for id, r := range w.ranks {
+		if why == "" {
+			r.stalled = false
+			aborts = append(aborts, w.takeUnabortedLocked(id, r))
+		}
+		w.refreshLocked(r, why)
+	}
+	w.mu.Unlock()
+	w.sendPending(aborts) // lifted: the rank is presumed able to act on them
+	w.lane.changed.notify()
+	if why == "" {
+		return 0
+	}
+	return w.Abort(fmt.Errorf("%w: %s", ErrRankStalled, why))
+}
+
+// Held is the supervisor's stall reason, "" when none.
+func (w *Worker) Held() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
 }
 
 // Abort ends every in-flight request on the worker with err (wrapped with
@@ -789,7 +1074,7 @@ func (w *Worker) Registered() (registered, expected int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.ranks {
-		if r.st.State == snapshot.RankRegistered {
+		if up(r) {
 			registered++
 		}
 	}

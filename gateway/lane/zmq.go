@@ -342,7 +342,14 @@ type trackedConn struct {
 func (c *trackedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		if perr := c.p.feed(b[:n]); perr != nil {
+		// The watcher runs in zmq4's per-connection reader goroutine, which
+		// nothing above recovers: a parser bug must cut this one peer off,
+		// not end the process.
+		var perr error
+		if guard(c.sock.opts.OnPanic, "zmtp watcher", func() { perr = c.p.feed(b[:n]) }) {
+			perr = errors.New("zmtp: internal error while parsing the peer's stream")
+		}
+		if perr != nil {
 			_ = c.Conn.Close()
 			c.down()
 			return 0, connError{perr}

@@ -3,7 +3,10 @@ package openai
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sync"
 
@@ -37,11 +40,43 @@ func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A runner is a per-request goroutine nothing above recovers: a
+			// panic in it (the engine's dispatch, the stop decoder) must
+			// fail this one choice with a 500, not end the daemon.
+			defer s.recoverRunner(ctx, indexes[k], out)
 			s.runSample(ctx, p, reqs[k], indexes[k], out)
 		}()
 	}
 	go func() { wg.Wait(); close(out) }()
 	return out
+}
+
+// panicReporter is how the engine (the gateway) counts and reports a
+// recovered panic, without this package importing it.
+type panicReporter interface {
+	ReportPanic(where string, v any, stack []byte)
+}
+
+func (s *Server) reportPanic(where string, v any) {
+	stack := debug.Stack()
+	if r, ok := s.engine.(panicReporter); ok {
+		r.ReportPanic(where, v, stack)
+		return
+	}
+	log.Printf("openai: recovered panic in %s: %v\n%s", where, v, stack)
+}
+
+func (s *Server) recoverRunner(ctx context.Context, index int, out chan<- piece) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.reportPanic("openai runner", v)
+	pc := piece{index: index, err: errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while generating (the gateway recovered: %v)", v))}
+	select {
+	case out <- pc:
+	case <-ctx.Done():
+	}
 }
 
 // runSample drives one generation through the stop decoder. A local stop

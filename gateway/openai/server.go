@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -78,7 +79,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 
 // guard applies auth, the body limit and (for generation) the readiness check.
 func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(hw http.ResponseWriter, r *http.Request) {
+		w := &headerWatch{ResponseWriter: hw}
+		defer s.recoverHandler(r, w)
 		if s.key != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.key)) != 1 {
@@ -87,12 +90,75 @@ func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bo
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-		if needEngine && !s.engine.Ready() {
+		if needEngine && !s.engine.Ready() && !queues(s.engine) {
 			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
 			return
 		}
 		h(w, r)
 	})
+}
+
+// queues reports an engine that waits for a ready worker itself
+// (gateway.Options.QueueTimeout): then not being ready is no reason to
+// refuse at once.
+func queues(e gen.Engine) bool {
+	q, ok := e.(interface{ Queues() bool })
+	return ok && q.Queues()
+}
+
+// headerWatch remembers whether the response has started, so a recovered
+// panic knows whether it can still send a 500.
+type headerWatch struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *headerWatch) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *headerWatch) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *headerWatch) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *headerWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// recoverHandler is the per-request boundary of every route: a panic
+// fails that request with a 500 in OpenAI's error shape while nothing was
+// sent, with an error event on a started event stream, and cuts the
+// connection otherwise; the server serves on.
+func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	route := r.Pattern
+	if route == "" {
+		route = r.URL.Path
+	}
+	s.reportPanic("openai "+route, v)
+	e := errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while serving %s (the gateway recovered: %v)", r.URL.Path, v))
+	switch {
+	case !w.wrote:
+		writeError(w, e)
+	case strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
+		b, _ := json.Marshal(errorBody{Error: errorDetail{Message: e.Message, Type: "internal_error", Code: e.Code}})
+		_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+		w.Flush()
+	default:
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // apiError is an error with its HTTP status and OpenAI fields.
