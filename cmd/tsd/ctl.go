@@ -554,6 +554,3 @@ func (p logPrinter) print(ls []snapshot.LogLine) error {
 	_, err := io.WriteString(p.w, b.String())
 	return err
 }
-
-
-
