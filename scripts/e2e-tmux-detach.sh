@@ -152,7 +152,13 @@ wait_for '· ([1-9][0-9]*)/\1 roles ready' "the attached dashboard (two)"
 APID=$(ps -e -o pid=,args= | awk -v n="attach $NAME" 'index($0, n) && !/tmux|bash|awk/ {print $1; exit}')
 [[ -n $APID ]] || fail "no tsd attach process"
 kill -KILL "$APID"
-wait_for 'tsd exited with status 137' "the killed dashboard's pane"
+# (The screen is not reliable now: the killed dashboard left the terminal
+# in raw mode, so the shell's lines wrap oddly. Wait for the process.)
+deadline=$((SECONDS + 10))
+while alive "$APID"; do
+	((SECONDS < deadline)) || fail "the dashboard survived kill -9"
+	sleep 0.2
+done
 [[ $(engines) == "$before" ]] || fail "engines changed after kill -9 of a dashboard"
 
 # 4. Attach again: same roles, same PIDs and start times; q + enter detaches.

@@ -242,6 +242,10 @@ func (c upCmd) runSupervisor() error {
 	}
 
 	out := newHeadlessOut(os.Stdout, tty)
+	// A daemon's output is a file that lives as long as the deployment
+	// (days): the engines' own lines are in their rotated log files, so
+	// it keeps only tsd's notes and events.
+	out.notesOnly = daemon
 	tester := dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
 		tester.gatewayURL = ""
@@ -537,6 +541,8 @@ type headlessOut struct {
 	events  chan snapshot.Event
 	width   int
 	printed map[string]uint64 // last Seq printed per role
+	// notesOnly prints only tsd's own lines (the daemon's log file).
+	notesOnly bool
 }
 
 var roleColours = []string{"36", "33", "35", "32", "34", "91", "96", "93"}
@@ -635,6 +641,9 @@ func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
 		}
 		if l.Seq > h.printed[l.Role] {
 			h.printed[l.Role] = l.Seq
+		}
+		if h.notesOnly && !l.Note {
+			continue
 		}
 		text := l.Text
 		switch {
