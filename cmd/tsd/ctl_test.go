@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -164,6 +165,27 @@ func TestCompletionScripts(t *testing.T) {
 		}
 		if strings.Contains(b.String(), "_guard") || strings.Contains(b.String(), "status-fd") {
 			t.Errorf("%s completion shows hidden verbs or flags", sh)
+		}
+	}
+}
+
+// TestPlanPorts: every TCP port of a plan is claimed in the registry:
+// gateway, handshakes, bootstraps, tcp workers and dist-init clusters.
+func TestPlanPorts(t *testing.T) {
+	p := &profiles.Plan{
+		Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:8000", Workers: []profiles.WorkerPlan{
+			{URL: "ipc:///run/x", Handshake: "tcp://127.0.0.1:21000", Bootstrap: "127.0.0.1:8998"},
+			{URL: "tcp://127.0.0.1:9100", Handshake: "tcp://127.0.0.1:21001"},
+		}},
+		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998}},
+	}
+	got := map[int]bool{}
+	for _, n := range planPorts(p) {
+		got[n] = true
+	}
+	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001} {
+		if !got[want] {
+			t.Errorf("port %d not claimed (%v)", want, got)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -114,6 +115,57 @@ func TestE2EDetachedKill9(t *testing.T) {
 	}
 	if out, err := ctl("up", "-d", "--no-gateway", "--plan-json", planPath); err == nil || !strings.Contains(out, "already running") {
 		t.Fatalf("second up of %s: %v\n%s", name, err, out)
+	}
+
+	// The verbs by name from elsewhere: logs with --tail and --timestamps
+	// (no ANSI off a terminal), stop + start of one role, restart --wait.
+	if out, err := ctl("logs", "decode", name, "--tail", "1", "-t"); err != nil || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "20") || strings.Contains(out, "\x1b[") {
+		t.Fatalf("tsd logs --tail 1 -t: %v\n%q", err, out)
+	}
+	if out, err := ctl("stop", "decode", name); err != nil || !strings.Contains(out, "stopping decode") {
+		t.Fatalf("tsd stop decode: %v\n%s", err, out)
+	}
+	if out, err := ctl("start", "decode", name); err != nil || !strings.Contains(out, "starting decode") {
+		t.Fatalf("tsd start decode: %v\n%s", err, out)
+	}
+	if out, err := ctl("restart", "--wait", "decode", name); err != nil || !strings.Contains(out, "decode is ready again") {
+		t.Fatalf("tsd restart --wait decode: %v\n%s", err, out)
+	}
+	if out, err := ctl("restart", "nope", name); err == nil || !strings.Contains(out, "unknown role") {
+		t.Fatalf("restart of an unknown role: %v\n%s", err, out)
+	}
+	// status --watch without a terminal: plain blocks, one a second.
+	w := exec.Command(tsdBin, "status", name, "--watch")
+	stdout, _ := w.StdoutPipe()
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	blocks := 0
+	for blocks < 2 && sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "ROLE ") {
+			blocks++
+		}
+		if strings.Contains(sc.Text(), "\x1b[") {
+			t.Fatalf("status --watch wrote ANSI off a terminal: %q", sc.Text())
+		}
+	}
+	_ = w.Process.Signal(syscall.SIGINT)
+	if err := w.Wait(); err != nil || blocks < 2 {
+		t.Fatalf("status --watch: %v after %d block(s)", err, blocks)
+	}
+	js, err = ctl("status", name, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = snapshot.Snapshot{}
+	if err := json.Unmarshal([]byte(js), &s); err != nil {
+		t.Fatal(err)
+	}
+	pids, pgids = nil, nil
+	for _, r := range s.Roles {
+		pgids = append(pgids, r.PID)
+		pids = append(pids, groupProcs(r.PID)...)
 	}
 
 	if err := syscall.Kill(e.PID, syscall.SIGKILL); err != nil {
