@@ -64,7 +64,7 @@ lint:
 	$(GO) run $(STATICCHECK) $(PKGS)
 
 demo: build
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-gpus 4 profiles/examples/demo.yaml
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --stop-on-quit --fake-gpus 4 profiles/examples/demo.yaml
 
 # The same demo on simulated Ascend NPUs (ASCEND_RT_VISIBLE_DEVICES, npu-smi).
 demo-ascend: build

@@ -3,7 +3,9 @@
 # demo deployment of ts-fake engines, wait until every role is ready on
 # screen, restart the decode role with r + y and watch it go stopping →
 # starting → ready with one restart, find a startup milestone in its log,
-# quit with q + y, and check that no process of the run is left.
+# quit with q + y, and check that no process of the run is left. `tsd up`
+# runs the supervisor as a daemon in its own session and attaches the
+# dashboard; --stop-on-quit (what make demo passes) makes q + y stop it.
 #
 # Exits non-zero and prints the captured screen on failure.
 # Env: E2E_TIMEOUT (seconds per wait, default 90), E2E_KEEP=1 keeps the
@@ -31,6 +33,13 @@ tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
 cleanup() {
 	local rc=$?
 	tm kill-server 2>/dev/null || true
+	# The daemon outlives tmux by design: end it (and, through the
+	# guardians' lifelines, its engines) if the test did not.
+	if [[ -n ${DPID:-} ]] && kill -0 "$DPID" 2>/dev/null; then
+		kill -TERM "$DPID" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.2; done
+		kill -KILL "$DPID" 2>/dev/null || true
+	fi
 	if [[ ${E2E_KEEP:-} == 1 || $rc != 0 ]]; then
 		echo "e2e-tmux: run dir kept in $TMP" >&2
 	else
@@ -79,17 +88,24 @@ PORT=${E2E_PORT:-$((30000 + RANDOM % 2700))}
 DIST=${E2E_DIST:-$((10000 + (RANDOM % 19) * 100))}
 BOOT=${E2E_BOOT:-$((DIST + 20))}
 PROFILE=$TMP/demo.yaml
-sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
+NAME="e2e-tmux-$$"
+sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" -e "s/^name: demo$/name: $NAME/" \
 	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $BOOT\n    dist_init_port: $DIST/" \
 	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
 	profiles/examples/demo.yaml >"$PROFILE"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
-	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$PROFILE' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up --stop-on-quit '$PROFILE' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
 SID=$(tm display-message -p -t "$T" '#{pane_pid}')
 
 # 1. Every role ready: the title line says N/N roles ready.
 wait_for '· ([1-9][0-9]*)/\1 roles ready' "every role ready"
+
+# The daemon leads its own session (setsid); its engines are in it.
+DPID=$(ps -e -o pid=,args= | awk -v n="--name=$NAME" '/--status-fd=3/ && index($0, n) {print $1; exit}')
+[[ -n $DPID ]] || fail "no daemon process for $NAME"
+DSID=$(ps -o sid= -p "$DPID" | tr -d ' ')
+[[ $DSID == "$DPID" ]] || fail "the daemon ($DPID) does not lead its own session (sid $DSID)"
 
 # 2. Find the decode role's row (KIND column) and select it.
 row=$(screen | awk '/ROLE +KIND/ {t=1; next} t && NF==0 {exit} t {print}' | sed 's/^[▸ ]*//' |
@@ -99,8 +115,8 @@ idx=${row%% *} role=${row#* }
 for ((i = 0; i < idx; i++)); do keys j; done
 wait_for "▸ $role +decode" "$role selected"
 
-engines=$(ps -e -o sid=,comm= | awk -v s="$SID" '$1==s && $2=="ts-fake"' | wc -l)
-((engines > 0)) || fail "no ts-fake process found in the run's session ($SID)"
+engines=$(ps -e -o sid=,comm= | awk -v s="$DSID" '$1==s && $2=="ts-fake"' | wc -l)
+((engines > 0)) || fail "no ts-fake process found in the daemon's session ($DSID)"
 
 # 3. r asks, y restarts; the events panel shows stopping → starting → ready
 #    and the row counts one restart.
@@ -130,10 +146,10 @@ keys y
 wait_for 'tsd exited with status 0' "tsd to exit cleanly"
 
 # 6. Nothing of the run is left: the pane's shell (sleeping) is the only
-#    process in its session.
+#    process in its session, and the daemon's session is empty.
 deadline=$((SECONDS + 10))
 while :; do
-	left=$(ps -e -o pid=,sid=,comm= | awk -v s="$SID" '$2==s && $3!="sleep" && $1!=s')
+	left=$(ps -e -o pid=,sid=,comm= | awk -v s="$SID" -v d="$DSID" '($2==s && $3!="sleep" && $1!=s) || $2==d')
 	[[ -z $left ]] && break
 	((SECONDS < deadline)) || fail "processes left after quit:
 $left"

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,26 +12,74 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// The control socket speaks HTTP over a unix socket (mode 0600):
+// The control socket speaks HTTP over a unix socket (mode 0600). It is the
+// only way in to a running daemon: `tsd status|restart|stop|logs` and every
+// attached dashboard use it (docs/architecture.md: the dashboard is a client).
 //
-//	GET  /v1/status              the Snapshot as JSON
-//	POST /v1/restart?role=R      Restart(R); role "" = RestartAll
-//	POST /v1/start?role=R        Start(R)
-//	POST /v1/stop?role=R         Stop(R); role "" = stop the whole deployment
-//	GET  /v1/logs?role=R[&follow=1]  the ring as text, then (follow) new lines
+//	GET  /v1/status                     the Snapshot as JSON
+//	GET  /v1/watch                      newline-delimited Snapshots, the current one first
+//	POST /v1/restart?role=R             Restart(R); role "" = RestartAll
+//	POST /v1/start?role=R               Start(R)
+//	POST /v1/stop?role=R                Stop(R); role "" = stop the whole deployment
+//	GET  /v1/logs?role=R[&follow=1]     the ring as text, then (follow) new lines
+//	     [&format=json]                 instead: one JSON array of LogLines per line,
+//	                                    the backlog first (possibly [])
+//	     [&tail=N][&since=RFC3339]      only the backlog's last N lines / lines since
+//	POST /v1/save-log?role=R&path=P     SaveLog(R, P) in the daemon; answers the path
+//	POST /v1/test-request               one request through the gateway (JSON reply)
 //
-// Errors are plain text with a 4xx/5xx status.
+// Errors are plain text with a 4xx/5xx status. Commands are rows of
+// controlCommands: a new one (say rolling=1 on restart) is a query
+// parameter read by its row, not a new endpoint shape.
+
+// controlCommand is one POST verb: it reads what it needs from the query.
+type controlCommand func(s *Supervisor, q url.Values) (string, error)
+
+// controlCommands are the POST verbs of the control socket.
+var controlCommands = map[string]controlCommand{
+	"restart": func(s *Supervisor, q url.Values) (string, error) {
+		if r := q.Get("role"); r != "" {
+			return "ok", s.Restart(r)
+		}
+		return "ok", s.RestartAll()
+	},
+	"start": func(s *Supervisor, q url.Values) (string, error) {
+		if r := q.Get("role"); r != "" {
+			return "ok", s.Start(r)
+		}
+		return "", errors.New("start needs a role")
+	},
+	"stop": func(s *Supervisor, q url.Values) (string, error) {
+		if r := q.Get("role"); r != "" {
+			return "ok", s.Stop(r)
+		}
+		s.Shutdown()
+		return "ok", nil
+	},
+	"save-log": func(s *Supervisor, q url.Values) (string, error) {
+		path := q.Get("path")
+		if path == "" {
+			return "", errors.New("save-log needs a path")
+		}
+		return s.SaveLog(q.Get("role"), path)
+	},
+}
 
 type controlServer struct {
 	path string
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
+	// quit ends the streams (watch, logs) before the server shuts down, so
+	// the shutdown does not wait on them.
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 func (s *Supervisor) listenControl() (*controlServer, error) {
@@ -64,84 +111,8 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("chmod control socket: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.Snapshot())
-	})
-	verb := func(one func(string) error, all func() error) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			role := r.URL.Query().Get("role")
-			var err error
-			if role == "" {
-				err = all()
-			} else {
-				err = one(role)
-			}
-			switch {
-			case errors.Is(err, ErrUnknownRole):
-				http.Error(w, err.Error(), http.StatusNotFound)
-			case err != nil:
-				http.Error(w, err.Error(), http.StatusConflict)
-			default:
-				fmt.Fprintln(w, "ok")
-			}
-		}
-	}
-	mux.HandleFunc("POST /v1/restart", verb(s.Restart, s.RestartAll))
-	mux.HandleFunc("POST /v1/start", verb(s.Start, func() error { return errors.New("start needs a role") }))
-	mux.HandleFunc("POST /v1/stop", verb(s.Stop, func() error { s.Shutdown(); return nil }))
-	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
-		role := r.URL.Query().Get("role")
-		follow := r.URL.Query().Get("follow") == "1"
-		backlog, batches, cancel, err := s.SubscribeLogs(role)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		bw := bufio.NewWriter(w)
-		write := func(ls []LogLine) error {
-			for _, l := range ls {
-				if role == "" {
-					bw.WriteString(l.Role)
-					bw.WriteString(" | ")
-				}
-				bw.WriteString(l.Text)
-				bw.WriteByte('\n')
-			}
-			return bw.Flush()
-		}
-		if write(backlog) != nil || !follow {
-			return
-		}
-		fl, _ := w.(http.Flusher)
-		if fl != nil {
-			fl.Flush()
-		}
-		for {
-			select {
-			case b, ok := <-batches:
-				if !ok {
-					return
-				}
-				if write(b) != nil {
-					return
-				}
-				if fl != nil {
-					fl.Flush()
-				}
-			case <-r.Context().Done():
-				return
-			case <-s.shutdownCh:
-				return
-			}
-		}
-	})
-	cs := &controlServer{path: path, ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
+	cs := &controlServer{path: path, ln: ln, done: make(chan struct{}), quit: make(chan struct{})}
+	cs.srv = &http.Server{Handler: s.controlMux(cs.quit), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(cs.done)
 		_ = cs.srv.Serve(ln) // returns on close
@@ -149,10 +120,42 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 	return cs, nil
 }
 
+// controlMux routes the control socket; quit ends every stream.
+func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Snapshot())
+	})
+	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { s.serveWatch(w, r, quit) })
+	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) { s.serveLogs(w, r, quit) })
+	mux.HandleFunc("POST /v1/test-request", s.serveTestRequest)
+	mux.HandleFunc("POST /v1/{verb}", func(w http.ResponseWriter, r *http.Request) {
+		cmd, ok := controlCommands[r.PathValue("verb")]
+		if !ok {
+			http.Error(w, fmt.Sprintf("unknown command %q", r.PathValue("verb")), http.StatusNotFound)
+			return
+		}
+		out, err := cmd(s, r.URL.Query())
+		switch {
+		case errors.Is(err, ErrUnknownRole):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusConflict)
+		default:
+			fmt.Fprintln(w, out)
+		}
+	})
+	return mux
+}
+
 func (c *controlServer) close() {
 	if c.srv == nil {
 		return
 	}
+	c.quitOnce.Do(func() { close(c.quit) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := c.srv.Shutdown(ctx); err != nil {

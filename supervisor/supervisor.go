@@ -100,6 +100,9 @@ type Options struct {
 	// OnEvent, if set, sees every event as it is recorded (headless output).
 	// It runs on the publisher goroutine and must not block.
 	OnEvent func(snapshot.Event)
+	// TestRequest, if set, serves the control socket's test-request (the
+	// dashboard's key t): one short request through the gateway.
+	TestRequest func(ctx context.Context) (reply string, latency time.Duration, err error)
 
 	Now  func() time.Time // default time.Now
 	Rand func() float64   // jitter source, default math/rand/v2

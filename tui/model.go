@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -50,7 +51,8 @@ type (
 		latency time.Duration
 		err     error
 	}
-	savedMsg struct {
+	stoppedMsg struct{} // the deployment was asked to stop: quit
+	savedMsg   struct {
 		role, path string
 		err        error
 	}
@@ -79,15 +81,24 @@ type Model struct {
 	confirmAction tea.Cmd
 	confirmWhat   string
 	confirmQuit   bool // q (or ctrl+c) again also confirms
-	flash         string
-	pending       *pendingRestart
-	cmdline       bool      // the : command line is open
-	cmdText       string    // what is typed on it
-	sortBy        string    // the roles table's order ("" = the plan's)
-	flashSeen     string    // the flash as the last tick saw it
-	flashAt       time.Time // when that tick first saw it
-	testing       bool
-	helpBar       help.Model
+	// confirmAlt is a second answer to the prompt (the quit prompt's
+	// detach or stop), on confirmAltKeys.
+	confirmAlt     tea.Cmd
+	confirmAltWhat string
+	confirmAltKeys []string
+	confirmAltHelp string
+	confirmEnter   bool // enter also confirms (the prompt's default)
+	stopChosen     bool // the user chose to stop the deployment on quit
+	daemonGone     bool // the status stream ended (Detach)
+	flash          string
+	pending        *pendingRestart
+	cmdline        bool      // the : command line is open
+	cmdText        string    // what is typed on it
+	sortBy         string    // the roles table's order ("" = the plan's)
+	flashSeen      string    // the flash as the last tick saw it
+	flashAt        time.Time // when that tick first saw it
+	testing        bool
+	helpBar        help.Model
 
 	snapCancel func()
 	snapCh     <-chan snapshot.Snapshot
@@ -106,6 +117,9 @@ func New(b Backend, opts Options) *Model {
 	}
 	m.trends = newTrends()
 	m.events = newEventsPage(m)
+	if opts.Detach {
+		m.c.Keys.Quit.SetHelp("q", "quit (detach, or stop every role)")
+	}
 	m.overview = &overviewPage{m: m}
 	m.inspector = &inspectorPage{m: m}
 	m.logs = newLogsPage(m, opts.LogLines)
@@ -178,7 +192,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.rearmSnap()
 	case snapClosedMsg:
 		m.flash = "status stream ended"
+		if m.opts.Detach {
+			// The daemon is gone (stopped by someone, or killed): nothing
+			// is left to show.
+			m.daemonGone = true
+			return m, tea.Quit
+		}
 		return m, nil
+	case stoppedMsg:
+		m.stopChosen = true
+		return m, tea.Quit
 	case tickMsg:
 		m.expireFlash(time.Time(msg))
 		return m, tick()
@@ -284,13 +307,18 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	keys := &m.c.Keys
 	if m.confirmAction != nil {
 		switch {
-		case key.Matches(k, keys.Yes), m.confirmQuit && key.Matches(k, keys.Quit):
+		case key.Matches(k, keys.Yes), m.confirmQuit && key.Matches(k, keys.Quit), m.confirmEnter && k.String() == "enter":
 			act := m.confirmAction
 			m.flash = m.confirmWhat + "…"
-			m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
+			m.clearConfirm()
+			return act
+		case m.confirmAlt != nil && oneOf(k.String(), m.confirmAltKeys):
+			act := m.confirmAlt
+			m.flash = m.confirmAltWhat + "…"
+			m.clearConfirm()
 			return act
 		case key.Matches(k, keys.No):
-			m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
+			m.clearConfirm()
 			m.flash = "cancelled"
 		}
 		return nil
@@ -305,6 +333,9 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(k, keys.Command):
 		m.cmdline, m.cmdText = true, ""
+		return nil
+	case key.Matches(k, keys.Quit) && m.opts.Detach:
+		m.askQuitDetach()
 		return nil
 	case key.Matches(k, keys.Quit):
 		if n := m.runningRoles(); n > 0 {
@@ -434,6 +465,52 @@ func (m *Model) runningRoles() int {
 // ask shows a y/n question; yes says what is happening and runs action.
 func (m *Model) ask(prompt, what string, action tea.Cmd) {
 	m.confirmPrompt, m.confirmWhat, m.confirmAction = prompt, what, action
+}
+
+func (m *Model) clearConfirm() {
+	m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
+	m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp, m.confirmEnter = nil, "", nil, "", false
+}
+
+// askQuitDetach is the quit prompt of a dashboard attached to a daemon:
+// leaving detaches (the deployment keeps running) unless the user picks
+// stop; with StopOnQuit (make demo) stop is the default and d detaches.
+func (m *Model) askQuitDetach() {
+	n := m.runningRoles()
+	stop := m.stopDeploymentCmd()
+	if m.opts.StopOnQuit {
+		m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n · d detach]", n), "stopping the deployment", stop)
+		m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp = tea.Quit, "detaching", []string{"d", "D"}, "detach"
+	} else {
+		m.ask(fmt.Sprintf("detach? %d running role(s) keep running [y/n · s stop them all]", n), "detaching", tea.Quit)
+		m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp = stop, "stopping the deployment", []string{"s", "S"}, "stop all"
+	}
+	m.confirmQuit, m.confirmEnter = true, true
+}
+
+// stopDeploymentCmd stops the whole deployment through the backend, then
+// quits; if the backend cannot, it says why and stays.
+func (m *Model) stopDeploymentCmd() tea.Cmd {
+	b := m.b
+	return func() tea.Msg {
+		st, ok := b.(DeploymentStopper)
+		if !ok {
+			return controlDoneMsg{what: "stop the deployment", err: errors.New("this dashboard cannot stop the deployment")}
+		}
+		if err := st.StopDeployment(); err != nil {
+			return controlDoneMsg{what: "stop the deployment", err: err}
+		}
+		return stoppedMsg{}
+	}
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
 }
 
 // navigate switches pages; the logs page subscribes to its source.
@@ -603,7 +680,11 @@ func (m *Model) expireFlash(now time.Time) {
 func (m *Model) helpLine() string {
 	k := m.c.Keys
 	if m.confirmAction != nil {
-		return m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Yes, k.No}))
+		bs := []key.Binding{k.Yes, k.No}
+		if m.confirmAlt != nil && len(m.confirmAltKeys) > 0 {
+			bs = append(bs, key.NewBinding(key.WithKeys(m.confirmAltKeys...), key.WithHelp(m.confirmAltKeys[0], m.confirmAltHelp)))
+		}
+		return m.helpBar.ShortHelpView(shortBindings(bs))
 	}
 	if m.cmdline {
 		return m.c.Styles.HelpDesc.Render("enter run · esc cancel · verbs: " + strings.Join(verbNames(), " "))

@@ -54,6 +54,14 @@ type Options struct {
 	// Input and Output default to the terminal.
 	Input  io.Reader
 	Output io.Writer
+	// Detach makes the dashboard a client of a daemon (tsd attach): q
+	// offers detach (the default; the deployment keeps running) or stopping
+	// the whole deployment (the backend must be a DeploymentStopper), and
+	// the dashboard quits when the daemon's status stream ends.
+	Detach bool
+	// StopOnQuit, with Detach, makes stopping the default answer of the
+	// quit prompt and detach the other (make demo keeps quitting = stop).
+	StopOnQuit bool
 	// ProgramOptions are passed to tea.NewProgram after the ones above
 	// (tests use tea.WithWindowSize, tea.WithColorProfile...).
 	ProgramOptions []tea.ProgramOption
@@ -75,10 +83,31 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// DeploymentStopper is a Backend that can stop the whole deployment (the
+// quit prompt's stop answer with Options.Detach).
+type DeploymentStopper interface {
+	StopDeployment() error
+}
+
+// Outcome is how a dashboard run ended.
+type Outcome struct {
+	// Stopped: the user chose to stop the deployment (it was asked to).
+	Stopped bool
+	// DaemonGone: the status stream ended under the dashboard (Detach).
+	DaemonGone bool
+}
+
 // Run shows the dashboard until the user quits (q, confirmed while roles
-// run) or ctx ends. It returns nil when the user quit; the caller then
-// stops every role. It does not stop anything itself.
+// run) or ctx ends. It returns nil when the user quit; without
+// Options.Detach the caller then stops every role. It does not stop
+// anything itself unless the user picks stop in a Detach quit prompt.
 func Run(ctx context.Context, b Backend, opts Options) error {
+	_, err := RunOutcome(ctx, b, opts)
+	return err
+}
+
+// RunOutcome is Run, also saying how the dashboard ended.
+func RunOutcome(ctx context.Context, b Backend, opts Options) (Outcome, error) {
 	m := New(b, opts)
 	// Subscribing here, not in a command, means the subscription exists
 	// before the first key and is always cancelled below.
@@ -94,16 +123,18 @@ func Run(ctx context.Context, b Backend, opts Options) error {
 	popts = append(popts, opts.ProgramOptions...)
 	p := tea.NewProgram(m, popts...)
 	final, err := p.Run()
+	var out Outcome
 	if fm, ok := final.(*Model); ok {
 		fm.closeSubscriptions()
+		out = Outcome{Stopped: fm.stopChosen, DaemonGone: fm.daemonGone}
 	} else {
 		m.closeSubscriptions()
 	}
 	if err != nil {
 		if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
-			return ctx.Err()
+			return out, ctx.Err()
 		}
-		return fmt.Errorf("run dashboard: %w", err)
+		return out, fmt.Errorf("run dashboard: %w", err)
 	}
-	return nil
+	return out, nil
 }

@@ -2,57 +2,121 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 )
 
-// The control verbs talk to a running `tsd up` over its control socket
-// (decisions.md §6): PROFILE's run_dir, else .tsd/run/tsd.sock under the
-// current directory, or --socket.
+// The control verbs talk to a running daemon over its control socket
+// (docs/architecture.md). Which daemon: --socket; else the deployment NAME
+// or PROFILE given; else ./.tsd/run/tsd.sock when it exists (a profile
+// beside the current directory); else the only deployment in the per-user
+// registry (see package registry). Exit codes: 1 a role failed or a
+// command was refused, 2 bad usage, 3 nothing is running.
 
 // defaultSocket is where `tsd up` puts the socket for a profile beside it.
 const defaultSocket = ".tsd/run/tsd.sock"
 
+// exitNotRunning is the exit code of a control verb when no daemon runs.
+const exitNotRunning = 3
+
 type ctlTarget struct {
-	Socket string `name:"socket" help:"Control socket of the running tsd (default: PROFILE's run_dir, else ./.tsd/run/tsd.sock)."`
+	Socket string `name:"socket" help:"Control socket of the running tsd (default: found by NAME/PROFILE, ./.tsd/run/tsd.sock, or the only deployment running)."`
 }
 
-// resolve finds the control socket from --socket, a profile, or the
-// current directory.
-func (t ctlTarget) resolve(profile string) (string, error) {
+// found is the daemon a control verb talks to.
+type found struct {
+	name   string
+	socket string
+	logDir string
+	pid    int
+}
+
+func notRunning(msg string) error {
+	return &exitError{code: exitNotRunning, msg: "tsd: " + msg}
+}
+
+// find resolves key (a deployment name, a profile path, or "").
+func (t ctlTarget) find(key string) (found, error) {
 	if t.Socket != "" {
-		return t.Socket, nil
+		return found{name: filepath.Base(filepath.Dir(filepath.Dir(t.Socket))), socket: t.Socket}, nil
 	}
-	if profile != "" {
-		_, plan, errs := profiles.LoadPlan(profile, profiles.LocalHostFacts())
-		if plan == nil || plan.ControlSocket == "" {
-			if len(errs) > 0 {
-				return "", profileErrors(errs)
-			}
-			return "", fmt.Errorf("profile %s names no control socket", profile)
+	var live []registry.Entry
+	if reg, err := registry.Open(""); err == nil {
+		live, _ = reg.List()
+	}
+	fromEntry := func(e registry.Entry) found {
+		f := found{name: e.Name, socket: e.Socket, pid: e.PID}
+		if e.LogFile != "" {
+			f.logDir = filepath.Dir(e.LogFile)
 		}
-		return plan.ControlSocket, nil
+		return f
 	}
-	abs, err := filepath.Abs(defaultSocket)
+	if key != "" {
+		e, err := registry.Find(live, key)
+		if err == nil {
+			return fromEntry(e), nil
+		}
+		if isProfileArg(key) {
+			// Not registered (an older tsd, or another user's registry):
+			// the profile's own run dir says where its socket is.
+			_, plan, errs := profiles.LoadPlan(key, profiles.StaticHostFacts())
+			if plan == nil || plan.ControlSocket == "" {
+				if len(errs) > 0 {
+					return found{}, profileErrors(errs)
+				}
+				return found{}, fmt.Errorf("profile %s names no control socket", key)
+			}
+			if _, err := os.Stat(plan.ControlSocket); err != nil {
+				return found{}, notRunning(fmt.Sprintf("%s is not running (no %s)", key, plan.ControlSocket))
+			}
+			return found{name: plan.Name, socket: plan.ControlSocket, logDir: plan.LogDir}, nil
+		}
+		if errors.Is(err, registry.ErrNoneRunning) {
+			return found{}, notRunning(fmt.Sprintf("no deployment named %q is running", key))
+		}
+		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
+	}
+	if abs, err := filepath.Abs(defaultSocket); err == nil {
+		if _, err := os.Stat(abs); err == nil {
+			f := found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(abs)))), socket: abs}
+			for _, e := range live {
+				if e.Socket == abs {
+					f = fromEntry(e)
+				}
+			}
+			return f, nil
+		}
+	}
+	e, err := registry.Find(live, "")
+	if errors.Is(err, registry.ErrNoneRunning) {
+		return found{}, notRunning("no tsd deployment is running (start one with tsd up PROFILE)")
+	}
 	if err != nil {
-		return "", err
+		return found{}, &exitError{code: 2, msg: "tsd: " + err.Error()}
 	}
-	if _, err := os.Stat(abs); err != nil {
-		return "", fmt.Errorf("no running tsd found: %s does not exist (pass PROFILE or --socket)", abs)
-	}
-	return abs, nil
+	return fromEntry(e), nil
+}
+
+// resolve is find's socket path (kept for callers that need only that).
+func (t ctlTarget) resolve(key string) (string, error) {
+	f, err := t.find(key)
+	return f.socket, err
 }
 
 // isProfileArg tells a PROFILE argument from a ROLE name: profiles are
@@ -65,37 +129,140 @@ func isProfileArg(s string) bool {
 	return err == nil && !fi.IsDir()
 }
 
+// isDeploymentArg: a profile, or the name of a running deployment.
+func isDeploymentArg(s string) bool {
+	if isProfileArg(s) {
+		return true
+	}
+	reg, err := registry.Open("")
+	if err != nil {
+		return false
+	}
+	live, _ := reg.List()
+	for _, e := range live {
+		if e.Name == s {
+			return true
+		}
+	}
+	return false
+}
+
+// roleAndTarget splits "[ROLE] [NAME|PROFILE]" for stop and logs.
+func roleAndTarget(verb string, args []string) (role, target string, err error) {
+	switch len(args) {
+	case 0:
+	case 1:
+		if isDeploymentArg(args[0]) {
+			target = args[0]
+		} else {
+			role = args[0]
+		}
+	case 2:
+		role, target = args[0], args[1]
+	default:
+		return "", "", &exitError{code: 2, msg: fmt.Sprintf("tsd: usage: tsd %s [ROLE] [NAME|PROFILE]", verb)}
+	}
+	return role, target, nil
+}
+
 func ctlContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
+// unreachable turns a failed dial into "not running" (exit 3).
+func unreachable(f found, err error) error {
+	if err != nil && strings.Contains(err.Error(), "is it running?") {
+		return notRunning(fmt.Sprintf("%s is not running (%s does not answer)", f.name, f.socket))
+	}
+	return err
+}
+
 type statusCmd struct {
 	ctlTarget
-	JSON    bool   `name:"json" help:"Print the Snapshot as JSON, exactly as tsd publishes it."`
-	Profile string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
+	JSON   bool   `name:"json" help:"Print the Snapshot as JSON, exactly as tsd publishes it."`
+	Watch  bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
+	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c statusCmd) Run() error {
-	path, err := c.resolve(c.Profile)
+	f, err := c.find(c.Target)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	cl := supervisor.NewControlClient(path)
+	cl := supervisor.NewControlClient(f.socket)
+	if c.Watch {
+		return unreachable(f, watchStatus(ctx, cl, os.Stdout, isTerminal(os.Stdout), c.JSON))
+	}
 	if c.JSON {
 		b, err := cl.StatusJSON(ctx)
 		if err != nil {
+			return unreachable(f, err)
+		}
+		if _, err := os.Stdout.Write(b); err != nil {
 			return err
 		}
-		_, err = os.Stdout.Write(b)
-		return err
+		return statusExit(b, nil)
 	}
 	s, err := cl.Status(ctx)
 	if err != nil {
+		return unreachable(f, err)
+	}
+	if err := renderStatus(os.Stdout, s, time.Now()); err != nil {
 		return err
 	}
-	return renderStatus(os.Stdout, s, time.Now())
+	return statusExit(nil, &s)
+}
+
+// statusExit is exit 1 (with no more text) when a role is failed.
+func statusExit(raw []byte, s *snapshot.Snapshot) error {
+	if s == nil {
+		var v snapshot.Snapshot
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil
+		}
+		s = &v
+	}
+	for _, r := range s.Roles {
+		if r.State == snapshot.StateFailed {
+			return &exitError{code: 1}
+		}
+	}
+	return nil
+}
+
+// watchStatus redraws the status every second until ctx ends.
+func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer, tty, asJSON bool) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s, err := cl.Status(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var b strings.Builder
+		if asJSON {
+			raw, _ := json.Marshal(s)
+			b.Write(raw)
+			b.WriteByte('\n')
+		} else {
+			_ = renderStatus(&b, s, time.Now())
+		}
+		if tty {
+			fmt.Fprint(w, "\x1b[H\x1b[2J"+b.String())
+		} else {
+			fmt.Fprintln(w, b.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // renderStatus prints the readable table of `tsd status`.
@@ -116,7 +283,7 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		fmt.Fprintf(w, "  %s\n", s.Gateway.Note)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tREASON")
+	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
 	for _, r := range s.Roles {
 		pid, up := "-", "-"
 		if r.PID != 0 {
@@ -133,77 +300,257 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if phase == "" {
 			phase = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, r.Reason)
+		gpus := "-"
+		if len(r.GPUs) > 0 {
+			gpus = strings.Join(r.GPUs, ",")
+		}
+		mem := "-"
+		if r.GPUMemB > 0 {
+			mem = gib(r.GPUMemB)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, gpus, mem, r.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(s.GPUs) == 0 {
+		if s.GPUInfo.Note != "" {
+			fmt.Fprintf(w, "gpus: %s\n", s.GPUInfo.Note)
+		}
+		return nil
+	}
+	src := s.GPUInfo.Provider
+	if s.GPUInfo.Simulated {
+		src += ", simulated"
+	}
+	fmt.Fprintf(w, "\nGPUs (%s)\n", src)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tNAME\tUTIL\tMEMORY\tPOWER\tTEMP\tROLES")
+	gs := append([]snapshot.GPUStatus(nil), s.GPUs...)
+	sort.Slice(gs, func(i, j int) bool { return gs[i].Index < gs[j].Index })
+	for _, g := range gs {
+		roles := "-"
+		if len(g.Roles) > 0 {
+			roles = strings.Join(g.Roles, ",")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d%%\t%s / %s\t%.0f W\t%d°C\t%s\n", g.Index, g.Name, g.UtilPct, gib(g.MemUsedB), gib(g.MemTotalB), g.PowerW, g.TempC, roles)
 	}
 	return tw.Flush()
 }
 
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
 type restartCmd struct {
 	ctlTarget
-	Role    string `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
-	Profile string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
+	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
+	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
+	Role    string        `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
+	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c restartCmd) Run() error {
-	path, err := c.resolve(c.Profile)
+	f, err := c.find(c.Target)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if err := supervisor.NewControlClient(path).Restart(ctx, c.Role); err != nil {
-		return fmt.Errorf("restart %s: %w", c.Role, err)
+	cl := supervisor.NewControlClient(f.socket)
+	var before snapshot.RoleStatus
+	if c.Wait {
+		s, err := cl.Status(ctx)
+		if err != nil {
+			return unreachable(f, err)
+		}
+		before, _ = findRole(s, c.Role)
+	}
+	if _, err := cl.Command(ctx, "restart", url.Values{"role": {c.Role}}); err != nil {
+		return unreachable(f, fmt.Errorf("restart %s: %w", c.Role, err))
 	}
 	fmt.Printf("restarting %s\n", c.Role)
+	if !c.Wait {
+		return nil
+	}
+	return waitRoleBack(ctx, cl, c.Role, before, c.Timeout)
+}
+
+// waitRoleBack follows the stream until role is ready as a new process
+// (another PID or a later start), or failed.
+func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string, before snapshot.RoleStatus, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cur, ch, err := cl.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	left := false // seen it leave ready since the command
+	for {
+		r, ok := findRole(cur, role)
+		if ok {
+			if r.State != snapshot.StateReady {
+				left = true
+			}
+			switch {
+			case r.State == snapshot.StateFailed && left:
+				return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s failed: %s", role, r.Reason)}
+			case r.State == snapshot.StateReady && (left || r.PID != before.PID || r.StartedAt.After(before.StartedAt)):
+				fmt.Printf("%s is ready again (pid %d)\n", role, r.PID)
+				return nil
+			}
+		}
+		select {
+		case s, ok := <-ch:
+			if !ok {
+				return &exitError{code: 1, msg: "tsd: the deployment stopped before " + role + " was ready"}
+			}
+			cur = s
+		case <-ctx.Done():
+			return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s is not ready after %s (state %s)", role, limit, r.State)}
+		}
+	}
+}
+
+func findRole(s snapshot.Snapshot, name string) (snapshot.RoleStatus, bool) {
+	for _, r := range s.Roles {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return snapshot.RoleStatus{}, false
+}
+
+type startCmd struct {
+	ctlTarget
+	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
+	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+}
+
+func (c startCmd) Run() error {
+	f, err := c.find(c.Target)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctlContext()
+	defer cancel()
+	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "start", url.Values{"role": {c.Role}}); err != nil {
+		return unreachable(f, fmt.Errorf("start %s: %w", c.Role, err))
+	}
+	fmt.Printf("starting %s\n", c.Role)
 	return nil
 }
 
 type stopCmd struct {
 	ctlTarget
-	Args []string `arg:"" optional:"" help:"[ROLE] [PROFILE]: without ROLE the whole deployment stops."`
+	Args []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
 }
 
 func (c stopCmd) Run() error {
-	role, profile := "", ""
-	for _, a := range c.Args {
-		if profile == "" && isProfileArg(a) {
-			profile = a
-		} else if role == "" {
-			role = a
-		} else {
-			return errors.New("usage: tsd stop [ROLE] [PROFILE]")
-		}
+	role, target, err := roleAndTarget("stop", c.Args)
+	if err != nil {
+		return err
 	}
-	path, err := c.resolve(profile)
+	f, err := c.find(target)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if err := supervisor.NewControlClient(path).Stop(ctx, role); err != nil {
-		return fmt.Errorf("stop: %w", err)
+	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", url.Values{"role": {role}}); err != nil {
+		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}
-	if role == "" {
-		fmt.Println("stopping the deployment")
-	} else {
+	if role != "" {
 		fmt.Printf("stopping %s\n", role)
+		return nil
+	}
+	fmt.Printf("stopping %s\n", f.name)
+	if f.pid > 0 && !waitPIDGone(f.pid, 10*time.Minute) {
+		return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s has not stopped after 10m (tsd status %s)", f.name, f.name)}
 	}
 	return nil
 }
 
 type logsCmd struct {
 	ctlTarget
-	Follow  bool   `short:"f" help:"Keep printing new lines."`
-	Role    string `arg:"" help:"Role instance."`
-	Profile string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
+	Follow     bool     `short:"f" help:"Keep printing new lines."`
+	Tail       int      `short:"n" help:"Only the last N lines of what is retained."`
+	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
+	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
+	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE, every role merged in time order."`
 }
 
 func (c logsCmd) Run() error {
-	path, err := c.resolve(c.Profile)
+	role, target, err := roleAndTarget("logs", c.Args)
+	if err != nil {
+		return err
+	}
+	opts := supervisor.LogOptions{Follow: c.Follow, Tail: c.Tail}
+	if c.Since != "" {
+		if opts.Since, err = parseSince(c.Since, time.Now()); err != nil {
+			return &exitError{code: 2, msg: "tsd: --since: " + err.Error()}
+		}
+	}
+	f, err := c.find(target)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	return supervisor.NewControlClient(path).Logs(ctx, c.Role, c.Follow, os.Stdout)
+	backlog, ch, err := supervisor.NewControlClient(f.socket).SubscribeLogs(ctx, role, opts)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	p := logPrinter{w: os.Stdout, role: role == "", times: c.Timestamps, colour: isTerminal(os.Stdout)}
+	if err := p.print(backlog); err != nil {
+		return nil // stdout closed (| head)
+	}
+	for b := range ch {
+		if err := p.print(b); err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// parseSince reads --since: a duration back from now, or a time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q is negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a duration (10m) nor an RFC 3339 time", s)
+}
+
+// logPrinter writes log lines for `tsd logs`: ANSI only on a terminal.
+type logPrinter struct {
+	w      io.Writer
+	role   bool // prefix the role (merged logs)
+	times  bool
+	colour bool
+}
+
+func (p logPrinter) print(ls []snapshot.LogLine) error {
+	var b strings.Builder
+	for _, l := range ls {
+		if p.times {
+			b.WriteString(l.Time.Local().Format("2006-01-02T15:04:05.000"))
+			b.WriteByte(' ')
+		}
+		if p.role {
+			b.WriteString(l.Role)
+			b.WriteString(" | ")
+		}
+		text := l.Text
+		if !p.colour {
+			text = supervisor.StripANSI(text)
+		}
+		b.WriteString(text)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(p.w, b.String())
+	return err
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -32,8 +35,8 @@ func TestRenderStatus(t *testing.T) {
 	for _, want := range []string{
 		"qwen-pd — gateway http://127.0.0.1:8000 (pd, ready)",
 		"ROLE", "REASON",
-		"prefill  prefill  ready    ready  1/1    4242  0         1m30s",
-		"decode   decode   backoff  -      0/2    -     2         -      exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 4s",
+		"prefill  prefill  ready    ready  1/1    4242  0         1m30s  -     -        ",
+		"decode   decode   backoff  -      0/2    -     2         -      -     -        exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 4s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
@@ -41,13 +44,18 @@ func TestRenderStatus(t *testing.T) {
 	}
 }
 
-// TestControlTargetDefault: without PROFILE or --socket the verbs use
-// .tsd/run/tsd.sock under the current directory, and say so when absent.
+// TestControlTargetDefault: without a target or --socket the verbs use
+// .tsd/run/tsd.sock under the current directory, else the only registered
+// deployment, and exit 3 with one line when nothing runs.
 func TestControlTargetDefault(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	if _, err := (ctlTarget{}).resolve(""); err == nil || !strings.Contains(err.Error(), ".tsd/run/tsd.sock does not exist") {
-		t.Fatalf("missing socket: %v", err)
+	// Isolated: this test is about an empty registry, not the user's.
+	t.Setenv(registry.EnvDir, filepath.Join(dir, "reg"))
+	_, err := (ctlTarget{}).resolve("")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitNotRunning || !strings.Contains(ee.msg, "no tsd deployment is running") || strings.Contains(ee.msg, "\n") {
+		t.Fatalf("nothing running: %v", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, ".tsd", "run"), 0o700); err != nil {
 		t.Fatal(err)
@@ -64,5 +72,120 @@ func TestControlTargetDefault(t *testing.T) {
 	}
 	if !isProfileArg("p.yaml") || !isProfileArg("p.yml") || isProfileArg("decode") {
 		t.Fatal("isProfileArg")
+	}
+}
+
+// TestRenderStatusGPUs: the human status shows each role's GPUs and the
+// GPU table its help promises.
+func TestRenderStatusGPUs(t *testing.T) {
+	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
+	s := snapshot.Snapshot{
+		Name:    "demo",
+		GPUInfo: snapshot.GPUPanelStatus{Provider: "fake", Simulated: true},
+		Roles:   []snapshot.RoleStatus{{Name: "decode", Kind: "decode", State: "ready", GPUs: []string{"2", "3"}, GPUMemB: 3 << 30}},
+		GPUs:    []snapshot.GPUStatus{{Index: 2, Name: "H200", UtilPct: 55, MemUsedB: 3 << 30, MemTotalB: 141 << 30, PowerW: 397, TempC: 54, Roles: []string{"decode"}}},
+	}
+	var b strings.Builder
+	if err := renderStatus(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2,3", "3.0 GiB", "GPUs (fake, simulated)", "2    H200  55%   3.0 GiB / 141.0 GiB  397 W  54°C  decode"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestParseSince pins --since: a duration back from now, or a time.
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
+	if got, err := parseSince("10m", now); err != nil || !got.Equal(now.Add(-10*time.Minute)) {
+		t.Fatalf("10m: %v %v", got, err)
+	}
+	if got, err := parseSince("2026-08-22T09:00:00Z", now); err != nil || !got.Equal(now.Add(-time.Hour)) {
+		t.Fatalf("rfc3339: %v %v", got, err)
+	}
+	for _, bad := range []string{"-1m", "yesterday"} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Fatalf("%s accepted", bad)
+		}
+	}
+}
+
+// TestLogPrinter: no ANSI off a terminal, times and role prefixes on demand.
+func TestLogPrinter(t *testing.T) {
+	at := time.Date(2026, 8, 22, 10, 0, 0, 0, time.Local)
+	var b strings.Builder
+	p := logPrinter{w: &b, role: true, times: true}
+	if err := p.print([]snapshot.LogLine{{Time: at, Role: "decode", Text: "\x1b[31mred\x1b[0m"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); got != "2026-08-22T10:00:00.000 decode | red\n" {
+		t.Fatalf("printed %q", got)
+	}
+}
+
+// TestUsageHint: a bad command line is two lines naming the problem and
+// where help is (not the whole usage).
+func TestUsageHint(t *testing.T) {
+	var c cli
+	k, err := newParser(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"frobnicate"}, {"status", "--bogus"}} {
+		_, err := k.Parse(args)
+		if err == nil {
+			t.Fatalf("%v parsed", args)
+		}
+		h := usageHint(err)
+		if strings.Count(h, "\n") != 1 || !strings.Contains(h, "--help") {
+			t.Fatalf("%v: hint %q", args, h)
+		}
+	}
+}
+
+// TestCompletionScripts: each shell's script names every visible verb and
+// no hidden one.
+func TestCompletionScripts(t *testing.T) {
+	var c cli
+	k, err := newParser(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		var b strings.Builder
+		if err := writeCompletion(&b, sh, k.Model); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []string{"up", "attach", "ls", "status", "restart", "start", "stop", "logs", "detach", "stop-on-quit"} {
+			if !strings.Contains(b.String(), v) {
+				t.Errorf("%s completion lacks %s", sh, v)
+			}
+		}
+		if strings.Contains(b.String(), "_guard") || strings.Contains(b.String(), "status-fd") {
+			t.Errorf("%s completion shows hidden verbs or flags", sh)
+		}
+	}
+}
+
+// TestPlanPorts: every TCP port of a plan is claimed in the registry:
+// gateway, handshakes, bootstraps, tcp workers and dist-init clusters.
+func TestPlanPorts(t *testing.T) {
+	p := &profiles.Plan{
+		Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:8000", Workers: []profiles.WorkerPlan{
+			{URL: "ipc:///run/x", Handshake: "tcp://127.0.0.1:21000", Bootstrap: "127.0.0.1:8998"},
+			{URL: "tcp://127.0.0.1:9100", Handshake: "tcp://127.0.0.1:21001"},
+		}},
+		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998}},
+	}
+	got := map[int]bool{}
+	for _, n := range planPorts(p) {
+		got[n] = true
+	}
+	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001} {
+		if !got[want] {
+			t.Errorf("port %d not claimed (%v)", want, got)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -14,17 +15,22 @@ import (
 var version = "dev"
 
 type cli struct {
-	Up       upCmd       `cmd:"" help:"Start every role of a profile and show the dashboard (or logs with --headless)."`
-	Plan     planCmd     `cmd:"" help:"Print what tsd would run: commands, env and ports per role."`
-	Validate validateCmd `cmd:"" help:"Check a profile and list every problem."`
-	Gateway  gatewayCmd  `cmd:"" help:"Run only the embedded gateway (engines started by hand)."`
-	Status   statusCmd   `cmd:"" help:"Show a running tsd's roles, ranks and GPUs."`
-	Restart  restartCmd  `cmd:"" help:"Restart one role of a running tsd."`
-	Stop     stopCmd     `cmd:"" help:"Stop one role, or the whole deployment, of a running tsd."`
-	Logs     logsCmd     `cmd:"" help:"Print (or follow) one role's log from a running tsd."`
-	Bench    benchCmd    `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
-	Version  versionCmd  `cmd:"" help:"Print the version."`
-	Guard    guardCmd    `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
+	Version    kong.VersionFlag `help:"Print the version and exit."`
+	Up         upCmd            `cmd:"" help:"Start every role of a profile as a daemon and attach the dashboard (-d: in the background; --headless: in the foreground)."`
+	Attach     attachCmd        `cmd:"" help:"Open the dashboard on a running deployment (several may attach)."`
+	Ls         lsCmd            `cmd:"" help:"List the running deployments."`
+	Plan       planCmd          `cmd:"" help:"Print what tsd would run: commands, env and ports per role."`
+	Validate   validateCmd      `cmd:"" help:"Check a profile and list every problem."`
+	Gateway    gatewayCmd       `cmd:"" help:"Run only the embedded gateway (engines started by hand)."`
+	Status     statusCmd        `cmd:"" help:"Show a running deployment's roles, ranks and GPUs (exit 1: a role failed; 3: none running)."`
+	Restart    restartCmd       `cmd:"" help:"Restart one role of a running deployment."`
+	Start      startCmd         `cmd:"" help:"Start a stopped (or failed) role of a running deployment."`
+	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment."`
+	Logs       logsCmd          `cmd:"" help:"Print (or follow) one role's log, or every role's merged."`
+	Bench      benchCmd         `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
+	Completion completionCmd    `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	VersionCmd versionCmd       `cmd:"" name:"version" help:"Print the version."`
+	Guard      guardCmd         `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
 }
 
 // exitError carries a process exit code through kong without printing twice.
@@ -35,14 +41,27 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func main() {
-	var c cli
-	ctx := kong.Parse(&c,
+func newParser(c *cli) (*kong.Kong, error) {
+	return kong.New(c,
 		kong.Name("tsd"),
 		kong.Description("Run a TokenSpeed disaggregated-serving deployment on one workstation."),
-		kong.UsageOnError(),
-		kong.Vars{"version": version},
+		kong.Vars{"version": "tsd " + version},
 	)
+}
+
+func main() {
+	var c cli
+	parser, err := newParser(&c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tsd:", err)
+		os.Exit(1)
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		// Two lines, not the whole usage: what was wrong, and where help is.
+		fmt.Fprintln(os.Stderr, usageHint(err))
+		os.Exit(2)
+	}
 	if err := ctx.Run(); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -54,6 +73,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tsd:", err)
 		os.Exit(1)
 	}
+}
+
+// usageHint is the two-line answer to a command line kong cannot parse.
+func usageHint(err error) string {
+	msg := err.Error()
+	help := "run `tsd --help` for the verbs"
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		if cmd := pe.Context.Selected(); cmd != nil {
+			help = fmt.Sprintf("run `tsd %s --help` for its arguments and flags", strings.TrimPrefix(cmd.FullPath(), "tsd "))
+		}
+	}
+	return "tsd: " + strings.TrimSpace(msg) + "\n" + help
 }
 
 type versionCmd struct{}

@@ -16,6 +16,19 @@ import (
 // test so that `make test` has one runner and one summary, and so its
 // ports come from the same reservation as every other test's.
 func TestE2ETmuxDashboard(t *testing.T) {
+	runTmuxScript(t, "e2e-tmux.sh")
+}
+
+// TestE2ETmuxDetach runs scripts/e2e-tmux-detach.sh: kill the tmux session
+// that ran `tsd up` (an SSH drop), the engines keep serving with the same
+// PIDs; kill -9 of an attached dashboard changes nothing; `tsd attach`
+// from a new session shows the same roles; q detaches; `tsd stop` leaves
+// nothing.
+func TestE2ETmuxDetach(t *testing.T) {
+	runTmuxScript(t, "e2e-tmux-detach.sh")
+}
+
+func runTmuxScript(t *testing.T, script string) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux not installed (apt-get install tmux): the dashboard's terminal test did not run")
 	}
@@ -24,7 +37,7 @@ func TestE2ETmuxDashboard(t *testing.T) {
 	}
 	t.Parallel()
 	dist := testports.Range(t, 40)
-	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "e2e-tmux.sh"))
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", script))
 	cmd.Env = append(os.Environ(),
 		"TSD_BIN_DIR="+binDir,
 		"E2E_PORT="+strconv.Itoa(testports.Port(t)),
@@ -33,7 +46,7 @@ func TestE2ETmuxDashboard(t *testing.T) {
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("scripts/e2e-tmux.sh: %v\n%s", err, out)
+		t.Fatalf("scripts/%s: %v\n%s", script, err, out)
 	}
 	t.Logf("%s", out)
 }

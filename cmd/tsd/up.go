@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,10 +26,10 @@ import (
 
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
-	"github.com/tsd-project/tsd/tui"
 )
 
 // Wiring points the integrator sets (kept as variables so `tsd up` builds
@@ -36,31 +38,188 @@ var (
 	// newGateway builds the embedded gateway for a plan; nil runs the
 	// engines without one (a role is then ready on its launcher's ready line).
 	newGateway = embeddedGateway
-	// runDashboard shows the TUI until the user quits; nil means headless.
-	runDashboard = dashboard
+	// runDashboard attaches the TUI to a daemon until the user quits or
+	// detaches; nil means headless.
+	runDashboard = attachDashboard
 )
 
 type upCmd struct {
 	Profile    string        `arg:"" optional:"" help:"Profile YAML file."`
-	Headless   bool          `help:"No dashboard: print role-prefixed logs and state changes (the default without a terminal)."`
+	Detach     bool          `short:"d" help:"Start the deployment in the background and return once every role is ready (exit 1 with the reason if one fails); attach later with tsd attach."`
+	Headless   bool          `help:"Run the supervisor in the foreground without a dashboard: role-prefixed logs and state changes; killing it stops every role (scripts, systemd, CI, Slurm; the default without a terminal)."`
+	StopOnQuit bool          `name:"stop-on-quit" help:"Quitting the dashboard stops the deployment unless you pick detach (make demo)."`
+	Name       string        `help:"Deployment name for tsd ls/attach/status (default: the profile's name)."`
+	Wait       time.Duration `default:"30m" help:"With -d: how long to wait for every role to be ready."`
 	FakeGPUs   int           `name:"fake-gpus" help:"Simulate N H200 GPUs in telemetry (demo, tests)."`
 	FakeNPUs   int           `name:"fake-npus" help:"Simulate N Ascend 910B NPUs in telemetry, for a profile with accelerator: ascend (demo, tests)."`
 	PlanJSON   string        `name:"plan-json" hidden:"" help:"Run this plan (tsd plan --json output) instead of planning PROFILE."`
 	NoGateway  bool          `name:"no-gateway" hidden:"" help:"Run the engines without the embedded gateway (ready = the launcher's ready line)."`
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
 	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
+	StatusFD   int           `name:"status-fd" hidden:"" help:"Internal: the daemon reports its start on this file descriptor."`
 }
 
+// Run picks the shape: with a terminal (or -d) `tsd up` starts the
+// supervisor as a daemon in its own session and attaches a dashboard to it,
+// so closing the terminal (an SSH drop) leaves the deployment running;
+// --headless, no terminal, or the daemon itself run the supervisor here.
 func (c upCmd) Run() error {
-	plan, err := c.loadPlan()
+	if c.StatusFD == 0 && (c.Detach || (!c.Headless && isTerminal(os.Stdout) && isTerminal(os.Stdin) && runDashboard != nil)) {
+		return c.spawnDaemon()
+	}
+	err := c.runSupervisor()
+	if c.StatusFD > 0 {
+		reportStatus(c.StatusFD, "error", errText(err))
+	}
+	return err
+}
+
+// errText is err as the user reads it (exit errors carry their message).
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.msg
+	}
+	return "tsd: " + err.Error()
+}
+
+// statusPipe is the daemon's end of the pipe spawnDaemon reads: one
+// "KIND\tTEXT" line (started, or error), then closed, so the fd is never
+// written after it may have been reused.
+var statusPipe struct {
+	sync.Mutex
+	f    *os.File
+	done bool
+}
+
+// reportStatus sends the daemon's one status line; later calls do nothing.
+// A parent that left already (closed pipe) is ignored.
+func reportStatus(fd int, kind, text string) {
+	if text == "" && kind == "error" {
+		return
+	}
+	statusPipe.Lock()
+	defer statusPipe.Unlock()
+	if statusPipe.done {
+		return
+	}
+	statusPipe.done = true
+	f := os.NewFile(uintptr(fd), "status")
+	if f == nil {
+		return
+	}
+	_, _ = fmt.Fprintf(f, "%s\t%s\n", kind, strings.ReplaceAll(text, "\n", "\x1f"))
+	_ = f.Close()
+}
+
+// register plans the deployment under the registry's lock, treating the
+// ports of every other running deployment as taken, refuses a name already
+// running, and records this process. The returned function unregisters.
+func (c upCmd) register() (*profiles.Plan, func(), error) {
+	reg, err := registry.Open("")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warning: no deployment registry:", err)
+		plan, err := c.loadPlan(profiles.LocalHostFacts())
+		return plan, func() {}, err
+	}
+	unlock, err := reg.Lock()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
+	live, err := reg.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	facts := profiles.LocalHostFacts()
+	claimed := map[int]bool{}
+	for _, e := range live {
+		for _, p := range e.Ports {
+			claimed[p] = true
+		}
+	}
+	free := facts.PortFree
+	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
+	plan, err := c.loadPlan(facts)
+	if err != nil {
+		return nil, nil, err
+	}
+	prof := plan.ProfilePath
+	if prof == "" && c.PlanJSON != "" {
+		prof, _ = filepath.Abs(c.PlanJSON)
+	}
+	if real, err := filepath.EvalSymlinks(prof); err == nil {
+		prof = real
+	}
+	e := registry.Entry{
+		Name: plan.Name, Profile: prof, Socket: plan.ControlSocket, PID: os.Getpid(),
+		StartedAt: time.Now(), Ports: planPorts(plan), GatewayURL: plan.Gateway.URL,
+		LogFile: daemonLog(plan),
+	}
+	if c.NoGateway {
+		e.GatewayURL = ""
+	}
+	if err := reg.Add(e); err != nil {
+		var inUse *registry.InUseError
+		if errors.As(err, &inUse) {
+			return nil, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
+		}
+		return nil, nil, err
+	}
+	pid := os.Getpid()
+	return plan, func() { _ = reg.Remove(e.Name, pid) }, nil
+}
+
+// planPorts is every TCP port a plan binds or has its engines bind.
+func planPorts(p *profiles.Plan) []int {
+	var out []int
+	add := func(hostport string) {
+		hostport = strings.TrimPrefix(hostport, "tcp://")
+		if _, port, err := net.SplitHostPort(hostport); err == nil {
+			if n, err := strconv.Atoi(port); err == nil && n > 0 {
+				out = append(out, n)
+			}
+		}
+	}
+	add(p.Gateway.Listen)
+	for _, w := range p.Gateway.Workers {
+		add(w.Handshake)
+		add(w.Bootstrap)
+		add(w.URL)
+	}
+	for _, r := range p.Roles {
+		out = append(out, r.PortCluster...)
+		if r.BootstrapPort > 0 {
+			out = append(out, r.BootstrapPort)
+		}
+	}
+	return out
+}
+
+// daemonLog is where a daemon's own output goes: beside the roles' logs.
+func daemonLog(p *profiles.Plan) string {
+	if p.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(p.LogDir, "tsd.log")
+}
+
+// runSupervisor is the supervisor and gateway in this process: the daemon
+// body, and `tsd up --headless`.
+func (c upCmd) runSupervisor() error {
+	plan, unregister, err := c.register()
 	if err != nil {
 		return err
 	}
+	defer unregister()
 	for _, w := range plan.Warnings {
 		fmt.Fprintln(os.Stderr, "warning:", w)
 	}
 	tty := isTerminal(os.Stdout)
-	headless := c.Headless || !tty || !isTerminal(os.Stdin) || runDashboard == nil
+	daemon := c.StatusFD > 0
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -81,32 +240,45 @@ func (c upCmd) Run() error {
 		if gw, err = newGateway(plan, reg); err != nil {
 			return fmt.Errorf("create gateway: %w", err)
 		}
-		if p, ok := gw.(interface{ Problem() string }); ok && headless {
+		if p, ok := gw.(interface{ Problem() string }); ok {
 			fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd: "+p.Problem()))
 		}
 	}
 
 	out := newHeadlessOut(os.Stdout, tty)
-	opts := supervisor.Options{
-		Plan:       plan,
-		Gateway:    gw,
-		Preflight:  func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
-		NoProgress: c.NoProgress,
-		LogLines:   c.LogLines,
-		Telemetry:  &telemetryDecorator{t: tel, plan: plan},
+	// A daemon's output is a file that lives as long as the deployment
+	// (days): the engines' own lines are in their rotated log files, so
+	// it keeps only tsd's notes and events.
+	out.notesOnly = daemon
+	tester := dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	if gw == nil {
+		tester.gatewayURL = ""
 	}
-	if headless {
-		opts.OnEvent = out.event
+	opts := supervisor.Options{
+		Plan:        plan,
+		Gateway:     gw,
+		Preflight:   func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
+		NoProgress:  c.NoProgress,
+		LogLines:    c.LogLines,
+		Telemetry:   &telemetryDecorator{t: tel, plan: plan},
+		OnEvent:     out.event,
+		TestRequest: tester.TestRequest,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
 		return err
 	}
 
-	// First Ctrl-C (or SIGTERM/SIGHUP): orderly shutdown. Second: SIGKILL
-	// every process group now.
+	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
+	// shutdown. Second: SIGKILL every process group now. A daemon has no
+	// terminal; a stray SIGHUP must not stop it.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if daemon {
+		signal.Ignore(syscall.SIGHUP)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	}
 	defer signal.Stop(sigs)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -124,34 +296,21 @@ func (c upCmd) Run() error {
 		}
 	}()
 
-	var logsDone chan struct{}
-	if headless {
-		logsDone = out.followLogs(sup)
-	}
+	logsDone := out.followLogs(sup)
 	runErr := make(chan error, 1)
 	go func() { runErr <- sup.Run(runCtx) }()
-	if !headless {
+	if daemon {
 		select {
 		case <-sup.Started():
-		case err := <-runErr: // preflight or bind failed: say so on a plain screen
-			return err
+			reportStatus(c.StatusFD, "started", plan.ControlSocket)
+		case err := <-runErr:
+			runErr <- err
 		}
-		dashErr := runDashboard(runCtx, sup)
-		fmt.Fprintln(os.Stderr, "tsd: stopping every role (Ctrl-C again to kill them now)")
-		sup.Shutdown()
-		err := <-runErr
-		if dashErr != nil && !errors.Is(dashErr, context.Canceled) {
-			return dashErr
-		}
-		if err != nil {
-			return err
-		}
-	} else if err := <-runErr; err != nil {
+	}
+	if err := <-runErr; err != nil {
 		return err
 	}
-	if logsDone != nil {
-		<-logsDone
-	}
+	<-logsDone
 	var failed []string
 	for _, r := range sup.Snapshot().Roles {
 		if r.State == snapshot.StateFailed {
@@ -186,16 +345,9 @@ func orNVIDIA(a string) string {
 	return a
 }
 
-// dashboard runs the TUI on the supervisor.
-func dashboard(ctx context.Context, sup *supervisor.Supervisor) error {
-	plan := sup.Plan()
-	b := dashboardBackend{Supervisor: sup, gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
-	return tui.Run(ctx, b, tui.Options{SaveDir: plan.LogDir})
-}
-
-// dashboardBackend is the Supervisor plus the dashboard's test request.
+// dashboardBackend sends the dashboard's test request (key t) from the
+// daemon, which knows the gateway, the model name and the API key.
 type dashboardBackend struct {
-	*supervisor.Supervisor
 	gatewayURL string
 	model      string
 	apiKeyEnv  string
@@ -326,7 +478,15 @@ func red(colour bool, s string) string {
 	return "\x1b[31m" + s + "\x1b[0m"
 }
 
-func (c upCmd) loadPlan() (*profiles.Plan, error) {
+func (c upCmd) loadPlan(facts profiles.HostFacts) (*profiles.Plan, error) {
+	plan, err := c.loadPlanOnly(facts)
+	if err == nil && c.Name != "" {
+		plan.Name = c.Name
+	}
+	return plan, err
+}
+
+func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, error) {
 	if c.PlanJSON != "" {
 		b, err := os.ReadFile(c.PlanJSON)
 		if err != nil {
@@ -341,7 +501,7 @@ func (c upCmd) loadPlan() (*profiles.Plan, error) {
 	if c.Profile == "" {
 		return nil, errors.New("tsd up needs a PROFILE")
 	}
-	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
+	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return nil, profileErrors(errs)
 	}
@@ -407,6 +567,8 @@ type headlessOut struct {
 	events  chan snapshot.Event
 	width   int
 	printed map[string]uint64 // last Seq printed per role
+	// notesOnly prints only tsd's own lines (the daemon's log file).
+	notesOnly bool
 }
 
 var roleColours = []string{"36", "33", "35", "32", "34", "91", "96", "93"}
@@ -505,6 +667,9 @@ func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
 		}
 		if l.Seq > h.printed[l.Role] {
 			h.printed[l.Role] = l.Seq
+		}
+		if h.notesOnly && !l.Note {
+			continue
 		}
 		text := l.Text
 		switch {

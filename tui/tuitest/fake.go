@@ -218,3 +218,6 @@ func (f *Fake) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	}
 	return f.TestReply, f.TestLatency, nil
 }
+
+// StopDeployment records the call (the Detach quit prompt's stop answer).
+func (f *Fake) StopDeployment() error { return f.record("stop-deployment") }
