@@ -146,8 +146,10 @@ func TestE2EBenchCountsMatchGateway(t *testing.T) {
 func TestBenchTargetErrors(t *testing.T) {
 	cmd := exec.Command(tsdBin, "bench", "--num-prompts", "1")
 	cmd.Dir = t.TempDir()
+	// An empty registry: other tests' deployments must not be found.
+	cmd.Env = append(os.Environ(), "TSD_REGISTRY_DIR="+t.TempDir())
 	b, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(b), "pass PROFILE or --socket") {
+	if err == nil || !strings.Contains(string(b), "no tsd deployment is running") {
 		t.Fatalf("want a target error, got %v:\n%s", err, b)
 	}
 	cmd = exec.Command(tsdBin, "bench", "--base-url", "http://127.0.0.1:1", "--model", "m", "--request-rate", "-3")
@@ -156,19 +158,20 @@ func TestBenchTargetErrors(t *testing.T) {
 	}
 }
 
-// TestE2EBenchByName: with no profile, `tsd bench NAME` finds the gateway
-// of the tsd running in this directory through its control socket, and
-// refuses a name that tsd does not run.
+// TestE2EBenchByName: with no profile, `tsd bench NAME` finds the
+// deployment's gateway through the registry and its control socket, and
+// refuses a name that nothing runs.
 func TestE2EBenchByName(t *testing.T) {
 	d, _, _ := startBenchProfile(t)
-	cmd := exec.Command(tsdBin, "bench", "bench-e2e", "--backend", "generate", "--num-prompts", "3", "--random-input-len", "6", "--output-len", "2")
+	name := d.status().Name
+	cmd := exec.Command(tsdBin, "bench", name, "--backend", "generate", "--num-prompts", "3", "--random-input-len", "6", "--output-len", "2")
 	cmd.Dir = d.dir
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "Successful requests:                     3") {
-		t.Fatalf("tsd bench bench-e2e: %v\n%s", err, b)
+		t.Fatalf("tsd bench %s: %v\n%s", name, err, b)
 	}
 	cmd = exec.Command(tsdBin, "bench", "other", "--num-prompts", "1")
 	cmd.Dir = d.dir
-	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), `runs "bench-e2e", not "other"`) {
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), `no running deployment named "other"`) {
 		t.Fatalf("want a wrong-name error, got %v:\n%s", err, b)
 	}
 }
