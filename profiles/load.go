@@ -422,12 +422,13 @@ func (l *loader) duration(f field) (time.Duration, bool) {
 	return d, true
 }
 
-var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "run_dir", "log_dir"}
+var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "health", "run_dir", "log_dir"}
 var engineKeys = []string{"command", "transfer_backend", "ib_device", "args", "env"}
-var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls"}
+var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls", "queue_timeout"}
 var policyKeys = []string{KindPrefill, KindDecode, KindEncode}
 var roleKeys = []string{"name", "kind", "gpus", "tp", "dp", "worker", "dist_init_port", "bootstrap_port", "bootstrap_host", "engine_index", "args", "env", "host", "replicas", "restart"}
-var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace"}
+var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace", "drain_timeout"}
+var healthKeys = []string{"stall_action", "stall_timeout"}
 
 func (l *loader) profile(p *Profile, body ast.Node) {
 	top, ok := l.mapping(body, field{pos: nodePos(body)}, topKeys)
@@ -480,13 +481,17 @@ func (l *loader) profile(p *Profile, body ast.Node) {
 	if f, ok := top["engine"]; ok {
 		l.engine(&p.Engine, f)
 	}
-	p.Gateway = Gateway{Host: DefaultGatewayHost, Port: DefaultGatewayPort, Mode: ModeAuto, Policy: DefaultPolicy(), BootstrapServer: BootstrapEngine}
+	p.Gateway = Gateway{Host: DefaultGatewayHost, Port: DefaultGatewayPort, Mode: ModeAuto, Policy: DefaultPolicy(), BootstrapServer: BootstrapEngine, QueueTimeout: DefaultQueueTimeout}
 	if f, ok := top["gateway"]; ok {
 		l.gateway(&p.Gateway, f)
 	}
 	p.Restart = DefaultRestart()
 	if f, ok := top["restart"]; ok {
 		l.restart(&p.Restart, f)
+	}
+	p.Health = DefaultHealth()
+	if f, ok := top["health"]; ok {
+		l.health(&p.Health, f)
 	}
 	if f, ok := top["roles"]; ok {
 		l.roles(p, f)
@@ -607,6 +612,30 @@ func (l *loader) gateway(g *Gateway, at field) {
 			g.ImageURLs = v
 		}
 	}
+	if f, ok := m["queue_timeout"]; ok {
+		if v, ok := l.duration(f); ok {
+			g.QueueTimeout = v
+		}
+	}
+}
+
+func (l *loader) health(h *Health, at field) {
+	m, _ := l.mapping(at.n, at, healthKeys)
+	if f, ok := m["stall_action"]; ok {
+		s := l.str(f)
+		switch s {
+		case StallRestart, StallWait:
+			h.StallAction = s
+		default:
+			all := []string{StallRestart, StallWait}
+			l.errf(f, "must be restart or wait, got %q%s", s, didYouMean(s, all))
+		}
+	}
+	if f, ok := m["stall_timeout"]; ok {
+		if v, ok := l.duration(f); ok {
+			h.StallTimeout = v
+		}
+	}
 }
 
 var budgetRe = regexp.MustCompile(`^\s*(\d+)\s+in\s+(\S+)\s*$`)
@@ -632,7 +661,7 @@ func (l *loader) restart(r *Restart, at field) {
 	durs := []struct {
 		key string
 		dst *time.Duration
-	}{{"backoff", &r.Backoff}, {"max_backoff", &r.MaxBackoff}, {"reset_after", &r.ResetAfter}, {"stop_grace", &r.StopGrace}}
+	}{{"backoff", &r.Backoff}, {"max_backoff", &r.MaxBackoff}, {"reset_after", &r.ResetAfter}, {"stop_grace", &r.StopGrace}, {"drain_timeout", &r.DrainTimeout}}
 	for _, d := range durs {
 		if f, ok := m[d.key]; ok {
 			if v, ok := l.duration(f); ok {

@@ -463,6 +463,8 @@ func (pl *planner) plan() *Plan {
 		APIKeyEnv:       p.Gateway.APIKeyEnv,
 		BootstrapServer: p.Gateway.BootstrapServer,
 		ImageURLs:       p.Gateway.ImageURLs,
+		StallTimeout:    Duration(p.Health.StallTimeout),
+		QueueTimeout:    Duration(p.Gateway.QueueTimeout),
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}
@@ -518,7 +520,8 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 		Name: in.name, Group: r.Name, Kind: r.Kind, Host: r.Host, Local: r.Local(),
 		GPUs: gpus, TP: r.TP, DP: r.DP, EngineIndex: r.EngineIndex,
 		LogFile: filepath.Join(logDir, in.name+".log"),
-		Restart: r.Restart.Plan(),
+		Restart:     r.Restart.Plan(),
+		StallAction: p.Health.StallAction,
 	}
 	if rp.GPUs == nil {
 		rp.GPUs = []string{}
