@@ -42,21 +42,21 @@ const (
 
 // GatewayPlan is what the embedded gateway binds and serves.
 type GatewayPlan struct {
-	Listen          string       `json:"listen"` // host:port of the OpenAI HTTP API
-	URL             string       `json:"url"`    // http://host:port
-	Mode            string       `json:"mode"`   // pd | epd
-	Policy          PolicyPlan   `json:"policy"`
-	APIKeyEnv       string       `json:"api_key_env,omitempty"`
-	BootstrapServer string       `json:"bootstrap_server"` // engine | tsd
-	ImageURLs       bool         `json:"image_urls"`       // http(s) image_url parts are fetched
+	Listen          string     `json:"listen"` // host:port of the OpenAI HTTP API
+	URL             string     `json:"url"`    // http://host:port
+	Mode            string     `json:"mode"`   // pd | epd
+	Policy          PolicyPlan `json:"policy"`
+	APIKeyEnv       string     `json:"api_key_env,omitempty"`
+	BootstrapServer string     `json:"bootstrap_server"` // engine | tsd
+	ImageURLs       bool       `json:"image_urls"`       // http(s) image_url parts are fetched
 	// StallTimeout (health.stall_timeout): a rank with requests in flight
 	// that sends nothing this long is reported stalled.
 	StallTimeout Duration `json:"stall_timeout"`
 	// QueueTimeout (gateway.queue_timeout): how long a request waits for a
 	// routable worker before it fails.
-	QueueTimeout Duration `json:"queue_timeout"`
-	LogFile         string       `json:"log_file"`
-	Workers         []WorkerPlan `json:"workers"`
+	QueueTimeout Duration     `json:"queue_timeout"`
+	LogFile      string       `json:"log_file"`
+	Workers      []WorkerPlan `json:"workers"`
 }
 
 // PolicyPlan names the worker-selection policy per role kind.

@@ -519,7 +519,7 @@ func (pl *planner) rolePlan(in *inst, logDir string) RolePlan {
 	rp := RolePlan{
 		Name: in.name, Group: r.Name, Kind: r.Kind, Host: r.Host, Local: r.Local(),
 		GPUs: gpus, TP: r.TP, DP: r.DP, EngineIndex: r.EngineIndex,
-		LogFile: filepath.Join(logDir, in.name+".log"),
+		LogFile:     filepath.Join(logDir, in.name+".log"),
 		Restart:     r.Restart.Plan(),
 		StallAction: p.Health.StallAction,
 	}
