@@ -66,7 +66,7 @@ type actor struct {
 
 	cmds   chan command
 	ranks  chan snapshot.RankEvent
-	poke   chan struct{} // capture saw a milestone
+	poke   chan struct{}    // capture saw a milestone
 	stalls chan stallReport // the /proc scanner: whether the tree is stopped
 	done   chan struct{}
 	curPID atomic.Int64 // for Supervisor.Kill and the /proc scanner, which must not wait on the loop

@@ -71,7 +71,6 @@ func GuardMain(grace time.Duration, argv []string) int {
 // engine in (empty or unset: none). tsd creates it and kills it whole.
 const GuardCgroupEnv = "TSD_GUARD_CGROUP"
 
-
 // RunGuardian runs one engine under guard until its process group is empty.
 func RunGuardian(cfg GuardConfig) int {
 	if cfg.KillWait <= 0 {

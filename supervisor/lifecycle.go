@@ -156,29 +156,29 @@ type event struct {
 type effect int
 
 const (
-	fxSpawn         effect = iota // start the engine
-	fxCountRestart                // Restarts++
-	fxResetBudget                 // a person stepped in: fresh backoff and budget
-	fxCancelBackoff               // stop the delay and any crash release wait
-	fxCancelDelay                 // stop the delay only; the release wait goes on
-	fxBackoff                     // start the delay and/or the crash release wait
-	fxRoute                       // gateway: route the role
-	fxUnroute                     // gateway: no new requests (in-flight ones go on)
-	fxDrain                       // watch DrainCount until 0 or drain_timeout
-	fxEndDrain                    // stop watching
-	fxAbort                       // gateway: end what is still in flight
-	fxTerm                        // SIGTERM the group through the guardian (and SIGCONT it)
-	fxKill                        // SIGKILL the group now
-	fxHoldGPUs                    // note what the role holds on its GPUs (a stop begins)
-	fxDropGPUWait                 // forget that note: no release check
-	fxWaitRelease                 // wait for the GPU memory of a stopped role
-	fxCancelRelease               // end that wait now
-	fxStallOn                     // gateway: stalled (out of routing, requests aborted)
-	fxStallOff                    // gateway: not stalled any more
-	fxShowStopped                 // state stopped (reason from the actor)
-	fxShowFailed                  // state failed (reason from the actor)
-	fxShowCrashed                 // state crashed, before the policy's answer
-	fxShowReleaseWait             // backoff, waiting for the GPU memory
+	fxSpawn           effect = iota // start the engine
+	fxCountRestart                  // Restarts++
+	fxResetBudget                   // a person stepped in: fresh backoff and budget
+	fxCancelBackoff                 // stop the delay and any crash release wait
+	fxCancelDelay                   // stop the delay only; the release wait goes on
+	fxBackoff                       // start the delay and/or the crash release wait
+	fxRoute                         // gateway: route the role
+	fxUnroute                       // gateway: no new requests (in-flight ones go on)
+	fxDrain                         // watch DrainCount until 0 or drain_timeout
+	fxEndDrain                      // stop watching
+	fxAbort                         // gateway: end what is still in flight
+	fxTerm                          // SIGTERM the group through the guardian (and SIGCONT it)
+	fxKill                          // SIGKILL the group now
+	fxHoldGPUs                      // note what the role holds on its GPUs (a stop begins)
+	fxDropGPUWait                   // forget that note: no release check
+	fxWaitRelease                   // wait for the GPU memory of a stopped role
+	fxCancelRelease                 // end that wait now
+	fxStallOn                       // gateway: stalled (out of routing, requests aborted)
+	fxStallOff                      // gateway: not stalled any more
+	fxShowStopped                   // state stopped (reason from the actor)
+	fxShowFailed                    // state failed (reason from the actor)
+	fxShowCrashed                   // state crashed, before the policy's answer
+	fxShowReleaseWait               // backoff, waiting for the GPU memory
 )
 
 func (e effect) String() string {
