@@ -21,9 +21,11 @@ import (
 // The control socket speaks HTTP over a unix socket (mode 0600):
 //
 //	GET  /v1/status              the Snapshot as JSON
-//	POST /v1/restart?role=R      Restart(R); role "" = RestartAll
+//	POST /v1/restart?role=R[&now=1]  Restart(R) (now: no drain); role "" = RestartAll
+//	POST /v1/restart?rolling=1&role=R[&now=1]  RollingRestart(R): one line per
+//	                             step as it happens, then "ok" or "error: ..."
 //	POST /v1/start?role=R        Start(R)
-//	POST /v1/stop?role=R         Stop(R); role "" = stop the whole deployment
+//	POST /v1/stop?role=R[&now=1] Stop(R) (now: no drain); role "" = stop the whole deployment
 //	GET  /v1/logs?role=R[&follow=1]  the ring as text, then (follow) new lines
 //
 // Errors are plain text with a 4xx/5xx status.
@@ -71,14 +73,15 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s.Snapshot())
 	})
-	verb := func(one func(string) error, all func() error) http.HandlerFunc {
+	verb := func(one func(string, bool) error, all func() error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			role := r.URL.Query().Get("role")
+			now := r.URL.Query().Get("now") == "1"
 			var err error
 			if role == "" {
 				err = all()
 			} else {
-				err = one(role)
+				err = one(role, now)
 			}
 			switch {
 			case errors.Is(err, ErrUnknownRole):
@@ -90,9 +93,42 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 			}
 		}
 	}
-	mux.HandleFunc("POST /v1/restart", verb(s.Restart, s.RestartAll))
-	mux.HandleFunc("POST /v1/start", verb(s.Start, func() error { return errors.New("start needs a role") }))
-	mux.HandleFunc("POST /v1/stop", verb(s.Stop, func() error { s.Shutdown(); return nil }))
+	restart := verb(s.RestartNow, s.RestartAll)
+	mux.HandleFunc("POST /v1/restart", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("rolling") != "1" {
+			restart(w, r)
+			return
+		}
+		role := r.URL.Query().Get("role")
+		if _, err := s.RollingTargets(role); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fl, _ := w.(http.Flusher)
+		line := func(msg string) {
+			fmt.Fprintln(w, msg)
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.shutdownCh:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := s.RollingRestart(ctx, role, r.URL.Query().Get("now") == "1", line); err != nil {
+			line("error: " + oneLine(err.Error()))
+			return
+		}
+		line("ok")
+	})
+	mux.HandleFunc("POST /v1/start", verb(func(role string, _ bool) error { return s.Start(role) }, func() error { return errors.New("start needs a role") }))
+	mux.HandleFunc("POST /v1/stop", verb(s.StopNow, func() error { s.Shutdown(); return nil }))
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
 		role := r.URL.Query().Get("role")
 		follow := r.URL.Query().Get("follow") == "1"
@@ -218,8 +254,12 @@ func (c *ControlClient) Status(ctx context.Context) (snapshot.Snapshot, error) {
 	return s, nil
 }
 
-func (c *ControlClient) post(ctx context.Context, verb, role string) error {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/"+verb+"?role="+queryEscape(role))
+func (c *ControlClient) post(ctx context.Context, verb, role string, now bool) error {
+	q := "/v1/" + verb + "?role=" + queryEscape(role)
+	if now {
+		q += "&now=1"
+	}
+	resp, err := c.do(ctx, http.MethodPost, q)
 	if err != nil {
 		return err
 	}
@@ -227,19 +267,61 @@ func (c *ControlClient) post(ctx context.Context, verb, role string) error {
 	return nil
 }
 
-// Restart restarts one role ("" = every role).
+// Restart restarts one role ("" = every role), draining it first.
 func (c *ControlClient) Restart(ctx context.Context, role string) error {
-	return c.post(ctx, "restart", role)
+	return c.post(ctx, "restart", role, false)
+}
+
+// RestartNow restarts one role; with now its in-flight requests end at once.
+func (c *ControlClient) RestartNow(ctx context.Context, role string, now bool) error {
+	return c.post(ctx, "restart", role, now)
+}
+
+// StopNow stops one role; with now its in-flight requests end at once.
+func (c *ControlClient) StopNow(ctx context.Context, role string, now bool) error {
+	return c.post(ctx, "stop", role, now)
+}
+
+// RollingRestart restarts target's instances one at a time (see
+// Supervisor.RollingRestart), copying each progress line to progress
+// (may be nil) as it comes; it returns when the last one is ready again,
+// or the error that stopped it.
+func (c *ControlClient) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	q := "/v1/restart?rolling=1&role=" + queryEscape(target)
+	if now {
+		q += "&now=1"
+	}
+	resp, err := c.do(ctx, http.MethodPost, q)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case l == "ok":
+			return nil
+		case strings.HasPrefix(l, "error: "):
+			return errors.New(strings.TrimPrefix(l, "error: "))
+		case progress != nil:
+			progress(l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read rolling restart progress: %w", err)
+	}
+	return errors.New("tsd ended the rolling restart without an answer")
 }
 
 // Start starts one role.
 func (c *ControlClient) Start(ctx context.Context, role string) error {
-	return c.post(ctx, "start", role)
+	return c.post(ctx, "start", role, false)
 }
 
 // Stop stops one role, or ("" ) the whole deployment.
 func (c *ControlClient) Stop(ctx context.Context, role string) error {
-	return c.post(ctx, "stop", role)
+	return c.post(ctx, "stop", role, false)
 }
 
 // Logs copies a role's ring ("" = all roles, prefixed) to w; with follow it

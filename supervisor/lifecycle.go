@@ -194,6 +194,9 @@ func step(lc lifecycle, ev event) (lifecycle, []effect) {
 	fx := func(next lifecycle, e ...effect) (lifecycle, []effect) { return next, e }
 	to := func(p phase) lifecycle { n := lc; n.Phase = p; return n }
 	p := lc.Phase
+	if lc.Quit && (ev.Kind == evStart || ev.Kind == evDelayDone || ev.Kind == evCrashReleased) {
+		return fx(lc) // a shutting-down role never starts again
+	}
 	switch ev.Kind {
 	case evStart:
 		switch p {
