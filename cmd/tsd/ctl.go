@@ -130,46 +130,33 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if phase == "" {
 			phase = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, r.Reason)
+		reason := r.Reason
+		if r.State == snapshot.StateDraining && !r.DrainDeadline.IsZero() {
+			left := r.DrainDeadline.Sub(now)
+			if left < 0 {
+				left = 0
+			}
+			reason = fmt.Sprintf("%d in flight, %s left; %s", r.DrainInFlight, supervisor.HumanDuration(left.Round(time.Second)), reason)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, reason)
 	}
 	return tw.Flush()
 }
 
 type restartCmd struct {
 	ctlTarget
-	Role    string `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
-	Profile string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
+	Rolling bool     `help:"Restart the instances of ROLE (an instance, a replica group or a kind; none: every role) one at a time, each ready again before the next; waits until done."`
+	Now     bool     `help:"Skip the drain: requests in flight on the role end at once with an error."`
+	Args    []string `arg:"" optional:"" help:"ROLE [PROFILE]: role instance (e.g. decode, decode-1), or with --rolling a replica group or kind."`
 }
 
 func (c restartCmd) Run() error {
-	path, err := c.resolve(c.Profile)
+	role, profile, err := roleAndProfile(c.Args, "usage: tsd restart [--rolling] [--now] ROLE [PROFILE]")
 	if err != nil {
 		return err
 	}
-	ctx, cancel := ctlContext()
-	defer cancel()
-	if err := supervisor.NewControlClient(path).Restart(ctx, c.Role); err != nil {
-		return fmt.Errorf("restart %s: %w", c.Role, err)
-	}
-	fmt.Printf("restarting %s\n", c.Role)
-	return nil
-}
-
-type stopCmd struct {
-	ctlTarget
-	Args []string `arg:"" optional:"" help:"[ROLE] [PROFILE]: without ROLE the whole deployment stops."`
-}
-
-func (c stopCmd) Run() error {
-	role, profile := "", ""
-	for _, a := range c.Args {
-		if profile == "" && isProfileArg(a) {
-			profile = a
-		} else if role == "" {
-			role = a
-		} else {
-			return errors.New("usage: tsd stop [ROLE] [PROFILE]")
-		}
+	if role == "" && !c.Rolling {
+		return errors.New("restart needs a ROLE (or --rolling for every role one at a time)")
 	}
 	path, err := c.resolve(profile)
 	if err != nil {
@@ -177,7 +164,57 @@ func (c stopCmd) Run() error {
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if err := supervisor.NewControlClient(path).Stop(ctx, role); err != nil {
+	cl := supervisor.NewControlClient(path)
+	if c.Rolling {
+		what := role
+		if what == "" {
+			what = "every role"
+		}
+		if err := cl.RollingRestart(ctx, role, c.Now, func(l string) { fmt.Println(l) }); err != nil {
+			return fmt.Errorf("rolling restart of %s: %w", what, err)
+		}
+		fmt.Printf("rolling restart of %s done\n", what)
+		return nil
+	}
+	if err := cl.RestartNow(ctx, role, c.Now); err != nil {
+		return fmt.Errorf("restart %s: %w", role, err)
+	}
+	fmt.Printf("restarting %s\n", role)
+	return nil
+}
+
+// roleAndProfile splits [ROLE] [PROFILE] arguments: profiles are YAML files.
+func roleAndProfile(args []string, usage string) (role, profile string, err error) {
+	for _, a := range args {
+		if profile == "" && isProfileArg(a) {
+			profile = a
+		} else if role == "" {
+			role = a
+		} else {
+			return "", "", errors.New(usage)
+		}
+	}
+	return role, profile, nil
+}
+
+type stopCmd struct {
+	ctlTarget
+	Now  bool     `help:"Skip the drain: requests in flight on the role end at once with an error."`
+	Args []string `arg:"" optional:"" help:"[ROLE] [PROFILE]: without ROLE the whole deployment stops."`
+}
+
+func (c stopCmd) Run() error {
+	role, profile, err := roleAndProfile(c.Args, "usage: tsd stop [--now] [ROLE] [PROFILE]")
+	if err != nil {
+		return err
+	}
+	path, err := c.resolve(profile)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctlContext()
+	defer cancel()
+	if err := supervisor.NewControlClient(path).StopNow(ctx, role, c.Now); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	if role == "" {

@@ -19,7 +19,7 @@ type cli struct {
 	Validate validateCmd `cmd:"" help:"Check a profile and list every problem."`
 	Gateway  gatewayCmd  `cmd:"" help:"Run only the embedded gateway (engines started by hand)."`
 	Status   statusCmd   `cmd:"" help:"Show a running tsd's roles, ranks and GPUs."`
-	Restart  restartCmd  `cmd:"" help:"Restart one role of a running tsd."`
+	Restart  restartCmd  `cmd:"" help:"Restart one role of a running tsd (drained first; --now skips that), or --rolling: its instances one at a time."`
 	Stop     stopCmd     `cmd:"" help:"Stop one role, or the whole deployment, of a running tsd."`
 	Logs     logsCmd     `cmd:"" help:"Print (or follow) one role's log from a running tsd."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
