@@ -335,6 +335,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	ctl.close()
 	s.removeSockets()
+	if dir := s.recordDir(); dir != "" {
+		_ = os.Remove(dir) // empty once every group was verified gone; kept otherwise, for the next tsd
+	}
 	return runErr
 }
 
