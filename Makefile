@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test test-unit test-e2e lint demo bench fuzz clean
+.PHONY: all build test test-unit test-e2e lint demo bench fuzz chaos clean
 
 all: build
 
@@ -31,6 +31,14 @@ lint:
 
 demo: build
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-gpus 4 profiles/examples/demo.yaml
+
+# 50 random faults (SIGKILL, SIGTERM, SIGSTOP+SIGCONT of launchers and
+# ranks) under 64 streaming clients on a 1P(dp 2)+2D ts-fake deployment;
+# a 10-fault version runs in `make test` (cmd/tsd TestChaos).
+CHAOS_FAULTS  ?= 50
+CHAOS_CLIENTS ?= 64
+chaos: build
+	TSD_CHAOS_FAULTS=$(CHAOS_FAULTS) TSD_CHAOS_CLIENTS=$(CHAOS_CLIENTS) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/tsd/
 
 # Speed and memory targets live here, never in timed unit tests.
 bench: build

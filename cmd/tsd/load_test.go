@@ -244,6 +244,17 @@ func (t tally) String() string {
 	return b.String()
 }
 
+// prefillExtra gives the prefill the decode's restart block (chaos wants
+// the same policy on both); other decode lines stay the decode's.
+func prefillExtra(decode string) string {
+	for _, l := range strings.Split(decode, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "restart:") {
+			return l
+		}
+	}
+	return ""
+}
+
 // fake1P2D writes a profile of one prefill with dp 2 and two decode
 // replicas on ts-fake, with extra YAML appended, and starts `tsd up
 // --headless` on it. It returns the deployment and the gateway URL.
@@ -260,7 +271,7 @@ func fake1P2D(t *testing.T, extra string, decodeEnv string) (*deployment, string
 	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := freeCluster(t) // below the ephemeral range; its neighbours are reserved with it
 	prof := fmt.Sprintf(`name: fake-1p2d
 model: ./model
 engine:
@@ -273,6 +284,7 @@ roles:
     kind: prefill
     dp: 2
     gpus: [0, 1]
+%s
   - name: decode
     kind: decode
     replicas: 2
@@ -282,7 +294,7 @@ restart:
   backoff: 200ms
   budget: 1000 in 10m
   stop_grace: 5s
-%s`, fakeBin, port, decodeEnv, extra)
+%s`, fakeBin, port, prefillExtra(decodeEnv), decodeEnv, extra)
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(prof), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
 	"github.com/tsd-project/tsd/gateway"
@@ -72,6 +73,9 @@ func (c upCmd) Run() error {
 	// on /metrics with telemetry's GPU and role gauges beside its own.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(tel.Collector())
+	// The daemon's own goroutines, fds and RSS: a leak under faults shows
+	// on /metrics (make chaos checks them against their baseline).
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var gw supervisor.Gateway
 	if newGateway != nil && !c.NoGateway {
 		if gw, err = newGateway(plan, reg); err != nil {
