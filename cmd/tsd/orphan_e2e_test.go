@@ -60,11 +60,11 @@ func TestE2ETSDAndGuardianKilledTogether(t *testing.T) {
 			d := startDeploymentEnv(t, tc.env, role("decode", "decode", script, 5*time.Second), role("prefill", "prefill", engineScript, 5*time.Second))
 			d.waitLine(0, "decode", "→ ready")
 			d.waitLine(0, "prefill", "→ ready")
-			d.waitLine(0, "stray=")
+			d.waitLine(0, "| stray=") // the engine's own line, not tsd's echo of the command
 			stray := 0
 			for _, l := range d.linesCopy() {
-				if i := strings.Index(l, "stray="); i >= 0 {
-					stray, _ = strconv.Atoi(strings.TrimSpace(l[i+len("stray="):]))
+				if i := strings.Index(l, "| stray="); i >= 0 {
+					stray, _ = strconv.Atoi(strings.TrimSpace(l[i+len("| stray="):]))
 				}
 			}
 			if stray == 0 {
