@@ -848,6 +848,11 @@ func (a *actor) onProcStall(rep stallReport) {
 // updateStall folds the two stall sources into one verdict and fires
 // stall or recover when it changes; true if it fired.
 func (a *actor) updateStall() bool {
+	switch a.lc.Phase {
+	case phStarting, phRunning, phDraining, phStalled:
+	default:
+		return false // on its way down or not running: nothing to judge
+	}
 	if a.stallProc && a.procStall == "" && a.stalling {
 		// Once the stopped tree runs again, silence the gateway saw while
 		// it was stopped (or caused by our own verdict) is not news.
