@@ -144,7 +144,10 @@ func TestChaos(t *testing.T) {
 	var stopped sync.WaitGroup
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 14))
 	var done []string
-	for i := 0; i < faults; i++ {
+	// Count faults applied, not attempts: while every role is down there
+	// is nothing to hit. Bounded, in case the deployment never recovers.
+	limit := time.Now().Add(time.Duration(faults) * every * 4)
+	for len(done) < faults && time.Now().Before(limit) {
 		select {
 		case <-d.done:
 			l.stop()
@@ -192,6 +195,9 @@ func TestChaos(t *testing.T) {
 	end := usageOf(t, d.cmd.Process.Pid, base)
 	res := tallyOf(l.stop())
 	t.Logf("%d faults: %s", len(done), strings.Join(done, "; "))
+	if len(done) < faults {
+		t.Errorf("only %d of %d faults found a ready role to hit", len(done), faults)
+	}
 	t.Logf("%s", res)
 	t.Logf("tsd: baseline %s; after %s", base0, end)
 	if res.n[outOK] == 0 || res.n[outHung] != 0 || res.n[outTruncated] != 0 {
