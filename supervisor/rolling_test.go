@@ -180,3 +180,36 @@ func TestLeftoverGroupsAreKilledOnStart(t *testing.T) {
 		t.Fatalf("second clean %q", again)
 	}
 }
+
+// The control socket's rolling restart streams progress and ends in the
+// verdict; now=1 on stop reaches the actor (the in-flight requests are
+// aborted at once instead of drained).
+func TestControlSocketRollingAndNow(t *testing.T) {
+	t.Parallel()
+	gw := newStubGW()
+	f := newFixture(t, gw, nil,
+		replica("decode-0", "decode", profiles.KindDecode, twoRanks),
+		replica("decode-1", "decode", profiles.KindDecode, twoRanks))
+	f.wait("decode-0", "ready", state(snapshot.StateReady))
+	f.wait("decode-1", "ready", state(snapshot.StateReady))
+	c := NewControlClient(f.sup.plan.ControlSocket)
+	ctx := context.Background()
+	var lines []string
+	if err := c.RollingRestart(ctx, "decode", false, func(l string) { lines = append(lines, l) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 4 || !strings.HasPrefix(lines[3], "decode-1 ready again after ") {
+		t.Fatalf("progress %q", lines)
+	}
+	if err := c.RollingRestart(ctx, "nope", false, nil); err == nil || !strings.Contains(err.Error(), "unknown role") {
+		t.Fatalf("rolling restart of an unknown target: %v", err)
+	}
+	gw.setDrain("decode-0", 5)
+	if err := c.StopNow(ctx, "decode-0", true); err != nil {
+		t.Fatal(err)
+	}
+	f.wait("decode-0", "stopped", state(snapshot.StateStopped))
+	if indexOf(gw.Calls(), "abort decode-0 5") < 0 {
+		t.Fatalf("stop --now did not abort: %v", gw.Calls())
+	}
+}

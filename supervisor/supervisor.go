@@ -8,7 +8,17 @@
 //	go sup.Run(ctx)                       // until ctx ends, Shutdown, or `tsd stop`
 //	cur, ch, cancel := sup.Subscribe()    // snapshot, then newer ones
 //	backlog, batches, stop, err := sup.SubscribeLogs("decode") // "" = all roles
-//	sup.Restart("decode")                 // also Stop, Start, RestartAll, StopAll
+//	sup.Restart("decode")                 // also Stop, Start, RestartAll, StopAll; *Now skip the drain
+//	sup.RollingRestart(ctx, "decode", false, nil) // one instance at a time
+//
+// Each role's lifecycle is data: typed phases and a pure step function
+// (lifecycle.go) from (phase, event) to the next phase and the effects to
+// carry out; drain before a stop or restart, stalls (a stopped process
+// tree, or ranks the gateway reports silent) and rolling restarts
+// (rolling.go) are phases and events like any other. Every live group is
+// recorded in the run folder, and run in its own cgroup where writable
+// (orphans.go), so a tsd that dies with its guardians leaves nothing the
+// next `tsd up` does not kill.
 //
 // Each role instance is owned by one actor goroutine (actor.go) that starts
 // `tsd _guard` (guardian.go), which starts the engine in its own process
