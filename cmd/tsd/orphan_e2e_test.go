@@ -124,3 +124,50 @@ func TestE2ETSDAndGuardianKilledTogether(t *testing.T) {
 		})
 	}
 }
+
+// `tsd restart --rolling KIND` restarts the kind's roles one at a time
+// and prints each step; `tsd stop --now ROLE` stops one at once.
+func TestE2ERollingRestartCLI(t *testing.T) {
+	t.Parallel()
+	d := startDeployment(t,
+		role("prefill", "prefill", engineScript, 5*time.Second),
+		role("decode-0", "decode", engineScript, 5*time.Second),
+		role("decode-1", "decode", engineScript, 5*time.Second))
+	for _, r := range []string{"prefill", "decode-0", "decode-1"} {
+		d.waitLine(0, r, "→ ready")
+	}
+	before := d.status()
+	out, err := d.ctl("restart", "--rolling", "decode")
+	if err != nil {
+		t.Fatalf("tsd restart --rolling decode: %v\n%s", err, out)
+	}
+	i0, i1 := strings.Index(out, "decode-0 ready again"), strings.Index(out, "restarting decode-1")
+	if i0 < 0 || i1 < i0 || !strings.Contains(out, "rolling restart of decode done") {
+		t.Fatalf("rolling restart output:\n%s", out)
+	}
+	after := d.status()
+	for _, n := range []string{"decode-0", "decode-1"} {
+		if a := roleStatus(t, after, n); a.PID == roleStatus(t, before, n).PID || a.Restarts != 1 {
+			t.Fatalf("%s after the rolling restart: %+v", n, a)
+		}
+	}
+	if p := roleStatus(t, after, "prefill"); p.Restarts != 0 {
+		t.Fatalf("prefill restarted: %+v", p)
+	}
+	if out, err := d.ctl("restart", "--rolling", "nope"); err == nil || !strings.Contains(out, "unknown role") {
+		t.Fatalf("rolling restart of nothing: %v\n%s", err, out)
+	}
+	if out, err := d.ctl("restart"); err == nil || !strings.Contains(out, "restart needs a ROLE") {
+		t.Fatalf("restart without a role: %v\n%s", err, out)
+	}
+	if out, err := d.ctl("stop", "--now", "decode-1"); err != nil {
+		t.Fatalf("tsd stop --now decode-1: %v\n%s", err, out)
+	}
+	d.waitLine(0, "decode-1", "→ stopped")
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
