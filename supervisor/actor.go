@@ -853,36 +853,24 @@ func (a *actor) updateStall() bool {
 	default:
 		return false // on its way down or not running: nothing to judge
 	}
-	if a.stallProc && a.procStall == "" && a.stalling {
-		// Once the stopped tree runs again, silence the gateway saw while
-		// it was stopped (or caused by our own verdict) is not news.
+	v := judgeStall(stallFacts{Proc: a.procStall, Ranks: a.gwStall, Stalling: a.stalling, FromProc: a.stallProc})
+	if v.ForgetRanks {
 		a.gwStall = map[int]bool{}
 	}
-	stalled := a.procStall != "" || len(a.gwStall) > 0
-	switch {
-	case stalled && !a.stalling:
-		a.stalling = true
-		a.stallProc = a.procStall != ""
-		why := a.procStall
-		if why == "" {
-			var ids []int
-			for id := range a.gwStall {
-				ids = append(ids, id)
-			}
-			sort.Ints(ids)
-			why = fmt.Sprintf("rank(s) %v sent nothing for the stall timeout with requests in flight", ids)
-		}
+	switch v.Change {
+	case stallBegins:
+		a.stalling, a.stallProc = true, v.FromProc
 		wait := a.plan.StallAction == profiles.StallWait
-		a.st.Reason = why
+		a.st.Reason = v.Why
 		if wait {
-			a.note("stalled: %s; out of routing until it recovers (health.stall_action: wait)", why)
+			a.note("stalled: %s; out of routing until it recovers (health.stall_action: wait)", v.Why)
 		} else {
-			a.note("stalled: %s; restarting (health.stall_action: restart)", why)
+			a.note("stalled: %s; restarting (health.stall_action: restart)", v.Why)
 		}
-		a.why = "stalled: " + why + "; restarting"
+		a.why = "stalled: " + v.Why + "; restarting"
 		a.fire(event{Kind: evStall, Wait: wait})
 		return true
-	case !stalled && a.stalling:
+	case stallEnds:
 		a.stalling, a.stallProc = false, false
 		exp := a.ranksExpected()
 		a.note("recovered from the stall")

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -433,4 +434,58 @@ func finishStop(lc lifecycle, pre ...effect) (lifecycle, []effect) {
 	}
 	n.Phase = phIdle
 	return n, append(pre, fxShowStopped)
+}
+
+// stallFacts are what the stall verdict depends on.
+type stallFacts struct {
+	Proc     string       // why the process tree is stopped ("" = it runs)
+	Ranks    map[int]bool // ranks the gateway reports silent with requests in flight
+	Stalling bool         // the role is judged stalled now
+	FromProc bool         // that judgement began with a stopped tree
+}
+
+type stallChange int
+
+const (
+	stallSame stallChange = iota
+	stallBegins
+	stallEnds
+)
+
+// stallVerdict is judgeStall's answer.
+type stallVerdict struct {
+	Change      stallChange
+	Why         string // for stallBegins: the reason shown and sent to the gateway
+	FromProc    bool   // for stallBegins: a stopped tree is the cause
+	ForgetRanks bool   // drop the gateway's silent-rank reports
+}
+
+// judgeStall folds the two stall sources (docs/architecture.md: a rank is
+// judged by its processes' state and by output progress) into one
+// verdict. Once a stall that began with a stopped tree sees the tree run
+// again, the gateway's reports of silence from that time (or caused by
+// tsd's own verdict) are forgotten, so the role is re-admitted rather
+// than left out forever.
+func judgeStall(f stallFacts) stallVerdict {
+	var v stallVerdict
+	ranks := len(f.Ranks)
+	if f.Stalling && f.FromProc && f.Proc == "" && ranks > 0 {
+		v.ForgetRanks, ranks = true, 0
+	}
+	stalled := f.Proc != "" || ranks > 0
+	switch {
+	case stalled && !f.Stalling:
+		v.Change, v.FromProc, v.Why = stallBegins, f.Proc != "", f.Proc
+		if v.Why == "" {
+			ids := make([]int, 0, len(f.Ranks))
+			for id := range f.Ranks {
+				ids = append(ids, id)
+			}
+			sort.Ints(ids)
+			v.Why = fmt.Sprintf("rank(s) %v sent nothing for the stall timeout with requests in flight", ids)
+		}
+	case !stalled && f.Stalling:
+		v.Change = stallEnds
+	}
+	return v
 }

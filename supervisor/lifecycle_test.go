@@ -217,3 +217,32 @@ func TestPhaseNames(t *testing.T) {
 		_ = e.String()
 	}
 }
+
+// Pins every row of the stall verdict.
+func TestJudgeStall(t *testing.T) {
+	t.Parallel()
+	stopped := "process 7 (ts-fake) stopped"
+	one := map[int]bool{1: true}
+	two := map[int]bool{3: true, 0: true}
+	rows := []struct {
+		name string
+		in   stallFacts
+		want stallVerdict
+	}{
+		{"all well", stallFacts{}, stallVerdict{}},
+		{"tree stops", stallFacts{Proc: stopped}, stallVerdict{Change: stallBegins, Why: stopped, FromProc: true}},
+		{"ranks go silent", stallFacts{Ranks: two}, stallVerdict{Change: stallBegins, Why: "rank(s) [0 3] sent nothing for the stall timeout with requests in flight"}},
+		{"both: the tree is the reason", stallFacts{Proc: stopped, Ranks: one}, stallVerdict{Change: stallBegins, Why: stopped, FromProc: true}},
+		{"still stopped", stallFacts{Proc: stopped, Stalling: true, FromProc: true}, stallVerdict{}},
+		{"tree runs again", stallFacts{Stalling: true, FromProc: true}, stallVerdict{Change: stallEnds}},
+		{"tree runs again; silence from then forgotten", stallFacts{Ranks: one, Stalling: true, FromProc: true}, stallVerdict{Change: stallEnds, ForgetRanks: true}},
+		{"silent ranks still silent", stallFacts{Ranks: one, Stalling: true}, stallVerdict{}},
+		{"silent ranks speak again", stallFacts{Stalling: true}, stallVerdict{Change: stallEnds}},
+		{"silent ranks, then the tree stops too", stallFacts{Proc: stopped, Ranks: one, Stalling: true}, stallVerdict{}},
+	}
+	for _, r := range rows {
+		if got := judgeStall(r.in); got != r.want {
+			t.Errorf("%s: judgeStall(%+v) = %+v, want %+v", r.name, r.in, got, r.want)
+		}
+	}
+}
