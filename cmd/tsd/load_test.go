@@ -292,6 +292,7 @@ roles:
 %s
 restart:
   backoff: 200ms
+  max_backoff: 2s
   budget: 1000 in 10m
   stop_grace: 5s
 %s`, fakeBin, port, prefillExtra(decodeEnv), decodeEnv, extra)
