@@ -213,3 +213,26 @@ func TestControlSocketRollingAndNow(t *testing.T) {
 		t.Fatalf("stop --now did not abort: %v", gw.Calls())
 	}
 }
+
+// Event lines from outside (the gateway's verdicts) reach the Snapshot.
+func TestEventFromOutside(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, nil, shRole("decode", profiles.KindDecode, readyScript))
+	f.wait("decode", "ready", state(snapshot.StateReady))
+	f.sup.Event("decode", "rank 0 stalled: no output for 30s with 3 requests in flight")
+	cur, ch, cancel := f.sup.Subscribe()
+	defer cancel()
+	deadline := time.After(waitLimit)
+	for {
+		for _, e := range cur.Events {
+			if e.Role == "decode" && strings.HasPrefix(e.Message, "rank 0 stalled") {
+				return
+			}
+		}
+		select {
+		case cur = <-ch:
+		case <-deadline:
+			t.Fatalf("event not published: %+v", cur.Events)
+		}
+	}
+}

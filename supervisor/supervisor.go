@@ -441,6 +441,19 @@ func (s *Supervisor) Subscribe() (current snapshot.Snapshot, updates <-chan snap
 	return s.pub.subscribe()
 }
 
+// Event records one line in the Snapshot's event list (and the headless
+// output), e.g. the gateway's verdicts ("stall", "readmit", "panic")
+// through its event sink. role may be "". Safe from any goroutine once
+// New has returned; it never blocks: with the publisher's queue full (or
+// Run over) the line is dropped, since a gateway goroutine must not wait
+// on the dashboard.
+func (s *Supervisor) Event(role, msg string) {
+	select {
+	case s.pub.in <- pubMsg{event: &snapshot.Event{Time: s.now(), Role: role, Message: msg}}:
+	default:
+	}
+}
+
 // Snapshot returns the latest published Snapshot.
 func (s *Supervisor) Snapshot() snapshot.Snapshot { return s.pub.current() }
 
