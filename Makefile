@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test test-unit test-e2e flake fuzz lint demo demo-ascend bench bench-bins bench-go clean
+.PHONY: all build test test-unit test-e2e flake fuzz lint demo demo-ascend bench bench-bins bench-go chaos clean
 
 # go-nvml's header marks many NVML calls deprecated, and cgo repeats each
 # warning on every first build; they are not ours to fix, so its C
@@ -69,6 +69,14 @@ demo: build
 # The same demo on simulated Ascend NPUs (ASCEND_RT_VISIBLE_DEVICES, npu-smi).
 demo-ascend: build
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-npus 4 profiles/examples/demo-ascend.yaml
+
+# 50 random faults (SIGKILL, SIGTERM, SIGSTOP+SIGCONT of launchers and
+# ranks) under 64 streaming clients on a 1P(dp 2)+2D ts-fake deployment;
+# a 10-fault version runs in `make test` (cmd/tsd TestChaos).
+CHAOS_FAULTS  ?= 50
+CHAOS_CLIENTS ?= 64
+chaos: build
+	TSD_CHAOS_FAULTS=$(CHAOS_FAULTS) TSD_CHAOS_CLIENTS=$(CHAOS_CLIENTS) $(GO) test -race -count=1 -timeout 30m -run '^TestChaos$$' -v ./cmd/tsd/
 
 # Speed and memory targets live here, never in timed unit tests.
 # `make bench` builds the driver and the test binaries of the chosen Go

@@ -48,15 +48,21 @@ const (
 
 // GatewayPlan is what the embedded gateway binds and serves.
 type GatewayPlan struct {
-	Listen          string       `json:"listen"` // host:port of the OpenAI HTTP API
-	URL             string       `json:"url"`    // http://host:port
-	Mode            string       `json:"mode"`   // pd | epd
-	Policy          PolicyPlan   `json:"policy"`
-	APIKeyEnv       string       `json:"api_key_env,omitempty"`
-	BootstrapServer string       `json:"bootstrap_server"` // engine | tsd
-	ImageURLs       bool         `json:"image_urls"`       // http(s) image_url parts are fetched
-	LogFile         string       `json:"log_file"`
-	Workers         []WorkerPlan `json:"workers"`
+	Listen          string     `json:"listen"` // host:port of the OpenAI HTTP API
+	URL             string     `json:"url"`    // http://host:port
+	Mode            string     `json:"mode"`   // pd | epd
+	Policy          PolicyPlan `json:"policy"`
+	APIKeyEnv       string     `json:"api_key_env,omitempty"`
+	BootstrapServer string     `json:"bootstrap_server"` // engine | tsd
+	ImageURLs       bool       `json:"image_urls"`       // http(s) image_url parts are fetched
+	// StallTimeout (health.stall_timeout): a rank with requests in flight
+	// that sends nothing this long is reported stalled.
+	StallTimeout Duration `json:"stall_timeout"`
+	// QueueTimeout (gateway.queue_timeout): how long a request waits for a
+	// routable worker before it fails.
+	QueueTimeout Duration     `json:"queue_timeout"`
+	LogFile      string       `json:"log_file"`
+	Workers      []WorkerPlan `json:"workers"`
 }
 
 // PolicyPlan names the worker-selection policy per role kind.
@@ -105,6 +111,8 @@ type RolePlan struct {
 	BootstrapPort        int               `json:"bootstrap_port,omitempty"`
 	LogFile              string            `json:"log_file"`
 	Restart              RestartPlan       `json:"restart"`
+	// StallAction (health.stall_action): restart | wait.
+	StallAction string `json:"stall_action"`
 }
 
 // RestartPlan is the resolved restart policy of one role instance.
@@ -116,6 +124,7 @@ type RestartPlan struct {
 	BudgetCount  int      `json:"budget_count"`
 	BudgetWindow Duration `json:"budget_window"`
 	StopGrace    Duration `json:"stop_grace"`
+	DrainTimeout Duration `json:"drain_timeout"`
 }
 
 // Duration prints as Go duration text ("2s", "10m0s") in JSON so plans stay

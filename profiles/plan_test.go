@@ -321,7 +321,7 @@ roles:
 		t.Errorf("decode-1: %+v", d1)
 	}
 	want := RestartPlan{Policy: "on-failure", Backoff: Duration(2 * time.Second), MaxBackoff: Duration(2 * time.Minute),
-		ResetAfter: Duration(10 * time.Minute), BudgetCount: 5, BudgetWindow: Duration(10 * time.Minute), StopGrace: Duration(30 * time.Second)}
+		ResetAfter: Duration(10 * time.Minute), BudgetCount: 5, BudgetWindow: Duration(10 * time.Minute), StopGrace: Duration(30 * time.Second), DrainTimeout: Duration(30 * time.Second)}
 	if d1.Restart != want {
 		t.Errorf("restart %+v", d1.Restart)
 	}
@@ -547,5 +547,44 @@ func TestCommandLineRoundTrip(t *testing.T) {
 	out, err = exec.Command(sh, "-c", "Q="+ShellQuote(r.Env["Q"])+` sh -c 'printf %s "$Q"'`).Output()
 	if err != nil || string(out) != r.Env["Q"] {
 		t.Errorf("env through sh = %q (%v), want %q", out, err, r.Env["Q"])
+	}
+}
+
+// Pins: health.stall_action, health.stall_timeout, gateway.queue_timeout
+// and restart.drain_timeout default as documented (restart, 30s, 30s,
+// 30s), are read when set, and a role's restart block overrides
+// drain_timeout like its other restart keys.
+func TestHealthDrainQueueKeys(t *testing.T) {
+	t.Parallel()
+	roles := "roles:\n  - {name: prefill, gpus: [0]}\n  - {name: decode, gpus: [1], restart: {drain_timeout: 2m}}\n"
+	cases := []struct {
+		src                   string
+		action                string
+		stall, queue, drainPF time.Duration
+	}{
+		{"model: m\n" + roles, StallRestart, 30 * time.Second, 30 * time.Second, 30 * time.Second},
+		{"model: m\nhealth: {stall_action: wait, stall_timeout: 5s}\ngateway: {queue_timeout: 1m}\nrestart: {drain_timeout: 10s}\n" + roles,
+			StallWait, 5 * time.Second, time.Minute, 10 * time.Second},
+	}
+	for _, c := range cases {
+		p, errs := Parse("x.yaml", []byte(c.src))
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", c.src, errs)
+		}
+		plan, errs := MakePlan(p, fixedFacts())
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", c.src, errs)
+		}
+		if plan.Gateway.StallTimeout.D() != c.stall || plan.Gateway.QueueTimeout.D() != c.queue {
+			t.Errorf("%q: stall_timeout %s queue_timeout %s", c.src, plan.Gateway.StallTimeout, plan.Gateway.QueueTimeout)
+		}
+		pf, _ := plan.Role("prefill")
+		dc, _ := plan.Role("decode")
+		if pf.StallAction != c.action || dc.StallAction != c.action {
+			t.Errorf("%q: stall_action %q %q, want %q", c.src, pf.StallAction, dc.StallAction, c.action)
+		}
+		if pf.Restart.DrainTimeout.D() != c.drainPF || dc.Restart.DrainTimeout.D() != 2*time.Minute {
+			t.Errorf("%q: drain_timeout %s %s", c.src, pf.Restart.DrainTimeout, dc.Restart.DrainTimeout)
+		}
 	}
 }

@@ -571,6 +571,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		APIKeyEnv:       g.APIKeyEnv,
 		BootstrapServer: g.BootstrapServer,
 		ImageURLs:       g.ImageURLs,
+		StallTimeout:    Duration(pl.p.Health.StallTimeout),
+		QueueTimeout:    Duration(g.QueueTimeout),
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}
@@ -674,6 +676,7 @@ func (pl *planner) rolePlan(in *inst, logDir, accel string) RolePlan {
 		IBDevice:             r.IBDevice,
 		LogFile:              filepath.Join(logDir, in.name+".log"),
 		Restart:              r.Restart.Plan(),
+		StallAction:          pl.p.Health.StallAction,
 	}
 	if rp.IBDevice == "" {
 		rp.IBDevice = pl.p.Engine.IBDevice

@@ -24,6 +24,7 @@ type Profile struct {
 	Gateway     Gateway
 	Roles       []Role
 	Restart     Restart
+	Health      Health
 	RunDir      string
 	LogDir      string
 
@@ -63,6 +64,20 @@ type Gateway struct {
 	// ImageURLs lets chat image parts name http(s) URLs the gateway
 	// fetches; off, only data: URLs are taken (no outbound fetches).
 	ImageURLs bool
+	// QueueTimeout bounds how long a request may wait for a routable
+	// worker (every one draining, stalled or restarting) before it fails.
+	QueueTimeout time.Duration
+}
+
+// Health is how tsd judges a running role that has stopped making
+// progress (docs/architecture.md: liveness without a heartbeat).
+type Health struct {
+	// StallAction is what happens to a stalled role: restart it, or wait
+	// (out of routing) until it recovers.
+	StallAction string
+	// StallTimeout is how long a rank with requests in flight may send
+	// nothing before the gateway calls it stalled.
+	StallTimeout time.Duration
 }
 
 // Role is one profile entry of `roles:`; with replicas > 1 it expands to
@@ -104,6 +119,9 @@ type Restart struct {
 	BudgetCount  int
 	BudgetWindow time.Duration
 	StopGrace    time.Duration
+	// DrainTimeout bounds how long a requested stop or restart waits for
+	// the role's in-flight requests to finish before ending them.
+	DrainTimeout time.Duration
 }
 
 // Plan converts the resolved policy into its Plan form.
@@ -116,6 +134,7 @@ func (r Restart) Plan() RestartPlan {
 		BudgetCount:  r.BudgetCount,
 		BudgetWindow: Duration(r.BudgetWindow),
 		StopGrace:    Duration(r.StopGrace),
+		DrainTimeout: Duration(r.DrainTimeout),
 	}
 }
 
@@ -133,6 +152,11 @@ const (
 	RestartNo              = "no"
 	RestartOnFailure       = "on-failure"
 	RestartAlways          = "always"
+	StallRestart           = "restart"
+	StallWait              = "wait"
+	DefaultStallTimeout    = 30 * time.Second
+	DefaultQueueTimeout    = 30 * time.Second
+	DefaultDrainTimeout    = 30 * time.Second
 	// GatewayLogName is the gateway's log file name inside log_dir, which is
 	// why no role may be called "gateway".
 	GatewayLogName = "gateway"
@@ -151,6 +175,11 @@ func DefaultRestart() Restart {
 	var r Restart
 	restartSection.setDefaults(&r)
 	return r
+}
+
+// DefaultHealth is the stall handling when the profile sets none.
+func DefaultHealth() Health {
+	return Health{StallAction: StallRestart, StallTimeout: DefaultStallTimeout}
 }
 
 // DefaultPolicy is the worker-selection policy per kind.

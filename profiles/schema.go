@@ -224,6 +224,7 @@ var (
 	policySection   section[PolicyPlan]
 	roleSection     section[Role]
 	restartSection  section[Restart]
+	healthSection   section[Health]
 )
 
 func init() {
@@ -234,6 +235,7 @@ func init() {
 		durKey("reset_after", "10m", "a run this long resets the backoff", func(r *Restart) *time.Duration { return &r.ResetAfter }),
 		{Key: "budget", Type: `"N in DURATION"`, Default: "5 in 10m", Doc: "more restarts than N in the window: the role is failed", read: readBudget},
 		durKey("stop_grace", "30s", "SIGTERM, then SIGKILL after this long", func(r *Restart) *time.Duration { return &r.StopGrace }),
+		durKey("drain_timeout", "30s", "restart and stop wait this long for in-flight requests to finish, then end them (tsd restart --now skips it)", func(r *Restart) *time.Duration { return &r.DrainTimeout }),
 	}, finish: func(l *loader, at field, r *Restart, _ map[string]field) {
 		if r.Backoff > r.MaxBackoff {
 			l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
@@ -277,6 +279,12 @@ func init() {
 		}},
 		enumKey("bootstrap_server", []string{BootstrapEngine, BootstrapTSD}, BootstrapEngine, "who serves each prefill's KV rendezvous", func(g *Gateway) *string { return &g.BootstrapServer }),
 		boolKey("image_urls", "false", "true: chat image parts may be http(s) URLs the gateway fetches (20 MiB, 10 s each); data: URLs always work", func(g *Gateway) *bool { return &g.ImageURLs }),
+		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
+	}}
+
+	healthSection = section[Health]{Path: "health", Rows: []row[Health]{
+		enumKey("stall_action", []string{StallRestart, StallWait}, StallRestart, "a stalled role (process stopped, or no output with requests in flight) is restarted, or waited for out of routing", func(h *Health) *string { return &h.StallAction }),
+		durKey("stall_timeout", "30s", "a rank with requests in flight that sends nothing this long is stalled (above a long prefill's first output, well under a minute)", func(h *Health) *time.Duration { return &h.StallTimeout }),
 	}}
 
 	roleSection = section[Role]{Path: "roles[]", Rows: []row[Role]{
@@ -360,6 +368,7 @@ func init() {
 		subKey("engine", "applies to every role", &engineSection, func(p *Profile) *Engine { return &p.Engine }),
 		subKey("gateway", "the embedded gateway", &gatewaySection, func(p *Profile) *Gateway { return &p.Gateway }),
 		subKey("restart", "restart rules for every role", &restartSection, func(p *Profile) *Restart { return &p.Restart }),
+		subKey("health", "how a role that stopped working is judged and handled", &healthSection, func(p *Profile) *Health { return &p.Health }),
 		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
 		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {

@@ -281,6 +281,42 @@ roles:
   - {name: prefill, gpus: [0]}
   - {name: decode, gpus: [1]}
 `, "gateway.image_url", `did you mean "image_urls"?`},
+		{"stall_action unknown", `model: m
+health:
+  stall_action: reboot #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "health.stall_action", `must be restart or wait, got "reboot"`},
+		{"stall_timeout not a duration", `model: m
+health:
+  stall_timeout: 30 #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "health.stall_timeout", `(write 30s for seconds)`},
+		{"health key misspelt", `model: m
+health:
+  stall_timout: 30s #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "health.stall_timout", `did you mean "stall_timeout"?`},
+		{"queue_timeout not positive", `model: m
+gateway:
+  queue_timeout: 0s #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "gateway.queue_timeout", `must be positive`},
+		{"drain_timeout on a role", `model: m
+roles:
+  - {name: prefill, gpus: [0]}
+  - name: decode
+    gpus: [1]
+    restart:
+      drain_timeout: soon #<
+`, "roles[1].restart.drain_timeout", `is not a duration`},
 		{"gateway port range", `model: m
 gateway:
   port: 70000 #<

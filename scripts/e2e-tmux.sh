@@ -121,7 +121,7 @@ engines=$(ps -e -o sid=,comm= | awk -v s="$DSID" '$1==s && $2=="ts-fake"' | wc -
 # 3. r asks, y restarts; the events panel shows stopping → starting → ready
 #    and the row counts one restart.
 keys r
-wait_for "restart $role\\? \\[y/n\\]" "the restart prompt"
+wait_for "restart $role\\? .*\\[y/n\\]" "the restart prompt"
 keys y
 wait_for "$role +.*ready +→ stopping" "$role stopping"
 wait_for "$role +.*→ starting" "$role starting again"

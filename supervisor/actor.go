@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tsd-project/tsd/profiles"
@@ -28,14 +29,11 @@ func (c cmdKind) String() string {
 	return [...]string{"start", "stop", "restart", "quit", "kill"}[c]
 }
 
-// after says what to do once the current process has ended on request.
-type after int
-
-const (
-	afterNothing after = iota
-	afterStart
-	afterQuit
-)
+// command is one request to an actor; now skips the drain.
+type command struct {
+	kind cmdKind
+	now  bool
+}
 
 // runInfo is what the capture goroutine of one run shares with the actor:
 // the furthest milestone and the last error-looking line.
@@ -49,29 +47,35 @@ type runInfo struct {
 	lastErr   string
 }
 
-// actor owns one role instance: its process, its state and its restart
-// history. Everything below "loop state" is touched only by run().
+// drainPoll is how often a draining role's in-flight count is read: the
+// gateway has no event for "the last request on a role finished".
+const drainPoll = 50 * time.Millisecond
+
+// actor owns one role instance: its process, its lifecycle and its
+// restart history. Everything below "loop state" is touched only by run().
+// Decisions come from step (lifecycle.go); the actor gathers the facts of
+// each event and executes the effects step returns.
 type actor struct {
 	sup    *Supervisor
 	idx    int
 	plan   profiles.RolePlan
 	policy RestartPolicy
+	drain  time.Duration // restart.drain_timeout
 	ring   *logRing
 	file   *rotatingFile
 
-	cmds   chan cmdKind
+	cmds   chan command
 	ranks  chan snapshot.RankEvent
-	poke   chan struct{} // capture saw a milestone
+	poke   chan struct{}    // capture saw a milestone
+	stalls chan stallReport // the /proc scanner: whether the tree is stopped
 	done   chan struct{}
-	curPID atomic.Int64 // for Supervisor.Kill, which must not wait on the loop
+	curPID atomic.Int64 // for Supervisor.Kill and the /proc scanner, which must not wait on the loop
 
 	// loop state
 	st           snapshot.RoleStatus
+	lc           lifecycle
 	proc         *process
 	info         *runInfo
-	stopReq      bool
-	next         after
-	quitting     bool
 	hist         []time.Time
 	attempt      int
 	backoffT     *time.Timer
@@ -82,12 +86,39 @@ type actor struct {
 	progressSeen uint64
 	progressAt   time.Time
 	lastPhase    int
+	cgroup       string // this run's cgroup directory, or ""
+
+	// Reasons the show effects use, set with the event that needs them.
+	why       string   // why the process is being stopped
+	shownWhy  string   // stopped / failed reason
+	crashWhy  string   // crashed reason
+	crashErr  string   // last error line of a crashed run
+	decision  Decision // the restart policy's answer for a crash
+	crashHold func(context.Context) (bool, string)
+	warn      string // the GPU memory was not seen released
+
+	// Drain: polled while draining.
+	drainT     *time.Ticker
+	drainC     <-chan time.Time
+	drainUntil time.Time
+	drainTimed bool // the deadline passed with requests left
+
+	// Stall: two sources, the process tree's state and the gateway's
+	// rank reports; stalling is their union, stalledSet whether the
+	// gateway was told.
+	procStall  string
+	gwStall    map[int]bool
+	stalling   bool
+	stallProc  bool // the stall began with a stopped tree
+	stalledSet bool
+
 	// GPU release check of a requested stop: gpuWait is taken when the
 	// stop begins; gpuDone is non-nil while the wait runs after the group
 	// emptied (the role is then still "stopping").
-	gpuWait   func(context.Context) (bool, string)
-	gpuDone   chan gpuRelease
-	gpuCancel context.CancelFunc
+	gpuWait     func(context.Context) (bool, string)
+	pendingWait func(context.Context) (bool, string)
+	gpuDone     chan gpuRelease
+	gpuCancel   context.CancelFunc
 	// GPU release check before an automatic restart after a crash: it
 	// runs alongside the backoff timer, and the role starts once both are
 	// done (start = max(backoff, release)). relC is non-nil while it runs;
@@ -104,11 +135,17 @@ type gpuRelease struct {
 func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file *rotatingFile) *actor {
 	a := &actor{
 		sup: s, idx: idx, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
-		cmds:    make(chan cmdKind, 16),
+		drain:   rp.Restart.DrainTimeout.D(),
+		cmds:    make(chan command, 16),
 		ranks:   make(chan snapshot.RankEvent, 256),
 		poke:    make(chan struct{}, 1),
+		stalls:  make(chan stallReport, 1),
 		done:    make(chan struct{}),
 		rankMap: map[int]snapshot.RankStatus{},
+		gwStall: map[int]bool{},
+	}
+	if a.drain <= 0 {
+		a.drain = profiles.DefaultDrainTimeout
 	}
 	a.st = snapshot.RoleStatus{
 		Name: rp.Name, Kind: rp.Kind, GPUs: rp.GPUs, State: snapshot.StatePlanned,
@@ -138,7 +175,7 @@ func (a *actor) ranksExpected() int {
 }
 
 // send queues a command; false if the actor has ended.
-func (a *actor) send(c cmdKind) bool {
+func (a *actor) send(c command) bool {
 	select {
 	case a.cmds <- c:
 		return true
@@ -192,12 +229,13 @@ func (a *actor) run(autostart bool) {
 	defer close(a.done)
 	a.publish()
 	if autostart && a.plan.Local {
-		a.start()
+		a.fire(event{Kind: evStart})
 	}
 	tick := a.sup.progressTick()
 	defer tick.Stop()
+	defer a.endDrain()
 	for {
-		if a.quitting && a.proc == nil && a.gpuDone == nil {
+		if a.lc.Quit && a.proc == nil && a.gpuDone == nil {
 			a.publish()
 			return
 		}
@@ -214,18 +252,17 @@ func (a *actor) run(autostart bool) {
 			a.onRank(ev)
 		case <-a.poke:
 			a.onMilestone()
+		case rep := <-a.stalls:
+			a.onProcStall(rep)
+		case <-a.drainC:
+			a.onDrainTick()
 		case r := <-a.gpuDone:
 			a.onGPURelease(r)
 		case r := <-a.relC:
 			a.onCrashRelease(r)
 		case <-a.backoffC:
 			a.backoffC = nil
-			if a.relC != nil {
-				// The delay is over but a rank may still hold the GPU.
-				a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
-				continue
-			}
-			a.start()
+			a.fire(event{Kind: evDelayDone, Waiting: a.relC != nil})
 		case <-a.stopC:
 			a.stopC = nil
 			if a.proc != nil {
@@ -238,82 +275,169 @@ func (a *actor) run(autostart bool) {
 	}
 }
 
-func (a *actor) handle(c cmdKind) {
-	if !a.plan.Local && c != cmdQuit {
-		a.note("%s: role runs on %s; tsd does not manage its process", c, a.plan.Host)
+// fire runs one event through the lifecycle and executes its effects.
+func (a *actor) fire(ev event) {
+	next, fxs := step(a.lc, ev)
+	a.lc = next
+	for _, e := range fxs {
+		a.exec(e, ev)
+	}
+}
+
+func (a *actor) handle(c command) {
+	if !a.plan.Local {
+		if c.kind == cmdQuit || c.kind == cmdKill {
+			a.lc.Quit = true
+			return
+		}
+		a.note("%s: role runs on %s; tsd does not manage its process", c.kind, a.plan.Host)
 		return
 	}
-	switch c {
+	waiting := a.relC != nil
+	switch c.kind {
 	case cmdStart:
-		if a.proc == nil && a.gpuDone == nil {
-			// A person stepped in: fresh backoff and budget.
-			a.attempt, a.hist = 0, nil
-			if a.skipDelayKeepRelease() {
-				return
-			}
-			a.start()
-		} else if a.stopReq {
-			a.next = afterStart
-		}
+		a.fire(event{Kind: evStart, Waiting: waiting})
 	case cmdRestart:
-		a.attempt, a.hist = 0, nil
-		if a.gpuDone != nil {
-			a.next = afterStart // once the GPU memory is released
-			return
-		}
-		if a.proc == nil {
-			if a.skipDelayKeepRelease() {
-				return // counted when the crash scheduled it
-			}
-			a.st.Restarts++
-			a.start()
-			return
-		}
-		a.next = afterStart
-		a.beginStop("restart requested")
+		a.why = "restart requested"
+		a.fire(event{Kind: evRestart, Now: c.now, Waiting: waiting})
 	case cmdStop:
-		a.next = afterNothing
-		a.cancelBackoff()
-		if a.gpuDone != nil {
-			return
-		}
-		if a.proc == nil {
-			if a.st.State != snapshot.StateFailed && a.st.State != snapshot.StateStopped {
-				a.setState(snapshot.StateStopped, "stopped by request")
-			}
-			return
-		}
-		a.beginStop("stop requested")
+		a.why, a.shownWhy = "stop requested", ""
+		a.fire(event{Kind: evStop, Now: c.now})
 	case cmdQuit:
-		a.quitting = true
-		a.next = afterQuit
-		a.cancelBackoff()
-		if a.gpuDone != nil {
-			return
-		}
-		if a.proc == nil {
-			if a.plan.Local && a.st.State != snapshot.StateFailed {
-				a.setState(snapshot.StateStopped, "tsd shutting down")
-			}
-			return
-		}
-		a.beginStop("tsd shutting down")
+		a.why, a.shownWhy = "tsd shutting down", ""
+		a.fire(event{Kind: evQuit})
 	case cmdKill:
-		a.quitting = true
-		a.next = afterQuit
+		a.why, a.shownWhy = "SIGKILL requested", ""
+		a.fire(event{Kind: evKill})
+	}
+}
+
+// exec carries out one effect of step.
+func (a *actor) exec(e effect, ev event) {
+	gw := a.sup.gw
+	switch e {
+	case fxSpawn:
+		a.start()
+	case fxCountRestart:
+		a.st.Restarts++
+	case fxResetBudget:
+		a.attempt, a.hist = 0, nil
+	case fxCancelBackoff:
 		a.cancelBackoff()
+	case fxCancelDelay:
+		if a.backoffT != nil {
+			a.backoffT.Stop()
+			a.backoffT, a.backoffC = nil, nil
+		}
+	case fxBackoff:
+		if a.decision.Delay > 0 {
+			a.backoffT = time.NewTimer(a.decision.Delay)
+			a.backoffC = a.backoffT.C
+		}
+		a.setState(snapshot.StateBackoff, a.decision.Reason)
+		if a.crashHold != nil {
+			a.relC, a.relCancel = a.launchRelease(a.crashHold)
+		}
+		a.crashHold = nil
+	case fxRoute:
+		if gw != nil {
+			gw.SetRouted(a.plan.Name, true)
+		}
+		a.st.Routed = true
+		a.setState(snapshot.StateReady, "")
+	case fxUnroute:
+		if gw != nil {
+			gw.SetRouted(a.plan.Name, false)
+		}
+		a.st.Routed = false
+	case fxDrain:
+		a.beginDrain()
+	case fxEndDrain:
+		a.endDrain()
+	case fxAbort:
+		if gw != nil {
+			why := "role " + a.plan.Name + ": " + a.why
+			if a.drainTimed {
+				why += fmt.Sprintf("; drain_timeout %s passed", HumanDuration(a.drain))
+			} else if ev.Now {
+				why += " (--now)"
+			}
+			if n := gw.AbortRole(a.plan.Name, why); n > 0 {
+				a.note("ended %d request(s) still in flight: %s", n, why)
+			}
+		}
+		a.drainTimed = false
+	case fxTerm:
+		a.term()
+	case fxKill:
+		if a.proc != nil {
+			a.proc.kill()
+		}
+		a.setState(snapshot.StateStopping, a.why)
+	case fxHoldGPUs:
 		a.gpuWait = nil
-		if a.gpuDone != nil {
-			a.gpuCancel() // killing means now: the wait ends at once, unverified
+		if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
+			a.gpuWait = v.HoldGPUs(a.plan.Name)
+		}
+	case fxDropGPUWait:
+		a.gpuWait = nil
+	case fxWaitRelease:
+		// The empty group is published first: telemetry then stops counting
+		// the dead tree as the role's, which is what the wait watches for.
+		a.publish()
+		a.gpuDone, a.gpuCancel = a.launchRelease(a.pendingWait)
+		a.pendingWait = nil
+	case fxCancelRelease:
+		if a.gpuCancel != nil {
+			a.gpuCancel()
+		}
+	case fxStallOn:
+		a.st.Routed = false
+		if gw != nil && !a.stalledSet {
+			gw.SetStalled(a.plan.Name, true, "role "+a.plan.Name+" stalled: "+a.st.Reason)
+		}
+		a.stalledSet = true
+		if a.lc.Phase == phStalled {
+			a.setState(snapshot.StateStalled, a.st.Reason)
+		}
+	case fxStallOff:
+		// A role on its way down stays out; the exit clears the verdict.
+		if a.stalledSet && (a.lc.Phase == phRunning || a.lc.Phase == phStarting) {
+			if gw != nil {
+				gw.SetStalled(a.plan.Name, false, "")
+			}
+			a.stalledSet = false
+			if a.lc.Phase == phStarting {
+				a.setState(snapshot.StateHandshaking, fmt.Sprintf("recovered; %d/%d ranks registered", a.st.RanksRegistered, a.ranksExpected()))
+			}
+		}
+	case fxShowStopped:
+		if ev.Kind == evStop && a.st.State == snapshot.StateStopped {
 			return
 		}
-		if a.proc != nil {
-			a.stopReq = true
-			a.proc.kill()
-			a.setState(snapshot.StateStopping, "SIGKILL requested")
-		} else if a.plan.Local && a.st.State != snapshot.StateFailed && a.st.State != snapshot.StateStopped {
-			a.setState(snapshot.StateStopped, "tsd shutting down")
+		reason := a.shownWhy
+		if reason == "" {
+			reason = "stopped by request"
+			if a.lc.Quit {
+				reason = "tsd shutting down"
+			}
 		}
+		if a.warn != "" {
+			reason += "; " + a.warn
+			a.warn = ""
+		}
+		a.shownWhy = ""
+		a.setState(snapshot.StateStopped, reason)
+	case fxShowFailed:
+		a.setState(snapshot.StateFailed, a.shownWhy)
+		a.shownWhy = ""
+	case fxShowCrashed:
+		a.setState(snapshot.StateCrashed, a.crashWhy)
+		if a.crashErr != "" {
+			a.sup.pub.event(a.plan.Name, "last error line: "+a.crashErr)
+		}
+	case fxShowReleaseWait:
+		a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
 	}
 }
 
@@ -328,35 +452,14 @@ func (a *actor) cancelBackoff() {
 	}
 }
 
-// skipDelayKeepRelease: a person asked for a start while a crashed role
-// waits for its GPU memory; the delay goes, the wait stays (a start now
-// could OOM on memory a dying rank still holds). false if no wait runs.
-func (a *actor) skipDelayKeepRelease() bool {
-	if a.relC == nil {
-		return false
-	}
-	if a.backoffT != nil {
-		a.backoffT.Stop()
-		a.backoffT, a.backoffC = nil, nil
-	}
-	a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
-	return true
-}
-
-// crashHold is the GPU release wait for a crashed run, or nil when
+// holdForCrash is the GPU release wait for a crashed run, or nil when
 // telemetry cannot verify it. It must run before the role's empty group
 // is published: telemetry then stops counting the dead tree as the role's.
-func (a *actor) crashHold() func(context.Context) (bool, string) {
+func (a *actor) holdForCrash() func(context.Context) (bool, string) {
 	if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
 		return v.HoldGPUs(a.plan.Name)
 	}
 	return nil
-}
-
-// startCrashRelease runs the release wait off the loop, alongside the
-// backoff timer; onCrashRelease or the timer, whichever is last, starts.
-func (a *actor) startCrashRelease(wait func(context.Context) (bool, string)) {
-	a.relC, a.relCancel = a.launchRelease(wait)
 }
 
 // launchRelease runs one bounded release wait on its own goroutine; the
@@ -385,9 +488,7 @@ func (a *actor) onCrashRelease(r gpuRelease) {
 	a.relCancel()
 	a.relC, a.relCancel = nil, nil
 	a.reportRelease(r)
-	if a.backoffC == nil {
-		a.start()
-	}
+	a.fire(event{Kind: evCrashReleased, Waiting: a.backoffC != nil})
 }
 
 func (a *actor) start() {
@@ -395,8 +496,10 @@ func (a *actor) start() {
 		return
 	}
 	a.cancelBackoff()
-	a.stopReq, a.failReason, a.lastPhase = false, "", 0
+	a.failReason, a.lastPhase = "", 0
 	a.rankMap = map[int]snapshot.RankStatus{}
+	a.gwStall = map[int]bool{}
+	a.procStall, a.stalling, a.stallProc = "", false, false
 	a.st.RanksRegistered = 0
 	a.st.Phase, a.st.PID, a.st.ExitCode = "", 0, nil
 	a.setState(snapshot.StateStarting, "")
@@ -404,9 +507,10 @@ func (a *actor) start() {
 	info.matching.Store(true)
 	a.info = info
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
+	a.cgroup = a.sup.roleCgroup(a.plan.Name)
 	spec := procSpec{
 		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Grace: a.policy.StopGrace,
-		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs,
+		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs, Cgroup: a.cgroup,
 	}
 	poke := a.poke
 	onLine := func(line string) {
@@ -450,9 +554,11 @@ func (a *actor) start() {
 	if err != nil {
 		a.note("%v", err)
 		if p == nil {
-			p = &process{exit: Exit{StartErr: err.Error(), Code: 127}, started: a.sup.now()}
+			p = &process{exit: Exit{StartErr: err.Error(), Code: 127}, started: a.sup.now(), empty: true}
 		}
 		a.proc = nil
+		a.sup.releaseCgroup(a.cgroup)
+		a.cgroup = ""
 		a.afterExit(p)
 		return
 	}
@@ -462,30 +568,75 @@ func (a *actor) start() {
 	a.st.StartedAt = p.started
 	a.progressSeen, a.progressAt = 0, a.sup.now()
 	a.note("engine pid %d (process group %d)", p.pid, p.pid)
+	a.sup.recordGroup(a.plan.Name, p, a.cgroup)
 	if a.sup.gw != nil {
 		a.sup.gw.SetAlive(a.plan.Name, true)
 	}
 	a.publish()
 }
 
-func (a *actor) beginStop(reason string) {
-	a.cancelBackoff()
-	if a.proc == nil || a.stopReq {
+// term asks the guardian for a graceful stop of the group. A stopped
+// (SIGSTOP) tree cannot act on SIGTERM, so it is continued too.
+func (a *actor) term() {
+	a.setState(snapshot.StateStopping, a.why)
+	if a.proc == nil {
 		return
 	}
-	a.stopReq = true
-	a.gpuWait = nil
-	if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
-		a.gpuWait = v.HoldGPUs(a.plan.Name)
-	}
-	if a.sup.gw != nil {
-		a.sup.gw.SetRouted(a.plan.Name, false)
-	}
-	a.st.Routed = false
-	a.setState(snapshot.StateStopping, reason)
-	a.note("%s: SIGTERM to process group %d (SIGKILL after %s)", reason, a.proc.pid, HumanDuration(a.policy.StopGrace))
+	a.note("%s: SIGTERM to process group %d (SIGKILL after %s)", a.why, a.proc.pid, HumanDuration(a.policy.StopGrace))
 	a.proc.term()
+	_ = syscall.Kill(-a.proc.pid, syscall.SIGCONT)
 	a.stopC = time.After(a.policy.StopGrace + 5*time.Second)
+}
+
+// beginDrain starts watching the role's in-flight requests; the gateway
+// no longer routes new ones to it.
+func (a *actor) beginDrain() {
+	a.drainTimed = false
+	a.drainUntil = a.sup.now().Add(a.drain)
+	n := 0
+	if a.sup.gw != nil {
+		n = a.sup.gw.DrainCount(a.plan.Name)
+	}
+	if n == 0 {
+		a.fire(event{Kind: evDrained})
+		return
+	}
+	a.st.DrainInFlight, a.st.DrainDeadline = n, a.drainUntil
+	a.note("%s: draining %d request(s) in flight (up to %s)", a.why, n, HumanDuration(a.drain))
+	a.setState(snapshot.StateDraining, a.why)
+	a.drainT = time.NewTicker(drainPoll)
+	a.drainC = a.drainT.C
+}
+
+func (a *actor) endDrain() {
+	if a.drainT != nil {
+		a.drainT.Stop()
+		a.drainT, a.drainC = nil, nil
+	}
+	a.st.DrainInFlight, a.st.DrainDeadline = 0, time.Time{}
+}
+
+func (a *actor) onDrainTick() {
+	if a.lc.Phase != phDraining {
+		a.endDrain()
+		return
+	}
+	n := 0
+	if a.sup.gw != nil {
+		n = a.sup.gw.DrainCount(a.plan.Name)
+	}
+	switch {
+	case n == 0:
+		a.note("drained: no request in flight")
+		a.fire(event{Kind: evDrained})
+	case !a.sup.now().Before(a.drainUntil):
+		a.drainTimed = true
+		a.note("drain_timeout %s passed with %d request(s) in flight; ending them", HumanDuration(a.drain), n)
+		a.fire(event{Kind: evDrained})
+	case n != a.st.DrainInFlight:
+		a.st.DrainInFlight = n
+		a.publish()
+	}
 }
 
 func (a *actor) onExit() {
@@ -493,11 +644,21 @@ func (a *actor) onExit() {
 	a.proc = nil
 	a.curPID.Store(0)
 	a.stopC = nil
-	if a.sup.gw != nil {
-		a.sup.gw.SetAlive(a.plan.Name, false)
-		a.sup.gw.SetRouted(a.plan.Name, false)
+	if gw := a.sup.gw; gw != nil {
+		if a.stalledSet {
+			gw.SetStalled(a.plan.Name, false, "")
+		}
+		gw.SetAlive(a.plan.Name, false)
+		gw.SetRouted(a.plan.Name, false)
 	}
+	a.stalledSet, a.stalling, a.procStall = false, false, ""
+	a.gwStall = map[int]bool{}
 	a.st.Routed = false
+	if p.empty {
+		a.sup.dropGroup(a.plan.Name)
+	}
+	a.sup.releaseCgroup(a.cgroup)
+	a.cgroup = ""
 	a.afterExit(p)
 }
 
@@ -520,111 +681,56 @@ func (a *actor) afterExit(p *process) {
 		a.note("log capture: %v", p.captureErr)
 	}
 	if !p.empty {
-		// Starting again would put two engines on the same GPUs and ports.
 		a.note("process group %d still has live processes %v after SIGKILL", p.pid, p.leftover)
-		a.setState(snapshot.StateFailed, fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover))
+		a.shownWhy = fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover)
+		a.fire(event{Kind: evExited, GroupLeft: true})
 		return
 	}
 	if p.pid > 0 {
 		a.note("%s after %s; process group %d verified empty", p.exit, HumanDuration(ran), p.pid)
 	}
-	wait := a.gpuWait
-	a.gpuWait = nil
-	if a.stopReq && wait != nil {
-		a.waitGPURelease(wait)
+	if ph := a.lc.Phase; ph == phDraining || ph == phStopping || a.lc.Quit {
+		a.pendingWait, a.gpuWait = a.gpuWait, nil
+		a.fire(event{Kind: evExited, GPUWait: a.pendingWait != nil && (ph == phDraining || ph == phStopping)})
 		return
 	}
-	if a.stopReq {
-		a.finishStop("")
-		return
-	}
-	if a.quitting {
-		a.setState(snapshot.StateStopped, "tsd shutting down")
-		return
-	}
-	hold := a.crashHold()
+	a.crashHold = a.holdForCrash()
 	head := ""
 	if a.failReason != "" {
 		head = a.failReason + "; "
 	}
-	info := a.info
-	lastErr := ""
-	if info != nil {
+	a.crashErr = ""
+	if info := a.info; info != nil {
 		info.mu.Lock()
-		lastErr = info.lastErr
+		a.crashErr = info.lastErr
 		info.mu.Unlock()
 	}
-	a.setState(snapshot.StateCrashed, head+p.exit.String()+" after "+HumanDuration(ran))
-	if lastErr != "" {
-		a.sup.pub.event(a.plan.Name, "last error line: "+lastErr)
-	}
+	a.crashWhy = head + p.exit.String() + " after " + HumanDuration(ran)
 	d := Decide(RestartInput{
 		Policy: a.policy, Exit: p.exit, Ran: ran, History: a.hist, Attempt: a.attempt,
 		Now: now, Rand: a.sup.rand,
 	})
 	a.hist, a.attempt = d.History, d.Attempt
-	reason := head + d.Reason
-	switch d.Action {
-	case ActionRestart:
-		a.st.Restarts++
-		if d.Delay <= 0 && hold == nil {
-			a.start()
-			return
-		}
-		if d.Delay > 0 {
-			a.backoffT = time.NewTimer(d.Delay)
-			a.backoffC = a.backoffT.C
-		}
-		a.setState(snapshot.StateBackoff, reason)
-		if hold != nil {
-			a.startCrashRelease(hold)
-		}
-	case ActionStop:
-		a.setState(snapshot.StateStopped, reason)
-	case ActionGiveUp:
-		a.setState(snapshot.StateFailed, reason)
+	d.Reason = head + d.Reason
+	a.decision = d
+	if d.Action != ActionRestart {
+		a.shownWhy = d.Reason
 	}
-}
-
-// waitGPURelease runs the telemetry's release wait off the loop; the
-// loop goes on serving commands and finishes the stop in onGPURelease.
-func (a *actor) waitGPURelease(wait func(context.Context) (bool, string)) {
-	// The empty group is published first: telemetry then stops counting
-	// the dead tree as the role's, which is what the wait watches for.
-	a.publish()
-	a.gpuDone, a.gpuCancel = a.launchRelease(wait)
+	immediate := d.Delay <= 0 && a.crashHold == nil
+	a.fire(event{Kind: evExited, Action: d.Action, Immediate: immediate})
+	if a.lc.Phase != phBackoff {
+		a.crashHold = nil
+	}
 }
 
 func (a *actor) onGPURelease(r gpuRelease) {
 	a.gpuCancel()
 	a.gpuDone, a.gpuCancel = nil, nil
 	a.reportRelease(r)
-	warn := ""
 	if !r.ok {
-		warn = r.msg
+		a.warn = r.msg
 	}
-	a.finishStop(warn)
-}
-
-// finishStop ends a requested stop whose group is verified empty: start
-// again, or rest in stopped. warn (the GPU memory was not seen released)
-// goes into the stopped Reason.
-func (a *actor) finishStop(warn string) {
-	a.stopReq = false
-	suffix := ""
-	if warn != "" {
-		suffix = "; " + warn
-	}
-	switch a.next {
-	case afterStart:
-		a.next = afterNothing
-		a.st.Restarts++
-		a.start()
-	case afterQuit:
-		a.setState(snapshot.StateStopped, "tsd shutting down"+suffix)
-	default:
-		a.setState(snapshot.StateStopped, "stopped by request"+suffix)
-	}
+	a.fire(event{Kind: evReleased})
 }
 
 func (a *actor) onMilestone() {
@@ -646,15 +752,19 @@ func (a *actor) onMilestone() {
 		if a.sup.gw == nil || a.ranksExpected() == 0 {
 			// Without a gateway (or for an encode role outside epd mode)
 			// the launcher's "ready" line is the best signal there is (§1.4).
-			a.becomeReady()
-			return
+			if a.lc.Phase == phStarting {
+				a.fire(event{Kind: evReady})
+				return
+			}
 		}
 	}
 	a.publish()
 }
 
-func (a *actor) becomeReady() {
-	if a.st.State == snapshot.StateReady || a.stopReq {
+// becomeReadyRemote: a remote role's state is its ranks' state.
+func (a *actor) becomeReadyRemote() {
+	if a.st.State == snapshot.StateReady {
+		a.publish()
 		return
 	}
 	if a.sup.gw != nil {
@@ -672,7 +782,7 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		case snapshot.RankRegistered:
 			reg++
 			seen++
-		case snapshot.RankHello, snapshot.RankInitSent, snapshot.RankReady:
+		case snapshot.RankHello, snapshot.RankInitSent, snapshot.RankReady, snapshot.RankStalled:
 			seen++
 		}
 	}
@@ -682,9 +792,8 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		a.sup.pub.event(a.plan.Name, fmt.Sprintf("rank %d: %s", ev.Rank.Identity, ev.Err))
 	}
 	if !a.plan.Local {
-		// A remote role's state is its ranks' state.
 		if exp := a.ranksExpected(); exp > 0 && reg >= exp {
-			a.becomeReady()
+			a.becomeReadyRemote()
 		} else if a.st.State == snapshot.StateReady {
 			a.setState(snapshot.StateRemote, "waiting for its ranks to dial in")
 		} else {
@@ -692,15 +801,27 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		}
 		return
 	}
-	if a.proc == nil || a.stopReq || a.quitting || a.sup.closing.Load() {
+	if ev.Rank.State == snapshot.RankStalled {
+		a.gwStall[ev.Rank.Identity] = true
+	} else {
+		delete(a.gwStall, ev.Rank.Identity)
+	}
+	ph := a.lc.Phase
+	if a.proc == nil || a.lc.Quit || a.sup.closing.Load() || (ph != phStarting && ph != phRunning && ph != phStalled) {
 		a.publish()
+		return
+	}
+	if a.updateStall() {
 		return
 	}
 	exp := a.ranksExpected()
 	switch {
-	case exp > 0 && reg >= exp:
-		a.becomeReady()
-	case a.st.State == snapshot.StateReady && reg < exp:
+	case a.lc.Phase == phStalled:
+		a.publish()
+	case a.lc.Phase == phStarting && exp > 0 && reg >= exp:
+		a.fire(event{Kind: evReady})
+	case a.lc.Phase == phRunning && reg < exp:
+		a.fire(event{Kind: evUnready})
 		a.setState(snapshot.StateHandshaking, fmt.Sprintf("%d/%d ranks registered", reg, exp))
 	case seen > 0 && a.st.State == snapshot.StateStarting:
 		a.setState(snapshot.StateHandshaking, "")
@@ -709,13 +830,60 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 	}
 }
 
+// onProcStall: the /proc scanner saw the role's tree stop, or run again.
+func (a *actor) onProcStall(rep stallReport) {
+	why := rep.why
+	if a.proc == nil || rep.pid != a.proc.pid || why == a.procStall {
+		return
+	}
+	a.procStall = why
+	if why != "" {
+		a.note("process tree stopped: %s", why)
+	} else {
+		a.note("process tree runs again")
+	}
+	a.updateStall()
+}
+
+// updateStall folds the two stall sources into one verdict and fires
+// stall or recover when it changes; true if it fired.
+func (a *actor) updateStall() bool {
+	switch a.lc.Phase {
+	case phStarting, phRunning, phDraining, phStalled:
+	default:
+		return false // on its way down or not running: nothing to judge
+	}
+	v := judgeStall(stallFacts{Proc: a.procStall, Ranks: a.gwStall, Stalling: a.stalling, FromProc: a.stallProc})
+	if v.ForgetRanks {
+		a.gwStall = map[int]bool{}
+	}
+	switch v.Change {
+	case stallBegins:
+		a.stalling, a.stallProc = true, v.FromProc
+		wait := a.plan.StallAction == profiles.StallWait
+		a.st.Reason = v.Why
+		if wait {
+			a.note("stalled: %s; out of routing until it recovers (health.stall_action: wait)", v.Why)
+		} else {
+			a.note("stalled: %s; restarting (health.stall_action: restart)", v.Why)
+		}
+		a.why = "stalled: " + v.Why + "; restarting"
+		a.fire(event{Kind: evStall, Wait: wait})
+		return true
+	case stallEnds:
+		a.stalling, a.stallProc = false, false
+		exp := a.ranksExpected()
+		a.note("recovered from the stall")
+		a.fire(event{Kind: evRecover, Ready: exp == 0 || a.st.RanksRegistered >= exp})
+		return true
+	}
+	return false
+}
+
 // checkProgress kills a run that has printed nothing and reached no
 // milestone for the no-progress deadline while starting.
 func (a *actor) checkProgress() {
-	if a.proc == nil || a.stopReq || a.info == nil {
-		return
-	}
-	if a.st.State != snapshot.StateStarting && a.st.State != snapshot.StateHandshaking {
+	if a.proc == nil || a.lc.Phase != phStarting || a.info == nil {
 		return
 	}
 	now := a.sup.now()

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,9 +25,11 @@ import (
 //
 //	GET  /v1/status                     the Snapshot as JSON
 //	GET  /v1/watch                      newline-delimited Snapshots, the current one first
-//	POST /v1/restart?role=R             Restart(R); role "" = RestartAll
+//	POST /v1/restart?role=R[&now=1]     Restart(R) (now: no drain); role "" = RestartAll
+//	POST /v1/restart?rolling=1&role=R[&now=1]  RollingRestart(R): one line per
+//	                                    step as it happens, then "ok" or "error: ..."
 //	POST /v1/start?role=R               Start(R)
-//	POST /v1/stop?role=R                Stop(R); role "" = stop the whole deployment
+//	POST /v1/stop?role=R[&now=1]        Stop(R) (now: no drain); role "" = stop the whole deployment
 //	GET  /v1/logs?role=R[&follow=1]     the ring as text, then (follow) new lines
 //	     [&format=json]                 instead: one JSON array of LogLines per line,
 //	                                    the backlog first (possibly [])
@@ -45,7 +48,7 @@ type controlCommand func(s *Supervisor, q url.Values) (string, error)
 var controlCommands = map[string]controlCommand{
 	"restart": func(s *Supervisor, q url.Values) (string, error) {
 		if r := q.Get("role"); r != "" {
-			return "ok", s.Restart(r)
+			return "ok", s.RestartNow(r, q.Get("now") == "1")
 		}
 		return "ok", s.RestartAll()
 	},
@@ -57,7 +60,7 @@ var controlCommands = map[string]controlCommand{
 	},
 	"stop": func(s *Supervisor, q url.Values) (string, error) {
 		if r := q.Get("role"); r != "" {
-			return "ok", s.Stop(r)
+			return "ok", s.StopNow(r, q.Get("now") == "1")
 		}
 		s.Shutdown()
 		return "ok", nil
@@ -132,7 +135,7 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { s.serveWatch(w, r, quit) })
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) { s.serveLogs(w, r, quit) })
 	mux.HandleFunc("POST /v1/test-request", s.serveTestRequest)
-	mux.HandleFunc("POST /v1/{verb}", func(w http.ResponseWriter, r *http.Request) {
+	verbs := func(w http.ResponseWriter, r *http.Request) {
 		cmd, ok := controlCommands[r.PathValue("verb")]
 		if !ok {
 			http.Error(w, fmt.Sprintf("unknown command %q", r.PathValue("verb")), http.StatusNotFound)
@@ -147,8 +150,54 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 		default:
 			fmt.Fprintln(w, out)
 		}
+	}
+	mux.HandleFunc("POST /v1/{verb}", verbs)
+	// A rolling restart answers as it goes: one line per step, then "ok"
+	// or "error: …" (its length is the deployment's, not one request's).
+	mux.HandleFunc("POST /v1/restart", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("rolling") != "1" {
+			r.SetPathValue("verb", "restart")
+			verbs(w, r)
+			return
+		}
+		s.serveRolling(w, r, quit)
 	})
 	return mux
+}
+
+// serveRolling runs a rolling restart for the request, streaming its
+// progress lines; it ends when the restart does, or when the daemon or the
+// client goes away.
+func (s *Supervisor) serveRolling(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
+	role := r.URL.Query().Get("role")
+	if _, err := s.RollingTargets(role); err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fl, _ := w.(http.Flusher)
+	line := func(msg string) {
+		fmt.Fprintln(w, msg)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.shutdownCh:
+			cancel()
+		case <-quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := s.RollingRestart(ctx, role, r.URL.Query().Get("now") == "1", line); err != nil {
+		line("error: " + oneLine(err.Error()))
+		return
+	}
+	line("ok")
 }
 
 func (c *controlServer) close() {
@@ -221,8 +270,12 @@ func (c *ControlClient) Status(ctx context.Context) (snapshot.Snapshot, error) {
 	return s, nil
 }
 
-func (c *ControlClient) post(ctx context.Context, verb, role string) error {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/"+verb+"?role="+queryEscape(role))
+func (c *ControlClient) post(ctx context.Context, verb, role string, now bool) error {
+	q := "/v1/" + verb + "?role=" + queryEscape(role)
+	if now {
+		q += "&now=1"
+	}
+	resp, err := c.do(ctx, http.MethodPost, q)
 	if err != nil {
 		return err
 	}
@@ -230,19 +283,61 @@ func (c *ControlClient) post(ctx context.Context, verb, role string) error {
 	return nil
 }
 
-// Restart restarts one role ("" = every role).
+// Restart restarts one role ("" = every role), draining it first.
 func (c *ControlClient) Restart(ctx context.Context, role string) error {
-	return c.post(ctx, "restart", role)
+	return c.post(ctx, "restart", role, false)
+}
+
+// RestartNow restarts one role; with now its in-flight requests end at once.
+func (c *ControlClient) RestartNow(ctx context.Context, role string, now bool) error {
+	return c.post(ctx, "restart", role, now)
+}
+
+// StopNow stops one role; with now its in-flight requests end at once.
+func (c *ControlClient) StopNow(ctx context.Context, role string, now bool) error {
+	return c.post(ctx, "stop", role, now)
+}
+
+// RollingRestart restarts target's instances one at a time (see
+// Supervisor.RollingRestart), copying each progress line to progress
+// (may be nil) as it comes; it returns when the last one is ready again,
+// or the error that stopped it.
+func (c *ControlClient) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	q := "/v1/restart?rolling=1&role=" + queryEscape(target)
+	if now {
+		q += "&now=1"
+	}
+	resp, err := c.do(ctx, http.MethodPost, q)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case l == "ok":
+			return nil
+		case strings.HasPrefix(l, "error: "):
+			return errors.New(strings.TrimPrefix(l, "error: "))
+		case progress != nil:
+			progress(l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read rolling restart progress: %w", err)
+	}
+	return errors.New("tsd ended the rolling restart without an answer")
 }
 
 // Start starts one role.
 func (c *ControlClient) Start(ctx context.Context, role string) error {
-	return c.post(ctx, "start", role)
+	return c.post(ctx, "start", role, false)
 }
 
 // Stop stops one role, or ("" ) the whole deployment.
 func (c *ControlClient) Stop(ctx context.Context, role string) error {
-	return c.post(ctx, "stop", role)
+	return c.post(ctx, "stop", role, false)
 }
 
 // Logs copies a role's ring ("" = all roles, prefixed) to w; with follow it

@@ -52,6 +52,9 @@ type GuardConfig struct {
 	Diag     io.Writer     // one-line notes into the role's log; may be nil
 	// KillWait bounds the wait for an empty group after SIGKILL.
 	KillWait time.Duration
+	// Cgroup, if set, is a cgroup v2 directory the engine is born in
+	// (clone into the cgroup, so not even a rank forked at once escapes).
+	Cgroup string
 }
 
 // GuardMain runs the guardian from the conventional file descriptors; it is
@@ -59,8 +62,14 @@ type GuardConfig struct {
 func GuardMain(grace time.Duration, argv []string) int {
 	life := os.NewFile(GuardLifelineFD, "lifeline")
 	status := os.NewFile(GuardStatusFD, "status")
-	return RunGuardian(GuardConfig{Argv: argv, Grace: grace, Lifeline: life, Status: status, Diag: os.Stderr})
+	cg := os.Getenv(GuardCgroupEnv)
+	os.Unsetenv(GuardCgroupEnv) // the engine's environment is the plan's, nothing more
+	return RunGuardian(GuardConfig{Argv: argv, Grace: grace, Lifeline: life, Status: status, Diag: os.Stderr, Cgroup: cg})
 }
+
+// GuardCgroupEnv names the cgroup v2 directory the guardian starts the
+// engine in (empty or unset: none). tsd creates it and kills it whole.
+const GuardCgroupEnv = "TSD_GUARD_CGROUP"
 
 // RunGuardian runs one engine under guard until its process group is empty.
 func RunGuardian(cfg GuardConfig) int {
@@ -106,11 +115,26 @@ func RunGuardian(cfg GuardConfig) int {
 		diag("cannot start %s: %v", cfg.Argv[0], err)
 		return 127
 	}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if cfg.Cgroup != "" {
+		if fd, err := syscall.Open(cfg.Cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+			defer syscall.Close(fd)
+			sys.UseCgroupFD, sys.CgroupFD = true, fd
+		} else {
+			diag("cannot open cgroup %s (%v); the process group alone keeps the engine together", cfg.Cgroup, err)
+		}
+	}
 	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sys,
 	})
+	if err != nil && sys.UseCgroupFD {
+		// An old kernel without clone3 into a cgroup: start it without.
+		diag("cannot start in cgroup %s (%v); starting without it", cfg.Cgroup, err)
+		sys.UseCgroupFD = false
+		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}, Sys: sys})
+	}
 	if err != nil {
 		say("starterr %s", oneLine(err.Error()))
 		diag("cannot start %s: %v", path, err)
@@ -303,6 +327,8 @@ type procStat struct {
 	state byte
 	ppid  int
 	pgrp  int
+	comm  string
+	start uint64 // clock ticks after boot: with the pid, names a process across pid reuse
 }
 
 // readStat parses /proc/PID/stat; the command name may hold spaces and
@@ -323,7 +349,14 @@ func readStat(pid int) (procStat, bool) {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgrp, _ := strconv.Atoi(f[2])
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}, true
+	st := procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}
+	if j := strings.IndexByte(s, '('); j >= 0 && j < i {
+		st.comm = s[j+1 : i]
+	}
+	if len(f) > 19 {
+		st.start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return st, true
 }
 
 func joinInts(v []int) string {

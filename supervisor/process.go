@@ -20,6 +20,7 @@ type procSpec struct {
 	Grace     time.Duration
 	GuardExe  string
 	GuardArgs []string
+	Cgroup    string // cgroup v2 directory for the engine, or ""
 }
 
 // process is one running guardian+engine. Its fields below done are written
@@ -99,7 +100,15 @@ func startProcess(spec procSpec, capture func(out *os.File) error) (*process, er
 	args = append(args, "--grace", spec.Grace.String(), "--")
 	args = append(args, spec.Argv...)
 	cmd := exec.Command(spec.GuardExe, args...)
-	cmd.Env = envList(os.Environ(), spec.Env)
+	env := spec.Env
+	if spec.Cgroup != "" {
+		env = make(map[string]string, len(spec.Env)+1)
+		for k, v := range spec.Env {
+			env[k] = v
+		}
+		env[GuardCgroupEnv] = spec.Cgroup
+	}
+	cmd.Env = envList(os.Environ(), env)
 	cmd.Stdout = outW
 	cmd.Stderr = outW
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4

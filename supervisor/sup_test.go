@@ -227,10 +227,11 @@ type stubGW struct {
 	ch     chan snapshot.RankEvent
 	dp     map[string]int
 	silent map[string]bool // roles whose ranks never register
+	drain  map[string]int  // in-flight requests per role, as the final gateway counts them for a drain
 }
 
 func newStubGW() *stubGW {
-	return &stubGW{ch: make(chan snapshot.RankEvent, 1024), dp: map[string]int{}, silent: map[string]bool{}}
+	return &stubGW{ch: make(chan snapshot.RankEvent, 1024), dp: map[string]int{}, silent: map[string]bool{}, drain: map[string]int{}}
 }
 
 func (g *stubGW) record(s string) {
@@ -256,11 +257,29 @@ func (g *stubGW) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEve
 func (g *stubGW) SetRouted(role string, routed bool) {
 	g.record(fmt.Sprintf("routed %s %v", role, routed))
 }
-func (g *stubGW) AbortRole(role, reason string) int {
-	g.record(fmt.Sprintf("abort %s", role))
-	return 0
+
+// setDrain sets how many requests are in flight on role.
+func (g *stubGW) setDrain(role string, n int) {
+	g.mu.Lock()
+	g.drain[role] = n
+	g.mu.Unlock()
 }
-func (g *stubGW) DrainCount(string) int { return 0 }
+
+// SetRouted(false) leaves in-flight requests alone (the drain contract);
+// AbortRole ends them and says how many.
+func (g *stubGW) AbortRole(role, reason string) int {
+	g.mu.Lock()
+	n := g.drain[role]
+	g.drain[role] = 0
+	g.mu.Unlock()
+	g.record(fmt.Sprintf("abort %s %d", role, n))
+	return n
+}
+func (g *stubGW) DrainCount(role string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.drain[role]
+}
 func (g *stubGW) SetStalled(role string, stalled bool, _ string) {
 	g.record(fmt.Sprintf("stalled %s %v", role, stalled))
 }

@@ -8,7 +8,17 @@
 //	go sup.Run(ctx)                       // until ctx ends, Shutdown, or `tsd stop`
 //	cur, ch, cancel := sup.Subscribe()    // snapshot, then newer ones
 //	backlog, batches, stop, err := sup.SubscribeLogs("decode") // "" = all roles
-//	sup.Restart("decode")                 // also Stop, Start, RestartAll, StopAll
+//	sup.Restart("decode")                 // also Stop, Start, RestartAll, StopAll; *Now skip the drain
+//	sup.RollingRestart(ctx, "decode", false, nil) // one instance at a time
+//
+// Each role's lifecycle is data: typed phases and a pure step function
+// (lifecycle.go) from (phase, event) to the next phase and the effects to
+// carry out; drain before a stop or restart, stalls (a stopped process
+// tree, or ranks the gateway reports silent) and rolling restarts
+// (rolling.go) are phases and events like any other. Every live group is
+// recorded in the run folder, and run in its own cgroup where writable
+// (orphans.go), so a tsd that dies with its guardians leaves nothing the
+// next `tsd up` does not kill.
 //
 // Each role instance is owned by one actor goroutine (actor.go) that starts
 // `tsd _guard` (guardian.go), which starts the engine in its own process
@@ -97,6 +107,9 @@ type Options struct {
 	// negative skips the check). Past it the role still stops, and its
 	// Reason says the memory was not released.
 	GPUReleaseTimeout time.Duration
+	// StallScan is how often every role's process tree is checked for
+	// stopped processes (default 500ms; negative disables).
+	StallScan time.Duration
 	// OnEvent, if set, sees every event as it is recorded (headless output).
 	// It runs on the publisher goroutine and must not block.
 	OnEvent func(snapshot.Event)
@@ -128,6 +141,9 @@ type Supervisor struct {
 	ran          bool
 	mu           sync.Mutex
 	closing      atomic.Bool
+
+	cgBase string       // this tsd's cgroup v2 directory for role cgroups, or ""
+	cgSeq  atomic.Int64 // names each run's cgroup
 }
 
 // Errors returned by the controls.
@@ -150,6 +166,9 @@ func New(opts Options) (*Supervisor, error) {
 	}
 	if opts.GPUReleaseTimeout == 0 {
 		opts.GPUReleaseTimeout = 15 * time.Second
+	}
+	if opts.StallScan == 0 {
+		opts.StallScan = 500 * time.Millisecond
 	}
 	s := &Supervisor{
 		opts: opts, plan: opts.Plan, gw: opts.Gateway,
@@ -240,6 +259,12 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Before preflight: a group a dead tsd left holds the very ports and
+	// GPUs preflight checks. Only after the control socket: a live tsd's
+	// groups are never touched.
+	if msg := s.cleanOrphans(); msg != "" {
+		s.pub.event("", msg)
+	}
 	if s.opts.Preflight != nil {
 		if errs := s.opts.Preflight(s.plan); len(errs) > 0 {
 			ctl.close()
@@ -271,9 +296,22 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		go s.fanRanks(cur, changes, rankStop, rankDone)
 	}
 
+	s.cgBase = cgroupBase()
+	defer func() {
+		if s.cgBase != "" {
+			_ = os.Remove(s.cgBase)
+		}
+	}()
 	for _, a := range s.actors {
 		go a.run(true)
 	}
+	scanStop, scanDone := make(chan struct{}), make(chan struct{})
+	if s.opts.StallScan > 0 {
+		go func() { defer close(scanDone); s.scanStalls(scanStop, s.opts.StallScan) }()
+	} else {
+		close(scanDone)
+	}
+	defer func() { close(scanStop); <-scanDone }()
 	close(s.running)
 
 	var runErr error
@@ -298,7 +336,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		cancel()
 	}
 	for _, a := range s.actors {
-		a.send(cmdQuit)
+		a.send(command{kind: cmdQuit})
 	}
 	for _, a := range s.actors {
 		<-a.done
@@ -310,6 +348,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	ctl.close()
 	s.removeSockets()
+	if dir := s.recordDir(); dir != "" {
+		_ = os.Remove(dir) // empty once every group was verified gone; kept otherwise, for the next tsd
+	}
 	return runErr
 }
 
@@ -389,7 +430,7 @@ func (s *Supervisor) Kill() {
 			killGroupNow(pid)
 		}
 		select {
-		case a.cmds <- cmdKill:
+		case a.cmds <- command{kind: cmdKill}:
 		default:
 		}
 	}
@@ -401,6 +442,19 @@ func (s *Supervisor) Kill() {
 // channel is closed when Run has returned or cancel is called.
 func (s *Supervisor) Subscribe() (current snapshot.Snapshot, updates <-chan snapshot.Snapshot, cancel func()) {
 	return s.pub.subscribe()
+}
+
+// Event records one line in the Snapshot's event list (and the headless
+// output), e.g. the gateway's verdicts ("stall", "readmit", "panic")
+// through its event sink. role may be "". Safe from any goroutine once
+// New has returned; it never blocks: with the publisher's queue full (or
+// Run over) the line is dropped, since a gateway goroutine must not wait
+// on the dashboard.
+func (s *Supervisor) Event(role, msg string) {
+	select {
+	case s.pub.in <- pubMsg{event: &snapshot.Event{Time: s.now(), Role: role, Message: msg}}:
+	default:
+	}
 }
 
 // Snapshot returns the latest published Snapshot.
@@ -418,7 +472,7 @@ func (s *Supervisor) Roles() []string {
 	return out
 }
 
-func (s *Supervisor) command(role string, c cmdKind) error {
+func (s *Supervisor) command(role string, c command) error {
 	a, ok := s.byName[role]
 	if !ok {
 		return fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))
@@ -429,25 +483,38 @@ func (s *Supervisor) command(role string, c cmdKind) error {
 	return nil
 }
 
-// Restart restarts one role: it leaves routing, its group is stopped and
-// verified empty, it starts again and is re-admitted once its ranks
-// register. A manual restart bypasses the restart budget and revives a
-// failed role. The call returns once the actor has the command.
-func (s *Supervisor) Restart(role string) error { return s.command(role, cmdRestart) }
+// Restart restarts one role: it leaves routing at once, its in-flight
+// requests get up to restart.drain_timeout to finish (what is left then
+// ends with an error naming the role), its group is stopped and verified
+// empty, it starts again and is re-admitted once its ranks register. A
+// manual restart bypasses the restart budget and revives a failed role.
+// The call returns once the actor has the command.
+func (s *Supervisor) Restart(role string) error { return s.RestartNow(role, false) }
 
-// Stop stops one role (it stays stopped until Start or Restart).
-func (s *Supervisor) Stop(role string) error { return s.command(role, cmdStop) }
+// RestartNow is Restart; with now, in-flight requests end at once (no drain).
+func (s *Supervisor) RestartNow(role string, now bool) error {
+	return s.command(role, command{kind: cmdRestart, now: now})
+}
+
+// Stop stops one role after draining it like Restart (it stays stopped
+// until Start or Restart).
+func (s *Supervisor) Stop(role string) error { return s.StopNow(role, false) }
+
+// StopNow is Stop; with now, in-flight requests end at once (no drain).
+func (s *Supervisor) StopNow(role string, now bool) error {
+	return s.command(role, command{kind: cmdStop, now: now})
+}
 
 // Start starts a stopped, failed or backing-off role now.
-func (s *Supervisor) Start(role string) error { return s.command(role, cmdStart) }
+func (s *Supervisor) Start(role string) error { return s.command(role, command{kind: cmdStart}) }
 
-// RestartAll restarts every local role.
-func (s *Supervisor) RestartAll() error { return s.all(cmdRestart) }
+// RestartAll restarts every local role at once.
+func (s *Supervisor) RestartAll() error { return s.all(command{kind: cmdRestart}) }
 
 // StopAll stops every local role; tsd and the gateway keep running.
-func (s *Supervisor) StopAll() error { return s.all(cmdStop) }
+func (s *Supervisor) StopAll() error { return s.all(command{kind: cmdStop}) }
 
-func (s *Supervisor) all(c cmdKind) error {
+func (s *Supervisor) all(c command) error {
 	var errs []error
 	for _, a := range s.actors {
 		if a.plan.Local {

@@ -70,7 +70,7 @@ func (s Styles) stateStyle(state string) lipgloss.Style {
 	case snapshot.StateStarting, snapshot.StateHandshaking, snapshot.StateDraining, snapshot.StateStopping,
 		snapshot.StateBackoff, snapshot.RankHello, snapshot.RankInitSent, snapshot.RankWaiting:
 		return s.Busy
-	case snapshot.StateCrashed, snapshot.StateFailed, snapshot.RankDisconnected:
+	case snapshot.StateCrashed, snapshot.StateFailed, snapshot.StateStalled, snapshot.RankDisconnected:
 		return s.Bad
 	case snapshot.StateRemote:
 		return s.Warn

@@ -76,7 +76,7 @@ func (p *inspectorPage) lines() []string {
 		return []string{st.Title.Render(p.role) + " · not in the deployment"}
 	}
 	var out []string
-	head := st.Title.Render(r.Name) + " · " + orDash(r.Kind) + " · " + st.stateStyle(r.State).Render(stateText(r))
+	head := st.Title.Render(r.Name) + " · " + orDash(r.Kind) + " · " + st.stateStyle(r.State).Render(stateText(r, now))
 	if r.Remote {
 		head += " · remote"
 	}

@@ -80,7 +80,7 @@ func DefaultKeyMap() KeyMap {
 		MergedLogs: b([]string{"L"}, "L", "all logs"),
 		Restart:    b([]string{"r"}, "r", "restart role"),
 		StopStart:  b([]string{"s"}, "s", "stop/start role"),
-		RestartAll: b([]string{"R"}, "R", "restart all"),
+		RestartAll: b([]string{"R"}, "R", "rolling restart"),
 
 		Find:       b([]string{"/"}, "/", "find"),
 		Next:       b([]string{"n"}, "n", "next match"),
@@ -107,7 +107,7 @@ func (k KeyMap) helpSections() []helpSection {
 		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No}},
 		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events}},
 		{"events", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Filter}},
-		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart}},
+		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart, k.RestartAll}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
 			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,
 			k.Save, k.NextSource, k.PrevSource, k.MergedLogs}},

@@ -25,7 +25,7 @@ func TestRestartConfirmCallsBackend(t *testing.T) {
 	if cmd := press(m, "r"); cmd != nil {
 		t.Fatal("r must only ask, not act")
 	}
-	if !strings.Contains(plain(m), "restart decode-0? [y/n]") {
+	if !strings.Contains(plain(m), "restart decode-0? 1 request in flight drains first [y/n]") {
 		t.Fatalf("no confirm prompt on screen:\n%s", plain(m))
 	}
 	if len(f.Calls()) != 0 {
@@ -73,28 +73,69 @@ func TestRestartCancel(t *testing.T) {
 	}
 }
 
-// R confirms, then restarts everything.
-func TestRestartAllConfirm(t *testing.T) {
+// R asks for a rolling restart of the selected role's kind, naming every
+// instance and the requests in flight, then runs it.
+func TestRollingRestartConfirm(t *testing.T) {
 	t.Parallel()
-	m, f := newTestModel(t, 80, 24, deployment())
-	press(m, "R")
-	if !strings.Contains(plain(m), "restart all 8 roles? [y/n]") {
-		t.Fatalf("no prompt:\n%s", plain(m))
+	s := deployment()
+	m, f := newTestModel(t, 200, 24, s)
+	press(m, "down") // decode-0
+	var names []string
+	inFlight := 0
+	for _, r := range s.Roles {
+		if r.Kind == "decode" {
+			names = append(names, r.Name)
+			inFlight += r.InFlight
+		}
+	}
+	if cmd := press(m, "R"); cmd != nil {
+		t.Fatal("R must only ask")
+	}
+	want := "rolling restart of " + strings.Join(names, ", ") + " (one at a time, each drained)? " + inFlightText(inFlight) + " [y/n]"
+	if !strings.Contains(plain(m), want) {
+		t.Fatalf("no prompt %q:\n%s", want, plain(m))
 	}
 	runCmd(t, m, press(m, "y"))
-	if got := f.Calls(); !slices.Equal(got, []string{"restart-all"}) {
+	if got := f.Calls(); !slices.Equal(got, []string{"rolling-restart decode"}) {
 		t.Fatalf("calls = %v", got)
 	}
 }
 
-// s stops a running role and starts a stopped one.
+// A draining role shows what is left and for how long; a stalled one why.
+func TestDrainAndStallShown(t *testing.T) {
+	t.Parallel()
+	s := deployment()
+	s.Roles[1].State = snapshot.StateDraining
+	s.Roles[1].DrainInFlight = 4
+	s.Roles[1].DrainDeadline = t0.Add(12 * time.Second)
+	s.Roles[2].State = snapshot.StateStalled
+	s.Roles[2].Reason = "process 4242 (ts-fake) stopped"
+	m, _ := newTestModel(t, 160, 40, s)
+	out := plain(m)
+	if !strings.Contains(out, "draining · 4 in flight · ") || !strings.Contains(out, "s left") {
+		t.Fatalf("drain not shown:\n%s", out)
+	}
+	if !strings.Contains(out, " stalled ") || !strings.Contains(out, "process 4242 (ts-fake) stopped") {
+		t.Fatalf("stall not shown:\n%s", out)
+	}
+	r := s.Roles[1]
+	if got := stateText(&r, t0); got != "draining · 4 in flight · 12s left" {
+		t.Fatalf("stateText = %q", got)
+	}
+	if got := stateText(&r, t0.Add(time.Minute)); got != "draining · 4 in flight · 0s left" {
+		t.Fatalf("past the deadline: %q", got)
+	}
+}
+
+// s asks before stopping a running role (saying what is in flight) and
+// starts a stopped one at once.
 func TestStopStart(t *testing.T) {
 	t.Parallel()
 	s := deployment()
 	s.Roles[1].State = snapshot.StateStopped
 	m, f := newTestModel(t, 80, 24, s)
 	// Stopping a serving role asks first; n keeps it.
-	if cmd := press(m, "s"); cmd != nil || !strings.Contains(plain(m), "stop prefill-0? [y/n]") {
+	if cmd := press(m, "s"); cmd != nil || !strings.Contains(plain(m), "stop prefill-0? ") {
 		t.Fatalf("s did not ask:\n%s", plain(m))
 	}
 	if strings.Contains(strings.Split(plain(m), "\n")[23], "q quit") {

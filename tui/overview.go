@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -99,17 +101,45 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		p.m.setSort(next)
 		return nil
-	case key.Matches(k, keys.RestartAll):
-		b := p.m.b
-		p.m.ask(fmt.Sprintf("restart all %d roles? [y/n]", len(p.m.snap.Roles)),
-			"restart all", control("restart all", b.RestartAll))
-		return nil
 	}
 	r, ok := p.role()
 	if !ok {
 		return nil
 	}
 	return roleKey(p.m, k, r)
+}
+
+// rollingAsk asks for a rolling restart of every role of r's kind: one
+// at a time, each ready again before the next, so the others carry the
+// traffic.
+func rollingAsk(m *Model, r snapshot.RoleStatus) {
+	var names []string
+	inFlight := 0
+	for _, o := range m.snap.Roles {
+		if o.Kind == r.Kind && !o.Remote {
+			names = append(names, o.Name)
+			inFlight += o.InFlight
+		}
+	}
+	if len(names) == 0 {
+		m.flash = r.Name + " runs elsewhere; tsd cannot restart it"
+		return
+	}
+	kind, b := r.Kind, m.b
+	what := "rolling restart of " + strings.Join(names, ", ")
+	m.ask(fmt.Sprintf("%s (one at a time, each drained)? %s [y/n]", what, inFlightText(inFlight)), what,
+		control(what, func() error { return b.RollingRestart(context.Background(), kind, false, nil) }))
+}
+
+// inFlightText says how many requests a restart or stop would drain.
+func inFlightText(n int) string {
+	switch n {
+	case 0:
+		return "no request in flight"
+	case 1:
+		return "1 request in flight drains first"
+	}
+	return fmt.Sprintf("%d requests in flight drain first", n)
 }
 
 // roleKey handles the keys that act on one role; the overview and the
@@ -124,7 +154,7 @@ func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
 	case key.Matches(k, keys.Logs):
 		return m.navigate(pageLogs, name)
 	case key.Matches(k, keys.Restart):
-		m.ask(fmt.Sprintf("restart %s? [y/n]", name), "restart "+name, func() tea.Msg {
+		m.ask(fmt.Sprintf("restart %s? %s [y/n]", name, inFlightText(r.InFlight)), "restart "+name, func() tea.Msg {
 			err := b.Restart(name)
 			msg := controlDoneMsg{what: "restart " + name, err: err}
 			if err == nil {
@@ -136,14 +166,13 @@ func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
 		if running(r.State) {
 			// Stopping a serving role loses its capacity (and, with real
 			// weights, minutes to bring it back): ask first.
-			q := fmt.Sprintf("stop %s? [y/n]", name)
-			if r.InFlight > 0 {
-				q = fmt.Sprintf("stop %s? %d request(s) in flight [y/n]", name, r.InFlight)
-			}
-			m.ask(q, "stop "+name, control("stop "+name, func() error { return b.Stop(name) }))
+			m.ask(fmt.Sprintf("stop %s? %s [y/n]", name, inFlightText(r.InFlight)), "stop "+name,
+				control("stop "+name, func() error { return b.Stop(name) }))
 			return nil
 		}
 		return m.run("start "+name, func() error { return b.Start(name) })
+	case key.Matches(k, keys.RestartAll):
+		rollingAsk(m, r)
 	}
 	return nil
 }
@@ -272,7 +301,7 @@ func (p *overviewPage) columns() []column {
 	for i := range p.m.snap.Roles {
 		r := &p.m.snap.Roles[i]
 		p.nameW = max(p.nameW, len(r.Name))
-		p.stateW = max(p.stateW, len(stateText(r)))
+		p.stateW = max(p.stateW, len(stateText(r, now)))
 		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
 	}
 	stateMax := 28
@@ -291,7 +320,7 @@ func (p *overviewPage) columns() []column {
 			return gpuText(&p.m.snap, r), plain
 		}},
 		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			return stateText(r), st.stateStyle(r.State)
+			return stateText(r, now), st.stateStyle(r.State)
 		}},
 		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
 			if r.StartedAt.IsZero() || !running(r.State) {
@@ -402,13 +431,19 @@ func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled bool) s
 	return strings.TrimRight(b.String(), " ")
 }
 
-// stateText is the state word, always printed, with the startup phase.
-func stateText(r *snapshot.RoleStatus) string {
+// stateText is the state word, always printed, with the startup phase;
+// a draining role says how much is left and for how long (a stalled
+// one's why is in the REASON column).
+func stateText(r *snapshot.RoleStatus, now time.Time) string {
 	s := r.State
 	if s == "" {
 		s = "unknown"
 	}
-	if r.Phase != "" && r.State != snapshot.StateReady {
+	switch {
+	case r.State == snapshot.StateDraining && !r.DrainDeadline.IsZero():
+		left := max(r.DrainDeadline.Sub(now), 0)
+		return fmt.Sprintf("%s · %d in flight · %s left", s, r.DrainInFlight, humanDuration(left.Round(time.Second)))
+	case r.Phase != "" && r.State != snapshot.StateReady:
 		s += " · " + r.Phase
 	}
 	return s

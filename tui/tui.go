@@ -31,6 +31,10 @@ type Backend interface {
 	Stop(role string) error
 	Start(role string) error
 	RestartAll() error
+	// RollingRestart restarts the instances of target (instance, replica
+	// group or kind) one at a time, each ready again before the next; it
+	// returns when the last is back or with the error that stopped it.
+	RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error
 	// SaveLog writes the role's whole retained log ("" = every role,
 	// merged in time order) to path and returns where it went.
 	SaveLog(role, path string) (string, error)

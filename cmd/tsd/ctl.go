@@ -300,6 +300,14 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if phase == "" {
 			phase = "-"
 		}
+		reason := r.Reason
+		if r.State == snapshot.StateDraining && !r.DrainDeadline.IsZero() {
+			left := r.DrainDeadline.Sub(now)
+			if left < 0 {
+				left = 0
+			}
+			reason = fmt.Sprintf("%d in flight, %s left; %s", r.DrainInFlight, supervisor.HumanDuration(left.Round(time.Second)), reason)
+		}
 		gpus := "-"
 		if len(r.GPUs) > 0 {
 			gpus = strings.Join(r.GPUs, ",")
@@ -308,7 +316,7 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if r.GPUMemB > 0 {
 			mem = gib(r.GPUMemB)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, gpus, mem, r.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, gpus, mem, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -342,6 +350,8 @@ func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 type restartCmd struct {
 	ctlTarget
+	Rolling bool          `help:"Restart the instances of ROLE (an instance, a replica group or a kind) one at a time, each ready again before the next; waits until done."`
+	Now     bool          `help:"Skip the drain: requests in flight on the role end at once with an error."`
 	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
 	Role    string        `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
@@ -356,6 +366,16 @@ func (c restartCmd) Run() error {
 	ctx, cancel := ctlContext()
 	defer cancel()
 	cl := supervisor.NewControlClient(f.socket)
+	if c.Rolling {
+		// A rolling restart may take as long as every instance's start.
+		rctx, rcancel := context.WithTimeout(context.Background(), c.Timeout)
+		defer rcancel()
+		if err := cl.RollingRestart(rctx, c.Role, c.Now, func(l string) { fmt.Println(l) }); err != nil {
+			return &exitError{code: 1, msg: fmt.Sprintf("tsd: rolling restart of %s: %v", c.Role, err)}
+		}
+		fmt.Printf("rolling restart of %s done\n", c.Role)
+		return nil
+	}
 	var before snapshot.RoleStatus
 	if c.Wait {
 		s, err := cl.Status(ctx)
@@ -364,7 +384,11 @@ func (c restartCmd) Run() error {
 		}
 		before, _ = findRole(s, c.Role)
 	}
-	if _, err := cl.Command(ctx, "restart", url.Values{"role": {c.Role}}); err != nil {
+	q := url.Values{"role": {c.Role}}
+	if c.Now {
+		q.Set("now", "1")
+	}
+	if _, err := cl.Command(ctx, "restart", q); err != nil {
 		return unreachable(f, fmt.Errorf("restart %s: %w", c.Role, err))
 	}
 	fmt.Printf("restarting %s\n", c.Role)
@@ -441,6 +465,7 @@ func (c startCmd) Run() error {
 
 type stopCmd struct {
 	ctlTarget
+	Now  bool     `help:"Skip the drain: requests in flight on the role end at once with an error."`
 	Args []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
 }
 
@@ -455,7 +480,11 @@ func (c stopCmd) Run() error {
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", url.Values{"role": {role}}); err != nil {
+	q := url.Values{"role": {role}}
+	if c.Now {
+		q.Set("now", "1")
+	}
+	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", q); err != nil {
 		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}
 	if role != "" {

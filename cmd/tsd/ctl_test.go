@@ -189,3 +189,31 @@ func TestPlanPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderStatusDrainAndStall: a draining role says how many requests
+// are left and for how long; a stalled one says why.
+func TestRenderStatusDrainAndStall(t *testing.T) {
+	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
+	s := snapshot.Snapshot{
+		Name: "qwen-pd",
+		Roles: []snapshot.RoleStatus{
+			{Name: "decode-0", Kind: "decode", State: snapshot.StateDraining, PID: 4242, Reason: "restart requested",
+				DrainInFlight: 3, DrainDeadline: now.Add(12 * time.Second)},
+			{Name: "decode-1", Kind: "decode", State: snapshot.StateStalled, PID: 4343,
+				Reason: "process 4344 (ts-fake) stopped (state T: SIGSTOP or a debugger)"},
+		},
+	}
+	var b strings.Builder
+	if err := renderStatus(&b, s, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"draining", "3 in flight, 12s left; restart requested",
+		"stalled", "process 4344 (ts-fake) stopped (state T: SIGSTOP or a debugger)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -82,6 +82,12 @@ type deployment struct {
 
 func startDeployment(t *testing.T, roles ...profiles.RolePlan) *deployment {
 	t.Helper()
+	return startDeploymentEnv(t, nil, roles...)
+}
+
+// startDeploymentEnv is startDeployment with extra environment for tsd.
+func startDeploymentEnv(t *testing.T, env []string, roles ...profiles.RolePlan) *deployment {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "e2e")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +105,7 @@ func startDeployment(t *testing.T, roles ...profiles.RolePlan) *deployment {
 	if err := os.WriteFile(planPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return runTSD(t, dir, "up", "--headless", "--no-gateway", "--plan-json", planPath)
+	return runTSDEnv(t, dir, env, "up", "--headless", "--no-gateway", "--plan-json", planPath)
 }
 
 // testDeploymentName is a registry name unique to this test and process.
@@ -116,6 +122,12 @@ func testDeploymentName(t *testing.T) string {
 // runTSD starts `tsd ARGS...` in dir and collects its output lines.
 func runTSD(t *testing.T, dir string, args ...string) *deployment {
 	t.Helper()
+	return runTSDEnv(t, dir, nil, args...)
+}
+
+// runTSDEnv is runTSD with extra environment variables.
+func runTSDEnv(t *testing.T, dir string, env []string, args ...string) *deployment {
+	t.Helper()
 	d := &deployment{t: t, dir: dir, done: make(chan struct{}), grew: make(chan struct{})}
 	if len(args) > 0 && args[0] == "up" {
 		// Deployment names are unique per user (the registry refuses a
@@ -124,6 +136,9 @@ func runTSD(t *testing.T, dir string, args ...string) *deployment {
 	}
 	d.cmd = exec.Command(tsdBin, args...)
 	d.cmd.Dir = dir
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -56,8 +56,16 @@ func TestE2EDemoEPD(t *testing.T) {
 		!strings.Contains(s.Gateway.Note, "encode: 1/1 worker(s) ready, consistent_hashing") {
 		t.Fatalf("encode role %+v, gateway %+v", enc, s.Gateway)
 	}
+	// The encode is ready when its rank registers; its launcher's ready
+	// line (the PHASE column) may come a moment later.
+	d.waitLine(0, "encode", "headless scheduler(s) ready")
+	encodeRow := regexp.MustCompile(`(?m)^\s*encode\s+encode\s+ready\s+ready\s+1/1\s`)
 	out, err := d.ctl("status")
-	if err != nil || !regexp.MustCompile(`(?m)^\s*encode\s+encode\s+ready\s+ready\s+1/1\s`).MatchString(out) || !strings.Contains(out, "consistent_hashing") {
+	for i := 0; i < 50 && err == nil && !encodeRow.MatchString(out); i++ {
+		time.Sleep(100 * time.Millisecond) // the actor folds the milestone in right after the line; no event to wait on from here
+		out, err = d.ctl("status")
+	}
+	if err != nil || !encodeRow.MatchString(out) || !strings.Contains(out, "consistent_hashing") {
 		t.Fatalf("tsd status: %v\n%s", err, out)
 	}
 	t.Logf("tsd status:\n%s", out)

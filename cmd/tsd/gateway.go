@@ -45,7 +45,8 @@ func (c gatewayCmd) Run() error {
 	if problem != "" {
 		fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd gateway: "+problem))
 	}
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount})
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount,
+		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ type cli struct {
 	Validate   validateCmd      `cmd:"" help:"Check a profile and list every problem."`
 	Gateway    gatewayCmd       `cmd:"" help:"Run only the embedded gateway (engines started by hand)."`
 	Status     statusCmd        `cmd:"" help:"Show a running deployment's roles, ranks and GPUs (exit 1: a role failed; 3: none running)."`
-	Restart    restartCmd       `cmd:"" help:"Restart one role of a running deployment."`
+	Restart    restartCmd       `cmd:"" help:"Restart one role of a running deployment (drained first; --now skips that), or --rolling: its instances one at a time."`
 	Start      startCmd         `cmd:"" help:"Start a stopped (or failed) role of a running deployment."`
 	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment."`
 	Logs       logsCmd          `cmd:"" help:"Print (or follow) one role's log, or every role's merged."`

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
 	"github.com/tsd-project/tsd/gateway"
@@ -235,6 +236,9 @@ func (c upCmd) runSupervisor() error {
 	// on /metrics with telemetry's GPU and role gauges beside its own.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(tel.Collector())
+	// The daemon's own goroutines, fds and RSS: a leak under faults shows
+	// on /metrics (make chaos checks them against their baseline).
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var gw supervisor.Gateway
 	if newGateway != nil && !c.NoGateway {
 		if gw, err = newGateway(plan, reg); err != nil {
@@ -267,6 +271,13 @@ func (c upCmd) runSupervisor() error {
 	sup, err := supervisor.New(opts)
 	if err != nil {
 		return err
+	}
+	// The gateway's own verdicts (a panic recovered, a rank stalled or
+	// re-admitted) go to the deployment's event list beside the roles'.
+	if es, ok := gw.(interface {
+		SetEventSink(func(kind, role, msg string))
+	}); ok {
+		es.SetEventSink(func(kind, role, msg string) { sup.Event(role, kind+": "+msg) })
 	}
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
@@ -444,7 +455,8 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.
 	}
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	mount, problem := openAIMount(plan, log)
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount})
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
+		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
 	if err != nil || problem == "" {
 		return g, err
 	}

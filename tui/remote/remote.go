@@ -147,6 +147,12 @@ func (b *Backend) Stop(role string) error    { return b.command("stop", role) }
 func (b *Backend) Start(role string) error   { return b.command("start", role) }
 func (b *Backend) RestartAll() error         { return b.command("restart", "") }
 
+// RollingRestart restarts target's instances one at a time in the daemon,
+// passing on each progress line.
+func (b *Backend) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	return b.c.RollingRestart(ctx, target, now, progress)
+}
+
 // StopDeployment stops the whole deployment (tsd stop).
 func (b *Backend) StopDeployment() error { return b.command("stop", "") }
 

@@ -200,6 +200,14 @@ func (f *Fake) Stop(role string) error    { return f.record("stop " + role) }
 func (f *Fake) Start(role string) error   { return f.record("start " + role) }
 func (f *Fake) RestartAll() error         { return f.record("restart-all") }
 
+// RollingRestart records the call and returns at once.
+func (f *Fake) RollingRestart(_ context.Context, target string, now bool, _ func(string)) error {
+	if now {
+		return f.record("rolling-restart --now " + target)
+	}
+	return f.record("rolling-restart " + target)
+}
+
 // SaveLog records the call; it writes nothing.
 func (f *Fake) SaveLog(role, path string) (string, error) {
 	if err := f.record("save " + role + " " + path); err != nil {

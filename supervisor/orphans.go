@@ -1,0 +1,392 @@
+package supervisor
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Orphan defence in depth (docs/architecture.md, "No orphans"): the
+// guardian tears a role's group down when tsd dies, but when tsd and a
+// guardian die together (an OOM kill of the whole cgroup, kill -9 of both)
+// nobody is left to do it. So every live role's process group is recorded
+// in the run folder (pgid plus the leader's start time, which tells our
+// group from a later one that reuses the number), and the next `tsd up`
+// kills what is left before it starts anything. Where cgroup v2 is
+// writable each run is also born in its own cgroup, killed whole through
+// cgroup.kill, which catches even processes that left the group.
+
+// groupRecord is one role's live process group as written to the run folder.
+type groupRecord struct {
+	Role       string `json:"role"`
+	PGID       int    `json:"pgid"`
+	Start      uint64 `json:"start"` // /proc start time of the leader, clock ticks
+	GuardPID   int    `json:"guard_pid"`
+	GuardStart uint64 `json:"guard_start"`
+	Cgroup     string `json:"cgroup,omitempty"`
+	TSDPID     int    `json:"tsd_pid"`
+}
+
+func (s *Supervisor) recordDir() string {
+	if s.plan.RunDir == "" {
+		return ""
+	}
+	return filepath.Join(s.plan.RunDir, "groups")
+}
+
+// recordGroup writes the role's record (atomically: a half-written file
+// would hide a live group from the next tsd).
+func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
+	dir := s.recordDir()
+	if dir == "" || p == nil || p.pid <= 0 {
+		return
+	}
+	rec := groupRecord{Role: role, PGID: p.pid, Cgroup: cgroup, TSDPID: os.Getpid()}
+	if st, ok := readStat(p.pid); ok {
+		rec.Start = st.start
+	}
+	if p.guard != nil && p.guard.Process != nil {
+		rec.GuardPID = p.guard.Process.Pid
+		if st, ok := readStat(rec.GuardPID); ok {
+			rec.GuardStart = st.start
+		}
+	}
+	b, _ := json.Marshal(rec)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	tmp := filepath.Join(dir, "."+role+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return
+	}
+	_ = os.Rename(tmp, filepath.Join(dir, role+".json"))
+}
+
+// dropGroup removes the record of a role whose group is verified empty.
+func (s *Supervisor) dropGroup(role string) {
+	if dir := s.recordDir(); dir != "" {
+		_ = os.Remove(filepath.Join(dir, role+".json"))
+	}
+}
+
+// leftover is one live process a previous tsd left.
+type leftover struct {
+	role string
+	pid  int
+	comm string
+}
+
+// cleanOrphans kills every process a previous tsd of this run folder left
+// behind and returns one line saying what it killed ("" if nothing).
+func (s *Supervisor) cleanOrphans() string {
+	dir := s.recordDir()
+	if dir == "" {
+		return ""
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	var recs []groupRecord
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		var r groupRecord
+		if err == nil && json.Unmarshal(b, &r) == nil && r.PGID > 0 {
+			recs = append(recs, r)
+		}
+		_ = os.Remove(path)
+	}
+	if len(recs) == 0 {
+		return ""
+	}
+	killed := findLeftovers(recs)
+	for _, r := range recs {
+		if r.Cgroup != "" {
+			for _, pid := range cgroupPIDs(r.Cgroup) {
+				if !hasPID(killed, pid) {
+					st, _ := readStat(pid)
+					killed = append(killed, leftover{role: r.Role, pid: pid, comm: st.comm})
+				}
+			}
+		}
+	}
+	for _, l := range killed {
+		_ = syscall.Kill(l.pid, syscall.SIGKILL)
+	}
+	for _, r := range recs {
+		if r.Cgroup != "" {
+			killCgroup(r.Cgroup)
+			_ = os.Remove(filepath.Dir(r.Cgroup)) // the old tsd's base, once its last role is gone
+		}
+	}
+	waitGone(killed, 5*time.Second)
+	if len(killed) == 0 {
+		return ""
+	}
+	sort.Slice(killed, func(i, j int) bool { return killed[i].pid < killed[j].pid })
+	parts := make([]string, len(killed))
+	for i, l := range killed {
+		parts[i] = fmt.Sprintf("%s pid %d (%s)", l.role, l.pid, l.comm)
+	}
+	return fmt.Sprintf("killed %d process(es) left by a previous tsd: %s", len(killed), strings.Join(parts, ", "))
+}
+
+// findLeftovers lists the live processes of the recorded groups. A group
+// is the recorded one while its leader has the recorded start time, or,
+// once the leader is gone, for members started no earlier than it (a pgid
+// cannot be reused while any member of the group lives).
+func findLeftovers(recs []groupRecord) []leftover {
+	byPGID := map[int]groupRecord{}
+	for _, r := range recs {
+		if st, ok := readStat(r.PGID); ok && st.state != 'Z' && st.start != r.Start {
+			continue // the number belongs to someone else now
+		}
+		byPGID[r.PGID] = r
+	}
+	var out []leftover
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		if r, ok := byPGID[st.pgrp]; ok && st.start >= r.Start {
+			out = append(out, leftover{role: r.Role, pid: pid, comm: st.comm})
+			continue
+		}
+		for _, r := range recs {
+			if r.GuardPID == pid && r.GuardStart != 0 && st.start == r.GuardStart {
+				out = append(out, leftover{role: r.Role + " guardian", pid: pid, comm: st.comm})
+			}
+		}
+	}
+	return out
+}
+
+func hasPID(ls []leftover, pid int) bool {
+	for _, l := range ls {
+		if l.pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// waitGone waits, bounded, until the killed processes are gone or zombies
+// (they are not our children, so there is no wait4 to block on).
+func waitGone(ls []leftover, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		alive := false
+		for _, l := range ls {
+			if st, ok := readStat(l.pid); ok && st.state != 'Z' && st.state != 'X' {
+				alive = true
+				break
+			}
+		}
+		if !alive {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling /proc: there is no event for another parent's child dying
+	}
+}
+
+// cgroupBase finds a writable cgroup v2 directory for this tsd's roles
+// (a child of tsd's own cgroup), or "" where there is none: then the
+// process group and the records do the job alone.
+func cgroupBase() string {
+	if os.Getenv("TSD_NO_CGROUP") == "1" {
+		return ""
+	}
+	mnt := cgroup2Mount()
+	if mnt == "" {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	var own string
+	for _, l := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok {
+			own = p
+		}
+	}
+	if own == "" {
+		return ""
+	}
+	base := filepath.Join(mnt, own, fmt.Sprintf("tsd-%d", os.Getpid()))
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(base, "cgroup.kill")); err != nil {
+		_ = os.Remove(base) // no cgroup.kill (kernel < 5.14): not worth it
+		return ""
+	}
+	return base
+}
+
+func cgroup2Mount() string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		for i, x := range fields {
+			if x == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && len(fields) > 4 {
+				return fields[4]
+			}
+		}
+	}
+	return ""
+}
+
+// roleCgroup makes a fresh cgroup for one run of a role, or "".
+func (s *Supervisor) roleCgroup(role string) string {
+	if s.cgBase == "" {
+		return ""
+	}
+	s.cgSeq.Add(1)
+	dir := filepath.Join(s.cgBase, fmt.Sprintf("%s-%d", role, s.cgSeq.Load()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// releaseCgroup kills whatever is left in a run's cgroup and removes it.
+func (s *Supervisor) releaseCgroup(dir string) {
+	if dir != "" {
+		killCgroup(dir)
+	}
+}
+
+func cgroupPIDs(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// killCgroup SIGKILLs every process of the cgroup (cgroup.kill) and
+// removes the directory once it is empty (bounded).
+func killCgroup(dir string) {
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	if len(cgroupPIDs(dir)) > 0 {
+		_ = os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0o200)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // the kernel empties it asynchronously after cgroup.kill
+	}
+}
+
+// stallReport is the /proc scanner's verdict on one run of a role.
+type stallReport struct {
+	pid int    // the run's process group
+	why string // "" = nothing stopped
+}
+
+// scanStalls watches every role's process tree for stopped (T) processes
+// and tells the role's actor when that changes, until stop is closed.
+// One scan of /proc serves every role.
+func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := map[*actor]stallReport{}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		groups := map[int]*actor{}
+		for _, a := range s.actors {
+			if pid := int(a.curPID.Load()); pid > 0 {
+				groups[pid] = a
+			}
+		}
+		found := map[int]string{}
+		if len(groups) > 0 {
+			found = stoppedIn(groups)
+		}
+		for _, a := range s.actors {
+			pid := int(a.curPID.Load())
+			rep := stallReport{pid: pid, why: found[pid]}
+			if pid == 0 || last[a] == rep {
+				continue
+			}
+			last[a] = rep
+			select {
+			case <-a.stalls: // latest wins: only this goroutine sends
+			default:
+			}
+			select {
+			case a.stalls <- rep:
+			default:
+			}
+		}
+	}
+}
+
+// stoppedIn scans /proc once and says, per process group of interest,
+// which of its processes are stopped.
+func stoppedIn(groups map[int]*actor) map[int]string {
+	out := map[int]string{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	stopped := map[int][]string{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok || st.state != 'T' {
+			continue
+		}
+		if _, ok := groups[st.pgrp]; ok {
+			stopped[st.pgrp] = append(stopped[st.pgrp], fmt.Sprintf("%d (%s)", pid, st.comm))
+		}
+	}
+	for pg, list := range stopped {
+		sort.Strings(list)
+		out[pg] = "process " + strings.Join(list, ", ") + " stopped (state T: SIGSTOP or a debugger)"
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// RollingTargets lists the role instances a rolling restart of target
+// covers, in plan order: an instance name, a profile entry (all its
+// replicas), a kind (every role of it), or "" (every local role).
+func (s *Supervisor) RollingTargets(target string) ([]string, error) {
+	var out []string
+	for _, a := range s.actors {
+		if a.plan.Local && (target == "" || a.plan.Name == target) {
+			out = append(out, a.plan.Name)
+		}
+	}
+	if len(out) > 0 && target != "" {
+		return out, nil
+	}
+	for _, match := range []func(a *actor) bool{
+		func(a *actor) bool { return target == "" },
+		func(a *actor) bool { return a.plan.Group == target },
+		func(a *actor) bool { return a.plan.Kind == target },
+	} {
+		out = out[:0]
+		for _, a := range s.actors {
+			if a.plan.Local && match(a) {
+				out = append(out, a.plan.Name)
+			}
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q: not a role, replica group or kind of a local role (have %s)", ErrUnknownRole, target, strings.Join(s.Roles(), ", "))
+}
+
+// RollingRestart restarts the instances of target (see RollingTargets)
+// one at a time: each is drained (unless now), restarted, and must be
+// ready again (every rank registered) before the next one goes, so the
+// others carry the traffic meanwhile. It stops at the first instance that
+// does not come back (crashed, failed or stopped) with an error naming
+// it, and when ctx ends. progress, if set, hears one line per step.
+func (s *Supervisor) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	names, err := s.RollingTargets(target)
+	if err != nil {
+		return err
+	}
+	say := func(format string, a ...any) {
+		msg := fmt.Sprintf(format, a...)
+		if progress != nil {
+			progress(msg)
+		}
+	}
+	s.pub.event("", fmt.Sprintf("rolling restart of %s", strings.Join(names, ", ")))
+	for i, name := range names {
+		start := time.Now()
+		cur, ch, cancel := s.Subscribe()
+		before, _ := roleIn(cur, name)
+		say("restarting %s (%d/%d)", name, i+1, len(names))
+		if err := s.RestartNow(name, now); err != nil {
+			cancel()
+			return fmt.Errorf("rolling restart: restart %s: %w", name, err)
+		}
+		err := waitBack(ctx, ch, name, before.Restarts)
+		cancel()
+		if err != nil {
+			s.pub.event(name, "rolling restart stopped: "+err.Error())
+			rest := names[i+1:]
+			if len(rest) > 0 {
+				return fmt.Errorf("rolling restart stopped at %s (%s not restarted): %w", name, strings.Join(rest, ", "), err)
+			}
+			return fmt.Errorf("rolling restart stopped at %s: %w", name, err)
+		}
+		say("%s ready again after %s", name, HumanDuration(time.Since(start)))
+	}
+	s.pub.event("", fmt.Sprintf("rolling restart of %s done", strings.Join(names, ", ")))
+	return nil
+}
+
+func roleIn(s snapshot.Snapshot, name string) (snapshot.RoleStatus, bool) {
+	for _, r := range s.Roles {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return snapshot.RoleStatus{}, false
+}
+
+// waitBack waits until the role has restarted (Restarts grew) and is
+// ready, or says why it will not be.
+func waitBack(ctx context.Context, ch <-chan snapshot.Snapshot, name string, restarts int) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case snap, ok := <-ch:
+			if !ok {
+				return ErrNotRunning
+			}
+			r, ok := roleIn(snap, name)
+			if !ok || r.Restarts <= restarts {
+				continue
+			}
+			switch r.State {
+			case snapshot.StateReady:
+				return nil
+			case snapshot.StateCrashed, snapshot.StateFailed, snapshot.StateBackoff, snapshot.StateStopped:
+				return errors.New(name + " " + r.State + ": " + r.Reason)
+			}
+		}
+	}
+}
