@@ -405,7 +405,7 @@ func (a *actor) start() {
 	a.info = info
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
 	spec := procSpec{
-		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Grace: a.policy.StopGrace,
+		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: a.policy.StopGrace,
 		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs,
 	}
 	poke := a.poke

@@ -71,8 +71,9 @@ func ctlContext() (context.Context, context.CancelFunc) {
 
 type statusCmd struct {
 	ctlTarget
-	JSON    bool   `name:"json" help:"Print the Snapshot as JSON, exactly as tsd publishes it."`
-	Profile string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
+	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
+	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
+	Profile     string `arg:"" optional:"" help:"Profile YAML of the running deployment."`
 }
 
 func (c statusCmd) Run() error {
@@ -88,12 +89,20 @@ func (c statusCmd) Run() error {
 		if err != nil {
 			return err
 		}
+		if !c.ShowSecrets {
+			if b, err = maskJSON(b); err != nil {
+				return err
+			}
+		}
 		_, err = os.Stdout.Write(b)
 		return err
 	}
 	s, err := cl.Status(ctx)
 	if err != nil {
 		return err
+	}
+	if !c.ShowSecrets {
+		s = maskedSnapshot(s)
 	}
 	return renderStatus(os.Stdout, s, time.Now())
 }
@@ -130,7 +139,12 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if phase == "" {
 			phase = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, r.Reason)
+		reason := r.Reason
+		if r.LogError != "" {
+			reason = strings.TrimSpace(reason + "; " + r.LogError)
+			reason = strings.TrimPrefix(reason, "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, reason)
 	}
 	return tw.Flush()
 }
