@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -424,7 +425,7 @@ func (l *loader) duration(f field) (time.Duration, bool) {
 
 var topKeys = []string{"name", "model", "tokenizer", "served_model_name", "engine", "gateway", "roles", "restart", "run_dir", "log_dir"}
 var engineKeys = []string{"command", "transfer_backend", "ib_device", "args", "env"}
-var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls"}
+var gatewayKeys = []string{"host", "port", "mode", "policy", "api_key_env", "bootstrap_server", "image_urls", "image_url_allow", "metrics_public"}
 var policyKeys = []string{KindPrefill, KindDecode, KindEncode}
 var roleKeys = []string{"name", "kind", "gpus", "tp", "dp", "worker", "dist_init_port", "bootstrap_port", "bootstrap_host", "engine_index", "args", "env", "host", "replicas", "restart"}
 var restartKeys = []string{"policy", "backoff", "max_backoff", "reset_after", "budget", "stop_grace"}
@@ -607,7 +608,42 @@ func (l *loader) gateway(g *Gateway, at field) {
 			g.ImageURLs = v
 		}
 	}
+	if f, ok := m["image_url_allow"]; ok {
+		if list, ok := l.strList(f); ok {
+			for _, e := range list {
+				if err := CheckImageURLAllow(e); err != nil {
+					l.errf(f, "%v", err)
+				}
+			}
+			g.ImageURLAllow = list
+		}
+	}
+	if f, ok := m["metrics_public"]; ok {
+		if v, ok := l.boolv(f); ok {
+			g.MetricsPublic = v
+		}
+	}
 }
+
+// CheckImageURLAllow checks one gateway.image_url_allow entry: a host name,
+// an IP address or a CIDR prefix.
+func CheckImageURLAllow(e string) error {
+	if strings.Contains(e, "/") {
+		if _, err := netip.ParsePrefix(e); err != nil {
+			return fmt.Errorf("image_url_allow entry %q: not a CIDR prefix: %v", e, err)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(e); err == nil {
+		return nil
+	}
+	if !hostNameRe.MatchString(e) {
+		return fmt.Errorf("image_url_allow entry %q: want a host name, an IP address or a CIDR prefix", e)
+	}
+	return nil
+}
+
+var hostNameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
 
 var budgetRe = regexp.MustCompile(`^\s*(\d+)\s+in\s+(\S+)\s*$`)
 

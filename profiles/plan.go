@@ -47,8 +47,10 @@ type GatewayPlan struct {
 	Mode            string       `json:"mode"`   // pd | epd
 	Policy          PolicyPlan   `json:"policy"`
 	APIKeyEnv       string       `json:"api_key_env,omitempty"`
-	BootstrapServer string       `json:"bootstrap_server"` // engine | tsd
-	ImageURLs       bool         `json:"image_urls"`       // http(s) image_url parts are fetched
+	BootstrapServer string       `json:"bootstrap_server"`          // engine | tsd
+	ImageURLs       bool         `json:"image_urls"`                // http(s) image_url parts are fetched
+	ImageURLAllow   []string     `json:"image_url_allow,omitempty"` // hosts/CIDRs exempt from the private-address refusal
+	MetricsPublic   bool         `json:"metrics_public,omitempty"`  // /metrics without the API key
 	LogFile         string       `json:"log_file"`
 	Workers         []WorkerPlan `json:"workers"`
 }

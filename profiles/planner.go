@@ -463,6 +463,8 @@ func (pl *planner) plan() *Plan {
 		APIKeyEnv:       p.Gateway.APIKeyEnv,
 		BootstrapServer: p.Gateway.BootstrapServer,
 		ImageURLs:       p.Gateway.ImageURLs,
+		ImageURLAllow:   p.Gateway.ImageURLAllow,
+		MetricsPublic:   p.Gateway.MetricsPublic,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}

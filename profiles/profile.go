@@ -49,6 +49,12 @@ type Gateway struct {
 	// ImageURLs lets chat image parts name http(s) URLs the gateway
 	// fetches; off, only data: URLs are taken (no outbound fetches).
 	ImageURLs bool
+	// ImageURLAllow lists hosts and CIDR prefixes image URLs may reach
+	// although they are loopback, private, link-local or metadata
+	// addresses (refused by default).
+	ImageURLAllow []string
+	// MetricsPublic serves /metrics without the API key.
+	MetricsPublic bool
 }
 
 // Role is one profile entry of `roles:`; with replicas > 1 it expands to
