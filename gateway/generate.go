@@ -190,6 +190,10 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 		g.metrics.reqError("invalid_request")
 		return nil, err
 	}
+	if err := g.checkPromptLen(&r); err != nil {
+		g.metrics.reqError("invalid_request")
+		return nil, err
+	}
 	sp, err := wireSampling(r.Sampling)
 	if err != nil {
 		g.metrics.reqError("invalid_request")

@@ -89,8 +89,17 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 				return
 			}
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(sw, r.Body, g.opts.MaxBodyBytes)
+		// Body deadline, in-flight budget and context-length bound
+		// (limits.go), then the handler works from the body in memory.
+		release, err := g.readBody(sw, r)
+		defer release()
+		if err != nil {
+			return
+		}
+		if r.ContentLength != 0 {
+			var cancel context.CancelFunc
+			r, cancel = g.requestContext(r)
+			defer cancel()
 		}
 		h.ServeHTTP(sw, r)
 	})

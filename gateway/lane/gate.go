@@ -167,12 +167,12 @@ func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
 		return nil, err
 	}
 	if g.sock.kind == Router && !p.sawData {
-		tc.firstTimer = time.AfterFunc(opts.FirstMessageTimeout, func() {
+		tc.firstTimer.Store(time.AfterFunc(opts.FirstMessageTimeout, func() {
 			if !tc.firstMsg.Load() {
 				g.sock.bind.Logger.Warn("lane connection closed: no message after the greeting", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", peer.Addr, "after", opts.FirstMessageTimeout)
 				_ = tc.Close()
 			}
-		})
+		}))
 	} else if p.sawData {
 		tc.firstMsg.Store(true)
 	}

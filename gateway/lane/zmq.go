@@ -417,7 +417,7 @@ type trackedConn struct {
 	replay     []byte // read by the gate, not yet by zmq4 (single reader)
 	swallow    []byte // our greeting, which zmq4 writes again
 	firstMsg   atomic.Bool
-	firstTimer *time.Timer
+	firstTimer atomic.Pointer[time.Timer]
 
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
@@ -439,8 +439,8 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 		}
 		if c.p.sawData && !c.firstMsg.Load() {
 			c.firstMsg.Store(true)
-			if c.firstTimer != nil {
-				c.firstTimer.Stop()
+			if t := c.firstTimer.Load(); t != nil {
+				t.Stop()
 			}
 		}
 	}
@@ -494,8 +494,8 @@ func (c *trackedConn) Close() error {
 
 func (c *trackedConn) down() {
 	c.downOnce.Do(func() {
-		if c.firstTimer != nil {
-			c.firstTimer.Stop()
+		if t := c.firstTimer.Load(); t != nil {
+			t.Stop()
 		}
 		if id := c.upID.Load(); id != nil {
 			c.sock.release(c, *id)
