@@ -39,6 +39,18 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// waitFor polls a condition that no event announces, up to 5 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // rawPeer speaks ZMTP by hand: greeting and READY with any identity.
 func rawPeer(t *testing.T, network, addr, identity string) net.Conn {
 	t.Helper()
@@ -121,6 +133,10 @@ func TestRogueHelloCannotTakeOverLiveRank(t *testing.T) {
 	defer r0.close()
 	waitRanks(t, ch, "decode", map[int]string{0: snapshot.RankRegistered})
 
+	// The rank closed its handshake connection after READY (as engines
+	// do); wait until the socket has let it go, so the rogue's HELLO (not
+	// the transport's duplicate-identity refusal) is what is tested.
+	waitFor(t, func() bool { return w.hs.Live(wire.EncodeIdentity(0)) == 0 })
 	rogue := zmq4.NewDealer(context.Background(), zmq4.WithID(zmq4.SocketIdentity(wire.EncodeIdentity(0))))
 	defer rogue.Close()
 	if err := rogue.Dial(w.HandshakeEndpoint()); err != nil {
