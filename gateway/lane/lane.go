@@ -190,6 +190,9 @@ func (l *Lane) Bind() error {
 		}
 	}
 	for _, w := range l.workers {
+		if w.plan.Remote {
+			l.log.Warn(RemoteLaneWarning(w.plan.Role))
+		}
 		w.start()
 	}
 	l.bound = true
