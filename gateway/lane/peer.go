@@ -143,19 +143,54 @@ func InProcessTree(pid, root int) bool {
 	return pid == root && root > 0
 }
 
-func parentPID(pid int) int {
+// TreeCheck builds a PeerCheck from the roles' root pids: a peer passes
+// when its process descends from one of root(role) or shares its process
+// group (each engine runs in its own group, and a rank re-parented to init
+// keeps the group). root returns nil while the role has no process: then
+// every peer is refused, since nobody tsd started can be dialling.
+func TreeCheck(root func(role string) []int) func(role string, peer PeerInfo) error {
+	return func(role string, peer PeerInfo) error {
+		if peer.PID <= 0 {
+			return fmt.Errorf("peer %s of role %s: its process could not be identified", peer.Addr, role)
+		}
+		for _, r := range root(role) {
+			if r > 0 && (InProcessTree(peer.PID, r) || processGroup(peer.PID) == r) {
+				return nil
+			}
+		}
+		return fmt.Errorf("peer %s (pid %d) is not a process of role %s", peer.Addr, peer.PID, role)
+	}
+}
+
+// processGroup reads a process's group id from /proc (0 when unknown).
+func processGroup(pid int) int {
+	fs := statFields(pid)
+	if len(fs) < 3 {
+		return 0
+	}
+	g, _ := strconv.Atoi(fs[2])
+	return g
+}
+
+// statFields returns /proc/PID/stat's fields after the command name:
+// state, ppid, pgrp, ...
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
 	// The command name may contain spaces and parentheses: fields start
 	// after the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	fs := strings.Fields(s[i+1:])
+	return strings.Fields(s[i+1:])
+}
+
+func parentPID(pid int) int {
+	fs := statFields(pid)
 	if len(fs) < 2 {
 		return 0
 	}

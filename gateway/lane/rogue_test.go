@@ -389,3 +389,27 @@ func TestRemoteLaneWarning(t *testing.T) {
 		t.Fatalf("warning %q", w)
 	}
 }
+
+// TreeCheck passes our own process (root: our pid, or our parent) and
+// refuses an unknown pid, pid 0 and a role without a process.
+func TestTreeCheck(t *testing.T) {
+	t.Parallel()
+	roots := map[string][]int{"decode": {os.Getpid()}, "parent": {os.Getppid()}}
+	check := TreeCheck(func(role string) []int { return roots[role] })
+	me := PeerInfo{PID: os.Getpid(), Addr: "x"}
+	if err := check("decode", me); err != nil {
+		t.Errorf("own pid refused: %v", err)
+	}
+	if err := check("parent", me); err != nil {
+		t.Errorf("child of the root refused: %v", err)
+	}
+	if err := check("prefill", me); err == nil {
+		t.Error("a role without a process admitted a peer")
+	}
+	if err := check("decode", PeerInfo{PID: 0}); err == nil {
+		t.Error("unidentified peer admitted")
+	}
+	if err := check("decode", PeerInfo{PID: 1}); err == nil {
+		t.Error("init admitted")
+	}
+}
