@@ -61,9 +61,9 @@ type Transport interface {
 type TransportOptions struct {
 	// WriteTimeout cuts off a peer that stops reading; 0 means 10 s.
 	WriteTimeout time.Duration
-	// HandshakeTimeout bounds the ZMTP greeting of a new connection, so a
-	// peer that connects and says nothing cannot stall the accept loop;
-	// 0 means 5 s.
+	// HandshakeTimeout bounds the ZMTP greeting (and READY) of a new
+	// connection; greetings run concurrently, so a slow peer delays
+	// nobody else. 0 means 5 s.
 	HandshakeTimeout time.Duration
 	// MaxFrame is the largest frame accepted from a peer; 0 means 64 MiB.
 	MaxFrame int64

@@ -1,12 +1,14 @@
 package lane
 
 // The zmq4 (pure Go) implementation of Transport. zmq4 has no socket
-// monitor, no ROUTER_MANDATORY and no handshake or frame limits, so every
-// accepted connection is wrapped: the wrapper watches the ZMTP byte stream
-// (to learn the peer identity from its READY command, to refuse oversized
-// frames before zmq4 allocates them, and to time out silent greetings) and
-// reports connection up/down per identity. Liveness is therefore ours, not
-// the library's.
+// monitor, no ROUTER_MANDATORY and no handshake, frame or message limits,
+// runs each ZMTP greeting inside its accept loop and lets several
+// connections share one identity. So every connection first passes the
+// gate (gate.go: greeting and READY read concurrently under a deadline,
+// identity and peer admitted or refused), and then a wrapper that keeps
+// watching the ZMTP byte stream (frame and whole-message caps, a first
+// message deadline) and reports connection up/down per identity.
+// Liveness is therefore ours, not the library's.
 
 import (
 	"context"
