@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -59,16 +60,45 @@ func TestAPIKey(t *testing.T) {
 		{"GET", "/nowhere", "", 404},
 		{"GET", "/health", "", 200},
 		{"GET", "/readiness", "", 503},
-		{"GET", "/v1/models", "", 503},
-		{"GET", "/metrics", "", 200},
+		{"GET", "/v1/models", "", 401}, // regression: answered without the key
+		{"GET", "/v1/models", "sekret", 503},
+		{"GET", "/metrics", "", 401}, // regression: answered without the key
+		{"GET", "/metrics", "sekret", 200},
 	} {
 		if got := do(tc.method, tc.path, tc.key); got != tc.want {
 			t.Errorf("%s %s key=%q: %d, want %d", tc.method, tc.path, tc.key, got, tc.want)
 		}
 	}
-	_, body := httpGet(t, base+"/metrics")
-	if !strings.Contains(body, `smg_http_requests_total{method="POST",path="POST /v1/extra"} 1`) {
-		t.Errorf("mounted route not in metrics:\n%s", body)
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer sekret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `smg_http_requests_total{method="POST",path="POST /v1/extra"} 1`) {
+		t.Errorf("mounted route not in metrics:\n%s", b)
+	}
+
+	// gateway.metrics_public opens /metrics (a scraper without the key),
+	// nothing else.
+	plan2 := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env, MetricsPublic: true}}
+	g2, err := New(plan2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	go g2.Serve(t.Context())
+	defer g2.Shutdown(t.Context())
+	base = "http://" + g2.Addr()
+	if got := do("GET", "/metrics", ""); got != 200 {
+		t.Errorf("metrics_public: /metrics %d, want 200", got)
+	}
+	if got := do("GET", "/v1/models", ""); got != 401 {
+		t.Errorf("metrics_public: /v1/models %d, want 401", got)
 	}
 }
 

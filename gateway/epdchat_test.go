@@ -34,6 +34,7 @@ func mountOpenAI(t testing.TB, allowHTTP bool) func(gen.Engine, *http.ServeMux) 
 		t.Fatalf("vision %v %v", vis, err)
 	}
 	vis.AllowHTTP = allowHTTP
+	vis.URLAllow = []string{"127.0.0.1"} // the test image server is on loopback
 	vis.URL = epd.Limits{Timeout: 3 * time.Second}
 	return func(e gen.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{Vision: vis}).Register(mux)
@@ -106,7 +107,7 @@ func TestEPDChatHTTP(t *testing.T) {
 		{"data:image/png;base64," + base64.StdEncoding.EncodeToString(good[:len(good)/2]), "image 0"},
 		{"data:image/png;base64," + base64.StdEncoding.EncodeToString(hugePNGHeader(60000, 60000)), "pixel limit"},
 		{"data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte("not an image")), "text/plain"},
-		{closedURL, "fetch image"},
+		{closedURL, "could not be fetched"},
 	} {
 		st, body := postChat(t, c.base, imageChat(tc.url))
 		if st != 400 || !strings.Contains(body, tc.want) {

@@ -51,6 +51,11 @@ type Options struct {
 	SilenceTimeout time.Duration
 	// MaxBodyBytes bounds request bodies; 0: 32 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading one request body; 0: 30 s (limits.go).
+	BodyReadTimeout time.Duration
+	// MaxInflightBodies budgets the body bytes of requests in flight
+	// (429 beyond it); 0: 256 MiB.
+	MaxInflightBodies int64
 	// DrainGrace is how long a finished request waits for its prefill leg
 	// to finish before aborting it; 0: 5 s.
 	DrainGrace time.Duration
@@ -98,6 +103,7 @@ type Gateway struct {
 	lane    *lane.Lane
 	metrics *metrics
 	apiKey  string
+	lim     httpLimits
 	mux     *http.ServeMux
 	srv     *http.Server
 
@@ -143,6 +149,12 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 32 << 20
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opts.MaxInflightBodies <= 0 {
+		opts.MaxInflightBodies = DefaultMaxInflightBodies
 	}
 	if opts.DrainGrace <= 0 {
 		opts.DrainGrace = 5 * time.Second

@@ -248,6 +248,10 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		g.metrics.reqError("invalid_request")
 		return nil, err
 	}
+	if err := g.checkPromptLen(&r); err != nil {
+		g.metrics.reqError("invalid_request")
+		return nil, err
+	}
 	sp, err := wireSampling(r.Sampling)
 	if err != nil {
 		g.metrics.reqError("invalid_request")

@@ -23,8 +23,11 @@ func (g *Gateway) routes() {
 	g.mux.Handle("GET /health", g.wrap("/health", http.HandlerFunc(handleHealth), false))
 	g.mux.Handle("GET /liveness", g.wrap("/liveness", http.HandlerFunc(handleHealth), false))
 	g.mux.Handle("GET /readiness", g.wrap("/readiness", http.HandlerFunc(g.handleReadiness), false))
-	g.mux.Handle("GET /v1/models", g.wrap("/v1/models", http.HandlerFunc(g.handleModels), false))
-	g.mux.Handle("GET /metrics", g.wrap("/metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{}), false))
+	// The model list and the metrics (role names, request rates, GPU
+	// load) need the key like serving routes; probes stay open, and
+	// gateway.metrics_public opens /metrics for a scraper without it.
+	g.mux.Handle("GET /v1/models", g.wrap("/v1/models", http.HandlerFunc(g.handleModels), true))
+	g.mux.Handle("GET /metrics", g.wrap("/metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{}), !g.plan.Gateway.MetricsPublic))
 }
 
 // statusWriter records the status for the HTTP metrics and keeps Flush
@@ -94,8 +97,17 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 				return
 			}
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(sw, r.Body, g.opts.MaxBodyBytes)
+		// Body deadline, in-flight budget and context-length bound
+		// (limits.go), then the handler works from the body in memory.
+		release, err := g.readBody(sw, r)
+		defer release()
+		if err != nil {
+			return
+		}
+		if r.ContentLength != 0 {
+			var cancel context.CancelFunc
+			r, cancel = g.requestContext(r)
+			defer cancel()
 		}
 		h.ServeHTTP(sw, r)
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -693,3 +694,23 @@ func (l *loader) checkArgs(f field) {
 		}
 	}
 }
+
+// CheckImageURLAllow checks one gateway.image_url_allow entry: a host name,
+// an IP address or a CIDR prefix.
+func CheckImageURLAllow(e string) error {
+	if strings.Contains(e, "/") {
+		if _, err := netip.ParsePrefix(e); err != nil {
+			return fmt.Errorf("image_url_allow entry %q: not a CIDR prefix: %v", e, err)
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddr(e); err == nil {
+		return nil
+	}
+	if !hostNameRe.MatchString(e) {
+		return fmt.Errorf("image_url_allow entry %q: want a host name, an IP address or a CIDR prefix", e)
+	}
+	return nil
+}
+
+var hostNameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)

@@ -573,6 +573,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		ImageURLs:       g.ImageURLs,
 		StallTimeout:    Duration(pl.p.Health.StallTimeout),
 		QueueTimeout:    Duration(g.QueueTimeout),
+		ImageURLAllow:   g.ImageURLAllow,
+		MetricsPublic:   g.MetricsPublic,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}

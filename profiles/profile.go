@@ -67,6 +67,12 @@ type Gateway struct {
 	// QueueTimeout bounds how long a request may wait for a routable
 	// worker (every one draining, stalled or restarting) before it fails.
 	QueueTimeout time.Duration
+	// ImageURLAllow lists hosts and CIDR prefixes image URLs may reach
+	// although they are loopback, private, link-local or metadata
+	// addresses (refused by default).
+	ImageURLAllow []string
+	// MetricsPublic serves /metrics without the API key.
+	MetricsPublic bool
 }
 
 // Health is how tsd judges a running role that has stopped making

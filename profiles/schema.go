@@ -279,6 +279,17 @@ func init() {
 		}},
 		enumKey("bootstrap_server", []string{BootstrapEngine, BootstrapTSD}, BootstrapEngine, "who serves each prefill's KV rendezvous", func(g *Gateway) *string { return &g.BootstrapServer }),
 		boolKey("image_urls", "false", "true: chat image parts may be http(s) URLs the gateway fetches (20 MiB, 10 s each); data: URLs always work", func(g *Gateway) *bool { return &g.ImageURLs }),
+		{Key: "image_url_allow", Type: "list of host | IP | CIDR", Doc: "image URLs may reach these although they are loopback, private, link-local or metadata addresses (refused by default)", read: func(l *loader, f field, g *Gateway) {
+			if list, ok := l.strList(f); ok {
+				for _, e := range list {
+					if err := CheckImageURLAllow(e); err != nil {
+						l.errf(f, "%v", err)
+					}
+				}
+				g.ImageURLAllow = list
+			}
+		}},
+		boolKey("metrics_public", "false", "true: /metrics answers without the API key (for a scraper on a trusted network)", func(g *Gateway) *bool { return &g.MetricsPublic }),
 		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
 	}}
 

@@ -81,6 +81,11 @@ type RoleStatus struct {
 	LogFile   string    `json:"log_file"`
 	Remote    bool      `json:"remote,omitempty"`
 
+	// LogError is set while the role's log file cannot be written (disk
+	// full, read-only): the engine keeps running and its output is kept
+	// in memory only. Show it in red.
+	LogError string `json:"log_error,omitempty"`
+
 	RanksExpected   int          `json:"ranks_expected"`
 	RanksRegistered int          `json:"ranks_registered"`
 	Ranks           []RankStatus `json:"ranks"`

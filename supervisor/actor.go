@@ -509,7 +509,7 @@ func (a *actor) start() {
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
 	a.cgroup = a.sup.roleCgroup(a.plan.Name)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Grace: a.policy.StopGrace,
+		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: a.policy.StopGrace,
 		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs, Cgroup: a.cgroup,
 	}
 	poke := a.poke

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,15 +83,67 @@ func (s *lineSplitter) flush(emit func(string)) {
 
 // rotatingFile is a role's full log on disk, rotated by size: path,
 // path.1 … path.keep. Safe for concurrent use.
+//
+// A failing disk (full, read-only, gone) never blocks or stops the
+// engine: Write always accepts the bytes, counts the lines it could not
+// store, reports the failure once through onHealth, and tries again on
+// the next batch; the first write that succeeds after a failure is
+// preceded by a "[tsd] N lines lost" marker, and onHealth hears "".
 type rotatingFile struct {
 	path string
 	max  int64
 	keep int
+	fs   logFS
 
-	mu   sync.Mutex
-	f    *os.File
-	size int64
+	mu       sync.Mutex
+	f        logFile
+	size     int64
+	failErr  error // the write error of the current outage, nil when healthy
+	lost     int64 // lines not stored during the current outage
+	onHealth func(problem string)
+	closed   bool
+
+	health atomic.Pointer[string] // what Health returns
 }
+
+// logFile and logFS are the file layer of rotatingFile, a seam for tests
+// that need a disk that fails.
+type logFile interface {
+	Write([]byte) (int, error)
+	Close() error
+}
+
+type logFS interface {
+	// Open opens path for appending (truncating when trunc), mode 0600.
+	Open(path string, trunc bool) (logFile, int64, error)
+	Rename(from, to string) error
+}
+
+type osFS struct{}
+
+func (osFS) Open(path string, trunc bool) (logFile, int64, error) {
+	flag := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if trunc {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	}
+	// Engine logs carry prompts, paths and sometimes tokens: owner only.
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := f.Chmod(0o600); err != nil { // a file left by an older tsd
+		f.Close()
+		return nil, 0, fmt.Errorf("chmod log file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("stat log file: %w", err)
+	}
+	return f, st.Size(), nil
+}
+
+func (osFS) Rename(from, to string) error { return os.Rename(from, to) }
 
 // Default log file rotation.
 const (
@@ -98,58 +152,142 @@ const (
 )
 
 func openRotating(path string, max int64, keep int) (*rotatingFile, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+	return openRotatingFS(osFS{}, path, max, keep)
+}
+
+func openRotatingFS(fsys logFS, path string, max int64, keep int) (*rotatingFile, error) {
 	if max <= 0 {
 		max = DefaultLogFileMax
 	}
 	if keep <= 0 {
 		keep = DefaultLogFileKeep
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, size, err := fsys.Open(path, false)
 	if err != nil {
 		return nil, fmt.Errorf("open log file: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("stat log file: %w", err)
-	}
-	return &rotatingFile{path: path, max: max, keep: keep, f: f, size: st.Size()}, nil
+	return &rotatingFile{path: path, max: max, keep: keep, fs: fsys, f: f, size: size}, nil
 }
 
+// setOnHealth installs the callback told about outages ("" = healthy
+// again). It runs on the capture goroutine and must not block.
+func (w *rotatingFile) setOnHealth(fn func(problem string)) {
+	w.mu.Lock()
+	w.onHealth = fn
+	w.mu.Unlock()
+}
+
+// Health is "" while the log file is written, else what is wrong.
+func (w *rotatingFile) Health() string {
+	if h := w.health.Load(); h != nil {
+		return *h
+	}
+	return ""
+}
+
+// Write stores p or counts it as lost; it never returns an error, so the
+// capture goroutine keeps draining the engine's pipe whatever the disk does.
 func (w *rotatingFile) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return len(p), nil
+	}
+	if err := w.writeLocked(p); err != nil {
+		w.failLocked(err, p)
+	}
+	return len(p), nil
+}
+
+func (w *rotatingFile) writeLocked(p []byte) error {
 	if w.f == nil {
-		return 0, errors.New("log file closed")
+		f, size, err := w.fs.Open(w.path, false)
+		if err != nil {
+			return fmt.Errorf("reopen log file: %w", err)
+		}
+		w.f, w.size = f, size
 	}
 	if w.size > 0 && w.size+int64(len(p)) > w.max {
 		if err := w.rotate(); err != nil {
-			return 0, err
+			return err
+		}
+	}
+	if w.failErr != nil {
+		marker := fmt.Sprintf("[tsd] %d lines lost: log file write failed (%v)\n", w.lost, w.failErr)
+		n, err := w.f.Write([]byte(marker))
+		w.size += int64(n)
+		if err != nil {
+			return err
 		}
 	}
 	n, err := w.f.Write(p)
 	w.size += int64(n)
-	return n, err
+	if err != nil {
+		return partialWrite{err: err, n: n}
+	}
+	if w.failErr != nil {
+		lost := w.lost
+		w.failErr, w.lost = nil, 0
+		w.setHealthLocked("", fmt.Sprintf("log file %s writable again; %d lines lost", w.path, lost))
+	}
+	return nil
+}
+
+func (w *rotatingFile) failLocked(err error, p []byte) {
+	first := w.failErr == nil
+	if first {
+		w.failErr = err
+	}
+	var pw partialWrite
+	if errors.As(err, &pw) {
+		p = p[pw.n:] // the unwritten tail is what is lost
+	}
+	w.lost += int64(bytes.Count(p, []byte{'\n'}))
+	if first {
+		w.setHealthLocked(fmt.Sprintf("log file %s not written: %v (engine output kept in memory only; retrying)", w.path, err), "")
+	}
+}
+
+// partialWrite is a write of the batch that stored its first n bytes.
+type partialWrite struct {
+	err error
+	n   int
+}
+
+func (e partialWrite) Error() string { return e.err.Error() }
+func (e partialWrite) Unwrap() error { return e.err }
+
+func (w *rotatingFile) setHealthLocked(problem, recovered string) {
+	h := problem
+	w.health.Store(&h)
+	if w.onHealth != nil {
+		if problem != "" {
+			w.onHealth(problem)
+		} else {
+			w.onHealth(recovered)
+		}
+	}
 }
 
 func (w *rotatingFile) rotate() error {
 	if err := w.f.Close(); err != nil {
+		w.f = nil
 		return fmt.Errorf("close log for rotation: %w", err)
 	}
+	w.f = nil
 	for i := w.keep; i >= 1; i-- {
 		from := w.path
 		if i > 1 {
 			from = fmt.Sprintf("%s.%d", w.path, i-1)
 		}
 		// A missing older file is normal; anything else would show on open.
-		_ = os.Rename(from, fmt.Sprintf("%s.%d", w.path, i))
+		_ = w.fs.Rename(from, fmt.Sprintf("%s.%d", w.path, i))
 	}
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, _, err := w.fs.Open(w.path, true)
 	if err != nil {
-		w.f = nil
 		return fmt.Errorf("reopen rotated log: %w", err)
 	}
 	w.f, w.size = f, 0
@@ -159,6 +297,7 @@ func (w *rotatingFile) rotate() error {
 func (w *rotatingFile) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.closed = true
 	if w.f == nil {
 		return nil
 	}

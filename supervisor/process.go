@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tsd-project/tsd/profiles"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,6 +18,7 @@ type procSpec struct {
 	Role      string
 	Argv      []string
 	Env       map[string]string // added to tsd's own environment
+	Unset     []string          // removed from tsd's own environment (childEnvUnset)
 	Grace     time.Duration
 	GuardExe  string
 	GuardArgs []string
@@ -43,8 +45,24 @@ type process struct {
 	guardNote   string // anything odd about the guardian itself
 }
 
-// envList merges extra into base (extra wins), sorted for stable output.
-func envList(base []string, extra map[string]string) []string {
+// childEnvUnset lists the variables of tsd's own environment an engine
+// must not inherit: the gateway's API key (gateway.api_key_env) is the
+// gateway's secret, and an engine (its logs, crash dumps, any code it
+// runs) has no use for it. A role that sets the variable in its own env
+// keeps that value.
+func childEnvUnset(plan *profiles.Plan, role profiles.RolePlan) []string {
+	if plan == nil || plan.Gateway.APIKeyEnv == "" {
+		return nil
+	}
+	if _, set := role.Env[plan.Gateway.APIKeyEnv]; set {
+		return nil
+	}
+	return []string{plan.Gateway.APIKeyEnv}
+}
+
+// envList merges extra into base (extra wins) after dropping unset from
+// base, sorted for stable output.
+func envList(base []string, extra map[string]string, unset ...string) []string {
 	m := make(map[string]string, len(base)+len(extra))
 	for _, kv := range base {
 		for i := 0; i < len(kv); i++ {
@@ -53,6 +71,9 @@ func envList(base []string, extra map[string]string) []string {
 				break
 			}
 		}
+	}
+	for _, k := range unset {
+		delete(m, k)
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -108,7 +129,7 @@ func startProcess(spec procSpec, capture func(out *os.File) error) (*process, er
 		}
 		env[GuardCgroupEnv] = spec.Cgroup
 	}
-	cmd.Env = envList(os.Environ(), env)
+	cmd.Env = envList(os.Environ(), env, spec.Unset...)
 	cmd.Stdout = outW
 	cmd.Stderr = outW
 	cmd.ExtraFiles = []*os.File{lifeR, statW} // fds 3 and 4

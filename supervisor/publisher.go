@@ -52,6 +52,16 @@ func (p *publisher) event(role, msg string) {
 	p.in <- pubMsg{event: &snapshot.Event{Time: p.sup.now(), Role: role, Message: msg}}
 }
 
+// tryEvent is event for goroutines that must never wait (log capture):
+// when the publisher is backed up the event is dropped, and the state it
+// reports still reaches the next snapshot (build reads it).
+func (p *publisher) tryEvent(role, msg string) {
+	select {
+	case p.in <- pubMsg{event: &snapshot.Event{Time: p.sup.now(), Role: role, Message: msg}}:
+	default:
+	}
+}
+
 func (p *publisher) apply(m pubMsg) {
 	if m.role != nil {
 		p.roles[m.idx] = *m.role
@@ -79,6 +89,11 @@ func (p *publisher) build() snapshot.Snapshot {
 		Roles:   append([]snapshot.RoleStatus(nil), p.roles...),
 		Events:  append([]snapshot.Event(nil), p.events...),
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "none", Note: "no telemetry"},
+	}
+	for i := range snap.Roles {
+		if i < len(s.actors) && s.actors[i].file != nil {
+			snap.Roles[i].LogError = s.actors[i].file.Health()
+		}
 	}
 	snap.Gateway = snapshot.GatewayStatus{URL: s.plan.Gateway.URL, Mode: s.plan.Gateway.Mode}
 	if s.gw != nil {

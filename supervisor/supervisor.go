@@ -211,6 +211,12 @@ func New(opts Options) (*Supervisor, error) {
 		statuses = append(statuses, a.st)
 	}
 	s.pub = newPublisher(s, statuses)
+	for _, a := range s.actors {
+		if a.file != nil {
+			role := a.plan.Name
+			a.file.setOnHealth(func(msg string) { s.pub.tryEvent(role, msg) })
+		}
+	}
 	return s, nil
 }
 

@@ -179,9 +179,10 @@ func unreachable(f found, err error) error {
 
 type statusCmd struct {
 	ctlTarget
-	JSON   bool   `name:"json" help:"Print the Snapshot as JSON, exactly as tsd publishes it."`
-	Watch  bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
-	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
+	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
+	Watch       bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
+	Target      string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c statusCmd) Run() error {
@@ -193,12 +194,17 @@ func (c statusCmd) Run() error {
 	defer cancel()
 	cl := supervisor.NewControlClient(f.socket)
 	if c.Watch {
-		return unreachable(f, watchStatus(ctx, cl, os.Stdout, isTerminal(os.Stdout), c.JSON))
+		return unreachable(f, watchStatus(ctx, cl, os.Stdout, isTerminal(os.Stdout), c.JSON, !c.ShowSecrets))
 	}
 	if c.JSON {
 		b, err := cl.StatusJSON(ctx)
 		if err != nil {
 			return unreachable(f, err)
+		}
+		if !c.ShowSecrets {
+			if b, err = maskJSON(b); err != nil {
+				return err
+			}
 		}
 		if _, err := os.Stdout.Write(b); err != nil {
 			return err
@@ -208,6 +214,9 @@ func (c statusCmd) Run() error {
 	s, err := cl.Status(ctx)
 	if err != nil {
 		return unreachable(f, err)
+	}
+	if !c.ShowSecrets {
+		s = maskedSnapshot(s)
 	}
 	if err := renderStatus(os.Stdout, s, time.Now()); err != nil {
 		return err
@@ -233,7 +242,7 @@ func statusExit(raw []byte, s *snapshot.Snapshot) error {
 }
 
 // watchStatus redraws the status every second until ctx ends.
-func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer, tty, asJSON bool) error {
+func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer, tty, asJSON, mask bool) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -243,6 +252,9 @@ func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer,
 				return nil
 			}
 			return err
+		}
+		if mask {
+			s = maskedSnapshot(s)
 		}
 		var b strings.Builder
 		if asJSON {
@@ -307,6 +319,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 				left = 0
 			}
 			reason = fmt.Sprintf("%d in flight, %s left; %s", r.DrainInFlight, supervisor.HumanDuration(left.Round(time.Second)), reason)
+		}
+		if r.LogError != "" {
+			reason = strings.TrimPrefix(strings.TrimSpace(reason+"; "+r.LogError), "; ")
 		}
 		gpus := "-"
 		if len(r.GPUs) > 0 {

@@ -116,6 +116,7 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, 
 	// reaches whatever address a client names.
 	if vis != nil {
 		vis.AllowHTTP = plan.Gateway.ImageURLs
+		vis.URLAllow = plan.Gateway.ImageURLAllow
 	} else if plan.Gateway.ImageURLs {
 		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
 	}

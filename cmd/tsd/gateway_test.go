@@ -73,6 +73,11 @@ func TestOpenAIMountImageURLs(t *testing.T) {
 	dataURL := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes)
 	for _, allow := range []bool{false, true} {
 		plan := &profiles.Plan{Model: model, Tokenizer: model, ServedModelName: "demo-vl", Gateway: profiles.GatewayPlan{Mode: profiles.ModeEPD, ImageURLs: allow}}
+		if allow {
+			// The image server is on loopback, refused unless allowed
+			// (gateway.image_url_allow reaches the front end).
+			plan.Gateway.ImageURLAllow = []string{"127.0.0.1"}
+		}
 		mount, _ := openAIMount(plan, slog.New(slog.DiscardHandler))
 		if mount == nil {
 			t.Fatal("no OpenAI mount for the demo-vl model")

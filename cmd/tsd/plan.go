@@ -13,6 +13,9 @@ import (
 type planCmd struct {
 	Profile string `arg:"" help:"Profile YAML file."`
 	JSON    bool   `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
+	// ShowSecrets prints env values and flags that look secret (TOKEN,
+	// KEY, SECRET, PASSWORD in the name) instead of ***.
+	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
 }
 
 func (c planCmd) Run() error {
@@ -23,6 +26,9 @@ func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
 	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return profileErrors(errs)
+	}
+	if !c.ShowSecrets {
+		plan = maskedPlan(plan)
 	}
 	if c.JSON {
 		if err := plan.WriteJSON(stdout); err != nil {

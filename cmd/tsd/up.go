@@ -447,7 +447,7 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.
 		if err := os.MkdirAll(filepath.Dir(plan.Gateway.LogFile), 0o755); err != nil {
 			return nil, fmt.Errorf("create gateway log dir: %w", err)
 		}
-		f, err := os.OpenFile(plan.Gateway.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(plan.Gateway.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("open gateway log: %w", err)
 		}

@@ -1,6 +1,12 @@
 package lane
 
-import "testing"
+import (
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+)
 
 // The ZMTP watcher sees every byte a peer sends before zmq4 does; no input
 // may make it panic, and whatever it accepts as READY must be well formed.
@@ -23,5 +29,49 @@ func FuzzZMTPParser(f *testing.F) {
 				t.Fatalf("accepted READY that does not parse: %v", err)
 			}
 		}
+	})
+}
+
+// The gate reads a new peer's greeting and READY before zmq4 sees it: no
+// byte stream may panic it or leave the connection neither admitted nor
+// closed, and an admitted peer has a parsed, compatible READY.
+func FuzzGate(f *testing.F) {
+	f.Add(append(greeting(), readyCmd("\x01\x00")...))
+	f.Add(append(greeting(), readyCmd("")...))
+	f.Add(append(greeting(), flagCommand|flagLong, 0, 0, 0, 0, 0, 0, 0xff, 0xff))
+	f.Add([]byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 1})
+	f.Add(append(greeting(), 0x01, 0x00, 0x00, 0x00))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := &zsock{kind: Router, opts: TransportOptions{HandshakeTimeout: 200 * time.Millisecond, FirstMessageTimeout: time.Minute}.withDefaults(),
+			bind: BindOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, live: map[string]int{},
+			conns: map[string]map[*trackedConn]struct{}{}, events: newQueue[PeerEvent]()}
+		g := &gateListener{sock: s}
+		ours, theirs := net.Pipe()
+		go func() {
+			_, _ = io.Copy(io.Discard, theirs) // our greeting
+		}()
+		go func() {
+			_, _ = theirs.Write(data)
+			_ = theirs.Close() // EOF instead of waiting out the deadline
+		}()
+		s.nconns = 1
+		tc, err := g.handshake(ours)
+		if err != nil {
+			_ = ours.Close()
+			_ = theirs.Close()
+			return
+		}
+		if !tc.p.ready || !compatiblePeer(Router, tc.p.sockType) {
+			t.Fatalf("admitted a peer without a compatible READY: %+v", tc.p)
+		}
+		if s.Live([]byte(tc.p.identity)) != 1 {
+			t.Fatalf("admitted identity %x not live", tc.p.identity)
+		}
+		_ = tc.Close()
+		_ = theirs.Close()
+		if s.Live([]byte(tc.p.identity)) != 0 || s.nconns != 0 {
+			t.Fatalf("closed connection still counted: live %d conns %d", s.Live([]byte(tc.p.identity)), s.nconns)
+		}
+		s.events.close()
 	})
 }

@@ -34,6 +34,51 @@ type Options struct {
 	// on role; it is called outside every lane lock and must not block for
 	// long.
 	OnEvent func(kind, role, msg string)
+	// PeerCheck, when set, vets every connection to a local role's
+	// sockets (handshake, input, output) before it is admitted: the
+	// supervisor answers "is peer.PID in this role's process tree"
+	// (InProcessTree helps). Remote roles (plan Remote) are never checked:
+	// their lane is unauthenticated (RemoteLaneWarning). Needs a
+	// CheckedTransport (ZMQ4 is one).
+	PeerCheck func(role string, peer PeerInfo) error
+}
+
+// RemoteLaneWarning is the text shown (validate, dashboard) for a role
+// whose engine runs on another host: nothing ties its lane connections to
+// a process tsd owns, so any host that can reach its ports can register
+// as one of its ranks.
+func RemoteLaneWarning(role string) string {
+	return fmt.Sprintf("role %s runs on another host: its lane (handshake, input, output sockets) is unauthenticated; keep its network trusted (see SECURITY.md)", role)
+}
+
+// bindOptions are the admission rules of one worker's sockets.
+func (l *Lane) bindOptions(p profiles.WorkerPlan) BindOptions {
+	o := BindOptions{Role: p.Role, Logger: l.log}
+	if check := l.opts.PeerCheck; check != nil && !p.Remote {
+		role := p.Role
+		o.Check = func(peer PeerInfo) error { return check(role, peer) }
+	}
+	return o
+}
+
+// helloRefusal says why a HELLO must be refused, or "". A rank whose
+// input connection is live is a running engine: a HELLO for its identity
+// from anyone else is a takeover attempt (a legitimate restart comes after
+// the old process, and with it that connection, is gone). Accepting it
+// would reset the rank and take it out of routing.
+func (w *Worker) helloRefusal(identity []byte) string {
+	if w.in != nil && w.in.Live(identity) > 0 {
+		return "identity has a live input connection (a running rank); HELLO refused"
+	}
+	return ""
+}
+
+// peerAddrs names where an identity's connections on s come from.
+func peerAddrs(s Socket, identity []byte) []string {
+	if pa, ok := s.(PeerAddresser); ok {
+		return pa.PeerAddrs(identity)
+	}
+	return nil
 }
 
 // Lane owns every worker's socket set and the rank registry.
@@ -160,6 +205,9 @@ func (l *Lane) Bind() error {
 		}
 	}
 	for _, w := range l.workers {
+		if w.plan.Remote {
+			l.log.Warn(RemoteLaneWarning(w.plan.Role))
+		}
 		w.start()
 	}
 	l.bound = true
@@ -295,4 +343,12 @@ func (b *broker) subscribe() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, f
 		})
 	}
 	return cur, out, cancel
+}
+
+// refuseHandshakePeer drops the handshake connections of a refused
+// identity, so the peer is neither answered nor kept.
+func refuseHandshakePeer(s Socket, identity []byte) {
+	if pa, ok := s.(PeerAddresser); ok {
+		pa.Disconnect(identity)
+	}
 }

@@ -5,6 +5,7 @@ package lane
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -60,16 +61,36 @@ type Transport interface {
 type TransportOptions struct {
 	// WriteTimeout cuts off a peer that stops reading; 0 means 10 s.
 	WriteTimeout time.Duration
-	// HandshakeTimeout bounds the ZMTP greeting of a new connection, so a
-	// peer that connects and says nothing cannot stall the accept loop;
-	// 0 means 5 s.
+	// HandshakeTimeout bounds the ZMTP greeting (and READY) of a new
+	// connection; greetings run concurrently, so a slow peer delays
+	// nobody else. 0 means 5 s.
 	HandshakeTimeout time.Duration
 	// MaxFrame is the largest frame accepted from a peer; 0 means 64 MiB.
 	MaxFrame int64
 	// OnPanic hears a panic caught in a connection's ZMTP watcher (the
 	// connection is cut, the daemon lives on).
 	OnPanic PanicFunc
+	// MaxMessage caps a whole multi-frame message (zmq4 buffers every
+	// frame of a message before handing it over, so a frame cap alone lets
+	// one peer grow us without bound); 0 means DefaultMaxMessage.
+	MaxMessage int64
+	// FirstMessageTimeout closes a ROUTER connection that completes the
+	// ZMTP greeting but sends no message (a rank sends HELLO or its
+	// registration right after connecting); 0 means 30 s.
+	FirstMessageTimeout time.Duration
+	// MaxConns caps the connections of one socket, admitted or still
+	// greeting, so idle peers cannot pin the fd limit; 0 means 256.
+	MaxConns int
 }
+
+// DefaultMaxMessage bounds one inbound message. The largest thing an engine
+// legitimately sends us is an output batch; the largest tensor on the lane
+// at all is an encode request's pixels (gateway/epd ImageItem: Qwen2-VL's
+// default max_pixels 28*28*1280 gives 5120 patches of 1176 float32, 24 MB
+// per image). 128 MiB leaves room for five such images or a prompt-logprob
+// batch of a long context, while a rogue connection can no longer make us
+// buffer gigabytes.
+const DefaultMaxMessage = 128 << 20
 
 func (o TransportOptions) withDefaults() TransportOptions {
 	if o.WriteTimeout <= 0 {
@@ -81,6 +102,18 @@ func (o TransportOptions) withDefaults() TransportOptions {
 	if o.MaxFrame <= 0 {
 		o.MaxFrame = 64 << 20
 	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = DefaultMaxMessage
+	}
+	if o.MaxFrame > o.MaxMessage {
+		o.MaxFrame = o.MaxMessage
+	}
+	if o.FirstMessageTimeout <= 0 {
+		o.FirstMessageTimeout = 30 * time.Second
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 256
+	}
 	return o
 }
 
@@ -89,3 +122,42 @@ var (
 	ErrClosed = errors.New("socket closed")
 	ErrNoPeer = errors.New("no live connection for identity")
 )
+
+// PeerInfo is what the transport knows about a connecting peer. PID and
+// UID are 0 and -1 when they cannot be learned (a remote tcp peer).
+type PeerInfo struct {
+	Network  string // "tcp" or "unix"
+	Addr     string // remote address ("" for unnamed unix peers)
+	Identity []byte // ZMTP identity from the peer's READY
+	PID      int
+	UID      int
+}
+
+// BindOptions are per-socket admission rules.
+type BindOptions struct {
+	// Role names the worker in log lines and is passed to Check.
+	Role string
+	// Check vets a peer after its greeting and before zmq4 sees it; an
+	// error refuses the connection (closed, logged). When set, the
+	// transport resolves the peer's PID (SO_PEERCRED for ipc, /proc for
+	// loopback tcp) first, and a peer passing it may take over a live
+	// identity (a restarted rank whose old connection lingers). Without
+	// it a second connection for a live identity is always refused.
+	Check func(PeerInfo) error
+	// Logger receives refusals; nil discards them.
+	Logger *slog.Logger
+}
+
+// CheckedTransport is a Transport that applies BindOptions.
+type CheckedTransport interface {
+	Transport
+	BindWith(kind SocketKind, endpoint string, o BindOptions) (Socket, error)
+}
+
+// PeerAddresser is implemented by sockets that can name the remote
+// addresses of an identity's live connections (for log lines).
+type PeerAddresser interface {
+	PeerAddrs(identity []byte) []string
+	// Disconnect closes every connection of the identity.
+	Disconnect(identity []byte)
+}

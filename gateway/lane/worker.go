@@ -162,15 +162,20 @@ func (w *Worker) bind() error {
 	if err := prepareIPC(paths...); err != nil {
 		return err
 	}
+	bind := tr.Bind
+	if ct, ok := tr.(CheckedTransport); ok {
+		o := w.lane.bindOptions(w.plan)
+		bind = func(k SocketKind, ep string) (Socket, error) { return ct.BindWith(k, ep, o) }
+	}
 	var err error
-	if w.in, err = tr.Bind(Router, w.plan.Input); err != nil {
+	if w.in, err = bind(Router, w.plan.Input); err != nil {
 		return fmt.Errorf("bind input socket: %w", err)
 	}
-	if w.out, err = tr.Bind(Pull, w.plan.Output); err != nil {
+	if w.out, err = bind(Pull, w.plan.Output); err != nil {
 		_ = w.in.Close()
 		return fmt.Errorf("bind output socket: %w", err)
 	}
-	if w.hs, err = tr.Bind(Router, w.plan.Handshake); err != nil {
+	if w.hs, err = bind(Router, w.plan.Handshake); err != nil {
 		_ = w.in.Close()
 		_ = w.out.Close()
 		return fmt.Errorf("bind handshake socket: %w", err)
@@ -307,6 +312,11 @@ func (w *Worker) rankErr(id int, msg string) {
 // (SMG replies to each HELLO as it arrives). A HELLO from an identity we
 // already know is a restarted engine: its old requests cannot complete.
 func (w *Worker) onHello(id int, identity []byte) {
+	if why := w.helloRefusal(identity); why != "" {
+		w.lane.log.Warn("engine HELLO refused", "worker", w.plan.Role, "identity", id, "peer", peerAddrs(w.hs, identity), "why", why)
+		refuseHandshakePeer(w.hs, identity)
+		return
+	}
 	w.mu.Lock()
 	r := w.rankLocked(id)
 	var failed []*Stream

@@ -1,12 +1,14 @@
 package lane
 
 // The zmq4 (pure Go) implementation of Transport. zmq4 has no socket
-// monitor, no ROUTER_MANDATORY and no handshake or frame limits, so every
-// accepted connection is wrapped: the wrapper watches the ZMTP byte stream
-// (to learn the peer identity from its READY command, to refuse oversized
-// frames before zmq4 allocates them, and to time out silent greetings) and
-// reports connection up/down per identity. Liveness is therefore ours, not
-// the library's.
+// monitor, no ROUTER_MANDATORY and no handshake, frame or message limits,
+// runs each ZMTP greeting inside its accept loop and lets several
+// connections share one identity. So every connection first passes the
+// gate (gate.go: greeting and READY read concurrently under a deadline,
+// identity and peer admitted or refused), and then a wrapper that keeps
+// watching the ZMTP byte stream (frame and whole-message caps, a first
+// message deadline) and reports connection up/down per identity.
+// Liveness is therefore ours, not the library's.
 
 import (
 	"context"
@@ -15,8 +17,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +60,14 @@ func registerTransports() {
 }
 
 func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
+	return t.BindWith(kind, endpoint, BindOptions{})
+}
+
+// BindWith binds a socket whose connections are admitted by o.
+func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) (Socket, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	scheme, addr, ok := strings.Cut(endpoint, "://")
 	if !ok {
 		return nil, fmt.Errorf("endpoint %q: want tcp://HOST:PORT or ipc://PATH", endpoint)
@@ -75,7 +87,9 @@ func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
 	s := &zsock{
 		kind:   kind,
 		opts:   t.opts,
+		bind:   o,
 		live:   map[string]int{},
+		conns:  map[string]map[*trackedConn]struct{}{},
 		events: newQueue[PeerEvent](),
 		out:    make(chan PeerEvent),
 		done:   make(chan struct{}),
@@ -116,6 +130,7 @@ func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
 type zsock struct {
 	kind     SocketKind
 	opts     TransportOptions
+	bind     BindOptions
 	z        zmq4.Socket
 	sinkID   int64
 	endpoint string
@@ -123,6 +138,8 @@ type zsock struct {
 
 	mu     sync.Mutex
 	live   map[string]int
+	conns  map[string]map[*trackedConn]struct{} // admitted, by identity
+	nconns int                                  // admitted plus greeting
 	events *queue[PeerEvent]
 	out    chan PeerEvent
 	done   chan struct{}
@@ -212,22 +229,59 @@ func (s *zsock) unregister() {
 	sinksMu.Unlock()
 }
 
-// connUp and connDown keep the per-identity connection count and publish
-// only the 0→1 and 1→0 transitions, so a restarted peer that reconnects
-// before its old connection is torn down (ROUTER_HANDOVER's case) never
-// looks dead.
-func (s *zsock) connUp(id string) {
+// admit decides whether a connection that finished its greeting joins
+// the socket, and counts it. Per identity only the 0→1 and 1→0
+// transitions are published, so a restarted peer that reconnects before
+// its old connection is torn down never looks dead. On a ROUTER a second
+// connection for a live identity is refused unless the peer passed the
+// socket's Check (then it takes the identity over and the old
+// connections are closed): zmq4 would otherwise send every message for
+// that identity to each of them, and a rogue peer claiming a rank's
+// identity would receive copies of that rank's requests.
+func (s *zsock) admit(c *trackedConn, id string, vetted bool) error {
 	s.mu.Lock()
+	var old []*trackedConn
+	if s.kind == Router && s.live[id] > 0 {
+		if !vetted {
+			s.mu.Unlock()
+			return fmt.Errorf("identity %x already has a live connection", id)
+		}
+		// Forget the old connections now (release skips them later), so
+		// the count is right the moment the new one is admitted.
+		for o := range s.conns[id] {
+			old = append(old, o)
+			delete(s.conns[id], o)
+			s.live[id]--
+		}
+	}
 	s.live[id]++
 	n := s.live[id]
+	if s.conns[id] == nil {
+		s.conns[id] = map[*trackedConn]struct{}{}
+	}
+	s.conns[id][c] = struct{}{}
+	c.upID.Store(&id)
 	s.mu.Unlock()
-	if n == 1 {
+	if n == 1 && len(old) == 0 {
 		s.events.push(PeerEvent{Identity: idBytes(id), Up: true, Live: n})
 	}
+	for _, o := range old {
+		_ = o.Close()
+	}
+	return nil
 }
 
-func (s *zsock) connDown(id string) {
+// release undoes admit when an admitted connection ends.
+func (s *zsock) release(c *trackedConn, id string) {
 	s.mu.Lock()
+	if _, ok := s.conns[id][c]; !ok {
+		s.mu.Unlock()
+		return // taken over (admit already uncounted it)
+	}
+	delete(s.conns[id], c)
+	if len(s.conns[id]) == 0 {
+		delete(s.conns, id)
+	}
 	s.live[id]--
 	n := s.live[id]
 	if n <= 0 {
@@ -238,6 +292,49 @@ func (s *zsock) connDown(id string) {
 	if n == 0 {
 		s.events.push(PeerEvent{Identity: idBytes(id), Up: false})
 	}
+}
+
+// reserve counts a connection that has not finished its greeting against
+// MaxConns; unreserve gives the slot back.
+func (s *zsock) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nconns >= s.opts.MaxConns {
+		return false
+	}
+	s.nconns++
+	return true
+}
+
+func (s *zsock) unreserve() {
+	s.mu.Lock()
+	s.nconns--
+	s.mu.Unlock()
+}
+
+// Disconnect closes every connection of an identity.
+func (s *zsock) Disconnect(identity []byte) {
+	s.mu.Lock()
+	var cs []*trackedConn
+	for c := range s.conns[string(identity)] {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// PeerAddrs names the remote addresses of an identity's live connections.
+func (s *zsock) PeerAddrs(identity []byte) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for c := range s.conns[string(identity)] {
+		out = append(out, c.RemoteAddr().String())
+	}
+	sort.Strings(out)
+	return out
 }
 
 func idBytes(id string) []byte {
@@ -293,7 +390,7 @@ func (t trackingTransport) Listen(ctx context.Context, addr string) (net.Listene
 		// close as well is harmless but would race a rebind.
 		ul.SetUnlinkOnClose(false)
 	}
-	return &trackingListener{Listener: l, sock: s}, nil
+	return newGateListener(l, s), nil
 }
 
 func (t trackingTransport) Addr(ep string) (string, error) { return ep, nil }
@@ -310,36 +407,30 @@ func cutSink(addr string) (string, int64, error) {
 	return addr[:i], id, nil
 }
 
-type trackingListener struct {
-	net.Listener
-	sock *zsock
-}
-
-func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		if errors.Is(err, net.ErrClosed) {
-			// zmq4's accept loop retries on errors until its context ends;
-			// do not let it spin while Close is in progress.
-			time.Sleep(time.Millisecond)
-		}
-		return nil, err
-	}
-	_ = c.SetReadDeadline(time.Now().Add(l.sock.opts.HandshakeTimeout))
-	return &trackedConn{Conn: c, sock: l.sock, p: zmtpParser{maxFrame: l.sock.opts.MaxFrame}}, nil
-}
-
+// trackedConn is an admitted connection as zmq4 sees it: the bytes the
+// gate already read (greeting, READY) are replayed to zmq4, its own
+// greeting write is swallowed (the gate sent the same bytes), and every
+// later byte still passes the ZMTP parser for the frame and message caps.
 type trackedConn struct {
 	net.Conn
 	sock *zsock
 	p    zmtpParser
 
-	up       bool // guarded by the single reader (zmq4 reads from one goroutine)
+	replay     []byte // read by the gate, not yet by zmq4 (single reader)
+	swallow    []byte // our greeting, which zmq4 writes again
+	firstMsg   atomic.Bool
+	firstTimer atomic.Pointer[time.Timer]
+
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
 }
 
 func (c *trackedConn) Read(b []byte) (int, error) {
+	if len(c.replay) > 0 {
+		n := copy(b, c.replay)
+		c.replay = c.replay[n:]
+		return n, nil
+	}
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		// The watcher runs in zmq4's per-connection reader goroutine, which
@@ -350,16 +441,16 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 			perr = errors.New("zmtp: internal error while parsing the peer's stream")
 		}
 		if perr != nil {
+			c.sock.bind.Logger.Warn("lane connection cut", "worker", c.sock.bind.Role, "socket", c.sock.kind.String(), "peer", c.RemoteAddr().String(), "err", perr)
 			_ = c.Conn.Close()
 			c.down()
 			return 0, connError{perr}
 		}
-		if !c.up && c.p.ready {
-			c.up = true
-			_ = c.Conn.SetReadDeadline(time.Time{})
-			id := c.p.identity
-			c.upID.Store(&id)
-			c.sock.connUp(id)
+		if c.p.sawData && !c.firstMsg.Load() {
+			c.firstMsg.Store(true)
+			if t := c.firstTimer.Load(); t != nil {
+				t.Stop()
+			}
 		}
 	}
 	if err != nil {
@@ -369,6 +460,24 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
+	if len(c.swallow) > 0 {
+		k := min(len(c.swallow), len(b))
+		if string(b[:k]) != string(c.swallow[:k]) {
+			_ = c.Conn.Close()
+			c.down()
+			return 0, connError{errors.New("zmtp: zmq4 greeting differs from the one the gate sent")}
+		}
+		c.swallow = c.swallow[k:]
+		if k == len(b) {
+			return k, nil
+		}
+		n, err := c.write(b[k:])
+		return k + n, err
+	}
+	return c.write(b)
+}
+
+func (c *trackedConn) write(b []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sock.opts.WriteTimeout))
 	n, err := c.Conn.Write(b)
 	if err != nil {
@@ -394,9 +503,13 @@ func (c *trackedConn) Close() error {
 
 func (c *trackedConn) down() {
 	c.downOnce.Do(func() {
-		if id := c.upID.Load(); id != nil {
-			c.sock.connDown(*id)
+		if t := c.firstTimer.Load(); t != nil {
+			t.Stop()
 		}
+		if id := c.upID.Load(); id != nil {
+			c.sock.release(c, *id)
+		}
+		c.sock.unreserve()
 	})
 }
 
@@ -413,7 +526,10 @@ func (e connError) Temporary() bool { return false }
 // command and rejects what zmq4 would mishandle (oversized lengths it would
 // allocate blindly, malformed metadata it would index out of range).
 type zmtpParser struct {
-	maxFrame int64
+	maxFrame   int64
+	maxMessage int64 // 0: no cap beyond maxFrame
+	msgBytes   int64 // bytes of the message being received so far
+	sawData    bool  // a message frame (not a command) has begun
 
 	greeting []byte // until 64 bytes
 	hdr      []byte // current frame header bytes
@@ -425,6 +541,7 @@ type zmtpParser struct {
 
 	ready    bool
 	identity string
+	sockType string // Socket-Type from READY
 }
 
 const (
@@ -493,6 +610,16 @@ func (p *zmtpParser) feed(b []byte) error {
 			}
 			size = int64(u)
 		}
+		if flags&flagCommand == 0 {
+			p.sawData = true
+			p.msgBytes += size
+			if p.maxMessage > 0 && p.msgBytes > p.maxMessage {
+				return fmt.Errorf("zmtp: message of more than %d bytes exceeds the %d-byte limit", p.msgBytes, p.maxMessage)
+			}
+			if flags&flagMore == 0 {
+				p.msgBytes = 0
+			}
+		}
 		p.flags = flags
 		p.hdr = p.hdr[:0]
 		p.cmdFrame = flags&flagCommand != 0 && !p.ready
@@ -517,11 +644,11 @@ func (p *zmtpParser) endFrame() error {
 		return nil
 	}
 	p.cmdFrame = false
-	id, err := parseReady(p.cmd)
+	id, typ, err := parseReadyProps(p.cmd)
 	if err != nil {
 		return err
 	}
-	p.identity = id
+	p.identity, p.sockType = id, typ
 	p.ready = true
 	return nil
 }
@@ -529,30 +656,38 @@ func (p *zmtpParser) endFrame() error {
 // parseReady validates a NULL-mechanism READY command body and returns the
 // Identity property.
 func parseReady(b []byte) (string, error) {
+	id, _, err := parseReadyProps(b)
+	return id, err
+}
+
+// parseReadyProps returns READY's Identity and Socket-Type properties.
+func parseReadyProps(b []byte) (id, sockType string, err error) {
 	if len(b) < 1 || int(b[0]) > len(b)-1 {
-		return "", errors.New("zmtp: truncated command name")
+		return "", "", errors.New("zmtp: truncated command name")
 	}
 	name := string(b[1 : 1+int(b[0])])
 	if name != "READY" {
-		return "", fmt.Errorf("zmtp: expected READY command, got %q", name)
+		return "", "", fmt.Errorf("zmtp: expected READY command, got %q", name)
 	}
 	b = b[1+int(b[0]):]
-	var id string
 	for len(b) > 0 {
 		kl := int(b[0])
 		if kl == 0 || 1+kl+4 > len(b) {
-			return "", errors.New("zmtp: malformed READY property")
+			return "", "", errors.New("zmtp: malformed READY property")
 		}
 		key := string(b[1 : 1+kl])
 		vl := binary.BigEndian.Uint32(b[1+kl : 1+kl+4])
 		rest := b[1+kl+4:]
 		if uint64(vl) > uint64(len(rest)) {
-			return "", errors.New("zmtp: malformed READY property value")
+			return "", "", errors.New("zmtp: malformed READY property value")
 		}
-		if strings.EqualFold(key, "Identity") {
+		switch {
+		case strings.EqualFold(key, "Identity"):
 			id = string(rest[:vl])
+		case strings.EqualFold(key, "Socket-Type"):
+			sockType = string(rest[:vl])
 		}
 		b = rest[vl:]
 	}
-	return id, nil
+	return id, sockType, nil
 }

@@ -201,6 +201,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("messages", "process messages: "+err.Error()))
 		return
 	}
+	if e := s.checkTextLen(text, "messages"); e != nil {
+		writeError(w, e)
+		return
+	}
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))

@@ -45,6 +45,9 @@ func (s *Server) prompts(raw json.RawMessage) (texts []string, ids [][]int32, e 
 	}
 	if isText {
 		for _, t := range many {
+			if e := s.checkTextLen(t, "prompt"); e != nil {
+				return nil, nil, e
+			}
 			enc, err := s.tok.Encode(t, true)
 			if err != nil {
 				return nil, nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())

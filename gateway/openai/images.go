@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -27,8 +28,16 @@ type Vision struct {
 	URL epd.Limits
 	// AllowHTTP fetches http(s) image URLs; off, only data: URLs are taken.
 	AllowHTTP bool
-	// Client fetches http(s) images (nil: a client without proxy).
+	// URLAllow lists hosts, IPs and CIDR prefixes that image URLs may
+	// reach although loopback, private, link-local, CGNAT, multicast,
+	// unspecified or metadata addresses are refused (gateway.image_url_allow).
+	URLAllow []string
+	// Client fetches http(s) images; nil: a proxy-less client that
+	// refuses non-public destinations at connect time (imagefetch.go).
 	Client *http.Client
+
+	clientOnce sync.Once
+	guarded    *http.Client
 }
 
 // LoadVision reads a model directory's preprocessor_config.json and
@@ -164,8 +173,16 @@ func (s *Server) prepareImages(ctx context.Context, ids []int32, urls []string) 
 	v := s.opts.Vision
 	raws := make([][]byte, len(urls))
 	for k, u := range urls {
-		b, err := epd.ParseImageURLContext(ctx, u, v.URL, v.AllowHTTP, v.Client)
+		remote := v.AllowHTTP && isRemoteURL(u)
+		var client *http.Client
+		if remote {
+			client = v.fetchClient()
+		}
+		b, err := epd.ParseImageURLContext(ctx, u, v.URL, v.AllowHTTP, client)
 		if err != nil {
+			if remote {
+				return nil, nil, errorf(http.StatusBadRequest, "invalid_image", "messages", imageFetchError(k))
+			}
 			return nil, nil, errorf(http.StatusBadRequest, "invalid_image", "messages", fmt.Sprintf("image %d: %v", k, err))
 		}
 		raws[k] = b

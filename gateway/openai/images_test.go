@@ -78,6 +78,11 @@ func (f imgFake) ImageSupport() error { return f.support }
 
 func vlServer(t *testing.T, support error, allowHTTP bool) (*fakeEngine, string) {
 	t.Helper()
+	return vlServerWith(t, support, func(v *Vision) { v.AllowHTTP = allowHTTP })
+}
+
+func vlServerWith(t *testing.T, support error, set func(*Vision)) (*fakeEngine, string) {
+	t.Helper()
 	tk, err := tokenizer.Load(demoVLDir)
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +91,8 @@ func vlServer(t *testing.T, support error, allowHTTP bool) (*fakeEngine, string)
 	if err != nil || v == nil {
 		t.Fatalf("vision %v %v", v, err)
 	}
-	v.AllowHTTP = allowHTTP
 	v.URL = epd.Limits{Timeout: 2 * time.Second}
+	set(v)
 	eng := newFake(tk, "A picture.")
 	mux := http.NewServeMux()
 	New(imgFake{eng, support}, tk, Options{Vision: v}).Register(mux)
@@ -152,7 +157,7 @@ func TestChatBadImages(t *testing.T) {
 		{base, chatWithImage(dataURL("image/gif", []byte("GIF89a..."))), "image/gif"},
 		{base, chatWithImage(dataURL("text/plain", []byte("hello"))), "text/plain"},
 		{base, chatWithImage("http://127.0.0.1:1/cat.png"), "disabled"},
-		{httpBase, chatWithImage(closed), "fetch image"},
+		{httpBase, chatWithImage(closed), "could not be fetched"},
 		{base, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "image_url.url"},
 	} {
 		resp, body := post(t, c.base+"/v1/chat/completions", c.body)

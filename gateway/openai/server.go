@@ -161,6 +161,26 @@ func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
 	}
 }
 
+// maxBytesPerToken bounds the text bytes one prompt token can stand for;
+// a text longer than max_model_len of them cannot fit, whatever it
+// tokenizes to, so it is refused before tokenization (whose cost grows
+// with the text: a 30 MB prompt cost ~1.5 GB of memory).
+const maxBytesPerToken = 32
+
+// checkTextLen refuses a prompt text that cannot fit the engines'
+// context, when the engine knows it (the gateway: from registrations).
+func (s *Server) checkTextLen(text, param string) *apiError {
+	ml, ok := s.engine.(interface{ MaxModelLen() int })
+	if !ok {
+		return nil
+	}
+	if n := ml.MaxModelLen(); n > 0 && len(text) > n*maxBytesPerToken {
+		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
+			fmt.Sprintf("the prompt text is %d bytes, more than the engines' context length (max_model_len %d tokens) can hold", len(text), n))
+	}
+	return nil
+}
+
 // apiError is an error with its HTTP status and OpenAI fields.
 type apiError struct {
 	Status  int

@@ -50,6 +50,10 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("prompt", "prompt or messages is required"))
 		return
 	}
+	if e := s.checkTextLen(text, "prompt"); e != nil {
+		writeError(w, e)
+		return
+	}
 	ids, err := s.tok.Encode(text, addSpecial)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))

@@ -1,0 +1,221 @@
+package lane
+
+// The gate runs every new connection's ZMTP greeting in its own goroutine,
+// under a deadline, before zmq4 sees the connection. zmq4 runs greetings
+// inside its accept loop, one after another, so one silent peer used to
+// delay every other peer (a restarted rank among them) by the whole
+// handshake timeout. Only a connection whose greeting and READY command
+// arrived, and whose identity and peer passed admission, is handed to
+// zmq4's Accept; its greeting finishes at once from the replayed bytes.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// serverGreeting is the 64-byte greeting zmq4 sends as a NULL-mechanism
+// listener (version 3.0, as-server 0). The gate sends it itself so that a
+// libzmq peer, which waits for our signature before sending the rest of
+// its greeting, can finish without zmq4; trackedConn swallows zmq4's copy.
+var serverGreeting = func() []byte {
+	g := make([]byte, zmtpGreetingLen)
+	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
+	copy(g[12:32], "NULL")
+	return g
+}()
+
+type gateListener struct {
+	net.Listener
+	sock *zsock
+	ch   chan *trackedConn
+	done chan struct{}
+	once sync.Once
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{}
+	wg      sync.WaitGroup
+}
+
+func newGateListener(l net.Listener, s *zsock) *gateListener {
+	g := &gateListener{Listener: l, sock: s, ch: make(chan *trackedConn), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
+	g.wg.Add(1)
+	go g.acceptLoop()
+	return g
+}
+
+func (g *gateListener) acceptLoop() {
+	defer g.wg.Done()
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && !errors.Is(err, net.ErrClosed) {
+				// EMFILE and friends: back off instead of spinning; the
+				// condition clears as connections close.
+				select {
+				case <-g.done:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+			return
+		}
+		if !g.sock.reserve() {
+			g.sock.bind.Logger.Warn("lane connection refused: too many connections", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", c.RemoteAddr().String(), "limit", g.sock.opts.MaxConns)
+			_ = c.Close()
+			continue
+		}
+		g.mu.Lock()
+		g.pending[c] = struct{}{}
+		g.mu.Unlock()
+		g.wg.Add(1)
+		go g.greet(c)
+	}
+}
+
+// greet reads the peer's greeting and READY under the handshake deadline,
+// admits it and hands it to zmq4. Every failure closes the connection
+// right away (zmq4 left failed greetings for the garbage collector).
+func (g *gateListener) greet(c net.Conn) {
+	defer g.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			g.sock.bind.Logger.Error("lane greeting panicked", "worker", g.sock.bind.Role, "peer", c.RemoteAddr().String(), "panic", fmt.Sprint(r))
+			g.fail(c)
+		}
+	}()
+	tc, err := g.handshake(c)
+	g.mu.Lock()
+	delete(g.pending, c)
+	g.mu.Unlock()
+	if err != nil {
+		g.sock.bind.Logger.Warn("lane connection refused", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", c.RemoteAddr().String(), "err", err)
+		g.fail(c)
+		return
+	}
+	select {
+	case g.ch <- tc:
+	case <-g.done:
+		_ = tc.Close()
+	}
+}
+
+func (g *gateListener) fail(c net.Conn) {
+	_ = c.Close()
+	g.sock.unreserve()
+}
+
+// handshake returns the admitted connection, or an error; the caller
+// closes a refused connection.
+func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
+	opts := g.sock.opts
+	_ = c.SetDeadline(time.Now().Add(opts.HandshakeTimeout))
+	if _, err := c.Write(serverGreeting); err != nil {
+		return nil, fmt.Errorf("send greeting: %w", err)
+	}
+	p := zmtpParser{maxFrame: opts.MaxFrame, maxMessage: opts.MaxMessage}
+	var got []byte
+	buf := make([]byte, 512)
+	for !p.ready {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if perr := p.feed(buf[:n]); perr != nil {
+				return nil, perr
+			}
+			got = append(got, buf[:n]...)
+			if len(got) > zmtpGreetingLen+maxCommand+16 {
+				return nil, errors.New("zmtp: no READY command after the greeting")
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("peer closed during the greeting")
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil, fmt.Errorf("no greeting within %s", opts.HandshakeTimeout)
+			}
+			return nil, fmt.Errorf("read greeting: %w", err)
+		}
+	}
+	_ = c.SetDeadline(time.Time{})
+	if string(p.greeting[12:16]) != "NULL" || p.greeting[16] != 0 {
+		return nil, errors.New("zmtp: only the NULL mechanism is supported")
+	}
+	if !compatiblePeer(g.sock.kind, p.sockType) {
+		return nil, fmt.Errorf("zmtp: a %s peer cannot talk to our %s", p.sockType, g.sock.kind)
+	}
+	peer := PeerInfo{Network: c.LocalAddr().Network(), Addr: c.RemoteAddr().String(), Identity: []byte(p.identity), UID: -1}
+	vetted := false
+	if check := g.sock.bind.Check; check != nil {
+		peer.PID, peer.UID = peerProcess(c)
+		if err := check(peer); err != nil {
+			return nil, fmt.Errorf("peer check (pid %d): %w", peer.PID, err)
+		}
+		vetted = true
+	}
+	// zmq4 reads the gate's bytes again through tc.Read, which does not
+	// feed them to the parser a second time: its state carries over.
+	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, swallow: serverGreeting}
+	if err := g.sock.admit(tc, p.identity, vetted); err != nil {
+		return nil, err
+	}
+	if g.sock.kind == Router && !p.sawData {
+		tc.firstTimer.Store(time.AfterFunc(opts.FirstMessageTimeout, func() {
+			if !tc.firstMsg.Load() {
+				g.sock.bind.Logger.Warn("lane connection closed: no message after the greeting", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", peer.Addr, "after", opts.FirstMessageTimeout)
+				_ = tc.Close()
+			}
+		}))
+	} else if p.sawData {
+		tc.firstMsg.Store(true)
+	}
+	return tc, nil
+}
+
+// Accept hands zmq4 the next admitted connection.
+func (g *gateListener) Accept() (net.Conn, error) {
+	select {
+	case tc := <-g.ch:
+		return tc, nil
+	case <-g.done:
+		// zmq4's accept loop retries on errors until its context ends;
+		// do not let it spin while Close is in progress.
+		time.Sleep(time.Millisecond)
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting and closes every connection still greeting.
+func (g *gateListener) Close() error {
+	var err error
+	g.once.Do(func() {
+		close(g.done)
+		err = g.Listener.Close()
+		g.mu.Lock()
+		for c := range g.pending {
+			_ = c.Close()
+		}
+		g.mu.Unlock()
+		g.wg.Wait()
+	})
+	return err
+}
+
+// compatiblePeer mirrors ZMTP's socket-type pairs for the two kinds we
+// bind. zmq4 refuses the others too, but then leaves the connection open.
+func compatiblePeer(k SocketKind, peer string) bool {
+	switch strings.ToUpper(peer) {
+	case "DEALER", "REQ", "ROUTER":
+		return k == Router
+	case "PUSH":
+		return k == Pull
+	}
+	return false
+}

@@ -1,0 +1,163 @@
+package supervisor
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// fullDisk is a log file layer whose writes fail while full is set.
+type fullDisk struct {
+	mu   sync.Mutex
+	full bool
+	data bytes.Buffer
+}
+
+func (d *fullDisk) setFull(v bool) { d.mu.Lock(); d.full = v; d.mu.Unlock() }
+
+func (d *fullDisk) Open(string, bool) (logFile, int64, error) { return d, 0, nil }
+func (d *fullDisk) Rename(string, string) error               { return nil }
+func (d *fullDisk) Close() error                              { return nil }
+func (d *fullDisk) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.full {
+		return 0, syscall.ENOSPC
+	}
+	return d.data.Write(p)
+}
+
+type chunkReader struct {
+	disk   *fullDisk
+	chunks []string
+	full   []bool
+	i      int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.i == len(r.chunks) {
+		return 0, io.EOF
+	}
+	r.disk.setFull(r.full[r.i])
+	n := copy(p, r.chunks[r.i])
+	r.i++
+	return n, nil
+}
+
+// Regression: with a full log disk nothing said so until the role stopped,
+// and logging never resumed after space was freed. Now the first failed
+// write reports the problem (Health, onHealth), the pipe keeps being
+// drained into the ring, and the next batch that fits resumes the file
+// with a "N lines lost" marker.
+func TestLogFileSurvivesFullDisk(t *testing.T) {
+	t.Parallel()
+	disk := &fullDisk{}
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var health []string
+	w.setOnHealth(func(m string) { health = append(health, m) })
+
+	// Each chunk is one read of the engine's pipe, written to the file
+	// before the next read: the disk's state is set per chunk.
+	r := &chunkReader{disk: disk, chunks: []string{"one\n", "two\nthree\n", "four\n", "five\n"}, full: []bool{false, true, true, false}}
+	ring := newLogRing("decode", 1000, 1<<20)
+	if err := captureStream(r, ring, w, nil); err != nil {
+		t.Fatalf("capture reported %v; a full disk must not end capture", err)
+	}
+	got := disk.data.String()
+	want := "one\n[tsd] 3 lines lost: log file write failed (no space left on device)\nfive\n"
+	if got != want {
+		t.Fatalf("file:\n%q\nwant\n%q", got, want)
+	}
+	if len(ring.all()) != 5 {
+		t.Fatalf("ring holds %d lines, want all 5", len(ring.all()))
+	}
+	if len(health) != 2 || !strings.Contains(health[0], "no space left") || !strings.Contains(health[1], "3 lines lost") {
+		t.Fatalf("health reports %q", health)
+	}
+	if w.Health() != "" {
+		t.Fatalf("still unhealthy: %q", w.Health())
+	}
+}
+
+// The health reaches the snapshot (red note) while the disk is full.
+func TestLogFileHealthInSnapshot(t *testing.T) {
+	t.Parallel()
+	disk := &fullDisk{full: true}
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &profiles.Plan{Name: "t", Roles: []profiles.RolePlan{{Name: "decode", Kind: "decode", Local: true}}}
+	s, err := New(Options{Plan: plan, NoLogFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.actors[0].file = w
+	_, _ = w.Write([]byte("x\n"))
+	snap := s.pub.build()
+	if !strings.Contains(snap.Roles[0].LogError, "no space left") {
+		t.Fatalf("LogError = %q", snap.Roles[0].LogError)
+	}
+}
+
+// Regression: log files were 0644; engine logs carry prompts and paths.
+func TestLogFilesAreOwnerOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "logs", "decode.log")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("old\n"), 0o644); err != nil { // left by an older tsd
+		t.Fatal(err)
+	}
+	w, err := openRotating(path, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = w.Write([]byte("aaaaaaaa\n")) // rotates
+	}
+	w.Close()
+	for _, p := range []string{path, path + ".1"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, want 0600", p, st.Mode().Perm())
+		}
+	}
+}
+
+// Regression: every engine inherited the gateway's API key variable.
+func TestEngineEnvDropsGatewayKey(t *testing.T) {
+	t.Parallel()
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{APIKeyEnv: "TSD_API_KEY"}}
+	role := profiles.RolePlan{Name: "decode", Env: map[string]string{"A": "1"}}
+	env := envList([]string{"TSD_API_KEY=s3cret", "PATH=/bin"}, role.Env, childEnvUnset(plan, role)...)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TSD_API_KEY=") {
+			t.Fatalf("engine env has the gateway key: %v", env)
+		}
+	}
+	if strings.Join(env, " ") != "A=1 PATH=/bin" {
+		t.Fatalf("env %v", env)
+	}
+	role.Env["TSD_API_KEY"] = "engine-own"
+	if u := childEnvUnset(plan, role); u != nil {
+		t.Fatalf("a role that sets the variable itself keeps it; unset %v", u)
+	}
+	if u := childEnvUnset(&profiles.Plan{}, role); u != nil {
+		t.Fatalf("no api_key_env: unset %v", u)
+	}
+}
