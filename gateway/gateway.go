@@ -93,6 +93,9 @@ type Options struct {
 	// Test hooks: a panic injected at a dispatch step proves the recover
 	// boundaries. nil outside tests.
 	hookPick, hookRun func()
+	// PeerCheck vets each connection to a local role's lane sockets
+	// (see lane.Options.PeerCheck); nil admits any peer.
+	PeerCheck func(role string, peer lane.PeerInfo) error
 }
 
 // Gateway implements supervisor.Gateway and gen.Engine.
@@ -169,7 +172,7 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		opts.QueueTimeout = 30 * time.Second
 	}
 	g := &Gateway{}
-	l, err := lane.New(plan.Gateway.Workers, lane.Options{Transport: opts.Transport, Logger: opts.Logger, SilenceTimeout: opts.SilenceTimeout,
+	l, err := lane.New(plan.Gateway.Workers, lane.Options{Transport: opts.Transport, Logger: opts.Logger, SilenceTimeout: opts.SilenceTimeout, PeerCheck: opts.PeerCheck,
 		StallTimeout: opts.StallTimeout, OnPanic: g.ReportPanic, OnEvent: g.event})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

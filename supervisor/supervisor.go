@@ -430,6 +430,22 @@ func (s *Supervisor) Shutdown() {
 
 // Kill sends SIGKILL to every role's process group at once (a second
 // Ctrl-C) and makes Run return as soon as the groups are verified empty.
+// RolePIDs is the process (group leader) of the role's current run, or
+// nil while it has none: the lane admits only that tree's connections to
+// the role's sockets (gateway/lane TreeCheck). It reads an atomic, so the
+// gateway may ask from any goroutine without waiting on the actor.
+func (s *Supervisor) RolePIDs(role string) []int {
+	for _, a := range s.actors {
+		if a.plan.Name == role {
+			if pid := int(a.curPID.Load()); pid > 0 {
+				return []int{pid}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 func (s *Supervisor) Kill() {
 	for _, a := range s.actors {
 		if pid := int(a.curPID.Load()); pid > 0 {

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tsd-project/tsd/gateway"
+	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
@@ -240,8 +242,18 @@ func (c upCmd) runSupervisor() error {
 	// on /metrics (make chaos checks them against their baseline).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var gw supervisor.Gateway
+	// supRef lets the gateway, built before the supervisor, ask it which
+	// processes may dial each role's lane (docs/architecture.md §D12).
+	var supRef atomic.Pointer[supervisor.Supervisor]
 	if newGateway != nil && !c.NoGateway {
-		if gw, err = newGateway(plan, reg); err != nil {
+		if gw, err = newGateway(plan, reg, func(role string) []int {
+			// Engines start only once the supervisor runs, so until then
+			// there is no process to admit.
+			if sp := supRef.Load(); sp != nil {
+				return sp.RolePIDs(role)
+			}
+			return nil
+		}); err != nil {
 			return fmt.Errorf("create gateway: %w", err)
 		}
 		if p, ok := gw.(interface{ Problem() string }); ok {
@@ -272,6 +284,7 @@ func (c upCmd) runSupervisor() error {
 	if err != nil {
 		return err
 	}
+	supRef.Store(sup)
 	// The gateway's own verdicts (a panic recovered, a rank stalled or
 	// re-admitted) go to the deployment's event list beside the roles'.
 	if es, ok := gw.(interface {
@@ -441,7 +454,7 @@ func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (i
 
 // embeddedGateway is the gateway package's Gateway with the OpenAI front end
 // mounted, logging to the plan's gateway log file and serving reg on /metrics.
-func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.Gateway, error) {
+func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, roots func(role string) []int) (supervisor.Gateway, error) {
 	logw := io.Discard
 	if plan.Gateway.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(plan.Gateway.LogFile), 0o755); err != nil {
@@ -456,7 +469,8 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry) (supervisor.
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	mount, problem := openAIMount(plan, log)
 	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
-		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
+		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
+		PeerCheck: lane.TreeCheck(roots)})
 	if err != nil || problem == "" {
 		return g, err
 	}
