@@ -157,7 +157,7 @@ func TestE2ERollingRestartCLI(t *testing.T) {
 	if out, err := d.ctl("restart", "--rolling", "nope"); err == nil || !strings.Contains(out, "unknown role") {
 		t.Fatalf("rolling restart of nothing: %v\n%s", err, out)
 	}
-	if out, err := d.ctl("restart"); err == nil || !strings.Contains(out, "restart needs a ROLE") {
+	if out, err := d.ctl("restart"); err == nil || !strings.Contains(out, `expected "<role>"`) {
 		t.Fatalf("restart without a role: %v\n%s", err, out)
 	}
 	if out, err := d.ctl("stop", "--now", "decode-1"); err != nil {

@@ -133,11 +133,13 @@ func maskText(s string) string {
 // meaning: `tsd status --json` stays the snapshot tsd publishes, less the
 // secrets.
 func maskJSON(b []byte) ([]byte, error) {
-	var v any
+	// Through the Snapshot type, not a generic map, so the fields keep the
+	// order (and indentation) tsd publishes: scripts grep this output.
+	var v snapshot.Snapshot
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("read status JSON: %w", err)
 	}
-	v = maskValue("", v)
+	v = maskedSnapshot(v)
 	out, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("write status JSON: %w", err)
@@ -145,26 +147,6 @@ func maskJSON(b []byte) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-func maskValue(key string, v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = maskValue(k, e)
-		}
-		return x
-	case []any:
-		for i, e := range x {
-			x[i] = maskValue("", e)
-		}
-		return x
-	case string:
-		if key != "" && secretName(key) && x != "" {
-			return masked
-		}
-		return maskText(x)
-	}
-	return v
-}
 
 // maskedSnapshot masks the free text of a snapshot that `tsd status`
 // prints (reasons, notes, events).
