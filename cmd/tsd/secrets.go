@@ -147,7 +147,6 @@ func maskJSON(b []byte) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-
 // maskedSnapshot masks the free text of a snapshot that `tsd status`
 // prints (reasons, notes, events).
 func maskedSnapshot(s snapshot.Snapshot) snapshot.Snapshot {
