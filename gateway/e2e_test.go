@@ -183,7 +183,7 @@ func (c *cluster) start(name string) {
 		}
 	}
 	if r.kind == profiles.KindEncode {
-		// The encode engine hosts its own embedding rendezvous (launch.md §3).
+		// The encode engine hosts its own embedding rendezvous (docs/protocol.md §9.7).
 		_, bport, _ := net.SplitHostPort(w.Plan().Bootstrap)
 		args = append(args, "--disaggregation-bootstrap-port", bport)
 	}

@@ -1,8 +1,8 @@
 // Package gateway is tsd's embedded gateway: it binds every worker's ZMQ
 // lane sockets (gateway/lane), hosts the KV rendezvous when the profile
 // asks, dispatches token-level requests prefill → decode
-// (gateway-flow.md §4) — in epd mode an image request first goes to an
-// encode server chosen by consistent hashing on the image (§5,
+// (docs/protocol.md §8) — in epd mode an image request first goes to an
+// encode server chosen by consistent hashing on the image (docs/protocol.md §9.6,
 // epdroute.go) — and serves the HTTP API (/generate, /health, /readiness,
 // /v1/models, /metrics, plus whatever front ends mount). Prompt logprobs
 // come from the prefill leg alone (awaitPrompt).
@@ -37,7 +37,7 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	// Registry receives the gateway's metrics and is what /metrics serves
-	// (one registry per process, decisions.md §8). nil: a private one.
+	// (one registry per process, docs/architecture.md §D8). nil: a private one.
 	Registry *prometheus.Registry
 	// Transport binds lane sockets; nil: zmq4.
 	Transport lane.Transport

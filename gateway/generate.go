@@ -510,7 +510,7 @@ func (g *Gateway) mintRID(client string) string {
 	if client == "" {
 		return "gen-" + suffix
 	}
-	// PD: a client rid always gets a per-attempt suffix (gateway-flow.md §3.4).
+	// PD: a client rid always gets a per-attempt suffix (docs/protocol.md §8.5).
 	return client + "-" + suffix
 }
 

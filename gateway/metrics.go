@@ -9,7 +9,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// metrics uses SMG's names where gateway-flow.md §6.3 lists them, so
+// metrics uses SMG's names where docs/protocol.md §11.7 lists them, so
 // dashboards built for SMG read tsd too; tsd-only series start with tsd_.
 type metrics struct {
 	g *Gateway

@@ -96,7 +96,7 @@ func splitShell(t *testing.T, line string) []string {
 }
 
 // The seed page's two PD command lines and its encode line, as printed
-// there (disaggregated-serving.txt).
+// there (docs/protocol.md §10.12).
 const (
 	seedPrefill = `CUDA_VISIBLE_DEVICES=0,1 ts serve --headless --model <model> --tp 2 \
   --disaggregation-mode prefill --disaggregation-bootstrap-port 8998 \

@@ -36,7 +36,7 @@ func loadAndPlan(name, src string) Errors {
 	return errs
 }
 
-// Pins: every validation rule of profile.md reports an error naming the
+// Pins: every validation rule of docs/profiles.md reports an error naming the
 // key and the line it is on.
 func TestValidationRules(t *testing.T) {
 	t.Parallel()

@@ -6,7 +6,7 @@ package snapshot
 
 import "time"
 
-// Role states (architecture.md, "Lifecycle of a role instance").
+// Role states (docs/architecture.md §4).
 const (
 	StatePlanned     = "planned"
 	StateStarting    = "starting"
@@ -22,7 +22,7 @@ const (
 	StateRemote      = "remote"  // not spawned by tsd; waits for its ranks to dial in
 )
 
-// Rank handshake states (zmq-lane.md §3, gateway side).
+// Rank handshake states (docs/protocol.md §3.9, gateway side).
 const (
 	RankWaiting      = "waiting"
 	RankHello        = "hello"

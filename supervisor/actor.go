@@ -159,13 +159,13 @@ func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file 
 	return a
 }
 
-// ranksExpected: every attention-DP rank dials the gateway (launch.md
-// §1.2); encode engines do not dial at all (§1.3).
+// ranksExpected: every attention-DP rank dials the gateway (docs/protocol.md
+// §10.2); encode engines do not dial at all upstream (docs/protocol.md §9.1).
 func (a *actor) ranksExpected() int {
 	if a.plan.Kind == profiles.KindEncode && a.sup.plan.Gateway.Mode != profiles.ModeEPD {
 		// Outside epd mode nothing is routed to an encode server, so its
 		// launcher's ready line is the signal; in epd mode its rank 0
-		// registers on the lane like any role (zmq-lane.md §5.8).
+		// registers on the lane like any role (docs/protocol.md §9.4).
 		return 0
 	}
 	if a.plan.DP > 1 {
@@ -751,7 +751,7 @@ func (a *actor) onMilestone() {
 		info.matching.Store(false) // the last milestone: spare the per-line cost
 		if a.sup.gw == nil || a.ranksExpected() == 0 {
 			// Without a gateway (or for an encode role outside epd mode)
-			// the launcher's "ready" line is the best signal there is (§1.4).
+			// the launcher's "ready" line is the best signal there is (docs/protocol.md §10.4).
 			if a.lc.Phase == phStarting {
 				a.fire(event{Kind: evReady})
 				return

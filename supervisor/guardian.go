@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The guardian (decisions.md §1) is `tsd _guard`: a tiny process between
+// The guardian (docs/architecture.md §D1) is `tsd _guard`: a tiny process between
 // tsd and one engine. It starts the engine in a new process group, holds the
 // read end of a lifeline pipe whose write end only tsd holds, and tears the
 // whole group down when tsd asks (SIGTERM/SIGINT/SIGHUP: graceful; SIGUSR1:
@@ -205,7 +205,7 @@ func RunGuardian(cfg GuardConfig) int {
 	for {
 		reap()
 		if leaderDone && !stopping {
-			// The launcher is gone; its ranks must not outlive it (launch.md §1.5).
+			// The launcher is gone; its ranks must not outlive it (docs/protocol.md §10.5).
 			term("engine exited")
 		}
 		if stopping && groupEmpty(pgid) {

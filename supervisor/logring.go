@@ -19,7 +19,7 @@ const (
 
 // logRing is one role's bounded in-memory log. The pipe reader appends and
 // never waits: subscribers are only poked through buffered channels and
-// pull what they missed themselves (k9s's model, style.md §3).
+// pull what they missed themselves (k9s's model, docs/architecture.md §S3).
 type logRing struct {
 	role     string
 	maxLines int

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestMilestones recognises launch.md §1.3's lines in both shapes: the
+// TestMilestones recognises docs/protocol.md §10.3's lines in both shapes: the
 // colourful logger (ANSI wrapped, level, file:line) and the plain root format.
 func TestMilestones(t *testing.T) {
 	col := func(prefix, msg string) string {

@@ -4,7 +4,7 @@ import "strings"
 
 // StripANSI removes terminal escape sequences (CSI, OSC and two-byte
 // escapes). TokenSpeed's colourful logger wraps every line in them
-// (launch.md §1.3), so milestone matching runs on the stripped text.
+// (docs/protocol.md §10.3), so milestone matching runs on the stripped text.
 func StripANSI(s string) string {
 	i := strings.IndexByte(s, 0x1b)
 	if i < 0 {
@@ -53,7 +53,7 @@ func StripANSI(s string) string {
 	return b.String()
 }
 
-// Milestone is one recognised startup step of an engine (launch.md §1.3).
+// Milestone is one recognised startup step of an engine (docs/protocol.md §10.3).
 type Milestone struct {
 	Order int    // later steps have larger orders; the phase only moves forward within a run
 	Phase string // shown as RoleStatus.Phase

@@ -22,7 +22,7 @@ type pubMsg struct {
 // publisher owns the current Snapshot. Actors send it role states and
 // events; it coalesces them (≤ 10 snapshots a second) and hands every
 // subscriber the current snapshot then each newer one, under one lock so a
-// subscriber never misses or doubles one (style.md §2).
+// subscriber never misses or doubles one (docs/architecture.md §S2).
 type publisher struct {
 	sup *Supervisor
 	in  chan pubMsg

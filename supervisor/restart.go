@@ -10,7 +10,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 )
 
-// Restart policies (profile.md `restart.policy`).
+// Restart policies (docs/profiles.md `restart.policy`).
 const (
 	PolicyNo        = "no"
 	PolicyOnFailure = "on-failure"

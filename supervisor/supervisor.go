@@ -56,7 +56,7 @@ type Telemetry interface {
 }
 
 // GPUReleaseVerifier is a Telemetry that can also tell whether a stopped
-// role's GPU memory was released (architecture.md: on stop/restart the
+// role's GPU memory was released (docs/architecture.md §4: on stop/restart the
 // group is verified empty and, where GPU readings exist, the memory freed).
 // A Telemetry without it gets the group check alone.
 type GPUReleaseVerifier interface {

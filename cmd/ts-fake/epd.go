@@ -1,6 +1,6 @@
 package main
 
-// EPD and prompt logprobs in ts-fake (tsd's design; zmq-lane.md §5.7-5.8):
+// EPD and prompt logprobs in ts-fake (tsd's design; docs/protocol.md §6.6, §9):
 //
 //   - An encode engine receives EncodeRequests as ADD frames (type 0x00)
 //     whose payload has the EncodeRequest tag; out-of-band tensors follow

@@ -28,7 +28,7 @@ type flagSpec struct {
 }
 
 // engineFlags are every `ts serve --headless` flag tsd emits plus every
-// TokenSpeed engine flag named in launch.md (decisions.md §9).
+// TokenSpeed engine flag named in docs/protocol.md §10 (docs/architecture.md §D9).
 var engineFlags = []flagSpec{
 	{name: "headless", kind: kBool, used: true, help: "required: ts-fake only implements the headless engine"},
 	{name: "model", kind: kValue, used: true, help: "model path or id (also the positional argument)"},
@@ -178,7 +178,7 @@ var specByName = func() map[string]flagSpec {
 
 // parseArgs reads argparse-style arguments (no abbreviations). Unknown
 // flags are kept (with a value when the next token is not a flag) so the
-// caller can warn about them instead of failing (decisions.md §9).
+// caller can warn about them instead of failing (docs/architecture.md §D9).
 func parseArgs(args []string) parsedArgs {
 	p := parsedArgs{values: map[string]string{}, lists: map[string][]string{}}
 	for i := 0; i < len(args); i++ {
@@ -397,7 +397,7 @@ func envSeconds(getenv func(string) string, name string, def time.Duration) time
 }
 
 // resolveConfig turns parsed arguments into a config and applies the
-// TokenSpeed validation rules ts-fake mirrors (launch.md §2.9).
+// TokenSpeed validation rules ts-fake mirrors (docs/protocol.md §10.9).
 func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	l := &lookup{p: p, getenv: getenv}
 	var c config

@@ -36,7 +36,7 @@ type child struct {
 // runLauncher is the `ts serve --headless` parent: it validates, logs the
 // launcher milestones, hosts the rendezvous in `engine` bootstrap mode,
 // spawns one scheduler process per rank (children of this process, in its
-// process group, with no parent-death signal: decisions.md §1), forwards
+// process group, with no parent-death signal: docs/architecture.md §D1), forwards
 // SIGTERM and reports readiness.
 func runLauncher(cfg config) int {
 	log := newLogger("")
@@ -154,7 +154,7 @@ func runLauncher(cfg config) int {
 }
 
 // hostsBootstrap: in `engine` mode the prefill and encode engines serve the
-// rendezvous themselves, as the seed page describes (decisions.md §2).
+// rendezvous themselves, as the seed page describes (docs/architecture.md §D2).
 func hostsBootstrap(cfg config) bool {
 	return cfg.bootstrapMode == "engine" && (cfg.mode == "prefill" || cfg.mode == "encode")
 }
@@ -175,7 +175,7 @@ func rendezvousAnswers(addr string) bool {
 }
 
 // bootstrapHost is where the rendezvous lives: the dist-init host (prefill
-// ranks register at gethostbyname(dist-init host), launch.md §5).
+// ranks register at gethostbyname(dist-init host), docs/protocol.md §8.6).
 func bootstrapHost(cfg config) string {
 	if h, _, err := net.SplitHostPort(cfg.distInitAddr); err == nil && h != "" {
 		return h

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// logger writes TokenSpeed-shaped lines to stderr (launch.md §1.3): the
+// logger writes TokenSpeed-shaped lines to stderr (docs/protocol.md §10.3): the
 // "colourful" shape, always wrapped in ANSI colour codes, for most modules,
 // and the plain root shape for zmq_msgpack / output_processor lines. prefix
 // is " ATTN TP RANK n" in scheduler processes and empty in the launcher.

@@ -128,7 +128,7 @@ func (r *rank) doSendSentinel() {
 
 // handleSignals: SIGTERM stops the loop, sends ENGINE_CORE_DEAD and exits 0
 // (unless --fake-ignore-sigterm). No parent-death signal: an orphaned rank
-// lives on like a real one (decisions.md §1).
+// lives on like a real one (docs/architecture.md §D1).
 func (r *rank) handleSignals() {
 	if r.cfg.ignoreSigterm {
 		signal.Ignore(syscall.SIGTERM)
@@ -144,7 +144,7 @@ func (r *rank) handleSignals() {
 	}()
 }
 
-// startup logs the scheduler milestones 3-10 of launch.md §1.3 with the
+// startup logs the scheduler milestones 3-10 of docs/protocol.md §10.3 with the
 // configured delays, and starts the GPU memory holder when asked.
 func (r *rank) startup() *gpuHolder {
 	ph := splitStartup(r.cfg.startup)
@@ -205,7 +205,7 @@ func bar(i, n int) string {
 	return string(b)
 }
 
-// handshake runs zmq-lane.md §3 for this rank and returns the connected
+// handshake runs docs/protocol.md §3 for this rank and returns the connected
 // input DEALER (the output PUSH is stored in r.out).
 func (r *rank) handshake() (zmq4.Socket, error) {
 	ctx := context.Background()

@@ -62,7 +62,7 @@ func TestAbort(t *testing.T) {
 }
 
 // Requests the engine rejects at admission finish at once with "abort" and
-// no tokens (zmq-lane.md §5.4).
+// no tokens (docs/protocol.md §5.4).
 func TestValidationAborts(t *testing.T) {
 	t.Parallel()
 	fe, _ := readyFake(t, 1)

@@ -207,7 +207,7 @@ func (e *engine) hasWork() bool {
 }
 
 // readInput decodes the input DEALER; what fails to decode is dropped with
-// a warning and the engine keeps reading (zmq-lane.md §5.1).
+// a warning and the engine keeps reading (docs/protocol.md §5.1).
 func (e *engine) readInput() {
 	log := e.r.log
 	for {
@@ -257,7 +257,7 @@ func (e *engine) handle(m wire.InputMessage) {
 }
 
 // abort is a client abort: no output at all. Unknown rids are remembered
-// for 300 s because an abort may overtake its ADD (zmq-lane.md §5.9).
+// for 300 s because an abort may overtake its ADD (docs/protocol.md §5.6).
 func (e *engine) abort(rid string) {
 	q, ok := e.reqs[rid]
 	if !ok {
@@ -286,7 +286,7 @@ func (e *engine) remove(q *request) {
 	}
 }
 
-// add admits one ADD: seed, validation, length clamp (zmq-lane.md §5.4).
+// add admits one ADD: seed, validation, length clamp (docs/protocol.md §5.4).
 func (e *engine) add(g wire.GenerateRequest) {
 	if t, ok := e.aborted[g.RID]; ok && time.Since(t) <= 300*time.Second {
 		delete(e.aborted, g.RID)
@@ -562,7 +562,7 @@ func (e *engine) entry(q *request, reason string) outEntry {
 	return o
 }
 
-// emitNow is the cadence of zmq-lane.md §6.4 for a running request.
+// emitNow is the cadence of docs/protocol.md §6.4 for a running request.
 func emitNow(q *request) bool {
 	n := len(q.tokens)
 	if q.stream {

@@ -7,7 +7,7 @@ import (
 	"github.com/tsd-project/tsd/supervisor"
 )
 
-// guardCmd is the orphan guardian (decisions.md §1): tsd re-executes itself
+// guardCmd is the orphan guardian (docs/architecture.md §D1): tsd re-executes itself
 // as `tsd _guard --grace D -- ENGINE ARGV...` with the lifeline pipe on fd 3
 // and the status pipe on fd 4. See supervisor/guardian.go.
 type guardCmd struct {

@@ -234,7 +234,7 @@ func (c upCmd) runSupervisor() error {
 	go func() { defer close(telDone); _ = tel.Run(ctx) }()
 	defer func() { cancel(); <-telDone }()
 
-	// One registry for the process (decisions.md §8): the gateway serves it
+	// One registry for the process (docs/architecture.md §D8): the gateway serves it
 	// on /metrics with telemetry's GPU and role gauges beside its own.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(tel.Collector())

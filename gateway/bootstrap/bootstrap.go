@@ -1,4 +1,4 @@
-// Package bootstrap is the KV bootstrap rendezvous of launch.md §5, shared by
+// Package bootstrap is the KV bootstrap rendezvous of docs/protocol.md §8.6, shared by
 // the gateway (which hosts it when the profile says `bootstrap_server: tsd`)
 // and ts-fake (which hosts it itself in `engine` mode, and uses its
 // transfer half to hand a fake KV cache from prefill to decode).

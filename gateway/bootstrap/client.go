@@ -24,7 +24,7 @@ func NewClient(hostport string, timeout time.Duration) *Client {
 		timeout = 5 * time.Second
 	}
 	// No proxy: the rendezvous is local or on the cluster network, and a
-	// proxy from the environment would break it (launch.md §3, NO_PROXY=*).
+	// proxy from the environment would break it (docs/protocol.md §10.10, NO_PROXY=*).
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 8}
 	return &Client{base: "http://" + hostport, hc: &http.Client{Timeout: timeout, Transport: tr}}
 }

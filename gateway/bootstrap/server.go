@@ -96,7 +96,7 @@ func (s *Server) Reset() {
 
 // Registered reports how many distinct ranks registered and the world size
 // they declared (0 before the first registration). registered == world
-// means the prefill engine's transfer plumbing is up (launch.md §1.4).
+// means the prefill engine's transfer plumbing is up (docs/protocol.md §10.4).
 func (s *Server) Registered() (registered, world int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,6 @@
 // Package dispatch holds the gateway's routing decisions as pure functions:
 // worker choice per policy, decode rank choice, and bootstrap rooms
-// (gateway-flow.md §4). The caller supplies counters and random bits, so
+// (docs/protocol.md §8). The caller supplies counters and random bits, so
 // every decision is reproducible in a table test.
 package dispatch
 
@@ -66,7 +66,7 @@ func Room(bits uint64) uint64 {
 }
 
 // PrefillRank is the prefill DP rank that holds a room's KV: the decode
-// engine fetches from group room mod dp (launch.md §5), so the prefill leg
+// engine fetches from group room mod dp (docs/protocol.md §8.3), so the prefill leg
 // must go there.
 func PrefillRank(room uint64, dp int) int {
 	if dp <= 1 {

@@ -1,5 +1,5 @@
 // Package epd holds the pure decisions of encode/prefill/decode dispatch
-// over the direct ZMQ lane (zmq-lane.md §5.8, gateway-flow.md §5): which
+// over the direct ZMQ lane (docs/protocol.md §9, docs/protocol.md §9): which
 // encode worker gets an image, the per-item bootstrap rooms, the three
 // per-leg views of a multimodal item (pixels only to encode, the
 // encode_handshake only to prefill, metadata only to decode), image pad

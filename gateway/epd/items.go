@@ -15,7 +15,7 @@ import (
 
 // Encoder is where an encode worker's embeddings are fetched from: its
 // bootstrap host and --disaggregation-bootstrap-port (from its
-// registration, else the Plan; decisions.md §5).
+// registration, else the Plan; docs/architecture.md §D5).
 type Encoder struct {
 	Host string
 	Port int
@@ -35,7 +35,7 @@ func ItemHash(raw []byte) (hexDigest string, id int64) {
 func PadValue(id int64) int64 { return id % (1 << 30) }
 
 // maxRoom keeps rooms in [0, 2^63-1), the range SMG mints in (63 bits on
-// purpose: no de-duplication is done, gateway-flow.md §4.2).
+// purpose: no de-duplication is done, docs/protocol.md §8.1).
 const maxRoom = uint64(math.MaxInt64)
 
 // MintItemRooms mints one bootstrap room per image item, uniform in
@@ -156,7 +156,7 @@ func Inputs(items []wire.MultimodalDataItem, imageTokenID int) *wire.MultimodalI
 }
 
 // InlineLimit is the largest tensor the lane carries inline (ext type 3);
-// bigger ones travel as out-of-band frames (zmq-lane.md §5.8).
+// bigger ones travel as out-of-band frames (docs/protocol.md §9.3).
 const InlineLimit = 256
 
 // MoveFeaturesOutOfBand moves every feature of q bigger than InlineLimit

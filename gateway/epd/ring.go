@@ -10,8 +10,8 @@ import (
 // 160 the busiest of a few workers stays within ~10-15% of the mean.
 const DefaultVirtualNodes = 160
 
-// Ring is a consistent-hashing ring over encode workers (gateway-flow.md
-// §5.2: the same image always goes to the same encoder, whose embedding
+// Ring is a consistent-hashing ring over encode workers (docs/protocol.md
+// §9.6: the same image always goes to the same encoder, whose embedding
 // cache can then hit). Adding or removing a worker moves only the keys
 // that worker gains or loses. A Ring is immutable; build a new one when
 // the worker set changes.

@@ -8,7 +8,7 @@ package gen
 import "context"
 
 // Sampling is what a front end asks of the engine, in API terms (the
-// dispatcher normalises it for the wire, zmq-lane.md §5.3).
+// dispatcher normalises it for the wire, docs/protocol.md §5.3).
 type Sampling struct {
 	MaxNewTokens      *int    // nil: engine maximum
 	MinNewTokens      int     //

@@ -17,7 +17,7 @@ type Output struct {
 	EngineIndex      int
 
 	// Prompt logprobs (input_token_logprobs) arrive only in the full
-	// output variant a prefill sends when asked (zmq-lane.md §5.7, tsd's
+	// output variant a prefill sends when asked (docs/protocol.md §6.6, tsd's
 	// design). HasPromptLogprobs tells "none sent" from an empty run;
 	// a NaN value is a position without a logprob.
 	PromptLogprobs    []float64

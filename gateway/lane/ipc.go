@@ -14,7 +14,7 @@ import (
 // holds 108 bytes including the terminating NUL).
 const maxSunPath = 107
 
-// prepareIPC applies zmq-lane.md §1.4 before an ipc data plane is bound:
+// prepareIPC applies docs/protocol.md §1.4 before an ipc data plane is bound:
 // the parent directory must be ours (created 0700 when missing; an existing
 // one must be a real directory owned by our effective uid, because the
 // sockets are unauthenticated), and a leftover socket file at a data-plane

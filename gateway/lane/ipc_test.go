@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// zmq-lane.md §1.4: a missing directory is created 0700, a stale socket is
+// docs/protocol.md §1.4: a missing directory is created 0700, a stale socket is
 // unlinked, any other file at a socket path is refused, and so is a
 // symlinked directory or an over-long path.
 func TestPrepareIPC(t *testing.T) {

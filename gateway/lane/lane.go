@@ -134,7 +134,7 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 }
 
 // resolveAddrs fills in the bind addresses a hand-written plan may leave
-// out (zmq-lane.md §1.2, §1.3) and refuses addresses that cannot work.
+// out (docs/protocol.md §1.2, §1.3) and refuses addresses that cannot work.
 func resolveAddrs(p profiles.WorkerPlan) (profiles.WorkerPlan, error) {
 	switch {
 	case strings.HasPrefix(p.URL, "ipc://"):

@@ -1,4 +1,4 @@
-// Package lane is the gateway side of the direct ZMQ lane (zmq-lane.md):
+// Package lane is the gateway side of the direct ZMQ lane (docs/protocol.md):
 // one socket set per worker, the per-rank handshake state machine, the rank
 // registry, request/response multiplexing by rid and death detection.
 package lane
@@ -12,7 +12,7 @@ import (
 // SocketKind is the ZMQ socket type the gateway binds.
 type SocketKind int
 
-// The two kinds the gateway binds (zmq-lane.md §1.1).
+// The two kinds the gateway binds (docs/protocol.md §1.1).
 const (
 	Router SocketKind = iota
 	Pull

@@ -41,10 +41,10 @@ func (e *StallError) Error() string { return e.Msg }
 // Unwrap makes errors.Is(err, ErrRankStalled) hold.
 func (e *StallError) Unwrap() error { return ErrRankStalled }
 
-// engineCoreDead is the raw shutdown sentinel frame (zmq-lane.md §7.2).
+// engineCoreDead is the raw shutdown sentinel frame (docs/protocol.md §7.2).
 var engineCoreDead = []byte("ENGINE_CORE_DEAD")
 
-// Request type bytes on the input socket (zmq-lane.md §5.1).
+// Request type bytes on the input socket (docs/protocol.md §5.1).
 const (
 	typeAdd   = 0x00
 	typeAbort = 0x01
@@ -462,7 +462,7 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 }
 
 // bootstrapFrom resolves host:port from a registration, filling gaps from
-// the plan's address and TokenSpeed's default port (zmq-lane.md §3.7).
+// the plan's address and TokenSpeed's default port (docs/protocol.md §3.7).
 func bootstrapFrom(reg wire.Registration, planned string) string {
 	host, port := "127.0.0.1", strconv.Itoa(wire.DefaultBootstrapPort)
 	if h, p, err := net.SplitHostPort(planned); err == nil {
@@ -510,7 +510,7 @@ func (w *Worker) bootstrapLocked() string {
 
 // Bootstrap is the KV rendezvous host:port of a prefill (or encode)
 // worker: from its registration when an engine reported one, else the
-// plan's (decisions.md §5).
+// plan's (docs/architecture.md §D5).
 func (w *Worker) Bootstrap() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -815,7 +815,7 @@ func (w *Worker) Submit(identity int, rid string, payload []byte) (*Stream, erro
 
 // SubmitAux is Submit for a payload followed by out-of-band frames: an EPD
 // EncodeRequest whose tensors travel as frames [identity, ADD, payload,
-// aux1, aux2, ...] (zmq-lane.md §5.8, tsd's framing).
+// aux1, aux2, ...] (docs/protocol.md §9.4, tsd's framing).
 func (w *Worker) SubmitAux(identity int, rid string, payload []byte, aux [][]byte) (*Stream, error) {
 	return w.submit(identity, rid, payload, aux, true)
 }

@@ -2,7 +2,7 @@
 // (/v1/chat/completions, /v1/completions) on top of a token-level
 // gen.Engine: it renders chat templates, tokenizes, fans out n samples,
 // detokenizes incrementally with the stop jail and writes JSON or SSE
-// (gateway-flow.md §2, §2.1, §3).
+// (docs/protocol.md §11.1–§11.5).
 package openai
 
 import (

@@ -2,7 +2,7 @@
 // Qwen2/3, Llama 3, DeepSeek, GPT-style), renders chat templates, and turns
 // engine token ids back into text incrementally, with stop strings held back
 // until they are decided. The gateway needs all of this because the engines
-// speak token ids only over the ZMQ lane (gateway-flow.md §3).
+// speak token ids only over the ZMQ lane (docs/protocol.md §11.3).
 package tokenizer
 
 import (
@@ -22,7 +22,7 @@ type LoadOptions struct {
 	// ModelDir holds config.json / generation_config.json and is searched
 	// for chat templates; empty means the tokenizer directory.
 	ModelDir string
-	// ChatTemplatePath overrides template discovery (gateway-flow.md §3.1).
+	// ChatTemplatePath overrides template discovery (docs/protocol.md §11.3).
 	ChatTemplatePath string
 	// CacheWords bounds the per-word BPE cache; 0 means 65536 words.
 	CacheWords int
@@ -255,7 +255,7 @@ func (t *Tokenizer) loadConfigs(dir string, opts LoadOptions) error {
 	return nil
 }
 
-// discoverChatTemplate follows gateway-flow.md §3.1: explicit path, then
+// discoverChatTemplate follows docs/protocol.md §11.3: explicit path, then
 // chat_template.json, chat_template.jinja, any *.jinja in the model
 // directory, then tokenizer_config.json's chat_template.
 func discoverChatTemplate(modelDir, explicit string, cfgField json.RawMessage) (string, string, error) {

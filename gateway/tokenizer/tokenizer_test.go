@@ -371,7 +371,7 @@ func TestBPEVariants(t *testing.T) {
 	}
 }
 
-// Template resolution order (gateway-flow.md §3.1) and EOS merging across files.
+// Template resolution order (docs/protocol.md §11.3) and EOS merging across files.
 func TestConfigResolution(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -1,7 +1,7 @@
 // Package vision turns image bytes into the pixel patches a vision-language
 // model's encoder expects (Qwen2-VL / Qwen3-VL family), in Go, so the
 // gateway can preprocess images before the encode engine sees them
-// (gateway-flow.md §5.1). Resizing reproduces the reference processor's
+// (docs/protocol.md §9.8). Resizing reproduces the reference processor's
 // fixed-point bicubic filter bit for bit: torch's uint8 kernel (what
 // transformers 5.x uses) by default, or Pillow's.
 package vision

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Handshake statuses (zmq-lane.md §3.4).
+// Handshake statuses (docs/protocol.md §3.4).
 const (
 	StatusHello = "HELLO"
 	StatusReady = "READY"

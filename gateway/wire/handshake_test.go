@@ -89,7 +89,7 @@ func TestDecodeRegistrationVectors(t *testing.T) {
 	}
 }
 
-// Registration decoding must tolerate what different engines send (§3.6, §10.1).
+// Registration decoding must tolerate what different engines send (docs/protocol.md §3.6, §13).
 func TestDecodeRegistrationTolerant(t *testing.T) {
 	t.Parallel()
 	// {"block_size": 16, "max_model_len": nil, "future": [1,{"x":2}],

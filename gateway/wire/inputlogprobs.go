@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// Prompt (input) logprobs are tsd's design on this lane (zmq-lane.md §5.7
+// Prompt (input) logprobs are tsd's design on this lane (docs/protocol.md §6.6
 // says upstream has none): a prefill engine asked for them (return_logprob
 // with logprob_start_len >= 0) answers with its terminal message in the
 // full BatchTokenIDOut variant, whose input_token_logprobs_val/idx columns

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// EPD over the lane is tsd's design (zmq-lane.md §5.8 [DESIGN]); the shapes
+// EPD over the lane is tsd's design (docs/protocol.md §9 [DESIGN]); the shapes
 // below follow what the engine side can already decode, kept in small
 // functions so they can change when upstream settles.
 
@@ -64,7 +64,7 @@ type MultimodalInputs struct {
 
 // EncodeRequest is the encode server's work item: the tagged array
 // ["EncodeRequest", rid, http_worker_ipc, request_id, bootstrap_host,
-// bootstrap_port, bootstrap_room, items] (§5.8). BootstrapHost/Port name
+// bootstrap_port, bootstrap_room, items] (docs/protocol.md §9.4). BootstrapHost/Port name
 // the encode server itself; Items holds exactly one item with pixels.
 type EncodeRequest struct {
 	RID           string

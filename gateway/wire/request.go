@@ -74,7 +74,7 @@ func NewGenerateRequest(rid string, inputIDs []int32, sp SamplingParams) Generat
 	return GenerateRequest{RID: rid, InputIDs: inputIDs, Sampling: sp, LogprobStartLen: -1}
 }
 
-// SetBootstrap fills the PD triple (§5.6).
+// SetBootstrap fills the PD triple (docs/protocol.md §8.2).
 func (q *GenerateRequest) SetBootstrap(host string, port int, room uint64) {
 	q.BootstrapHost, q.BootstrapPort, q.BootstrapRoom = &host, &port, &room
 }
@@ -379,7 +379,7 @@ func PeekTag(b []byte) (string, error) {
 	return tag, nil
 }
 
-// AbortRequest is the ABORT payload: a plain array of rids (§5.9).
+// AbortRequest is the ABORT payload: a plain array of rids (docs/protocol.md §5.6).
 type AbortRequest struct {
 	RIDs []string
 }

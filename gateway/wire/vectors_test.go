@@ -18,20 +18,11 @@ type vector struct {
 	Engine    []string `json:"frames_engine_side"`
 }
 
-// loadVectors prefers the package's copy so CI does not depend on the
-// shared/ checkout beside the repo; the spec copy is the fallback.
+// loadVectors reads testdata/zmq-lane-vectors.json (its origin:
+// docs/protocol.md §12).
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
-	var data []byte
-	var err error
-	for _, p := range []string{
-		filepath.Join("testdata", "zmq-lane-vectors.json"),
-		filepath.Join("..", "..", "..", "shared", "spec", "zmq-lane-vectors.json"),
-	} {
-		if data, err = os.ReadFile(p); err == nil {
-			break
-		}
-	}
+	data, err := os.ReadFile(filepath.Join("testdata", "zmq-lane-vectors.json"))
 	if err != nil {
 		tb.Fatalf("read vectors: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // GPUHold is what one role held on its GPUs when its stop began: the
 // baseline that later readings are judged against to tell that a stopped
-// role's GPU memory was released (architecture.md, stop/restart).
+// role's GPU memory was released (docs/architecture.md §4, stop/restart).
 type GPUHold struct {
 	Role string
 	// PIDs is the role's process tree as last polled: any of them still on

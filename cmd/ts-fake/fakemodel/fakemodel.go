@@ -6,7 +6,7 @@ package fakemodel
 import "hash/crc32"
 
 // Seed is the engine's default sampling seed for a request without one:
-// CRC-32 (zlib) of the rid's UTF-8 bytes (zmq-lane.md §5.4).
+// CRC-32 (zlib) of the rid's UTF-8 bytes (docs/protocol.md §5.4).
 func Seed(rid string) uint32 { return crc32.ChecksumIEEE([]byte(rid)) }
 
 // Token is the i-th generated token (i from 0) for a seed, in [0, vocab).

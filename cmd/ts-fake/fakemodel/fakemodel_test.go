@@ -2,7 +2,7 @@ package fakemodel
 
 import "testing"
 
-// The default seed is zlib CRC-32 of the rid (values from zmq-lane.md §5.4).
+// The default seed is zlib CRC-32 of the rid (values from docs/protocol.md §5.4).
 func TestSeedMatchesEngine(t *testing.T) {
 	for rid, want := range map[string]uint32{"r1": 219023793, "pd-1": 1951483561} {
 		if got := Seed(rid); got != want {
