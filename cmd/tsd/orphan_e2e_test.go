@@ -91,10 +91,14 @@ func TestE2ETSDAndGuardianKilledTogether(t *testing.T) {
 			if len(guards) != 2 {
 				t.Fatalf("guardians %v", guards)
 			}
-			_ = d.cmd.Process.Signal(syscall.SIGKILL)
+			// Guardians first, then tsd, back to back: a guardian that saw
+			// its lifeline close (tsd gone) before its own SIGKILL would
+			// already be stopping the engine, and the leftovers would be
+			// exiting by themselves while the next tsd looks for them.
 			for _, g := range guards {
 				_ = syscall.Kill(g, syscall.SIGKILL)
 			}
+			_ = d.cmd.Process.Signal(syscall.SIGKILL)
 			<-d.done
 			left := 0
 			for _, p := range pids {
