@@ -1,0 +1,153 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// StepConfig is one supervised srun: what `tsd _srun` runs under the
+// guardian.
+type StepConfig struct {
+	JobID string
+	Name  string   // the step's --job-name, to find its id
+	Srun  []string // the whole srun argv
+	Grace time.Duration
+	Run   Runner // scancel / squeue; Exec when nil
+	Diag  io.Writer
+	// Signals delivers the stop request (SIGTERM, SIGINT); the process's
+	// own signals when nil.
+	Signals chan os.Signal
+	// PollEvery is how often squeue is asked for the step id (default 200ms).
+	PollEvery time.Duration
+}
+
+// RunStep runs srun in its own process group and turns a stop request into
+// Slurm's terms. srun must not see the guardian's SIGTERM itself: srun
+// answers a TERM by cancelling the step at once with SIGKILL, and a
+// SIGKILLed srun leaves its step running. So RunStep asks Slurm instead:
+// `scancel --signal=TERM JOB.STEP`, then `scancel --signal=KILL` and
+// `scancel JOB.STEP` after Grace, and returns srun's exit code (128+n for
+// a signal) once srun is gone. A step Slurm ends by itself (scancel, node
+// failure, the job's end) makes srun exit non-zero, which is a crash to
+// the restart policy.
+func RunStep(cfg StepConfig) int {
+	if cfg.Run == nil {
+		cfg.Run = Exec
+	}
+	if cfg.Diag == nil {
+		cfg.Diag = os.Stderr
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 200 * time.Millisecond
+	}
+	diag := func(format string, a ...any) { fmt.Fprintf(cfg.Diag, "tsd _srun: "+format+"\n", a...) }
+	sigs := cfg.Signals
+	if sigs == nil {
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(sigs)
+	}
+	if len(cfg.Srun) == 0 {
+		diag("no srun command")
+		return 127
+	}
+	cmd := exec.Command(cfg.Srun[0], cfg.Srun[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		diag("start %s: %v", cfg.Srun[0], err)
+		return 127
+	}
+	done := make(chan int, 1)
+	go func() { done <- exitCode(cmd.Wait()) }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stepC := make(chan string, 1)
+	go func() {
+		t := time.NewTicker(cfg.PollEvery)
+		defer t.Stop()
+		for {
+			if out, err := cfg.Run(ctx, SqueueStepsArgv(cfg.JobID)); err == nil {
+				if s, ok := FindStep(ParseSteps(out), cfg.JobID, cfg.Name); ok {
+					stepC <- s.ID
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	step := ""
+	for {
+		select {
+		case code := <-done:
+			return code
+		case step = <-stepC:
+			diag("step %s is %s", step, cfg.Name)
+		case sig := <-sigs:
+			return stop(cfg, diag, cmd, done, step, sig)
+		}
+	}
+}
+
+// stop ends the step gracefully through scancel and waits for srun.
+func stop(cfg StepConfig, diag func(string, ...any), cmd *exec.Cmd, done <-chan int, step string, sig os.Signal) int {
+	scancel := func(signal string) {
+		if _, err := cfg.Run(context.Background(), ScancelArgv(step, signal)); err != nil {
+			diag("%v", err)
+		}
+	}
+	if step == "" {
+		// The step never showed in squeue: srun's own handling (cancel
+		// now) is all there is.
+		diag("%v before the step was listed: SIGTERM to srun", sig)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	} else {
+		diag("%v: scancel --signal=TERM %s (KILL after %s)", sig, step, cfg.Grace)
+		scancel("TERM")
+	}
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(cfg.Grace):
+	}
+	if step != "" {
+		diag("step %s still running after %s: scancel --signal=KILL", step, cfg.Grace)
+		scancel("KILL")
+		scancel("")
+	}
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(3 * time.Second):
+	}
+	diag("srun still running: SIGKILL")
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return <-done
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}
