@@ -404,8 +404,9 @@ func (a *actor) start() {
 	info.matching.Store(true)
 	a.info = info
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
+	argv, grace := launcherFor(&a.plan, a.sup.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Grace: a.policy.StopGrace,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Grace: grace,
 		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs,
 	}
 	poke := a.poke

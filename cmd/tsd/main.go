@@ -24,7 +24,9 @@ type cli struct {
 	Logs     logsCmd     `cmd:"" help:"Print (or follow) one role's log from a running tsd."`
 	Bench    benchCmd    `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
+	Export   exportCmd   `cmd:"" help:"Write the profile for another launcher (tsd export slurm PROFILE: a batch script)."`
 	Guard    guardCmd    `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
+	Srun     srunCmd     `cmd:"" name:"_srun" hidden:"" help:"Internal: run one role's Slurm step under its guardian."`
 }
 
 // exitError carries a process exit code through kong without printing twice.

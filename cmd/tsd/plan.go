@@ -13,10 +13,16 @@ import (
 type planCmd struct {
 	Profile string `arg:"" help:"Profile YAML file."`
 	JSON    bool   `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
+	// Launcher slurm plans the job tsd runs in, or a stand-in job outside one.
+	Launcher string `enum:"local,slurm" default:"local" help:"Plan for local (this host) or slurm (each role a step of the Slurm job; outside one, a stand-in job JOBID)."`
 }
 
 func (c planCmd) Run() error {
-	return c.run(os.Stdout, os.Stderr, profiles.LocalHostFacts())
+	facts, err := hostFacts(c.Launcher, c.Profile, profiles.LocalHostFacts(), true)
+	if err != nil {
+		return err
+	}
+	return c.run(os.Stdout, os.Stderr, facts)
 }
 
 func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
@@ -60,7 +66,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 			gpus += "s"
 		}
 		where := "started by tsd"
-		if !r.Local {
+		if r.Launcher == profiles.LauncherSlurm {
+			where = fmt.Sprintf("a step of Slurm job %s on %s (%s), gpu:%d from Slurm", plan.SlurmJob, r.Node, r.NodeAddr, r.SlurmGPUs)
+		} else if !r.Local {
 			where = "run this on " + r.Host + ":"
 		}
 		fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)

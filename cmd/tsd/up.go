@@ -49,6 +49,7 @@ type upCmd struct {
 	NoGateway  bool          `name:"no-gateway" hidden:"" help:"Run the engines without the embedded gateway (ready = the launcher's ready line)."`
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
 	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
+	Launcher   string        `enum:"local,slurm" default:"local" help:"How roles start: local (this host) or slurm (each role a step of the Slurm job tsd runs in)."`
 }
 
 func (c upCmd) Run() error {
@@ -341,7 +342,11 @@ func (c upCmd) loadPlan() (*profiles.Plan, error) {
 	if c.Profile == "" {
 		return nil, errors.New("tsd up needs a PROFILE")
 	}
-	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
+	facts, err := hostFacts(c.Launcher, c.Profile, profiles.LocalHostFacts(), false)
+	if err != nil {
+		return nil, err
+	}
+	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return nil, profileErrors(errs)
 	}
