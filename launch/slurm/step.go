@@ -21,6 +21,7 @@ type StepConfig struct {
 	Grace time.Duration
 	Run   Runner // scancel / squeue; Exec when nil
 	Diag  io.Writer
+	Out   io.Writer // srun's output relayed (default os.Stdout)
 	// Signals delivers the stop request (SIGTERM, SIGINT); the process's
 	// own signals when nil.
 	Signals chan os.Signal
@@ -44,6 +45,9 @@ func RunStep(cfg StepConfig) int {
 	if cfg.Diag == nil {
 		cfg.Diag = os.Stderr
 	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
 	if cfg.PollEvery <= 0 {
 		cfg.PollEvery = 200 * time.Millisecond
 	}
@@ -58,15 +62,47 @@ func RunStep(cfg StepConfig) int {
 		diag("no srun command")
 		return 127
 	}
+	// When tsd dies, the pipe our output goes to loses its reader. srun
+	// writing there would die of SIGPIPE and leave its step running, so
+	// srun writes to our pipe, we relay, and a broken stdout only costs
+	// the relay (SIGPIPE ignored: writes fail instead of killing us).
+	signal.Ignore(syscall.SIGPIPE)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		diag("create output pipe: %v", err)
+		return 127
+	}
 	cmd := exec.Command(cfg.Srun[0], cfg.Srun[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, outW, outW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
 		diag("start %s: %v", cfg.Srun[0], err)
 		return 127
 	}
+	outW.Close()
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := outR.Read(buf)
+			if n > 0 {
+				_, _ = cfg.Out.Write(buf[:n])
+			}
+			if err != nil {
+				outR.Close()
+				return
+			}
+		}
+	}()
 	done := make(chan int, 1)
-	go func() { done <- exitCode(cmd.Wait()) }()
+	go func() {
+		code := exitCode(cmd.Wait())
+		<-relayed
+		done <- code
+	}()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,0 +1,195 @@
+package main
+
+// The demo profile as a two-node Slurm job on the repo's real test cluster
+// (scripts/slurm/up.sh through internal/slurmtest): prefill a step on n1,
+// decode a step on n2, ts-fake engines, tsd up --launcher slurm inside the
+// allocation.
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/internal/slurmtest"
+	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/launch/slurm"
+)
+
+var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
+
+// slurmAlloc holds both test nodes (2 GPUs each) for a few minutes, and
+// cancels the job when the test ends whatever happens.
+func slurmAlloc(t *testing.T, conf string) (job, nodelist string) {
+	t.Helper()
+	cmd := exec.Command("salloc", "--no-shell", "--nodes=2", "--gres=gpu:2", "--time=4", "--job-name=tsd-e2e")
+	cmd.Env = slurmtest.Env(conf)
+	out, err := cmd.CombinedOutput()
+	m := grantedRe.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("salloc: %v\n%s", err, out)
+	}
+	job = m[1]
+	t.Cleanup(func() {
+		c := exec.Command("scancel", job)
+		c.Env = slurmtest.Env(conf)
+		_ = c.Run()
+	})
+	nl, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%N")
+	if err != nil || strings.TrimSpace(nl) == "" {
+		t.Fatalf("squeue nodelist of job %s: %v %q", job, err, nl)
+	}
+	return job, strings.TrimSpace(nl)
+}
+
+func slurmOut(conf string, argv ...string) (string, error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = slurmtest.Env(conf)
+	out, err := c.Output()
+	return string(out), err
+}
+
+// roleSteps lists the job's tsd steps by name.
+func roleSteps(t *testing.T, conf, job string) map[string]string {
+	t.Helper()
+	out, err := slurmOut(conf, slurm.SqueueStepsArgv(job)...)
+	if err != nil {
+		t.Fatalf("squeue --steps: %v", err)
+	}
+	steps := map[string]string{}
+	for _, s := range slurm.ParseSteps(out) {
+		if strings.HasPrefix(s.Name, "tsd.") {
+			steps[s.Name] = s.ID
+		}
+	}
+	return steps
+}
+
+// waitSteps polls squeue (Slurm has no event stream for step state) until
+// cond holds or the deadline passes.
+func waitSteps(t *testing.T, conf, job string, limit time.Duration, what string, cond func(map[string]string) bool) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s := roleSteps(t, conf, job)
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; steps: %v", what, limit, s)
+		}
+		<-tick.C
+	}
+}
+
+func slurmChat(t *testing.T, d *deployment, base string) {
+	t.Helper()
+	body := `{"model":"demo","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, d.output())
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
+		t.Fatalf("chat: %d %s\n%s", resp.StatusCode, b, d.output())
+	}
+}
+
+func TestE2ESlurmTwoNodes(t *testing.T) {
+	conf := slurmtest.Start(t)
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	job, nodelist := slurmAlloc(t, conf)
+	ports := spacedFreePorts(t, 3)
+	gw := testports.Port(t)
+	prof := privateProfile(t, "demo.yaml",
+		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
+		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
+		[2]string{"kind: decode\n", fmt.Sprintf("kind: decode\n    node: 1\n    dist_init_port: %d\n", ports[2])},
+		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nrestart:\n"},
+	)
+	dir := filepath.Dir(prof)
+	// tsd runs as if inside the allocation: what salloc/sbatch would set.
+	t.Setenv("SLURM_CONF", conf)
+	t.Setenv("SLURM_JOB_ID", job)
+	t.Setenv("SLURM_JOB_NODELIST", nodelist)
+	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	d := runTSD(t, dir, "up", "--headless", "--launcher", "slurm", prof)
+	d.waitLine(0, "prefill", "→ ready")
+	n := d.waitLine(0, "decode", "→ ready")
+	steps := waitSteps(t, conf, job, 10*time.Second, "both role steps listed", func(s map[string]string) bool { return len(s) == 2 })
+	pre, dec := steps["tsd.demo.prefill"], steps["tsd.demo.decode"]
+	if pre == "" || dec == "" {
+		t.Fatalf("steps %v", steps)
+	}
+	// Each step landed on the node its role names, with Slurm's GPUs.
+	for _, c := range []struct{ log, want string }{{"prefill", "n1"}, {"decode", "n2"}} {
+		out, _ := slurmOut(conf, "squeue", "--steps", "-h", "-j", job, "-o", "%j %N")
+		if !strings.Contains(out, "tsd.demo."+c.log+" "+c.want) {
+			t.Fatalf("%s not on %s:\n%s", c.log, c.want, out)
+		}
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
+	slurmChat(t, d, base)
+
+	// Slurm ends the decode step: a crash to the restart policy, so a new
+	// step starts and the gateway re-admits it.
+	if out, err := slurmOut(conf, "scancel", dec); err != nil {
+		t.Fatalf("scancel %s: %v %s", dec, err, out)
+	}
+	d.waitLine(n, "decode", "→ ready")
+	steps = waitSteps(t, conf, job, 10*time.Second, "decode as a new step", func(s map[string]string) bool {
+		return s["tsd.demo.decode"] != "" && s["tsd.demo.decode"] != dec
+	})
+	if steps["tsd.demo.prefill"] != pre {
+		t.Fatalf("prefill step changed: %v (was %s)", steps, pre)
+	}
+	slurmChat(t, d, base)
+
+	// kill -9 of tsd: the guardians' lifelines cancel every step within
+	// stop_grace (5 s) + 2 s.
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range []string{"prefill", "decode"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", r+".log"))
+				t.Logf("%s.log:\n%s", r, b)
+			}
+		}
+	})
+	waitSteps(t, conf, job, 7*time.Second, "no step left after kill -9 of tsd", func(s map[string]string) bool { return len(s) == 0 })
+
+	// The job's end ends everything: nothing of it is left in the queue.
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%i %T")
+		if err != nil || strings.TrimSpace(out) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still listed after scancel: %s", job, out)
+		}
+		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
+	}
+}
