@@ -66,12 +66,15 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 			gpus += "s"
 		}
 		where := "started by tsd"
-		if r.Launcher == profiles.LauncherSlurm {
-			where = fmt.Sprintf("a step of Slurm job %s on %s (%s), gpu:%d from Slurm", plan.SlurmJob, r.Node, r.NodeAddr, r.SlurmGPUs)
-		} else if !r.Local {
+		if !r.Local {
 			where = "run this on " + r.Host + ":"
 		}
-		fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
+		if r.Launcher == profiles.LauncherSlurm {
+			// Slurm picks the devices; the step's CUDA_VISIBLE_DEVICES is its.
+			fmt.Fprintf(&b, "\nrole %s (%s, gres gpu:%d) a step of Slurm job %s on %s (%s)\n", r.Name, r.Kind, r.SlurmGPUs, plan.SlurmJob, r.Node, r.NodeAddr)
+		} else {
+			fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
+		}
 		fmt.Fprintf(&b, "    %s\n", r.CommandLine())
 		fmt.Fprintf(&b, "  worker:     %s\n", r.Worker)
 		fmt.Fprintf(&b, "  handshake:  %s\n", r.Handshake)
