@@ -172,3 +172,29 @@ func batchScript(p *profiles.Profile, exe string) (string, error) {
 	fmt.Fprintf(&b, "exec %s up --headless --launcher slurm %s\n", profiles.ShellQuote(exe), profiles.ShellQuote(abs))
 	return b.String(), nil
 }
+
+// watchSlurmJob stops the deployment when its Slurm job ends (scancel,
+// --time, node failure): its steps are gone and no new step can start,
+// so restarting them would only burn the budget. Slurm has no job-end
+// event for a process outside the job, so squeue is asked every few
+// seconds.
+func watchSlurmJob(ctx context.Context, job string, stop func()) {
+	defer func() { _ = recover() }() // never take the daemon down
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := slurm.Exec(qctx, slurm.JobStateArgv(job))
+		cancel()
+		if ctx.Err() == nil && slurm.JobEnded(out, err) {
+			fmt.Fprintf(os.Stderr, "tsd: Slurm job %s ended (%s): stopping every role\n", job, strings.TrimSpace(out))
+			stop()
+			return
+		}
+	}
+}

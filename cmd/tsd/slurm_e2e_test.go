@@ -106,14 +106,17 @@ func slurmChat(t *testing.T, d *deployment, base string) {
 	}
 }
 
-func TestE2ESlurmTwoNodes(t *testing.T) {
-	conf := slurmtest.Start(t)
+// slurmDemo starts tsd up --launcher slurm on the demo profile (prefill on
+// node 0, decode on node 1) inside a fresh two-node allocation.
+func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
+	t.Helper()
+	conf = slurmtest.Start(t)
 	if fakeBin == "" {
 		t.Skip("ts-fake does not build")
 	}
 	job, nodelist := slurmAlloc(t, conf)
 	ports := spacedFreePorts(t, 3)
-	gw := testports.Port(t)
+	gw = testports.Port(t)
 	prof := privateProfile(t, "demo.yaml",
 		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
 		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
@@ -128,8 +131,23 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	t.Setenv("SLURM_JOB_ID", job)
 	t.Setenv("SLURM_JOB_NODELIST", nodelist)
 	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	d = runTSD(t, dir, "up", "--headless", "--launcher", "slurm", prof)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range []string{"prefill", "decode"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", r+".log"))
+				t.Logf("%s.log:\n%s", r, b)
+			}
+		}
+	})
+	return d, conf, job, gw
+}
 
-	d := runTSD(t, dir, "up", "--headless", "--launcher", "slurm", prof)
+// TestE2ESlurmTwoNodes: ready on two nodes, a chat answered, a step Slurm
+// cancels comes back as a new step, kill -9 of tsd leaves no step, and the
+// job's end leaves nothing.
+func TestE2ESlurmTwoNodes(t *testing.T) {
+	d, conf, job, gw := slurmDemo(t)
 	d.waitLine(0, "prefill", "→ ready")
 	n := d.waitLine(0, "decode", "→ ready")
 	steps := waitSteps(t, conf, job, 10*time.Second, "both role steps listed", func(s map[string]string) bool { return len(s) == 2 })
@@ -167,14 +185,6 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-d.done
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, r := range []string{"prefill", "decode"} {
-				b, _ := os.ReadFile(filepath.Join(dir, "logs", r+".log"))
-				t.Logf("%s.log:\n%s", r, b)
-			}
-		}
-	})
 	waitSteps(t, conf, job, 7*time.Second, "no step left after kill -9 of tsd", func(s map[string]string) bool { return len(s) == 0 })
 
 	// The job's end ends everything: nothing of it is left in the queue.
@@ -191,5 +201,21 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 			t.Fatalf("job %s still listed after scancel: %s", job, out)
 		}
 		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
+	}
+}
+
+// TestE2ESlurmJobEnd: the job ending under a running tsd ends its steps,
+// and tsd, seeing the job gone, stops and exits.
+func TestE2ESlurmJobEnd(t *testing.T) {
+	d, conf, job, _ := slurmDemo(t)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	d.waitLine(0, "tsd: Slurm job "+job+" ended")
+	_ = d.wait() // exits; the roles it could not restart may make it non-zero
+	if s := roleSteps(t, conf, job); len(s) != 0 {
+		t.Fatalf("steps left: %v", s)
 	}
 }

@@ -111,6 +111,9 @@ func (c upCmd) Run() error {
 	defer signal.Stop(sigs)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	if plan.Launcher == profiles.LauncherSlurm {
+		go watchSlurmJob(runCtx, plan.SlurmJob, stopRun)
+	}
 	go func() {
 		n := 0
 		for range sigs {

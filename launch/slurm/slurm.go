@@ -365,3 +365,23 @@ func NodesNeeded(gpus, placed []int) (nodes, perNode int) {
 	}
 	return nodes, perNode
 }
+
+// JobEnded reads `squeue -h -j JOB -o %T` (out, and err from running it):
+// true once the job is no longer running, or Slurm no longer knows it.
+// Other errors (the controller briefly unreachable) are not an end.
+func JobEnded(out string, err error) bool {
+	if err != nil {
+		return strings.Contains(err.Error(), "Invalid job id")
+	}
+	st := strings.TrimSpace(out)
+	switch st {
+	case "RUNNING", "CONFIGURING", "PENDING", "SUSPENDED":
+		return false
+	}
+	return true // COMPLETING, CANCELLED, TIMEOUT, NODE_FAIL, …, or gone ("")
+}
+
+// JobStateArgv asks squeue for a job's state, as JobEnded reads it.
+func JobStateArgv(job string) []string {
+	return []string{"squeue", "-h", "-j", job, "-o", "%T"}
+}

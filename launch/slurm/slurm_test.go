@@ -182,3 +182,24 @@ func TestPlace(t *testing.T) {
 		t.Error(n, per)
 	}
 }
+
+func TestJobEnded(t *testing.T) {
+	for _, c := range []struct {
+		out  string
+		err  error
+		want bool
+	}{
+		{"RUNNING\n", nil, false},
+		{"CONFIGURING\n", nil, false},
+		{"COMPLETING\n", nil, true},
+		{"CANCELLED\n", nil, true},
+		{"TIMEOUT\n", nil, true},
+		{"", nil, true},
+		{"", errors.New("run squeue: exit status 1 slurm_load_jobs error: Invalid job id specified"), true},
+		{"", errors.New("run squeue: exit status 1 Unable to contact slurm controller"), false},
+	} {
+		if got := JobEnded(c.out, c.err); got != c.want {
+			t.Errorf("JobEnded(%q, %v) = %v", c.out, c.err, got)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -83,13 +85,22 @@ func RunStep(cfg StepConfig) int {
 	}
 	outW.Close()
 	relayed := make(chan struct{})
+	var cancelled atomic.Bool
 	go func() {
 		defer close(relayed)
 		buf := make([]byte, 64<<10)
+		var tail []byte // a marker may straddle two reads
 		for {
 			n, err := outR.Read(buf)
 			if n > 0 {
 				_, _ = cfg.Out.Write(buf[:n])
+				tail = append(tail, buf[:n]...)
+				if bytes.Contains(tail, cancelledMark) {
+					cancelled.Store(true)
+				}
+				if len(tail) > len(cancelledMark) {
+					tail = append(tail[:0], tail[len(tail)-len(cancelledMark):]...)
+				}
 			}
 			if err != nil {
 				outR.Close()
@@ -129,6 +140,13 @@ func RunStep(cfg StepConfig) int {
 	for {
 		select {
 		case code := <-done:
+			if code == 0 && cancelled.Load() {
+				// The engine obeyed the TERM of a scancel, the job's end
+				// or its time limit and exited 0; tsd did not ask, so to
+				// the restart policy this is a crash, not a clean exit.
+				diag("step %s was cancelled by Slurm: reporting exit %d", step, exitCancelled)
+				return exitCancelled
+			}
 			return code
 		case step = <-stepC:
 			diag("step %s is %s", step, cfg.Name)
@@ -173,6 +191,14 @@ func stop(cfg StepConfig, diag func(string, ...any), cmd *exec.Cmd, done <-chan 
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return <-done
 }
+
+// cancelledMark is what slurmstepd prints when a step is cancelled
+// ("*** STEP 12.3 ON n2 CANCELLED AT ... ***"), relayed by srun.
+var cancelledMark = []byte(" CANCELLED AT ")
+
+// exitCancelled is the exit code of a step Slurm cancelled whose engine
+// exited 0 on the TERM: 128 + SIGTERM, as if the TERM had killed it.
+const exitCancelled = 128 + 15
 
 func exitCode(err error) int {
 	if err == nil {

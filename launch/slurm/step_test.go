@@ -141,3 +141,11 @@ func TestRunStepStopKill(t *testing.T) {
 		t.Fatalf("scancel calls %v", got)
 	}
 }
+
+// A step Slurm cancels whose engine exits 0 on the TERM is still a crash.
+func TestRunStepCancelledBySlurm(t *testing.T) {
+	_, _, done, _ := runFake(t, "echo 'slurmstepd-n2: error: *** STEP 3.4 ON n2 CANCELLED AT 2026-12-01T10:40:15 ***' >&2; exit 0", time.Second)
+	if code := <-done; code != 143 {
+		t.Fatalf("exit code %d, want 143", code)
+	}
+}
