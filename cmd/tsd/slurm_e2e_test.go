@@ -6,6 +6,7 @@ package main
 // allocation.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,7 +30,11 @@ var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
 // cancels the job when the test ends whatever happens.
 func slurmAlloc(t *testing.T, conf string) (job, nodelist string) {
 	t.Helper()
-	cmd := exec.Command("salloc", "--no-shell", "--nodes=2", "--gres=gpu:2", "--time=4", "--job-name=tsd-e2e")
+	// Another test's job may hold the GPUs for a moment: salloc waits for
+	// them, up to a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "salloc", "--no-shell", "--nodes=2", "--gres=gpu:2", "--time=4", "--job-name=tsd-e2e")
 	cmd.Env = slurmtest.Env(conf)
 	out, err := cmd.CombinedOutput()
 	m := grantedRe.FindStringSubmatch(string(out))
@@ -106,6 +111,23 @@ func slurmChat(t *testing.T, d *deployment, base string) {
 	}
 }
 
+// slurmDemoProfile writes the demo profile with prefill on node 0 and
+// decode on node 1, its ports from internal/testports.
+func slurmDemoProfile(t *testing.T) (prof string, gw int) {
+	t.Helper()
+	ports := spacedFreePorts(t, 3)
+	gw = testports.Port(t)
+	prof = privateProfile(t, "demo.yaml",
+		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
+		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
+		[2]string{"kind: decode\n", fmt.Sprintf("kind: decode\n    node: 1\n    dist_init_port: %d\n", ports[2])},
+		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nslurm: {time: \"3\"}\nrestart:\n"},
+	)
+	return prof, gw
+}
+
 // slurmDemo starts tsd up --launcher slurm on the demo profile (prefill on
 // node 0, decode on node 1) inside a fresh two-node allocation.
 func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
@@ -115,16 +137,7 @@ func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
 		t.Skip("ts-fake does not build")
 	}
 	job, nodelist := slurmAlloc(t, conf)
-	ports := spacedFreePorts(t, 3)
-	gw = testports.Port(t)
-	prof := privateProfile(t, "demo.yaml",
-		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
-		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
-		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
-		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
-		[2]string{"kind: decode\n", fmt.Sprintf("kind: decode\n    node: 1\n    dist_init_port: %d\n", ports[2])},
-		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nrestart:\n"},
-	)
+	prof, gw := slurmDemoProfile(t)
 	dir := filepath.Dir(prof)
 	// tsd runs as if inside the allocation: what salloc/sbatch would set.
 	t.Setenv("SLURM_CONF", conf)
@@ -191,17 +204,7 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	if out, err := slurmOut(conf, "scancel", job); err != nil {
 		t.Fatalf("scancel %s: %v %s", job, err, out)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		out, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%i %T")
-		if err != nil || strings.TrimSpace(out) == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still listed after scancel: %s", job, out)
-		}
-		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
-	}
+	waitJobGone(t, conf, job)
 }
 
 // TestE2ESlurmJobEnd: the job ending under a running tsd ends its steps,
@@ -217,5 +220,83 @@ func TestE2ESlurmJobEnd(t *testing.T) {
 	_ = d.wait() // exits; the roles it could not restart may make it non-zero
 	if s := roleSteps(t, conf, job); len(s) != 0 {
 		t.Fatalf("steps left: %v", s)
+	}
+}
+
+// TestE2ESlurmBatchScript: `tsd export slurm` writes a script that sbatch
+// runs as is: both role steps come up, the gateway answers, and cancelling
+// the job leaves nothing.
+func TestE2ESlurmBatchScript(t *testing.T) {
+	conf := slurmtest.Start(t)
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	prof, gw := slurmDemoProfile(t)
+	dir := filepath.Dir(prof)
+	script := filepath.Join(dir, "job.sh")
+	if out, err := exec.Command(tsdBin, "export", "slurm", prof, "-o", script, "--tsd", tsdBin).CombinedOutput(); err != nil {
+		t.Fatalf("tsd export slurm: %v\n%s", err, out)
+	}
+	sb := exec.Command("sbatch", "--parsable", script)
+	sb.Dir = dir
+	sb.Env = append(slurmtest.Env(conf), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := sb.Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	t.Cleanup(func() { _, _ = slurmOut(conf, "scancel", job) })
+	// The job's output file is the only view of it: read it until both
+	// roles are ready (no event reaches a process outside the job).
+	outFile := filepath.Join(dir, "tsd-demo-"+job+".out")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(outFile)
+		if regexp.MustCompile(`decode .*→ ready`).Match(b) && regexp.MustCompile(`prefill .*→ ready`).Match(b) {
+			break
+		}
+		if time.Now().After(deadline) {
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			st, _ := slurmOut(conf, "scontrol", "show", "job", job)
+			t.Fatalf("job %s never ready; %s in %v; output:\n%s\n%s", job, outFile, names, b, st)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the job's output file
+	}
+	if s := roleSteps(t, conf, job); len(s) != 2 {
+		t.Fatalf("steps %v", s)
+	}
+	body := `{"model":"demo","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Post(fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", gw), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
+		t.Fatalf("chat: %d %s", resp.StatusCode, b)
+	}
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	waitJobGone(t, conf, job)
+}
+
+// waitJobGone polls squeue until the job is no longer listed.
+func waitJobGone(t *testing.T, conf, job string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%i %T")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still listed: %s", job, out)
+		}
+		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
 	}
 }
