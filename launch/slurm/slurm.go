@@ -61,12 +61,19 @@ func ExpandNodelist(s string) ([]string, error) {
 			return nil, fmt.Errorf("expand nodelist %q: %w", s, err)
 		}
 		out = append(out, names...)
+		if len(out) > maxNodes {
+			return nil, fmt.Errorf("expand nodelist: more than %d nodes", maxNodes)
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("expand nodelist %q: no node names", s)
 	}
 	return out, nil
 }
+
+// maxNodes bounds an expansion: no job has more nodes, and a hostile
+// list like a[1-99999]b[1-99999] must not eat the memory.
+const maxNodes = 100000
 
 // splitTop splits at commas outside brackets.
 func splitTop(s string) []string {
@@ -104,6 +111,9 @@ func expandOne(p string) ([]string, error) {
 	}
 	end += open
 	prefix, body, rest := p[:open], p[open+1:end], p[end+1:]
+	if strings.ContainsAny(prefix, "]") {
+		return nil, fmt.Errorf("%q: unbalanced ]", p)
+	}
 	tails, err := expandOne(rest)
 	if err != nil {
 		return nil, err
@@ -133,6 +143,9 @@ func expandOne(p string) ([]string, error) {
 			}
 			for _, t := range tails {
 				out = append(out, prefix+num+t)
+			}
+			if len(out) > maxNodes {
+				return nil, fmt.Errorf("%q: more than %d nodes", p, maxNodes)
 			}
 		}
 	}
