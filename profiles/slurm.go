@@ -77,3 +77,14 @@ func setFlag(argv []string, flag, value string) {
 		}
 	}
 }
+
+// OnOtherNode reports whether a Slurm role runs on another node than tsd
+// (the job's first node, whose address its worker names), so checks of
+// this host's ports or devices do not apply to it.
+func (r *RolePlan) OnOtherNode() bool {
+	if r.Launcher != LauncherSlurm {
+		return false
+	}
+	w, err := ParseWorker(r.Worker)
+	return err == nil && w.Scheme == "tcp" && w.Host != r.NodeAddr
+}

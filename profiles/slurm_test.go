@@ -55,6 +55,9 @@ func TestSlurmPlanGolden(t *testing.T) {
 			t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
 		}
 	}
+	if p.OnOtherNode() || !d.OnOtherNode() {
+		t.Errorf("OnOtherNode: prefill %v decode %v, want false true", p.OnOtherNode(), d.OnOtherNode())
+	}
 	if _, ok := d.Env["CUDA_VISIBLE_DEVICES"]; ok {
 		t.Error("slurm mode must leave CUDA_VISIBLE_DEVICES to Slurm")
 	}
@@ -101,5 +104,23 @@ func TestSlurmPacking(t *testing.T) {
 	}
 	if s := strings.Join(got, " "); s != "prefill@gpu-a01 decode@gpu-a02 decode2@gpu-a02" {
 		t.Error(s)
+	}
+}
+
+// Preflight binds ports on this host only: a Slurm role on another node
+// has its dist-init cluster there, so a busy port here is not its problem.
+func TestSlurmPreflightSkipsOtherNodes(t *testing.T) {
+	t.Parallel()
+	plan, errs := MakePlan(loadExample(t, "seed-pd-slurm.yaml"), slurmFacts())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	busy := PreflightEnv{PortFree: func(int) bool { return false }, LookPath: func(s string) (string, error) { return s, nil }}
+	text := problemsText(Preflight(plan, busy))
+	if !strings.Contains(text, "port 12579 (dist-init cluster port) is in use") {
+		t.Errorf("prefill (this node) not checked:\n%s", text)
+	}
+	if strings.Contains(text, "13580") {
+		t.Errorf("decode (other node) checked here:\n%s", text)
 	}
 }
