@@ -563,6 +563,12 @@ func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
 		if rp, ok := d.plan.Role(r.Name); ok {
 			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
+			if rp.Launcher == profiles.LauncherSlurm {
+				// The engine runs under slurmstepd, not under this pid
+				// (srun's), and its devices are Slurm's: no readings
+				// rather than srun's CPU or someone else's GPU.
+				info.RootPID, info.CudaVisibleDevices = 0, ""
+			}
 		}
 		roles = append(roles, info)
 	}
