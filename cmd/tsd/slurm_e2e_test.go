@@ -180,6 +180,7 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 
 	// Slurm ends the decode step: a crash to the restart policy, so a new
 	// step starts and the gateway re-admits it.
+	cancelled := time.Now()
 	if out, err := slurmOut(conf, "scancel", dec); err != nil {
 		t.Fatalf("scancel %s: %v %s", dec, err, out)
 	}
@@ -190,6 +191,7 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	if steps["tsd.demo.prefill"] != pre {
 		t.Fatalf("prefill step changed: %v (was %s)", steps, pre)
 	}
+	t.Logf("decode back as a new step and ready %s after scancel", time.Since(cancelled).Round(time.Millisecond))
 	slurmChat(t, d, base)
 
 	// kill -9 of tsd: the guardians' lifelines cancel every step within
@@ -197,8 +199,10 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	<-d.done
 	waitSteps(t, conf, job, 7*time.Second, "no step left after kill -9 of tsd", func(s map[string]string) bool { return len(s) == 0 })
+	t.Logf("no step listed %s after kill -9 of tsd", time.Since(killed).Round(time.Millisecond))
 
 	// The job's end ends everything: nothing of it is left in the queue.
 	if out, err := slurmOut(conf, "scancel", job); err != nil {
