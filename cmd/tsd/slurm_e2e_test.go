@@ -175,6 +175,17 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 			t.Fatalf("%s not on %s:\n%s", c.log, c.want, out)
 		}
 	}
+	// GPUs come from Slurm: each step asked for tp × dp of them, and tsd
+	// set no CUDA_VISIBLE_DEVICES of its own (Slurm sets the step's).
+	for _, c := range []struct{ step, want string }{{pre, "TresPerNode=gres:gpu:2"}, {dec, "TresPerNode=gres:gpu:1"}} {
+		out, err := slurmOut(conf, "scontrol", "show", "step", c.step)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Fatalf("step %s: %v, want %s:\n%s", c.step, err, c.want, out)
+		}
+	}
+	if strings.Contains(d.output(), "CUDA_VISIBLE_DEVICES=") {
+		t.Fatalf("tsd set CUDA_VISIBLE_DEVICES in slurm mode:\n%s", d.output())
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
 	slurmChat(t, d, base)
 
