@@ -27,10 +27,14 @@ type Plan struct {
 	// (engine.mooncake.intranode_nvlink), so preflight does not warn.
 	IntranodeNVLink bool `json:"intranode_nvlink,omitempty"`
 	// TransferBackend is engine.transfer_backend.
-	TransferBackend string      `json:"transfer_backend,omitempty"`
-	Gateway         GatewayPlan `json:"gateway"`
-	Roles           []RolePlan  `json:"roles"`
-	Warnings        []string    `json:"warnings,omitempty"`
+	TransferBackend string `json:"transfer_backend,omitempty"`
+	// Launcher is how roles start: "" (tsd's guardian on this host) or
+	// "slurm" (each role a step of SlurmJob).
+	Launcher string      `json:"launcher,omitempty"`
+	SlurmJob string      `json:"slurm_job,omitempty"`
+	Gateway  GatewayPlan `json:"gateway"`
+	Roles    []RolePlan  `json:"roles"`
+	Warnings []string    `json:"warnings,omitempty"`
 }
 
 // Role kinds.
@@ -115,6 +119,28 @@ type RolePlan struct {
 	Restart              RestartPlan       `json:"restart"`
 	// StallAction (health.stall_action): restart | wait.
 	StallAction string `json:"stall_action"`
+	// Launcher "slurm": Argv runs as the job step Step on Node (address
+	// NodeAddr) through Srun, which ends with "--"; SlurmGPUs is its
+	// --gres gpu:N. GPUs is then empty: Slurm picks the devices and sets
+	// CUDA_VISIBLE_DEVICES in the step itself.
+	Launcher  string   `json:"launcher,omitempty"`
+	Node      string   `json:"node,omitempty"`
+	NodeAddr  string   `json:"node_addr,omitempty"`
+	Step      string   `json:"step,omitempty"`
+	Srun      []string `json:"srun,omitempty"`
+	SlurmGPUs int      `json:"slurm_gpus,omitempty"`
+}
+
+// LauncherSlurm is Plan.Launcher and RolePlan.Launcher for Slurm job steps.
+const LauncherSlurm = "slurm"
+
+// Command is the whole command line that starts the role: the srun
+// prefix and the engine argv under --launcher slurm, the argv otherwise.
+func (r *RolePlan) Command() []string {
+	if len(r.Srun) == 0 {
+		return r.Argv
+	}
+	return append(append([]string{}, r.Srun...), r.Argv...)
 }
 
 // RestartPlan is the resolved restart policy of one role instance.

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tsd-project/tsd/launch/slurm"
 )
 
 // GPU is one device of the host, as telemetry reports it.
@@ -42,6 +44,9 @@ type HostFacts struct {
 	// ascend), "" when it has none, both, or is unknown; a profile without
 	// accelerator: takes it.
 	Accelerator string
+	// Slurm is the allocation tsd runs in with --launcher slurm; nil plans
+	// for this host alone.
+	Slurm *slurm.Job
 }
 
 // LocalHostFacts are the facts of this machine for planning: a real port
@@ -306,7 +311,9 @@ func (pl *planner) plan() *Plan {
 			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local,
 		})
 	}
-	if pl.facts.GPUs != nil {
+	if pl.facts.Slurm != nil {
+		pl.slurm(plan, insts)
+	} else if pl.facts.GPUs != nil {
 		pl.checkGPUs(insts)
 	}
 	return plan

@@ -146,8 +146,8 @@ func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 		}
 	}
 	for _, r := range plan.Roles {
-		if !r.Local {
-			continue
+		if !r.Local || r.OnOtherNode() {
+			continue // its ports are on another host: binding here says nothing
 		}
 		for _, p := range r.PortCluster {
 			wants = append(wants, want{p, r.Name, "dist-init cluster port"})

@@ -27,6 +27,7 @@ type Profile struct {
 	Health      Health
 	RunDir      string
 	LogDir      string
+	Slurm       Slurm
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
@@ -111,10 +112,20 @@ type Role struct {
 	GPUMemoryUtilization float64
 	// IBDevice overrides engine.ib_device for this role.
 	IBDevice string
+	// Node is the index into the Slurm job's node list this role runs on
+	// with --launcher slurm; -1 lets the planner pack it.
+	Node int
 }
 
 // Local reports whether tsd spawns this role itself.
 func (r *Role) Local() bool { return r.Host == "" || r.Host == HostLocal }
+
+// Slurm holds the batch settings of `tsd export slurm`.
+type Slurm struct {
+	Time      string // #SBATCH --time
+	Partition string // #SBATCH --partition ("" = the cluster's default)
+	Account   string // #SBATCH --account
+}
 
 // Restart is a resolved restart policy.
 type Restart struct {

@@ -225,6 +225,7 @@ var (
 	roleSection     section[Role]
 	restartSection  section[Restart]
 	healthSection   section[Health]
+	slurmSection    section[Slurm]
 )
 
 func init() {
@@ -240,6 +241,12 @@ func init() {
 		if r.Backoff > r.MaxBackoff {
 			l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
 		}
+	}}
+
+	slurmSection = section[Slurm]{Path: "slurm", Rows: []row[Slurm]{
+		strKey("time", "1:00:00", "#SBATCH --time of `tsd export slurm` (the job's wall-clock limit)", func(s *Slurm) *string { return &s.Time }),
+		strKey("partition", "", "#SBATCH --partition; empty: the cluster's default", func(s *Slurm) *string { return &s.Partition }),
+		strKey("account", "", "#SBATCH --account; empty: none", func(s *Slurm) *string { return &s.Account }),
 	}}
 
 	mooncakeSection = section[Mooncake]{Path: "engine.mooncake", Rows: []row[Mooncake]{
@@ -329,6 +336,11 @@ func init() {
 		}},
 		floatKey("gpu_memory_utilization", 0, 1, "", "--gpu-memory-utilization; set on every role that shares a GPU to let them share it", func(r *Role) *float64 { return &r.GPUMemoryUtilization }),
 		strKey("ib_device", "", "--disaggregation-ib-device for this role, over engine.ib_device", func(r *Role) *string { return &r.IBDevice }),
+		{Key: "node", Type: "integer 0-4095", DefaultDoc: "packed by the planner", Doc: "with --launcher slurm: index into the job's node list (every replica runs there)", read: func(l *loader, f field, r *Role) {
+			if v, ok := l.intv(f, 0, 4095); ok {
+				r.Node = v
+			}
+		}},
 		{Key: "worker", Type: "ipc://PATH | tcp://HOST:PORT", DefaultDoc: "`ipc://<run_dir>/<name>`", Doc: "where the gateway binds this engine's sockets (one per replica)", read: readWorkers},
 		{Key: "dist_init_port", Type: "integer 1-65535", DefaultDoc: "planned", Doc: "--dist-init-addr 127.0.0.1:PORT (one per replica)", read: func(l *loader, f field, r *Role) {
 			r.DistInitPorts = perReplicaInts(l, f, r.Replicas, "dist_init_port")
@@ -381,6 +393,7 @@ func init() {
 		subKey("restart", "restart rules for every role", &restartSection, func(p *Profile) *Restart { return &p.Restart }),
 		subKey("health", "how a role that stopped working is judged and handled", &healthSection, func(p *Profile) *Health { return &p.Health }),
 		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
+		subKey("slurm", "batch settings of `tsd export slurm`", &slurmSection, func(p *Profile) *Slurm { return &p.Slurm }),
 		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.RunDir = resolvePath(p.Dir, s, true)
@@ -501,6 +514,7 @@ func readRoles(l *loader, at field, p *Profile) {
 		l.pos[path] = rf.pos
 		var r Role
 		roleSection.setDefaults(&r)
+		r.Node = -1 // unset: the planner packs it (--launcher slurm)
 		r.Restart = p.Restart
 		l.role(&r, rf)
 		p.Roles = append(p.Roles, r)

@@ -24,7 +24,8 @@ func ShellQuote(s string) string {
 }
 
 // CommandLine is the role's command as one line a user can paste into a
-// shell on the machine that runs it: the env assignments, then the argv.
+// shell on the machine that runs it: the env assignments, then the argv
+// (behind its srun prefix under --launcher slurm).
 func (r *RolePlan) CommandLine() string {
 	var b strings.Builder
 	for _, k := range EnvOrder(r.Env) {
@@ -33,7 +34,7 @@ func (r *RolePlan) CommandLine() string {
 		b.WriteString(ShellQuote(r.Env[k]))
 		b.WriteByte(' ')
 	}
-	for i, a := range r.Argv {
+	for i, a := range r.Command() {
 		if i > 0 {
 			b.WriteByte(' ')
 		}

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -170,7 +171,13 @@ func roleGPUErrors(p *Profile, r *Role, rk string, devs *deviceUses) []*Error {
 			}
 			seen[g] = true
 			use := deviceUse{key: key, inst: r.Instance(k), frac: r.GPUMemoryUtilization}
-			if msg := devs.add(p, r.Host+"\x00"+g, use); msg != "" {
+			machine := r.Host
+			if r.Node >= 0 {
+				// node: places the role on a node of a Slurm job; GPU
+				// indices on different nodes are different devices.
+				machine += "\x00node" + strconv.Itoa(r.Node)
+			}
+			if msg := devs.add(p, machine+"\x00"+g, use); msg != "" {
 				hostNote := ""
 				if !r.Local() {
 					hostNote = " on host " + r.Host

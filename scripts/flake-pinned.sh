@@ -14,11 +14,11 @@ out=bin/flake
 case ${1:-} in
 build)
 	rm -rf "$out" && mkdir -p "$out/plain" "$out/race"
-	go build -o "$out/plain/tsd" ./cmd/tsd
-	go build -o "$out/plain/ts-fake" ./cmd/ts-fake
-	go build -race -o "$out/race/ts-fake" ./cmd/ts-fake
+	go build -ldflags "-s -w" -o "$out/plain/tsd" ./cmd/tsd
+	go build -ldflags "-s -w" -o "$out/plain/ts-fake" ./cmd/ts-fake
+	go build -race -ldflags "-s -w" -o "$out/race/ts-fake" ./cmd/ts-fake
 	for p in cmd/tsd cmd/ts-fake supervisor supervisor/telemetry gateway; do
-		go test -c -race -o "$out/$(echo $p | tr / _).test" ./$p
+		go test -c -race -ldflags "-s -w" -o "$out/$(echo $p | tr / _).test" ./$p
 	done
 	ls -la "$out"
 	;;

@@ -508,8 +508,9 @@ func (a *actor) start() {
 	a.info = info
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
 	a.cgroup = a.sup.roleCgroup(a.plan.Name)
+	argv, grace := launcherFor(&a.plan, a.sup.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: a.plan.Argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: a.policy.StopGrace,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: grace,
 		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs, Cgroup: a.cgroup,
 	}
 	poke := a.poke

@@ -76,6 +76,9 @@ func (c upCmd) spawnDaemon() error {
 	}
 	args := []string{"up", "--headless", "--status-fd=3", "--name=" + plan.Name,
 		fmt.Sprintf("--no-progress=%s", c.NoProgress), fmt.Sprintf("--log-lines=%d", c.LogLines)}
+	if c.Launcher != "" && c.Launcher != "local" {
+		args = append(args, "--launcher="+c.Launcher)
+	}
 	if c.FakeNPUs > 0 {
 		args = append(args, fmt.Sprintf("--fake-npus=%d", c.FakeNPUs))
 	}

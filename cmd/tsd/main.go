@@ -28,9 +28,11 @@ type cli struct {
 	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment."`
 	Logs       logsCmd          `cmd:"" help:"Print (or follow) one role's log, or every role's merged."`
 	Bench      benchCmd         `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
+	Export     exportCmd        `cmd:"" help:"Write the profile for another launcher (tsd export slurm PROFILE: a batch script)."`
 	Completion completionCmd    `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	VersionCmd versionCmd       `cmd:"" name:"version" help:"Print the version."`
 	Guard      guardCmd         `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
+	Srun       srunCmd          `cmd:"" name:"_srun" hidden:"" help:"Internal: run one role's Slurm step under its guardian."`
 }
 
 // exitError carries a process exit code through kong without printing twice.

@@ -16,10 +16,16 @@ type planCmd struct {
 	// ShowSecrets prints env values and flags that look secret (TOKEN,
 	// KEY, SECRET, PASSWORD in the name) instead of ***.
 	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
+	// Launcher slurm plans the job tsd runs in, or a stand-in job outside one.
+	Launcher string `enum:"local,slurm" default:"local" help:"Plan for local (this host) or slurm (each role a step of the Slurm job; outside one, a stand-in job JOBID)."`
 }
 
 func (c planCmd) Run() error {
-	return c.run(os.Stdout, os.Stderr, profiles.LocalHostFacts())
+	facts, err := hostFacts(c.Launcher, c.Profile, profiles.LocalHostFacts(), true)
+	if err != nil {
+		return err
+	}
+	return c.run(os.Stdout, os.Stderr, facts)
 }
 
 func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
@@ -69,7 +75,12 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 		if !r.Local {
 			where = "run this on " + r.Host + ":"
 		}
-		fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
+		if r.Launcher == profiles.LauncherSlurm {
+			// Slurm picks the devices; the step's CUDA_VISIBLE_DEVICES is its.
+			fmt.Fprintf(&b, "\nrole %s (%s, gres gpu:%d) a step of Slurm job %s on %s (%s)\n", r.Name, r.Kind, r.SlurmGPUs, plan.SlurmJob, r.Node, r.NodeAddr)
+		} else {
+			fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
+		}
 		fmt.Fprintf(&b, "    %s\n", r.CommandLine())
 		fmt.Fprintf(&b, "  worker:     %s\n", r.Worker)
 		fmt.Fprintf(&b, "  handshake:  %s\n", r.Handshake)

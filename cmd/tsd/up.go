@@ -60,6 +60,7 @@ type upCmd struct {
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
 	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
 	StatusFD   int           `name:"status-fd" hidden:"" help:"Internal: the daemon reports its start on this file descriptor."`
+	Launcher   string        `enum:"local,slurm" default:"local" help:"How roles start: local (this host) or slurm (each role a step of the Slurm job tsd runs in)."`
 }
 
 // Run picks the shape: with a terminal (or -d) `tsd up` starts the
@@ -306,6 +307,9 @@ func (c upCmd) runSupervisor() error {
 	defer signal.Stop(sigs)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	if plan.Launcher == profiles.LauncherSlurm {
+		go watchSlurmJob(runCtx, plan.SlurmJob, stopRun)
+	}
 	go func() {
 		n := 0
 		for range sigs {
@@ -470,11 +474,24 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, roots func(r
 	mount, problem := openAIMount(plan, log)
 	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
-		PeerCheck: lane.TreeCheck(roots)})
+		PeerCheck: peerCheck(plan, roots)})
 	if err != nil || problem == "" {
 		return g, err
 	}
 	return problemGateway{g, problem}, nil
+}
+
+// peerCheck admits to a role's lane only processes of its current run's
+// tree. A Slurm step's engine runs under slurmstepd on its node, outside
+// tsd's tree, so those roles are not checked (like remote ones).
+func peerCheck(plan *profiles.Plan, roots func(role string) []int) func(role string, peer lane.PeerInfo) error {
+	tree := lane.TreeCheck(roots)
+	return func(role string, peer lane.PeerInfo) error {
+		if rp, ok := plan.Role(role); ok && rp.Launcher == profiles.LauncherSlurm {
+			return nil
+		}
+		return tree(role, peer)
+	}
 }
 
 // problemGateway adds a problem found while building the gateway (the
@@ -526,6 +543,10 @@ func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, error) {
 	}
 	if c.Profile == "" {
 		return nil, errors.New("tsd up needs a PROFILE")
+	}
+	facts, err := hostFacts(c.Launcher, c.Profile, facts, false)
+	if err != nil {
+		return nil, err
 	}
 	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
@@ -746,6 +767,12 @@ func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
 		if rp, ok := d.plan.Role(r.Name); ok {
 			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
+			if rp.Launcher == profiles.LauncherSlurm {
+				// The engine runs under slurmstepd, not under this pid
+				// (srun's), and its devices are Slurm's: no readings
+				// rather than srun's CPU or someone else's GPU.
+				info.RootPID, info.CudaVisibleDevices = 0, ""
+			}
 		}
 		roles = append(roles, info)
 	}

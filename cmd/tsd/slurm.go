@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// Launchers `--launcher` accepts.
+const (
+	launcherLocal = "local"
+	launcherSlurm = "slurm"
+)
+
+// hostFacts are the planning facts for --launcher: this host alone, or the
+// Slurm allocation tsd runs in (SLURM_JOB_ID, SLURM_JOB_NODELIST). With
+// placeholder true and no allocation, plan against a stand-in job (JOBID,
+// node0…) so `tsd plan --launcher slurm` shows the srun lines anywhere.
+func hostFacts(launcher, profile string, base profiles.HostFacts, placeholder bool) (profiles.HostFacts, error) {
+	if launcher != launcherSlurm {
+		return base, nil
+	}
+	env := slurm.ReadEnv(os.Getenv)
+	if env.JobID == "" && placeholder {
+		base.Slurm = placeholderJob(profile)
+		return base, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job, err := slurm.Detect(ctx, env, slurm.Exec)
+	if err != nil {
+		return base, err
+	}
+	base.Slurm = job
+	return base, nil
+}
+
+// placeholderJob has as many nodes as the profile's node: keys name.
+func placeholderJob(profile string) *slurm.Job {
+	n := 1
+	if p, errs := profiles.Load(profile); p != nil && len(errs) == 0 {
+		for _, r := range p.Roles {
+			n = max(n, r.Node+1)
+		}
+	}
+	job := &slurm.Job{ID: "JOBID"}
+	for i := 0; i < n; i++ {
+		job.Nodes = append(job.Nodes, "node"+strconv.Itoa(i))
+		job.Addrs = append(job.Addrs, "NODE"+strconv.Itoa(i)+"_ADDR")
+	}
+	return job
+}
+
+// srunCmd is the srun side of a Slurm role: it runs under the guardian in
+// place of the engine (supervisor/launcher.go) and stops the step through
+// scancel (launch/slurm.RunStep).
+type srunCmd struct {
+	Job   string        `required:"" help:"Slurm job id."`
+	Name  string        `required:"" help:"The step's --job-name."`
+	Grace time.Duration `default:"30s" help:"scancel --signal=TERM, then KILL after this long."`
+	Argv  []string      `arg:"" passthrough:"" help:"srun command line."`
+}
+
+func (c srunCmd) Run() error {
+	argv := c.Argv
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	os.Exit(slurm.RunStep(slurm.StepConfig{JobID: c.Job, Name: c.Name, Srun: argv, Grace: c.Grace}))
+	return nil
+}
+
+// exportCmd groups the `tsd export` formats.
+type exportCmd struct {
+	Slurm exportSlurmCmd `cmd:"" help:"Write a Slurm batch script that runs the profile across the job's nodes."`
+}
+
+type exportSlurmCmd struct {
+	Profile string `arg:"" help:"Profile YAML file."`
+	Output  string `short:"o" help:"Write the script here instead of stdout."`
+	TSD     string `name:"tsd" help:"tsd binary the job runs (default: this one)."`
+}
+
+func (c exportSlurmCmd) Run() error {
+	p, errs := profiles.Load(c.Profile)
+	if len(errs) > 0 {
+		return profileErrors(errs)
+	}
+	exe := c.TSD
+	if exe == "" {
+		if e, err := os.Executable(); err == nil {
+			exe = e
+		} else {
+			exe = "tsd"
+		}
+	}
+	var w io.Writer = os.Stdout
+	if c.Output != "" {
+		f, err := os.Create(c.Output)
+		if err != nil {
+			return fmt.Errorf("export slurm: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	script, err := batchScript(p, exe)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, script); err != nil {
+		return fmt.Errorf("export slurm: write script: %w", err)
+	}
+	if c.Output != "" {
+		if err := os.Chmod(c.Output, 0o755); err != nil {
+			return fmt.Errorf("export slurm: %w", err)
+		}
+	}
+	return nil
+}
+
+// batchScript is the sbatch script for a profile: as many nodes as its
+// node: keys name (one when none does) and, per node, the most GPUs any
+// node's roles need, so every node: placement fits. The job runs tsd
+// headless on its first node; the dashboard attaches from there.
+func batchScript(p *profiles.Profile, exe string) (string, error) {
+	var gpus, fixed []int
+	nodes := 1
+	for _, r := range p.Roles {
+		for k := 0; k < r.Replicas; k++ {
+			gpus = append(gpus, r.TP*r.DP)
+			fixed = append(fixed, r.Node)
+			nodes = max(nodes, r.Node+1)
+		}
+	}
+	placed, err := slurm.Place(gpus, fixed, nodes, 0)
+	if err != nil {
+		return "", fmt.Errorf("export slurm %s: %w", p.Path, err)
+	}
+	_, perNode := slurm.NodesNeeded(gpus, placed)
+	abs := p.Abs
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n")
+	fmt.Fprintf(&b, "# Written by `tsd export slurm %s`: runs the profile as one Slurm job,\n", filepath.Base(p.Path))
+	b.WriteString("# tsd and its gateway on the first node, every role a job step.\n")
+	fmt.Fprintf(&b, "#SBATCH --job-name=tsd-%s\n", p.Name)
+	fmt.Fprintf(&b, "#SBATCH --nodes=%d\n", nodes)
+	fmt.Fprintf(&b, "#SBATCH --ntasks-per-node=%d\n", max(1, len(gpus)))
+	if perNode > 0 {
+		fmt.Fprintf(&b, "#SBATCH --gres=gpu:%d\n", perNode)
+	}
+	fmt.Fprintf(&b, "#SBATCH --time=%s\n", p.Slurm.Time)
+	if p.Slurm.Partition != "" {
+		fmt.Fprintf(&b, "#SBATCH --partition=%s\n", p.Slurm.Partition)
+	}
+	if p.Slurm.Account != "" {
+		fmt.Fprintf(&b, "#SBATCH --account=%s\n", p.Slurm.Account)
+	}
+	fmt.Fprintf(&b, "#SBATCH --output=tsd-%s-%%j.out\n", p.Name)
+	b.WriteString("set -euo pipefail\n")
+	b.WriteString("echo \"tsd: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST; gateway and control socket on $(hostname)\"\n")
+	b.WriteString("echo \"tsd: attach with: ssh $(hostname) " + profiles.ShellQuote(exe) + " status " + profiles.ShellQuote(abs) + "\"\n")
+	// --headless until `tsd up -d` (detach) lands; the job's end (scancel,
+	// --time) stops tsd, which stops every step.
+	fmt.Fprintf(&b, "exec %s up --headless --launcher slurm %s\n", profiles.ShellQuote(exe), profiles.ShellQuote(abs))
+	return b.String(), nil
+}
+
+// watchSlurmJob stops the deployment when its Slurm job ends (scancel,
+// --time, node failure): its steps are gone and no new step can start,
+// so restarting them would only burn the budget. Slurm has no job-end
+// event for a process outside the job, so squeue is asked every few
+// seconds.
+func watchSlurmJob(ctx context.Context, job string, stop func()) {
+	defer func() { _ = recover() }() // never take the daemon down
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, err := slurm.Exec(qctx, slurm.JobStateArgv(job))
+		cancel()
+		if ctx.Err() == nil && slurm.JobEnded(out, err) {
+			fmt.Fprintf(os.Stderr, "tsd: Slurm job %s ended (%s): stopping every role\n", job, strings.TrimSpace(out))
+			stop()
+			return
+		}
+	}
+}

@@ -1,0 +1,317 @@
+package main
+
+// The demo profile as a two-node Slurm job on the repo's real test cluster
+// (scripts/slurm/up.sh through internal/slurmtest): prefill a step on n1,
+// decode a step on n2, ts-fake engines, tsd up --launcher slurm inside the
+// allocation.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/internal/slurmtest"
+	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/launch/slurm"
+)
+
+var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
+
+// slurmAlloc holds both test nodes (2 GPUs each) for a few minutes, and
+// cancels the job when the test ends whatever happens.
+func slurmAlloc(t *testing.T, conf string) (job, nodelist string) {
+	t.Helper()
+	// Another test's job may hold the GPUs for a moment: salloc waits for
+	// them, up to a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "salloc", "--no-shell", "--nodes=2", "--gres=gpu:2", "--time=4", "--job-name=tsd-e2e")
+	cmd.Env = slurmtest.Env(conf)
+	out, err := cmd.CombinedOutput()
+	m := grantedRe.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("salloc: %v\n%s", err, out)
+	}
+	job = m[1]
+	t.Cleanup(func() {
+		c := exec.Command("scancel", job)
+		c.Env = slurmtest.Env(conf)
+		_ = c.Run()
+	})
+	nl, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%N")
+	if err != nil || strings.TrimSpace(nl) == "" {
+		t.Fatalf("squeue nodelist of job %s: %v %q", job, err, nl)
+	}
+	return job, strings.TrimSpace(nl)
+}
+
+func slurmOut(conf string, argv ...string) (string, error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = slurmtest.Env(conf)
+	out, err := c.Output()
+	return string(out), err
+}
+
+// roleSteps lists the job's tsd steps by name.
+func roleSteps(t *testing.T, conf, job string) map[string]string {
+	t.Helper()
+	out, err := slurmOut(conf, slurm.SqueueStepsArgv(job)...)
+	if err != nil {
+		t.Fatalf("squeue --steps: %v", err)
+	}
+	steps := map[string]string{}
+	for _, s := range slurm.ParseSteps(out) {
+		if strings.HasPrefix(s.Name, "tsd.") {
+			steps[s.Name] = s.ID
+		}
+	}
+	return steps
+}
+
+// waitSteps polls squeue (Slurm has no event stream for step state) until
+// cond holds or the deadline passes.
+func waitSteps(t *testing.T, conf, job string, limit time.Duration, what string, cond func(map[string]string) bool) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s := roleSteps(t, conf, job)
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; steps: %v", what, limit, s)
+		}
+		<-tick.C
+	}
+}
+
+func slurmChat(t *testing.T, d *deployment, base string) {
+	t.Helper()
+	body := `{"model":"demo","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("chat: %v\n%s", err, d.output())
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
+		t.Fatalf("chat: %d %s\n%s", resp.StatusCode, b, d.output())
+	}
+}
+
+// slurmDemoProfile writes the demo profile with prefill on node 0 and
+// decode on node 1, its ports from internal/testports.
+func slurmDemoProfile(t *testing.T) (prof string, gw int) {
+	t.Helper()
+	ports := spacedFreePorts(t, 3)
+	gw = testports.Port(t)
+	prof = privateProfile(t, "demo.yaml",
+		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
+		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
+		[2]string{"kind: decode\n", fmt.Sprintf("kind: decode\n    node: 1\n    dist_init_port: %d\n", ports[2])},
+		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nslurm: {time: \"3\"}\nrestart:\n"},
+	)
+	return prof, gw
+}
+
+// slurmDemo starts tsd up --launcher slurm on the demo profile (prefill on
+// node 0, decode on node 1) inside a fresh two-node allocation.
+func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
+	t.Helper()
+	conf = slurmtest.Start(t)
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	job, nodelist := slurmAlloc(t, conf)
+	prof, gw := slurmDemoProfile(t)
+	dir := filepath.Dir(prof)
+	// tsd runs as if inside the allocation: what salloc/sbatch would set.
+	t.Setenv("SLURM_CONF", conf)
+	t.Setenv("SLURM_JOB_ID", job)
+	t.Setenv("SLURM_JOB_NODELIST", nodelist)
+	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	d = runTSD(t, dir, "up", "--headless", "--launcher", "slurm", prof)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, r := range []string{"prefill", "decode"} {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", r+".log"))
+				t.Logf("%s.log:\n%s", r, b)
+			}
+		}
+	})
+	return d, conf, job, gw
+}
+
+// TestE2ESlurmTwoNodes: ready on two nodes, a chat answered, a step Slurm
+// cancels comes back as a new step, kill -9 of tsd leaves no step, and the
+// job's end leaves nothing.
+func TestE2ESlurmTwoNodes(t *testing.T) {
+	d, conf, job, gw := slurmDemo(t)
+	d.waitLine(0, "prefill", "→ ready")
+	n := d.waitLine(0, "decode", "→ ready")
+	steps := waitSteps(t, conf, job, 10*time.Second, "both role steps listed", func(s map[string]string) bool { return len(s) == 2 })
+	pre, dec := steps["tsd.demo.prefill"], steps["tsd.demo.decode"]
+	if pre == "" || dec == "" {
+		t.Fatalf("steps %v", steps)
+	}
+	// Each step landed on the node its role names, with Slurm's GPUs.
+	for _, c := range []struct{ log, want string }{{"prefill", "n1"}, {"decode", "n2"}} {
+		out, _ := slurmOut(conf, "squeue", "--steps", "-h", "-j", job, "-o", "%j %N")
+		if !strings.Contains(out, "tsd.demo."+c.log+" "+c.want) {
+			t.Fatalf("%s not on %s:\n%s", c.log, c.want, out)
+		}
+	}
+	// GPUs come from Slurm: each step asked for tp × dp of them, and tsd
+	// set no CUDA_VISIBLE_DEVICES of its own (Slurm sets the step's).
+	for _, c := range []struct{ step, want string }{{pre, "TresPerNode=gres:gpu:2"}, {dec, "TresPerNode=gres:gpu:1"}} {
+		out, err := slurmOut(conf, "scontrol", "show", "step", c.step)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Fatalf("step %s: %v, want %s:\n%s", c.step, err, c.want, out)
+		}
+	}
+	if strings.Contains(d.output(), "CUDA_VISIBLE_DEVICES=") {
+		t.Fatalf("tsd set CUDA_VISIBLE_DEVICES in slurm mode:\n%s", d.output())
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
+	slurmChat(t, d, base)
+
+	// Slurm ends the decode step: a crash to the restart policy, so a new
+	// step starts and the gateway re-admits it.
+	cancelled := time.Now()
+	if out, err := slurmOut(conf, "scancel", dec); err != nil {
+		t.Fatalf("scancel %s: %v %s", dec, err, out)
+	}
+	d.waitLine(n, "decode", "→ ready")
+	steps = waitSteps(t, conf, job, 10*time.Second, "decode as a new step", func(s map[string]string) bool {
+		return s["tsd.demo.decode"] != "" && s["tsd.demo.decode"] != dec
+	})
+	if steps["tsd.demo.prefill"] != pre {
+		t.Fatalf("prefill step changed: %v (was %s)", steps, pre)
+	}
+	t.Logf("decode back as a new step and ready %s after scancel", time.Since(cancelled).Round(time.Millisecond))
+	slurmChat(t, d, base)
+
+	// kill -9 of tsd: the guardians' lifelines cancel every step within
+	// stop_grace (5 s) + 2 s.
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-d.done
+	waitSteps(t, conf, job, 7*time.Second, "no step left after kill -9 of tsd", func(s map[string]string) bool { return len(s) == 0 })
+	t.Logf("no step listed %s after kill -9 of tsd", time.Since(killed).Round(time.Millisecond))
+
+	// The job's end ends everything: nothing of it is left in the queue.
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	waitJobGone(t, conf, job)
+}
+
+// TestE2ESlurmJobEnd: the job ending under a running tsd ends its steps,
+// and tsd, seeing the job gone, stops and exits.
+func TestE2ESlurmJobEnd(t *testing.T) {
+	d, conf, job, _ := slurmDemo(t)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	d.waitLine(0, "tsd: Slurm job "+job+" ended")
+	_ = d.wait() // exits; the roles it could not restart may make it non-zero
+	if s := roleSteps(t, conf, job); len(s) != 0 {
+		t.Fatalf("steps left: %v", s)
+	}
+}
+
+// TestE2ESlurmBatchScript: `tsd export slurm` writes a script that sbatch
+// runs as is: both role steps come up, the gateway answers, and cancelling
+// the job leaves nothing.
+func TestE2ESlurmBatchScript(t *testing.T) {
+	conf := slurmtest.Start(t)
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	prof, gw := slurmDemoProfile(t)
+	dir := filepath.Dir(prof)
+	script := filepath.Join(dir, "job.sh")
+	if out, err := exec.Command(tsdBin, "export", "slurm", prof, "-o", script, "--tsd", tsdBin).CombinedOutput(); err != nil {
+		t.Fatalf("tsd export slurm: %v\n%s", err, out)
+	}
+	sb := exec.Command("sbatch", "--parsable", script)
+	sb.Dir = dir
+	sb.Env = append(slurmtest.Env(conf), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := sb.Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	t.Cleanup(func() { _, _ = slurmOut(conf, "scancel", job) })
+	// The job's output file is the only view of it: read it until both
+	// roles are ready (no event reaches a process outside the job).
+	outFile := filepath.Join(dir, "tsd-demo-"+job+".out")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(outFile)
+		if regexp.MustCompile(`decode .*→ ready`).Match(b) && regexp.MustCompile(`prefill .*→ ready`).Match(b) {
+			break
+		}
+		if time.Now().After(deadline) {
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			st, _ := slurmOut(conf, "scontrol", "show", "job", job)
+			t.Fatalf("job %s never ready; %s in %v; output:\n%s\n%s", job, outFile, names, b, st)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the job's output file
+	}
+	if s := roleSteps(t, conf, job); len(s) != 2 {
+		t.Fatalf("steps %v", s)
+	}
+	body := `{"model":"demo","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Post(fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", gw), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
+		t.Fatalf("chat: %d %s", resp.StatusCode, b)
+	}
+	if out, err := slurmOut(conf, "scancel", job); err != nil {
+		t.Fatalf("scancel %s: %v %s", job, err, out)
+	}
+	waitJobGone(t, conf, job)
+}
+
+// waitJobGone polls squeue until the job is no longer listed.
+func waitJobGone(t *testing.T, conf, job string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := slurmOut(conf, "squeue", "-h", "-j", job, "-o", "%i %T")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still listed: %s", job, out)
+		}
+		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
+	}
+}

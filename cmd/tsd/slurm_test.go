@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/profiles"
+)
+
+var seedSlurm = filepath.Join("..", "..", "profiles", "examples", "seed-pd-slurm.yaml")
+
+// `tsd plan --launcher slurm` prints each role's srun line, its node and
+// Slurm's GPU count; outside an allocation a stand-in job names them.
+func TestPlanSlurmPrintsSrun(t *testing.T) {
+	facts := testFacts()
+	facts.Slurm = placeholderJob(seedSlurm)
+	var out, errOut bytes.Buffer
+	if err := (planCmd{Profile: seedSlurm}).run(&out, &errOut, facts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"role prefill (prefill, gres gpu:2) a step of Slurm job JOBID on node0 (NODE0_ADDR)",
+		"role decode (decode, gres gpu:2) a step of Slurm job JOBID on node1 (NODE1_ADDR)",
+		"srun --jobid JOBID --job-name tsd.seed-pd.decode --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --gres gpu:2 --nodelist node1 -- ts serve",
+		"--dist-init-addr NODE1_ADDR:13580 --data-parallel-address NODE0_ADDR",
+		"worker:     tcp://NODE0_ADDR:",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "CUDA_VISIBLE_DEVICES") {
+		t.Errorf("slurm plan sets CUDA_VISIBLE_DEVICES:\n%s", out.String())
+	}
+}
+
+func TestHostFactsSlurmOutsideJob(t *testing.T) {
+	t.Setenv("SLURM_JOB_ID", "")
+	t.Setenv("SLURM_JOBID", "")
+	if _, err := hostFacts(launcherSlurm, seedSlurm, testFacts(), false); err == nil || !strings.Contains(err.Error(), "SLURM_JOB_ID is not set") {
+		t.Fatalf("tsd up --launcher slurm outside a job: %v", err)
+	}
+	f, err := hostFacts(launcherSlurm, seedSlurm, testFacts(), true)
+	if err != nil || f.Slurm == nil || len(f.Slurm.Nodes) != 2 {
+		t.Fatalf("plan outside a job: %+v %v", f.Slurm, err)
+	}
+	if f, _ := hostFacts(launcherLocal, seedSlurm, testFacts(), true); f.Slurm != nil {
+		t.Fatal("local launcher got a Slurm job")
+	}
+}
+
+func TestBatchScript(t *testing.T) {
+	p, errs := profiles.Load(seedSlurm)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, err := batchScript(p, "/opt/tsd/bin/tsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"#!/bin/bash\n",
+		"#SBATCH --job-name=tsd-seed-pd\n",
+		"#SBATCH --nodes=2\n",
+		"#SBATCH --gres=gpu:2\n",
+		"#SBATCH --time=4:00:00\n",
+		"exec /opt/tsd/bin/tsd up --headless --launcher slurm " + p.Abs + "\n",
+		"attach with:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "--partition") || strings.Contains(got, "--account") {
+		t.Errorf("unset partition/account written:\n%s", got)
+	}
+	// What the script asks for must hold what the plan places.
+	nodes, per := slurm.NodesNeeded([]int{2, 2}, []int{0, 1})
+	if nodes != 2 || per != 2 {
+		t.Fatal(nodes, per)
+	}
+}
