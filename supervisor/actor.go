@@ -154,7 +154,9 @@ func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file 
 	}
 	if !rp.Local {
 		a.st.State = snapshot.StateRemote
-		a.st.Reason = "runs on " + rp.Host + "; waiting for its ranks to dial in"
+		// Nothing ties a remote engine's lane connections to a process
+		// tsd owns: say so where the operator looks (SECURITY.md).
+		a.st.Reason = "runs on " + rp.Host + "; waiting for its ranks to dial in; its lane is unauthenticated: keep that network trusted"
 	}
 	return a
 }

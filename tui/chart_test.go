@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
 // Pins: a sparkline is exactly width cells, right-aligned, scaled to its
@@ -131,5 +132,16 @@ func TestGPUMemPerCard(t *testing.T) {
 	}
 	if got := gpuMemCell(nil, 0); got != "-" {
 		t.Errorf("none: %q", got)
+	}
+}
+
+// Pins (issue 15): a role whose log cannot be written says so in red in
+// the REASON column, ahead of its reason.
+func TestLogErrorShown(t *testing.T) {
+	s := tuitest.Deployment(2, 1, 1, t0)
+	s.Roles[0].LogError = "log write failed: no space left on device"
+	m, _ := newTestModel(t, 160, 30, s)
+	if !strings.Contains(plain(m), "log write failed: no space left on device") {
+		t.Fatalf("log error not shown:\n%s", plain(m))
 	}
 }

@@ -385,6 +385,11 @@ func (p *overviewPage) columns() []column {
 		used += c.width + 1
 	}
 	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		if r.LogError != "" {
+			// Its log cannot be written (a full disk): the engine runs on,
+			// but nothing it says is kept until writes work again.
+			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), st.Bad
+		}
 		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
 			return r.Reason, st.Bad // what the operator must act on stands out
 		}

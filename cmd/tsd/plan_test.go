@@ -210,3 +210,17 @@ func TestValidateModelFiles(t *testing.T) {
 		})
 	}
 }
+
+// Pins (issue 15): validate warns that a remote role's lane is
+// unauthenticated (nothing ties its connections to a process tsd owns).
+func TestValidateWarnsRemoteLane(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	p := filepath.Join("..", "..", "profiles", "examples", "seed-epd.yaml")
+	if err := (validateCmd{Profile: p, NoModelDirs: true}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "runs on another host: its lane (handshake, input, output sockets) is unauthenticated") {
+		t.Fatalf("no remote-lane warning:\n%s", errOut.String())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -35,6 +36,11 @@ func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env
 	}
 	for _, w := range plan.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	for _, r := range plan.Roles {
+		if !r.Local && r.Launcher != profiles.LauncherSlurm {
+			fmt.Fprintln(stderr, "warning:", lane.RemoteLaneWarning(r.Name))
+		}
 	}
 	if !c.Preflight && env.Getenv != nil {
 		// Preflight says it too; without it, tsd's environment still
