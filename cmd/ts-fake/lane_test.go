@@ -29,9 +29,11 @@ func TestHandshakeDP1(t *testing.T) {
 	if g.BootstrapHost != nil || g.DisaggregationMode != nil {
 		t.Fatalf("aggregated engine reported bootstrap info: %+v", g)
 	}
-	s := fe.Snapshot()
-	if len(s.Hellos) != 1 || len(s.Readys) != 1 || len(s.Errors) != 0 {
-		t.Fatalf("state = %+v", s)
+	// The registration comes on the input socket and READY on the
+	// handshake socket: the frontend may record them in either order.
+	s, err := fe.Wait(ctx, func(s lanetest.State) bool { return len(s.Readys) >= 1 })
+	if err != nil || len(s.Hellos) != 1 || len(s.Readys) != 1 || len(s.Errors) != 0 {
+		t.Fatalf("state = %+v (%v)", s, err)
 	}
 	if err := p.log.wait(ctx, "headless scheduler(s) ready; SMG handshake endpoint=tcp://127.0.0.1:"); err != nil {
 		t.Fatal(err)
