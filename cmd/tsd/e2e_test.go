@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 			fakeBin = ""
 			fmt.Fprintf(os.Stderr, "ts-fake does not build; its tests are skipped: %v\n", err)
 		}
+		// Where the binaries are (prebuilt ones live elsewhere): scripts
+		// run by the tests take both from here.
+		binDir = filepath.Dir(tsdBin)
 		return nil
 	})
 }
