@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -586,5 +587,40 @@ func TestHealthDrainQueueKeys(t *testing.T) {
 		if pf.Restart.DrainTimeout.D() != c.drainPF || dc.Restart.DrainTimeout.D() != 2*time.Minute {
 			t.Errorf("%q: drain_timeout %s %s", c.src, pf.Restart.DrainTimeout, dc.Restart.DrainTimeout)
 		}
+	}
+}
+
+// Pins: an ipc worker whose derived handshake port another deployment
+// holds gets the next free port of the band, in the gateway's bind address
+// and the engine's --data-parallel-rpc-port alike, with a warning.
+func TestHandshakePortMovesWhenTaken(t *testing.T) {
+	p := loadExample(t, "demo.yaml")
+	plain, errs := MakePlan(p, fixedFacts())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	pre, _ := plain.Role("prefill")
+	taken := addrPort(pre.Handshake)
+	facts := fixedFacts()
+	facts.PortFree = func(port int) bool { return port != taken }
+	plan, errs := MakePlan(p, facts)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	rp, _ := plan.Role("prefill")
+	moved := addrPort(rp.Handshake)
+	if moved == taken || moved < HandshakeBandLo || moved > HandshakeBandHi {
+		t.Fatalf("handshake %s, derived %d was taken", rp.Handshake, taken)
+	}
+	if !strings.Contains(strings.Join(rp.Argv, " "), "--data-parallel-rpc-port "+strconv.Itoa(moved)) {
+		t.Fatalf("argv %q lacks the moved port %d", rp.Argv, moved)
+	}
+	for _, w := range plan.Gateway.Workers {
+		if w.Role == "prefill" && w.Handshake != rp.Handshake {
+			t.Fatalf("gateway binds %s, engine dials %s", w.Handshake, rp.Handshake)
+		}
+	}
+	if !strings.Contains(strings.Join(plan.Warnings, "\n"), "is in use on this host; using "+strconv.Itoa(moved)) {
+		t.Fatalf("warnings %q", plan.Warnings)
 	}
 }

@@ -441,7 +441,29 @@ func (pl *planner) reserveHandshake(in *inst) {
 		pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
 		return
 	}
+	if in.worker.Scheme == "ipc" && !pl.free(localNS, hp) {
+		// Another deployment on this host holds the derived port (ten
+		// thousand buckets collide): take the next free one in the band.
+		if q := pl.nextHandshakePort(hp); q > 0 {
+			pl.warn(in.workerKey, "%s %d is in use on this host; using %d", what, hp, q)
+			in.worker.HSPort, hp = q, q
+		}
+	}
 	pl.reserve(reservation{localNS, hp, hp, what, in.workerKey})
+}
+
+// nextHandshakePort is the first port after hp in the handshake band
+// (wrapping) that is free on the host and clear of the profile's own
+// reservations; 0 when there is none.
+func (pl *planner) nextHandshakePort(hp int) int {
+	n := HandshakeBandHi - HandshakeBandLo + 1
+	for i := 1; i < n; i++ {
+		q := HandshakeBandLo + (hp-HandshakeBandLo+i)%n
+		if pl.conflict(localNS, q, q) == nil && pl.free(localNS, q) {
+			return q
+		}
+	}
+	return 0
 }
 
 func (pl *planner) reserveDistInit(in *inst) {

@@ -13,6 +13,11 @@ type Worker struct {
 	Path   string // ipc: the socket path prefix, exactly as written
 	Host   string // tcp: host without brackets
 	Port   int    // tcp: handshake port
+	// HSPort, when set, replaces an ipc worker's derived handshake port:
+	// the planner moves it when the derived one is already taken on this
+	// host (another deployment's), since tsd's gateway and the engine's
+	// --data-parallel-rpc-port both come from the plan.
+	HSPort int
 }
 
 // ParseWorker parses a worker URL and applies the rules every worker URL
@@ -79,6 +84,9 @@ func (w Worker) DialHost() string {
 // the ipc path.
 func (w Worker) DialPort() int {
 	if w.Scheme == "ipc" {
+		if w.HSPort > 0 {
+			return w.HSPort
+		}
 		return HandshakePort(w.Path)
 	}
 	return w.Port
