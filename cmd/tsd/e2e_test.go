@@ -288,6 +288,14 @@ func roleStatus(t *testing.T, s snapshot.Snapshot, name string) snapshot.RoleSta
 
 // groupProcs lists live (non-zombie) members of a process group.
 func groupProcs(pgid int) []int {
+	want := strconv.Itoa(pgid)
+	return liveProcs(func(f []string) bool { return len(f) > 2 && f[2] == want })
+}
+
+// liveProcs lists the live (not zombie or dead) processes whose
+// /proc/PID/stat fields after the command name (state, ppid, pgrp, …)
+// pass keep.
+func liveProcs(keep func(fields []string) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -301,8 +309,11 @@ func groupProcs(pgid int) []int {
 		}
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 > len(s) {
+			continue
+		}
 		f := strings.Fields(s[i+2:])
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+		if len(f) > 0 && f[0] != "Z" && f[0] != "X" && keep(f) {
 			out = append(out, pid)
 		}
 	}

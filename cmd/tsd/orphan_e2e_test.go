@@ -13,25 +13,8 @@ import (
 
 // childrenOf lists the live children of pid (tsd's guardians).
 func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[i+2:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, p)
-		}
-	}
-	return out
+	want := strconv.Itoa(pid)
+	return liveProcs(func(f []string) bool { return len(f) > 1 && f[1] == want })
 }
 
 func alive(pid int) bool {
