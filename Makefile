@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION)
 PKGS      := ./...
 
-.PHONY: all build test test-unit test-e2e flake fuzz lint demo demo-ascend bench bench-bins bench-go chaos clean
+.PHONY: all build test test-unit test-e2e flake fuzz fuzz-smoke lint demo demo-ascend bench bench-bins bench-go chaos clean
 
 # go-nvml's header marks many NVML calls deprecated, and cgo repeats each
 # warning on every first build; they are not ours to fix, so its C
@@ -28,10 +28,12 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/tsd ./cmd/tsd
 	$(GO) build -o $(BIN)/ts-fake ./cmd/ts-fake
 
-# The one test command (README, .ci/run): vet, then every test with the
-# race detector; the terminal test (tmux) is one of them.
+# The one test command (README, .ci/run): vet, a short fuzz run of every
+# socket-reachable decoder, then every test with the race detector; the
+# terminal test (tmux) is one of them.
 test: build
 	$(GO) vet $(PKGS)
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(GOTESTSUM) -- -race -count=1 -timeout 15m $(PKGS); rc=$$?; $(SUMMARY) || rc=1; exit $$rc
 
 # In-process tests only: every package but those that run the binaries.
@@ -51,11 +53,18 @@ FLAKE_PKGS  ?= ./cmd/tsd ./cmd/ts-fake ./supervisor ./supervisor/telemetry ./gat
 flake: build
 	@FLAKE_COUNT=$(FLAKE_COUNT) scripts/flake.sh $(FLAKE_PKGS)
 
-# Every fuzz target for FUZZTIME each (default 30s); FUZZ_PKGS narrows it.
+# Every fuzz target for FUZZTIME each (default 30s); FUZZ_PKGS narrows it,
+# FUZZ_LIST=scripts/fuzz-socket.txt picks the socket-reachable decoders.
 FUZZTIME  ?= 30s
 FUZZ_PKGS ?= $(PKGS)
 fuzz:
-	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_PKGS)
+	@FUZZTIME=$(FUZZTIME) FUZZ_LIST=$(FUZZ_LIST) scripts/fuzz.sh $(FUZZ_PKGS)
+
+# The short fuzz run `make test` ends with: each socket-reachable decoder
+# (scripts/fuzz-socket.txt) for FUZZ_SMOKE_TIME.
+FUZZ_SMOKE_TIME ?= 1s
+fuzz-smoke:
+	@FUZZTIME=$(FUZZ_SMOKE_TIME) FUZZ_LIST=scripts/fuzz-socket.txt scripts/fuzz.sh
 
 # staticcheck comes through the Go module proxy at a pinned version.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -112,8 +112,17 @@ func (c *Client) get(ctx context.Context, path string, into any) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("query bootstrap server %s: %s: %s", c.base, resp.Status, bytes.TrimSpace(msg))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("decode bootstrap answer: %w", err)
+	// Closures, not method values: a method value would copy *v now,
+	// before the decode fills it.
+	var check func() error
+	switch v := into.(type) {
+	case *ParallelInfo:
+		check = func() error { return v.check() }
+	case *RankAddr:
+		check = func() error { return v.check() }
+	}
+	if err := decodeAnswer(resp.Body, maxSmallAnswer, into, check); err != nil {
+		return fmt.Errorf("decode bootstrap answer from %s: %w", c.base, err)
 	}
 	return nil
 }

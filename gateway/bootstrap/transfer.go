@@ -290,7 +290,7 @@ func fetch(ctx context.Context, addr RankAddr, k slotKey, into any, o fetchOpts)
 			wait = 0
 		}
 		first = false
-		ok, started, err := fetchOnce(ctx, url, wait, into)
+		ok, started, err := fetchOnce(ctx, url, k, wait, into)
 		if gone := o.peerGone(started); gone != nil {
 			return fmt.Errorf("fetch %s for room %d from %s: %w", what, k.room, addr.HostPort(), gone)
 		}
@@ -332,7 +332,7 @@ func (e *transportError) Unwrap() error { return e.err }
 
 // fetchOnce polls once; started is the endpoint's X-Transfer-Started (zero
 // when absent).
-func fetchOnce(ctx context.Context, url string, wait time.Duration, into any) (ok bool, started time.Time, err error) {
+func fetchOnce(ctx context.Context, url string, k slotKey, wait time.Duration, into any) (ok bool, started time.Time, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?wait_ms="+strconv.FormatInt(wait.Milliseconds(), 10), nil)
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("build fetch request: %w", err)
@@ -347,7 +347,7 @@ func fetchOnce(ctx context.Context, url string, wait time.Duration, into any) (o
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		if err := decodeTransfer(resp.Body, k, into); err != nil {
 			return false, started, fmt.Errorf("decode transfer: %w", err)
 		}
 		return true, started, nil
