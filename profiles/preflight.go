@@ -1,7 +1,6 @@
 package profiles
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 
 	"golang.org/x/sys/unix"
 )
@@ -489,72 +490,18 @@ func PortHolder(port int) string {
 
 func portHolder(proc string, port int) (int, string) {
 	inodes := map[string]bool{}
-	for _, f := range []string{"net/tcp", "net/tcp6"} {
-		for _, ino := range socketInodes(filepath.Join(proc, f), port) {
-			inodes[ino] = true
-		}
-	}
-	if len(inodes) == 0 {
-		return 0, ""
-	}
-	ents, err := os.ReadDir(proc)
-	if err != nil {
-		return 0, ""
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fdDir := filepath.Join(proc, e.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			link, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil || !strings.HasPrefix(link, "socket:[") {
-				continue
-			}
-			if inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
-				cmd, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
-				return pid, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
-			}
-		}
-	}
-	return 0, ""
-}
-
-// socketInodes reads a /proc/net/tcp-style table and returns the inodes of
-// listening sockets bound to port.
-func socketInodes(file string, port int) []string {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
 	want := fmt.Sprintf("%04X", port)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 10 {
-			continue
-		}
-		local := fs[1]
-		i := strings.LastIndexByte(local, ':')
-		if i < 0 || !strings.EqualFold(local[i+1:], want) {
-			continue
-		}
-		if fs[3] != "0A" { // LISTEN
-			continue
-		}
-		if fs[9] != "0" {
-			out = append(out, fs[9])
+	for _, so := range procfs.TCPSockets(proc) {
+		i := strings.LastIndexByte(so.Local, ':')
+		if i >= 0 && strings.EqualFold(so.Local[i+1:], want) && so.State == procfs.Listen && so.Inode != "0" {
+			inodes[so.Inode] = true
 		}
 	}
-	return out
+	pid := procfs.HolderOf(proc, inodes)
+	if pid == 0 {
+		return 0, ""
+	}
+	return pid, procfs.Cmdline(proc, pid)
 }
 
 // ResolveGPU finds the UUID of a GPU named as the profile allows (and as

@@ -7,15 +7,15 @@ package lane
 // /proc/PID/fd. Remote tcp peers cannot be mapped (PID 0).
 
 import (
-	"bufio"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
 // peerProcess returns the pid and uid of the process at the other end of
@@ -41,37 +41,23 @@ func peerProcess(c net.Conn) (pid, uid int) {
 		if !ok1 || !ok2 || !ra.IP.IsLoopback() {
 			return 0, -1
 		}
-		inode, uid := loopbackInode("/proc/net", ra, la)
+		inode, uid := loopbackInode("/proc", ra, la)
 		if inode == "" {
 			return 0, -1
 		}
-		return pidOfInode("/proc", inode), uid
+		return procfs.HolderOf("/proc", map[string]bool{inode: true}), uid
 	}
 	return 0, -1
 }
 
 // loopbackInode finds the socket whose local end is peer and remote end
 // is us: the peer process's side of the connection.
-func loopbackInode(procNet string, peer, us *net.TCPAddr) (inode string, uid int) {
+func loopbackInode(proc string, peer, us *net.TCPAddr) (inode string, uid int) {
 	want := [2]string{procAddr(peer), procAddr(us)}
-	for _, f := range []string{"tcp", "tcp6"} {
-		fh, err := os.Open(filepath.Join(procNet, f))
-		if err != nil {
-			continue
+	for _, so := range procfs.TCPSockets(proc) {
+		if addrEqual(so.Local, want[0]) && addrEqual(so.Remote, want[1]) {
+			return so.Inode, so.UID
 		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) < 10 {
-				continue
-			}
-			if addrEqual(fs[1], want[0]) && addrEqual(fs[2], want[1]) {
-				u, _ := strconv.Atoi(fs[7])
-				_ = fh.Close()
-				return fs[9], u
-			}
-		}
-		_ = fh.Close()
 	}
 	return "", -1
 }
@@ -102,32 +88,6 @@ func addrEqual(proc, want string) bool {
 		return false
 	}
 	return h[24:]+":"+p == want
-}
-
-// pidOfInode finds a process holding socket:[inode] among its fds.
-func pidOfInode(proc, inode string) int {
-	target := "socket:[" + inode + "]"
-	ents, err := os.ReadDir(proc)
-	if err != nil {
-		return 0
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		fdDir := filepath.Join(proc, e.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			if l, err := os.Readlink(filepath.Join(fdDir, fd.Name())); err == nil && l == target {
-				return pid
-			}
-		}
-	}
-	return 0
 }
 
 // InProcessTree reports whether pid is root or one of its descendants,
