@@ -23,9 +23,9 @@ type Fields struct {
 	Ignored map[string]string
 	// Refused: name → why (the 400's message).
 	Refused map[string]string
-	// Strict lists struct-typed fields whose own keys are checked too
-	// (e.g. /generate's sampling_params).
-	Strict []string
+	// Nested checks the keys of struct-typed fields too, by their own
+	// rows (e.g. /generate's sampling_params).
+	Nested map[string]*Fields
 }
 
 // Decode parses a JSON body into v (a pointer to struct), checks its
@@ -75,12 +75,12 @@ func syntaxError(b []byte) *Error {
 	err := json.Unmarshal(b, &x)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
 	}
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: %s", clean(err.Error()))
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: %s", clean(err.Error()))
 	}
-	return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON")
+	return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON")
 }
 
 func decodeError(b []byte, err error) *Error {
@@ -94,9 +94,9 @@ func decodeError(b []byte, err error) *Error {
 		}
 		return BadRequest(field, "invalid type for field '%s': expected %s, got %s", field, jsonKind(te.Type), te.Value)
 	case errors.As(err, &se):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: the body ends early")
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: the body ends early")
 	}
 	if !json.Valid(b) {
 		return syntaxError(b)
@@ -153,7 +153,7 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 	if e := unknownKeys(top, known, fields, ""); e != nil {
 		return e
 	}
-	for _, name := range fields.Strict {
+	for name, sf := range fields.Nested {
 		raw, ok := top[name]
 		ft, ok2 := known[name]
 		if !ok || !ok2 || string(bytes.TrimSpace(raw)) == "null" {
@@ -163,7 +163,7 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 		if json.Unmarshal(raw, &sub) != nil {
 			continue // the struct decode already named a type error
 		}
-		if e := unknownKeys(sub, jsonFields(ft), &Fields{}, name+"."); e != nil {
+		if e := unknownKeys(sub, jsonFields(ft), sf, name+"."); e != nil {
 			return e
 		}
 	}
