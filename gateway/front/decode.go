@@ -57,7 +57,7 @@ func DecodeBytes(b []byte, v any, fields *Fields) *Error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(v); err != nil {
-		return decodeError(trimmed, err)
+		return decodeError(trimmed, reflect.TypeOf(v), err)
 	}
 	if dec.More() {
 		return BadRequest("", "trailing data after the JSON body")
@@ -83,12 +83,12 @@ func syntaxError(b []byte) *Error {
 	return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON")
 }
 
-func decodeError(b []byte, err error) *Error {
+func decodeError(b []byte, t reflect.Type, err error) *Error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
+		field := clientPath(t, te.Field)
 		if field == "" {
 			return BadRequest("", "invalid type: expected %s, got %s", jsonKind(te.Type), te.Value)
 		}
@@ -102,6 +102,33 @@ func decodeError(b []byte, err error) *Error {
 		return syntaxError(b)
 	}
 	return BadRequest("", "invalid request body: %s", clean(err.Error()))
+}
+
+// clientPath drops the embedded structs' Go names from a decode error's
+// field path ("common.max_tokens" is the client's "max_tokens").
+func clientPath(t reflect.Type, path string) string {
+	if path == "" {
+		return ""
+	}
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if ft, ok := jsonFields(t)[seg]; ok {
+				out = append(out, seg)
+				t = ft
+				continue
+			}
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+				continue // an embedded struct: its fields are the parent's
+			}
+		}
+		out = append(out, seg)
+		t = nil
+	}
+	return strings.Join(out, ".")
 }
 
 // clean keeps Go's type vocabulary out of a message that reaches a client.
