@@ -16,6 +16,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -240,6 +241,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan ge
 }
 
 func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
+	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
 	if err := validate(&r); err != nil {
 		g.metrics.reqError("invalid_request")
 		return nil, err
@@ -360,6 +362,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
+	recordLegs(ctx, pre, dec, encs, len(r.InputIDs)) // issue 19
 	g.requests.Add(1)
 	var preRes *legResult
 	var promptLP []float64
@@ -449,6 +452,7 @@ func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*l
 		}
 		g.errors.Add(1)
 		g.metrics.reqError("panic")
+		traffic.FromContext(parent).Fail("panic") // issue 19
 		select {
 		case events <- gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}:
 		case <-parent.Done():
@@ -528,6 +532,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	if h := g.opts.hookRun; h != nil {
 		h()
 	}
+	rec := traffic.FromContext(parent) // issue 19
 	// Encode legs end with their own terminal output; one still running
 	// when the request ends is aborted now on failure, after the drain
 	// grace on success (its answer may be in flight).
@@ -625,6 +630,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	fail := func(kind string, ev gen.Event) {
 		g.errors.Add(1)
 		g.metrics.reqError(kind)
+		rec.Fail(kind) // issue 19
 		emit(ev)
 	}
 	var (
@@ -711,6 +717,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			o := dr.out
 			now := time.Now()
 			if len(o.TokenIDs) > 0 {
+				recordOutput(rec, first, now.Sub(last), len(o.TokenIDs)) // issue 19
 				if first {
 					g.metrics.ttft.Observe(now.Sub(start).Seconds())
 					g.metrics.routerTTFT.Observe(now.Sub(start).Seconds())
@@ -743,6 +750,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 					ps.Abort(nil)
 					g.errors.Add(1)
 					g.metrics.reqError("engine_abort")
+					rec.Fail("engine_abort") // issue 19
 				}
 				emit(ev)
 				return

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/traffic"
 )
 
 func (g *Gateway) routes() {
@@ -69,6 +70,11 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		// issue 19: the request's one record in the traffic account; the
+		// dispatch finds it in the context (gateway/traffic).
+		rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)
+		rec.ID(r.Header.Get("X-Request-Id"))
+		r = r.WithContext(traffic.NewContext(r.Context(), rec))
 		routeLabel := func() string {
 			if path != "" {
 				return path
@@ -87,6 +93,7 @@ func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
 			g.metrics.httpRequests.WithLabelValues(r.Method, label).Inc()
 			g.metrics.httpResponses.WithLabelValues(r.Method, label, strconv.Itoa(st)).Inc()
 			g.metrics.httpDuration.WithLabelValues(r.Method, label).Observe(time.Since(start).Seconds())
+			rec.End(st) // issue 19
 		}()
 		// Deferred after the metrics so the 500 it writes is what they count.
 		defer g.recoverHTTP(routeLabel, sw)
