@@ -406,19 +406,25 @@ type Totals struct {
 // first, then the roles in Options order) at one instant.
 func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.elapsed()
 	sec := second(now)
 	t := Totals{Requests: b.total.requests, Errors: b.total.errors, InFlight: b.total.inflight,
 		ReqPerS: b.total.reqs.rate(sec), TokPerS: b.total.toks.rate(sec)}
 	rows := make([]snapshot.RoleTraffic, 0, len(b.order))
+	ttft := make([][]time.Duration, 0, len(b.order))
+	itl := make([][]time.Duration, 0, len(b.order))
 	for _, name := range b.order {
 		a := b.roles[name]
-		rt := snapshot.RoleTraffic{Role: name, ReqPerS: a.reqs.rate(sec), TokPerS: a.toks.rate(sec),
-			InFlight: a.inflight, Errors: a.errors}
-		rt.TTFTp50, rt.TTFTp99 = a.ttft.quantiles(now)
-		rt.ITLp50, rt.ITLp99 = a.itl.quantiles(now)
-		rows = append(rows, rt)
+		rows = append(rows, snapshot.RoleTraffic{Role: name, ReqPerS: a.reqs.rate(sec), TokPerS: a.toks.rate(sec),
+			InFlight: a.inflight, Errors: a.errors})
+		ttft = append(ttft, a.ttft.recent(now))
+		itl = append(itl, a.itl.recent(now))
+	}
+	b.mu.Unlock()
+	// Sorted outside the lock: the requests' records never wait for it.
+	for i := range rows {
+		rows[i].TTFTp50, rows[i].TTFTp99 = quantiles(ttft[i])
+		rows[i].ITLp50, rows[i].ITLp99 = quantiles(itl[i])
 	}
 	return t, rows
 }

@@ -191,16 +191,16 @@ func TestQuantiles(t *testing.T) {
 	for i := 1; i <= 100; i++ {
 		s.add(0, time.Duration(i)*time.Millisecond)
 	}
-	if p50, p99 := s.quantiles(time.Second); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond {
+	if p50, p99 := quantiles(s.recent(time.Second)); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond {
 		t.Fatalf("1..100 ms: p50 %s p99 %s", p50, p99)
 	}
-	if p50, _ := s.quantiles(SampleAge + time.Second); p50 != 0 {
+	if p50, _ := quantiles(s.recent(SampleAge + time.Second)); p50 != 0 {
 		t.Fatalf("samples older than %s still count: p50 %s", SampleAge, p50)
 	}
 	for i := 0; i < 3*SampleCap; i++ {
 		s.add(time.Minute, time.Second)
 	}
-	if p50, p99 := s.quantiles(time.Minute); p50 != time.Second || p99 != time.Second || s.n != SampleCap {
+	if p50, p99 := quantiles(s.recent(time.Minute)); p50 != time.Second || p99 != time.Second || s.n != SampleCap {
 		t.Fatalf("after the ring wrapped: p50 %s p99 %s n %d", p50, p99, s.n)
 	}
 }
@@ -334,5 +334,43 @@ func TestNilRec(t *testing.T) {
 	r.End(200)
 	if FromContext(t.Context()) != nil {
 		t.Fatal("a Rec from an empty context")
+	}
+}
+
+// BenchmarkRequest is one PD request's whole record: begin, two roles, a
+// first token, 16 outputs, end (no access log).
+func BenchmarkRequest(b *testing.B) {
+	book := New(Options{Roles: []string{"prefill-0", "decode-0"}})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := book.Begin("POST", "/generate")
+			r.Role("prefill", "prefill-0")
+			r.Role("decode", "decode-0")
+			r.FirstToken()
+			for i := 0; i < 16; i++ {
+				r.Tokens(1)
+				r.ITL(time.Millisecond)
+			}
+			r.End(200)
+		}
+	})
+}
+
+// BenchmarkStatus is one snapshot read with full sample rings.
+func BenchmarkStatus(b *testing.B) {
+	book := New(Options{Roles: []string{"prefill-0", "decode-0", "decode-1", "encode-0"}})
+	for i := 0; i < 2*SampleCap; i++ {
+		r := book.Begin("POST", "/generate")
+		r.Role("prefill", "prefill-0")
+		r.Role("decode", "decode-"+string(rune('0'+i%2)))
+		r.FirstToken()
+		r.Tokens(2)
+		r.ITL(time.Duration(i) * time.Microsecond)
+		r.End(200)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		book.Status()
 	}
 }

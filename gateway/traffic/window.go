@@ -85,11 +85,11 @@ func (s *samples) add(at, v time.Duration) {
 	s.n = min(s.n+1, SampleCap)
 }
 
-// quantiles are the nearest-rank p50 and p99 of the samples of the last
-// SampleAge before now; zero when there are none.
-func (s *samples) quantiles(now time.Duration) (p50, p99 time.Duration) {
+// recent copies the values of the samples of the last SampleAge before
+// now, for quantiles to sort outside the book's lock.
+func (s *samples) recent(now time.Duration) []time.Duration {
 	if s.n == 0 {
-		return 0, 0
+		return nil
 	}
 	vals := make([]time.Duration, 0, s.n)
 	for i := 0; i < s.n; i++ {
@@ -97,6 +97,12 @@ func (s *samples) quantiles(now time.Duration) (p50, p99 time.Duration) {
 			vals = append(vals, s.v[i])
 		}
 	}
+	return vals
+}
+
+// quantiles are the nearest-rank p50 and p99 of vals (sorted in place);
+// zero when there are none.
+func quantiles(vals []time.Duration) (p50, p99 time.Duration) {
 	if len(vals) == 0 {
 		return 0, 0
 	}
