@@ -717,7 +717,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 			o := dr.out
 			now := time.Now()
 			if len(o.TokenIDs) > 0 {
-				recordOutput(rec, first, now.Sub(last), len(o.TokenIDs)) // issue 19
+				recordOutput(rec, ds.Worker().Role(), first, now.Sub(last), len(o.TokenIDs)) // issue 19
 				if first {
 					g.metrics.ttft.Observe(now.Sub(start).Seconds())
 					g.metrics.routerTTFT.Observe(now.Sub(start).Seconds())

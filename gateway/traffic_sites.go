@@ -29,16 +29,17 @@ func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTo
 	rec.Role(dec.w.Kind(), dec.w.Role())
 }
 
-// recordOutput records one decode output carrying n tokens: the first
-// token's time, or the gap since the last output spread over its tokens.
-func recordOutput(rec *traffic.Rec, first bool, gap time.Duration, n int) {
+// recordOutput records one output of the decode leg on role carrying n
+// tokens: the first token's time, or the gap since the last output spread
+// over its tokens.
+func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, n int) {
 	if rec == nil || n <= 0 {
 		return
 	}
 	if first {
 		rec.FirstToken()
 	} else {
-		rec.ITL(gap / time.Duration(n))
+		rec.ITL(role, gap/time.Duration(n))
 	}
-	rec.Tokens(n)
+	rec.Tokens(role, n)
 }

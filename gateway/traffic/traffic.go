@@ -233,9 +233,11 @@ func (r *Rec) FirstToken() {
 	}
 }
 
-// Tokens records n output tokens as they stream, so tok/s follows the
-// stream rather than jumping when it ends.
-func (r *Rec) Tokens(n int) {
+// Tokens records n output tokens of the decode leg on role as they stream,
+// so tok/s follows the stream rather than jumping when it ends. (n > 1
+// samples may stream from different decodes; role "" credits every decode
+// role of the request.)
+func (r *Rec) Tokens(role string, n int) {
 	if r == nil || n <= 0 {
 		return
 	}
@@ -253,7 +255,7 @@ func (r *Rec) Tokens(n int) {
 	b.total.tokens += uint64(n)
 	b.total.toks.add(sec, uint64(n))
 	for _, x := range r.roles {
-		if x.kind == kindDecode {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.tokens += uint64(n)
 			a.toks.add(sec, uint64(n))
@@ -261,8 +263,9 @@ func (r *Rec) Tokens(n int) {
 	}
 }
 
-// ITL records one inter-token gap (per token) of the decode stream.
-func (r *Rec) ITL(d time.Duration) {
+// ITL records one inter-token gap (per token) of the decode leg on role
+// ("": every decode role of the request).
+func (r *Rec) ITL(role string, d time.Duration) {
 	if r == nil || d < 0 {
 		return
 	}
@@ -274,7 +277,7 @@ func (r *Rec) ITL(d time.Duration) {
 	}
 	now := b.elapsed()
 	for _, x := range r.roles {
-		if x.kind == kindDecode {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.itl.add(now, d)
 			a.itlH.observe(d)

@@ -139,11 +139,11 @@ func TestAttribution(t *testing.T) {
 	}
 	clk.Set(100 * time.Millisecond)
 	ok.FirstToken()
-	ok.Tokens(1)
+	ok.Tokens("decode-0", 1)
 	for i := 0; i < 9; i++ {
 		clk.Set(100*time.Millisecond + time.Duration(i+1)*10*time.Millisecond)
-		ok.Tokens(1)
-		ok.ITL(10 * time.Millisecond)
+		ok.Tokens("decode-0", 1)
+		ok.ITL("decode-0", 10*time.Millisecond)
 	}
 	ok.End(200)
 
@@ -214,7 +214,7 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 		r.Role("prefill", "prefill-0")
 		r.Role("decode", "decode-0")
 		r.FirstToken()
-		r.Tokens(3)
+		r.Tokens("", 3)
 		r.End(200)
 	}
 	b.Begin("POST", "/generate").End(503)
@@ -295,7 +295,7 @@ func TestAccessLine(t *testing.T) {
 	r.Prompt(12)
 	clk.Set(42 * time.Millisecond)
 	r.FirstToken()
-	r.Tokens(5)
+	r.Tokens("decode-0", 5)
 	clk.Set(123456 * time.Microsecond)
 	r.End(200)
 	r.End(500) // ignored
@@ -328,8 +328,8 @@ func TestNilRec(t *testing.T) {
 	r.Role("decode", "d")
 	r.Prompt(1)
 	r.FirstToken()
-	r.Tokens(1)
-	r.ITL(time.Millisecond)
+	r.Tokens("d", 1)
+	r.ITL("d", time.Millisecond)
 	r.Fail("x")
 	r.End(200)
 	if FromContext(t.Context()) != nil {
@@ -349,8 +349,8 @@ func BenchmarkRequest(b *testing.B) {
 			r.Role("decode", "decode-0")
 			r.FirstToken()
 			for i := 0; i < 16; i++ {
-				r.Tokens(1)
-				r.ITL(time.Millisecond)
+				r.Tokens("decode-0", 1)
+				r.ITL("decode-0", time.Millisecond)
 			}
 			r.End(200)
 		}
@@ -365,12 +365,40 @@ func BenchmarkStatus(b *testing.B) {
 		r.Role("prefill", "prefill-0")
 		r.Role("decode", "decode-"+string(rune('0'+i%2)))
 		r.FirstToken()
-		r.Tokens(2)
-		r.ITL(time.Duration(i) * time.Microsecond)
+		r.Tokens("", 2)
+		r.ITL("", time.Duration(i)*time.Microsecond)
 		r.End(200)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		book.Status()
+	}
+}
+
+// n > 1 samples of one request on two decodes: each decode gets its own
+// tokens, and the request counts once on each.
+func TestTwoDecodesOneRequest(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Roles: []string{"prefill-0", "decode-0", "decode-1"}})
+	r := b.Begin("POST", "/v1/completions")
+	r.Role("prefill", "prefill-0")
+	r.Role("decode", "decode-0")
+	r.Role("prefill", "prefill-0")
+	r.Role("decode", "decode-1")
+	r.Tokens("decode-0", 3)
+	r.Tokens("decode-1", 5)
+	r.ITL("decode-1", time.Millisecond)
+	r.End(200)
+	clk.Set(time.Second + time.Millisecond)
+	tot, rows := b.Status()
+	d0, d1, p := row(rows, "decode-0"), row(rows, "decode-1"), row(rows, "prefill-0")
+	if d0.TokPerS != 3 || d1.TokPerS != 5 || tot.TokPerS != 8 {
+		t.Fatalf("tok/s decode-0 %.0f decode-1 %.0f total %.0f, want 3 5 8", d0.TokPerS, d1.TokPerS, tot.TokPerS)
+	}
+	if d0.ITLp50 != 0 || d1.ITLp50 != time.Millisecond {
+		t.Fatalf("ITL decode-0 %s decode-1 %s", d0.ITLp50, d1.ITLp50)
+	}
+	if p.ReqPerS != 1 || d0.ReqPerS != 1 || d1.ReqPerS != 1 || tot.ReqPerS != 1 {
+		t.Fatalf("req/s prefill %.0f decode-0 %.0f decode-1 %.0f total %.0f, want 1 each", p.ReqPerS, d0.ReqPerS, d1.ReqPerS, tot.ReqPerS)
 	}
 }
