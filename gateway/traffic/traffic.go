@@ -432,7 +432,7 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 	return t, rows
 }
 
-// ContextKey is how the HTTP layer hands a request's Rec to its dispatch.
+// ctxKey is how the HTTP layer hands a request's Rec to its dispatch.
 type ctxKey struct{}
 
 // NewContext returns ctx carrying rec.
