@@ -402,3 +402,17 @@ func TestTwoDecodesOneRequest(t *testing.T) {
 		t.Fatalf("req/s prefill %.0f decode-0 %.0f decode-1 %.0f total %.0f, want 1 each", p.ReqPerS, d0.ReqPerS, d1.ReqPerS, tot.ReqPerS)
 	}
 }
+
+// A client's path or request id cannot forge a second log line, and is
+// bounded.
+func TestAccessLineInjection(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/v1/x\nlevel=ERROR msg=forged"+strings.Repeat("a", 1000))
+	r.ID("id\nlevel=ERROR " + strings.Repeat("b", 1000))
+	r.End(404)
+	out := strings.TrimSuffix(buf.String(), "\n")
+	if strings.Contains(out, "\n") || len(out) > 800 {
+		t.Fatalf("%d bytes, %d lines:\n%s", len(out), strings.Count(out, "\n")+1, out)
+	}
+}
