@@ -94,7 +94,7 @@ func TestEPDChatHTTP(t *testing.T) {
 		t.Errorf("encoder saw %d requests, want 5", n)
 	}
 
-	before := c.g.Status().Requests
+	before := dispatched(c.g)
 	encBefore := strings.Count(c.log("encode-a"), "EncodeRequest received")
 	good := testPNG(t, 40, 30, 80)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -114,8 +114,8 @@ func TestEPDChatHTTP(t *testing.T) {
 			t.Errorf("%.40s: %d %s (want 400 mentioning %q)", tc.url, st, body, tc.want)
 		}
 	}
-	if after := c.g.Status().Requests; after != before {
-		t.Errorf("bad images dispatched %d requests", after-before)
+	if after := dispatched(c.g); after != before {
+		t.Errorf("bad images dispatched %v requests", after-before)
 	}
 	if n := strings.Count(c.log("encode-a"), "EncodeRequest received"); n != encBefore {
 		t.Errorf("bad images reached the encoder (%d new requests)", n-encBefore)
@@ -137,7 +137,7 @@ func TestPDChatImageRefused(t *testing.T) {
 	if st != 400 || !strings.Contains(body, "no encode role") {
 		t.Fatalf("%d %s", st, body)
 	}
-	if c.g.Status().Requests != 0 {
+	if dispatched(c.g) != 0 {
 		t.Fatal("dispatched")
 	}
 }

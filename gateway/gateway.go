@@ -125,7 +125,6 @@ type Gateway struct {
 	shutdown  chan struct{}
 	shutOnce  sync.Once
 	notes     []string
-	rate      rateSample
 	rrPrefill atomic.Uint64
 	rrDecode  atomic.Uint64
 	enc       encodeRouting
@@ -509,8 +508,9 @@ func (g *Gateway) health() (prefill, decode, healthy, total int) {
 
 // Status is the gateway's headline numbers.
 func (g *Gateway) Status() snapshot.GatewayStatus {
-	req, tok := g.requests.Load(), g.tokens.Load()
-	rps, tps := g.rate.update(time.Now(), req, tok)
+	// issue 19: the numbers are the traffic account's, the same /metrics
+	// reports (gateway/traffic), with one row per role.
+	tot, roles := g.metrics.traffic.Status()
 	notes := g.notes
 	if n := g.encodeNote(); n != "" {
 		notes = append([]string{n}, notes...)
@@ -520,38 +520,16 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		URL:       g.plan.Gateway.URL,
 		Mode:      g.plan.Gateway.Mode,
 		Ready:     g.Ready(),
-		ReqPerSec: rps,
-		TokPerSec: tps,
-		Requests:  req,
-		Errors:    g.errors.Load(),
-		InFlight:  int(g.inflight.Load()),
+		ReqPerSec: tot.ReqPerS,
+		TokPerSec: tot.TokPerS,
+		Requests:  tot.Requests,
+		Errors:    tot.Errors,
+		InFlight:  tot.InFlight,
 		Note:      note,
 		Queued:    int(g.queuedNow.Load()),
 		Panics:    g.panics.Load(),
+		Roles:     roles,
 	}
-}
-
-// rateSample turns counters into per-second rates over at least a second.
-type rateSample struct {
-	mu       sync.Mutex
-	t        time.Time
-	req, tok uint64
-	rps, tps float64
-}
-
-func (r *rateSample) update(now time.Time, req, tok uint64) (float64, float64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.t.IsZero() {
-		r.t, r.req, r.tok = now, req, tok
-		return 0, 0
-	}
-	if dt := now.Sub(r.t).Seconds(); dt >= 1 {
-		r.rps = float64(req-r.req) / dt
-		r.tps = float64(tok-r.tok) / dt
-		r.t, r.req, r.tok = now, req, tok
-	}
-	return r.rps, r.tps
 }
 
 type lockedRand struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -224,6 +225,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan ge
 }
 
 func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
+	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
 	if err := validate(&r); err != nil {
 		g.metrics.reqError("invalid_request")
 		return nil, err
@@ -344,6 +346,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
+	recordLegs(ctx, pre, dec, encs, len(r.InputIDs)) // issue 19
 	g.requests.Add(1)
 	var preRes *legResult
 	var promptLP []float64
@@ -433,6 +436,7 @@ func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*l
 		}
 		g.errors.Add(1)
 		g.metrics.reqError("panic")
+		traffic.FromContext(parent).Fail("panic") // issue 19
 		select {
 		case events <- gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}:
 		case <-parent.Done():
@@ -541,6 +545,8 @@ type flight struct {
 	first              bool
 	last               time.Time
 	promptTk           int
+
+	rec *traffic.Rec // the request's record in the traffic account (issue 19)
 }
 
 // run drives one PD request: it relays decode outputs, watches the
@@ -552,7 +558,7 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	if h := g.opts.hookRun; h != nil {
 		h()
 	}
-	f := &flight{g: g, parent: parent, ps: ps, ds: ds, encs: encs, events: events, start: start, promptLP: promptLP,
+	f := &flight{g: g, rec: traffic.FromContext(parent), parent: parent, ps: ps, ds: ds, encs: encs, events: events, start: start, promptLP: promptLP,
 		preCh: make(chan legResult, 1), decCh: make(chan legResult, 1), decWake: ds.Wake(),
 		encLeft: len(encs), watched: map[*lane.Worker]bool{}, stopWatch: make(chan struct{}), first: true}
 	defer f.endEncodes()
@@ -661,6 +667,7 @@ func (f *flight) emit(ev gen.Event) bool {
 func (f *flight) fail(kind string, ev gen.Event) {
 	f.g.errors.Add(1)
 	f.g.metrics.reqError(kind)
+	f.rec.Fail(kind) // issue 19
 	f.emit(ev)
 }
 
@@ -780,6 +787,7 @@ func (f *flight) observeTokens(n int, now time.Time) {
 	if n == 0 {
 		return
 	}
+	recordOutput(f.rec, f.ds.Worker().Role(), f.first, now.Sub(f.last), n) // issue 19
 	m := f.g.metrics
 	if f.first {
 		m.ttft.Observe(now.Sub(f.start).Seconds())
@@ -810,6 +818,7 @@ func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
 		f.ps.Abort(nil)
 		f.g.errors.Add(1)
 		f.g.metrics.reqError("engine_abort")
+		f.rec.Fail("engine_abort") // issue 19
 	}
 	f.emit(ev)
 }

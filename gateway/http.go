@@ -13,6 +13,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/traffic"
 )
 
 func (g *Gateway) routes() {
@@ -45,6 +46,13 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 			g.metrics.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
 		},
 		OnPanic: g.ReportPanic,
+		// issue 19: the request's one record in the traffic account; the
+		// dispatch finds it in the context (gateway/traffic).
+		Begin: func(r *http.Request) (*http.Request, func(int)) {
+			rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)
+			rec.ID(front.RequestID(r.Context()))
+			return r.WithContext(traffic.NewContext(r.Context(), rec)), rec.End
+		},
 	})
 }
 

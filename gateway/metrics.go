@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -31,6 +32,10 @@ type metrics struct {
 	panics        *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	queued        *prometheus.CounterVec
+
+	// traffic is the one account of request outcomes (issue 19): its
+	// series are on /metrics and Status reads the same counters.
+	traffic *traffic.Book
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
@@ -69,10 +74,15 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_events_total", Help: "Gateway verdicts reported as events (panic, stall, readmit), by kind."}, []string{"kind"})
 	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_queued_total", Help: "Requests that waited for a routable worker, by outcome (routed, timeout, client_gone)."}, []string{"outcome"})
+	var roles []string
+	for _, w := range g.lane.Workers() {
+		roles = append(roles, w.Role())
+	}
+	m.traffic = traffic.New(traffic.Options{Roles: roles, Logger: g.log})
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, workerCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, workerCollector{g}, m.traffic} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -62,6 +62,19 @@ type GatewayStatus struct {
 	// Problem is something the operator must fix, shown in red: e.g. the
 	// OpenAI API is off because the tokenizer did not load.
 	Problem string `json:"problem,omitempty"`
+	// Roles is the gateway's own per-role accounting (the numbers
+	// /metrics reports), one entry per role instance it routes to.
+	Roles []RoleTraffic `json:"roles,omitempty"`
+}
+
+// RoleTraffic is one role's share of the gateway's traffic.
+type RoleTraffic struct {
+	Role             string
+	ReqPerS, TokPerS float64
+	InFlight         int
+	Errors           uint64
+	TTFTp50, TTFTp99 time.Duration
+	ITLp50, ITLp99   time.Duration
 }
 
 // RoleStatus is one role instance.

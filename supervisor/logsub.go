@@ -16,7 +16,8 @@ import (
 // subscriber (≤ 60 batches a second).
 const LogBatchInterval = time.Second / 60
 
-// SubscribeLogs returns a role's current ring (role "" merges every role,
+// SubscribeLogs returns a role's current ring (GatewayLogSource: the
+// gateway's; role "" merges every role, without the gateway's,
 // ordered by time) and a channel of new lines in batches, at most 60 a
 // second. A subscriber that falls behind by more than the ring gets a note
 // line saying how many lines it missed; the engines never wait for it. The
@@ -28,11 +29,11 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 			rings = append(rings, a.ring)
 		}
 	} else {
-		a, ok := s.byName[role]
-		if !ok {
-			return nil, nil, nil, fmt.Errorf("%w %q", ErrUnknownRole, role)
+		r, err := s.ringOf(role)
+		if err != nil {
+			return nil, nil, nil, err
 		}
-		rings = []*logRing{a.ring}
+		rings = []*logRing{r}
 	}
 	poke := make(chan struct{}, 1)
 	var unwatch []func()
@@ -117,13 +118,26 @@ func (r *logRing) watchChan(ch chan struct{}) func() {
 	}
 }
 
-// Logs returns a copy of one role's whole ring, oldest first.
+// Logs returns a copy of one role's whole ring (or the gateway's,
+// GatewayLogSource), oldest first.
 func (s *Supervisor) Logs(role string) ([]LogLine, error) {
-	a, ok := s.byName[role]
-	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownRole, role)
+	r, err := s.ringOf(role)
+	if err != nil {
+		return nil, err
 	}
-	return a.ring.all(), nil
+	return r.all(), nil
+}
+
+// ringOf is the ring of a role or of the gateway's log.
+func (s *Supervisor) ringOf(name string) (*logRing, error) {
+	if name == GatewayLogSource {
+		return s.gwLog.ring, nil
+	}
+	a, ok := s.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownRole, name)
+	}
+	return a.ring, nil
 }
 
 // SaveLog writes one role's ring ("" = every role, merged in time order and

@@ -85,6 +85,10 @@ type Options struct {
 	LogFileMax  int64 // rotate a role's log file past this size (default 100 MiB)
 	LogFileKeep int   // rotated files kept (default 3)
 	NoLogFiles  bool  // do not write per-role log files
+	// GatewayLog is the embedded gateway's log (GatewayLogSource), which
+	// the caller hands the gateway as its log writer; nil: an empty one in
+	// memory, so `tsd logs gateway` still answers.
+	GatewayLog *LogSource
 
 	// NoProgress stops a starting role that printed no line and reached no
 	// milestone for this long (default 15m; negative disables).
@@ -133,6 +137,7 @@ type Supervisor struct {
 
 	actors []*actor
 	byName map[string]*actor
+	gwLog  *LogSource
 	pub    *publisher
 
 	shutdownOnce sync.Once
@@ -211,6 +216,11 @@ func New(opts Options) (*Supervisor, error) {
 		statuses = append(statuses, a.st)
 	}
 	s.pub = newPublisher(s, statuses)
+	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
+		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
+	} else if s.gwLog.file != nil {
+		s.gwLog.file.setOnHealth(func(msg string) { s.pub.tryEvent(GatewayLogSource, msg) })
+	}
 	for _, a := range s.actors {
 		if a.file != nil {
 			role := a.plan.Name

@@ -519,7 +519,7 @@ type logsCmd struct {
 	Tail       int      `short:"n" help:"Only the last N lines of what is retained."`
 	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
 	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
-	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE, every role merged in time order."`
+	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
 }
 
 func (c logsCmd) Run() error {

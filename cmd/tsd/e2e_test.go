@@ -634,6 +634,28 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	}
 	generate(t, base)
 
+	// Issue 19: the gateway is a log source (`tsd logs gateway`, its 0600
+	// file) with one access line per request, and the status counts the
+	// requests on the roles that served them.
+	if out, err := d.ctl("logs", "gateway"); err != nil || strings.Count(out, "msg=access") != 2 || !strings.Contains(out, "roles=prefill,decode") {
+		t.Fatalf("tsd logs gateway: %v\n%s", err, out)
+	}
+	gwLog := filepath.Join(d.dir, ".tsd", "logs", "gateway.log")
+	if fi, err := os.Stat(gwLog); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("gateway log: %v %v", err, fi)
+	}
+	// The snapshot is published at its own cadence, after the request.
+	gs := d.waitStatus(func(s snapshot.Snapshot) bool { return s.Gateway.Requests == 2 && s.Gateway.InFlight == 0 }).Gateway
+	var decTraffic *snapshot.RoleTraffic
+	for i := range gs.Roles {
+		if gs.Roles[i].Role == "decode" {
+			decTraffic = &gs.Roles[i]
+		}
+	}
+	if gs.Requests != 2 || gs.Errors != 0 || decTraffic == nil || decTraffic.TTFTp50 <= 0 {
+		t.Fatalf("gateway traffic after 2 requests: %+v", gs)
+	}
+
 	if out, err := d.ctl("stop"); err != nil {
 		t.Fatalf("tsd stop: %v\n%s", err, out)
 	}

@@ -246,8 +246,16 @@ func (c upCmd) runSupervisor() error {
 	// supRef lets the gateway, built before the supervisor, ask it which
 	// processes may dial each role's lane (docs/architecture.md §D12).
 	var supRef atomic.Pointer[supervisor.Supervisor]
+	// The gateway's log (its warnings, one access line per request) is a
+	// log source of its own: rotated like a role's, and served as
+	// "gateway" to `tsd logs` and the dashboard (issue 19).
+	var gwLog *supervisor.LogSource
 	if newGateway != nil && !c.NoGateway {
-		if gw, err = newGateway(plan, reg, func(role string) []int {
+		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile}); err != nil {
+			return fmt.Errorf("open gateway log: %w", err)
+		}
+		defer gwLog.Close()
+		if gw, err = newGateway(plan, reg, gwLog, func(role string) []int {
 			// Engines start only once the supervisor runs, so until then
 			// there is no process to admit.
 			if sp := supRef.Load(); sp != nil {
@@ -277,6 +285,7 @@ func (c upCmd) runSupervisor() error {
 		Preflight:   func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
+		GatewayLog:  gwLog,
 		Telemetry:   &telemetryDecorator{t: tel, plan: plan},
 		OnEvent:     out.event,
 		TestRequest: tester.TestRequest,
@@ -457,19 +466,9 @@ func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (i
 }
 
 // embeddedGateway is the gateway package's Gateway with the OpenAI front end
-// mounted, logging to the plan's gateway log file and serving reg on /metrics.
-func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, roots func(role string) []int) (supervisor.Gateway, error) {
-	logw := io.Discard
-	if plan.Gateway.LogFile != "" {
-		if err := os.MkdirAll(filepath.Dir(plan.Gateway.LogFile), 0o755); err != nil {
-			return nil, fmt.Errorf("create gateway log dir: %w", err)
-		}
-		f, err := os.OpenFile(plan.Gateway.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("open gateway log: %w", err)
-		}
-		logw = f // lives as long as tsd up
-	}
+// mounted, logging to logw (the gateway's log source: its file and its
+// ring) and serving reg on /metrics.
+func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, roots func(role string) []int) (supervisor.Gateway, error) {
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	mount, encode, problem := frontEnds(plan, log)
 	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, Encode: encode,

@@ -29,6 +29,10 @@ type Config struct {
 	Observe func(method, route string, status int, d time.Duration)
 	// OnPanic hears a panic a route's boundary recovered.
 	OnPanic func(where string, v any, stack []byte)
+	// Begin, when set, starts a request's record once its id is known
+	// (the traffic account, gateway/traffic): it may return the request
+	// with a new context, and end hears the final status.
+	Begin func(r *http.Request) (_ *http.Request, end func(status int))
 }
 
 // Door wraps routes with the front door.
@@ -72,13 +76,17 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		label := func() string { return routeLabel(rt.Label, r) }
+		var end func(int)
 		defer func() {
+			st := sw.status
+			if st == 0 {
+				st = http.StatusOK
+			}
 			if d.cfg.Observe != nil {
-				st := sw.status
-				if st == 0 {
-					st = http.StatusOK
-				}
 				d.cfg.Observe(r.Method, label(), st, time.Since(start))
+			}
+			if end != nil {
+				end(st)
 			}
 		}()
 		// Deferred after the metrics so the 500 it writes is what they count.
@@ -86,6 +94,9 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		id := requestID(r)
 		sw.Header().Set("X-Request-Id", id)
 		r = r.WithContext(context.WithValue(r.Context(), idKey{}, id))
+		if d.cfg.Begin != nil {
+			r, end = d.cfg.Begin(r)
+		}
 		if d.cors(sw, r) {
 			return // preflight answered
 		}

@@ -1,0 +1,447 @@
+// Package traffic is the gateway's one account of request outcomes. Every
+// HTTP request that asks for work (a POST) is begun and ended here exactly
+// once; the request's dispatch adds the engine roles that served its legs,
+// its first token, its tokens and its inter-token gaps. Both views read the
+// same counters under the same lock: /metrics (Book is a
+// prometheus.Collector) and the status snapshot (Status), so the dashboard
+// and a scraper never disagree. Each request also gets one access line in
+// the gateway's log.
+//
+// Attribution: a request counts on every role that served one of its legs
+// (a PD request on its prefill and its decode, an image request on its
+// encoders too); its tokens and inter-token latency on its decode roles; a
+// request that never reached an engine (a 400, a 401, a 503 with no decode)
+// counts under the row GatewayRole. Rates are the mean over the last ten
+// whole seconds (window), percentiles come from a ring of the last samples
+// of the past minute (samples): both bounded, both steady under steady load.
+package traffic
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// GatewayRole is the row of requests that no engine served: refused before
+// dispatch (bad input, auth, limits, no routable worker) or not generation
+// requests at all. It is the name no role may take (profiles.GatewayLogName).
+const GatewayRole = "gateway"
+
+// Role kinds as the dispatch names them (profiles.Kind*); only the decode
+// kind gets tokens and inter-token latency.
+const kindDecode = "decode"
+
+// Bounds of the request id and path written to the access line: both come
+// from the client.
+const (
+	maxIDLen   = 128
+	maxPathLen = 256
+)
+
+// Options configure a Book. Zero values are sensible.
+type Options struct {
+	// Roles are the role instances the gateway routes to, in the order the
+	// snapshot lists them (after GatewayRole); a role not listed gets a row
+	// when it first serves a request.
+	Roles []string
+	// Now is the clock; nil: time.Now. Tests inject a fake one.
+	Now func() time.Time
+	// Logger receives one access line per request (nil: none). It should
+	// be the gateway's own logger, whose output is the gateway's log file
+	// and the dashboard's "gateway" log source.
+	Logger *slog.Logger
+}
+
+// Book owns the counters. One mutex guards all of them: every change is a
+// few additions, so the writers (request handlers, decode relays) and the
+// readers (the snapshot at the publisher's cadence, a scrape) never wait
+// long, and a reader sees one consistent instant.
+type Book struct {
+	now   func() time.Time
+	start time.Time
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	order []string // rows in snapshot order, GatewayRole first
+	roles map[string]*acct
+	total acct // every counted request once
+}
+
+// acct is one row's counters.
+type acct struct {
+	requests, errors, tokens uint64
+	inflight                 int
+	reqs, toks               window
+	ttft, itl                samples
+	ttftH, itlH              hist
+}
+
+// New returns an empty Book.
+func New(o Options) *Book {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	b := &Book{now: o.Now, log: o.Logger, roles: map[string]*acct{}}
+	b.start = b.now()
+	b.row(GatewayRole)
+	for _, r := range o.Roles {
+		b.row(r)
+	}
+	return b
+}
+
+// row returns name's counters, creating the row; b.mu held (or New).
+func (b *Book) row(name string) *acct {
+	a, ok := b.roles[name]
+	if !ok {
+		a = &acct{}
+		b.roles[name] = a
+		b.order = append(b.order, name)
+	}
+	return a
+}
+
+// elapsed is the book's time axis: monotonic time since New, so a wall
+// clock step never bends a rate.
+func (b *Book) elapsed() time.Duration { return b.now().Sub(b.start) }
+
+// Counted says whether a request enters the account: the requests that ask
+// for work are POSTs; probes, the model list and scrapes (GETs) would only
+// drown the rates.
+func Counted(method string) bool { return method == http.MethodPost }
+
+// Rec is one request's record. Its methods may be called from any
+// goroutine, and on a nil *Rec (a dispatch called without an HTTP request,
+// as in tests) they do nothing. Calls after End are ignored.
+type Rec struct {
+	b       *Book
+	counted bool
+	method  string
+	path    string
+	begin   time.Duration
+
+	// Guarded by b.mu.
+	id         string
+	roles      []roleRef
+	first      bool
+	ttft       time.Duration
+	prompt     int
+	completion int
+	failed     string
+	ended      bool
+}
+
+type roleRef struct{ kind, name string }
+
+// Begin starts the record of one request; End must follow.
+func (b *Book) Begin(method, path string) *Rec {
+	if len(path) > maxPathLen {
+		path = path[:maxPathLen]
+	}
+	r := &Rec{b: b, counted: Counted(method), method: method, path: path}
+	b.mu.Lock()
+	r.begin = b.elapsed()
+	if r.counted {
+		b.total.inflight++
+		b.roles[GatewayRole].inflight++
+	}
+	b.mu.Unlock()
+	return r
+}
+
+// ID sets the request id the access line shows; the first one set stays
+// (the client's x-request-id, set by the HTTP layer, wins over the id the
+// dispatch mints).
+func (r *Rec) ID(id string) {
+	if r == nil || id == "" {
+		return
+	}
+	if len(id) > maxIDLen {
+		id = id[:maxIDLen]
+	}
+	r.b.mu.Lock()
+	if r.id == "" {
+		r.id = id
+	}
+	r.b.mu.Unlock()
+}
+
+// Role records that role instance name, of kind (prefill, decode,
+// encode), serves one of the request's legs: from now on the request is in
+// flight there, not in the gateway row.
+func (r *Rec) Role(kind, name string) {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended {
+		return
+	}
+	for _, x := range r.roles {
+		if x.name == name {
+			return // n > 1 samples dispatch more legs to the same roles
+		}
+	}
+	if r.counted {
+		if len(r.roles) == 0 {
+			b.roles[GatewayRole].inflight--
+		}
+		b.row(name).inflight++
+	}
+	r.roles = append(r.roles, roleRef{kind, name})
+}
+
+// Prompt records the prompt's length in tokens (n > 1 samples share it).
+func (r *Rec) Prompt(n int) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	r.prompt = max(r.prompt, n)
+	r.b.mu.Unlock()
+}
+
+// FirstToken records the time to the first output token, from the
+// request's arrival (what its client waits), once per request, on every
+// role that served it.
+func (r *Rec) FirstToken() {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended || r.first {
+		return
+	}
+	now := b.elapsed()
+	r.first, r.ttft = true, now-r.begin
+	if !r.counted {
+		return
+	}
+	for _, x := range r.roles {
+		a := b.roles[x.name]
+		a.ttft.add(now, r.ttft)
+		a.ttftH.observe(r.ttft)
+	}
+}
+
+// Tokens records n output tokens of the decode leg on role as they stream,
+// so tok/s follows the stream rather than jumping when it ends. (n > 1
+// samples may stream from different decodes; role "" credits every decode
+// role of the request.)
+func (r *Rec) Tokens(role string, n int) {
+	if r == nil || n <= 0 {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended {
+		return
+	}
+	r.completion += n
+	if !r.counted {
+		return
+	}
+	sec := second(b.elapsed())
+	b.total.tokens += uint64(n)
+	b.total.toks.add(sec, uint64(n))
+	for _, x := range r.roles {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
+			a := b.roles[x.name]
+			a.tokens += uint64(n)
+			a.toks.add(sec, uint64(n))
+		}
+	}
+}
+
+// ITL records one inter-token gap (per token) of the decode leg on role
+// ("": every decode role of the request).
+func (r *Rec) ITL(role string, d time.Duration) {
+	if r == nil || d < 0 {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended || !r.counted {
+		return
+	}
+	now := b.elapsed()
+	for _, x := range r.roles {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
+			a := b.roles[x.name]
+			a.itl.add(now, d)
+			a.itlH.observe(d)
+		}
+	}
+}
+
+// Fail marks the request failed with an error code although its HTTP
+// status may already be 200 (a stream that broke after its headers). The
+// first code stays.
+func (r *Rec) Fail(code string) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if r.failed == "" && !r.ended {
+		if code == "" {
+			code = "failed"
+		}
+		r.failed = code
+	}
+	r.b.mu.Unlock()
+}
+
+// End closes the record with the HTTP status sent (0: 200). It counts the
+// request once, as an error when status ≥ 400 or Fail was called, on every
+// role that served it or else on the gateway row, and writes its access
+// line. Later calls do nothing.
+func (r *Rec) End(status int) {
+	if r == nil {
+		return
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	b := r.b
+	b.mu.Lock()
+	if r.ended {
+		b.mu.Unlock()
+		return
+	}
+	r.ended = true
+	now := b.elapsed()
+	failed := status >= 400 || r.failed != ""
+	if r.counted {
+		sec := second(now)
+		count := func(a *acct) {
+			a.requests++
+			a.reqs.add(sec, 1)
+			a.inflight--
+			if failed {
+				a.errors++
+			}
+		}
+		count(&b.total)
+		if len(r.roles) == 0 {
+			count(b.roles[GatewayRole])
+		}
+		for _, x := range r.roles {
+			count(b.roles[x.name])
+		}
+	}
+	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
+		latency: now - r.begin, id: r.id, failed: r.failed}
+	if r.first {
+		line.ttft = r.ttft
+	}
+	names := make([]string, len(r.roles))
+	for i, x := range r.roles {
+		names[i] = x.name
+	}
+	line.roles = strings.Join(names, ",")
+	b.mu.Unlock()
+	if b.log != nil && (r.counted || status >= 400) {
+		line.write(b.log)
+	}
+}
+
+// access is one request's access line. Never the prompt, the output or a
+// header beyond the request id: the line is safe to share.
+type access struct {
+	method, path       string
+	status             int
+	prompt, completion int
+	latency, ttft      time.Duration
+	id, roles, failed  string
+}
+
+func (a access) write(log *slog.Logger) {
+	level := slog.LevelInfo
+	if a.status >= 500 || a.failed != "" {
+		level = slog.LevelWarn
+	}
+	attrs := make([]slog.Attr, 0, 11)
+	attrs = append(attrs,
+		slog.String("method", a.method),
+		slog.String("path", a.path),
+		slog.Int("status", a.status),
+		slog.Int("prompt_tokens", a.prompt),
+		slog.Int("completion_tokens", a.completion),
+		slog.Float64("latency_ms", ms(a.latency)))
+	if a.ttft > 0 {
+		attrs = append(attrs, slog.Float64("ttft_ms", ms(a.ttft)))
+	}
+	roles := a.roles
+	if roles == "" {
+		roles = GatewayRole
+	}
+	attrs = append(attrs, slog.String("rid", a.id), slog.String("roles", roles))
+	if a.failed != "" {
+		attrs = append(attrs, slog.String("error", a.failed))
+	}
+	log.LogAttrs(context.Background(), level, "access", attrs...)
+}
+
+// ms is d in milliseconds rounded to a tenth: short, sortable, greppable.
+func ms(d time.Duration) float64 {
+	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
+}
+
+// Totals are the headline numbers: every counted request once.
+type Totals struct {
+	Requests, Errors uint64
+	ReqPerS, TokPerS float64
+	InFlight         int
+}
+
+// Status reads the headline totals and one row per role (GatewayRole
+// first, then the roles in Options order) at one instant.
+func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
+	b.mu.Lock()
+	now := b.elapsed()
+	sec := second(now)
+	t := Totals{Requests: b.total.requests, Errors: b.total.errors, InFlight: b.total.inflight,
+		ReqPerS: b.total.reqs.rate(sec), TokPerS: b.total.toks.rate(sec)}
+	rows := make([]snapshot.RoleTraffic, 0, len(b.order))
+	ttft := make([][]time.Duration, 0, len(b.order))
+	itl := make([][]time.Duration, 0, len(b.order))
+	for _, name := range b.order {
+		a := b.roles[name]
+		rows = append(rows, snapshot.RoleTraffic{Role: name, ReqPerS: a.reqs.rate(sec), TokPerS: a.toks.rate(sec),
+			InFlight: a.inflight, Errors: a.errors})
+		ttft = append(ttft, a.ttft.recent(now))
+		itl = append(itl, a.itl.recent(now))
+	}
+	b.mu.Unlock()
+	// Sorted outside the lock: the requests' records never wait for it.
+	for i := range rows {
+		rows[i].TTFTp50, rows[i].TTFTp99 = quantiles(ttft[i])
+		rows[i].ITLp50, rows[i].ITLp99 = quantiles(itl[i])
+	}
+	return t, rows
+}
+
+// ctxKey is how the HTTP layer hands a request's Rec to its dispatch.
+type ctxKey struct{}
+
+// NewContext returns ctx carrying rec.
+func NewContext(ctx context.Context, rec *Rec) context.Context {
+	return context.WithValue(ctx, ctxKey{}, rec)
+}
+
+// FromContext is the request's Rec, or nil.
+func FromContext(ctx context.Context) *Rec {
+	r, _ := ctx.Value(ctxKey{}).(*Rec)
+	return r
+}

@@ -1,0 +1,418 @@
+package traffic
+
+import (
+	"bytes"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Set(d time.Duration) {
+	c.mu.Lock()
+	c.t = time.Unix(1_700_000_000, 0).Add(d)
+	c.mu.Unlock()
+}
+
+// Steady input reads steady: the issue's 3.8 req/s that read
+// 0 → 2.5 → 8.0 → 4.0, and other arrival patterns, through the window.
+func TestRateSteadyUnderSteadyInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// arrivals within each second, as fractions of the second; the
+		// pattern repeats every len(pattern) seconds
+		pattern [][]float64
+		want    float64
+		tol     float64
+	}{
+		{"3.8 req/s, ends in bursts", [][]float64{{.1, .15, .2, .9}, {.05, .8, .85, .9}, {.4, .41, .42, .43}, {.9, .91, .92, .93}, {.2, .3}}, 3.6, 0.41},
+		{"3.8 req/s, even", nil, 3.8, 0.11},
+		{"1 req every 4 s", [][]float64{{.5}, {}, {}, {}}, 0.25, 0.051},
+		{"idle", [][]float64{{}}, 0, 0},
+		{"20 req/s at the same instant each second", [][]float64{repeat(.999, 20)}, 20, 0.001},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			b := New(Options{Now: clk.Now})
+			var at []time.Duration
+			if tc.pattern == nil {
+				for i := 0; i < 120*38/10; i++ {
+					at = append(at, time.Duration(float64(i)/3.8*float64(time.Second)))
+				}
+			} else {
+				for s := 0; s < 120; s++ {
+					for _, f := range tc.pattern[s%len(tc.pattern)] {
+						at = append(at, time.Duration((float64(s)+f)*float64(time.Second)))
+					}
+				}
+			}
+			next := 0
+			for read := 20 * time.Second; read < 100*time.Second; read += 700 * time.Millisecond {
+				for next < len(at) && at[next] < read {
+					clk.Set(at[next])
+					b.Begin("POST", "/generate").End(200)
+					next++
+				}
+				clk.Set(read)
+				tot, _ := b.Status()
+				if math.Abs(tot.ReqPerS-tc.want) > tc.tol {
+					t.Fatalf("at %s: %.2f req/s, want %.2f ± %.2f", read, tot.ReqPerS, tc.want, tc.tol)
+				}
+			}
+		})
+	}
+}
+
+func repeat(f float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
+// A fresh book reads the rate of the seconds it has seen, not a tenth of it.
+func TestRateFromTheStart(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now})
+	for i := 0; i < 8; i++ {
+		clk.Set(time.Duration(i) * 250 * time.Millisecond)
+		b.Begin("POST", "/generate").End(200)
+	}
+	clk.Set(2500 * time.Millisecond)
+	if tot, _ := b.Status(); tot.ReqPerS != 4 {
+		t.Fatalf("after 2 s of 4 req/s: %.2f req/s", tot.ReqPerS)
+	}
+	clk.Set(time.Hour)
+	if tot, _ := b.Status(); tot.ReqPerS != 0 {
+		t.Fatalf("an hour later: %.2f req/s, want 0", tot.ReqPerS)
+	}
+}
+
+func row(rows []snapshot.RoleTraffic, name string) snapshot.RoleTraffic {
+	for _, r := range rows {
+		if r.Role == name {
+			return r
+		}
+	}
+	return snapshot.RoleTraffic{Role: "missing " + name}
+}
+
+// A PD request counts on both its roles, its tokens and ITL on the decode
+// only; a refused request on the gateway row; GETs not at all.
+func TestAttribution(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Roles: []string{"prefill-0", "decode-0", "encode-0"}})
+
+	ok := b.Begin("POST", "/v1/chat/completions")
+	_, rows := b.Status()
+	if g := row(rows, GatewayRole); g.InFlight != 1 {
+		t.Fatalf("undispatched request: gateway in flight %d, want 1", g.InFlight)
+	}
+	ok.Role("prefill", "prefill-0")
+	ok.Role("decode", "decode-0")
+	ok.Role("decode", "decode-0") // a second sample's leg
+	_, rows = b.Status()
+	if g, p, d := row(rows, GatewayRole), row(rows, "prefill-0"), row(rows, "decode-0"); g.InFlight != 0 || p.InFlight != 1 || d.InFlight != 1 {
+		t.Fatalf("dispatched: in flight gateway %d prefill %d decode %d, want 0 1 1", g.InFlight, p.InFlight, d.InFlight)
+	}
+	clk.Set(100 * time.Millisecond)
+	ok.FirstToken()
+	ok.Tokens("decode-0", 1)
+	for i := 0; i < 9; i++ {
+		clk.Set(100*time.Millisecond + time.Duration(i+1)*10*time.Millisecond)
+		ok.Tokens("decode-0", 1)
+		ok.ITL("decode-0", 10*time.Millisecond)
+	}
+	ok.End(200)
+
+	bad := b.Begin("POST", "/generate")
+	bad.End(400)
+	gone := b.Begin("POST", "/generate")
+	gone.End(503)
+	broke := b.Begin("POST", "/generate")
+	broke.Role("prefill", "prefill-0")
+	broke.Role("decode", "decode-0")
+	broke.Fail("decode_failed")
+	broke.End(200)
+	b.Begin("GET", "/health").End(200)
+	b.Begin("GET", "/metrics").End(401)
+
+	clk.Set(2 * time.Second)
+	tot, rows := b.Status()
+	if tot.Requests != 4 || tot.Errors != 3 || tot.InFlight != 0 {
+		t.Fatalf("totals %+v, want 4 requests, 3 errors, none in flight", tot)
+	}
+	g, p, d, e := row(rows, GatewayRole), row(rows, "prefill-0"), row(rows, "decode-0"), row(rows, "encode-0")
+	if g.Errors != 2 || p.Errors != 1 || d.Errors != 1 || e.Errors != 0 {
+		t.Fatalf("errors gateway %d prefill %d decode %d encode %d, want 2 1 1 0", g.Errors, p.Errors, d.Errors, e.Errors)
+	}
+	if d.TokPerS != 5 || p.TokPerS != 0 || tot.TokPerS != 5 {
+		t.Fatalf("tok/s decode %.1f prefill %.1f total %.1f, want 5 0 5 (10 tokens over 2 s)", d.TokPerS, p.TokPerS, tot.TokPerS)
+	}
+	if p.ReqPerS != 1 || d.ReqPerS != 1 || g.ReqPerS != 1 {
+		t.Fatalf("req/s prefill %.1f decode %.1f gateway %.1f, want 1 1 1", p.ReqPerS, d.ReqPerS, g.ReqPerS)
+	}
+	if p.TTFTp50 != 100*time.Millisecond || d.TTFTp99 != 100*time.Millisecond {
+		t.Fatalf("TTFT prefill p50 %s decode p99 %s, want 100ms", p.TTFTp50, d.TTFTp99)
+	}
+	if d.ITLp50 != 10*time.Millisecond || p.ITLp50 != 0 {
+		t.Fatalf("ITL decode %s prefill %s, want 10ms and none", d.ITLp50, p.ITLp50)
+	}
+	if rows[0].Role != GatewayRole || rows[1].Role != "prefill-0" || rows[3].Role != "encode-0" {
+		t.Fatalf("row order %v", rows)
+	}
+}
+
+// Percentiles come from the recent samples only, and from a bounded ring.
+func TestQuantiles(t *testing.T) {
+	var s samples
+	for i := 1; i <= 100; i++ {
+		s.add(0, time.Duration(i)*time.Millisecond)
+	}
+	if p50, p99 := quantiles(s.recent(time.Second)); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond {
+		t.Fatalf("1..100 ms: p50 %s p99 %s", p50, p99)
+	}
+	if p50, _ := quantiles(s.recent(SampleAge + time.Second)); p50 != 0 {
+		t.Fatalf("samples older than %s still count: p50 %s", SampleAge, p50)
+	}
+	for i := 0; i < 3*SampleCap; i++ {
+		s.add(time.Minute, time.Second)
+	}
+	if p50, p99 := quantiles(s.recent(time.Minute)); p50 != time.Second || p99 != time.Second || s.n != SampleCap {
+		t.Fatalf("after the ring wrapped: p50 %s p99 %s n %d", p50, p99, s.n)
+	}
+}
+
+// /metrics and Status read the same counters.
+func TestCollectorAgreesWithStatus(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Roles: []string{"prefill-0", "decode-0"}})
+	for i := 0; i < 5; i++ {
+		r := b.Begin("POST", "/generate")
+		r.Role("prefill", "prefill-0")
+		r.Role("decode", "decode-0")
+		r.FirstToken()
+		r.Tokens("", 3)
+		r.End(200)
+	}
+	b.Begin("POST", "/generate").End(503)
+	open := b.Begin("POST", "/generate")
+	open.Role("decode", "decode-0")
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b)
+	tot, rows := b.Status()
+	for _, tc := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"tsd_gateway_traffic_requests_total", gather(t, reg, "tsd_gateway_traffic_requests_total", ""), float64(tot.Requests)},
+		{"tsd_gateway_traffic_errors_total", gather(t, reg, "tsd_gateway_traffic_errors_total", ""), float64(tot.Errors)},
+		{"tsd_gateway_traffic_requests_in_flight", gather(t, reg, "tsd_gateway_traffic_requests_in_flight", ""), float64(tot.InFlight)},
+		{"gateway errors", gather(t, reg, "tsd_gateway_role_errors_total", GatewayRole), float64(row(rows, GatewayRole).Errors)},
+		{"decode in flight", gather(t, reg, "tsd_gateway_role_requests_in_flight", "decode-0"), float64(row(rows, "decode-0").InFlight)},
+		{"decode tokens", gather(t, reg, "tsd_gateway_role_output_tokens_total", "decode-0"), 15},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: /metrics %v, status %v", tc.name, tc.got, tc.want)
+		}
+	}
+	if tot.Requests != 6 || tot.Errors != 1 || tot.InFlight != 1 {
+		t.Fatalf("totals %+v", tot)
+	}
+	if n := testutil.CollectAndCount(b, "tsd_gateway_role_ttft_seconds"); n != 3 {
+		t.Fatalf("%d TTFT histograms, want one per row (3)", n)
+	}
+}
+
+// gather reads one sample of a series (role "" = no label) from reg.
+func gather(t *testing.T, reg *prometheus.Registry, name, role string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "role" {
+					got = l.GetValue()
+				}
+			}
+			if got != role {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{role=%q}", name, role)
+	return 0
+}
+
+// One access line per request, with what an operator greps for and
+// nothing a client sent beyond method, path and request id.
+func TestAccessLine(t *testing.T) {
+	var buf bytes.Buffer
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/v1/chat/completions")
+	r.ID("client-id 7")
+	r.ID("chatcmpl-xyz-0") // the dispatch's own id does not replace the client's
+	r.Role("prefill", "prefill-0")
+	r.Role("decode", "decode-0")
+	r.Prompt(12)
+	clk.Set(42 * time.Millisecond)
+	r.FirstToken()
+	r.Tokens("decode-0", 5)
+	clk.Set(123456 * time.Microsecond)
+	r.End(200)
+	r.End(500) // ignored
+	b.Begin("GET", "/health").End(200)
+	b.Begin("GET", "/metrics").End(401)
+	b.Begin("POST", "/generate").End(503)
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3 (no line for a healthy probe):\n%s", len(lines), buf.String())
+	}
+	for _, want := range []string{"level=INFO", "msg=access", "method=POST", "path=/v1/chat/completions", "status=200",
+		"prompt_tokens=12", "completion_tokens=5", "latency_ms=123.5", "ttft_ms=42", `rid="client-id 7"`, "roles=prefill-0,decode-0"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("line %q lacks %s", lines[0], want)
+		}
+	}
+	if !strings.Contains(lines[1], "status=401") || !strings.Contains(lines[1], "path=/metrics") {
+		t.Errorf("refused scrape: %q", lines[1])
+	}
+	if !strings.Contains(lines[2], "level=WARN") || !strings.Contains(lines[2], "roles=gateway") {
+		t.Errorf("503: %q", lines[2])
+	}
+}
+
+// Calls on a nil Rec (a dispatch without an HTTP request) do nothing.
+func TestNilRec(t *testing.T) {
+	var r *Rec
+	r.ID("x")
+	r.Role("decode", "d")
+	r.Prompt(1)
+	r.FirstToken()
+	r.Tokens("d", 1)
+	r.ITL("d", time.Millisecond)
+	r.Fail("x")
+	r.End(200)
+	if FromContext(t.Context()) != nil {
+		t.Fatal("a Rec from an empty context")
+	}
+}
+
+// BenchmarkRequest is one PD request's whole record: begin, two roles, a
+// first token, 16 outputs, end (no access log).
+func BenchmarkRequest(b *testing.B) {
+	book := New(Options{Roles: []string{"prefill-0", "decode-0"}})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := book.Begin("POST", "/generate")
+			r.Role("prefill", "prefill-0")
+			r.Role("decode", "decode-0")
+			r.FirstToken()
+			for i := 0; i < 16; i++ {
+				r.Tokens("decode-0", 1)
+				r.ITL("decode-0", time.Millisecond)
+			}
+			r.End(200)
+		}
+	})
+}
+
+// BenchmarkStatus is one snapshot read with full sample rings.
+func BenchmarkStatus(b *testing.B) {
+	book := New(Options{Roles: []string{"prefill-0", "decode-0", "decode-1", "encode-0"}})
+	for i := 0; i < 2*SampleCap; i++ {
+		r := book.Begin("POST", "/generate")
+		r.Role("prefill", "prefill-0")
+		r.Role("decode", "decode-"+string(rune('0'+i%2)))
+		r.FirstToken()
+		r.Tokens("", 2)
+		r.ITL("", time.Duration(i)*time.Microsecond)
+		r.End(200)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		book.Status()
+	}
+}
+
+// n > 1 samples of one request on two decodes: each decode gets its own
+// tokens, and the request counts once on each.
+func TestTwoDecodesOneRequest(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Roles: []string{"prefill-0", "decode-0", "decode-1"}})
+	r := b.Begin("POST", "/v1/completions")
+	r.Role("prefill", "prefill-0")
+	r.Role("decode", "decode-0")
+	r.Role("prefill", "prefill-0")
+	r.Role("decode", "decode-1")
+	r.Tokens("decode-0", 3)
+	r.Tokens("decode-1", 5)
+	r.ITL("decode-1", time.Millisecond)
+	r.End(200)
+	clk.Set(time.Second + time.Millisecond)
+	tot, rows := b.Status()
+	d0, d1, p := row(rows, "decode-0"), row(rows, "decode-1"), row(rows, "prefill-0")
+	if d0.TokPerS != 3 || d1.TokPerS != 5 || tot.TokPerS != 8 {
+		t.Fatalf("tok/s decode-0 %.0f decode-1 %.0f total %.0f, want 3 5 8", d0.TokPerS, d1.TokPerS, tot.TokPerS)
+	}
+	if d0.ITLp50 != 0 || d1.ITLp50 != time.Millisecond {
+		t.Fatalf("ITL decode-0 %s decode-1 %s", d0.ITLp50, d1.ITLp50)
+	}
+	if p.ReqPerS != 1 || d0.ReqPerS != 1 || d1.ReqPerS != 1 || tot.ReqPerS != 1 {
+		t.Fatalf("req/s prefill %.0f decode-0 %.0f decode-1 %.0f total %.0f, want 1 each", p.ReqPerS, d0.ReqPerS, d1.ReqPerS, tot.ReqPerS)
+	}
+}
+
+// A client's path or request id cannot forge a second log line, and is
+// bounded.
+func TestAccessLineInjection(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/v1/x\nlevel=ERROR msg=forged"+strings.Repeat("a", 1000))
+	r.ID("id\nlevel=ERROR " + strings.Repeat("b", 1000))
+	r.End(404)
+	out := strings.TrimSuffix(buf.String(), "\n")
+	if strings.Contains(out, "\n") || len(out) > 800 {
+		t.Fatalf("%d bytes, %d lines:\n%s", len(out), strings.Count(out, "\n")+1, out)
+	}
+}

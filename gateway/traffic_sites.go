@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/traffic"
+)
+
+// The dispatch's side of the traffic account (issue 19, gateway/traffic):
+// the HTTP layer begins and ends each request's record; these name what
+// only the dispatch knows. Each is one call at its site, so the sites are
+// easy to move when the dispatch moves.
+
+// recordLegs tells the request's record which roles serve its legs, once
+// every leg was submitted: from then on it counts on them, not on the
+// gateway row.
+func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTokens int) {
+	rec := traffic.FromContext(ctx)
+	if rec == nil {
+		return
+	}
+	rec.Prompt(promptTokens)
+	for _, s := range encs {
+		rec.Role(s.Worker().Kind(), s.Worker().Role())
+	}
+	rec.Role(pre.w.Kind(), pre.w.Role())
+	rec.Role(dec.w.Kind(), dec.w.Role())
+}
+
+// recordOutput records one output of the decode leg on role carrying n
+// tokens: the first token's time, or the gap since the last output spread
+// over its tokens.
+func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, n int) {
+	if rec == nil || n <= 0 {
+		return
+	}
+	if first {
+		rec.FirstToken()
+	} else {
+		rec.ITL(role, gap/time.Duration(n))
+	}
+	rec.Tokens(role, n)
+}
