@@ -163,7 +163,7 @@ func TestTrafficSnapshotMatchesMetrics(t *testing.T) {
 		t.Errorf("the log holds the Authorization header:\n%s", text)
 	}
 	for i, want := range [][]string{
-		{"method=POST", "path=/generate", "status=200", "prompt_tokens=4", "completion_tokens=8", "roles=prefill,decode", "rid=gen-"},
+		{"method=POST", "path=/generate", "status=200", "prompt_tokens=4", "completion_tokens=8", "roles=prefill,decode", "rid=req-"}, // the id the front door minted and echoed,
 		{"status=200", "ttft_ms=", "roles=prefill,decode"},
 		{"status=200", "rid=trace-abc"},
 		{"status=400", "roles=gateway", "completion_tokens=0"},

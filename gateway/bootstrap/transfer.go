@@ -306,7 +306,11 @@ func fetch(ctx context.Context, addr RankAddr, k slotKey, into any, o fetchOpts)
 			transportErrs = 0
 		}
 		if err != nil {
-			lastErr = err
+			// A poll cut short by the caller's deadline says nothing new:
+			// the timeout names the last real problem, if any.
+			if ctx.Err() == nil || lastErr == nil {
+				lastErr = err
+			}
 			// A refused connection returns at once; do not spin.
 			select {
 			case <-ctx.Done():
