@@ -17,6 +17,7 @@ type completionRequest struct {
 	Echo     bool            `json:"echo"`
 	Logprobs *int            `json:"logprobs"`
 	Suffix   *string         `json:"suffix"`
+	grammarRequest // tools.go: response_format, regex, ebnf
 }
 
 // prompts accepts a string, an array of strings, an array of token ids,
@@ -132,6 +133,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	p, e := s.plan(&req.common)
 	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := req.grammarRequest.apply(p); e != nil {
 		writeError(w, e)
 		return
 	}
