@@ -13,11 +13,11 @@ import (
 
 type completionRequest struct {
 	common
-	Prompt   json.RawMessage `json:"prompt"`
-	Echo     bool            `json:"echo"`
-	Logprobs *int            `json:"logprobs"`
-	Suffix   *string         `json:"suffix"`
-	grammarRequest // tools.go: response_format, regex, ebnf
+	Prompt         json.RawMessage `json:"prompt"`
+	Echo           bool            `json:"echo"`
+	Logprobs       *int            `json:"logprobs"`
+	Suffix         *string         `json:"suffix"`
+	grammarRequest                 // tools.go: response_format, regex, ebnf
 }
 
 // prompts accepts a string, an array of strings, an array of token ids,
