@@ -74,6 +74,11 @@ type Gateway struct {
 	ImageURLAllow []string
 	// MetricsPublic serves /metrics without the API key.
 	MetricsPublic bool
+	// ToolCallParser and ReasoningParser name the gateway's reply parsers
+	// (gateway/parsers, SMG's spelling); empty: the model family's default
+	// (parsers.DefaultFor, as `ts serve` picks them).
+	ToolCallParser  string
+	ReasoningParser string
 }
 
 // Health is how tsd judges a running role that has stopped making
