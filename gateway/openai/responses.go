@@ -391,6 +391,9 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 		return nil, e
 	}
 	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls}
+	if tc := strings.TrimSpace(string(req.ToolChoice)); tools == nil && (tc == `"auto"` || tc == `"none"`) {
+		af.ToolChoice = nil // the Responses API takes these without tools
+	}
 	if req.Text != nil {
 		af.ResponseFormat = responseFormatOf(req.Text.Format)
 	}

@@ -291,6 +291,7 @@ func TestChatAgentErrors(t *testing.T) {
 		{`{` + msgs + `,"tools":[{"type":"retrieval"}]}`, "tools[0].type", "not supported"},
 		{`{` + msgs + `,"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name", "name"},
 		{`{` + msgs + `,"tool_choice":"required"}`, "tool_choice", "needs tools"},
+		{`{` + msgs + `,"tool_choice":"auto"}`, "tool_choice", "needs tools"},
 		{`{` + msgs + `,"tools":` + weatherTools + `,"tool_choice":"sometimes"}`, "tool_choice", "sometimes"},
 		{`{` + msgs + `,"tools":` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"nope"}}}`, "tool_choice", "nope"},
 		{`{` + msgs + `,"response_format":{"type":"xml"}}`, "response_format.type", "xml"},
