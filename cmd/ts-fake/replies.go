@@ -122,18 +122,29 @@ func (e *engine) vocabulary() *fakemodel.Vocab {
 }
 
 // scriptedReply is what the request must spell, if anything: an instance
-// of its json_schema (a constrained request), else the --fake-replies
+// of its json_schema (a constrained request; in json_object mode a
+// matching rule's reply that is a JSON object), else the --fake-replies
 // rule its prompt matches. A schema that cannot be satisfied is an
 // invalid request, as a grammar backend would refuse it.
 func (e *engine) scriptedReply(g wire.GenerateRequest, sp wire.SamplingParams) (ids []int, invalid string) {
 	text, ok := "", false
-	if sp.JSONSchema != nil {
+	if sp.JSONSchema != nil && isAnyObject(*sp.JSONSchema) && len(e.cfg.replies) > 0 {
+		// json_object mode (response_format json_object: any object): a
+		// matching rule whose reply is a JSON object is a valid answer,
+		// and lets a test script what a client's schema-in-the-prompt wants.
+		if r, hit := pickReply(e.cfg.replies, e.vocabulary().Decode(g.InputIDs)); hit && isJSONObject(r) {
+			text, ok = r, true
+		}
+	}
+	switch {
+	case ok:
+	case sp.JSONSchema != nil:
 		inst, err := fakemodel.SchemaInstance(*sp.JSONSchema)
 		if err != nil {
 			return nil, err.Error()
 		}
 		text, ok = inst, true
-	} else if len(e.cfg.replies) > 0 {
+	case len(e.cfg.replies) > 0:
 		text, ok = pickReply(e.cfg.replies, e.vocabulary().Decode(g.InputIDs))
 	}
 	if !ok {
@@ -147,4 +158,15 @@ func (e *engine) scriptedReply(g wire.GenerateRequest, sp wire.SamplingParams) (
 		ids = []int{}
 	}
 	return ids, ""
+}
+
+// isAnyObject reports the schema of json_object mode, {"type":"object"}.
+func isAnyObject(schema string) bool {
+	var m map[string]any
+	return json.Unmarshal([]byte(schema), &m) == nil && len(m) == 1 && m["type"] == "object"
+}
+
+func isJSONObject(s string) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &m) == nil
 }

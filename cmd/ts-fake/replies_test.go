@@ -179,3 +179,30 @@ func TestFakeRepliesBadFile(t *testing.T) {
 		t.Errorf("missing file: exit %d", rc)
 	}
 }
+
+// In json_object mode (json_schema {"type":"object"}) a matching rule
+// whose reply is a JSON object is the answer; a non-object reply, or no
+// match, gets the schema instance {}.
+func TestJSONObjectModeReply(t *testing.T) {
+	t.Parallel()
+	rules, _ := json.Marshal([]map[string]string{{"match": "recipe", "reply": `{"name":"soup","steps":["boil"]}`}, {"match": "plain", "reply": "not json"}})
+	fe, _ := readyFake(t, 1, "--fake-replies", writeFile(t, "replies.json", string(rules)))
+	bv := fakemodel.ByteVocab()
+	anyObject := `{"type":"object"}`
+	for _, q := range []wire.GenerateRequest{promptReq(t, bv, "r", "a recipe please", true), promptReq(t, bv, "p", "plain", true), promptReq(t, bv, "n", "nothing", true)} {
+		q.Sampling.JSONSchema = &anyObject
+		if err := fe.Submit(0, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := fe.Results(ctxFor(t, 30*time.Second), "r", "p", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rid, want := range map[string]string{"r": `{"name":"soup","steps":["boil"]}`, "p": `{}`, "n": `{}`} {
+		r := got[rid]
+		if text := bv.Decode(r.Tokens[:len(r.Tokens)-1]); r.Finish != "stop" || text != want {
+			t.Errorf("%s: %+v spells %q, want %q", rid, r, text, want)
+		}
+	}
+}

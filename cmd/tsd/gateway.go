@@ -129,7 +129,8 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
 	}
 	mount = func(e gen.Engine, mux *http.ServeMux) {
-		openai.New(e, tok, openai.Options{Model: model, Vision: vis}).Register(mux)
+		openai.New(e, tok, openai.Options{Model: model, Vision: vis,
+			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)
 	}
 	// SGLang's /generate tokenizes text as a completion prompt would
 	// (special tokens added).
