@@ -18,17 +18,12 @@ import (
 // ignoredFields are accepted and have no effect; each says why that is
 // harmless.
 var ignoredFields = map[string]string{
-	"user":                "an end-user id for the provider's abuse tracking; nothing to track here",
-	"safety_identifier":   "the successor of user",
-	"metadata":            "tags for stored completions; nothing is stored",
-	"store":               "nothing is stored for distillation or evals",
-	"service_tier":        "one tier here",
-	"prompt_cache_key":    "a routing hint for the provider's prefix cache",
-	"parallel_tool_calls": "tool calls are parsed from whatever the model emits",
-	// tool_choice is checked for shape here (checkTools); honouring
-	// required/named is the tool-call wiring's, which declares it in
-	// chatRequest (and so makes this row moot).
-	"tool_choice": "auto is what the model does anyway",
+	"user":              "an end-user id for the provider's abuse tracking; nothing to track here",
+	"safety_identifier": "the successor of user",
+	"metadata":          "tags for stored completions; nothing is stored",
+	"store":             "nothing is stored for distillation or evals",
+	"service_tier":      "one tier here",
+	"prompt_cache_key":  "a routing hint for the provider's prefix cache",
 }
 
 // refusedFields are OpenAI (or SGLang/vLLM) parameters the gateway does
@@ -45,8 +40,6 @@ var refusedFields = map[string]string{
 	"web_search_options":     "web search is not supported",
 	"reasoning_effort":       "reasoning effort is not wired to the chat template; use chat_template_kwargs",
 	"verbosity":              "verbosity is not supported",
-	"regex":                  "regex-constrained decoding is not wired yet",
-	"ebnf":                   "grammar-constrained decoding is not wired yet",
 	"json_schema":            "json_schema as a top-level field is not wired yet; use response_format",
 	"structural_tag":         "structural tags are not wired yet",
 	"guided_json":            "guided decoding is not wired yet; use response_format",
@@ -124,7 +117,7 @@ func checkTools(b []byte) *apiError {
 	}
 	choice := bytes.TrimSpace(top.ToolChoice)
 	if !hasTools && len(choice) > 0 && string(choice) != "null" && string(choice) != `"none"` {
-		return badRequest("tool_choice", "tool_choice is only allowed when tools are given")
+		return badRequest("tool_choice", "tool_choice needs tools: it is only allowed when tools are given")
 	}
 	return nil
 }
