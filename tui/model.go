@@ -244,18 +244,13 @@ func (m *Model) rearmSnap() tea.Cmd {
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
-	sel, _ := m.overview.role()
 	if m.sortBy != "" {
 		// Snapshots are shared and immutable: sort a copy.
 		s.Roles = sortedRoles(s.Roles, m.sortBy)
 	}
 	m.snap, m.hasSnap = s, true
 	m.trends.fold(s)
-	for i, r := range s.Roles {
-		if r.Name == sel.Name && sel.Name != "" {
-			m.overview.selected = i
-		}
-	}
+	// The selection is kept by row key (role name), across re-sorting.
 	m.overview.clamp()
 	m.checkRestarted()
 }
@@ -293,7 +288,7 @@ func (m *Model) checkRestarted() {
 		}
 		switch {
 		case r.State == snapshot.StateReady && r.Restarts > p.restarts:
-			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, humanDuration(m.c.Now().Sub(p.since)))
+			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, snapshot.FormatDuration(m.c.Now().Sub(p.since).Round(100*time.Millisecond)))
 			m.pending = nil
 		case r.State == snapshot.StateFailed:
 			m.flash = fmt.Sprintf("restart %s failed: %s", p.role, r.Reason)
@@ -424,7 +419,7 @@ func (m *Model) runCommand(line string) tea.Cmd {
 	case "inspect":
 		for i, r := range m.snap.Roles {
 			if r.Name == c.arg {
-				m.overview.selected = i
+				m.overview.selectRole(i)
 			}
 		}
 		return m.navigate(pageInspector, c.arg)
@@ -731,13 +726,10 @@ func shortDesc(d string) string {
 }
 
 func fmtLatency(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return d.String()
-	case d < 10*time.Second:
-		return fmt.Sprintf("%d ms", d.Milliseconds())
+	if d >= time.Millisecond {
+		d = d.Round(time.Millisecond)
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return snapshot.FormatDuration(d)
 }
 
 func oneLine(s string) string {
@@ -762,7 +754,7 @@ func (m *Model) mouseClick(ev tea.Mouse) tea.Cmd {
 	}
 	// Screen row 0 is the title; the page body starts below it.
 	if i, ok := m.overview.rowAt(ev.Y - 1); ok {
-		m.overview.selected = i
+		m.overview.setCursor(m.overview.rows, i)
 	}
 	return nil
 }
