@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -28,6 +29,7 @@ type overviewPage struct {
 	// gateway's accounting for the row (nil: none).
 	curLabel   string
 	curTraffic *snapshot.RoleTraffic
+	curGPUMem  []gpuMem // a group's memory per GPU; nil: the row's own
 	traffic    map[string]*snapshot.RoleTraffic
 	// The widest name, state and GPU cells seen so far: columns only ever
 	// widen, so a role changing state does not shift every column.
@@ -307,6 +309,10 @@ func (p *overviewPage) View() string {
 	fixed := len(out) + 1 + 1 // table header, blank line before the GPUs
 	rows := p.layout()
 	cur := p.cursor(rows)
+	detail := p.detailLine(rows, cur)
+	if detail != "" {
+		fixed++
+	}
 	want := max(len(rows), 1)
 	if short := min(want, 3) - (p.h - fixed - len(gpu)); short > 0 {
 		gpu = gpu[:max(1, len(gpu)-short)]
@@ -333,6 +339,7 @@ func (p *overviewPage) View() string {
 			tmp = groupStatus(s, d)
 			r = &tmp
 			p.curTraffic = groupTraffic(p.traffic, s, d.members)
+			p.curGPUMem = groupGPUMem(s, d.members)
 		case rowRank:
 			tmp = rankStatus(&s.Roles[d.role], d.rank)
 			r = &tmp
@@ -340,6 +347,9 @@ func (p *overviewPage) View() string {
 		default:
 			r = &s.Roles[d.role]
 			p.curTraffic = p.traffic[r.Name]
+		}
+		if d.kind != rowGroup {
+			p.curGPUMem = nil
 		}
 		p.curLabel = rowLabel(s, d, p.open)
 		var line string
@@ -357,6 +367,9 @@ func (p *overviewPage) View() string {
 	}
 	for ; shown < tableRows; shown++ {
 		out = append(out, "")
+	}
+	if detail != "" {
+		out = append(out, detail)
 	}
 	out = append(out, "")
 	out = append(out, gpu...)
@@ -506,6 +519,12 @@ func (p *overviewPage) columns() []column {
 			return humanBytes(r.Proc.RSSBytes), plain
 		}},
 		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+			if p.curGPUMem != nil {
+				return gpuMemCell(p.curGPUMem, 0), plain
+			}
+			if r.Name == "" {
+				return "", plain // a rank row
+			}
 			return gpuMemCell(roleGPUMem(&p.m.snap, r.Name), r.GPUMemB), plain
 		}},
 	}
@@ -650,11 +669,51 @@ func stateText(r *snapshot.RoleStatus, now time.Time) string {
 	case r.State == snapshot.StateBackoff && !r.NextTryAt.IsZero():
 		return s + " · next try in " + countdown(r.NextTryAt, now)
 	case r.Progress != nil && (r.State == snapshot.StateStarting || r.State == snapshot.StateHandshaking):
-		return s + " · " + progressText(r.Progress)
+		return s + " " + progressText(r.Progress)
 	case r.Phase != "" && r.State != snapshot.StateReady:
 		s += " · " + r.Phase
 	}
 	return s
+}
+
+// detailLine spells out the selected row's trouble in full under the
+// table (the REASON cell is often too narrow for it): why it failed,
+// stalled or crashed, or waits in backoff. "" when there is none.
+func (p *overviewPage) detailLine(rows []dispRow, cur int) string {
+	if cur >= len(rows) || rows[cur].kind == rowRank {
+		return ""
+	}
+	s := &p.m.snap
+	d := rows[cur]
+	r := &s.Roles[d.role]
+	if d.kind == rowGroup {
+		g := groupStatus(s, d)
+		r = &g
+	}
+	st := p.m.c.Styles
+	var style lipgloss.Style
+	switch r.State {
+	case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
+		style = st.Bad
+	case snapshot.StateBackoff:
+		style = st.Warn
+	default:
+		return ""
+	}
+	if r.Reason == "" {
+		return ""
+	}
+	name := r.Name
+	if d.kind == rowGroup {
+		name = "" // a group's reason already names its member
+	} else {
+		name += " " + r.State + ": "
+	}
+	text := "  ↳ " + name + r.Reason
+	if ansi.StringWidth(text) > p.w {
+		text = ansi.Truncate(text, p.w, "…")
+	}
+	return style.Render(text)
 }
 
 // countdown is the whole seconds left until t, rounded up (a second
@@ -686,7 +745,8 @@ func progressText(p *snapshot.Progress) string {
 	if text == "" {
 		text = itoa(int(p.Frac*100+0.5)) + "%"
 	}
-	return name + " " + strings.Repeat("█", n) + strings.Repeat("░", progressBarW-n) + " " + text
+	// The bar and the count first: a narrow STATE column cuts the name.
+	return strings.Repeat("█", n) + strings.Repeat("░", progressBarW-n) + " " + text + " " + name
 }
 
 // indexTraffic maps role names to the gateway's per-role accounting for

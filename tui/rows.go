@@ -175,6 +175,37 @@ func groupStatus(s *snapshot.Snapshot, d dispRow) snapshot.RoleStatus {
 	return g
 }
 
+// groupGPUMem is a group's memory per GPU (members sharing a card add
+// up there), so the summary never reads more than a card holds: from
+// per-process readings, else from a one-GPU member's total.
+func groupGPUMem(s *snapshot.Snapshot, members []int) []gpuMem {
+	var out []gpuMem
+	add := func(g gpuMem) {
+		for i := range out {
+			if out[i].index == g.index {
+				out[i].used += g.used
+				return
+			}
+		}
+		out = append(out, g)
+	}
+	for _, i := range members {
+		r := &s.Roles[i]
+		if per := roleGPUMem(s, r.Name); len(per) > 0 {
+			for _, g := range per {
+				add(g)
+			}
+			continue
+		}
+		if len(r.GPUs) == 1 && r.GPUMemB > 0 {
+			if idx, err := strconv.Atoi(r.GPUs[0]); err == nil {
+				add(gpuMem{index: idx, used: r.GPUMemB})
+			}
+		}
+	}
+	return out
+}
+
 // rankStatus is one rank as a row: its handshake state and load.
 func rankStatus(r *snapshot.RoleStatus, k int) snapshot.RoleStatus {
 	rk := &r.Ranks[k]
