@@ -93,10 +93,10 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		s = ansi.Truncate(s, w, "…")
-		sw = ansi.StringWidth(s)
+		sw = width(s)
 	}
 	if sw < w {
 		s += strings.Repeat(" ", w-sw)
@@ -109,7 +109,7 @@ func fitRight(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
@@ -126,7 +126,8 @@ func screen(lines []string, w, h int) string {
 		}
 		if i < len(lines) {
 			l := lines[i]
-			if ansi.StringWidth(l) > w {
+			// Bytes never count fewer than cells: short lines skip the count.
+			if len(l) > w && width(l) > w {
 				l = ansi.Truncate(l, w, "")
 			}
 			b.WriteString(l)

@@ -83,22 +83,23 @@ type Model struct {
 	confirmQuit   bool // q (or ctrl+c) again also confirms
 	// confirmAlt is a second answer to the prompt (the quit prompt's
 	// detach or stop), on confirmAltKeys.
-	confirmAlt     tea.Cmd
-	confirmAltWhat string
-	confirmAltKeys []string
-	confirmAltHelp string
-	confirmEnter   bool // enter also confirms (the prompt's default)
-	stopChosen     bool // the user chose to stop the deployment on quit
-	daemonGone     bool // the status stream ended (Detach)
-	flash          string
-	pending        *pendingRestart
-	cmdline        bool      // the : command line is open
-	cmdText        string    // what is typed on it
-	sortBy         string    // the roles table's order ("" = the plan's)
-	flashSeen      string    // the flash as the last tick saw it
-	flashAt        time.Time // when that tick first saw it
-	testing        bool
-	helpBar        help.Model
+	confirmAlt       tea.Cmd
+	confirmAltWhat   string
+	confirmAltKeys   []string
+	confirmAltHelp   string
+	confirmEnter     bool // enter also confirms (the prompt's default)
+	stopChosen       bool // the user chose to stop the deployment on quit
+	daemonGone       bool // the status stream ended (Detach)
+	flash            string
+	pending          *pendingRestart
+	cmdline          bool      // the : command line is open
+	cmdText          string    // what is typed on it
+	sortBy           string    // the roles table's order ("" = the plan's)
+	footKey, footVal string    // the footer as last drawn, and what it was drawn for
+	flashSeen        string    // the flash as the last tick saw it
+	flashAt          time.Time // when that tick first saw it
+	testing          bool
+	helpBar          help.Model
 
 	snapCancel func()
 	snapCh     <-chan snapshot.Snapshot
@@ -684,10 +685,32 @@ func (m *Model) helpLine() string {
 	if m.cmdline {
 		return m.c.Styles.HelpDesc.Render("enter run · esc cancel · verbs: " + strings.Join(verbNames(), " "))
 	}
+	page := shortBindings(m.page(m.focus).ShortHelp())
+	// The footer only changes with the width and the page's keys; drawing
+	// it was a fifth of a frame, so it is kept until those change.
+	var kb strings.Builder
+	kb.WriteString(itoa(m.c.Width))
+	for _, b := range page {
+		h := b.Help()
+		kb.WriteString("|" + h.Key + " " + h.Desc)
+		if !b.Enabled() {
+			kb.WriteString(" off")
+		}
+	}
+	if ck := kb.String(); ck == m.footKey {
+		return m.footVal
+	} else {
+		m.footKey, m.footVal = ck, m.footer(page)
+	}
+	return m.footVal
+}
+
+// footer lays out the page's keys, then t, ? and q, which always show.
+func (m *Model) footer(page []key.Binding) string {
+	k := m.c.Keys
 	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
 	sep := m.helpBar.ShortSeparator
 	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
-	page := shortBindings(m.page(m.focus).ShortHelp())
 	var head string
 	for n := len(page); n > 0; n-- {
 		bar := m.helpBar

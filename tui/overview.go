@@ -31,6 +31,7 @@ type overviewPage struct {
 	curTraffic *snapshot.RoleTraffic
 	curGPUMem  []gpuMem // a group's memory per GPU; nil: the row's own
 	traffic    map[string]*snapshot.RoleTraffic
+	painters   *[numPaints]painter
 	// The widest name, state and GPU cells seen so far: columns only ever
 	// widen, so a role changing state does not shift every column.
 	nameW, stateW, gpuW int
@@ -441,12 +442,11 @@ type column struct {
 	width    int
 	right    bool
 	priority int // 0: always shown
-	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style)
+	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, paint)
 }
 
 func (p *overviewPage) columns() []column {
-	st := p.m.c.Styles
-	plain := lipgloss.NewStyle()
+	const plain = pPlain
 	now := p.m.c.Now()
 	p.nameW, p.stateW, p.gpuW = max(p.nameW, 4), max(p.stateW, 5), max(p.gpuW, 4)
 	for i := range p.m.snap.Roles {
@@ -466,59 +466,59 @@ func (p *overviewPage) columns() []column {
 	}
 	nameW, stateW, gpuW := min(p.nameW, 24), min(p.stateW, stateMax), min(p.gpuW, 11)
 	all := []column{
-		{"ROLE", nameW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"ROLE", nameW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return p.curLabel, plain
 		}},
-		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return r.Kind, plain
 		}},
-		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return gpuText(&p.m.snap, r), plain
 		}},
-		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			return stateText(r, now), st.stateStyle(r.State)
+		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			return stateText(r, now), statePaint(r.State)
 		}},
-		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.StartedAt.IsZero() || !running(r.State) {
 				return "-", plain
 			}
 			return humanDuration(now.Sub(r.StartedAt)), plain
 		}},
-		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Restarts > 0 {
-				return itoa(r.Restarts), st.Warn
+				return itoa(r.Restarts), pWarn
 			}
 			return "0", plain
 		}},
-		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.RanksExpected == 0 {
 				return "-", plain
 			}
 			s := fmt.Sprintf("%d/%d", r.RanksRegistered, r.RanksExpected)
 			if r.RanksRegistered == r.RanksExpected {
-				return s, st.Good
+				return s, pGood
 			}
-			return s, st.Busy
+			return s, pBusy
 		}},
-		{"INFL", 4, true, 2, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"INFL", 4, true, 2, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if t := p.curTraffic; t != nil {
 				return itoa(t.InFlight), plain // the gateway's count, as /metrics has it
 			}
 			return itoa(r.InFlight), plain
 		}},
-		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Proc == nil {
 				return "-", plain
 			}
 			return ftoa(r.Proc.CPUPercent, 0) + "%", plain
 		}},
-		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Proc == nil {
 				return "-", plain
 			}
 			return humanBytes(r.Proc.RSSBytes), plain
 		}},
-		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if p.curGPUMem != nil {
 				return gpuMemCell(p.curGPUMem, 0), plain
 			}
@@ -531,34 +531,34 @@ func (p *overviewPage) columns() []column {
 	if len(p.m.snap.Gateway.Roles) > 0 {
 		// The gateway's own per-role accounting: what /metrics says.
 		traffic := []column{
-			{"REQ/S", 6, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, lipgloss.Style) {
+			{"REQ/S", 6, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 				if t := p.curTraffic; t != nil {
 					return ftoa(t.ReqPerS, 1), plain
 				}
 				return "-", plain
 			}},
-			{"TOK/S", 7, true, 3, func(p *overviewPage, _ *snapshot.RoleStatus) (string, lipgloss.Style) {
+			{"TOK/S", 7, true, 3, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 				if t := p.curTraffic; t != nil {
 					return ftoa(t.TokPerS, 0), plain
 				}
 				return "-", plain
 			}},
-			{"ERR", 4, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, lipgloss.Style) {
+			{"ERR", 4, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 				if t := p.curTraffic; t != nil {
 					if t.Errors > 0 {
-						return utoa(t.Errors), st.Bad
+						return utoa(t.Errors), pBad
 					}
 					return "0", plain
 				}
 				return "-", plain
 			}},
-			{"TTFT p50/99", 11, true, 4, func(p *overviewPage, _ *snapshot.RoleStatus) (string, lipgloss.Style) {
+			{"TTFT p50/99", 11, true, 4, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 				if t := p.curTraffic; t != nil && t.TTFTp99 > 0 {
 					return fmtLatency(t.TTFTp50) + "/" + fmtLatency(t.TTFTp99), plain
 				}
 				return "-", plain
 			}},
-			{"ITL p50/99", 11, true, 5, func(p *overviewPage, _ *snapshot.RoleStatus) (string, lipgloss.Style) {
+			{"ITL p50/99", 11, true, 5, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 				if t := p.curTraffic; t != nil && t.ITLp99 > 0 {
 					return fmtLatency(t.ITLp50) + "/" + fmtLatency(t.ITLp99), plain
 				}
@@ -594,11 +594,11 @@ func (p *overviewPage) columns() []column {
 	for _, c := range all {
 		used += c.width + 1
 	}
-	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 		if r.LogError != "" {
 			// Its log cannot be written (a full disk): the engine runs on,
 			// but nothing it says is kept until writes work again.
-			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), st.Bad
+			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), pBad
 		}
 		reason := r.Reason
 		if !r.NextTryAt.IsZero() {
@@ -609,9 +609,9 @@ func (p *overviewPage) columns() []column {
 			}
 		}
 		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
-			return reason, st.Bad // what the operator must act on stands out
+			return reason, pBad // what the operator must act on stands out
 		}
-		return reason, st.Faint
+		return reason, pFaint
 	}})
 	return all
 }
@@ -646,8 +646,8 @@ func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled, select
 		if i == len(cols)-1 {
 			cell = strings.TrimRight(cell, " ")
 		}
-		if styled {
-			cell = style.Render(cell)
+		if styled && style != pPlain {
+			cell = p.paints()[style].wrap(cell)
 		}
 		b.WriteString(cell)
 	}
@@ -815,8 +815,8 @@ func (p *overviewPage) gpuLines() []string {
 		}
 		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
 			g.Index, fit(g.Name, nameW),
-			st.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
-			st.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
+			p.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
+			p.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
 			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
 		lines = append(lines, l)
 	}
