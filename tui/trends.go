@@ -122,4 +122,3 @@ func (t *trends) lines(st Styles, device string, w, rows int) []string {
 	}
 	return out
 }
-
