@@ -80,8 +80,8 @@ type RoleTraffic struct {
 // RoleStatus is one role instance.
 type RoleStatus struct {
 	Name      string    `json:"name"`
-	Group     string    `json:"group,omitempty"` // the profile's role entry; its replicas share it
 	Kind      string    `json:"kind"`
+	Group     string    `json:"group,omitempty"` // the profile's role entry; its replicas share it
 	GPUs      []string  `json:"gpus"`
 	GPUUUIDs  []string  `json:"gpu_uuids,omitempty"` // resolved from CUDA_VISIBLE_DEVICES
 	State     string    `json:"state"`
