@@ -600,14 +600,7 @@ func (p *overviewPage) columns() []column {
 			// but nothing it says is kept until writes work again.
 			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), pBad
 		}
-		reason := r.Reason
-		if !r.NextTryAt.IsZero() {
-			// The countdown is in the STATE cell; the delay as first set
-			// would read stale here.
-			if i := strings.Index(reason, "; next try in "); i >= 0 {
-				reason = reason[:i]
-			}
-		}
+		reason := liveReason(r)
 		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
 			return reason, pBad // what the operator must act on stands out
 		}
@@ -709,11 +702,22 @@ func (p *overviewPage) detailLine(rows []dispRow, cur int) string {
 	} else {
 		name += " " + r.State + ": "
 	}
-	text := "  ↳ " + name + r.Reason
+	text := "  ↳ " + name + liveReason(r)
 	if ansi.StringWidth(text) > p.w {
 		text = ansi.Truncate(text, p.w, "…")
 	}
 	return style.Render(text)
+}
+
+// liveReason is the reason without the backoff delay as first set ("next
+// try in 16s"): the STATE text counts down to NextTryAt instead.
+func liveReason(r *snapshot.RoleStatus) string {
+	if !r.NextTryAt.IsZero() {
+		if i := strings.Index(r.Reason, "; next try in "); i >= 0 {
+			return r.Reason[:i]
+		}
+	}
+	return r.Reason
 }
 
 // countdown is the whole seconds left until t, rounded up (a second
