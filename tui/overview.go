@@ -321,7 +321,8 @@ func (p *overviewPage) View() string {
 	tableRows := max(1, min(want, p.h-fixed-len(gpu)))
 	p.indexTraffic()
 	cols := p.columns()
-	out = append(out, st.Header.Render(fit(p.row(cols, nil, false, false), p.w)))
+	ps := p.paints()
+	out = append(out, ps[pHeader].wrap(fit(p.row(cols, nil, false, false), p.w)))
 	if cur < p.offset {
 		p.offset = cur
 	}
@@ -355,7 +356,7 @@ func (p *overviewPage) View() string {
 		p.curLabel = rowLabel(s, d, p.open)
 		var line string
 		if i == cur {
-			line = st.Selected.Render(fit(p.row(cols, r, false, true), p.w))
+			line = ps[pSelected].wrap(fit(p.row(cols, r, false, true), p.w))
 		} else {
 			line = p.row(cols, r, true, false)
 		}
@@ -406,7 +407,7 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Ready {
 		ready = st.Good.Render("ready")
 	}
-	parts := []string{st.Title.Render("gateway") + " " + orDash(g.URL)}
+	parts := []string{p.paints()[pTitle].wrap("gateway") + " " + orDash(g.URL)}
 	if g.Mode != "" {
 		parts = append(parts, "mode "+g.Mode)
 	}
@@ -778,7 +779,7 @@ func (p *overviewPage) gpuLines() []string {
 	s := &p.m.snap
 	info := s.GPUInfo
 	label := deviceLabel(info)
-	head := st.Title.Render(label + "s")
+	head := p.paints()[pTitle].wrap(label + "s")
 	if info.Provider != "" {
 		head += " · " + info.Provider
 	}
@@ -843,8 +844,7 @@ func (p *overviewPage) eventLines() []string {
 	if len(ev) == 0 {
 		return nil
 	}
-	st := p.m.c.Styles
-	lines := []string{st.Title.Render("events")}
+	lines := []string{p.paints()[pTitle].wrap("events")}
 	for _, e := range ev {
 		who := e.Role
 		if who == "" {

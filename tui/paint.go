@@ -25,6 +25,9 @@ const (
 	pFaint
 	pBarFilled
 	pBarEmpty
+	pHeader
+	pSelected
+	pTitle
 	numPaints
 )
 
@@ -50,6 +53,7 @@ func (p *overviewPage) paints() *[numPaints]painter {
 			pPlain: {}, pGood: painterOf(st.Good), pBusy: painterOf(st.Busy),
 			pBad: painterOf(st.Bad), pWarn: painterOf(st.Warn), pFaint: painterOf(st.Faint),
 			pBarFilled: painterOf(st.BarFilled), pBarEmpty: painterOf(st.BarEmpty),
+			pHeader: painterOf(st.Header), pSelected: painterOf(st.Selected), pTitle: painterOf(st.Title),
 		}
 	}
 	return p.painters

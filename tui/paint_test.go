@@ -12,13 +12,14 @@ func TestPainterMatchesRender(t *testing.T) {
 	for _, s := range []struct {
 		name string
 		p    paint
-	}{{"good", pGood}, {"busy", pBusy}, {"bad", pBad}, {"warn", pWarn}, {"faint", pFaint}} {
+	}{{"good", pGood}, {"busy", pBusy}, {"bad", pBad}, {"warn", pWarn}, {"faint", pFaint}, {"header", pHeader}, {"selected", pSelected}, {"title", pTitle}} {
 		m, _ := newTestModel(t, 80, 24, deployment())
 		got := m.overview.paints()[s.p].wrap("exit 1 after 3s")
 		want := map[paint]string{
 			pGood: st.Good.Render("exit 1 after 3s"), pBusy: st.Busy.Render("exit 1 after 3s"),
 			pBad: st.Bad.Render("exit 1 after 3s"), pWarn: st.Warn.Render("exit 1 after 3s"),
-			pFaint: st.Faint.Render("exit 1 after 3s"),
+			pFaint: st.Faint.Render("exit 1 after 3s"), pHeader: st.Header.Render("exit 1 after 3s"),
+			pSelected: st.Selected.Render("exit 1 after 3s"), pTitle: st.Title.Render("exit 1 after 3s"),
 		}[s.p]
 		if got != want {
 			t.Errorf("%s: %q, want %q", s.name, got, want)
