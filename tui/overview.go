@@ -458,8 +458,14 @@ func (p *overviewPage) columns() []column {
 			name = max(name+2, len(r.Group)+6)
 		}
 		p.nameW = max(p.nameW, name)
-		p.stateW = max(p.stateW, len(stateText(r, now)))
+		p.stateW = max(p.stateW, width(stateText(r, now)))
 		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
+	}
+	for _, d := range p.rows {
+		if d.kind == rowGroup {
+			g := groupStatus(&p.m.snap, d)
+			p.stateW = max(p.stateW, width(stateText(&g, now)))
+		}
 	}
 	stateMax := 28
 	if p.w >= 120 {
