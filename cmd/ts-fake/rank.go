@@ -159,10 +159,11 @@ func (r *rank) startup() *gpuHolder {
 	if cfg.gpuMemMB > 0 {
 		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%cfg.world+cfg.baseGPU)
 	}
-	if r.tpRank == 0 {
+	if r.global == 0 {
 		// The tqdm bar SGLang and TokenSpeed draw over the checkpoint
-		// shards (carriage-return updates, one line at the end): tsd turns
-		// it into the role's startup progress bar.
+		// shards (carriage-return updates, one line at the end; only the
+		// first rank of the engine draws it): tsd turns it into the role's
+		// startup progress bar.
 		const shards = 5
 		step := ph.weights / shards
 		l.raw(shardLine(0, shards, 0))
