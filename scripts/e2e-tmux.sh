@@ -2,8 +2,10 @@
 # End-to-end test of the dashboard in a real terminal (tmux): bring up the
 # demo deployment of ts-fake engines, wait until every role is ready on
 # screen, restart the decode role with r + y and watch it go stopping →
-# starting → ready with one restart, find a startup milestone in its log,
-# quit with q + y, and check that no process of the run is left. `tsd up`
+# starting → ready with one restart, kill its engine and watch the backoff
+# countdown move ("next try in 8s", then fewer) until it is ready again,
+# find a startup milestone in its log, quit with q + y, and check that no
+# process of the run is left. `tsd up`
 # runs the supervisor as a daemon in its own session and attaches the
 # dashboard; --stop-on-quit (what make demo passes) makes q + y stop it.
 #
@@ -92,6 +94,7 @@ NAME="e2e-tmux-$$"
 sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" -e "s/^name: demo$/name: $NAME/" \
 	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $BOOT\n    dist_init_port: $DIST/" \
 	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
+	-e "s/^\(  backoff:\) .*/\1 8s/" -e "s/^\(  max_backoff:\) .*/\1 16s/" \
 	profiles/examples/demo.yaml >"$PROFILE"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
@@ -130,6 +133,30 @@ events=$(screen | awk '/^events/ {e=1; next} e' | grep -E " $role +" || true)
 echo "$events" | awk '/→ stopping/ {s=NR} /→ starting/ && s {t=NR} /→ ready/ && t {r=NR} END {exit !(s && t && r)}' ||
 	fail "events for $role are not stopping → starting → ready"
 
+# 3b. Kill its engine: it crashes into a backoff whose countdown moves on
+#     screen (two captures, the second shows fewer seconds), then it is
+#     ready again with a second restart, and the events give the startup
+#     its duration.
+pids=$(ps -e -o pid=,sid=,comm=,args= | awk -v s="$DSID" '$2==s && $3=="ts-fake" && /--disaggregation-mode decode/ {print $1}')
+[[ -n $pids ]] || fail "no ts-fake process of $role"
+kill -KILL $pids
+wait_for "▸ $role +decode +[^ ]+ +backoff · next try in [0-9]+s" "$role in backoff with a countdown"
+countdown() { screen | grep -E "▸ $role +decode" | sed -nE 's/.*backoff · next try in ([0-9]+)s.*/\1/p' | head -1; }
+first=$(countdown)
+[[ -n $first ]] || fail "no countdown on $role's row"
+deadline=$((SECONDS + 5))
+while :; do
+	now=$(countdown)
+	[[ -n $now && $now -lt $first ]] && break
+	# The backoff may end before a second capture: then it has moved too.
+	[[ -z $now ]] && ! screen | grep -Eq "▸ $role +decode +[^ ]+ +backoff · next" && [[ $first -le 2 ]] && break
+	((SECONDS < deadline)) || fail "the countdown did not move from ${first}s"
+	sleep 0.2
+done
+echo "e2e-tmux: countdown moved from ${first}s to ${now:-done}s"
+wait_for "▸ $role +decode +[^ ]+ +ready +[^ ]+ +2 " "$role ready again after the crash"
+wait_for " $role +ready after [0-9.]+m?[0-9]*s" "the startup duration in the events"
+
 # 4. Its log page: find a startup milestone with /.
 keys l
 wait_for "logs: $role" "the $role log page"
@@ -156,4 +183,4 @@ $left"
 	sleep 0.2
 done
 
-echo "e2e-tmux: ok (restarted $role, found the milestone, quit with nothing left)"
+echo "e2e-tmux: ok (restarted $role, saw its backoff count down, found the milestone, quit with nothing left)"

@@ -96,7 +96,7 @@ sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
 	"$PROFILE_SRC" >"$TMP/$(basename "$PROFILE_SRC")"
 
 tm new-session -d -s "$T" -x "$W" -y "$H" \
-	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up '$TMP/$(basename "$PROFILE_SRC")' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
+	"cd '$TMP' && PATH='$BIN':\"\$PATH\" '$BIN/tsd' up --stop-on-quit '$TMP/$(basename "$PROFILE_SRC")' --fake-gpus 4; rc=\$?; echo; echo \"tsd exited with status \$rc\"; sleep 3600"
 SID=$(tm display-message -p -t "$T" '#{pane_pid}')
 wait_for '· ([1-9][0-9]*)/\1 roles ready'
 if ((REQUEST)); then

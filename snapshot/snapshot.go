@@ -81,6 +81,7 @@ type RoleTraffic struct {
 type RoleStatus struct {
 	Name      string    `json:"name"`
 	Kind      string    `json:"kind"`
+	Group     string    `json:"group,omitempty"` // the profile's role entry; its replicas share it
 	GPUs      []string  `json:"gpus"`
 	GPUUUIDs  []string  `json:"gpu_uuids,omitempty"` // resolved from CUDA_VISIBLE_DEVICES
 	State     string    `json:"state"`
@@ -111,6 +112,21 @@ type RoleStatus struct {
 
 	Proc    *ProcStatus `json:"proc,omitempty"`
 	GPUMemB uint64      `json:"gpu_mem_bytes"`
+
+	// Progress is the engine's own progress through its current startup
+	// step (weight shards, CUDA graph batches) as its log reports it; nil
+	// when the last step printed none, and once the role is ready.
+	Progress *Progress `json:"progress,omitempty"`
+	// NextTryAt is when a role in backoff starts again: views count down
+	// to it (the Reason's "next try in 8s" is the delay when it was set).
+	NextTryAt time.Time `json:"next_try_at,omitempty"`
+}
+
+// Progress is how far an engine is through one startup step.
+type Progress struct {
+	Phase string  `json:"phase"`          // e.g. "loading weights", "graph capture"
+	Frac  float64 `json:"frac"`           // 0..1
+	Text  string  `json:"text,omitempty"` // the engine's own count, e.g. "5/11"
 }
 
 // ProcStatus is the role's process tree as last polled.

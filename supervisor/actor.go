@@ -45,6 +45,32 @@ type runInfo struct {
 	milestone Milestone
 	hasMS     bool
 	lastErr   string
+	// The engine's own progress through the current step (nil when that
+	// step printed none), when each step was first seen, and the phase
+	// durations measured from them that the actor has yet to publish.
+	prog      *snapshot.Progress
+	phaseAt   map[string]time.Time
+	graphDone bool
+	pending   []string
+}
+
+// stepped records that the run entered phase at now and returns the
+// phase-duration events it completes (docs/architecture.md §4): weights
+// loaded, CUDA graphs captured. Called with mu held.
+func (info *runInfo) stepped(phase string, now time.Time) {
+	if info.phaseAt == nil {
+		info.phaseAt = map[string]time.Time{}
+	}
+	if _, seen := info.phaseAt[phase]; !seen {
+		info.phaseAt[phase] = now
+	}
+	if t, ok := info.phaseAt[PhaseWeights]; ok && phase == PhaseWeightsDone {
+		info.pending = append(info.pending, "weights loaded in "+snapshot.FormatDuration(now.Sub(t)))
+	}
+	if t, ok := info.phaseAt[PhaseGraph]; ok && phase != PhaseGraph && !info.graphDone {
+		info.graphDone = true
+		info.pending = append(info.pending, "CUDA graphs captured in "+snapshot.FormatDuration(now.Sub(t)))
+	}
 }
 
 // drainPoll is how often a draining role's in-flight count is read: the
@@ -148,7 +174,7 @@ func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file 
 		a.drain = profiles.DefaultDrainTimeout
 	}
 	a.st = snapshot.RoleStatus{
-		Name: rp.Name, Kind: rp.Kind, GPUs: rp.GPUs, State: snapshot.StatePlanned,
+		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs, State: snapshot.StatePlanned,
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
 		RanksExpected: a.ranksExpected(),
 	}
@@ -264,6 +290,7 @@ func (a *actor) run(autostart bool) {
 			a.onCrashRelease(r)
 		case <-a.backoffC:
 			a.backoffC = nil
+			a.st.NextTryAt = time.Time{}
 			a.fire(event{Kind: evDelayDone, Waiting: a.relC != nil})
 		case <-a.stopC:
 			a.stopC = nil
@@ -331,10 +358,13 @@ func (a *actor) exec(e effect, ev event) {
 			a.backoffT.Stop()
 			a.backoffT, a.backoffC = nil, nil
 		}
+		a.st.NextTryAt = time.Time{}
 	case fxBackoff:
 		if a.decision.Delay > 0 {
 			a.backoffT = time.NewTimer(a.decision.Delay)
 			a.backoffC = a.backoffT.C
+			// Views count down to this (the reason keeps the delay as set).
+			a.st.NextTryAt = a.sup.now().Add(a.decision.Delay)
 		}
 		a.setState(snapshot.StateBackoff, a.decision.Reason)
 		if a.crashHold != nil {
@@ -346,7 +376,12 @@ func (a *actor) exec(e effect, ev event) {
 			gw.SetRouted(a.plan.Name, true)
 		}
 		a.st.Routed = true
+		first := a.st.State == snapshot.StateStarting || a.st.State == snapshot.StateHandshaking
+		a.st.Progress = nil
 		a.setState(snapshot.StateReady, "")
+		if first && a.proc != nil {
+			a.sup.pub.event(a.plan.Name, "ready after "+snapshot.FormatDuration(a.sup.now().Sub(a.proc.started)))
+		}
 	case fxUnroute:
 		if gw != nil {
 			gw.SetRouted(a.plan.Name, false)
@@ -439,11 +474,13 @@ func (a *actor) exec(e effect, ev event) {
 			a.sup.pub.event(a.plan.Name, "last error line: "+a.crashErr)
 		}
 	case fxShowReleaseWait:
+		a.st.NextTryAt = time.Time{}
 		a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
 	}
 }
 
 func (a *actor) cancelBackoff() {
+	a.st.NextTryAt = time.Time{}
 	if a.backoffT != nil {
 		a.backoffT.Stop()
 		a.backoffT, a.backoffC = nil, nil
@@ -503,7 +540,7 @@ func (a *actor) start() {
 	a.gwStall = map[int]bool{}
 	a.procStall, a.stalling, a.stallProc = "", false, false
 	a.st.RanksRegistered = 0
-	a.st.Phase, a.st.PID, a.st.ExitCode = "", 0, nil
+	a.st.Phase, a.st.PID, a.st.ExitCode, a.st.Progress = "", 0, nil, nil
 	a.setState(snapshot.StateStarting, "")
 	info := &runInfo{}
 	info.matching.Store(true)
@@ -515,29 +552,45 @@ func (a *actor) start() {
 		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: grace,
 		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs, Cgroup: a.cgroup,
 	}
-	poke := a.poke
+	poke, now := a.poke, a.sup.now
 	onLine := func(line string) {
 		info.lines.Add(1)
 		var m Milestone
-		ok := false
+		var pr snapshot.Progress
+		ok, pok := false, false
 		if info.matching.Load() {
 			m, ok = MatchMilestone(line)
+			pr, pok = parseProgress(line)
 		}
 		// Messages sit inside the colour codes, so the raw line can be
 		// tested; it is only stripped when kept.
-		isErr := !ok && looksLikeError(line)
-		if !ok && !isErr {
+		isErr := !ok && !pok && looksLikeError(line)
+		if !ok && !pok && !isErr {
 			return
 		}
+		wake := false
 		info.mu.Lock()
 		if ok && (!info.hasMS || m.Order >= info.milestone.Order) {
+			if !info.hasMS || m.Phase != info.milestone.Phase {
+				info.stepped(m.Phase, now())
+				if info.prog != nil && info.prog.Phase != m.Phase {
+					info.prog = nil // a new step: the last one's bar is done
+				}
+			}
 			info.milestone, info.hasMS = m, true
+			wake = true
+		}
+		// tqdm repeats a bar many times a second: only a new count wakes
+		// the actor.
+		if pok && (info.prog == nil || *info.prog != pr) {
+			info.prog = &pr
+			wake = true
 		}
 		if isErr {
 			info.lastErr = strings.TrimSpace(StripANSI(line))
 		}
 		info.mu.Unlock()
-		if ok {
+		if wake {
 			select {
 			case poke <- struct{}{}:
 			default:
@@ -669,7 +722,7 @@ func (a *actor) afterExit(p *process) {
 	now := a.sup.now()
 	code := p.exit.Code
 	a.st.ExitCode = &code
-	a.st.PID, a.st.Phase = 0, ""
+	a.st.PID, a.st.Phase, a.st.Progress = 0, "", nil
 	ran := now.Sub(p.started)
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))
@@ -743,14 +796,30 @@ func (a *actor) onMilestone() {
 	}
 	info.mu.Lock()
 	m, ok := info.milestone, info.hasMS
+	var prog *snapshot.Progress
+	if info.prog != nil {
+		p := *info.prog // the snapshot gets its own copy: the next line may replace it
+		prog = &p
+	}
+	pending := info.pending
+	info.pending = nil
 	info.mu.Unlock()
+	for _, msg := range pending {
+		a.sup.pub.event(a.plan.Name, msg)
+	}
+	if prog != nil && (a.st.Progress == nil || *a.st.Progress != *prog) {
+		a.progressAt = a.sup.now() // a moving bar is progress, even inside one step
+	}
+	a.st.Progress = prog
 	if !ok || (m.Order < a.lastPhase) {
+		a.publish()
 		return
 	}
 	a.lastPhase = m.Order
 	a.progressAt = a.sup.now()
 	a.st.Phase = m.Phase
 	if m.Phase == PhaseReady {
+		a.st.Progress = nil
 		info.matching.Store(false) // the last milestone: spare the per-line cost
 		if a.sup.gw == nil || a.ranksExpected() == 0 {
 			// Without a gateway (or for an encode role outside epd mode)

@@ -1,6 +1,11 @@
 package supervisor
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tsd-project/tsd/snapshot"
+)
 
 // StripANSI removes terminal escape sequences (CSI, OSC and two-byte
 // escapes). TokenSpeed's colourful logger wraps every line in them
@@ -140,3 +145,99 @@ func looksLikeError(plain string) bool {
 		strings.Contains(plain, "hit an exception") || strings.Contains(plain, "is dead") ||
 		strings.Contains(plain, "exited with code")
 }
+
+// progressRules name the startup steps whose engines print their own
+// progress: tqdm bars over weight shards and CUDA-graph batches (SGLang and
+// TokenSpeed "Loading safetensors checkpoint shards:  45% Completed | 5/11",
+// "Capturing batches (bs=8 avail_mem=12.40 GB):  50%|…| 3/6"; vLLM
+// "Capturing CUDA graph shapes:  40%|…| 27/67"). Matched anywhere in the
+// stripped line, like milestones.
+var progressRules = []struct{ substr, phase string }{
+	{"checkpoint shards", PhaseWeights},
+	{"Multi-thread loading shards", PhaseWeights},
+	{"Loading weights", PhaseWeights},
+	{"Capturing batches", PhaseGraph},
+	{"Capturing CUDA graph", PhaseGraph},
+	{"Capturing cudagraph", PhaseGraph},
+}
+
+// progress reads an engine's own progress from one log line (raw or
+// stripped): the step it belongs to and how far it is, 0..1.
+func progress(line string) (phase string, frac float64, ok bool) {
+	p, ok := parseProgress(line)
+	return p.Phase, p.Frac, ok
+}
+
+// parseProgress is progress with the engine's own count kept for display
+// ("5/11", or "45%" when the line has no count).
+func parseProgress(line string) (snapshot.Progress, bool) {
+	if !strings.Contains(line, "ing ") {
+		return snapshot.Progress{}, false // every rule's words end so; spares the strip
+	}
+	plain := StripANSI(line)
+	for _, r := range progressRules {
+		i := strings.Index(plain, r.substr)
+		if i < 0 {
+			continue
+		}
+		rest := plain[i+len(r.substr):]
+		if n, m, text, ok := countOf(rest); ok {
+			return snapshot.Progress{Phase: r.phase, Frac: float64(n) / float64(m), Text: text}, true
+		}
+		if pct, text, ok := percentOf(rest); ok {
+			return snapshot.Progress{Phase: r.phase, Frac: pct / 100, Text: text}, true
+		}
+		return snapshot.Progress{}, false
+	}
+	return snapshot.Progress{}, false
+}
+
+// countOf finds the first "N/M" with 0 ≤ N ≤ M, M > 0, standing alone (not
+// part of "it/s" or a path).
+func countOf(s string) (n, m int, text string, ok bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '/' || i == 0 || !isDigit(s[i-1]) || i+1 >= len(s) || !isDigit(s[i+1]) {
+			continue
+		}
+		a := i
+		for a > 0 && isDigit(s[a-1]) {
+			a--
+		}
+		b := i + 1
+		for b < len(s) && isDigit(s[b]) {
+			b++
+		}
+		if a > 0 && (s[a-1] == '.' || s[a-1] == '/' || isLetter(s[a-1])) || b < len(s) && (s[b] == '.' || s[b] == '/' || isLetter(s[b])) {
+			continue
+		}
+		n, err1 := strconv.Atoi(s[a:i])
+		m, err2 := strconv.Atoi(s[i+1 : b])
+		if err1 != nil || err2 != nil || m <= 0 || n > m {
+			continue
+		}
+		return n, m, s[a:b], true
+	}
+	return 0, 0, "", false
+}
+
+// percentOf finds the first "45%" or "45.5%" (at most 100).
+func percentOf(s string) (pct float64, text string, ok bool) {
+	for i := 1; i < len(s); i++ {
+		if s[i] != '%' || !isDigit(s[i-1]) {
+			continue
+		}
+		a := i
+		for a > 0 && (isDigit(s[a-1]) || s[a-1] == '.') {
+			a--
+		}
+		v, err := strconv.ParseFloat(s[a:i], 64)
+		if err != nil || v < 0 || v > 100 {
+			continue
+		}
+		return v, s[a : i+1], true
+	}
+	return 0, "", false
+}
+
+func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

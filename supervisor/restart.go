@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // Restart policies (docs/profiles.md `restart.policy`).
@@ -249,33 +250,6 @@ func backoffDelay(p RestartPolicy, attempt int, rnd func() float64) time.Duratio
 	return time.Duration(d)
 }
 
-// HumanDuration prints a duration compactly for reasons: 800ms, 8s, 1m30s,
-// 12m, 2h5m.
-func HumanDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "-" + HumanDuration(-d)
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		s := d.Round(100 * time.Millisecond).Seconds()
-		if s == math.Trunc(s) || d >= 10*time.Second {
-			return fmt.Sprintf("%.0fs", math.Round(s))
-		}
-		return fmt.Sprintf("%.1fs", s)
-	case d < time.Hour:
-		d = d.Round(time.Second)
-		m, s := int(d/time.Minute), int((d%time.Minute)/time.Second)
-		if s == 0 {
-			return fmt.Sprintf("%dm", m)
-		}
-		return fmt.Sprintf("%dm%ds", m, s)
-	default:
-		d = d.Round(time.Minute)
-		h, m := int(d/time.Hour), int((d%time.Hour)/time.Minute)
-		if m == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%dm", h, m)
-	}
-}
+// HumanDuration prints a duration in the one style of every view and
+// event (snapshot.FormatDuration): 800ms, 8s, 1m30s, 12m, 2h5m.
+func HumanDuration(d time.Duration) string { return snapshot.FormatDuration(d) }

@@ -39,12 +39,17 @@ func BenchmarkFrameOverview(b *testing.B) {
 	benchRender(b, m)
 }
 
-// The overview with full histories: every trend ring holds its whole
-// capacity (more than 10 minutes of snapshots).
+// The overview with full histories: 16 roles × 4 ranks (every one a row:
+// no groups fold them away), the gateway's per-role traffic columns, and
+// every trend ring at its whole capacity (historyCap snapshots 500 ms
+// apart: 12.5 minutes, more than the 10-minute window).
 func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 	m := benchModel(b, 10000)
 	press(m, "esc")
-	s := m.snap
+	s := tuitest.WithTraffic(m.snap)
+	if len(s.Roles) != 16 || len(s.Roles[15].Ranks) != 4 {
+		b.Fatalf("%d roles, %d ranks", len(s.Roles), len(s.Roles[15].Ranks))
+	}
 	for i := 1; i <= historyCap; i++ {
 		s.Time = t0.Add(time.Duration(i) * 500 * time.Millisecond)
 		s.Gateway.ReqPerSec = float64(i % 17)
@@ -52,6 +57,12 @@ func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 			s.GPUs[g].UtilPct = (i + g) % 100
 		}
 		m.setSnapshot(s)
+	}
+	if n := m.trends.req.len(); n != historyCap || m.trends.gpuUtil[3].len() != historyCap {
+		b.Fatalf("histories hold %d samples, want %d", n, historyCap)
+	}
+	if time.Duration(historyCap)*500*time.Millisecond < historyWindow {
+		b.Fatal("the histories cover less than the trends window")
 	}
 	benchRender(b, m)
 }

@@ -33,6 +33,10 @@ var commandVerbs = []struct {
 	{"quit", "", "quit the dashboard", []string{"q"}},
 }
 
+// GatewaySource is the log source of the embedded gateway's own lines (one
+// access line per request), next to the roles' in the logs page.
+const GatewaySource = "gateway"
+
 // sortKeys are the roles table's sort orders.
 var sortKeys = []string{"name", "kind", "state", "restarts", "inflight", "gpumem"}
 
@@ -75,6 +79,9 @@ func parseCommand(line string, roles []string) (command, error) {
 		if v.verb == "logs" && (c.arg == "all" || c.arg == "*") {
 			c.arg = ""
 			return c, nil
+		}
+		if v.verb == "logs" && c.arg == GatewaySource {
+			return c, nil // the gateway's access log: a source, not a role
 		}
 		if !contains(roles, c.arg) {
 			return command{}, fmt.Errorf("no role %q%s", c.arg, closest(c.arg, roles))

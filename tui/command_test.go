@@ -140,3 +140,29 @@ func TestEventsPage(t *testing.T) {
 		t.Fatalf("first row after g: %q", first)
 	}
 }
+
+// The gateway's access log is a source: :logs gateway opens it, and tab
+// reaches it after the roles.
+func TestGatewayLogSource(t *testing.T) {
+	t.Parallel()
+	m, f := newTestModel(t, 120, 40, deployment())
+	f.AppendLogs(snapshot.LogLine{Seq: 1, Time: t0, Role: "gateway",
+		Text: "POST /v1/chat/completions 200 prompt=12 completion=40 latency=1.2s rid=chatcmpl-7"})
+	press(m, ":")
+	typeText(m, "logs gateway")
+	runCmd(t, m, press(m, "enter"))
+	if m.focus != pageLogs || m.logs.source != "gateway" {
+		t.Fatalf("focus %v source %q", m.focus, m.logs.source)
+	}
+	if !strings.Contains(plain(m), "POST /v1/chat/completions 200") {
+		t.Fatalf("gateway line not shown:\n%s", plain(m))
+	}
+	srcs := m.logs.sources()
+	if srcs[len(srcs)-1] != "gateway" {
+		t.Fatalf("sources %v: the gateway is not last", srcs)
+	}
+	runCmd(t, m, press(m, "tab")) // from the last source back to merged
+	if m.logs.source != "" {
+		t.Fatalf("tab from gateway went to %q", m.logs.source)
+	}
+}

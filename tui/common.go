@@ -93,10 +93,10 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		s = ansi.Truncate(s, w, "…")
-		sw = ansi.StringWidth(s)
+		sw = width(s)
 	}
 	if sw < w {
 		s += strings.Repeat(" ", w-sw)
@@ -109,7 +109,7 @@ func fitRight(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	sw := ansi.StringWidth(s)
+	sw := width(s)
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
@@ -126,7 +126,8 @@ func screen(lines []string, w, h int) string {
 		}
 		if i < len(lines) {
 			l := lines[i]
-			if ansi.StringWidth(l) > w {
+			// Bytes never count fewer than cells: short lines skip the count.
+			if len(l) > w && width(l) > w {
 				l = ansi.Truncate(l, w, "")
 			}
 			b.WriteString(l)
@@ -154,21 +155,14 @@ func humanBytes(n uint64) string {
 	return ftoa(v, 1) + " " + units[i]
 }
 
-// humanDuration prints an uptime: "42s", "3m07s", "2h05m", "3d04h".
+// humanDuration prints an uptime or a time left to the second, in the one
+// duration style of every view (snapshot.FormatDuration): "42s", "3m7s",
+// "2h5m", "3d4h".
 func humanDuration(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
-	s := int(d / time.Second)
-	switch {
-	case s < 60:
-		return itoa(s) + "s"
-	case s < 3600:
-		return itoa(s/60) + "m" + pad2(s%60) + "s"
-	case s < 86400:
-		return itoa(s/3600) + "h" + pad2(s%3600/60) + "m"
-	}
-	return itoa(s/86400) + "d" + pad2(s%86400/3600) + "h"
+	return snapshot.FormatDuration(d.Truncate(time.Second))
 }
 
 func pad2(n int) string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
@@ -137,5 +138,67 @@ func TestGoldenTrends(t *testing.T) {
 		out := plain(m)
 		checkFrame(t, out, sz.w, sz.h)
 		golden(t, fmt.Sprintf("trends_%dx%d", sz.w, sz.h), out)
+	}
+}
+
+var allSizes = []struct{ w, h int }{{80, 24}, {120, 40}, {200, 60}}
+
+// underLoad folds ten minutes of a varying load into m, one snapshot a
+// second ending at t0, and leaves s (at t0) as the current snapshot.
+func underLoad(m *Model, s snapshot.Snapshot) {
+	base := s.Gateway
+	gpus := append([]snapshot.GPUStatus(nil), s.GPUs...)
+	for i := 600; i >= 0; i-- {
+		x := s
+		x.Time = t0.Add(-time.Duration(i) * time.Second)
+		load := 0.6 + 0.4*float64((600-i)/20%10)/9 // steps up and down
+		x.Gateway = base
+		x.Gateway.ReqPerSec = base.ReqPerSec * load
+		x.Gateway.TokPerSec = base.TokPerSec * load
+		x.Gateway.InFlight = int(float64(base.InFlight) * load)
+		x.GPUs = append([]snapshot.GPUStatus(nil), gpus...)
+		for g := range x.GPUs {
+			x.GPUs[g].UtilPct = int(float64(gpus[g].UtilPct) * load)
+		}
+		if i == 0 {
+			x = s
+		}
+		m.setSnapshot(x)
+	}
+}
+
+// The overview of 16 roles × 4 ranks under load at every size: replicas
+// folded under their roles (decode open), the gateway's per-role traffic,
+// a role in backoff counting down, one loading its weights with a bar,
+// and ten minutes of trends.
+func TestGoldenOverviewLoad(t *testing.T) {
+	for _, sz := range allSizes {
+		s := tuitest.WithTraffic(tuitest.Grouped(tuitest.Troubled(tuitest.Deployment(16, 4, 4, t0), t0, -1, 6, 9)))
+		early := s
+		early.Time = t0.Add(-601 * time.Second)
+		m, _ := newTestModel(t, sz.w, sz.h, early)
+		underLoad(m, s)
+		press(m, "down", "right") // open decode
+		out := plain(m)
+		checkFrame(t, out, sz.w, sz.h)
+		golden(t, fmt.Sprintf("overview_load_%dx%d", sz.w, sz.h), out)
+	}
+}
+
+// A role that failed for good: its reason stands out in the table and
+// its events say what happened, at every size.
+func TestGoldenFailedRole(t *testing.T) {
+	for _, sz := range allSizes {
+		s := tuitest.Troubled(tuitest.Deployment(8, 2, 4, t0), t0, 2, -1, -1)
+		s.Events = append(s.Events,
+			snapshot.Event{Time: t0.Add(-20 * time.Second), Role: "decode-1", Message: "starting → crashed: exit 1 after 3.2s"},
+			snapshot.Event{Time: t0.Add(-20 * time.Second), Role: "decode-1", Message: "last error line: RuntimeError: CUDA error: out of memory"},
+			snapshot.Event{Time: t0.Add(-20 * time.Second), Role: "decode-1", Message: "crashed → failed: exit 1 after 3.2s; restart budget spent (3 in 1m)"},
+		)
+		m, _ := newTestModel(t, sz.w, sz.h, s)
+		press(m, "down", "down")
+		out := plain(m)
+		checkFrame(t, out, sz.w, sz.h)
+		golden(t, fmt.Sprintf("overview_failed_%dx%d", sz.w, sz.h), out)
 	}
 }

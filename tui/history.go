@@ -2,6 +2,7 @@ package tui
 
 import (
 	"math"
+	"sort"
 	"time"
 )
 
@@ -87,24 +88,33 @@ func (s *series) buckets(d time.Duration, n int) []float64 {
 		return nil
 	}
 	newest, _ := s.at(s.n - 1)
-	from := 0
-	for from < s.n {
-		t, _ := s.at(from)
-		if newest.Sub(t) <= d {
-			break
-		}
-		from++
-	}
+	// Samples are in time order: the first one inside the window is found
+	// by bisection, and the ring is walked by index, not through at()
+	// (this runs for every trend on every frame).
+	from := sort.Search(s.n, func(i int) bool {
+		t, _ := s.at(i)
+		return newest.Sub(t) <= d
+	})
 	count := s.n - from
 	k := min(n, count)
 	out := make([]float64, k)
+	size := len(s.vals)
+	idx := (s.head - s.n + from + size) % size
 	for i := range out {
 		lo := from + i*count/k
 		hi := from + (i+1)*count/k
-		_, m := s.at(lo)
+		m := s.vals[idx]
+		idx++
+		if idx == size {
+			idx = 0
+		}
 		for j := lo + 1; j < hi; j++ {
-			if _, v := s.at(j); v > m {
+			if v := s.vals[idx]; v > m {
 				m = v
+			}
+			idx++
+			if idx == size {
+				idx = 0
 			}
 		}
 		out[i] = m

@@ -92,7 +92,7 @@ func (p *inspectorPage) lines() []string {
 	out = append(out, wrapParts("  ", "  ", []string{"pid " + pid, "up " + uptime, fmt.Sprintf("restarts %d", r.Restarts),
 		"GPUs " + gpuText(&p.m.snap, r), "routed " + yesNo(r.Routed)}, " · ", p.w)...)
 	if r.Reason != "" || r.ExitCode != nil {
-		l := "  reason: " + orDash(r.Reason)
+		l := "  reason: " + orDash(liveReason(r))
 		if r.ExitCode != nil {
 			l += fmt.Sprintf(" (exit code %d)", *r.ExitCode)
 		}

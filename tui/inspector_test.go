@@ -24,7 +24,7 @@ func TestWaitText(t *testing.T) {
 		}
 	}
 	long := waitText(&snapshot.RankStatus{State: snapshot.RankHello, Since: t0.Add(-3*time.Minute - 7*time.Second)}, t0)
-	if long != "waiting for INIT 3m07s" {
+	if long != "waiting for INIT 3m7s" {
 		t.Errorf("long wait: %q", long)
 	}
 }
@@ -32,8 +32,8 @@ func TestWaitText(t *testing.T) {
 func TestHumanDuration(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{
-		0: "0s", 42 * time.Second: "42s", 187 * time.Second: "3m07s",
-		2*time.Hour + 5*time.Minute: "2h05m", 76 * time.Hour: "3d04h", -time.Second: "0s",
+		0: "0s", 42 * time.Second: "42s", 187 * time.Second: "3m7s", 187*time.Second + 900*time.Millisecond: "3m7s",
+		2*time.Hour + 5*time.Minute: "2h5m", 76 * time.Hour: "3d4h", -time.Second: "0s",
 	} {
 		if got := humanDuration(d); got != want {
 			t.Errorf("%v: %q, want %q", d, got, want)

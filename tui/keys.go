@@ -32,6 +32,8 @@ type KeyMap struct {
 	Restart    key.Binding
 	StopStart  key.Binding
 	RestartAll key.Binding
+	Expand     key.Binding
+	Collapse   key.Binding
 
 	// Logs page.
 	Find       key.Binding
@@ -81,6 +83,8 @@ func DefaultKeyMap() KeyMap {
 		Restart:    b([]string{"r"}, "r", "restart role"),
 		StopStart:  b([]string{"s"}, "s", "stop/start role"),
 		RestartAll: b([]string{"R"}, "R", "rolling restart"),
+		Expand:     b([]string{"right"}, "→", "open replicas/ranks"),
+		Collapse:   b([]string{"left"}, "←", "close"),
 
 		Find:       b([]string{"/"}, "/", "find"),
 		Next:       b([]string{"n"}, "n", "next match"),
@@ -105,7 +109,7 @@ func DefaultKeyMap() KeyMap {
 func (k KeyMap) helpSections() []helpSection {
 	return []helpSection{
 		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No}},
-		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events}},
+		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Expand, k.Collapse, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events}},
 		{"events", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Filter}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart, k.RestartAll}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,

@@ -257,11 +257,15 @@ func (p *logsPage) save() tea.Cmd {
 	}
 }
 
-// sources are what tab cycles through: merged, then every role.
+// sources are what tab cycles through: merged, then every role, then
+// the gateway's access log when there is a gateway.
 func (p *logsPage) sources() []string {
 	s := []string{""}
 	for _, r := range p.m.snap.Roles {
 		s = append(s, r.Name)
+	}
+	if g := p.m.snap.Gateway; g.URL != "" || g.Mode != "" {
+		s = append(s, GatewaySource)
 	}
 	return s
 }

@@ -83,22 +83,23 @@ type Model struct {
 	confirmQuit   bool // q (or ctrl+c) again also confirms
 	// confirmAlt is a second answer to the prompt (the quit prompt's
 	// detach or stop), on confirmAltKeys.
-	confirmAlt     tea.Cmd
-	confirmAltWhat string
-	confirmAltKeys []string
-	confirmAltHelp string
-	confirmEnter   bool // enter also confirms (the prompt's default)
-	stopChosen     bool // the user chose to stop the deployment on quit
-	daemonGone     bool // the status stream ended (Detach)
-	flash          string
-	pending        *pendingRestart
-	cmdline        bool      // the : command line is open
-	cmdText        string    // what is typed on it
-	sortBy         string    // the roles table's order ("" = the plan's)
-	flashSeen      string    // the flash as the last tick saw it
-	flashAt        time.Time // when that tick first saw it
-	testing        bool
-	helpBar        help.Model
+	confirmAlt       tea.Cmd
+	confirmAltWhat   string
+	confirmAltKeys   []string
+	confirmAltHelp   string
+	confirmEnter     bool // enter also confirms (the prompt's default)
+	stopChosen       bool // the user chose to stop the deployment on quit
+	daemonGone       bool // the status stream ended (Detach)
+	flash            string
+	pending          *pendingRestart
+	cmdline          bool      // the : command line is open
+	cmdText          string    // what is typed on it
+	sortBy           string    // the roles table's order ("" = the plan's)
+	footKey, footVal string    // the footer as last drawn, and what it was drawn for
+	flashSeen        string    // the flash as the last tick saw it
+	flashAt          time.Time // when that tick first saw it
+	testing          bool
+	helpBar          help.Model
 
 	snapCancel func()
 	snapCh     <-chan snapshot.Snapshot
@@ -244,18 +245,13 @@ func (m *Model) rearmSnap() tea.Cmd {
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
-	sel, _ := m.overview.role()
 	if m.sortBy != "" {
 		// Snapshots are shared and immutable: sort a copy.
 		s.Roles = sortedRoles(s.Roles, m.sortBy)
 	}
 	m.snap, m.hasSnap = s, true
 	m.trends.fold(s)
-	for i, r := range s.Roles {
-		if r.Name == sel.Name && sel.Name != "" {
-			m.overview.selected = i
-		}
-	}
+	// The selection is kept by row key (role name), across re-sorting.
 	m.overview.clamp()
 	m.checkRestarted()
 }
@@ -293,7 +289,7 @@ func (m *Model) checkRestarted() {
 		}
 		switch {
 		case r.State == snapshot.StateReady && r.Restarts > p.restarts:
-			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, humanDuration(m.c.Now().Sub(p.since)))
+			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, snapshot.FormatDuration(m.c.Now().Sub(p.since).Round(100*time.Millisecond)))
 			m.pending = nil
 		case r.State == snapshot.StateFailed:
 			m.flash = fmt.Sprintf("restart %s failed: %s", p.role, r.Reason)
@@ -424,7 +420,7 @@ func (m *Model) runCommand(line string) tea.Cmd {
 	case "inspect":
 		for i, r := range m.snap.Roles {
 			if r.Name == c.arg {
-				m.overview.selected = i
+				m.overview.selectRole(i)
 			}
 		}
 		return m.navigate(pageInspector, c.arg)
@@ -689,10 +685,32 @@ func (m *Model) helpLine() string {
 	if m.cmdline {
 		return m.c.Styles.HelpDesc.Render("enter run · esc cancel · verbs: " + strings.Join(verbNames(), " "))
 	}
+	page := shortBindings(m.page(m.focus).ShortHelp())
+	// The footer only changes with the width and the page's keys; drawing
+	// it was a fifth of a frame, so it is kept until those change.
+	var kb strings.Builder
+	kb.WriteString(itoa(m.c.Width))
+	for _, b := range page {
+		h := b.Help()
+		kb.WriteString("|" + h.Key + " " + h.Desc)
+		if !b.Enabled() {
+			kb.WriteString(" off")
+		}
+	}
+	if ck := kb.String(); ck == m.footKey {
+		return m.footVal
+	} else {
+		m.footKey, m.footVal = ck, m.footer(page)
+	}
+	return m.footVal
+}
+
+// footer lays out the page's keys, then t, ? and q, which always show.
+func (m *Model) footer(page []key.Binding) string {
+	k := m.c.Keys
 	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
 	sep := m.helpBar.ShortSeparator
 	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
-	page := shortBindings(m.page(m.focus).ShortHelp())
 	var head string
 	for n := len(page); n > 0; n-- {
 		bar := m.helpBar
@@ -731,13 +749,10 @@ func shortDesc(d string) string {
 }
 
 func fmtLatency(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return d.String()
-	case d < 10*time.Second:
-		return fmt.Sprintf("%d ms", d.Milliseconds())
+	if d >= time.Millisecond {
+		d = d.Round(time.Millisecond)
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return snapshot.FormatDuration(d)
 }
 
 func oneLine(s string) string {
@@ -762,7 +777,7 @@ func (m *Model) mouseClick(ev tea.Mouse) tea.Cmd {
 	}
 	// Screen row 0 is the title; the page body starts below it.
 	if i, ok := m.overview.rowAt(ev.Y - 1); ok {
-		m.overview.selected = i
+		m.overview.setCursor(m.overview.rows, i)
 	}
 	return nil
 }

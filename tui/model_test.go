@@ -432,7 +432,7 @@ func TestTestRequest(t *testing.T) {
 	if got := f.Calls(); !slices.Equal(got, []string{"test"}) {
 		t.Fatalf("calls = %v", got)
 	}
-	if !strings.Contains(plain(m), `test request ok in 42 ms: "Hello from ts-fake"`) {
+	if !strings.Contains(plain(m), `test request ok in 42ms: "Hello from ts-fake"`) {
 		t.Fatalf("result not shown:\n%s", plain(m))
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-func itoa(n int) string { return strconv.Itoa(n) }
+func itoa(n int) string    { return strconv.Itoa(n) }
+func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func ftoa(f float64, prec int) string { return strconv.FormatFloat(f, 'f', prec, 64) }
 

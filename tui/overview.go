@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -17,22 +18,120 @@ import (
 type overviewPage struct {
 	m        *Model
 	w, h     int
-	selected int
-	offset   int // first table row shown
+	selected int    // the selected row's role (a group's first member)
+	sel      string // the selected row's key (dispRow.key): it survives re-sorting
+	offset   int    // first table row shown
+	// open holds the summary rows opened with →/enter ("g:GROUP" for a
+	// role's replicas, "r:NAME" for an instance's ranks), per role.
+	open map[string]bool
+	rows []dispRow // the last layout (reused)
+	// Per row while a frame renders: what the ROLE cell says and the
+	// gateway's accounting for the row (nil: none).
+	curLabel   string
+	curTraffic *snapshot.RoleTraffic
+	curGPUMem  []gpuMem // a group's memory per GPU; nil: the row's own
+	traffic    map[string]*snapshot.RoleTraffic
+	painters   *[numPaints]painter
 	// The widest name, state and GPU cells seen so far: columns only ever
 	// widen, so a role changing state does not shift every column.
 	nameW, stateW, gpuW int
 	tableY, tableRows   int // where the last frame drew the table's rows
 }
 
-// rowAt maps a row of the page body to the role drawn there.
+// rowAt maps a row of the page body to the table row drawn there.
 func (p *overviewPage) rowAt(y int) (int, bool) {
 	i := y - p.tableY
 	if i < 0 || i >= p.tableRows {
 		return 0, false
 	}
 	i += p.offset
-	return i, i < len(p.m.snap.Roles)
+	return i, i < len(p.layout())
+}
+
+// layout lays out the table rows for the current snapshot.
+func (p *overviewPage) layout() []dispRow {
+	p.rows = buildRows(&p.m.snap, p.open, p.rows)
+	return p.rows
+}
+
+// cursor is the index of the selected row: by key, else the row of the
+// selected role (or the closed group holding it), else the first.
+func (p *overviewPage) cursor(rows []dispRow) int {
+	s := &p.m.snap
+	for i, d := range rows {
+		if d.key(s) == p.sel {
+			return i
+		}
+	}
+	// The selected role went away (a smaller deployment): stay near it.
+	sel := max(0, min(p.selected, len(s.Roles)-1))
+	for i, d := range rows {
+		if d.role == sel && d.kind != rowRank {
+			return i
+		}
+	}
+	if sel < len(s.Roles) {
+		if g := s.Roles[sel].Group; g != "" {
+			for i, d := range rows {
+				if d.kind == rowGroup && d.group == g {
+					return i
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// setCursor selects row i (clamped).
+func (p *overviewPage) setCursor(rows []dispRow, i int) {
+	if len(rows) == 0 {
+		p.selected, p.sel = 0, ""
+		return
+	}
+	i = max(0, min(i, len(rows)-1))
+	p.sel = rows[i].key(&p.m.snap)
+	p.selected = rows[i].role
+}
+
+// selectRole selects role instance i, opening its group if it is closed.
+func (p *overviewPage) selectRole(i int) {
+	s := &p.m.snap
+	if i < 0 || i >= len(s.Roles) {
+		return
+	}
+	p.selected, p.sel = i, "r:"+s.Roles[i].Name
+	if g := s.Roles[i].Group; g != "" {
+		if p.open == nil {
+			p.open = map[string]bool{}
+		}
+		p.open["g:"+g] = true
+	}
+}
+
+func (p *overviewPage) current() (dispRow, bool) {
+	rows := p.layout()
+	if len(rows) == 0 {
+		return dispRow{}, false
+	}
+	return rows[p.cursor(rows)], true
+}
+
+// toggle opens or closes the summary row d; closing selects it.
+func (p *overviewPage) toggle(d dispRow, open bool) {
+	s := &p.m.snap
+	if p.open == nil {
+		p.open = map[string]bool{}
+	}
+	k := "g:" + d.group
+	if d.kind != rowGroup {
+		k = "r:" + s.Roles[d.role].Name
+	}
+	if open {
+		p.open[k] = true
+		return
+	}
+	delete(p.open, k)
+	p.sel = k
 }
 
 func (p *overviewPage) SetSize(w, h int) { p.w, p.h = w, h }
@@ -44,13 +143,8 @@ func (p *overviewPage) ShortHelp() []key.Binding {
 }
 
 func (p *overviewPage) clamp() {
-	n := len(p.m.snap.Roles)
-	if p.selected >= n {
-		p.selected = n - 1
-	}
-	if p.selected < 0 {
-		p.selected = 0
-	}
+	rows := p.layout()
+	p.setCursor(rows, p.cursor(rows))
 }
 
 func (p *overviewPage) role() (snapshot.RoleStatus, bool) {
@@ -67,21 +161,20 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	}
 	keys := p.m.c.Keys
+	rows := p.layout()
+	cur := p.cursor(rows)
 	switch {
 	case key.Matches(k, keys.Up):
-		p.selected--
-		p.clamp()
+		p.setCursor(rows, cur-1)
 		return nil
 	case key.Matches(k, keys.Down):
-		p.selected++
-		p.clamp()
+		p.setCursor(rows, cur+1)
 		return nil
 	case key.Matches(k, keys.Top):
-		p.selected = 0
+		p.setCursor(rows, 0)
 		return nil
 	case key.Matches(k, keys.Bottom):
-		p.selected = len(p.m.snap.Roles) - 1
-		p.clamp()
+		p.setCursor(rows, len(rows)-1)
 		return nil
 	case key.Matches(k, keys.MergedLogs):
 		return p.m.navigate(pageLogs, "")
@@ -102,11 +195,40 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		p.m.setSort(next)
 		return nil
 	}
-	r, ok := p.role()
-	if !ok {
+	if len(rows) == 0 {
 		return nil
 	}
-	return roleKey(p.m, k, r)
+	d := rows[cur]
+	s := &p.m.snap
+	switch {
+	case key.Matches(k, keys.Expand) && d.expandable(s):
+		p.toggle(d, true)
+		return nil
+	case key.Matches(k, keys.Collapse):
+		switch {
+		case d.kind == rowRank:
+			p.toggle(dispRow{kind: rowRole, role: d.role}, false)
+		case d.expandable(s) && p.open[d.key(s)]:
+			p.toggle(d, false)
+		case d.group != "":
+			p.toggle(dispRow{kind: rowGroup, group: d.group}, false)
+		}
+		return nil
+	}
+	if d.kind == rowGroup {
+		// A summary acts on the whole role: enter opens it, R restarts
+		// its replicas one at a time; the rest need one replica.
+		switch {
+		case key.Matches(k, keys.Inspect):
+			p.toggle(d, !p.open["g:"+d.group])
+		case key.Matches(k, keys.RestartAll):
+			rollingAsk(p.m, s.Roles[d.role])
+		case key.Matches(k, keys.Logs, keys.Restart, keys.StopStart):
+			p.m.flash = d.group + " has " + itoa(len(d.members)) + " replicas: → opens them, then pick one"
+		}
+		return nil
+	}
+	return roleKey(p.m, k, s.Roles[d.role])
 }
 
 // rollingAsk asks for a rolling restart of every role of r's kind: one
@@ -186,29 +308,57 @@ func (p *overviewPage) View() string {
 	// The table gets its rows first, but never squeezes the GPU panel below
 	// a summary; events only fill rows nobody else wants.
 	fixed := len(out) + 1 + 1 // table header, blank line before the GPUs
-	want := max(len(s.Roles), 1)
+	rows := p.layout()
+	cur := p.cursor(rows)
+	detail := p.detailLine(rows, cur)
+	if detail != "" {
+		fixed++
+	}
+	want := max(len(rows), 1)
 	if short := min(want, 3) - (p.h - fixed - len(gpu)); short > 0 {
 		gpu = gpu[:max(1, len(gpu)-short)]
 	}
 	tableRows := max(1, min(want, p.h-fixed-len(gpu)))
+	p.indexTraffic()
 	cols := p.columns()
-	out = append(out, st.Header.Render(fit(p.row(cols, nil, false), p.w)))
-	if p.selected < p.offset {
-		p.offset = p.selected
+	ps := p.paints()
+	out = append(out, ps[pHeader].wrap(fit(p.row(cols, nil, false, false), p.w)))
+	if cur < p.offset {
+		p.offset = cur
 	}
-	if p.selected >= p.offset+tableRows {
-		p.offset = p.selected - tableRows + 1
+	if cur >= p.offset+tableRows {
+		p.offset = cur - tableRows + 1
 	}
-	p.offset = min(p.offset, max(0, len(s.Roles)-tableRows))
+	p.offset = max(0, min(p.offset, len(rows)-tableRows))
 	p.tableY, p.tableRows = len(out), tableRows
 	shown := 0
-	for i := p.offset; i < len(s.Roles) && shown < tableRows; i++ {
-		r := &s.Roles[i]
+	for i := p.offset; i < len(rows) && shown < tableRows; i++ {
+		d := rows[i]
+		var r *snapshot.RoleStatus
+		var tmp snapshot.RoleStatus
+		switch d.kind {
+		case rowGroup:
+			tmp = groupStatus(s, d)
+			r = &tmp
+			p.curTraffic = groupTraffic(p.traffic, s, d.members)
+			p.curGPUMem = groupGPUMem(s, d.members)
+		case rowRank:
+			tmp = rankStatus(&s.Roles[d.role], d.rank)
+			r = &tmp
+			p.curTraffic = nil
+		default:
+			r = &s.Roles[d.role]
+			p.curTraffic = p.traffic[r.Name]
+		}
+		if d.kind != rowGroup {
+			p.curGPUMem = nil
+		}
+		p.curLabel = rowLabel(s, d, p.open)
 		var line string
-		if i == p.selected {
-			line = st.Selected.Render(fit(p.row(cols, r, false), p.w))
+		if i == cur {
+			line = ps[pSelected].wrap(fit(p.row(cols, r, false, true), p.w))
 		} else {
-			line = p.row(cols, r, true)
+			line = p.row(cols, r, true, false)
 		}
 		out = append(out, line)
 		shown++
@@ -219,6 +369,9 @@ func (p *overviewPage) View() string {
 	}
 	for ; shown < tableRows; shown++ {
 		out = append(out, "")
+	}
+	if detail != "" {
+		out = append(out, detail)
 	}
 	out = append(out, "")
 	out = append(out, gpu...)
@@ -254,7 +407,7 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Ready {
 		ready = st.Good.Render("ready")
 	}
-	parts := []string{st.Title.Render("gateway") + " " + orDash(g.URL)}
+	parts := []string{p.paints()[pTitle].wrap("gateway") + " " + orDash(g.URL)}
 	if g.Mode != "" {
 		parts = append(parts, "mode "+g.Mode)
 	}
@@ -290,19 +443,29 @@ type column struct {
 	width    int
 	right    bool
 	priority int // 0: always shown
-	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style)
+	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, paint)
 }
 
 func (p *overviewPage) columns() []column {
-	st := p.m.c.Styles
-	plain := lipgloss.NewStyle()
+	const plain = pPlain
 	now := p.m.c.Now()
 	p.nameW, p.stateW, p.gpuW = max(p.nameW, 4), max(p.stateW, 5), max(p.gpuW, 4)
 	for i := range p.m.snap.Roles {
 		r := &p.m.snap.Roles[i]
-		p.nameW = max(p.nameW, len(r.Name))
-		p.stateW = max(p.stateW, len(stateText(r, now)))
+		name := len(r.Name)
+		if r.Group != "" {
+			// Listed under its group (indented), or the group's "+ NAME ×N".
+			name = max(name+2, len(r.Group)+6)
+		}
+		p.nameW = max(p.nameW, name)
+		p.stateW = max(p.stateW, width(stateText(r, now)))
 		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
+	}
+	for _, d := range p.rows {
+		if d.kind == rowGroup {
+			g := groupStatus(&p.m.snap, d)
+			p.stateW = max(p.stateW, width(stateText(&g, now)))
+		}
 	}
 	stateMax := 28
 	if p.w >= 120 {
@@ -310,58 +473,112 @@ func (p *overviewPage) columns() []column {
 	}
 	nameW, stateW, gpuW := min(p.nameW, 24), min(p.stateW, stateMax), min(p.gpuW, 11)
 	all := []column{
-		{"ROLE", nameW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			return r.Name, plain
+		{"ROLE", nameW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			return p.curLabel, plain
 		}},
-		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return r.Kind, plain
 		}},
-		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return gpuText(&p.m.snap, r), plain
 		}},
-		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
-			return stateText(r, now), st.stateStyle(r.State)
+		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			return stateText(r, now), statePaint(r.State)
 		}},
-		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.StartedAt.IsZero() || !running(r.State) {
 				return "-", plain
 			}
 			return humanDuration(now.Sub(r.StartedAt)), plain
 		}},
-		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Restarts > 0 {
-				return itoa(r.Restarts), st.Warn
+				return itoa(r.Restarts), pWarn
 			}
 			return "0", plain
 		}},
-		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.RanksExpected == 0 {
 				return "-", plain
 			}
 			s := fmt.Sprintf("%d/%d", r.RanksRegistered, r.RanksExpected)
 			if r.RanksRegistered == r.RanksExpected {
-				return s, st.Good
+				return s, pGood
 			}
-			return s, st.Busy
+			return s, pBusy
 		}},
-		{"INFL", 4, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"INFL", 4, true, 2, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			if t := p.curTraffic; t != nil {
+				return itoa(t.InFlight), plain // the gateway's count, as /metrics has it
+			}
 			return itoa(r.InFlight), plain
 		}},
-		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Proc == nil {
 				return "-", plain
 			}
 			return ftoa(r.Proc.CPUPercent, 0) + "%", plain
 		}},
-		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			if r.Proc == nil {
 				return "-", plain
 			}
 			return humanBytes(r.Proc.RSSBytes), plain
 		}},
-		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			if p.curGPUMem != nil {
+				return gpuMemCell(p.curGPUMem, 0), plain
+			}
+			if r.Name == "" {
+				return "", plain // a rank row
+			}
 			return gpuMemCell(roleGPUMem(&p.m.snap, r.Name), r.GPUMemB), plain
 		}},
+	}
+	if len(p.m.snap.Gateway.Roles) > 0 {
+		// The gateway's own per-role accounting: what /metrics says.
+		traffic := []column{
+			{"REQ/S", 6, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+				if t := p.curTraffic; t != nil {
+					return ftoa(t.ReqPerS, 1), plain
+				}
+				return "-", plain
+			}},
+			{"TOK/S", 7, true, 3, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+				if t := p.curTraffic; t != nil {
+					return ftoa(t.TokPerS, 0), plain
+				}
+				return "-", plain
+			}},
+			{"ERR", 4, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+				if t := p.curTraffic; t != nil {
+					if t.Errors > 0 {
+						return utoa(t.Errors), pBad
+					}
+					return "0", plain
+				}
+				return "-", plain
+			}},
+			{"TTFT p50/99", 11, true, 4, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+				if t := p.curTraffic; t != nil && t.TTFTp99 > 0 {
+					return fmtLatency(t.TTFTp50) + "/" + fmtLatency(t.TTFTp99), plain
+				}
+				return "-", plain
+			}},
+			{"ITL p50/99", 11, true, 5, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+				if t := p.curTraffic; t != nil && t.ITLp99 > 0 {
+					return fmtLatency(t.ITLp50) + "/" + fmtLatency(t.ITLp99), plain
+				}
+				return "-", plain
+			}},
+		}
+		// After INFL: load first, then the process columns.
+		for i, c := range all {
+			if c.title == "INFL" {
+				all = append(all[:i+1], append(traffic, all[i+1:]...)...)
+				break
+			}
+		}
 	}
 	const gutter, minReason = 2, 12
 	total := func(cs []column) int {
@@ -384,24 +601,25 @@ func (p *overviewPage) columns() []column {
 	for _, c := range all {
 		used += c.width + 1
 	}
-	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, lipgloss.Style) {
+	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 		if r.LogError != "" {
 			// Its log cannot be written (a full disk): the engine runs on,
 			// but nothing it says is kept until writes work again.
-			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), st.Bad
+			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), pBad
 		}
+		reason := liveReason(r)
 		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
-			return r.Reason, st.Bad // what the operator must act on stands out
+			return reason, pBad // what the operator must act on stands out
 		}
-		return r.Reason, st.Faint
+		return reason, pFaint
 	}})
 	return all
 }
 
 // row renders one table line; r == nil renders the header.
-func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled bool) string {
+func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled, selected bool) string {
 	var b strings.Builder
-	if r != nil && p.m.snap.Roles != nil && p.selected < len(p.m.snap.Roles) && r == &p.m.snap.Roles[p.selected] {
+	if r != nil && selected {
 		b.WriteString("▸ ")
 	} else {
 		b.WriteString("  ")
@@ -428,8 +646,8 @@ func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled bool) s
 		if i == len(cols)-1 {
 			cell = strings.TrimRight(cell, " ")
 		}
-		if styled {
-			cell = style.Render(cell)
+		if styled && style != pPlain {
+			cell = p.paints()[style].wrap(cell)
 		}
 		b.WriteString(cell)
 	}
@@ -448,10 +666,111 @@ func stateText(r *snapshot.RoleStatus, now time.Time) string {
 	case r.State == snapshot.StateDraining && !r.DrainDeadline.IsZero():
 		left := max(r.DrainDeadline.Sub(now), 0)
 		return fmt.Sprintf("%s · %d in flight · %s left", s, r.DrainInFlight, humanDuration(left.Round(time.Second)))
+	case r.State == snapshot.StateBackoff && !r.NextTryAt.IsZero():
+		return s + " · next try in " + countdown(r.NextTryAt, now)
+	case r.Progress != nil && (r.State == snapshot.StateStarting || r.State == snapshot.StateHandshaking):
+		return s + " " + progressText(r.Progress)
 	case r.Phase != "" && r.State != snapshot.StateReady:
 		s += " · " + r.Phase
 	}
 	return s
+}
+
+// detailLine spells out the selected row's trouble in full under the
+// table (the REASON cell is often too narrow for it): why it failed,
+// stalled or crashed, or waits in backoff. "" when there is none.
+func (p *overviewPage) detailLine(rows []dispRow, cur int) string {
+	if cur >= len(rows) || rows[cur].kind == rowRank {
+		return ""
+	}
+	s := &p.m.snap
+	d := rows[cur]
+	r := &s.Roles[d.role]
+	if d.kind == rowGroup {
+		g := groupStatus(s, d)
+		r = &g
+	}
+	st := p.m.c.Styles
+	var style lipgloss.Style
+	switch r.State {
+	case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
+		style = st.Bad
+	case snapshot.StateBackoff:
+		style = st.Warn
+	default:
+		return ""
+	}
+	if r.Reason == "" {
+		return ""
+	}
+	name := r.Name
+	if d.kind == rowGroup {
+		name = "" // a group's reason already names its member
+	} else {
+		name += " " + r.State + ": "
+	}
+	text := "  ↳ " + name + liveReason(r)
+	if ansi.StringWidth(text) > p.w {
+		text = ansi.Truncate(text, p.w, "…")
+	}
+	return style.Render(text)
+}
+
+// liveReason is the reason without the backoff delay as first set ("next
+// try in 16s"): the STATE text counts down to NextTryAt instead.
+func liveReason(r *snapshot.RoleStatus) string {
+	if !r.NextTryAt.IsZero() {
+		if i := strings.Index(r.Reason, "; next try in "); i >= 0 {
+			return r.Reason[:i]
+		}
+	}
+	return r.Reason
+}
+
+// countdown is the whole seconds left until t, rounded up (a second
+// shows until it has fully passed), never below 0.
+func countdown(t, now time.Time) string {
+	left := t.Sub(now)
+	if left <= 0 {
+		return "0s"
+	}
+	return humanDuration((left + time.Second - 1).Truncate(time.Second))
+}
+
+// progressBarW is the width of a startup progress bar in the STATE cell.
+const progressBarW = 8
+
+// progressText is a startup step with the engine's own progress through
+// it: "weights ██████░░ 5/11".
+func progressText(p *snapshot.Progress) string {
+	name := p.Phase
+	switch name {
+	case "loading weights":
+		name = "weights"
+	case "graph capture":
+		name = "graphs"
+	}
+	n := int(p.Frac*progressBarW + 0.5)
+	n = max(0, min(n, progressBarW))
+	text := p.Text
+	if text == "" {
+		text = itoa(int(p.Frac*100+0.5)) + "%"
+	}
+	// The bar and the count first: a narrow STATE column cuts the name.
+	return strings.Repeat("█", n) + strings.Repeat("░", progressBarW-n) + " " + text + " " + name
+}
+
+// indexTraffic maps role names to the gateway's per-role accounting for
+// this frame.
+func (p *overviewPage) indexTraffic() {
+	if p.traffic == nil {
+		p.traffic = map[string]*snapshot.RoleTraffic{}
+	}
+	clear(p.traffic)
+	tr := p.m.snap.Gateway.Roles
+	for i := range tr {
+		p.traffic[tr[i].Role] = &tr[i]
+	}
 }
 
 func orDash(s string) string {
@@ -466,7 +785,7 @@ func (p *overviewPage) gpuLines() []string {
 	s := &p.m.snap
 	info := s.GPUInfo
 	label := deviceLabel(info)
-	head := st.Title.Render(label + "s")
+	head := p.paints()[pTitle].wrap(label + "s")
 	if info.Provider != "" {
 		head += " · " + info.Provider
 	}
@@ -507,8 +826,8 @@ func (p *overviewPage) gpuLines() []string {
 		}
 		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
 			g.Index, fit(g.Name, nameW),
-			st.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
-			st.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
+			p.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
+			p.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
 			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
 		lines = append(lines, l)
 	}
@@ -531,8 +850,7 @@ func (p *overviewPage) eventLines() []string {
 	if len(ev) == 0 {
 		return nil
 	}
-	st := p.m.c.Styles
-	lines := []string{st.Title.Render("events")}
+	lines := []string{p.paints()[pTitle].wrap("events")}
 	for _, e := range ev {
 		who := e.Role
 		if who == "" {

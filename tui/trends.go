@@ -3,7 +3,6 @@ package tui
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
@@ -21,6 +20,7 @@ type trends struct {
 	inflight *series
 	gpuUtil  map[int]*series // by GPU index
 	gpuMem   map[int]*series // percent of the card
+	bar      *painter        // the sparklines' colour
 }
 
 // rateHalfLife smooths the gateway's per-snapshot rates: long enough that
@@ -105,23 +105,20 @@ func (t *trends) lines(st Styles, device string, w, rows int) []string {
 		last, _ := t.req.at(n - 1)
 		span = min(last.Sub(first), historyWindow)
 	}
-	out := []string{st.Title.Render("trends") + st.Faint.Render(" · last "+fmtSpan(span))}
+	out := []string{st.Title.Render("trends") + st.Faint.Render(" · last "+humanDuration(span))}
 	const labelW, valueW = 12, 8
 	sparkW := w - labelW - valueW - 4
+	if t.bar == nil {
+		b := painterOf(st.BarFilled) // Render measures the whole line: once is enough
+		t.bar = &b
+	}
+	bar := *t.bar
 	for _, r := range t.rows(device) {
 		if len(out) == rows {
 			break
 		}
 		spark := sparkline(r.s.buckets(historyWindow, sparkW), sparkW, r.top)
-		out = append(out, fmt.Sprintf("  %-*s%s %*s", labelW, r.label, st.BarFilled.Render(spark), valueW, r.value))
+		out = append(out, fmt.Sprintf("  %-*s%s %*s", labelW, r.label, bar.wrap(spark), valueW, r.value))
 	}
 	return out
-}
-
-// fmtSpan says how much history the panel shows: "12s", "4m", "10m".
-func fmtSpan(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	}
-	return strings.TrimSuffix(fmt.Sprintf("%dm", int(d.Minutes())), "0s")
 }

@@ -43,6 +43,7 @@ func TestHandshakeDP1(t *testing.T) {
 		"\x1b[38;20m[", "] - INFO - Init torch distributed begin.", " ATTN TP RANK 0] - INFO - Load weight end.",
 		"Scheduler config: prefix_granularity=64", " ATTN TP RANK 0] msgpack handshake: connected to tcp://127.0.0.1:",
 		"msgpack handshake: complete (engine_index=0)", "Capturing batches",
+		"Loading safetensors checkpoint shards: 100% Completed | 5/5 [",
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q", want)

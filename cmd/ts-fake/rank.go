@@ -159,7 +159,22 @@ func (r *rank) startup() *gpuHolder {
 	if cfg.gpuMemMB > 0 {
 		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%cfg.world+cfg.baseGPU)
 	}
-	sleep(ph.weights)
+	if r.global == 0 {
+		// The tqdm bar SGLang and TokenSpeed draw over the checkpoint
+		// shards (carriage-return updates, one line at the end; only the
+		// first rank of the engine draws it): tsd turns it into the role's
+		// startup progress bar.
+		const shards = 5
+		step := ph.weights / shards
+		l.raw(shardLine(0, shards, 0))
+		for i := 1; i <= shards; i++ {
+			sleep(step)
+			l.raw("\r" + shardLine(i, shards, time.Duration(i)*step))
+		}
+		l.raw("\n")
+	} else {
+		sleep(ph.weights)
+	}
 	l.info("weight_loader.py:118", "Load weight end. type=FakeForCausalLM, dtype=torch.%s, avail mem=61.35 GB", cfg.dtype)
 	if cfg.mode == "encode" {
 		l.info("encode_loop.py:74", "EPD encode embedding cache: L1(VRAM)=4096 MiB, L2(DRAM)=0 MiB")
@@ -191,6 +206,23 @@ func (r *rank) startup() *gpuHolder {
 	l.info("scheduler.py:188", "Scheduler config: prefix_granularity=%d num_device_pages=%d max_batch_size=%d", cfg.prefixGranularity, kvCacheTokens/max(cfg.prefixGranularity, 1), cfg.maxNumSeqs/cfg.dp)
 	l.info("scheduler.py:192", "Single-request token limit: %d", cfg.maxModelLen)
 	return holder
+}
+
+// shardLine is one state of the weight loader's tqdm bar, e.g.
+// "Loading safetensors checkpoint shards:  40% Completed | 2/5 [00:01<00:01,  1.90it/s]".
+func shardLine(i, n int, elapsed time.Duration) string {
+	rate, left := "?it/s", "?"
+	if i > 0 && elapsed > 0 {
+		per := elapsed / time.Duration(i)
+		rate = fmt.Sprintf("%5.2fit/s", float64(time.Second)/float64(per))
+		left = mmss(per * time.Duration(n-i))
+	}
+	return fmt.Sprintf("Loading safetensors checkpoint shards: %3d%% Completed | %d/%d [%s<%s, %s]", i*100/n, i, n, mmss(elapsed), left, rate)
+}
+
+func mmss(d time.Duration) string {
+	s := int(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%02d:%02d", s/60, s%60)
 }
 
 func bar(i, n int) string {

@@ -12,7 +12,9 @@ import (
 
 // TestE2ETmuxDashboard runs the dashboard in a real terminal
 // (scripts/e2e-tmux.sh): every role ready on screen, restart the decode
-// with r + y, find a milestone in its log, quit, nothing left. It is a Go
+// with r + y, kill its engine and see the backoff countdown move on
+// screen until it is ready again, find a milestone in its log, quit,
+// nothing left. It is a Go
 // test so that `make test` has one runner and one summary, and so its
 // ports come from the same reservation as every other test's.
 func TestE2ETmuxDashboard(t *testing.T) {

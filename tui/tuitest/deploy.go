@@ -2,6 +2,7 @@ package tuitest
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
@@ -136,4 +137,85 @@ func LogLines(role string, n int, t time.Time) []snapshot.LogLine {
 		out[i] = snapshot.LogLine{Seq: uint64(i + 1), Time: t.Add(time.Duration(i) * time.Millisecond), Role: role, Stream: "stdout", Text: text}
 	}
 	return out
+}
+
+// Grouped sets each role's Group to its name without the replica suffix
+// ("decode-3" → "decode"), as the planner names replicas of one profile
+// role.
+func Grouped(s snapshot.Snapshot) snapshot.Snapshot {
+	s.Roles = append([]snapshot.RoleStatus(nil), s.Roles...)
+	for i := range s.Roles {
+		name := s.Roles[i].Name
+		if j := strings.LastIndexByte(name, '-'); j > 0 {
+			name = name[:j]
+		}
+		s.Roles[i].Group = name
+	}
+	return s
+}
+
+// WithTraffic fills the gateway's per-role accounting for every routed
+// role, deterministically from its index; the errors are the gateway's.
+func WithTraffic(s snapshot.Snapshot) snapshot.Snapshot {
+	s.Gateway.Roles = nil
+	ms := time.Millisecond
+	for i, r := range s.Roles {
+		if !r.Routed {
+			continue
+		}
+		t := snapshot.RoleTraffic{
+			Role: r.Name, ReqPerS: 0.8 + float64(i%5)*0.6, TokPerS: float64(120 + i*37%400),
+			InFlight: r.InFlight, TTFTp50: time.Duration(80+i*13%90) * ms, TTFTp99: time.Duration(300+i*71%900) * ms,
+		}
+		if r.Kind == "decode" {
+			t.ITLp50, t.ITLp99 = time.Duration(18+i%7)*ms, time.Duration(45+i*11%60)*ms
+		}
+		if i == 2 {
+			t.Errors = 3 // the 503s of decode-1's crash
+		}
+		s.Gateway.Roles = append(s.Gateway.Roles, t)
+	}
+	return s
+}
+
+// Troubled makes role i of s fail for good (restart budget spent), role
+// j wait in backoff until now+13s, and role k load its weights (5 of 11
+// shards), each with the reason the supervisor gives.
+func Troubled(s snapshot.Snapshot, now time.Time, i, j, k int) snapshot.Snapshot {
+	s.Roles = append([]snapshot.RoleStatus(nil), s.Roles...)
+	set := func(n int, f func(r *snapshot.RoleStatus)) {
+		if n >= 0 && n < len(s.Roles) {
+			r := &s.Roles[n]
+			r.Ranks = append([]snapshot.RankStatus(nil), r.Ranks...)
+			f(r)
+		}
+	}
+	set(i, func(r *snapshot.RoleStatus) {
+		r.State, r.Phase, r.PID, r.Proc, r.Routed, r.InFlight = snapshot.StateFailed, "", 0, nil, false, 0
+		r.Restarts, r.RanksRegistered = 3, 0
+		code := 1
+		r.ExitCode = &code
+		r.Reason = "exit 1 after 3.2s; restart budget spent (3 in 1m)"
+		for x := range r.Ranks {
+			r.Ranks[x].State, r.Ranks[x].InFlight = snapshot.RankDisconnected, 0
+		}
+	})
+	set(j, func(r *snapshot.RoleStatus) {
+		r.State, r.Phase, r.PID, r.Proc, r.Routed, r.InFlight = snapshot.StateBackoff, "", 0, nil, false, 0
+		r.Restarts, r.RanksRegistered = 2, 0
+		r.NextTryAt = now.Add(13 * time.Second)
+		r.Reason = "exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 16s"
+		for x := range r.Ranks {
+			r.Ranks[x].State, r.Ranks[x].InFlight = snapshot.RankDisconnected, 0
+		}
+	})
+	set(k, func(r *snapshot.RoleStatus) {
+		r.State, r.Phase, r.Routed, r.InFlight = snapshot.StateStarting, "loading weights", false, 0
+		r.StartedAt, r.RanksRegistered = now.Add(-31*time.Second), 0
+		r.Progress = &snapshot.Progress{Phase: "loading weights", Frac: 5.0 / 11, Text: "5/11"}
+		for x := range r.Ranks {
+			r.Ranks[x].State, r.Ranks[x].InFlight, r.Ranks[x].Registration = snapshot.RankWaiting, 0, nil
+		}
+	})
+	return s
 }

@@ -111,7 +111,9 @@ func main() {
 	flag.Parse()
 
 	now := time.Now()
-	snap := tuitest.Deployment(*roles, *ranks, *gpus, now)
+	// Replicas grouped under their roles and the gateway's per-role traffic, as a
+	// daemon of this round reports them.
+	snap := tuitest.WithTraffic(tuitest.Grouped(tuitest.Deployment(*roles, *ranks, *gpus, now)))
 	s := &sim{Fake: tuitest.NewFake(snap), snap: snap, queue: map[string][]step{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
