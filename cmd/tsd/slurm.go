@@ -43,12 +43,24 @@ func hostFacts(launcher, profile string, base profiles.HostFacts, placeholder bo
 	return base, nil
 }
 
-// placeholderJob has as many nodes as the profile's node: keys name.
+// roleNodes are the node indices a role names (node: or nodes:); nil
+// when the planner packs it.
+func roleNodes(r *profiles.Role) []int {
+	if r.Node >= 0 {
+		return []int{r.Node}
+	}
+	return r.Nodes
+}
+
+// placeholderJob has as many nodes as the profile's node: and nodes: keys
+// name.
 func placeholderJob(profile string) *slurm.Job {
 	n := 1
 	if p, errs := profiles.Load(profile); p != nil && len(errs) == 0 {
 		for _, r := range p.Roles {
-			n = max(n, r.Node+1)
+			for _, k := range roleNodes(&r) {
+				n = max(n, k+1)
+			}
 		}
 	}
 	job := &slurm.Job{ID: "JOBID"}
@@ -66,6 +78,7 @@ type srunCmd struct {
 	Job   string        `required:"" help:"Slurm job id."`
 	Name  string        `required:"" help:"The step's --job-name."`
 	Grace time.Duration `default:"30s" help:"scancel --signal=TERM, then KILL after this long."`
+	Info  string        `help:"Keep the step's id and what each task got from Slurm (GPUs) in this JSON file."`
 	Argv  []string      `arg:"" passthrough:"" help:"srun command line."`
 }
 
@@ -74,7 +87,7 @@ func (c srunCmd) Run() error {
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
-	os.Exit(slurm.RunStep(slurm.StepConfig{JobID: c.Job, Name: c.Name, Srun: argv, Grace: c.Grace}))
+	os.Exit(slurm.RunStep(slurm.StepConfig{JobID: c.Job, Name: c.Name, Srun: argv, Grace: c.Grace, Info: c.Info}))
 	return nil
 }
 
@@ -127,17 +140,21 @@ func (c exportSlurmCmd) Run() error {
 }
 
 // batchScript is the sbatch script for a profile: as many nodes as its
-// node: keys name (one when none does) and, per node, the most GPUs any
-// node's roles need, so every node: placement fits. The job runs tsd
+// node: and nodes: keys name (one when none does) and, per node, the most
+// GPUs any node's roles need, so every placement fits. The job runs tsd
 // headless on its first node; the dashboard attaches from there.
 func batchScript(p *profiles.Profile, exe string) (string, error) {
-	var gpus, fixed []int
+	var gpus []int
+	var fixed [][]int
 	nodes := 1
 	for _, r := range p.Roles {
+		ns := roleNodes(&r)
 		for k := 0; k < r.Replicas; k++ {
-			gpus = append(gpus, r.TP*r.DP)
-			fixed = append(fixed, r.Node)
-			nodes = max(nodes, r.Node+1)
+			gpus = append(gpus, r.TP*r.DP/max(1, len(ns)))
+			fixed = append(fixed, ns)
+			for _, n := range ns {
+				nodes = max(nodes, n+1)
+			}
 		}
 	}
 	placed, err := slurm.Place(gpus, fixed, nodes, 0)

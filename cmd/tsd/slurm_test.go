@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,7 +25,8 @@ func TestPlanSlurmPrintsSrun(t *testing.T) {
 	for _, want := range []string{
 		"role prefill (prefill, gres gpu:2) a step of Slurm job JOBID on node0 (NODE0_ADDR)",
 		"role decode (decode, gres gpu:2) a step of Slurm job JOBID on node1 (NODE1_ADDR)",
-		"srun --jobid JOBID --job-name tsd.seed-pd.decode --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --gres gpu:2 --nodelist node1 -- ts serve",
+		"srun --jobid JOBID --job-name tsd.seed-pd.decode --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --gres gpu:2 --nodelist node1 -- sh -c ",
+		"' tsd-step ts serve --headless",
 		"--dist-init-addr NODE1_ADDR:13580 --data-parallel-address NODE0_ADDR",
 		"worker:     tcp://NODE0_ADDR:",
 	} {
@@ -32,7 +34,7 @@ func TestPlanSlurmPrintsSrun(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "CUDA_VISIBLE_DEVICES") {
+	if strings.Contains(out.String(), "CUDA_VISIBLE_DEVICES=") {
 		t.Errorf("slurm plan sets CUDA_VISIBLE_DEVICES:\n%s", out.String())
 	}
 }
@@ -78,8 +80,34 @@ func TestBatchScript(t *testing.T) {
 		t.Errorf("unset partition/account written:\n%s", got)
 	}
 	// What the script asks for must hold what the plan places.
-	nodes, per := slurm.NodesNeeded([]int{2, 2}, []int{0, 1})
+	nodes, per := slurm.NodesNeeded([]int{2, 2}, [][]int{{0}, {1}})
 	if nodes != 2 || per != 2 {
 		t.Fatal(nodes, per)
+	}
+}
+
+// A role spanning nodes: the batch job and the stand-in job have every
+// node it names, and each node the GPUs of its share.
+func TestBatchScriptNodes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	y := "model: m\nroles:\n  - {name: prefill, gpus: [0, 1, 2, 3], tp: 4, nodes: [1, 2]}\n  - {name: decode, gpus: [0], node: 0}\n"
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, errs := profiles.Load(path)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	got, err := batchScript(p, "tsd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#SBATCH --nodes=3\n", "#SBATCH --gres=gpu:2\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+	if job := placeholderJob(path); len(job.Nodes) != 3 {
+		t.Errorf("stand-in job %v, want 3 nodes", job.Nodes)
 	}
 }
