@@ -157,7 +157,7 @@ func (r *rank) startup() *gpuHolder {
 	l.info("weight_loader.py:63", "Load weight begin. avail mem=78.60 GB")
 	var holder *gpuHolder
 	if cfg.gpuMemMB > 0 {
-		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%cfg.world+cfg.baseGPU)
+		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%(cfg.world/cfg.nnodes)+cfg.baseGPU)
 	}
 	sleep(ph.weights)
 	l.info("weight_loader.py:118", "Load weight end. type=FakeForCausalLM, dtype=torch.%s, avail mem=61.35 GB", cfg.dtype)
