@@ -98,6 +98,17 @@ type RoleStatus struct {
 
 	Proc    *ProcStatus `json:"proc,omitempty"`
 	GPUMemB uint64      `json:"gpu_mem_bytes"`
+
+	// A Slurm role (tsd up --launcher slurm): its current job step, the
+	// node(s) it runs on and the GPUs Slurm gave it there, as NODE:INDEX
+	// (physical indices on that node, from the step itself). NoTelemetry
+	// says why the GPU and process columns have no numbers ("remote, no
+	// telemetry": the step runs on another node than tsd), so they are
+	// never filled with this node's readings.
+	SlurmStep   string   `json:"slurm_step,omitempty"`
+	Nodes       []string `json:"nodes,omitempty"`
+	SlurmGPUs   []string `json:"slurm_gpus,omitempty"`
+	NoTelemetry string   `json:"no_telemetry,omitempty"`
 }
 
 // ProcStatus is the role's process tree as last polled.

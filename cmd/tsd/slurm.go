@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // Launchers `--launcher` accepts.
@@ -214,4 +216,93 @@ func watchSlurmJob(ctx context.Context, job string, stop func()) {
 			return
 		}
 	}
+}
+
+// noTelemetryRemote labels the GPU and process columns of a role whose
+// step runs on another node than tsd: this node's NVML and /proc know
+// nothing of it, and showing their numbers would be showing wrong ones.
+const noTelemetryRemote = "remote, no telemetry"
+
+// slurmSteps keeps what each Slurm role's `tsd _srun` last wrote of its
+// step (launch/slurm.StepInfo in RolePlan.SlurmInfo). One goroutine (run)
+// reads the files; the publisher reads the latest map it stored.
+type slurmSteps struct {
+	files  map[string]string // role → info file
+	latest atomic.Pointer[map[string]slurm.StepInfo]
+}
+
+func newSlurmSteps(plan *profiles.Plan) *slurmSteps {
+	s := &slurmSteps{files: map[string]string{}}
+	for _, r := range plan.Roles {
+		if r.Launcher == profiles.LauncherSlurm && r.SlurmInfo != "" {
+			s.files[r.Name] = r.SlurmInfo
+		}
+	}
+	return s
+}
+
+// run rereads the info files every second until ctx ends: a step's id and
+// GPUs change only when the role starts a new step.
+func (s *slurmSteps) run(ctx context.Context) {
+	defer func() { _ = recover() }() // never take the daemon down
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		m := make(map[string]slurm.StepInfo, len(s.files))
+		for role, path := range s.files {
+			if info, err := slurm.ReadStepInfo(path); err == nil {
+				m[role] = info
+			}
+		}
+		s.latest.Store(&m)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// get is the latest map run stored (nil before the first read).
+func (s *slurmSteps) get() map[string]slurm.StepInfo {
+	if s == nil {
+		return nil
+	}
+	if m := s.latest.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// slurmRoleView fills a Slurm role's status from its plan and its step's
+// info: the step, its nodes, the GPUs Slurm gave it (NODE:INDEX), and the
+// remote label when a node of it is not tsd's. It returns the devices for
+// this node's telemetry: the step's physical GPUs when the whole step runs
+// on tsd's node (Slurm's GPU index is the node's device index), "" otherwise.
+func slurmRoleView(rp *profiles.RolePlan, info slurm.StepInfo, have bool, r *snapshot.RoleStatus) string {
+	r.Nodes = rp.Nodes
+	if len(r.Nodes) == 0 && rp.Node != "" {
+		r.Nodes = []string{rp.Node}
+	}
+	if rp.NodeRemote {
+		r.NoTelemetry = noTelemetryRemote
+	}
+	if !have || r.PID == 0 {
+		return "" // not running: the file is the last step's
+	}
+	r.SlurmStep = info.Step
+	if g := info.GPUList(); len(g) > 0 {
+		r.SlurmGPUs = g
+	}
+	if rp.NodeRemote || len(info.Tasks) == 0 {
+		return ""
+	}
+	var gpus []string
+	for _, t := range info.Tasks {
+		if t.Node != rp.Node {
+			return ""
+		}
+		gpus = append(gpus, t.GPUs...)
+	}
+	return strings.Join(gpus, ",")
 }

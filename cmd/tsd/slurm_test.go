@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 var seedSlurm = filepath.Join("..", "..", "profiles", "examples", "seed-pd-slurm.yaml")
@@ -109,5 +111,49 @@ func TestBatchScriptNodes(t *testing.T) {
 	}
 	if job := placeholderJob(path); len(job.Nodes) != 3 {
 		t.Errorf("stand-in job %v, want 3 nodes", job.Nodes)
+	}
+}
+
+// What the dashboard and `tsd status` show of a Slurm role: Slurm's GPUs
+// as NODE:INDEX once the step reported them, the remote label for a step
+// on another node (and no devices for this node's telemetry), this node's
+// physical GPUs for telemetry only when the whole step runs here.
+func TestSlurmRoleView(t *testing.T) {
+	local := &profiles.RolePlan{Name: "prefill", Launcher: profiles.LauncherSlurm, Node: "n1"}
+	remote := &profiles.RolePlan{Name: "decode", Launcher: profiles.LauncherSlurm, Node: "n2", NodeRemote: true}
+	span := &profiles.RolePlan{Name: "big", Launcher: profiles.LauncherSlurm, Node: "n1", Nodes: []string{"n1", "n2"}, NodeRemote: true}
+	task := func(node string, rank int, gpus ...string) slurm.Task {
+		return slurm.Task{Node: node, Rank: rank, GPUs: gpus}
+	}
+	for _, c := range []struct {
+		name      string
+		rp        *profiles.RolePlan
+		info      slurm.StepInfo
+		have      bool
+		pid       int
+		wantCVD   string
+		wantGPUs  []string
+		wantNodes []string
+		wantStep  string
+		wantLabel string
+	}{
+		{"local step", local, slurm.StepInfo{Step: "5.0", Tasks: []slurm.Task{task("n1", 0, "1", "0")}}, true, 10,
+			"1,0", []string{"n1:1", "n1:0"}, []string{"n1"}, "5.0", ""},
+		{"remote step", remote, slurm.StepInfo{Step: "5.1", Tasks: []slurm.Task{task("n2", 0, "0")}}, true, 11,
+			"", []string{"n2:0"}, []string{"n2"}, "5.1", noTelemetryRemote},
+		{"spanning step", span, slurm.StepInfo{Step: "5.2", Tasks: []slurm.Task{task("n2", 1, "0"), task("n1", 0, "1")}}, true, 12,
+			"", []string{"n1:1", "n2:0"}, []string{"n1", "n2"}, "5.2", noTelemetryRemote},
+		{"step not listed yet", local, slurm.StepInfo{}, true, 10, "", nil, []string{"n1"}, "", ""},
+		{"no info file yet", remote, slurm.StepInfo{}, false, 11, "", nil, []string{"n2"}, "", noTelemetryRemote},
+		{"stopped: the file is the last step's", remote, slurm.StepInfo{Step: "5.1", Tasks: []slurm.Task{task("n2", 0, "0")}}, true, 0,
+			"", nil, []string{"n2"}, "", noTelemetryRemote},
+	} {
+		r := snapshot.RoleStatus{Name: c.rp.Name, PID: c.pid}
+		cvd := slurmRoleView(c.rp, c.info, c.have, &r)
+		if cvd != c.wantCVD || !reflect.DeepEqual(r.SlurmGPUs, c.wantGPUs) || !reflect.DeepEqual(r.Nodes, c.wantNodes) ||
+			r.SlurmStep != c.wantStep || r.NoTelemetry != c.wantLabel {
+			t.Errorf("%s: cvd %q gpus %v nodes %v step %q label %q; want %q %v %v %q %q", c.name, cvd, r.SlurmGPUs, r.Nodes, r.SlurmStep, r.NoTelemetry,
+				c.wantCVD, c.wantGPUs, c.wantNodes, c.wantStep, c.wantLabel)
+		}
 	}
 }
