@@ -7,12 +7,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 	"github.com/tsd-project/tsd/internal/slurmtest"
 	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
@@ -128,16 +131,41 @@ func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 	return prof, gw
 }
 
+// slurmSpanProfile writes the demo profile with prefill (one GPU) on node
+// 0 and decode spanning both nodes: DP 2, one DP rank on each node.
+func slurmSpanProfile(t *testing.T) (prof string, gw int) {
+	t.Helper()
+	ports := spacedFreePorts(t, 3)
+	gw = testports.Port(t)
+	prof = privateProfile(t, "demo.yaml",
+		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
+		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
+		[2]string{"gpus: [0, 1]\n    dp: 2\n", "gpus: [0]\n"},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
+		[2]string{"kind: decode\n    gpus: [2]\n", fmt.Sprintf("kind: decode\n    gpus: [2, 3]\n    dp: 2\n    nodes: [0, 1]\n    dist_init_port: %d\n", ports[2])},
+		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nslurm: {time: \"3\"}\nrestart:\n"},
+	)
+	return prof, gw
+}
+
 // slurmDemo starts tsd up --launcher slurm on the demo profile (prefill on
 // node 0, decode on node 1) inside a fresh two-node allocation.
 func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
+	t.Helper()
+	return slurmDeploy(t, slurmDemoProfile)
+}
+
+// slurmDeploy starts tsd up --launcher slurm on the profile mk writes,
+// inside a fresh two-node allocation.
+func slurmDeploy(t *testing.T, mk func(*testing.T) (string, int)) (d *deployment, conf, job string, gw int) {
 	t.Helper()
 	conf = slurmtest.Start(t)
 	if fakeBin == "" {
 		t.Skip("ts-fake does not build")
 	}
 	job, nodelist := slurmAlloc(t, conf)
-	prof, gw := slurmDemoProfile(t)
+	prof, gw := mk(t)
 	dir := filepath.Dir(prof)
 	// tsd runs as if inside the allocation: what salloc/sbatch would set.
 	t.Setenv("SLURM_CONF", conf)
@@ -189,6 +217,21 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
 	slurmChat(t, d, base)
 
+	// The status carries the GPUs Slurm gave each step, as the step saw
+	// them (NODE:INDEX), and the decode step on n2 is labelled remote:
+	// this node's telemetry cannot read it.
+	st := slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		p, dd := slurmRole(s, "prefill"), slurmRole(s, "decode")
+		return p != nil && dd != nil && p.SlurmStep == pre && dd.SlurmStep == dec
+	})
+	if p := slurmRole(st, "prefill"); !reflect.DeepEqual(p.SlurmGPUs, []string{"n1:0", "n1:1"}) || p.NoTelemetry != "" {
+		t.Fatalf("prefill on n1: slurm_gpus %v, no_telemetry %q", p.SlurmGPUs, p.NoTelemetry)
+	}
+	if dd := slurmRole(st, "decode"); !reflect.DeepEqual(dd.SlurmGPUs, []string{"n2:0"}) || dd.NoTelemetry != "remote, no telemetry" ||
+		!reflect.DeepEqual(dd.Nodes, []string{"n2"}) || dd.GPUMemB != 0 || dd.Proc != nil {
+		t.Fatalf("decode on n2: slurm_gpus %v nodes %v no_telemetry %q gpu mem %d proc %v", dd.SlurmGPUs, dd.Nodes, dd.NoTelemetry, dd.GPUMemB, dd.Proc)
+	}
+
 	// Slurm ends the decode step: a crash to the restart policy, so a new
 	// step starts and the gateway re-admits it.
 	cancelled := time.Now()
@@ -204,6 +247,10 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	}
 	t.Logf("decode back as a new step and ready %s after scancel", time.Since(cancelled).Round(time.Millisecond))
 	slurmChat(t, d, base)
+	slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.SlurmStep == steps["tsd.demo.decode"] && len(r.SlurmGPUs) == 1
+	})
 
 	// kill -9 of tsd: the guardians' lifelines cancel every step within
 	// stop_grace (5 s) + 2 s.
@@ -248,6 +295,16 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	}
 	prof, gw := slurmDemoProfile(t)
 	dir := filepath.Dir(prof)
+	// tsd up in the job runs without --name: a name of its own, so another
+	// "demo" running on this machine does not refuse it.
+	name := fmt.Sprintf("slurm-batch-%d", os.Getpid())
+	b, err := os.ReadFile(prof)
+	if err != nil || !strings.Contains(string(b), "name: demo\n") {
+		t.Fatalf("profile %s: %v", prof, err)
+	}
+	if err := os.WriteFile(prof, []byte(strings.Replace(string(b), "name: demo\n", "name: "+name+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	script := filepath.Join(dir, "job.sh")
 	if out, err := exec.Command(tsdBin, "export", "slurm", prof, "-o", script, "--tsd", tsdBin).CombinedOutput(); err != nil {
 		t.Fatalf("tsd export slurm: %v\n%s", err, out)
@@ -263,7 +320,7 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	t.Cleanup(func() { _, _ = slurmOut(conf, "scancel", job) })
 	// The job's output file is the only view of it: read it until both
 	// roles are ready (no event reaches a process outside the job).
-	outFile := filepath.Join(dir, "tsd-demo-"+job+".out")
+	outFile := filepath.Join(dir, "tsd-"+name+"-"+job+".out")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, _ := os.ReadFile(outFile)
@@ -289,7 +346,7 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chat: %v", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
 		t.Fatalf("chat: %d %s", resp.StatusCode, b)
@@ -313,5 +370,84 @@ func waitJobGone(t *testing.T, conf, job string) {
 			t.Fatalf("job %s still listed: %s", job, out)
 		}
 		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
+	}
+}
+
+// slurmRole is the named role's status, nil when absent.
+func slurmRole(s snapshot.Snapshot, name string) *snapshot.RoleStatus {
+	for i := range s.Roles {
+		if s.Roles[i].Name == name {
+			return &s.Roles[i]
+		}
+	}
+	return nil
+}
+
+// TestE2ESlurmSpanningRole: a role with nodes: [0, 1] runs as one step
+// across n1 and n2, one task per node: the node-1 task joins node 0's
+// rendezvous on the shared --dist-init-addr, both DP ranks register and
+// answer, the status lists Slurm's GPU on each node, and stopping tsd
+// leaves no step.
+func TestE2ESlurmSpanningRole(t *testing.T) {
+	d, conf, job, gw := slurmDeploy(t, slurmSpanProfile)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	steps := waitSteps(t, conf, job, 10*time.Second, "both role steps listed", func(s map[string]string) bool { return len(s) == 2 })
+	out, _ := slurmOut(conf, "squeue", "--steps", "-h", "-j", job, "-o", "%j %N")
+	if !strings.Contains(out, "tsd.demo.decode n[1-2]") || !strings.Contains(out, "tsd.demo.prefill n1") {
+		t.Fatalf("decode not one step over n1 and n2:\n%s", out)
+	}
+	if sc, err := slurmOut(conf, "scontrol", "show", "step", steps["tsd.demo.decode"]); err != nil ||
+		!strings.Contains(sc, "Tasks=2") || !strings.Contains(sc, "TresPerNode=gres:gpu:1") {
+		t.Fatalf("decode step: %v\n%s", err, sc)
+	}
+	d.waitLine(0, "decode", "node 1 of 2: joined the rendezvous")
+	st := slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.RanksRegistered == 2 && len(r.SlurmGPUs) == 2
+	})
+	r := slurmRole(st, "decode")
+	if !reflect.DeepEqual(r.Nodes, []string{"n1", "n2"}) || !strings.HasPrefix(r.SlurmGPUs[0], "n1:") || !strings.HasPrefix(r.SlurmGPUs[1], "n2:") ||
+		r.NoTelemetry != "remote, no telemetry" || r.SlurmStep != steps["tsd.demo.decode"] {
+		t.Fatalf("decode status: nodes %v gpus %v no_telemetry %q step %q", r.Nodes, r.SlurmGPUs, r.NoTelemetry, r.SlurmStep)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
+	slurmChat(t, d, base)
+	slurmChat(t, d, base) // round robin: the other DP rank, on the other node
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.wait()
+	if s := roleSteps(t, conf, job); len(s) != 0 {
+		t.Fatalf("steps left after tsd stopped: %v", s)
+	}
+}
+
+// slurmWaitStatus asks `tsd status --json NAME` (other engineers' and
+// tests' deployments may be running beside this one) until cond holds,
+// for up to 30 s.
+func slurmWaitStatus(t *testing.T, d *deployment, cond func(snapshot.Snapshot) bool) snapshot.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := d.ctl("status", "--json", testDeploymentName(t))
+		var s snapshot.Snapshot
+		if jerr := json.Unmarshal([]byte(out), &s); jerr != nil {
+			t.Fatalf("tsd status --json: %v %v\n%s", err, jerr, out)
+		}
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never matched; last: %+v\noutput:\n%s", s, d.output())
+		}
+		select {
+		case <-tick.C:
+		case <-d.done:
+			t.Fatalf("tsd exited (%v) before its status matched; output:\n%s", d.err, d.output())
+		}
 	}
 }
