@@ -143,8 +143,9 @@ func (c exportSlurmCmd) Run() error {
 
 // batchScript is the sbatch script for a profile: as many nodes as its
 // node: and nodes: keys name (one when none does) and, per node, the most
-// GPUs any node's roles need, so every placement fits. The job runs tsd
-// headless on its first node; the dashboard attaches from there.
+// GPUs any node's roles need, so every placement fits. The job starts tsd
+// detached on its first node, says where to attach, and lasts as long as
+// the deployment does.
 func batchScript(p *profiles.Profile, exe string) (string, error) {
 	var gpus []int
 	var fixed [][]int
@@ -185,10 +186,18 @@ func batchScript(p *profiles.Profile, exe string) (string, error) {
 	fmt.Fprintf(&b, "#SBATCH --output=tsd-%s-%%j.out\n", p.Name)
 	b.WriteString("set -euo pipefail\n")
 	b.WriteString("echo \"tsd: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST; gateway and control socket on $(hostname)\"\n")
-	b.WriteString("echo \"tsd: attach with: ssh $(hostname) " + profiles.ShellQuote(exe) + " status " + profiles.ShellQuote(abs) + "\"\n")
-	// --headless until `tsd up -d` (detach) lands; the job's end (scancel,
-	// --time) stops tsd, which stops every step.
-	fmt.Fprintf(&b, "exec %s up --headless --launcher slurm %s\n", profiles.ShellQuote(exe), profiles.ShellQuote(abs))
+	q, qp := profiles.ShellQuote(exe), profiles.ShellQuote(abs)
+	// tsd up -d returns once every role is ready, or exits 1 naming the
+	// role that failed (set -e then ends the job).
+	fmt.Fprintf(&b, "%s up -d --launcher slurm %s\n", q, qp)
+	b.WriteString("echo \"tsd: ready; attach with: ssh $(hostname) " + q + " attach " + qp + " (or: " + q + " status " + qp + ")\"\n")
+	// The job lasts as long as the deployment: tsd status exits 3 once
+	// none runs (tsd stop). The job's end (scancel, --time) stops the
+	// deployment: the daemon watches the job (watchSlurmJob).
+	b.WriteString("while :; do\n\trc=0\n")
+	fmt.Fprintf(&b, "\t%s status %s >/dev/null 2>&1 || rc=$?\n", q, qp)
+	b.WriteString("\t[[ $rc == 3 ]] && break\n\tsleep 15\ndone\n")
+	b.WriteString("echo \"tsd: the deployment stopped; the job ends\"\n")
 	return b.String(), nil
 }
 

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -318,13 +319,15 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	}
 	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
 	t.Cleanup(func() { _, _ = slurmOut(conf, "scancel", job) })
-	// The job's output file is the only view of it: read it until both
-	// roles are ready (no event reaches a process outside the job).
+	// The job's output file is the only view of it: read it until the
+	// script says the deployment is ready (tsd up -d returned: every role
+	// ready) and where to attach (no event reaches a process outside the
+	// job).
 	outFile := filepath.Join(dir, "tsd-"+name+"-"+job+".out")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, _ := os.ReadFile(outFile)
-		if regexp.MustCompile(`decode .*→ ready`).Match(b) && regexp.MustCompile(`prefill .*→ ready`).Match(b) {
+		if regexp.MustCompile(`tsd: ready; attach with: ssh \S+ \S+ attach `).Match(b) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -351,10 +354,30 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
 		t.Fatalf("chat: %d %s", resp.StatusCode, b)
 	}
+	if st, err := exec.Command(tsdBin, "status", name).CombinedOutput(); err != nil || !strings.Contains(string(st), "prefill") {
+		t.Fatalf("tsd status %s (the detached daemon): %v\n%s", name, err, st)
+	}
 	if out, err := slurmOut(conf, "scancel", job); err != nil {
 		t.Fatalf("scancel %s: %v %s", job, err, out)
 	}
 	waitJobGone(t, conf, job)
+	// The detached daemon sees its job end and stops (tsd status: exit 3,
+	// none running).
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		err := exec.Command(tsdBin, "status", name).Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deployment %s still running after its job ended: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling: the daemon's exit reaches no event here
+	}
+	if s := roleSteps(t, conf, job); len(s) != 0 {
+		t.Fatalf("steps left: %v", s)
+	}
 }
 
 // waitJobGone polls squeue until the job is no longer listed.

@@ -71,8 +71,10 @@ func TestBatchScript(t *testing.T) {
 		"#SBATCH --nodes=2\n",
 		"#SBATCH --gres=gpu:2\n",
 		"#SBATCH --time=4:00:00\n",
-		"exec /opt/tsd/bin/tsd up --headless --launcher slurm " + p.Abs + "\n",
-		"attach with:",
+		"/opt/tsd/bin/tsd up -d --launcher slurm " + p.Abs + "\n",
+		"attach with: ssh $(hostname) /opt/tsd/bin/tsd attach " + p.Abs,
+		"\t/opt/tsd/bin/tsd status " + p.Abs + " >/dev/null 2>&1 || rc=$?\n",
+		"[[ $rc == 3 ]] && break",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("script lacks %q:\n%s", want, got)
