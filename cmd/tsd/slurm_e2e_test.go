@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -438,6 +439,33 @@ func TestE2ESlurmSpanningRole(t *testing.T) {
 	slurmChat(t, d, base)
 	slurmChat(t, d, base) // round robin: the other DP rank, on the other node
 
+	// Node 1's engine dies (kill -9, as a node failure would): Slurm ends
+	// the whole step (--kill-on-bad-exit), a crash to the restart policy,
+	// and the role comes back as a new step over both nodes.
+	n := len(d.linesCopy())
+	prof, err := os.ReadFile(filepath.Join(d.dir, "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := regexp.MustCompile(`dist_init_port: (\d+)`).FindAllStringSubmatch(string(prof), -1)
+	dist := "127.0.0.1:" + ports[len(ports)-1][1] // decode's, the last role
+	victims := procsWithArgs("--dist-init-addr", dist, "--node-rank", "1")
+	if len(victims) == 0 {
+		t.Fatalf("no node-1 engine process with --dist-init-addr %s", dist)
+	}
+	for _, pid := range victims {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	d.waitLine(n, "decode", "→ ready")
+	steps2 := waitSteps(t, conf, job, 10*time.Second, "decode as a new step", func(s map[string]string) bool {
+		return s["tsd.demo.decode"] != "" && s["tsd.demo.decode"] != steps["tsd.demo.decode"]
+	})
+	slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.RanksRegistered == 2 && r.Restarts == 1 && r.SlurmStep == steps2["tsd.demo.decode"] && len(r.SlurmGPUs) == 2
+	})
+	slurmChat(t, d, base)
+
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -473,4 +501,34 @@ func slurmWaitStatus(t *testing.T, d *deployment, cond func(snapshot.Snapshot) b
 			t.Fatalf("tsd exited (%v) before its status matched; output:\n%s", d.err, d.output())
 		}
 	}
+}
+
+// procsWithArgs lists the processes whose argv holds each flag followed
+// by its value (flag, value, flag, value, …).
+func procsWithArgs(pairs ...string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		all := true
+		for i := 0; i+1 < len(pairs) && all; i += 2 {
+			found := false
+			for k := 0; k+1 < len(argv); k++ {
+				found = found || argv[k] == pairs[i] && argv[k+1] == pairs[i+1]
+			}
+			all = found
+		}
+		if all {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
