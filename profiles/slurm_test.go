@@ -73,6 +73,8 @@ func TestSlurmPlanErrors(t *testing.T) {
 			"roles[1].host: host: other and --launcher slurm do not mix"},
 		{"nodes out of range", "model: m\nroles:\n  - {name: prefill, gpus: [0, 1], tp: 2, nodes: [0, 2]}\n  - {name: decode, gpus: [1]}\n",
 			"roles[0].nodes: node 2 is out of range: Slurm job 42 has 2 node(s)"},
+		{"node over capacity", "model: m\nroles:\n  - {name: prefill, gpus: [0, 1], tp: 2, node: 0}\n  - {name: decode, gpus: [2], node: 0}\n",
+			"the roles placed on node 0 need 3 GPU(s); the job has 2 per node"},
 		{"too many GPUs to pack", "model: m\nroles:\n  - {name: prefill, gpus: [0, 1, 2], tp: 3}\n  - {name: decode, gpus: [3]}\n",
 			"no node of the job has that many left"},
 	} {

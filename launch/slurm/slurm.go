@@ -349,6 +349,15 @@ func Place(gpus []int, fixed [][]int, nodes, perNode int) ([][]int, error) {
 			out[i] = append([]int(nil), ns...)
 		}
 	}
+	if perNode > 0 {
+		// srun would wait for GPUs the job does not have, forever: a
+		// step over capacity is an error now, not a hang later.
+		for k, u := range used {
+			if u > perNode {
+				return nil, fmt.Errorf("the roles placed on node %d need %d GPU(s); the job has %d per node", k, u, perNode)
+			}
+		}
+	}
 	for i, ns := range fixed {
 		if len(ns) > 0 {
 			continue

@@ -187,6 +187,7 @@ func TestPlace(t *testing.T) {
 		{"spanning", []int{1, 1}, [][]int{{0, 1}, nil}, 2, 2, [][]int{{0, 1}, {0}}, ""},
 		{"spanning fills both nodes", []int{2, 1}, [][]int{{0, 1}, nil}, 3, 2, [][]int{{0, 1}, {2}}, ""},
 		{"spanning out of range", []int{1}, [][]int{{0, 3}}, 2, 0, nil, "node 3 is out of range"},
+		{"fixed over capacity", []int{2, 1}, [][]int{{0, 1}, {1}}, 2, 2, nil, "the roles placed on node 1 need 3 GPU(s); the job has 2 per node"},
 	} {
 		got, err := Place(c.gpus, c.fixed, c.nodes, c.perNode)
 		if c.err != "" {
