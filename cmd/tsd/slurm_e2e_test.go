@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/internal/slurmtest"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -120,8 +119,10 @@ func slurmChat(t *testing.T, d *deployment, base string) {
 // decode on node 1, its ports from internal/testports.
 func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 	t.Helper()
-	ports := spacedFreePorts(t, 3)
-	gw = testports.Port(t)
+	// The gateway's port spaced from the dist-init clusters too: one
+	// drawn apart could land inside a cluster's span.
+	ports := spacedFreePorts(t, 4)
+	gw = ports[3]
 	prof = privateProfile(t, "demo.yaml",
 		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
 		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
@@ -137,8 +138,10 @@ func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 // 0 and decode spanning both nodes: DP 2, one DP rank on each node.
 func slurmSpanProfile(t *testing.T) (prof string, gw int) {
 	t.Helper()
-	ports := spacedFreePorts(t, 3)
-	gw = testports.Port(t)
+	// The gateway's port spaced from the dist-init clusters too: one
+	// drawn apart could land inside a cluster's span.
+	ports := spacedFreePorts(t, 4)
+	gw = ports[3]
 	prof = privateProfile(t, "demo.yaml",
 		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
 		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
@@ -470,9 +473,9 @@ func TestE2ESlurmSpanningRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.wait()
-	if s := roleSteps(t, conf, job); len(s) != 0 {
-		t.Fatalf("steps left after tsd stopped: %v", s)
-	}
+	// srun is gone once tsd is; Slurm may list the step a moment longer
+	// while it completes on both nodes.
+	waitSteps(t, conf, job, 7*time.Second, "no step left after tsd stopped", func(s map[string]string) bool { return len(s) == 0 })
 }
 
 // slurmWaitStatus asks `tsd status --json NAME` (other engineers' and
