@@ -315,3 +315,13 @@ func slurmRoleView(rp *profiles.RolePlan, info slurm.StepInfo, have bool, r *sna
 	}
 	return strings.Join(gpus, ",")
 }
+
+// slurmWhere names the node(s) of a Slurm role for `tsd plan`: its node,
+// or every node of a role that spans several, one task on each (its
+// address is the first's, where node rank 0 and its dist-init are).
+func slurmWhere(r *profiles.RolePlan) string {
+	if len(r.Nodes) > 1 {
+		return strings.Join(r.Nodes, ",") + ", one task per node, node rank 0 on " + r.Node
+	}
+	return r.Node
+}

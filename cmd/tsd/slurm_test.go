@@ -111,8 +111,25 @@ func TestBatchScriptNodes(t *testing.T) {
 			t.Errorf("script lacks %q:\n%s", want, got)
 		}
 	}
-	if job := placeholderJob(path); len(job.Nodes) != 3 {
+	job := placeholderJob(path)
+	if len(job.Nodes) != 3 {
 		t.Errorf("stand-in job %v, want 3 nodes", job.Nodes)
+	}
+	// tsd plan names every node of the spanning role.
+	facts := testFacts()
+	facts.Slurm = job
+	var out, errOut bytes.Buffer
+	if err := (planCmd{Profile: path}).run(&out, &errOut, facts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"role prefill (prefill, gres gpu:2) a step of Slurm job JOBID on node1,node2, one task per node, node rank 0 on node1 (NODE1_ADDR)",
+		"--nodes 2 --ntasks 2 --ntasks-per-node 1 --kill-on-bad-exit=1 --gres gpu:2 --nodelist node1,node2 -- sh -c ",
+		"--nnodes 2\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
