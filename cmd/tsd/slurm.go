@@ -41,6 +41,11 @@ func hostFacts(launcher, profile string, base profiles.HostFacts, placeholder bo
 	if err != nil {
 		return base, err
 	}
+	if host, err := os.Hostname(); err == nil && !slurm.OnFirstNode(job, host) {
+		// The plan puts the gateway on the first node; from anywhere else
+		// no engine could reach it.
+		fmt.Fprintf(os.Stderr, "tsd: warning: this host (%s) is not job %s's first node %s, where the gateway and every worker are planned; run tsd there (sbatch, or srun --overlap -N1 -w %s)\n", host, job.ID, job.Nodes[0], job.Nodes[0])
+	}
 	base.Slurm = job
 	return base, nil
 }

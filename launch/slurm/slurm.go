@@ -21,6 +21,8 @@ type Job struct {
 	Addrs []string // each node's address (NodeAddr), same order
 	// GPUsPerNode is the GPU count each node of the job holds (0: unknown).
 	GPUsPerNode int
+	// firstHost is the first node's NodeHostName ("" when unknown).
+	firstHost string
 }
 
 // Env is the part of a step's environment tsd reads to find its job.
@@ -165,13 +167,35 @@ func ParseHostnames(out string) []string {
 
 // ParseNodeAddr finds NodeAddr= in `scontrol show node -o NAME` output;
 // "" when it is absent.
-func ParseNodeAddr(out string) string {
+func ParseNodeAddr(out string) string { return nodeField(out, "NodeAddr=") }
+
+// ParseNodeHostname finds NodeHostName= in `scontrol show node -o NAME`
+// output; "" when it is absent.
+func ParseNodeHostname(out string) string { return nodeField(out, "NodeHostName=") }
+
+func nodeField(out, key string) string {
 	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, "NodeAddr="); ok {
+		if v, ok := strings.CutPrefix(f, key); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// OnFirstNode reports whether host (os.Hostname) is the job's first node,
+// where tsd must run: its gateway binds there and every worker dials it.
+// True when it cannot tell (no node names).
+func OnFirstNode(job *Job, host string) bool {
+	if job == nil || len(job.Nodes) == 0 || host == "" {
+		return true
+	}
+	short := func(h string) string { h, _, _ = strings.Cut(h, "."); return h }
+	for _, n := range []string{job.Nodes[0], job.firstHost} {
+		if n != "" && (n == host || short(n) == short(host)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Step is one job step as squeue lists it.
@@ -314,11 +338,14 @@ func Detect(ctx context.Context, env Env, run Runner) (*Job, error) {
 		}
 		job.Nodes = nodes
 	}
-	for _, n := range job.Nodes {
+	for i, n := range job.Nodes {
 		addr := n
 		if out, err := run(ctx, []string{"scontrol", "show", "node", "-o", n}); err == nil {
 			if a := ParseNodeAddr(out); a != "" {
 				addr = a
+			}
+			if i == 0 {
+				job.firstHost = ParseNodeHostname(out)
 			}
 		}
 		job.Addrs = append(job.Addrs, addr)

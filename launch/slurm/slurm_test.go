@@ -106,6 +106,31 @@ func TestParseScontrol(t *testing.T) {
 	if got := ParseNodeAddr("NodeName=n2"); got != "" {
 		t.Error(got)
 	}
+	if got := ParseNodeHostname(node); got != "box" {
+		t.Error(got)
+	}
+}
+
+func TestOnFirstNode(t *testing.T) {
+	job := &Job{Nodes: []string{"gpu-a01", "gpu-a02"}, firstHost: "box1.cluster"}
+	for _, c := range []struct {
+		host string
+		want bool
+	}{
+		{"gpu-a01", true},
+		{"gpu-a01.cluster.example", true},
+		{"box1", true},
+		{"gpu-a02", false},
+		{"login1", false},
+		{"", true},
+	} {
+		if got := OnFirstNode(job, c.host); got != c.want {
+			t.Errorf("OnFirstNode(%q) = %v, want %v", c.host, got, c.want)
+		}
+	}
+	if !OnFirstNode(&Job{}, "login1") {
+		t.Error("no nodes: cannot tell, so true")
+	}
 }
 
 func TestDetect(t *testing.T) {
