@@ -245,14 +245,18 @@ func (l *taskLines) feed(b []byte) []Task {
 		if i < 0 {
 			break
 		}
-		if t, ok := ParseTaskLine(string(l.line)); ok {
-			out = append(out, t)
+		if bytes.Contains(l.line, taskMark) { // most lines are the engine's: no string for them
+			if t, ok := ParseTaskLine(string(l.line)); ok {
+				out = append(out, t)
+			}
 		}
 		l.line = l.line[:0]
 		b = b[i+1:]
 	}
 	return out
 }
+
+var taskMark = []byte(TaskMark)
 
 // cancelledMark is what slurmstepd prints when a step is cancelled
 // ("*** STEP 12.3 ON n2 CANCELLED AT ... ***"), relayed by srun.
