@@ -126,15 +126,23 @@ type RolePlan struct {
 	// StallAction (health.stall_action): restart | wait.
 	StallAction string `json:"stall_action"`
 	// Launcher "slurm": Argv runs as the job step Step on Node (address
-	// NodeAddr) through Srun, which ends with "--"; SlurmGPUs is its
-	// --gres gpu:N. GPUs is then empty: Slurm picks the devices and sets
-	// CUDA_VISIBLE_DEVICES in the step itself.
-	Launcher  string   `json:"launcher,omitempty"`
-	Node      string   `json:"node,omitempty"`
-	NodeAddr  string   `json:"node_addr,omitempty"`
-	Step      string   `json:"step,omitempty"`
-	Srun      []string `json:"srun,omitempty"`
-	SlurmGPUs int      `json:"slurm_gpus,omitempty"`
+	// NodeAddr) through Srun, which ends with "--" and the step shim
+	// (launch/slurm.StepShim); SlurmGPUs is its --gres gpu:N on each
+	// node. GPUs is then empty: Slurm picks the devices and sets
+	// CUDA_VISIBLE_DEVICES in the step itself, and the step's `tsd _srun`
+	// keeps what each task got in SlurmInfo (launch/slurm.StepInfo). A
+	// role spanning several nodes lists them in Nodes (Node is the first,
+	// where its dist-init is) and runs one task on each. NodeRemote: some
+	// of its nodes are not the job's first, where tsd runs.
+	Launcher   string   `json:"launcher,omitempty"`
+	Node       string   `json:"node,omitempty"`
+	Nodes      []string `json:"nodes,omitempty"`
+	NodeAddr   string   `json:"node_addr,omitempty"`
+	NodeRemote bool     `json:"node_remote,omitempty"`
+	Step       string   `json:"step,omitempty"`
+	Srun       []string `json:"srun,omitempty"`
+	SlurmGPUs  int      `json:"slurm_gpus,omitempty"`
+	SlurmInfo  string   `json:"slurm_info,omitempty"`
 }
 
 // LauncherSlurm is Plan.Launcher and RolePlan.Launcher for Slurm job steps.

@@ -126,6 +126,10 @@ type Role struct {
 	// Node is the index into the Slurm job's node list this role runs on
 	// with --launcher slurm; -1 lets the planner pack it.
 	Node int
+	// Nodes are the node indices of a role that spans several nodes of
+	// the Slurm job (ascending, distinct; one task on each, tp × dp split
+	// evenly); nil when it runs on one. Exclusive with Node.
+	Nodes []int
 }
 
 // Local reports whether tsd spawns this role itself.

@@ -19,6 +19,7 @@ package profiles
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -375,6 +376,7 @@ func init() {
 				r.Node = v
 			}
 		}},
+		{Key: "nodes", Type: "list of integers 0-4095", DefaultDoc: "one node (node:)", Doc: "with --launcher slurm: the job's nodes one engine spans (multi-node TP/EP: one step, one task per node, --nnodes/--node-rank, dist-init on the first); tp × dp GPUs split evenly; exclusive with node", read: readNodes},
 		{Key: "worker", Type: "ipc://PATH | tcp://HOST:PORT", DefaultDoc: "`ipc://<run_dir>/<name>`", Doc: "where the gateway binds this engine's sockets (one per replica)", read: readWorkers},
 		{Key: "dist_init_port", Type: "integer 1-65535", DefaultDoc: "planned", Doc: "--dist-init-addr 127.0.0.1:PORT (one per replica)", read: func(l *loader, f field, r *Role) {
 			r.DistInitPorts = perReplicaInts(l, f, r.Replicas, "dist_init_port")
@@ -648,6 +650,42 @@ func finishRole(l *loader, at field, r *Role, m map[string]field) {
 	if r.GPUMemoryUtilization > 0 {
 		l.checkArgOwned(m["args"], "--gpu-memory-utilization", "set by the role's gpu_memory_utilization:")
 	}
+	if nf, ok := m["nodes"]; ok {
+		if _, both := m["node"]; both {
+			l.errf(nf, "node and nodes are exclusive: node: places the role on one node, nodes: spans several")
+		}
+		if n := len(r.Nodes); n > 0 && (r.TP*r.DP)%n != 0 {
+			l.errf(nf, "%d node(s) cannot split tp × dp = %d × %d = %d GPUs evenly", n, r.TP, r.DP, r.TP*r.DP)
+		}
+	}
+}
+
+// readNodes reads nodes: distinct node indices, kept ascending (Slurm
+// numbers a step's nodes in the job's order, whatever order they are
+// listed in, and the first is where the role's dist-init lives).
+func readNodes(l *loader, f field, r *Role) {
+	seq, ok := f.n.(*ast.SequenceNode)
+	if !ok || len(seq.Values) == 0 {
+		l.errf(f, "must be a non-empty list of node indices, e.g. [0, 1]")
+		return
+	}
+	seen := map[int]bool{}
+	var out []int
+	for i, it := range seq.Values {
+		ef := field{n: l.deref(it), pos: nodePos(it), path: fmt.Sprintf("%s[%d]", f.path, i)}
+		v, ok := l.intv(ef, 0, 4095)
+		if !ok {
+			return
+		}
+		if seen[v] {
+			l.errf(ef, "node %d is listed twice", v)
+			return
+		}
+		seen[v] = true
+		out = append(out, v)
+	}
+	sort.Ints(out)
+	r.Nodes = out
 }
 
 // docSection is a section seen without its type, for the docs table.

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"net"
+	"path/filepath"
 	"strconv"
 
 	"github.com/tsd-project/tsd/launch/slurm"
@@ -23,16 +24,28 @@ func (pl *planner) slurm(plan *Plan, insts []*inst) {
 		return
 	}
 	gpus := make([]int, len(insts))
-	fixed := make([]int, len(insts))
+	fixed := make([][]int, len(insts))
 	for i, in := range insts {
-		gpus[i] = in.role.TP * in.role.DP
-		fixed[i] = in.role.Node
+		fixed[i] = in.role.Nodes
+		if in.role.Node >= 0 {
+			fixed[i] = []int{in.role.Node}
+		}
+		// GPUs per node: a role spanning nodes splits tp × dp evenly
+		// (the loader refuses a count that does not divide it).
+		gpus[i] = in.role.TP * in.role.DP / max(1, len(fixed[i]))
 		if !in.role.Local() {
 			pl.err(in.key+".host", "host: %s and --launcher slurm do not mix: Slurm starts every role; use node: to place it", in.role.Host)
 		}
-		if in.role.Node >= len(job.Nodes) {
-			pl.err(in.key+".node", "node %d is out of range: Slurm job %s has %d node(s) (%v)", in.role.Node, job.ID, len(job.Nodes), job.Nodes)
-			fixed[i] = -1
+		key := in.key + ".node"
+		if len(in.role.Nodes) > 0 {
+			key = in.key + ".nodes"
+		}
+		for _, n := range fixed[i] {
+			if n >= len(job.Nodes) {
+				pl.err(key, "node %d is out of range: Slurm job %s has %d node(s) (%v)", n, job.ID, len(job.Nodes), job.Nodes)
+				fixed[i] = nil
+				break
+			}
 		}
 	}
 	placed, err := slurm.Place(gpus, fixed, len(job.Nodes), job.GPUsPerNode)
@@ -43,7 +56,15 @@ func (pl *planner) slurm(plan *Plan, insts []*inst) {
 	first := job.Addrs[0]
 	for i, in := range insts {
 		rp, wp := &plan.Roles[i], &plan.Gateway.Workers[i]
-		node, addr := job.Nodes[placed[i]], job.Addrs[placed[i]]
+		var nodes []string
+		remote := false
+		for _, k := range placed[i] {
+			nodes = append(nodes, job.Nodes[k])
+			remote = remote || k != 0
+		}
+		// The engine's node rank 0 runs on the step's first node: its
+		// rendezvous (dist-init) and bootstrap server are there.
+		node, addr := nodes[0], job.Addrs[placed[i][0]]
 		w := in.worker
 		if w.Scheme == "ipc" {
 			w = Worker{Scheme: "tcp", Host: first, Port: w.DialPort()}
@@ -59,12 +80,20 @@ func (pl *planner) slurm(plan *Plan, insts []*inst) {
 		}
 		setFlag(rp.Argv, "--dist-init-addr", rp.DistInitAddr)
 		setFlag(rp.Argv, "--data-parallel-address", w.DialHost())
+		if len(nodes) > 1 {
+			// Each task's --node-rank comes from the step shim
+			// (launch/slurm.StepShim): one argv serves every node.
+			rp.Argv = append(rp.Argv, "--nnodes", strconv.Itoa(len(nodes)))
+			rp.Nodes = nodes
+		}
 		delete(rp.Env, VisibleDevicesVar(plan.Accelerator))
 		rp.GPUs = []string{}
 		rp.Launcher, rp.Node, rp.NodeAddr = LauncherSlurm, node, addr
+		rp.NodeRemote = remote
 		rp.SlurmGPUs = gpus[i]
 		rp.Step = slurm.StepName(plan.Name, rp.Name)
-		rp.Srun = slurm.SrunArgv(slurm.StepSpec{JobID: job.ID, Name: rp.Step, Node: node, GPUs: gpus[i]}, nil)
+		rp.SlurmInfo = filepath.Join(plan.RunDir, rp.Name+".slurm.json")
+		rp.Srun = slurm.SrunArgv(slurm.StepSpec{JobID: job.ID, Name: rp.Step, Nodes: nodes, GPUs: gpus[i]}, nil)
 	}
 }
 

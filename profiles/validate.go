@@ -176,6 +176,8 @@ func roleGPUErrors(p *Profile, r *Role, rk string, devs *deviceUses) []*Error {
 				// node: places the role on a node of a Slurm job; GPU
 				// indices on different nodes are different devices.
 				machine += "\x00node" + strconv.Itoa(r.Node)
+			} else if len(r.Nodes) > 0 {
+				machine += "\x00nodes" + fmt.Sprint(r.Nodes)
 			}
 			if msg := devs.add(p, machine+"\x00"+g, use); msg != "" {
 				hostNote := ""

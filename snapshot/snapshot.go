@@ -120,6 +120,17 @@ type RoleStatus struct {
 	// NextTryAt is when a role in backoff starts again: views count down
 	// to it (the Reason's "next try in 8s" is the delay when it was set).
 	NextTryAt time.Time `json:"next_try_at,omitempty"`
+
+	// A Slurm role (tsd up --launcher slurm): its current job step, the
+	// node(s) it runs on and the GPUs Slurm gave it there, as NODE:INDEX
+	// (physical indices on that node, from the step itself). NoTelemetry
+	// says why the GPU and process columns have no numbers ("remote, no
+	// telemetry": the step runs on another node than tsd), so they are
+	// never filled with this node's readings.
+	SlurmStep   string   `json:"slurm_step,omitempty"`
+	Nodes       []string `json:"nodes,omitempty"`
+	SlurmGPUs   []string `json:"slurm_gpus,omitempty"`
+	NoTelemetry string   `json:"no_telemetry,omitempty"`
 }
 
 // Progress is how far an engine is through one startup step.

@@ -40,7 +40,11 @@ type slurmLauncher struct{ exe string }
 const stopGraceSlack = 4 * time.Second
 
 func (l slurmLauncher) Command(rp *profiles.RolePlan, grace time.Duration) ([]string, time.Duration) {
-	argv := []string{l.exe, "_srun", "--job", flagValue(rp.Srun, "--jobid"), "--name", rp.Step, "--grace", grace.String(), "--"}
+	argv := []string{l.exe, "_srun", "--job", flagValue(rp.Srun, "--jobid"), "--name", rp.Step, "--grace", grace.String()}
+	if rp.SlurmInfo != "" {
+		argv = append(argv, "--info", rp.SlurmInfo)
+	}
+	argv = append(argv, "--")
 	argv = append(argv, rp.Command()...)
 	return argv, grace + stopGraceSlack
 }

@@ -99,6 +99,7 @@ func (p *inspectorPage) lines() []string {
 		out = append(out, l)
 	}
 	load := []string{fmt.Sprintf("in flight %d", r.InFlight)}
+	load = append(load, slurmInspectorParts(r)...)
 	if r.Proc != nil {
 		load = append(load, "CPU "+ftoa(r.Proc.CPUPercent, 0)+"%", "RSS "+humanBytes(r.Proc.RSSBytes),
 			fmt.Sprintf("%d threads", r.Proc.Threads), fmt.Sprintf("%d processes", len(r.Proc.PIDs)))

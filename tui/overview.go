@@ -526,6 +526,9 @@ func (p *overviewPage) columns() []column {
 			return humanBytes(r.Proc.RSSBytes), plain
 		}},
 		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			if t, ok := noTelemetryCell(r); ok {
+				return t, pFaint
+			}
 			if p.curGPUMem != nil {
 				return gpuMemCell(p.curGPUMem, 0), plain
 			}
@@ -866,6 +869,9 @@ func (p *overviewPage) eventLines() []string {
 // would otherwise show the same truncated "GPU-fa4e00…" for every role.
 // Until then it shows the profile's entries as written.
 func gpuText(s *snapshot.Snapshot, r *snapshot.RoleStatus) string {
+	if t, ok := slurmGPUText(r); ok {
+		return t
+	}
 	if len(r.GPUUUIDs) == 0 || len(s.GPUs) == 0 {
 		return orDash(strings.Join(r.GPUs, ","))
 	}

@@ -82,8 +82,8 @@ var engineFlags = []flagSpec{
 	{name: "enable-expert-parallel", kind: kBool, help: "EP = world size"},
 	{name: "moe-tp-size", kind: kValue, help: "MoE TP size"},
 	{name: "nprocs-per-node", kind: kValue, help: "processes per node"},
-	{name: "nnodes", kind: kValue, help: "nodes"},
-	{name: "node-rank", kind: kValue, help: "node rank"},
+	{name: "nnodes", kind: kValue, used: true, help: "nodes the engine spans: this launcher runs world/nnodes ranks; node 0 serves the rendezvous on --dist-init-addr"},
+	{name: "node-rank", kind: kValue, used: true, help: "this node's index 0..nnodes-1: it runs global ranks [rank*ppn, (rank+1)*ppn)"},
 	{name: "mm-encoder-tp-mode", kind: kValue, help: "weights | data"},
 	{name: "base-gpu-id", kind: kValue, used: true, help: "first CUDA device (fake GPU memory holder)"},
 	{name: "gpu-id-step", kind: kValue, help: "ignored upstream on this path"},
@@ -262,6 +262,7 @@ type config struct {
 	logprobs             bool
 	streamInterval       int
 	baseGPU              int
+	nnodes, nodeRank     int
 
 	startup          time.Duration
 	bootstrapMode    string // engine | external
@@ -480,6 +481,18 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.logprobs = l.bool("enable-output-logprobs", false)
 	c.streamInterval = l.int("stream-interval", 1)
 	c.baseGPU = l.int("base-gpu-id", 0)
+	c.nnodes = l.int("nnodes", 1)
+	c.nodeRank = l.int("node-rank", 0)
+	switch {
+	case c.nnodes < 1:
+		return c, valueError{fmt.Sprintf("--nnodes %d must be >= 1", c.nnodes)}
+	case c.nodeRank < 0 || c.nodeRank >= c.nnodes:
+		return c, valueError{fmt.Sprintf("--node-rank %d must be in [0, %d)", c.nodeRank, c.nnodes)}
+	case c.world%c.nnodes != 0:
+		return c, valueError{fmt.Sprintf("world_size %d is not divisible by nnodes %d", c.world, c.nnodes)}
+	case c.nnodes > 1 && c.distInitAddr == "":
+		return c, valueError{"--dist-init-addr is required with --nnodes > 1"}
+	}
 	switch {
 	case c.mode == "encode" && c.dp > 1:
 		return c, valueError{"encode mode does not support attention data parallelism (--data-parallel-size > 1)"}

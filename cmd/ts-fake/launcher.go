@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -58,8 +59,9 @@ func runLauncher(cfg config) int {
 	} else {
 		log.info("server_args.py:806", "Inferred world_size (%d) from attn_tp (%d) x attn_cp (1) x attn_dp (%d)", cfg.world, cfg.tp, cfg.dp)
 	}
-	log.info("server_args.py:840", "Parallelism configuration:\nMapping(world_size=%d, nnodes=1, nprocs_per_node=%d, attn_tp_size=%d, attn_cp_size=1, attn_dp_size=%d, dense_tp_size=%d, moe_tp_size=%d, moe_ep_size=1)",
-		cfg.world, cfg.world, cfg.tp, cfg.dp, cfg.tp, cfg.world)
+	ppn := cfg.world / cfg.nnodes
+	log.info("server_args.py:840", "Parallelism configuration:\nMapping(world_size=%d, nnodes=%d, nprocs_per_node=%d, attn_tp_size=%d, attn_cp_size=1, attn_dp_size=%d, dense_tp_size=%d, moe_tp_size=%d, moe_ep_size=1)",
+		cfg.world, cfg.nnodes, ppn, cfg.tp, cfg.dp, cfg.tp, cfg.world)
 	if cfg.mode == "prefill" {
 		log.info("server_args.py:1190", "CUDA graph is disabled for prefill server")
 	}
@@ -87,21 +89,38 @@ func runLauncher(cfg config) int {
 		}
 	}
 
+	// Several nodes: node 0 serves the rendezvous on --dist-init-addr
+	// (torch's TCPStore of global rank 0); the others reach it before
+	// starting their ranks, and end when it goes away, as NCCL would.
+	var peerLost <-chan error
+	if cfg.nnodes > 1 {
+		lost, closeRdv, err := nodeRendezvous(cfg, log)
+		if err != nil {
+			log.errorf("distributed_initializer.py:120", "%v", err)
+			return 1
+		}
+		defer closeRdv()
+		peerLost = lost
+	}
+
 	exe, err := os.Executable()
 	if err != nil {
 		log.errorf("engine.py:420", "find own executable: %v", err)
 		return 1
 	}
 	events := make(chan launcherEvent, 64)
-	children := make([]*child, cfg.world)
-	for g := range cfg.world {
+	// This node runs global ranks [first, first+ppn) (docs/protocol.md §10.7).
+	first := cfg.nodeRank * ppn
+	children := make([]*child, ppn)
+	for i := range ppn {
+		g := first + i
 		c, err := spawnRank(exe, g, childEnv, events)
 		if err != nil {
 			log.errorf("engine.py:431", "spawn scheduler %d: %v", g, err)
 			stopChildren(children, log)
 			return 1
 		}
-		children[g] = c
+		children[i] = c
 	}
 
 	var exitTimer <-chan time.Time
@@ -115,7 +134,7 @@ func runLauncher(cfg config) int {
 			switch {
 			case ev.status == "ready":
 				ready++
-				if ready == cfg.world {
+				if ready == ppn {
 					log.info("engine.py:468", "headless scheduler(s) ready; SMG handshake endpoint=tcp://%s:%d", cfg.dpAddr, cfg.dpPort)
 				}
 			case strings.HasPrefix(ev.status, "exit "):
@@ -124,8 +143,8 @@ func runLauncher(cfg config) int {
 				stopChildren(children, log)
 				return code
 			case ev.status == "":
-				children[ev.rank].done = true
-				pid := children[ev.rank].cmd.Process.Pid
+				children[ev.rank-first].done = true
+				pid := children[ev.rank-first].cmd.Process.Pid
 				what := fmt.Sprintf("code %d", ev.rc)
 				if ev.signal != "" {
 					what = "signal " + ev.signal
@@ -134,6 +153,10 @@ func runLauncher(cfg config) int {
 				stopChildren(children, log)
 				return 1
 			}
+		case err := <-peerLost:
+			log.errorf("distributed_initializer.py:180", "lost the rendezvous on node 0 (%s): %v; terminating scheduler(s)", cfg.distInitAddr, err)
+			stopChildren(children, log)
+			return 1
 		case <-exitTimer:
 			log.warn("ts-fake.py:1", "fake: --fake-exit-after %s elapsed; exiting with code %d", cfg.exitAfter, cfg.exitCode)
 			stopChildren(children, log)
@@ -156,7 +179,7 @@ func runLauncher(cfg config) int {
 // hostsBootstrap: in `engine` mode the prefill and encode engines serve the
 // rendezvous themselves, as the seed page describes (docs/architecture.md §D2).
 func hostsBootstrap(cfg config) bool {
-	return cfg.bootstrapMode == "engine" && (cfg.mode == "prefill" || cfg.mode == "encode")
+	return cfg.bootstrapMode == "engine" && (cfg.mode == "prefill" || cfg.mode == "encode") && cfg.nodeRank == 0
 }
 
 // bootstrapOverrideEnv tells ranks the launcher fell back to external mode.
@@ -275,3 +298,63 @@ func sleep(d time.Duration) {
 		time.Sleep(d)
 	}
 }
+
+// nodeRendezvous joins the nodes of a multi-node engine: node 0 listens on
+// the --dist-init-addr port (all interfaces, as the TCPStore does) and
+// holds each peer's connection; node k > 0 dials it, retrying while node 0
+// starts, and the returned channel reports when that connection ends.
+func nodeRendezvous(cfg config, log *logger) (<-chan error, func(), error) {
+	host, port, err := net.SplitHostPort(cfg.distInitAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bad --dist-init-addr %q: %w", cfg.distInitAddr, err)
+	}
+	if cfg.nodeRank == 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+		if err != nil {
+			return nil, nil, fmt.Errorf("rendezvous on %s: %w", cfg.distInitAddr, err)
+		}
+		log.info("distributed_initializer.py:110", "node 0 of %d: rendezvous listening on %s", cfg.nnodes, ln.Addr())
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					buf := make([]byte, 64)
+					if n, _ := c.Read(buf); n > 0 {
+						log.info("distributed_initializer.py:112", "rendezvous: %s joined", strings.TrimSpace(string(buf[:n])))
+					}
+					_, _ = io.Copy(io.Discard, c) // held until the peer goes
+					c.Close()
+				}()
+			}
+		}()
+		return nil, func() { ln.Close() }, nil
+	}
+	addr := net.JoinHostPort(host, port)
+	deadline := time.Now().Add(rendezvousTimeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			fmt.Fprintf(c, "node %d\n", cfg.nodeRank)
+			log.info("distributed_initializer.py:115", "node %d of %d: joined the rendezvous on %s", cfg.nodeRank, cfg.nnodes, addr)
+			lost := make(chan error, 1)
+			go func() {
+				_, err := io.Copy(io.Discard, c)
+				if err == nil {
+					err = io.EOF
+				}
+				lost <- err
+			}()
+			return lost, func() { c.Close() }, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("node %d: rendezvous %s not reached in %s: %w", cfg.nodeRank, addr, rendezvousTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond) // node 0 is still starting: retry as torch's TCPStore client does
+	}
+}
+
+// rendezvousTimeout is how long a node waits for node 0's rendezvous.
+const rendezvousTimeout = 120 * time.Second

@@ -157,7 +157,7 @@ func (r *rank) startup() *gpuHolder {
 	l.info("weight_loader.py:63", "Load weight begin. avail mem=78.60 GB")
 	var holder *gpuHolder
 	if cfg.gpuMemMB > 0 {
-		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%cfg.world+cfg.baseGPU)
+		holder = startGPUHolder(l, cfg.gpuMemMB, r.global%(cfg.world/cfg.nnodes)+cfg.baseGPU)
 	}
 	if r.global == 0 {
 		// The tqdm bar SGLang and TokenSpeed draw over the checkpoint
@@ -200,7 +200,7 @@ func (r *rank) startup() *gpuHolder {
 		sleep(ph.graphs)
 	}
 	if r.tpRank == 0 {
-		l.info("model_executor.py:233", "GPU memory summary (rank %d, gpu %d, GB):\n  total 79.10 | weights 17.25 | kv cache 16.00 | graphs 1.20 | free 44.65", r.global, r.global+cfg.baseGPU)
+		l.info("model_executor.py:233", "GPU memory summary (rank %d, gpu %d, GB):\n  total 79.10 | weights 17.25 | kv cache 16.00 | graphs 1.20 | free 44.65", r.global, r.global%(cfg.world/cfg.nnodes)+cfg.baseGPU)
 	}
 	sleep(ph.sched)
 	l.info("scheduler.py:188", "Scheduler config: prefix_granularity=%d num_device_pages=%d max_batch_size=%d", cfg.prefixGranularity, kvCacheTokens/max(cfg.prefixGranularity, 1), cfg.maxNumSeqs/cfg.dp)

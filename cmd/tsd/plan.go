@@ -77,7 +77,7 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 		}
 		if r.Launcher == profiles.LauncherSlurm {
 			// Slurm picks the devices; the step's CUDA_VISIBLE_DEVICES is its.
-			fmt.Fprintf(&b, "\nrole %s (%s, gres gpu:%d) a step of Slurm job %s on %s (%s)\n", r.Name, r.Kind, r.SlurmGPUs, plan.SlurmJob, r.Node, r.NodeAddr)
+			fmt.Fprintf(&b, "\nrole %s (%s, gres gpu:%d) a step of Slurm job %s on %s (%s)\n", r.Name, r.Kind, r.SlurmGPUs, plan.SlurmJob, slurmWhere(r), r.NodeAddr)
 		} else {
 			fmt.Fprintf(&b, "\nrole %s (%s, %s %s) %s\n", r.Name, r.Kind, gpus, strings.Join(r.GPUs, ","), where)
 		}

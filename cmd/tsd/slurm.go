@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // Launchers `--launcher` accepts.
@@ -39,16 +41,33 @@ func hostFacts(launcher, profile string, base profiles.HostFacts, placeholder bo
 	if err != nil {
 		return base, err
 	}
+	if host, err := os.Hostname(); err == nil && !slurm.OnFirstNode(job, host) {
+		// The plan puts the gateway on the first node; from anywhere else
+		// no engine could reach it.
+		fmt.Fprintf(os.Stderr, "tsd: warning: this host (%s) is not job %s's first node %s, where the gateway and every worker are planned; run tsd there (sbatch, or srun --overlap -N1 -w %s)\n", host, job.ID, job.Nodes[0], job.Nodes[0])
+	}
 	base.Slurm = job
 	return base, nil
 }
 
-// placeholderJob has as many nodes as the profile's node: keys name.
+// roleNodes are the node indices a role names (node: or nodes:); nil
+// when the planner packs it.
+func roleNodes(r *profiles.Role) []int {
+	if r.Node >= 0 {
+		return []int{r.Node}
+	}
+	return r.Nodes
+}
+
+// placeholderJob has as many nodes as the profile's node: and nodes: keys
+// name.
 func placeholderJob(profile string) *slurm.Job {
 	n := 1
 	if p, errs := profiles.Load(profile); p != nil && len(errs) == 0 {
 		for _, r := range p.Roles {
-			n = max(n, r.Node+1)
+			for _, k := range roleNodes(&r) {
+				n = max(n, k+1)
+			}
 		}
 	}
 	job := &slurm.Job{ID: "JOBID"}
@@ -66,6 +85,7 @@ type srunCmd struct {
 	Job   string        `required:"" help:"Slurm job id."`
 	Name  string        `required:"" help:"The step's --job-name."`
 	Grace time.Duration `default:"30s" help:"scancel --signal=TERM, then KILL after this long."`
+	Info  string        `help:"Keep the step's id and what each task got from Slurm (GPUs) in this JSON file."`
 	Argv  []string      `arg:"" passthrough:"" help:"srun command line."`
 }
 
@@ -74,7 +94,7 @@ func (c srunCmd) Run() error {
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
 	}
-	os.Exit(slurm.RunStep(slurm.StepConfig{JobID: c.Job, Name: c.Name, Srun: argv, Grace: c.Grace}))
+	os.Exit(slurm.RunStep(slurm.StepConfig{JobID: c.Job, Name: c.Name, Srun: argv, Grace: c.Grace, Info: c.Info}))
 	return nil
 }
 
@@ -127,17 +147,22 @@ func (c exportSlurmCmd) Run() error {
 }
 
 // batchScript is the sbatch script for a profile: as many nodes as its
-// node: keys name (one when none does) and, per node, the most GPUs any
-// node's roles need, so every node: placement fits. The job runs tsd
-// headless on its first node; the dashboard attaches from there.
+// node: and nodes: keys name (one when none does) and, per node, the most
+// GPUs any node's roles need, so every placement fits. The job starts tsd
+// detached on its first node, says where to attach, and lasts as long as
+// the deployment does.
 func batchScript(p *profiles.Profile, exe string) (string, error) {
-	var gpus, fixed []int
+	var gpus []int
+	var fixed [][]int
 	nodes := 1
 	for _, r := range p.Roles {
+		ns := roleNodes(&r)
 		for k := 0; k < r.Replicas; k++ {
-			gpus = append(gpus, r.TP*r.DP)
-			fixed = append(fixed, r.Node)
-			nodes = max(nodes, r.Node+1)
+			gpus = append(gpus, r.TP*r.DP/max(1, len(ns)))
+			fixed = append(fixed, ns)
+			for _, n := range ns {
+				nodes = max(nodes, n+1)
+			}
 		}
 	}
 	placed, err := slurm.Place(gpus, fixed, nodes, 0)
@@ -166,10 +191,18 @@ func batchScript(p *profiles.Profile, exe string) (string, error) {
 	fmt.Fprintf(&b, "#SBATCH --output=tsd-%s-%%j.out\n", p.Name)
 	b.WriteString("set -euo pipefail\n")
 	b.WriteString("echo \"tsd: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST; gateway and control socket on $(hostname)\"\n")
-	b.WriteString("echo \"tsd: attach with: ssh $(hostname) " + profiles.ShellQuote(exe) + " status " + profiles.ShellQuote(abs) + "\"\n")
-	// --headless until `tsd up -d` (detach) lands; the job's end (scancel,
-	// --time) stops tsd, which stops every step.
-	fmt.Fprintf(&b, "exec %s up --headless --launcher slurm %s\n", profiles.ShellQuote(exe), profiles.ShellQuote(abs))
+	q, qp := profiles.ShellQuote(exe), profiles.ShellQuote(abs)
+	// tsd up -d returns once every role is ready, or exits 1 naming the
+	// role that failed (set -e then ends the job).
+	fmt.Fprintf(&b, "%s up -d --launcher slurm %s\n", q, qp)
+	b.WriteString("echo \"tsd: ready; attach with: ssh $(hostname) " + q + " attach " + qp + " (or: " + q + " status " + qp + ")\"\n")
+	// The job lasts as long as the deployment: tsd status exits 3 once
+	// none runs (tsd stop). The job's end (scancel, --time) stops the
+	// deployment: the daemon watches the job (watchSlurmJob).
+	b.WriteString("while :; do\n\trc=0\n")
+	fmt.Fprintf(&b, "\t%s status %s >/dev/null 2>&1 || rc=$?\n", q, qp)
+	b.WriteString("\t[[ $rc == 3 ]] && break\n\tsleep 15\ndone\n")
+	b.WriteString("echo \"tsd: the deployment stopped; the job ends\"\n")
 	return b.String(), nil
 }
 
@@ -197,4 +230,103 @@ func watchSlurmJob(ctx context.Context, job string, stop func()) {
 			return
 		}
 	}
+}
+
+// noTelemetryRemote labels the GPU and process columns of a role whose
+// step runs on another node than tsd: this node's NVML and /proc know
+// nothing of it, and showing their numbers would be showing wrong ones.
+const noTelemetryRemote = "remote, no telemetry"
+
+// slurmSteps keeps what each Slurm role's `tsd _srun` last wrote of its
+// step (launch/slurm.StepInfo in RolePlan.SlurmInfo). One goroutine (run)
+// reads the files; the publisher reads the latest map it stored.
+type slurmSteps struct {
+	files  map[string]string // role → info file
+	latest atomic.Pointer[map[string]slurm.StepInfo]
+}
+
+func newSlurmSteps(plan *profiles.Plan) *slurmSteps {
+	s := &slurmSteps{files: map[string]string{}}
+	for _, r := range plan.Roles {
+		if r.Launcher == profiles.LauncherSlurm && r.SlurmInfo != "" {
+			s.files[r.Name] = r.SlurmInfo
+		}
+	}
+	return s
+}
+
+// run rereads the info files every second until ctx ends: a step's id and
+// GPUs change only when the role starts a new step.
+func (s *slurmSteps) run(ctx context.Context) {
+	defer func() { _ = recover() }() // never take the daemon down
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		m := make(map[string]slurm.StepInfo, len(s.files))
+		for role, path := range s.files {
+			if info, err := slurm.ReadStepInfo(path); err == nil {
+				m[role] = info
+			}
+		}
+		s.latest.Store(&m)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// get is the latest map run stored (nil before the first read).
+func (s *slurmSteps) get() map[string]slurm.StepInfo {
+	if s == nil {
+		return nil
+	}
+	if m := s.latest.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// slurmRoleView fills a Slurm role's status from its plan and its step's
+// info: the step, its nodes, the GPUs Slurm gave it (NODE:INDEX), and the
+// remote label when a node of it is not tsd's. It returns the devices for
+// this node's telemetry: the step's physical GPUs when the whole step runs
+// on tsd's node (Slurm's GPU index is the node's device index), "" otherwise.
+func slurmRoleView(rp *profiles.RolePlan, info slurm.StepInfo, have bool, r *snapshot.RoleStatus) string {
+	r.Nodes = rp.Nodes
+	if len(r.Nodes) == 0 && rp.Node != "" {
+		r.Nodes = []string{rp.Node}
+	}
+	if rp.NodeRemote {
+		r.NoTelemetry = noTelemetryRemote
+	}
+	if !have || r.PID == 0 {
+		return "" // not running: the file is the last step's
+	}
+	r.SlurmStep = info.Step
+	if g := info.GPUList(); len(g) > 0 {
+		r.SlurmGPUs = g
+	}
+	if rp.NodeRemote || len(info.Tasks) == 0 {
+		return ""
+	}
+	var gpus []string
+	for _, t := range info.Tasks {
+		if t.Node != rp.Node {
+			return ""
+		}
+		gpus = append(gpus, t.GPUs...)
+	}
+	return strings.Join(gpus, ",")
+}
+
+// slurmWhere names the node(s) of a Slurm role for `tsd plan`: its node,
+// or every node of a role that spans several, one task on each (its
+// address is the first's, where node rank 0 and its dist-init are).
+func slurmWhere(r *profiles.RolePlan) string {
+	if len(r.Nodes) > 1 {
+		return strings.Join(r.Nodes, ",") + ", one task per node, node rank 0 on " + r.Node
+	}
+	return r.Node
 }

@@ -7,21 +7,25 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tsd-project/tsd/internal/slurmtest"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
@@ -115,8 +119,10 @@ func slurmChat(t *testing.T, d *deployment, base string) {
 // decode on node 1, its ports from internal/testports.
 func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 	t.Helper()
-	ports := spacedFreePorts(t, 3)
-	gw = testports.Port(t)
+	// The gateway's port spaced from the dist-init clusters too: one
+	// drawn apart could land inside a cluster's span.
+	ports := spacedFreePorts(t, 4)
+	gw = ports[3]
 	prof = privateProfile(t, "demo.yaml",
 		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
 		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
@@ -128,16 +134,43 @@ func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 	return prof, gw
 }
 
+// slurmSpanProfile writes the demo profile with prefill (one GPU) on node
+// 0 and decode spanning both nodes: DP 2, one DP rank on each node.
+func slurmSpanProfile(t *testing.T) (prof string, gw int) {
+	t.Helper()
+	// The gateway's port spaced from the dist-init clusters too: one
+	// drawn apart could land inside a cluster's span.
+	ports := spacedFreePorts(t, 4)
+	gw = ports[3]
+	prof = privateProfile(t, "demo.yaml",
+		[2]string{"../../gateway/tokenizer/testdata/demo", absPath(t, "../../gateway/tokenizer/testdata/demo")},
+		[2]string{"--fake-startup, 4s", "--fake-startup, 200ms"},
+		[2]string{"port: 8000", fmt.Sprintf("port: %d", gw)},
+		[2]string{"gpus: [0, 1]\n    dp: 2\n", "gpus: [0]\n"},
+		[2]string{"kind: prefill\n", fmt.Sprintf("kind: prefill\n    node: 0\n    bootstrap_port: %d\n    dist_init_port: %d\n", ports[0], ports[1])},
+		[2]string{"kind: decode\n    gpus: [2]\n", fmt.Sprintf("kind: decode\n    gpus: [2, 3]\n    dp: 2\n    nodes: [0, 1]\n    dist_init_port: %d\n", ports[2])},
+		[2]string{"\nrestart:\n", "\nrun_dir: run\nlog_dir: logs\nslurm: {time: \"3\"}\nrestart:\n"},
+	)
+	return prof, gw
+}
+
 // slurmDemo starts tsd up --launcher slurm on the demo profile (prefill on
 // node 0, decode on node 1) inside a fresh two-node allocation.
 func slurmDemo(t *testing.T) (d *deployment, conf, job string, gw int) {
+	t.Helper()
+	return slurmDeploy(t, slurmDemoProfile)
+}
+
+// slurmDeploy starts tsd up --launcher slurm on the profile mk writes,
+// inside a fresh two-node allocation.
+func slurmDeploy(t *testing.T, mk func(*testing.T) (string, int)) (d *deployment, conf, job string, gw int) {
 	t.Helper()
 	conf = slurmtest.Start(t)
 	if fakeBin == "" {
 		t.Skip("ts-fake does not build")
 	}
 	job, nodelist := slurmAlloc(t, conf)
-	prof, gw := slurmDemoProfile(t)
+	prof, gw := mk(t)
 	dir := filepath.Dir(prof)
 	// tsd runs as if inside the allocation: what salloc/sbatch would set.
 	t.Setenv("SLURM_CONF", conf)
@@ -189,6 +222,21 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
 	slurmChat(t, d, base)
 
+	// The status carries the GPUs Slurm gave each step, as the step saw
+	// them (NODE:INDEX), and the decode step on n2 is labelled remote:
+	// this node's telemetry cannot read it.
+	st := slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		p, dd := slurmRole(s, "prefill"), slurmRole(s, "decode")
+		return p != nil && dd != nil && p.SlurmStep == pre && dd.SlurmStep == dec
+	})
+	if p := slurmRole(st, "prefill"); !reflect.DeepEqual(p.SlurmGPUs, []string{"n1:0", "n1:1"}) || p.NoTelemetry != "" {
+		t.Fatalf("prefill on n1: slurm_gpus %v, no_telemetry %q", p.SlurmGPUs, p.NoTelemetry)
+	}
+	if dd := slurmRole(st, "decode"); !reflect.DeepEqual(dd.SlurmGPUs, []string{"n2:0"}) || dd.NoTelemetry != "remote, no telemetry" ||
+		!reflect.DeepEqual(dd.Nodes, []string{"n2"}) || dd.GPUMemB != 0 || dd.Proc != nil {
+		t.Fatalf("decode on n2: slurm_gpus %v nodes %v no_telemetry %q gpu mem %d proc %v", dd.SlurmGPUs, dd.Nodes, dd.NoTelemetry, dd.GPUMemB, dd.Proc)
+	}
+
 	// Slurm ends the decode step: a crash to the restart policy, so a new
 	// step starts and the gateway re-admits it.
 	cancelled := time.Now()
@@ -204,6 +252,10 @@ func TestE2ESlurmTwoNodes(t *testing.T) {
 	}
 	t.Logf("decode back as a new step and ready %s after scancel", time.Since(cancelled).Round(time.Millisecond))
 	slurmChat(t, d, base)
+	slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.SlurmStep == steps["tsd.demo.decode"] && len(r.SlurmGPUs) == 1
+	})
 
 	// kill -9 of tsd: the guardians' lifelines cancel every step within
 	// stop_grace (5 s) + 2 s.
@@ -248,6 +300,16 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	}
 	prof, gw := slurmDemoProfile(t)
 	dir := filepath.Dir(prof)
+	// tsd up in the job runs without --name: a name of its own, so another
+	// "demo" running on this machine does not refuse it.
+	name := fmt.Sprintf("slurm-batch-%d", os.Getpid())
+	b, err := os.ReadFile(prof)
+	if err != nil || !strings.Contains(string(b), "name: demo\n") {
+		t.Fatalf("profile %s: %v", prof, err)
+	}
+	if err := os.WriteFile(prof, []byte(strings.Replace(string(b), "name: demo\n", "name: "+name+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	script := filepath.Join(dir, "job.sh")
 	if out, err := exec.Command(tsdBin, "export", "slurm", prof, "-o", script, "--tsd", tsdBin).CombinedOutput(); err != nil {
 		t.Fatalf("tsd export slurm: %v\n%s", err, out)
@@ -261,13 +323,15 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	}
 	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
 	t.Cleanup(func() { _, _ = slurmOut(conf, "scancel", job) })
-	// The job's output file is the only view of it: read it until both
-	// roles are ready (no event reaches a process outside the job).
-	outFile := filepath.Join(dir, "tsd-demo-"+job+".out")
+	// The job's output file is the only view of it: read it until the
+	// script says the deployment is ready (tsd up -d returned: every role
+	// ready) and where to attach (no event reaches a process outside the
+	// job).
+	outFile := filepath.Join(dir, "tsd-"+name+"-"+job+".out")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, _ := os.ReadFile(outFile)
-		if regexp.MustCompile(`decode .*→ ready`).Match(b) && regexp.MustCompile(`prefill .*→ ready`).Match(b) {
+		if regexp.MustCompile(`tsd: ready; attach with: ssh \S+ \S+ attach `).Match(b) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -289,15 +353,35 @@ func TestE2ESlurmBatchScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chat: %v", err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"finish_reason"`) {
 		t.Fatalf("chat: %d %s", resp.StatusCode, b)
+	}
+	if st, err := exec.Command(tsdBin, "status", name).CombinedOutput(); err != nil || !strings.Contains(string(st), "prefill") {
+		t.Fatalf("tsd status %s (the detached daemon): %v\n%s", name, err, st)
 	}
 	if out, err := slurmOut(conf, "scancel", job); err != nil {
 		t.Fatalf("scancel %s: %v %s", job, err, out)
 	}
 	waitJobGone(t, conf, job)
+	// The detached daemon sees its job end and stops (tsd status: exit 3,
+	// none running).
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		err := exec.Command(tsdBin, "status", name).Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deployment %s still running after its job ended: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling: the daemon's exit reaches no event here
+	}
+	if s := roleSteps(t, conf, job); len(s) != 0 {
+		t.Fatalf("steps left: %v", s)
+	}
 }
 
 // waitJobGone polls squeue until the job is no longer listed.
@@ -314,4 +398,140 @@ func waitJobGone(t *testing.T, conf, job string) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling squeue: Slurm has no completion event here
 	}
+}
+
+// slurmRole is the named role's status, nil when absent.
+func slurmRole(s snapshot.Snapshot, name string) *snapshot.RoleStatus {
+	for i := range s.Roles {
+		if s.Roles[i].Name == name {
+			return &s.Roles[i]
+		}
+	}
+	return nil
+}
+
+// TestE2ESlurmSpanningRole: a role with nodes: [0, 1] runs as one step
+// across n1 and n2, one task per node: the node-1 task joins node 0's
+// rendezvous on the shared --dist-init-addr, both DP ranks register and
+// answer, the status lists Slurm's GPU on each node, and stopping tsd
+// leaves no step.
+func TestE2ESlurmSpanningRole(t *testing.T) {
+	d, conf, job, gw := slurmDeploy(t, slurmSpanProfile)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	steps := waitSteps(t, conf, job, 10*time.Second, "both role steps listed", func(s map[string]string) bool { return len(s) == 2 })
+	out, _ := slurmOut(conf, "squeue", "--steps", "-h", "-j", job, "-o", "%j %N")
+	if !strings.Contains(out, "tsd.demo.decode n[1-2]") || !strings.Contains(out, "tsd.demo.prefill n1") {
+		t.Fatalf("decode not one step over n1 and n2:\n%s", out)
+	}
+	if sc, err := slurmOut(conf, "scontrol", "show", "step", steps["tsd.demo.decode"]); err != nil ||
+		!strings.Contains(sc, "Tasks=2") || !strings.Contains(sc, "TresPerNode=gres:gpu:1") {
+		t.Fatalf("decode step: %v\n%s", err, sc)
+	}
+	d.waitLine(0, "decode", "node 1 of 2: joined the rendezvous")
+	st := slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.RanksRegistered == 2 && len(r.SlurmGPUs) == 2
+	})
+	r := slurmRole(st, "decode")
+	if !reflect.DeepEqual(r.Nodes, []string{"n1", "n2"}) || !strings.HasPrefix(r.SlurmGPUs[0], "n1:") || !strings.HasPrefix(r.SlurmGPUs[1], "n2:") ||
+		r.NoTelemetry != "remote, no telemetry" || r.SlurmStep != steps["tsd.demo.decode"] {
+		t.Fatalf("decode status: nodes %v gpus %v no_telemetry %q step %q", r.Nodes, r.SlurmGPUs, r.NoTelemetry, r.SlurmStep)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", gw)
+	slurmChat(t, d, base)
+	slurmChat(t, d, base) // round robin: the other DP rank, on the other node
+
+	// Node 1's engine dies (kill -9, as a node failure would): Slurm ends
+	// the whole step (--kill-on-bad-exit), a crash to the restart policy,
+	// and the role comes back as a new step over both nodes.
+	n := len(d.linesCopy())
+	prof, err := os.ReadFile(filepath.Join(d.dir, "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := regexp.MustCompile(`dist_init_port: (\d+)`).FindAllStringSubmatch(string(prof), -1)
+	dist := "127.0.0.1:" + ports[len(ports)-1][1] // decode's, the last role
+	victims := procsWithArgs("--dist-init-addr", dist, "--node-rank", "1")
+	if len(victims) == 0 {
+		t.Fatalf("no node-1 engine process with --dist-init-addr %s", dist)
+	}
+	for _, pid := range victims {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	d.waitLine(n, "decode", "→ ready")
+	steps2 := waitSteps(t, conf, job, 10*time.Second, "decode as a new step", func(s map[string]string) bool {
+		return s["tsd.demo.decode"] != "" && s["tsd.demo.decode"] != steps["tsd.demo.decode"]
+	})
+	slurmWaitStatus(t, d, func(s snapshot.Snapshot) bool {
+		r := slurmRole(s, "decode")
+		return r != nil && r.RanksRegistered == 2 && r.Restarts == 1 && r.SlurmStep == steps2["tsd.demo.decode"] && len(r.SlurmGPUs) == 2
+	})
+	slurmChat(t, d, base)
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.wait()
+	// srun is gone once tsd is; Slurm may list the step a moment longer
+	// while it completes on both nodes.
+	waitSteps(t, conf, job, 7*time.Second, "no step left after tsd stopped", func(s map[string]string) bool { return len(s) == 0 })
+}
+
+// slurmWaitStatus asks `tsd status --json NAME` (other engineers' and
+// tests' deployments may be running beside this one) until cond holds,
+// for up to 30 s.
+func slurmWaitStatus(t *testing.T, d *deployment, cond func(snapshot.Snapshot) bool) snapshot.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		out, err := d.ctl("status", "--json", testDeploymentName(t))
+		var s snapshot.Snapshot
+		if jerr := json.Unmarshal([]byte(out), &s); jerr != nil {
+			t.Fatalf("tsd status --json: %v %v\n%s", err, jerr, out)
+		}
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never matched; last: %+v\noutput:\n%s", s, d.output())
+		}
+		select {
+		case <-tick.C:
+		case <-d.done:
+			t.Fatalf("tsd exited (%v) before its status matched; output:\n%s", d.err, d.output())
+		}
+	}
+}
+
+// procsWithArgs lists the processes whose argv holds each flag followed
+// by its value (flag, value, flag, value, …).
+func procsWithArgs(pairs ...string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		all := true
+		for i := 0; i+1 < len(pairs) && all; i += 2 {
+			found := false
+			for k := 0; k+1 < len(argv); k++ {
+				found = found || argv[k] == pairs[i] && argv[k+1] == pairs[i+1]
+			}
+			all = found
+		}
+		if all {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -279,6 +279,10 @@ func (c upCmd) runSupervisor() error {
 	if gw == nil {
 		tester.gatewayURL = ""
 	}
+	var steps *slurmSteps // what each Slurm role's step got (cmd/tsd/slurm.go)
+	if plan.Launcher == profiles.LauncherSlurm {
+		steps = newSlurmSteps(plan)
+	}
 	opts := supervisor.Options{
 		Plan:        plan,
 		Gateway:     gw,
@@ -286,7 +290,7 @@ func (c upCmd) runSupervisor() error {
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
-		Telemetry:   &telemetryDecorator{t: tel, plan: plan},
+		Telemetry:   &telemetryDecorator{t: tel, plan: plan, steps: steps},
 		OnEvent:     out.event,
 		TestRequest: tester.TestRequest,
 	}
@@ -318,6 +322,7 @@ func (c upCmd) runSupervisor() error {
 	defer stopRun()
 	if plan.Launcher == profiles.LauncherSlurm {
 		go watchSlurmJob(runCtx, plan.SlurmJob, stopRun)
+		go steps.run(runCtx)
 	}
 	go func() {
 		n := 0
@@ -758,19 +763,24 @@ type telemetryDecorator struct {
 	t     *telemetry.Telemetry
 	plan  *profiles.Plan
 	roles []telemetry.RoleInfo
+	steps *slurmSteps // nil unless --launcher slurm
 }
 
 func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
-	for _, r := range s.Roles {
+	steps := d.steps.get()
+	for i, r := range s.Roles {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
 		if rp, ok := d.plan.Role(r.Name); ok {
 			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
 			if rp.Launcher == profiles.LauncherSlurm {
 				// The engine runs under slurmstepd, not under this pid
-				// (srun's), and its devices are Slurm's: no readings
-				// rather than srun's CPU or someone else's GPU.
-				info.RootPID, info.CudaVisibleDevices = 0, ""
+				// (srun's): no process readings rather than srun's. Its
+				// GPUs are the ones Slurm gave the step, read on this
+				// node only when the step runs here.
+				st, have := steps[r.Name]
+				info.RootPID = 0
+				info.CudaVisibleDevices = slurmRoleView(rp, st, have, &s.Roles[i])
 			}
 		}
 		roles = append(roles, info)

@@ -21,6 +21,8 @@ type Job struct {
 	Addrs []string // each node's address (NodeAddr), same order
 	// GPUsPerNode is the GPU count each node of the job holds (0: unknown).
 	GPUsPerNode int
+	// firstHost is the first node's NodeHostName ("" when unknown).
+	firstHost string
 }
 
 // Env is the part of a step's environment tsd reads to find its job.
@@ -165,13 +167,35 @@ func ParseHostnames(out string) []string {
 
 // ParseNodeAddr finds NodeAddr= in `scontrol show node -o NAME` output;
 // "" when it is absent.
-func ParseNodeAddr(out string) string {
+func ParseNodeAddr(out string) string { return nodeField(out, "NodeAddr=") }
+
+// ParseNodeHostname finds NodeHostName= in `scontrol show node -o NAME`
+// output; "" when it is absent.
+func ParseNodeHostname(out string) string { return nodeField(out, "NodeHostName=") }
+
+func nodeField(out, key string) string {
 	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, "NodeAddr="); ok {
+		if v, ok := strings.CutPrefix(f, key); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// OnFirstNode reports whether host (os.Hostname) is the job's first node,
+// where tsd must run: its gateway binds there and every worker dials it.
+// True when it cannot tell (no node names).
+func OnFirstNode(job *Job, host string) bool {
+	if job == nil || len(job.Nodes) == 0 || host == "" {
+		return true
+	}
+	short := func(h string) string { h, _, _ = strings.Cut(h, "."); return h }
+	for _, n := range []string{job.Nodes[0], job.firstHost} {
+		if n != "" && (n == host || short(n) == short(host)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Step is one job step as squeue lists it.
@@ -221,8 +245,10 @@ func FindStep(steps []Step, job, name string) (Step, bool) {
 type StepSpec struct {
 	JobID string
 	Name  string // --job-name: squeue --steps shows it
-	Node  string // --nodelist; "" lets Slurm pick
-	GPUs  int    // --gres gpu:N; 0 asks for none
+	// Nodes is the --nodelist: one node, or every node of a role that
+	// spans several (one task on each); empty lets Slurm pick one.
+	Nodes []string
+	GPUs  int    // --gres gpu:N on each node; 0 asks for none
 	Time  string // --time for the step; "" inherits the job's
 }
 
@@ -233,22 +259,30 @@ func StepName(deployment, role string) string {
 }
 
 // SrunArgv is the srun command line that runs argv as one step: one task
-// on one node, only the resources it asks for (--exact), sharing the
-// node with the other roles' steps (--overlap), the whole step killed if
-// its task fails (--kill-on-bad-exit).
+// on each of its nodes, only the resources it asks for (--exact), sharing
+// the nodes with the other roles' steps (--overlap), the whole step killed
+// if a task fails (--kill-on-bad-exit). Each task starts through the step
+// shim (StepShim), which reports what Slurm gave it and, on a step of
+// several nodes, appends the task's --node-rank.
 func SrunArgv(s StepSpec, argv []string) []string {
+	n := strconv.Itoa(max(1, len(s.Nodes)))
 	out := []string{"srun", "--jobid", s.JobID, "--job-name", s.Name, "--exact", "--overlap",
-		"--nodes", "1", "--ntasks", "1", "--kill-on-bad-exit=1"}
+		"--nodes", n, "--ntasks", n}
+	if len(s.Nodes) > 1 {
+		out = append(out, "--ntasks-per-node", "1")
+	}
+	out = append(out, "--kill-on-bad-exit=1")
 	if s.GPUs > 0 {
 		out = append(out, "--gres", "gpu:"+strconv.Itoa(s.GPUs))
 	}
-	if s.Node != "" {
-		out = append(out, "--nodelist", s.Node)
+	if len(s.Nodes) > 0 {
+		out = append(out, "--nodelist", strings.Join(s.Nodes, ","))
 	}
 	if s.Time != "" {
 		out = append(out, "--time", s.Time)
 	}
 	out = append(out, "--")
+	out = append(out, StepShim(len(s.Nodes) > 1)...)
 	return append(out, argv...)
 }
 
@@ -304,11 +338,14 @@ func Detect(ctx context.Context, env Env, run Runner) (*Job, error) {
 		}
 		job.Nodes = nodes
 	}
-	for _, n := range job.Nodes {
+	for i, n := range job.Nodes {
 		addr := n
 		if out, err := run(ctx, []string{"scontrol", "show", "node", "-o", n}); err == nil {
 			if a := ParseNodeAddr(out); a != "" {
 				addr = a
+			}
+			if i == 0 {
+				job.firstHost = ParseNodeHostname(out)
 			}
 		}
 		job.Addrs = append(job.Addrs, addr)
@@ -319,34 +356,47 @@ func Detect(ctx context.Context, env Env, run Runner) (*Job, error) {
 	return job, nil
 }
 
-// Place packs role instances that name no node onto the job's nodes:
-// first fit by GPU count, in profile order, when the per-node GPU count is
-// known; every instance on the first node otherwise. fixed holds the
-// node index a role asked for, or -1. It returns the node index of each.
-func Place(gpus []int, fixed []int, nodes, perNode int) ([]int, error) {
+// Place puts each role instance on nodes of the job. gpus[i] is the GPU
+// count instance i needs on each of its nodes; fixed[i] the node indices
+// its role names (node: or nodes:), or nil to let Place pack it onto one
+// node: first fit by GPU count, in profile order, when the per-node GPU
+// count is known; the first node otherwise. It returns the node indices
+// of each instance (fixed ones as given).
+func Place(gpus []int, fixed [][]int, nodes, perNode int) ([][]int, error) {
 	used := make([]int, nodes)
-	out := make([]int, len(gpus))
-	for i, n := range fixed {
-		if n >= 0 {
-			if n >= nodes {
+	out := make([][]int, len(gpus))
+	for i, ns := range fixed {
+		for _, n := range ns {
+			if n < 0 || n >= nodes {
 				return nil, fmt.Errorf("node %d is out of range: the job has %d node(s) (0-%d)", n, nodes, nodes-1)
 			}
-			out[i] = n
 			used[n] += gpus[i]
 		}
+		if len(ns) > 0 {
+			out[i] = append([]int(nil), ns...)
+		}
 	}
-	for i, n := range fixed {
-		if n >= 0 {
+	if perNode > 0 {
+		// srun would wait for GPUs the job does not have, forever: a
+		// step over capacity is an error now, not a hang later.
+		for k, u := range used {
+			if u > perNode {
+				return nil, fmt.Errorf("the roles placed on node %d need %d GPU(s); the job has %d per node", k, u, perNode)
+			}
+		}
+	}
+	for i, ns := range fixed {
+		if len(ns) > 0 {
 			continue
 		}
-		out[i] = 0
+		out[i] = []int{0}
 		if perNode <= 0 {
 			continue
 		}
 		placed := false
 		for k := 0; k < nodes; k++ {
 			if used[k]+gpus[i] <= perNode {
-				out[i], placed = k, true
+				out[i], placed = []int{k}, true
 				used[k] += gpus[i]
 				break
 			}
@@ -359,13 +409,14 @@ func Place(gpus []int, fixed []int, nodes, perNode int) ([]int, error) {
 }
 
 // NodesNeeded is how many nodes and GPUs per node a batch job needs for
-// instances placed at the given node indices.
-func NodesNeeded(gpus, placed []int) (nodes, perNode int) {
+// instances placed at the given node indices (gpus[i] on each node of
+// placed[i]).
+func NodesNeeded(gpus []int, placed [][]int) (nodes, perNode int) {
 	per := map[int]int{}
-	for i, n := range placed {
-		per[n] += gpus[i]
-		if n+1 > nodes {
-			nodes = n + 1
+	for i, ns := range placed {
+		for _, n := range ns {
+			per[n] += gpus[i]
+			nodes = max(nodes, n+1)
 		}
 	}
 	keys := make([]int, 0, len(per))

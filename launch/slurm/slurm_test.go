@@ -68,14 +68,20 @@ func TestParseSteps(t *testing.T) {
 }
 
 func TestSrunArgv(t *testing.T) {
+	shim := "sh -c " + shimScript + " tsd-step"
+	multi := "sh -c " + shimScript + ` --node-rank "$SLURM_NODEID" tsd-step`
 	for _, c := range []struct {
 		spec StepSpec
 		want string
 	}{
-		{StepSpec{JobID: "7", Name: "tsd.d.decode", Node: "n2", GPUs: 1},
-			"srun --jobid 7 --job-name tsd.d.decode --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --gres gpu:1 --nodelist n2 -- ts serve"},
+		{StepSpec{JobID: "7", Name: "tsd.d.decode", Nodes: []string{"n2"}, GPUs: 1},
+			"srun --jobid 7 --job-name tsd.d.decode --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --gres gpu:1 --nodelist n2 -- " + shim + " ts serve"},
 		{StepSpec{JobID: "7", Name: "tsd.d.p", GPUs: 0, Time: "10"},
-			"srun --jobid 7 --job-name tsd.d.p --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --time 10 -- ts serve"},
+			"srun --jobid 7 --job-name tsd.d.p --exact --overlap --nodes 1 --ntasks 1 --kill-on-bad-exit=1 --time 10 -- " + shim + " ts serve"},
+		// A role spanning nodes: one step, one task on each node, the
+		// GPUs asked per node, each task's --node-rank from the shim.
+		{StepSpec{JobID: "7", Name: "tsd.d.big", Nodes: []string{"n1", "n2", "n3"}, GPUs: 8},
+			"srun --jobid 7 --job-name tsd.d.big --exact --overlap --nodes 3 --ntasks 3 --ntasks-per-node 1 --kill-on-bad-exit=1 --gres gpu:8 --nodelist n1,n2,n3 -- " + multi + " ts serve"},
 	} {
 		if got := strings.Join(SrunArgv(c.spec, []string{"ts", "serve"}), " "); got != c.want {
 			t.Errorf("SrunArgv(%+v) =\n%s\nwant\n%s", c.spec, got, c.want)
@@ -99,6 +105,31 @@ func TestParseScontrol(t *testing.T) {
 	}
 	if got := ParseNodeAddr("NodeName=n2"); got != "" {
 		t.Error(got)
+	}
+	if got := ParseNodeHostname(node); got != "box" {
+		t.Error(got)
+	}
+}
+
+func TestOnFirstNode(t *testing.T) {
+	job := &Job{Nodes: []string{"gpu-a01", "gpu-a02"}, firstHost: "box1.cluster"}
+	for _, c := range []struct {
+		host string
+		want bool
+	}{
+		{"gpu-a01", true},
+		{"gpu-a01.cluster.example", true},
+		{"box1", true},
+		{"gpu-a02", false},
+		{"login1", false},
+		{"", true},
+	} {
+		if got := OnFirstNode(job, c.host); got != c.want {
+			t.Errorf("OnFirstNode(%q) = %v, want %v", c.host, got, c.want)
+		}
+	}
+	if !OnFirstNode(&Job{}, "login1") {
+		t.Error("no nodes: cannot tell, so true")
 	}
 }
 
@@ -153,19 +184,35 @@ func TestDetect(t *testing.T) {
 }
 
 func TestPlace(t *testing.T) {
+	one := func(ns ...int) [][]int {
+		out := make([][]int, len(ns))
+		for i, n := range ns {
+			if n >= 0 {
+				out[i] = []int{n}
+			}
+		}
+		return out
+	}
 	for _, c := range []struct {
 		name           string
-		gpus, fixed    []int
+		gpus           []int
+		fixed          [][]int
 		nodes, perNode int
-		want           []int
+		want           [][]int
 		err            string
 	}{
-		{"fixed", []int{1, 1}, []int{0, 1}, 2, 0, []int{0, 1}, ""},
-		{"unknown capacity packs on the first node", []int{1, 1}, []int{-1, -1}, 2, 0, []int{0, 0}, ""},
-		{"first fit", []int{2, 1, 1}, []int{-1, -1, -1}, 2, 2, []int{0, 1, 1}, ""},
-		{"fixed first, then the rest fills", []int{1, 2}, []int{1, -1}, 2, 2, []int{1, 0}, ""},
-		{"out of range", []int{1}, []int{2}, 2, 0, nil, "node 2 is out of range: the job has 2 node(s)"},
-		{"too big", []int{3}, []int{-1}, 2, 2, nil, "no node of the job has that many left"},
+		{"fixed", []int{1, 1}, one(0, 1), 2, 0, one(0, 1), ""},
+		{"unknown capacity packs on the first node", []int{1, 1}, one(-1, -1), 2, 0, one(0, 0), ""},
+		{"first fit", []int{2, 1, 1}, one(-1, -1, -1), 2, 2, one(0, 1, 1), ""},
+		{"fixed first, then the rest fills", []int{1, 2}, one(1, -1), 2, 2, one(1, 0), ""},
+		{"out of range", []int{1}, one(2), 2, 0, nil, "node 2 is out of range: the job has 2 node(s)"},
+		{"too big", []int{3}, one(-1), 2, 2, nil, "no node of the job has that many left"},
+		// A role spanning nodes takes its per-node share on each; the
+		// packed ones fit around it.
+		{"spanning", []int{1, 1}, [][]int{{0, 1}, nil}, 2, 2, [][]int{{0, 1}, {0}}, ""},
+		{"spanning fills both nodes", []int{2, 1}, [][]int{{0, 1}, nil}, 3, 2, [][]int{{0, 1}, {2}}, ""},
+		{"spanning out of range", []int{1}, [][]int{{0, 3}}, 2, 0, nil, "node 3 is out of range"},
+		{"fixed over capacity", []int{2, 1}, [][]int{{0, 1}, {1}}, 2, 2, nil, "the roles placed on node 1 need 3 GPU(s); the job has 2 per node"},
 	} {
 		got, err := Place(c.gpus, c.fixed, c.nodes, c.perNode)
 		if c.err != "" {
@@ -178,7 +225,10 @@ func TestPlace(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", c.name, got, err, c.want)
 		}
 	}
-	if n, per := NodesNeeded([]int{2, 1, 1}, []int{0, 1, 1}); n != 2 || per != 2 {
+	if n, per := NodesNeeded([]int{2, 1, 1}, one(0, 1, 1)); n != 2 || per != 2 {
+		t.Error(n, per)
+	}
+	if n, per := NodesNeeded([]int{4, 1}, [][]int{{0, 1, 2}, {1}}); n != 3 || per != 5 {
 		t.Error(n, per)
 	}
 }

@@ -29,6 +29,11 @@ type StepConfig struct {
 	Signals chan os.Signal
 	// PollEvery is how often squeue is asked for the step id (default 200ms).
 	PollEvery time.Duration
+	// Info, when set, is the file RunStep keeps the step's StepInfo in:
+	// its id once squeue lists it and each task's shim report, for the
+	// daemon to show (it starts empty, so a restart never shows the old
+	// step's).
+	Info string
 }
 
 // RunStep runs srun in its own process group and turns a stop request into
@@ -64,6 +69,16 @@ func RunStep(cfg StepConfig) int {
 		diag("no srun command")
 		return 127
 	}
+	var info StepInfo
+	save := func() {
+		if cfg.Info == "" {
+			return
+		}
+		if err := WriteStepInfo(cfg.Info, info); err != nil {
+			diag("%v", err)
+		}
+	}
+	save() // before srun: the previous step's info is gone before this one exists
 	// When tsd dies, the pipe our output goes to loses its reader. srun
 	// writing there would die of SIGPIPE and leave its step running, so
 	// srun writes to our pipe, we relay, and a broken stdout only costs
@@ -86,10 +101,12 @@ func RunStep(cfg StepConfig) int {
 	outW.Close()
 	relayed := make(chan struct{})
 	var cancelled atomic.Bool
+	tasks := make(chan Task, 64)
 	go func() {
 		defer close(relayed)
 		buf := make([]byte, 64<<10)
 		var tail []byte // a marker may straddle two reads
+		var lines taskLines
 		for {
 			n, err := outR.Read(buf)
 			if n > 0 {
@@ -100,6 +117,14 @@ func RunStep(cfg StepConfig) int {
 				}
 				if len(tail) > len(cancelledMark) {
 					tail = append(tail[:0], tail[len(tail)-len(cancelledMark):]...)
+				}
+				if cfg.Info != "" {
+					for _, t := range lines.feed(buf[:n]) {
+						select {
+						case tasks <- t:
+						default: // a step has one task per node: this many means a flood, not news
+						}
+					}
 				}
 			}
 			if err != nil {
@@ -139,6 +164,9 @@ func RunStep(cfg StepConfig) int {
 	step := ""
 	for {
 		select {
+		case t := <-tasks:
+			info.addTask(t)
+			save()
 		case code := <-done:
 			if code == 0 && cancelled.Load() {
 				// The engine obeyed the TERM of a scancel, the job's end
@@ -150,6 +178,8 @@ func RunStep(cfg StepConfig) int {
 			return code
 		case step = <-stepC:
 			diag("step %s is %s", step, cfg.Name)
+			info.Step = step
+			save()
 		case sig := <-sigs:
 			return stop(cfg, diag, cmd, done, step, sig)
 		}
@@ -191,6 +221,42 @@ func stop(cfg StepConfig, diag func(string, ...any), cmd *exec.Cmd, done <-chan 
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return <-done
 }
+
+// taskLines finds the step shim's TaskMark lines in relayed output.
+type taskLines struct{ line []byte }
+
+// maxTaskLine bounds a line kept while looking for the mark: the shim's
+// line is short, an engine's log line may be anything.
+const maxTaskLine = 4096
+
+func (l *taskLines) feed(b []byte) []Task {
+	var out []Task
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i]
+		}
+		if len(l.line)+len(chunk) <= maxTaskLine {
+			l.line = append(l.line, chunk...)
+		} else {
+			l.line = append(l.line[:0], "overlong"...) // not the shim's: drop it
+		}
+		if i < 0 {
+			break
+		}
+		if bytes.Contains(l.line, taskMark) { // most lines are the engine's: no string for them
+			if t, ok := ParseTaskLine(string(l.line)); ok {
+				out = append(out, t)
+			}
+		}
+		l.line = l.line[:0]
+		b = b[i+1:]
+	}
+	return out
+}
+
+var taskMark = []byte(TaskMark)
 
 // cancelledMark is what slurmstepd prints when a step is cancelled
 // ("*** STEP 12.3 ON n2 CANCELLED AT ... ***"), relayed by srun.

@@ -149,3 +149,43 @@ func TestRunStepCancelledBySlurm(t *testing.T) {
 		t.Fatalf("exit code %d, want 143", code)
 	}
 }
+
+// RunStep keeps the step's id and its tasks' shim reports in the info
+// file, starting from an empty one (a restarted role never shows the
+// step it replaced).
+func TestRunStepInfo(t *testing.T) {
+	dir := t.TempDir()
+	info := filepath.Join(dir, "decode.slurm.json")
+	if err := WriteStepInfo(info, StepInfo{Step: "3.1", Tasks: []Task{{Node: "old", GPUs: []string{"7"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSlurm{pidFile: filepath.Join(dir, "pid")}
+	sigs := make(chan os.Signal, 1)
+	done := make(chan int, 1)
+	out := &syncBuf{}
+	script := "echo $$ > " + f.pidFile + "; echo 'tsd-step: node=n2 rank=0 step_gpus=2,3 cuda_visible_devices=0,1'; trap 'exit 0' TERM; while :; do sleep 0.05; done"
+	go func() {
+		done <- RunStep(StepConfig{JobID: "3", Name: "tsd.d.decode", Grace: time.Second, Run: f.run, Signals: sigs, Info: info,
+			Srun: []string{"sh", "-c", script}, Diag: out, Out: out, PollEvery: 10 * time.Millisecond})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := ReadStepInfo(info)
+		if err == nil && got.Step == "3.4" && len(got.Tasks) == 1 {
+			if g := got.GPUList(); len(g) != 2 || g[0] != "n2:2" || g[1] != "n2:3" {
+				t.Fatalf("gpus %v", g)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("info never complete: %+v %v", got, err)
+		}
+		<-tick.C
+	}
+	sigs <- syscall.SIGTERM
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
