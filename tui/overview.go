@@ -479,7 +479,9 @@ func (p *overviewPage) columns() []column {
 		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return r.Kind, plain
 		}},
-		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 4, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+		// Which GPUs a role holds outranks its traffic figures, so the
+		// gateway's per-role columns never push it off a 120-column screen.
+		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 3, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return gpuText(&p.m.snap, r), plain
 		}},
 		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
