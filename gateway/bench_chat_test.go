@@ -17,9 +17,9 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/tsd-project/tsd/gateway/gen"
-	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 )
 
