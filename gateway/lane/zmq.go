@@ -11,6 +11,7 @@ package lane
 // Liveness is therefore ours, not the library's.
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -416,8 +417,9 @@ type trackedConn struct {
 	sock *zsock
 	p    zmtpParser
 
-	replay     []byte // read by the gate, not yet by zmq4 (single reader)
-	swallow    []byte // our greeting, which zmq4 writes again
+	replay     []byte        // read by the gate, not yet by zmq4 (single reader)
+	br         *bufio.Reader // zmq4's reads, after replay (single reader)
+	swallow    []byte        // our greeting, which zmq4 writes again
 	firstMsg   atomic.Bool
 	firstTimer atomic.Pointer[time.Timer]
 
@@ -425,12 +427,37 @@ type trackedConn struct {
 	downOnce sync.Once
 }
 
+// connReadBuf is the read buffer of one lane connection: a 512-rid decode
+// step's output batch (about 20 KB, bench/results.md LanePull) fits whole.
+const connReadBuf = 64 << 10
+
 func (c *trackedConn) Read(b []byte) (int, error) {
 	if len(c.replay) > 0 {
 		n := copy(b, c.replay)
 		c.replay = c.replay[n:]
 		return n, nil
 	}
+	// zmq4 reads each frame as a 2-byte header and then its body, each
+	// with its own read: two syscalls per output message. Buffered, one
+	// read brings in a message, or every message queued, at once.
+	if c.br == nil {
+		c.br = bufio.NewReaderSize(rawConnReader{c}, connReadBuf)
+	}
+	n, err := c.br.Read(b)
+	if err != nil {
+		// Only once zmq4 has read every message buffered before it.
+		c.down()
+	}
+	return n, err
+}
+
+// rawConnReader is the connection's unbuffered read, where the watcher
+// sees every byte as it arrives.
+type rawConnReader struct{ c *trackedConn }
+
+func (r rawConnReader) Read(b []byte) (int, error) { return r.c.readRaw(b) }
+
+func (c *trackedConn) readRaw(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		// The watcher runs in zmq4's per-connection reader goroutine, which
@@ -452,9 +479,6 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 				t.Stop()
 			}
 		}
-	}
-	if err != nil {
-		c.down()
 	}
 	return n, err
 }
