@@ -66,6 +66,14 @@ func (e *chatChunkEnc) finish(index int, reason string, matched any) []byte {
 	b := e.start(index)
 	b = append(b, `,"delta":{},"logprobs":null,"finish_reason":`...)
 	b = appendJSONString(b, reason)
+	b = appendMatched(b, matched)
+	b = append(b, "}]}\n\n"...)
+	return e.end(b)
+}
+
+// appendMatched appends `,"matched_stop":…` for a matched stop other than
+// nil, as the omitempty struct field did.
+func appendMatched(b []byte, matched any) []byte {
 	switch m := matched.(type) {
 	case nil:
 	case string:
@@ -80,8 +88,50 @@ func (e *chatChunkEnc) finish(index int, reason string, matched any) []byte {
 			b = append(b, mb...)
 		}
 	}
+	return b
+}
+
+// completionChunkEnc is chatChunkEnc for /v1/completions streams: the
+// same prefix trick, exactly json.Marshal's bytes of the
+// completionResponse chunk it replaces.
+type completionChunkEnc struct {
+	prefix []byte // `data: {"id":…,"object":"text_completion",…,"choices":[{"index":`
+	buf    []byte
+}
+
+func newCompletionChunkEnc(id string, created int64, model string) *completionChunkEnc {
+	p := make([]byte, 0, 128+len(id)+len(model))
+	p = append(p, `data: {"id":`...)
+	p = appendJSONString(p, id)
+	p = append(p, `,"object":"text_completion","created":`...)
+	p = strconv.AppendInt(p, created, 10)
+	p = append(p, `,"model":`...)
+	p = appendJSONString(p, model)
+	p = append(p, `,"choices":[{"index":`...)
+	return &completionChunkEnc{prefix: p, buf: make([]byte, 0, 512)}
+}
+
+// text is a chunk carrying text and no logprobs.
+func (e *completionChunkEnc) text(index int, text string) []byte {
+	b := append(e.buf[:0], e.prefix...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"text":`...)
+	b = appendJSONString(b, text)
+	b = append(b, `,"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	e.buf = b
+	return b
+}
+
+// finish is a choice's last chunk: no text, the reason, the matched stop.
+func (e *completionChunkEnc) finish(index int, reason string, matched any) []byte {
+	b := append(e.buf[:0], e.prefix...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"text":"","logprobs":null,"finish_reason":`...)
+	b = appendJSONString(b, reason)
+	b = appendMatched(b, matched)
 	b = append(b, "}]}\n\n"...)
-	return e.end(b)
+	e.buf = b
+	return b
 }
 
 // write sends one encoded event (data: …\n\n) without flushing: events that

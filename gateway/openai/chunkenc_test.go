@@ -126,3 +126,38 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 	})
 }
+
+// The completions encoder's events are json.Marshal's bytes of the
+// completionResponse chunks streamCompletions used to send.
+func TestCompletionChunkEncMatchesMarshal(t *testing.T) {
+	for _, meta := range []struct {
+		id, model string
+		created   int64
+	}{
+		{"cmpl-0123456789abcdef01234567", "fake", 1764547200},
+		{"", "m\u2028\"<odel>\xff", -5},
+	} {
+		enc := newCompletionChunkEnc(meta.id, meta.created, meta.model)
+		chunk := func(c completionChoice) completionResponse {
+			return completionResponse{ID: meta.id, Object: "text_completion", Created: meta.created, Model: meta.model, Choices: []completionChoice{c}}
+		}
+		for _, index := range []int{0, 3, 250} {
+			for _, text := range jsonTexts() {
+				if got, want := string(enc.text(index, text)), marshalEvent(t, chunk(completionChoice{Index: index, Text: text})); got != want {
+					t.Fatalf("text %q: got %s, want %s", text, got, want)
+				}
+			}
+			for _, matched := range []any{nil, "</s>", "a\"<b>", int32(151645), int64(7), []int{1}} {
+				f := "stop"
+				if got, want := string(enc.finish(index, f, matched)), marshalEvent(t, chunk(completionChoice{Index: index, FinishReason: &f, MatchedStop: matched})); got != want {
+					t.Fatalf("finish %v: got %s, want %s", matched, got, want)
+				}
+			}
+		}
+	}
+	enc := newCompletionChunkEnc("cmpl-x", 1, "fake")
+	enc.text(0, strings.Repeat("x", 100))
+	if n := testing.AllocsPerRun(1000, func() { _ = enc.text(0, "hello <world>"); _ = enc.finish(0, "length", nil) }); n != 0 {
+		t.Fatalf("%v allocations per chunk, want 0", n)
+	}
+}
