@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"runtime"
 	"strings"
 	"sync"
@@ -114,6 +117,9 @@ func benchChatSSE(b *testing.B, conc int) {
 					return
 				}
 				n, err := c.stream()
+				if err == nil && n != tokens {
+					err = fmt.Errorf("stream of %d content chunks, want %d", n, tokens)
+				}
 				if err != nil {
 					b.Error(err)
 					return
@@ -215,6 +221,7 @@ func serveStepped(r *rawRank, tokens int) {
 type sseClient struct {
 	conn net.Conn
 	br   *bufio.Reader
+	body *bufio.Reader // the decoded body, reused
 	req  []byte
 }
 
@@ -232,9 +239,10 @@ var (
 )
 
 // stream sends the request and reads the chunked SSE answer up to
-// [DONE], counting chunks whose delta carries content. It reads the
-// transfer chunking itself: the server writes one chunk per flush, each
-// a whole number of SSE events.
+// [DONE], counting chunks whose delta carries content. The transfer
+// chunking is decoded first: the server coalesces events that are ready
+// together, and a burst larger than its write buffer is split into
+// chunks anywhere, mid-line too.
 func (c *sseClient) stream() (int, error) {
 	if _, err := c.conn.Write(c.req); err != nil {
 		return 0, err
@@ -256,27 +264,30 @@ func (c *sseClient) stream() (int, error) {
 			break
 		}
 	}
-	n := 0
+	if c.body == nil {
+		c.body = bufio.NewReaderSize(nil, 64<<10)
+	}
+	c.body.Reset(httputil.NewChunkedReader(c.br))
+	n, done := 0, false
 	for {
-		line, err = c.br.ReadSlice('\n')
+		line, err = c.body.ReadSlice('\n')
+		if err == io.EOF && len(line) == 0 {
+			break
+		}
 		if err != nil {
 			return n, err
 		}
-		if bytes.HasPrefix(line, dataDone) {
-			// The terminating zero chunk follows.
-			for {
-				line, err = c.br.ReadSlice('\n')
-				if err != nil {
-					return n, err
-				}
-				if string(line) == "0\r\n" {
-					_, err = c.br.ReadSlice('\n')
-					return n, err
-				}
-			}
-		}
-		if bytes.HasPrefix(line, []byte("data: ")) && bytes.Contains(line, dataContent) && !bytes.Contains(line, []byte(`"content":""`)) {
+		switch {
+		case bytes.HasPrefix(line, dataDone):
+			done = true
+		case bytes.HasPrefix(line, []byte("data: ")) && bytes.Contains(line, dataContent) && !bytes.Contains(line, []byte(`"content":""`)):
 			n++
 		}
 	}
+	if !done {
+		return n, errors.New("stream ended without [DONE]")
+	}
+	// The CRLF after the last (empty) chunk.
+	_, err = c.br.ReadSlice('\n')
+	return n, err
 }
