@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,9 @@ func benchChatSSE(b *testing.B, conc int) {
 			b.Fatalf("warm-up stream: %d content chunks, %v", n, err)
 		}
 	}
+	for _, c := range clients {
+		c.ttfts = make([]time.Duration, 0, 2*b.N/conc+16)
+	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	b.ResetTimer()
@@ -137,6 +141,15 @@ func benchChatSSE(b *testing.B, conc int) {
 	if nt == 0 {
 		b.Fatal("no tokens streamed")
 	}
+	var ttfts []time.Duration
+	for _, c := range clients {
+		ttfts = append(ttfts, c.ttfts...)
+	}
+	slices.Sort(ttfts)
+	// Time to first token as the client sees it: at C=1 this is what the
+	// gateway adds (the in-process ranks answer at once), the HTTP
+	// round trip included.
+	b.ReportMetric(float64(ttfts[len(ttfts)/2].Microseconds()), "ttft-p50-µs")
 	b.ReportMetric(nt/el.Seconds(), "tok/s")
 	b.ReportMetric(float64(cpu.Microseconds())/nt, "cpu-µs/token")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/nt, "allocs/token")
@@ -219,10 +232,11 @@ func serveStepped(r *rawRank, tokens int) {
 // sseClient is one keep-alive connection that sends the same request and
 // counts the content chunks of the answer.
 type sseClient struct {
-	conn net.Conn
-	br   *bufio.Reader
-	body *bufio.Reader // the decoded body, reused
-	req  []byte
+	conn  net.Conn
+	br    *bufio.Reader
+	body  *bufio.Reader   // the decoded body, reused
+	ttfts []time.Duration // request written → first content chunk read, per stream
+	req   []byte
 }
 
 func dialSSE(addr, req string) (*sseClient, error) {
@@ -244,6 +258,7 @@ var (
 // together, and a burst larger than its write buffer is split into
 // chunks anywhere, mid-line too.
 func (c *sseClient) stream() (int, error) {
+	start := time.Now()
 	if _, err := c.conn.Write(c.req); err != nil {
 		return 0, err
 	}
@@ -281,6 +296,9 @@ func (c *sseClient) stream() (int, error) {
 		case bytes.HasPrefix(line, dataDone):
 			done = true
 		case bytes.HasPrefix(line, []byte("data: ")) && bytes.Contains(line, dataContent) && !bytes.Contains(line, []byte(`"content":""`)):
+			if n == 0 {
+				c.ttfts = append(c.ttfts, time.Since(start))
+			}
 			n++
 		}
 	}
