@@ -420,6 +420,8 @@ type trackedConn struct {
 	replay     []byte        // read by the gate, not yet by zmq4 (single reader)
 	br         *bufio.Reader // zmq4's reads, after replay (single reader)
 	swallow    []byte        // our greeting, which zmq4 writes again
+	wbuf       []byte        // an outgoing message's bytes until its last frame (writeFramed)
+	wframes    frameEnds     // where outgoing messages end
 	firstMsg   atomic.Bool
 	firstTimer atomic.Pointer[time.Timer]
 
@@ -495,8 +497,38 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 		if k == len(b) {
 			return k, nil
 		}
-		n, err := c.write(b[k:])
+		n, err := c.writeFramed(b[k:])
 		return k + n, err
+	}
+	return c.writeFramed(b)
+}
+
+// writeFramed holds the bytes of an outgoing message until its last frame
+// is complete, then writes them in one syscall (zmq4 writes each frame's
+// header and body separately). Only zmq4's sending goroutine for this
+// connection writes (single writer).
+func (c *trackedConn) writeFramed(b []byte) (int, error) {
+	ended := c.wframes.feed(b)
+	if !ended && len(c.wbuf)+len(b) <= wbufMax {
+		c.wbuf = append(c.wbuf, b...)
+		return len(b), nil
+	}
+	if len(c.wbuf) == 0 {
+		return c.write(b)
+	}
+	if len(c.wbuf)+len(b) <= wbufMax {
+		c.wbuf = append(c.wbuf, b...)
+		_, err := c.write(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		if err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	_, err := c.write(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	if err != nil {
+		return 0, err
 	}
 	return c.write(b)
 }
