@@ -81,6 +81,29 @@ func (s *SSE) Event(name string, data []byte) bool {
 	return true
 }
 
+// Write writes one event already framed ("data: ...\n\n", e.g. from an
+// allocation-free chunk encoder) without flushing: a burst of events
+// ready at once costs one flush (Flush), not one each.
+func (s *SSE) Write(event []byte) bool {
+	if s.failed {
+		return false
+	}
+	s.Start()
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if _, err := s.w.Write(event); err != nil {
+		s.failed = true
+		return false
+	}
+	return true
+}
+
+// Flush pushes what Write left buffered to the client.
+func (s *SSE) Flush() {
+	if !s.failed && s.started && s.f != nil {
+		s.f.Flush()
+	}
+}
+
 // Fail ends a stream on an error: a plain error response while nothing
 // was sent yet, else an error event (the one error shape) after the
 // events already out.

@@ -15,6 +15,7 @@ type Stream struct {
 
 	mu    sync.Mutex
 	items []Output
+	head  int // next item to return
 	err   error
 	ended bool // terminal output queued, or failed
 	wake  chan struct{}
@@ -62,10 +63,17 @@ func (s *Stream) fail(err error) {
 func (s *Stream) Recv(ctx context.Context) (Output, error) {
 	for {
 		s.mu.Lock()
-		if len(s.items) > 0 {
-			o := s.items[0]
-			s.items[0] = Output{}
-			s.items = s.items[1:]
+		if s.head < len(s.items) {
+			// A head index instead of reslicing from the front: that
+			// shrinks the array's capacity, and the next deliver would
+			// allocate a new one (an allocation per token when the reader
+			// keeps up). Drained, the queue starts again at the front.
+			o := s.items[s.head]
+			s.items[s.head] = Output{}
+			s.head++
+			if s.head == len(s.items) {
+				s.items, s.head = s.items[:0], 0
+			}
 			s.mu.Unlock()
 			return o, nil
 		}

@@ -11,6 +11,7 @@ package lane
 // Liveness is therefore ours, not the library's.
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -416,8 +417,11 @@ type trackedConn struct {
 	sock *zsock
 	p    zmtpParser
 
-	replay     []byte // read by the gate, not yet by zmq4 (single reader)
-	swallow    []byte // our greeting, which zmq4 writes again
+	replay     []byte        // read by the gate, not yet by zmq4 (single reader)
+	br         *bufio.Reader // zmq4's reads, after replay (single reader)
+	swallow    []byte        // our greeting, which zmq4 writes again
+	wbuf       []byte        // an outgoing message's bytes until its last frame (writeFramed)
+	wframes    frameEnds     // where outgoing messages end
 	firstMsg   atomic.Bool
 	firstTimer atomic.Pointer[time.Timer]
 
@@ -425,12 +429,37 @@ type trackedConn struct {
 	downOnce sync.Once
 }
 
+// connReadBuf is the read buffer of one lane connection: a 512-rid decode
+// step's output batch (about 20 KB, bench/results.md LanePull) fits whole.
+const connReadBuf = 64 << 10
+
 func (c *trackedConn) Read(b []byte) (int, error) {
 	if len(c.replay) > 0 {
 		n := copy(b, c.replay)
 		c.replay = c.replay[n:]
 		return n, nil
 	}
+	// zmq4 reads each frame as a 2-byte header and then its body, each
+	// with its own read: two syscalls per output message. Buffered, one
+	// read brings in a message, or every message queued, at once.
+	if c.br == nil {
+		c.br = bufio.NewReaderSize(rawConnReader{c}, connReadBuf)
+	}
+	n, err := c.br.Read(b)
+	if err != nil {
+		// Only once zmq4 has read every message buffered before it.
+		c.down()
+	}
+	return n, err
+}
+
+// rawConnReader is the connection's unbuffered read, where the watcher
+// sees every byte as it arrives.
+type rawConnReader struct{ c *trackedConn }
+
+func (r rawConnReader) Read(b []byte) (int, error) { return r.c.readRaw(b) }
+
+func (c *trackedConn) readRaw(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		// The watcher runs in zmq4's per-connection reader goroutine, which
@@ -453,9 +482,6 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 			}
 		}
 	}
-	if err != nil {
-		c.down()
-	}
 	return n, err
 }
 
@@ -471,8 +497,38 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 		if k == len(b) {
 			return k, nil
 		}
-		n, err := c.write(b[k:])
+		n, err := c.writeFramed(b[k:])
 		return k + n, err
+	}
+	return c.writeFramed(b)
+}
+
+// writeFramed holds the bytes of an outgoing message until its last frame
+// is complete, then writes them in one syscall (zmq4 writes each frame's
+// header and body separately). Only zmq4's sending goroutine for this
+// connection writes (single writer).
+func (c *trackedConn) writeFramed(b []byte) (int, error) {
+	ended := c.wframes.feed(b)
+	if !ended && len(c.wbuf)+len(b) <= wbufMax {
+		c.wbuf = append(c.wbuf, b...)
+		return len(b), nil
+	}
+	if len(c.wbuf) == 0 {
+		return c.write(b)
+	}
+	if len(c.wbuf)+len(b) <= wbufMax {
+		c.wbuf = append(c.wbuf, b...)
+		_, err := c.write(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		if err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	_, err := c.write(c.wbuf)
+	c.wbuf = c.wbuf[:0]
+	if err != nil {
+		return 0, err
 	}
 	return c.write(b)
 }

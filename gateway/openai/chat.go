@@ -319,6 +319,7 @@ type chatChunk struct {
 
 func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, pieces <-chan piece) {
 	out := newSSE(w)
+	enc := newChatChunkEnc(id, created, p.model)
 	chunk := func(c chunkChoice) chatChunk {
 		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{c}}
 	}
@@ -336,10 +337,12 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 			out.fail(pc.err)
 			continue
 		}
+		// Events go out through enc (no json.Marshal, no allocation) and
+		// unflushed; one flush covers every piece already waiting, so a
+		// burst of tokens costs one write, not one per token.
 		if !roleSent[pc.index] {
 			roleSent[pc.index] = true
-			empty := ""
-			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{Role: "assistant", Content: &empty}}))
+			out.write(enc.role(pc.index))
 		}
 		rp := replies[pc.index]
 		if rp == nil && ag.active {
@@ -369,18 +372,28 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 				out.send(chunk(c))
 			}
 		} else if pc.text != "" || len(pc.logprobs) > 0 {
-			text := pc.text
-			c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
 			if p.logprobs {
+				text := pc.text
+				c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
 				c.Logprobs = s.chatLogprobs(pc.logprobs, p.topLogprobs)
+				out.send(chunk(c))
+			} else {
+				out.write(enc.content(pc.index, pc.text))
 			}
-			out.send(chunk(c))
 		}
 		if pc.finish != "" {
-			f := rp.finishReason(pc.finish)
-			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
+			if rp != nil {
+				// A parsed reply may end in tool_calls (tools.go).
+				f := rp.finishReason(pc.finish)
+				out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
+			} else {
+				out.write(enc.finish(pc.index, pc.finish, pc.matched))
+			}
 			u.CompletionTokens += pc.completion
 			u.PromptTokens = pc.prompt
+		}
+		if len(pieces) == 0 {
+			out.flush()
 		}
 		if out.failed {
 			// Client went away: abort every sample.

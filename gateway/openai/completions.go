@@ -218,6 +218,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, total int, pieces <-chan piece, echo func(int) string, promptOf func(int) int) {
 	out := newSSE(w)
+	enc := newCompletionChunkEnc(id, created, p.model)
 	chunk := func(c completionChoice) completionResponse {
 		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{c}}
 	}
@@ -241,22 +242,28 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 			started[pc.index] = true
 			text = echo(pc.index) + text
 		}
+		// As in streamChat: encoded without json.Marshal, flushed once
+		// for every piece already waiting.
 		if text != "" || len(pc.logprobs) > 0 {
-			c := completionChoice{Index: pc.index, Text: text}
 			if p.logprobs {
+				c := completionChoice{Index: pc.index, Text: text}
 				c.Logprobs = s.completionLogprobs(pc.logprobs, p.topLogprobs, offsets[pc.index])
+				out.send(chunk(c))
+			} else {
+				out.write(enc.text(pc.index, text))
 			}
 			offsets[pc.index] += len(text)
-			out.send(chunk(c))
 		}
 		if pc.finish != "" {
-			f := pc.finish
-			out.send(chunk(completionChoice{Index: pc.index, FinishReason: &f, MatchedStop: pc.matched}))
+			out.write(enc.finish(pc.index, pc.finish, pc.matched))
 			u.CompletionTokens += pc.completion
 			if g := promptOf(pc.index); !seenPrompt[g] {
 				seenPrompt[g] = true
 				u.PromptTokens += pc.prompt
 			}
+		}
+		if len(pieces) == 0 {
+			out.flush()
 		}
 		if out.failed {
 			cancel()

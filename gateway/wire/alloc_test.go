@@ -51,3 +51,43 @@ func TestHostileLengthsDoNotAllocate(t *testing.T) {
 		t.Fatalf("hostile lengths allocated %d bytes", d)
 	}
 }
+
+// Decoding an output batch costs a fixed handful of allocations per
+// message, however many rids it carries (a decode step's 512): the token
+// path's cost per token must not grow with per-rid allocations. Not
+// parallel: AllocsPerRun reads global memstats.
+func TestDecodeOutputAllocsPerMessage(t *testing.T) {
+	batch := func(n int) []byte {
+		o := OutputBatch{}
+		for i := range n {
+			fin := FinishRunning
+			if i%7 == 0 {
+				fin = FinishLength
+			}
+			o.RIDs = append(o.RIDs, "rid-"+string(rune('a'+i%26))+"-0123456789")
+			o.OutputIDs = append(o.OutputIDs, []int32{int32(i)})
+			o.FinishedReasons = append(o.FinishedReasons, fin)
+			o.PromptTokens = append(o.PromptTokens, 32)
+			o.CompletionTokens = append(o.CompletionTokens, i)
+			o.CachedTokens = append(o.CachedTokens, 0)
+		}
+		b, err := EncodeOutput(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, n := range []int{1, 64, 512} {
+		b := batch(n)
+		allocs := testing.AllocsPerRun(200, func() {
+			if _, err := DecodeAnyOutput(b); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// rids (2: bytes and headers), token column (2: headers and one
+		// backing), reasons, counts: 6.
+		if allocs > 6 {
+			t.Errorf("rids=%d: %v allocations per message, want at most 6", n, allocs)
+		}
+	}
+}

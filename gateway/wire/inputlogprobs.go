@@ -163,11 +163,11 @@ func DecodeAnyOutputFrames(frames [][]byte) (AnyOutput, error) {
 // DecodeAnyOutput decodes one output batch frame (not the sentinel) in
 // either variant; see DecodeAnyOutputFrames.
 func DecodeAnyOutput(frame []byte) (AnyOutput, error) {
-	tag, err := PeekTag(frame)
+	full, err := peekTagIs(frame, TagOutputFull)
 	if err != nil {
 		return AnyOutput{}, fmt.Errorf("decode output: %w", err)
 	}
-	if tag != TagOutputFull {
+	if !full {
 		o, err := DecodeOutput(frame)
 		if err != nil {
 			return AnyOutput{}, fmt.Errorf("decode output: %w", err)

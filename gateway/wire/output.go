@@ -157,7 +157,9 @@ func (r *reader) readTokenColumn() ([][]int32, error) {
 			return nil, at(index(i), err)
 		}
 		if cap(backing)-len(backing) < m || backing == nil {
-			backing = make([]int32, 0, max(m, 2*cap(backing), 64))
+			// At least a token for each rid still to read (a decode
+			// step's shape): one allocation for the whole column.
+			backing = make([]int32, 0, max(m, 2*cap(backing), n-i, 64))
 		}
 		lo := len(backing)
 		for j := 0; j < m; j++ {
@@ -235,6 +237,7 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 		return o, fmt.Errorf("array of %d elements, want at least %d", n, OutputLenLegacy)
 	}
 	o.WireLen = n
+	var ints []int
 	for i := 1; i < n; i++ {
 		var err error
 		switch i {
@@ -243,13 +246,21 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 		case 2:
 			o.OutputIDs, err = r.readTokenColumn()
 		case 3:
-			o.FinishedReasons, err = r.readStrArray()
-		case 4:
-			o.PromptTokens, err = r.readIntColumn()
-		case 5:
-			o.CompletionTokens, err = r.readIntColumn()
-		case 6:
-			o.CachedTokens, err = r.readIntColumn()
+			o.FinishedReasons, err = r.readReasons()
+		case 4, 5, 6:
+			// The three count columns share one backing array (one
+			// allocation per message, not three).
+			var col []int
+			if col, err = r.readIntColumnInto(&ints); err == nil {
+				switch i {
+				case 4:
+					o.PromptTokens = col
+				case 5:
+					o.CompletionTokens = col
+				default:
+					o.CachedTokens = col
+				}
+			}
 		case 7:
 			o.OutputTokenLogprobsVal, err = r.readFloatColumn()
 		case 8:
@@ -274,6 +285,64 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 }
 
 // readStrArray reads a required array of str (nil is an error).
+// readIntColumnInto reads an int column into the free tail of *backing,
+// growing it for this and (by a guess of the same length) two more
+// columns.
+func (r *reader) readIntColumnInto(backing *[]int) ([]int, error) {
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	b := *backing
+	if cap(b)-len(b) < n {
+		b = make([]int, 0, 3*n)
+	}
+	lo := len(b)
+	for i := 0; i < n; i++ {
+		v, err := r.readIntN()
+		if err != nil {
+			return nil, at(index(i), err)
+		}
+		b = append(b, v)
+	}
+	*backing = b
+	return b[lo:len(b):len(b)], nil
+}
+
+// readReasons reads finished_reasons. Nearly every entry is one of the
+// known reasons (most "", running); those are the constants, not copies,
+// so a message whose reasons are all known allocates only the slice.
+func (r *reader) readReasons() ([]string, error) {
+	if r.nextNil() {
+		return nil, typeError{"array", "nil"}
+	}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return nil, err
+	}
+	ss := make([]string, n)
+	for i := range ss {
+		h, err := r.strSpan()
+		if err != nil {
+			return nil, at(index(i), err)
+		}
+		switch b := r.b[h:r.off]; string(b) {
+		case FinishRunning:
+		case FinishStop:
+			ss[i] = FinishStop
+		case FinishLength:
+			ss[i] = FinishLength
+		case FinishAbort:
+			ss[i] = FinishAbort
+		case FinishError:
+			ss[i] = FinishError
+		default:
+			ss[i] = string(b)
+		}
+	}
+	return ss, nil
+}
+
 func (r *reader) readStrArray() ([]string, error) {
 	if r.nextNil() {
 		return nil, typeError{"array", "nil"}

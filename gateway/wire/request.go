@@ -352,14 +352,34 @@ func (r *reader) readTag(want string) (int, error) {
 	if n == 0 {
 		return 0, errors.New("empty array, want tagged struct")
 	}
-	tag, err := r.readStr()
+	// Compared in place: the tag string is only built for the error (one
+	// allocation fewer per output message on the token path).
+	s, err := r.strSpan()
 	if err != nil {
 		return 0, at(field(0, "tag"), err)
 	}
-	if tag != want {
-		return 0, fmt.Errorf("tag %q, want %q", tag, want)
+	if string(r.b[s:r.off]) != want {
+		return 0, fmt.Errorf("tag %q, want %q", r.b[s:r.off], want)
 	}
 	return n, nil
+}
+
+// peekTagIs reports whether the tagged struct payload b has tag want,
+// without decoding the rest or allocating.
+func peekTagIs(b []byte, want string) (bool, error) {
+	r := reader{b: b}
+	n, err := r.readArrayLen()
+	if err != nil {
+		return false, fmt.Errorf("peek tag: %w", err)
+	}
+	if n == 0 {
+		return false, errors.New("peek tag: empty array")
+	}
+	s, err := r.strSpan()
+	if err != nil {
+		return false, fmt.Errorf("peek tag: %w", err)
+	}
+	return string(r.b[s:r.off]) == want, nil
 }
 
 // PeekTag returns the tag of a tagged struct payload without decoding the rest.
