@@ -31,6 +31,8 @@ else
 	done
 fi
 module=github.com/tsd-project/tsd
+# lastprogress drops the fuzzer's progress lines but its last (the totals).
+lastprogress() { awk '/^fuzz: elapsed/ {last = $0; next} {print} END {if (last != "") print last}'; }
 binname() { local p=${1#./}; p=${p#"$module"/}; echo "${p//\//_}.test"; }
 pkgdir() { local p=${1#./}; p=${p#"$module"}; p=${p#/}; echo "${p:-.}"; }
 
@@ -57,7 +59,7 @@ if [[ -n "${FUZZ_PREBUILT:-}" ]]; then
 		read -r pkg f <<<"$tf"
 		while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
 		(cd "$(pkgdir "$pkg")" && "$bin/$(binname "$pkg")" -test.run '^$' -test.fuzz "^$f\$" -test.fuzztime "$t" \
-			-test.parallel 1 -test.fuzzcachedir "$cache/$(pkgdir "$pkg")" 2>&1 | grep -v '^fuzz: elapsed' |
+			-test.parallel 1 -test.fuzzcachedir "$cache/$(pkgdir "$pkg")" 2>&1 | lastprogress |
 			sed "s|^|$pkg $f: |") &
 		pids+=($!)
 	done
@@ -71,7 +73,7 @@ n=0
 for tf in "${targets[@]}"; do
 	read -r pkg f <<<"$tf"
 	echo "fuzz: $pkg $f for $t"
-	go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg" | grep -v '^fuzz: elapsed' || { echo "fuzz: $pkg $f FAILED"; exit 1; }
+	go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg" | lastprogress || { echo "fuzz: $pkg $f FAILED"; exit 1; }
 	n=$((n + 1))
 done
 echo "fuzz: $n target(s), $t each"
