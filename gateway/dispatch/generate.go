@@ -1,4 +1,4 @@
-package gateway
+package dispatch
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -21,7 +20,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
-// RequestError is a request the gateway refuses or fails: the front
+// RequestError is a request the dispatch refuses or fails: the front
 // door's one error type (Status, Code as SMG's X-SMG-Error-Code, Param
 // naming the offending field), rendered by front.WriteError.
 type RequestError = front.Error
@@ -120,7 +119,7 @@ func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd
 		return p, d, room, errNoDecode
 	}
 	dp := pre[pw].DPSize()
-	want := dispatch.PrefillRank(room, dp)
+	want := PrefillRank(room, dp)
 	p = legChoice{worker: pw, identity: -1}
 	for _, r := range pranks {
 		if r.DPRank == want {
@@ -130,25 +129,25 @@ func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd
 	if p.identity < 0 {
 		// The room's rank is down: move the room to a rank that is up, so
 		// the decode still fetches from room mod dp.
-		i := dispatch.Pick(dispatch.LeastLoad, rankCandidates(pranks), room, 0)
+		i := Pick(LeastLoad, rankCandidates(pranks), room, 0)
 		p.identity = pranks[i].Identity
-		room = dispatch.RoomForRank(room, dp, pranks[i].DPRank)
+		room = RoomForRank(room, dp, pranks[i].DPRank)
 	}
-	d = legChoice{worker: dw, identity: dranks[dispatch.Pick(dispatch.LeastLoad, rankCandidates(dranks), room, 0)].Identity}
+	d = legChoice{worker: dw, identity: dranks[Pick(LeastLoad, rankCandidates(dranks), room, 0)].Identity}
 	return p, d, room, nil
 }
 
-func rankCandidates(ranks []lane.RankLoad) []dispatch.Candidate {
-	c := make([]dispatch.Candidate, len(ranks))
+func rankCandidates(ranks []lane.RankLoad) []Candidate {
+	c := make([]Candidate, len(ranks))
 	for i, r := range ranks {
-		c[i] = dispatch.Candidate{InFlight: r.InFlight}
+		c[i] = Candidate{InFlight: r.InFlight}
 	}
 	return c
 }
 
 // pick chooses the prefill rank (room mod dp) and the decode rank.
-func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
-	if h := g.opts.hookPick; h != nil {
+func (g *Dispatcher) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
+	if h := g.opts.HookPick; h != nil {
 		h()
 	}
 	p, d, room, err := chooseLegs(g.plan.Gateway.Policy.Prefill, g.plan.Gateway.Policy.Decode, g.prefillSrc, g.decodeSrc,
@@ -165,7 +164,7 @@ func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
 func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.RankLoad) {
 	var live []int
 	var ranks [][]lane.RankLoad
-	var c []dispatch.Candidate
+	var c []Candidate
 	for i, w := range ws {
 		if rs := w.Routable(); len(rs) > 0 {
 			n := 0
@@ -174,10 +173,10 @@ func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.Ra
 			}
 			live = append(live, i)
 			ranks = append(ranks, rs)
-			c = append(c, dispatch.Candidate{InFlight: n})
+			c = append(c, Candidate{InFlight: n})
 		}
 	}
-	i := dispatch.Pick(policy, c, seq, rnd)
+	i := Pick(policy, c, seq, rnd)
 	if i < 0 {
 		return -1, nil
 	}
@@ -203,7 +202,7 @@ func splitBootstrap(addr string) (string, int, error) {
 // room and streams the decode leg's tokens. Cancelling ctx (client gone)
 // aborts both legs; so does either leg's abort or error, and the request
 // deadline. The channel always ends with an event carrying Finish or Err.
-func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
+func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
 	// Generate runs in its caller's goroutine (an HTTP handler, an OpenAI
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
@@ -213,7 +212,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan ge
 		if v == nil {
 			return
 		}
-		g.ReportPanic("dispatch", v, debug.Stack())
+		g.onPanic("dispatch", v, debug.Stack())
 		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
 		for _, s := range sent {
 			s.Abort(perr)
@@ -225,7 +224,7 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan ge
 	return g.generate(ctx, r, &sent)
 }
 
-func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
+func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
 	if err := validate(&r); err != nil {
 		g.metrics.reqError("invalid_request")
@@ -244,7 +243,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		g.metrics.reqError("invalid_request")
 		return nil, badRequest("sampling_params", "%v", err)
 	}
-	room := dispatch.Room(g.rng.Uint64())
+	room := Room(g.rng.Uint64())
 	pre, dec, room, err := g.pickQueued(ctx, room, len(r.Images) > 0)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -277,7 +276,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if legs, err = epd.PlanLegs(rid, prepared(r), g.encodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		if legs, err = epd.PlanLegs(rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			g.metrics.reqError("no_workers")
 			g.errors.Add(1)
 			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
@@ -374,7 +373,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 // say): each lane change (a rank's state, a role's routing) wakes it to
 // try again, and the client going away ends the wait. Then the refusal is
 // a 503 that says how long it waited; every 503 carries Retry-After.
-func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre, dec leg, _ uint64, _ error) {
+func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool) (pre, dec leg, _ uint64, _ error) {
 	var timeout <-chan time.Time
 	waited := false
 	for {
@@ -386,7 +385,7 @@ func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre
 			var r uint64
 			if pre, dec, r, err = g.pick(room); err == nil {
 				if waited {
-					g.metrics.queued.WithLabelValues("routed").Inc()
+					g.metrics.Queued.WithLabelValues("routed").Inc()
 				}
 				return pre, dec, r, nil
 			}
@@ -405,12 +404,12 @@ func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre
 		select {
 		case <-changed:
 		case <-timeout:
-			g.metrics.queued.WithLabelValues("timeout").Inc()
+			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
 			re.Message += fmt.Sprintf(" (waited %s for one)", g.opts.QueueTimeout)
 			return pre, dec, room, &re
 		case <-ctx.Done():
-			g.metrics.queued.WithLabelValues("client_gone").Inc()
+			g.metrics.Queued.WithLabelValues("client_gone").Inc()
 			return pre, dec, room, ctx.Err()
 		case <-g.shutdown:
 			return pre, dec, room, err
@@ -426,7 +425,7 @@ var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no
 // events and the in-flight count, which run's own defers must not touch
 // (a deferred close would run before the recover and the error event
 // would be sent on a closed channel).
-func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+func (g *Dispatcher) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
 	defer close(events)
 	defer g.inflight.Add(-1)
 	defer g.recoverHere("request", func(err error) {
@@ -452,7 +451,7 @@ func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*l
 // decode leg's outputs queue on its stream meanwhile; in PD it cannot
 // produce a token before the prefill's KV arrives anyway. A prefill abort
 // for another reason is returned as the result for run to report.
-func (g *Gateway) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Request) (legResult, error) {
+func (g *Dispatcher) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Request) (legResult, error) {
 	wctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	defer cancel()
 	var o lane.Output
@@ -494,7 +493,7 @@ func (g *Gateway) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Re
 	return legResult{out: o}, nil
 }
 
-func (g *Gateway) mintRID(client string) string {
+func (g *Dispatcher) mintRID(client string) string {
 	suffix := strconv.FormatUint(g.rng.Uint64(), 36)
 	if client == "" {
 		return "gen-" + suffix
@@ -512,7 +511,7 @@ type legResult struct {
 // what has been seen of them, and where its events go. Only run's
 // goroutine touches it (docs/architecture.md §3.2).
 type flight struct {
-	g           *Gateway
+	g           *Dispatcher
 	parent, ctx context.Context
 	ps, ds      *lane.Stream
 	encs        []*lane.Stream
@@ -555,8 +554,8 @@ type flight struct {
 // the deadline.
 // pre, when set, is the prefill's terminal output already received
 // (awaitPrompt); promptLP rides on the first event.
-func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
-	if h := g.opts.hookRun; h != nil {
+func (g *Dispatcher) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+	if h := g.opts.HookRun; h != nil {
 		h()
 	}
 	f := &flight{g: g, rec: traffic.FromContext(parent), parent: parent, ps: ps, ds: ds, encs: encs, events: events, start: start, promptLP: promptLP,
@@ -791,15 +790,15 @@ func (f *flight) observeTokens(n int, now time.Time) {
 	recordOutput(f.rec, f.ds.Worker().Role(), f.first, now.Sub(f.last), n) // issue 19
 	m := f.g.metrics
 	if f.first {
-		m.ttft.Observe(now.Sub(f.start).Seconds())
-		m.routerTTFT.Observe(now.Sub(f.start).Seconds())
+		m.TTFT.Observe(now.Sub(f.start).Seconds())
+		m.RouterTTFT.Observe(now.Sub(f.start).Seconds())
 		f.first = false
 	} else {
-		m.itl.Observe(now.Sub(f.last).Seconds() / float64(n))
+		m.ITL.Observe(now.Sub(f.last).Seconds() / float64(n))
 	}
 	f.last = now
 	f.g.tokens.Add(uint64(n))
-	m.outTokens.Add(float64(n))
+	m.OutTokens.Add(float64(n))
 }
 
 // finish sends the terminal event; a prefill leg still running is given
