@@ -88,7 +88,7 @@ type Config struct {
 
 // Dispatcher implements gen.Engine over the lane's workers.
 type Dispatcher struct {
-	plan      *profiles.Plan
+	mode      string // the plan's gateway mode (EPDMode)
 	opts      Options
 	lane      *lane.Lane
 	metrics   *Metrics
@@ -96,23 +96,41 @@ type Dispatcher struct {
 	shutdown  <-chan struct{}
 	queuedNow *atomic.Int64
 
-	prefill, decode, encode []*lane.Worker
-	prefillSrc, decodeSrc   []rankSource // the same workers, as routing reads them
+	prefill, decode pool
+	encode          []*lane.Worker
+	enc             encodeRouting
 
-	rrPrefill atomic.Uint64
-	rrDecode  atomic.Uint64
-	enc       encodeRouting
-
-	requests atomic.Uint64
-	errors   atomic.Uint64
-	tokens   atomic.Uint64
 	inflight atomic.Int64
 	rng      *lockedRand
 }
 
+// pool is the workers of one PD kind with its policy and pick counter.
+type pool struct {
+	workers []*lane.Worker
+	src     []rankSource // the same workers, as routing reads them
+	policy  string
+	seq     atomic.Uint64 // picks so far: the round-robin position
+}
+
+func (p *pool) add(w *lane.Worker) {
+	p.workers = append(p.workers, w)
+	p.src = append(p.src, w)
+}
+
+// routable counts the pool's workers that have a routable rank.
+func (p *pool) routable() int {
+	n := 0
+	for _, w := range p.workers {
+		if len(w.Routable()) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // New builds the dispatch over cfg.Lane's workers.
 func New(cfg Config) *Dispatcher {
-	g := &Dispatcher{plan: cfg.Plan, opts: cfg.Options, lane: cfg.Lane, metrics: cfg.Metrics, onPanic: cfg.OnPanic,
+	g := &Dispatcher{mode: cfg.Plan.Gateway.Mode, opts: cfg.Options, lane: cfg.Lane, metrics: cfg.Metrics, onPanic: cfg.OnPanic,
 		shutdown: cfg.Shutdown, queuedNow: cfg.Queued, rng: newLockedRand()}
 	if g.queuedNow == nil {
 		g.queuedNow = &atomic.Int64{}
@@ -123,15 +141,14 @@ func New(cfg Config) *Dispatcher {
 	for _, w := range cfg.Lane.Workers() {
 		switch w.Kind() {
 		case profiles.KindPrefill:
-			g.prefill = append(g.prefill, w)
-			g.prefillSrc = append(g.prefillSrc, w)
+			g.prefill.add(w)
 		case profiles.KindDecode:
-			g.decode = append(g.decode, w)
-			g.decodeSrc = append(g.decodeSrc, w)
+			g.decode.add(w)
 		case profiles.KindEncode:
 			g.encode = append(g.encode, w)
 		}
 	}
+	g.prefill.policy, g.decode.policy = cfg.Plan.Gateway.Policy.Prefill, cfg.Plan.Gateway.Policy.Decode
 	return g
 }
 
@@ -147,17 +164,8 @@ func (g *Dispatcher) Ready() bool {
 
 // Health counts routable prefill and decode workers and all of them.
 func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
-	for _, w := range g.prefill {
-		if len(w.Routable()) > 0 {
-			prefill++
-		}
-	}
-	for _, w := range g.decode {
-		if len(w.Routable()) > 0 {
-			decode++
-		}
-	}
-	return prefill, decode, prefill + decode, len(g.prefill) + len(g.decode)
+	prefill, decode = g.prefill.routable(), g.decode.routable()
+	return prefill, decode, prefill + decode, len(g.prefill.workers) + len(g.decode.workers)
 }
 
 // InFlight is how many generations the dispatch is running now.
@@ -167,7 +175,7 @@ func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
 // decode ranks (a prompt must fit both legs), 0 when none reported one.
 func (g *Dispatcher) MaxModelLen() int {
 	best := 0
-	for _, ws := range [][]*lane.Worker{g.prefill, g.decode} {
+	for _, ws := range [][]*lane.Worker{g.prefill.workers, g.decode.workers} {
 		for _, w := range ws {
 			for _, st := range w.Ranks() {
 				if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {

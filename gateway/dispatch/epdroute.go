@@ -58,7 +58,7 @@ func closedDrop(why string) *EncodeDrop {
 
 // epdMode reports whether images are routed to encode workers.
 func (g *Dispatcher) EPDMode() bool {
-	return g.plan.Gateway.Mode == profiles.ModeEPD && len(g.encode) > 0
+	return g.mode == profiles.ModeEPD && len(g.encode) > 0
 }
 
 // encodeReady counts encode workers whose DP rank 0 (the rank that takes
@@ -113,7 +113,7 @@ func (g *Dispatcher) ImageSupport() error {
 	if g.EPDMode() {
 		return nil
 	}
-	why := "gateway mode " + g.plan.Gateway.Mode
+	why := "gateway mode " + g.mode
 	if len(g.encode) == 0 {
 		why = "no encode role"
 	}
@@ -243,8 +243,8 @@ func (g *Dispatcher) EncodeNote() string {
 	switch {
 	case len(g.encode) == 0:
 		return ""
-	case g.plan.Gateway.Mode != profiles.ModeEPD:
-		return "encode: not routed (gateway mode " + g.plan.Gateway.Mode + ")"
+	case g.mode != profiles.ModeEPD:
+		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
 	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))

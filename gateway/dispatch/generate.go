@@ -150,12 +150,12 @@ func (g *Dispatcher) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
 	if h := g.opts.HookPick; h != nil {
 		h()
 	}
-	p, d, room, err := chooseLegs(g.plan.Gateway.Policy.Prefill, g.plan.Gateway.Policy.Decode, g.prefillSrc, g.decodeSrc,
-		g.rrPrefill.Add(1)-1, g.rrDecode.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
+	p, d, room, err := chooseLegs(g.prefill.policy, g.decode.policy, g.prefill.src, g.decode.src,
+		g.prefill.seq.Add(1)-1, g.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
 	if err != nil {
 		return pre, dec, room, err
 	}
-	return leg{w: g.prefill[p.worker], id: p.identity}, leg{w: g.decode[d.worker], id: d.identity}, room, nil
+	return leg{w: g.prefill.workers[p.worker], id: p.identity}, leg{w: g.decode.workers[d.worker], id: d.identity}, room, nil
 }
 
 // pickWorker applies a policy over the workers that have a routable rank
@@ -218,7 +218,6 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan
 			s.Abort(perr)
 		}
 		g.metrics.reqError("panic")
-		g.errors.Add(1)
 		events, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
 	return g.generate(ctx, r, &sent)
@@ -251,14 +250,12 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		} else {
 			g.metrics.reqError("no_workers")
 		}
-		g.errors.Add(1)
 		return nil, err
 	}
 	rid := g.mintRID(r.RID)
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
 		g.metrics.reqError("bootstrap")
-		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
 	}
 	// Only the prefill saw the prompt, so only it computes prompt
@@ -278,7 +275,6 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		// from there, the decode gets the items' metadata only.
 		if legs, err = epd.PlanLegs(rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			g.metrics.reqError("no_workers")
-			g.errors.Add(1)
 			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
 		}
 		q.MultimodalInputs = legs.Prefill
@@ -286,7 +282,6 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	payload, err := wire.EncodeGenerateRequest(q)
 	if err != nil {
 		g.metrics.reqError("encode")
-		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 	}
 	dpayload := payload
@@ -298,7 +293,6 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		}
 		if dpayload, err = wire.EncodeGenerateRequest(qd); err != nil {
 			g.metrics.reqError("encode")
-			g.errors.Add(1)
 			return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 		}
 	}
@@ -309,7 +303,6 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		*sent = append(*sent, encs...)
 		if err != nil {
 			g.metrics.reqError("encode_worker_failed_to_start")
-			g.errors.Add(1)
 			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
 		}
 	}
@@ -332,7 +325,6 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if err != nil {
 		abortEncs(err)
 		g.metrics.reqError("prefill_worker_failed_to_start")
-		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
 	}
 	ds, err := dec.w.SubmitQuiet(dec.id, rid, dpayload)
@@ -343,18 +335,15 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		ps.Abort(err)
 		abortEncs(err)
 		g.metrics.reqError("decode_worker_failed_to_start")
-		g.errors.Add(1)
 		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
 	recordLegs(ctx, pre, dec, encs, len(r.InputIDs)) // issue 19
-	g.requests.Add(1)
 	var preRes *legResult
 	var promptLP []float64
 	if wantPrompt {
 		res, perr := g.awaitPrompt(ctx, ps, ds, r)
 		if perr != nil {
 			abortEncs(nil)
-			g.errors.Add(1)
 			return nil, perr
 		}
 		preRes, promptLP = &res, res.out.PromptLogprobs
@@ -434,7 +423,6 @@ func (g *Dispatcher) runSafe(parent context.Context, ps, ds *lane.Stream, encs [
 		for _, s := range encs {
 			s.Abort(err)
 		}
-		g.errors.Add(1)
 		g.metrics.reqError("panic")
 		traffic.FromContext(parent).Fail("panic") // issue 19
 		select {
@@ -665,7 +653,6 @@ func (f *flight) emit(ev gen.Event) bool {
 }
 
 func (f *flight) fail(kind string, ev gen.Event) {
-	f.g.errors.Add(1)
 	f.g.metrics.reqError(kind)
 	f.rec.Fail(kind) // issue 19
 	f.emit(ev)
@@ -797,7 +784,6 @@ func (f *flight) observeTokens(n int, now time.Time) {
 		m.ITL.Observe(now.Sub(f.last).Seconds() / float64(n))
 	}
 	f.last = now
-	f.g.tokens.Add(uint64(n))
 	m.OutTokens.Add(float64(n))
 }
 
@@ -816,7 +802,6 @@ func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
 	f.succeeded = ev.Finish.Reason != gen.FinishAbort
 	if ev.Finish.Reason == gen.FinishAbort {
 		f.ps.Abort(nil)
-		f.g.errors.Add(1)
 		f.g.metrics.reqError("engine_abort")
 		f.rec.Fail("engine_abort") // issue 19
 	}
