@@ -223,24 +223,15 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan
 	return g.generate(ctx, r, &sent)
 }
 
+// generate dispatches one request in steps: admit (validate it) → pick
+// its legs (waiting for a routable worker) → encode each leg's request →
+// submit the legs → start its flight. Each step counts its own refusal.
 func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
-	if err := validate(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	if err := g.checkImages(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	if err := g.checkPromptLen(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	sp, err := wireSampling(r.Sampling)
+	sp, err := g.admit(&r)
 	if err != nil {
 		g.metrics.reqError("invalid_request")
-		return nil, badRequest("sampling_params", "%v", err)
+		return nil, err
 	}
 	room := Room(g.rng.Uint64())
 	pre, dec, room, err := g.pickQueued(ctx, room, len(r.Images) > 0)
@@ -252,108 +243,163 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		}
 		return nil, err
 	}
-	rid := g.mintRID(r.RID)
+	p, err := g.encodeLegs(r, sp, pre, room)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := g.submit(p, pre, dec, sent)
+	if err != nil {
+		return nil, err
+	}
+	recordLegs(ctx, pre, dec, ls.encs, len(r.InputIDs)) // issue 19
+	return g.start(ctx, r, pre, dec, ls, sent)
+}
+
+// admit checks a request before any worker is chosen and returns its
+// sampling in wire form.
+func (g *Dispatcher) admit(r *gen.Request) (wire.SamplingParams, error) {
+	if err := validate(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	if err := g.checkImages(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	if err := g.checkPromptLen(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	sp, err := wireSampling(r.Sampling)
+	if err != nil {
+		return sp, badRequest("sampling_params", "%v", err)
+	}
+	return sp, nil
+}
+
+// legPayloads are one request's encoded legs.
+type legPayloads struct {
+	rid        string
+	pre, dec   []byte   // the prefill's and the decode's GenerateRequest
+	legs       epd.Legs // EPD: the encode requests and their workers
+	wantPrompt bool     // prompt logprobs asked (awaitPrompt)
+}
+
+// encodeLegs builds each leg's request: one rid and bootstrap room for
+// both PD legs, in EPD an encode request per image.
+func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, room uint64) (legPayloads, error) {
+	p := legPayloads{rid: g.mintRID(r.RID)}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
 		g.metrics.reqError("bootstrap")
-		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
+		return p, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
 	}
 	// Only the prefill saw the prompt, so only it computes prompt
 	// logprobs; the decode leg asks for output logprobs alone.
-	wantPrompt := r.LogprobStartLen >= 0
-	q := wire.NewGenerateRequest(rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob || wantPrompt
-	if wantPrompt {
+	p.wantPrompt = r.LogprobStartLen >= 0
+	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
+	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	if p.wantPrompt {
 		q.LogprobStartLen = r.LogprobStartLen
 	}
 	q.Stream = r.Stream
 	q.SetBootstrap(host, port, room)
-	var legs epd.Legs
 	if len(r.Images) > 0 {
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if legs, err = epd.PlanLegs(rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			g.metrics.reqError("no_workers")
-			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
+			return p, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
 		}
-		q.MultimodalInputs = legs.Prefill
+		q.MultimodalInputs = p.legs.Prefill
 	}
-	payload, err := wire.EncodeGenerateRequest(q)
-	if err != nil {
+	if p.pre, err = wire.EncodeGenerateRequest(q); err != nil {
 		g.metrics.reqError("encode")
-		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
+		return p, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 	}
-	dpayload := payload
-	if wantPrompt || len(r.Images) > 0 {
+	p.dec = p.pre
+	if p.wantPrompt || len(r.Images) > 0 {
 		qd := q
 		qd.ReturnLogprob, qd.LogprobStartLen = r.ReturnLogprob, -1
 		if len(r.Images) > 0 {
-			qd.MultimodalInputs = legs.Decode
+			qd.MultimodalInputs = p.legs.Decode
 		}
-		if dpayload, err = wire.EncodeGenerateRequest(qd); err != nil {
+		if p.dec, err = wire.EncodeGenerateRequest(qd); err != nil {
 			g.metrics.reqError("encode")
-			return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
+			return p, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 		}
 	}
-	start := time.Now()
-	var encs []*lane.Stream
-	if len(legs.Encode) > 0 {
-		encs, err = g.submitEncodes(legs)
-		*sent = append(*sent, encs...)
+	return p, nil
+}
+
+// legStreams are one request's submitted legs.
+type legStreams struct {
+	ps, ds *lane.Stream
+	encs   []*lane.Stream
+	start  time.Time // dispatch time: TTFT and duration count from here
+}
+
+func (ls legStreams) abortEncodes(err error) {
+	for _, s := range ls.encs {
+		s.Abort(err)
+	}
+}
+
+// submit sends the encode legs, then the prefill, then the decode; each
+// stream sent is appended to sent (Generate's panic boundary aborts them).
+// A failure aborts what was already sent.
+func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (legStreams, error) {
+	ls := legStreams{start: time.Now()}
+	var err error
+	if len(p.legs.Encode) > 0 {
+		ls.encs, err = g.submitEncodes(p.legs)
+		*sent = append(*sent, ls.encs...)
 		if err != nil {
 			g.metrics.reqError("encode_worker_failed_to_start")
-			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
-		}
-	}
-	abortEncs := func(err error) {
-		for _, s := range encs {
-			s.Abort(err)
+			return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
 		}
 	}
 	// In EPD the prefill owes nothing until its embeddings exist, and the
 	// decode owes nothing until its prefill's KV does: their silence
 	// before is no stall (Expect is called when it ends).
 	submitPre := pre.w.Submit
-	if len(encs) > 0 && !wantPrompt { // awaitPrompt does not watch the encode legs
+	if len(ls.encs) > 0 && !p.wantPrompt { // awaitPrompt does not watch the encode legs
 		submitPre = pre.w.SubmitQuiet
 	}
-	ps, err := submitPre(pre.id, rid, payload)
-	if err == nil {
-		*sent = append(*sent, ps)
-	}
-	if err != nil {
-		abortEncs(err)
+	if ls.ps, err = submitPre(pre.id, p.rid, p.pre); err != nil {
+		ls.abortEncodes(err)
 		g.metrics.reqError("prefill_worker_failed_to_start")
-		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
+		return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
 	}
-	ds, err := dec.w.SubmitQuiet(dec.id, rid, dpayload)
-	if err == nil {
-		*sent = append(*sent, ds)
-	}
-	if err != nil {
-		ps.Abort(err)
-		abortEncs(err)
+	*sent = append(*sent, ls.ps)
+	if ls.ds, err = dec.w.SubmitQuiet(dec.id, p.rid, p.dec); err != nil {
+		ls.ps.Abort(err)
+		ls.abortEncodes(err)
 		g.metrics.reqError("decode_worker_failed_to_start")
-		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
+		return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
-	recordLegs(ctx, pre, dec, encs, len(r.InputIDs)) // issue 19
+	*sent = append(*sent, ls.ds)
+	return ls, nil
+}
+
+// start hands the submitted legs to their flight (runSafe); with prompt
+// logprobs asked it first joins the prefill's (awaitPrompt), so that a
+// refusal is still a clean error before any response.
+func (g *Dispatcher) start(ctx context.Context, r gen.Request, pre, dec leg, ls legStreams, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	var preRes *legResult
 	var promptLP []float64
-	if wantPrompt {
-		res, perr := g.awaitPrompt(ctx, ps, ds, r)
+	if r.LogprobStartLen >= 0 {
+		res, perr := g.awaitPrompt(ctx, ls.ps, ls.ds, r)
 		if perr != nil {
-			abortEncs(nil)
+			ls.abortEncodes(nil)
 			return nil, perr
 		}
 		preRes, promptLP = &res, res.out.PromptLogprobs
-		ds.Expect()
+		ls.ds.Expect()
 	}
 	g.inflight.Add(1)
 	g.metrics.dispatched(pre, dec, len(r.InputIDs))
 	events := make(chan gen.Event, 16)
 	*sent = nil // run owns the legs now
-	go g.runSafe(ctx, ps, ds, encs, events, start, preRes, promptLP)
+	go g.runSafe(ctx, ls.ps, ls.ds, ls.encs, events, ls.start, preRes, promptLP)
 	return events, nil
 }
 
