@@ -137,7 +137,7 @@ func TestEncodeDroppedChannel(t *testing.T) {
 	}
 	closed := func(d *encodeDrop) bool {
 		select {
-		case <-d.ch:
+		case <-d.Done():
 			return true
 		default:
 			return false
@@ -150,8 +150,8 @@ func TestEncodeDroppedChannel(t *testing.T) {
 	}
 	g.SetAlive("encode-a", true)
 	g.SetAlive("encode-a", false)
-	if !closed(d) || d.why != "its process ended" {
-		t.Fatalf("process end did not close it (why %q)", d.why)
+	if !closed(d) || d.Why() != "its process ended" {
+		t.Fatalf("process end did not close it (why %q)", d.Why())
 	}
 	if !closed(g.encodeDropped("encode-a")) {
 		t.Fatal("a watcher taken while the process is dead is open")
@@ -166,15 +166,15 @@ func TestEncodeDroppedChannel(t *testing.T) {
 		t.Fatal("a drain closed it")
 	}
 	g.AbortRole("encode-a", "restart requested")
-	if !closed(d) || !strings.Contains(d.why, "restart requested") {
-		t.Fatalf("AbortRole did not close it (why %q)", d.why)
+	if !closed(d) || !strings.Contains(d.Why(), "restart requested") {
+		t.Fatalf("AbortRole did not close it (why %q)", d.Why())
 	}
 	if closed(g.encodeDropped("encode-a")) {
 		t.Fatal("after the abort, new watchers get a closed drop")
 	}
 	d = g.encodeDropped("encode-a")
 	g.SetStalled("encode-a", true, "process stopped")
-	if !closed(d) || !strings.Contains(d.why, "process stopped") {
-		t.Fatalf("SetStalled did not close it (why %q)", d.why)
+	if !closed(d) || !strings.Contains(d.Why(), "process stopped") {
+		t.Fatalf("SetStalled did not close it (why %q)", d.Why())
 	}
 }

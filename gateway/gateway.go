@@ -1,11 +1,12 @@
 // Package gateway is tsd's embedded gateway: it binds every worker's ZMQ
 // lane sockets (gateway/lane), hosts the KV rendezvous when the profile
 // asks, dispatches token-level requests prefill → decode
-// (docs/protocol.md §8) — in epd mode an image request first goes to an
-// encode server chosen by consistent hashing on the image (docs/protocol.md §9.6,
-// epdroute.go) — and serves the HTTP API (/generate, /health, /readiness,
-// /v1/models, /metrics, plus whatever front ends mount). Prompt logprobs
-// come from the prefill leg alone (awaitPrompt).
+// (docs/protocol.md §8) through its Dispatcher (gateway/dispatch) — in
+// epd mode an image request first goes to an encode server chosen by
+// consistent hashing on the image (docs/protocol.md §9.6) — and serves the
+// HTTP API (/generate, /health, /readiness, /v1/models, /metrics, plus
+// whatever front ends mount). Prompt logprobs come from the prefill leg
+// alone (gateway/dispatch awaitPrompt).
 package gateway
 
 import (
@@ -14,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -103,40 +103,31 @@ type Options struct {
 	PeerCheck func(role string, peer lane.PeerInfo) error
 }
 
-// Gateway implements supervisor.Gateway and gen.Engine.
+// Gateway implements supervisor.Gateway and gen.Engine (the latter by
+// delegating to its Dispatcher).
 type Gateway struct {
 	plan    *profiles.Plan
 	opts    Options
 	log     *slog.Logger
 	lane    *lane.Lane
+	disp    *dispatch.Dispatcher // generation dispatch (gateway/dispatch)
 	metrics *metrics
 	door    *front.Door // every route's HTTP layer (gateway/front)
 	mux     *http.ServeMux
 	srv     *http.Server
 
-	prefill, decode, encode []*lane.Worker
-	prefillSrc, decodeSrc   []rankSource // the same workers, as routing reads them
+	mu       sync.Mutex
+	listener net.Listener
+	bound    bool
+	boots    map[string]*bootstrap.Server
+	alive    map[string]*atomic.Bool
+	shutdown chan struct{}
+	shutOnce sync.Once
+	notes    []string
 
-	mu        sync.Mutex
-	listener  net.Listener
-	bound     bool
-	boots     map[string]*bootstrap.Server
-	alive     map[string]*atomic.Bool
-	shutdown  chan struct{}
-	shutOnce  sync.Once
-	notes     []string
-	rrPrefill atomic.Uint64
-	rrDecode  atomic.Uint64
-	enc       encodeRouting
-
-	requests  atomic.Uint64
-	errors    atomic.Uint64
-	tokens    atomic.Uint64
-	inflight  atomic.Int64
-	queuedNow atomic.Int64 // requests waiting for a routable worker
+	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
 	onEvent   atomic.Pointer[func(kind, role, msg string)]
-	rng       *lockedRand
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -189,32 +180,13 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		boots:    map[string]*bootstrap.Server{},
 		alive:    map[string]*atomic.Bool{},
 		shutdown: make(chan struct{}),
-		rng:      newLockedRand(),
 	}
 	for _, w := range l.Workers() {
-		switch w.Kind() {
-		case profiles.KindPrefill:
-			g.prefill = append(g.prefill, w)
-			g.prefillSrc = append(g.prefillSrc, w)
-		case profiles.KindDecode:
-			g.decode = append(g.decode, w)
-			g.decodeSrc = append(g.decodeSrc, w)
-		case profiles.KindEncode:
-			g.encode = append(g.encode, w)
-		}
 		// tsd cannot watch a remote engine's process, so its rendezvous
 		// answers /health from the start; local ones wait for SetAlive.
 		a := &atomic.Bool{}
 		a.Store(w.Plan().Remote)
 		g.alive[w.Role()] = a
-	}
-	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
-		if p != "" && !dispatch.Known(p) {
-			g.notes = append(g.notes, fmt.Sprintf("%s policy %s: using round_robin", kind, p))
-		}
-	}
-	if p := plan.Gateway.Policy.Encode; g.epdMode() && p != "" && p != "consistent_hashing" {
-		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
 	}
 	var apiKey string
 	if env := plan.Gateway.APIKeyEnv; env != "" {
@@ -226,6 +198,16 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
+	}
+	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic,
+		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
+	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
+		if p != "" && !dispatch.Known(p) {
+			g.notes = append(g.notes, fmt.Sprintf("%s policy %s: using round_robin", kind, p))
+		}
+	}
+	if p := plan.Gateway.Policy.Encode; g.disp.EPDMode() && p != "" && p != "consistent_hashing" {
+		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
 	}
 	if opts.OnEvent != nil {
 		g.onEvent.Store(&opts.OnEvent)
@@ -283,7 +265,10 @@ func (g *Gateway) Bind(ctx context.Context) error {
 		_ = g.lane.Close()
 	}
 	if g.plan.Gateway.BootstrapServer == "tsd" {
-		for _, w := range g.prefill {
+		for _, w := range g.lane.Workers() {
+			if w.Kind() != profiles.KindPrefill {
+				continue
+			}
 			addr := w.Plan().Bootstrap
 			if addr == "" {
 				undo()
@@ -397,7 +382,7 @@ func (g *Gateway) SetRouted(role string, routed bool) {
 		w.SetRouted(routed)
 	}
 	if routed {
-		g.noteEncodeUp(role)
+		g.disp.NoteEncodeUp(role)
 	}
 }
 
@@ -411,8 +396,8 @@ func (g *Gateway) AbortRole(role, reason string) int {
 	if !ok {
 		return 0
 	}
-	n := g.pendingEmbeds(role)
-	g.noteEncodeDown(role, "its requests were ended: "+reason, false)
+	n := g.disp.PendingEmbeds(role)
+	g.disp.NoteEncodeDown(role, "its requests were ended: "+reason, false)
 	return n + w.Abort(fmt.Errorf("%w: %s", lane.ErrRoleAborted, reason))
 }
 
@@ -423,7 +408,7 @@ func (g *Gateway) AbortRole(role, reason string) int {
 // an embedding it holds.
 func (g *Gateway) DrainCount(role string) int {
 	n, _ := g.InFlight(role)
-	return n + g.pendingEmbeds(role)
+	return n + g.disp.PendingEmbeds(role)
 }
 
 // SetStalled records the supervisor's verdict that a role is stalled (its
@@ -438,13 +423,13 @@ func (g *Gateway) SetStalled(role string, stalled bool, reason string) {
 	}
 	if !stalled {
 		w.SetHeld("")
-		g.noteEncodeUp(role)
+		g.disp.NoteEncodeUp(role)
 		return
 	}
 	if reason == "" {
 		reason = "judged stalled by the supervisor"
 	}
-	g.noteEncodeDown(role, "stalled: "+reason, false)
+	g.disp.NoteEncodeDown(role, "stalled: "+reason, false)
 	w.SetHeld(reason)
 }
 
@@ -466,9 +451,9 @@ func (g *Gateway) SetAlive(role string, alive bool) {
 	}
 	switch {
 	case was && !alive:
-		g.noteEncodeDown(role, "its process ended", true)
+		g.disp.NoteEncodeDown(role, "its process ended", true)
 	case !was && alive:
-		g.noteEncodeUp(role)
+		g.disp.NoteEncodeUp(role)
 	}
 }
 
@@ -481,30 +466,21 @@ func (g *Gateway) InFlight(role string) (int, map[int]int) {
 	return w.InFlight()
 }
 
-// Ready reports whether at least one prefill and one decode rank are
-// registered and routed, and in EPD mode one encode worker's rank 0.
-func (g *Gateway) Ready() bool {
-	p, d, _, _ := g.health()
-	if g.epdMode() && len(g.encodeReady()) == 0 {
-		return false
-	}
-	return p > 0 && d > 0
+// Generate dispatches r (gateway/dispatch Dispatcher.Generate).
+func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+	return g.disp.Generate(ctx, r)
 }
 
+// Ready reports whether at least one prefill and one decode rank are
+// registered and routed, and in EPD mode one encode worker's rank 0.
+func (g *Gateway) Ready() bool { return g.disp.Ready() }
+
+// ImageSupport says whether image requests can be routed: only in epd
+// mode with an encode role (front ends ask before decoding anything).
+func (g *Gateway) ImageSupport() error { return g.disp.ImageSupport() }
+
 // health counts routable prefill and decode workers and all of them.
-func (g *Gateway) health() (prefill, decode, healthy, total int) {
-	for _, w := range g.prefill {
-		if len(w.Routable()) > 0 {
-			prefill++
-		}
-	}
-	for _, w := range g.decode {
-		if len(w.Routable()) > 0 {
-			decode++
-		}
-	}
-	return prefill, decode, prefill + decode, len(g.prefill) + len(g.decode)
-}
+func (g *Gateway) health() (prefill, decode, healthy, total int) { return g.disp.Health() }
 
 // Status is the gateway's headline numbers.
 func (g *Gateway) Status() snapshot.GatewayStatus {
@@ -512,7 +488,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 	// reports (gateway/traffic), with one row per role.
 	tot, roles := g.metrics.traffic.Status()
 	notes := g.notes
-	if n := g.encodeNote(); n != "" {
+	if n := g.disp.EncodeNote(); n != "" {
 		notes = append([]string{n}, notes...)
 	}
 	note := strings.Join(notes, "; ")
@@ -530,21 +506,6 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Panics:    g.panics.Load(),
 		Roles:     roles,
 	}
-}
-
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func newLockedRand() *lockedRand {
-	return &lockedRand{r: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-}
-
-func (l *lockedRand) Uint64() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Uint64()
 }
 
 var _ gen.Engine = (*Gateway)(nil)

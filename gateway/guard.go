@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"runtime/debug"
 	"strings"
 )
 
@@ -34,18 +33,5 @@ func (g *Gateway) event(kind, role, msg string) {
 	g.metrics.events.WithLabelValues(kind).Inc()
 	if fn := g.onEvent.Load(); fn != nil {
 		(*fn)(kind, role, msg)
-	}
-}
-
-// recoverHere is deferred at the top of a per-request goroutine: a panic
-// is reported and onPanic (may be nil) ends that one request cleanly.
-func (g *Gateway) recoverHere(where string, onPanic func(err error)) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	g.ReportPanic(where, v, debug.Stack())
-	if onPanic != nil {
-		onPanic(fmt.Errorf("internal error in the gateway's %s (recovered: %v)", where, v))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,6 +16,15 @@ import (
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/traffic"
 )
+
+// RequestError is a request the gateway refuses or fails: the front
+// door's one error type (Status, Code as SMG's X-SMG-Error-Code, Param
+// naming the offending field), rendered by front.WriteError.
+type RequestError = front.Error
+
+func badRequest(param, format string, args ...any) *RequestError {
+	return front.BadRequest(param, format, args...)
+}
 
 func (g *Gateway) routes() {
 	g.mux.Handle("POST /generate", g.door.Wrap(front.Route{Label: "/generate", Generate: true}, http.HandlerFunc(g.handleGenerate)))
@@ -301,7 +311,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.RID == "" {
-		req.RID = "gen-" + strconv.FormatUint(g.rng.Uint64(), 36)
+		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
 
 	ctx, cancel := context.WithCancel(r.Context())

@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -90,18 +90,11 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) reqError(kind string) { m.reqErrors.WithLabelValues(kind).Inc() }
-
-func (m *metrics) dispatched(pre, dec leg, promptTokens int) {
-	m.requests.Inc()
-	m.inTokens.Add(float64(promptTokens))
-	m.selection.WithLabelValues(pre.w.Role(), pre.w.Kind(), strconv.Itoa(pre.id)).Inc()
-	m.selection.WithLabelValues(dec.w.Role(), dec.w.Kind(), strconv.Itoa(dec.id)).Inc()
-}
-
-func (m *metrics) finished(reason string, d time.Duration) {
-	m.finishes.WithLabelValues(reason).Inc()
-	m.reqDuration.Observe(d.Seconds())
+// dispatch is the part of the series the dispatch updates (the same
+// collectors, so /metrics and the tests read them here).
+func (m *metrics) dispatch() *dispatch.Metrics {
+	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
+		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at
@@ -131,7 +124,7 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.inflight.Load()))
+	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.disp.InFlight()))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()

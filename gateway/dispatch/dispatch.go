@@ -1,7 +1,10 @@
-// Package dispatch holds the gateway's routing decisions as pure functions:
-// worker choice per policy, decode rank choice, and bootstrap rooms
-// (docs/protocol.md §8). The caller supplies counters and random bits, so
-// every decision is reproducible in a table test.
+// Package dispatch is the gateway's generation dispatch: the Dispatcher
+// (dispatcher.go) behind gen.Engine, which validates a request, picks its
+// PD/EPD legs, submits them and drives each request's flight
+// (generate.go, epdroute.go). Its routing decisions are pure functions
+// (this file): worker choice per policy, decode rank choice, and bootstrap
+// rooms (docs/protocol.md §8). The caller supplies counters and random
+// bits, so every decision is reproducible in a table test.
 package dispatch
 
 // Policy names as the profile spells them.

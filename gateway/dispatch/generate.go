@@ -1,4 +1,4 @@
-package gateway
+package dispatch
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -21,7 +20,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
-// RequestError is a request the gateway refuses or fails: the front
+// RequestError is a request the dispatch refuses or fails: the front
 // door's one error type (Status, Code as SMG's X-SMG-Error-Code, Param
 // naming the offending field), rendered by front.WriteError.
 type RequestError = front.Error
@@ -120,7 +119,7 @@ func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd
 		return p, d, room, errNoDecode
 	}
 	dp := pre[pw].DPSize()
-	want := dispatch.PrefillRank(room, dp)
+	want := PrefillRank(room, dp)
 	p = legChoice{worker: pw, identity: -1}
 	for _, r := range pranks {
 		if r.DPRank == want {
@@ -130,33 +129,33 @@ func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd
 	if p.identity < 0 {
 		// The room's rank is down: move the room to a rank that is up, so
 		// the decode still fetches from room mod dp.
-		i := dispatch.Pick(dispatch.LeastLoad, rankCandidates(pranks), room, 0)
+		i := Pick(LeastLoad, rankCandidates(pranks), room, 0)
 		p.identity = pranks[i].Identity
-		room = dispatch.RoomForRank(room, dp, pranks[i].DPRank)
+		room = RoomForRank(room, dp, pranks[i].DPRank)
 	}
-	d = legChoice{worker: dw, identity: dranks[dispatch.Pick(dispatch.LeastLoad, rankCandidates(dranks), room, 0)].Identity}
+	d = legChoice{worker: dw, identity: dranks[Pick(LeastLoad, rankCandidates(dranks), room, 0)].Identity}
 	return p, d, room, nil
 }
 
-func rankCandidates(ranks []lane.RankLoad) []dispatch.Candidate {
-	c := make([]dispatch.Candidate, len(ranks))
+func rankCandidates(ranks []lane.RankLoad) []Candidate {
+	c := make([]Candidate, len(ranks))
 	for i, r := range ranks {
-		c[i] = dispatch.Candidate{InFlight: r.InFlight}
+		c[i] = Candidate{InFlight: r.InFlight}
 	}
 	return c
 }
 
 // pick chooses the prefill rank (room mod dp) and the decode rank.
-func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
-	if h := g.opts.hookPick; h != nil {
+func (g *Dispatcher) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
+	if h := g.opts.HookPick; h != nil {
 		h()
 	}
-	p, d, room, err := chooseLegs(g.plan.Gateway.Policy.Prefill, g.plan.Gateway.Policy.Decode, g.prefillSrc, g.decodeSrc,
-		g.rrPrefill.Add(1)-1, g.rrDecode.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
+	p, d, room, err := chooseLegs(g.prefill.policy, g.decode.policy, g.prefill.src, g.decode.src,
+		g.prefill.seq.Add(1)-1, g.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
 	if err != nil {
 		return pre, dec, room, err
 	}
-	return leg{w: g.prefill[p.worker], id: p.identity}, leg{w: g.decode[d.worker], id: d.identity}, room, nil
+	return leg{w: g.prefill.workers[p.worker], id: p.identity}, leg{w: g.decode.workers[d.worker], id: d.identity}, room, nil
 }
 
 // pickWorker applies a policy over the workers that have a routable rank
@@ -165,7 +164,7 @@ func (g *Gateway) pick(room uint64) (pre, dec leg, _ uint64, _ error) {
 func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.RankLoad) {
 	var live []int
 	var ranks [][]lane.RankLoad
-	var c []dispatch.Candidate
+	var c []Candidate
 	for i, w := range ws {
 		if rs := w.Routable(); len(rs) > 0 {
 			n := 0
@@ -174,10 +173,10 @@ func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.Ra
 			}
 			live = append(live, i)
 			ranks = append(ranks, rs)
-			c = append(c, dispatch.Candidate{InFlight: n})
+			c = append(c, Candidate{InFlight: n})
 		}
 	}
-	i := dispatch.Pick(policy, c, seq, rnd)
+	i := Pick(policy, c, seq, rnd)
 	if i < 0 {
 		return -1, nil
 	}
@@ -203,7 +202,7 @@ func splitBootstrap(addr string) (string, int, error) {
 // room and streams the decode leg's tokens. Cancelling ctx (client gone)
 // aborts both legs; so does either leg's abort or error, and the request
 // deadline. The channel always ends with an event carrying Finish or Err.
-func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
+func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
 	// Generate runs in its caller's goroutine (an HTTP handler, an OpenAI
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
@@ -213,38 +212,28 @@ func (g *Gateway) Generate(ctx context.Context, r gen.Request) (events <-chan ge
 		if v == nil {
 			return
 		}
-		g.ReportPanic("dispatch", v, debug.Stack())
+		g.onPanic("dispatch", v, debug.Stack())
 		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
 		for _, s := range sent {
 			s.Abort(perr)
 		}
 		g.metrics.reqError("panic")
-		g.errors.Add(1)
 		events, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
 	return g.generate(ctx, r, &sent)
 }
 
-func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
+// generate dispatches one request in steps: admit (validate it) → pick
+// its legs (waiting for a routable worker) → encode each leg's request →
+// submit the legs → start its flight. Each step counts its own refusal.
+func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
-	if err := validate(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	if err := g.checkImages(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	if err := g.checkPromptLen(&r); err != nil {
-		g.metrics.reqError("invalid_request")
-		return nil, err
-	}
-	sp, err := wireSampling(r.Sampling)
+	sp, err := g.admit(&r)
 	if err != nil {
 		g.metrics.reqError("invalid_request")
-		return nil, badRequest("sampling_params", "%v", err)
+		return nil, err
 	}
-	room := dispatch.Room(g.rng.Uint64())
+	room := Room(g.rng.Uint64())
 	pre, dec, room, err := g.pickQueued(ctx, room, len(r.Images) > 0)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -252,120 +241,165 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 		} else {
 			g.metrics.reqError("no_workers")
 		}
-		g.errors.Add(1)
 		return nil, err
 	}
-	rid := g.mintRID(r.RID)
+	p, err := g.encodeLegs(r, sp, pre, room)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := g.submit(p, pre, dec, sent)
+	if err != nil {
+		return nil, err
+	}
+	recordLegs(ctx, pre, dec, ls.encs, len(r.InputIDs)) // issue 19
+	return g.start(ctx, r, pre, dec, ls, sent)
+}
+
+// admit checks a request before any worker is chosen and returns its
+// sampling in wire form.
+func (g *Dispatcher) admit(r *gen.Request) (wire.SamplingParams, error) {
+	if err := validate(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	if err := g.checkImages(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	if err := g.checkPromptLen(r); err != nil {
+		return wire.SamplingParams{}, err
+	}
+	sp, err := wireSampling(r.Sampling)
+	if err != nil {
+		return sp, badRequest("sampling_params", "%v", err)
+	}
+	return sp, nil
+}
+
+// legPayloads are one request's encoded legs.
+type legPayloads struct {
+	rid        string
+	pre, dec   []byte   // the prefill's and the decode's GenerateRequest
+	legs       epd.Legs // EPD: the encode requests and their workers
+	wantPrompt bool     // prompt logprobs asked (awaitPrompt)
+}
+
+// encodeLegs builds each leg's request: one rid and bootstrap room for
+// both PD legs, in EPD an encode request per image.
+func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, room uint64) (legPayloads, error) {
+	p := legPayloads{rid: g.mintRID(r.RID)}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
 		g.metrics.reqError("bootstrap")
-		g.errors.Add(1)
-		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
+		return p, &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()}
 	}
 	// Only the prefill saw the prompt, so only it computes prompt
 	// logprobs; the decode leg asks for output logprobs alone.
-	wantPrompt := r.LogprobStartLen >= 0
-	q := wire.NewGenerateRequest(rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob || wantPrompt
-	if wantPrompt {
+	p.wantPrompt = r.LogprobStartLen >= 0
+	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
+	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	if p.wantPrompt {
 		q.LogprobStartLen = r.LogprobStartLen
 	}
 	q.Stream = r.Stream
 	q.SetBootstrap(host, port, room)
-	var legs epd.Legs
 	if len(r.Images) > 0 {
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if legs, err = epd.PlanLegs(rid, prepared(r), g.encodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			g.metrics.reqError("no_workers")
-			g.errors.Add(1)
-			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
+			return p, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()}
 		}
-		q.MultimodalInputs = legs.Prefill
+		q.MultimodalInputs = p.legs.Prefill
 	}
-	payload, err := wire.EncodeGenerateRequest(q)
-	if err != nil {
+	if p.pre, err = wire.EncodeGenerateRequest(q); err != nil {
 		g.metrics.reqError("encode")
-		g.errors.Add(1)
-		return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
+		return p, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 	}
-	dpayload := payload
-	if wantPrompt || len(r.Images) > 0 {
+	p.dec = p.pre
+	if p.wantPrompt || len(r.Images) > 0 {
 		qd := q
 		qd.ReturnLogprob, qd.LogprobStartLen = r.ReturnLogprob, -1
 		if len(r.Images) > 0 {
-			qd.MultimodalInputs = legs.Decode
+			qd.MultimodalInputs = p.legs.Decode
 		}
-		if dpayload, err = wire.EncodeGenerateRequest(qd); err != nil {
+		if p.dec, err = wire.EncodeGenerateRequest(qd); err != nil {
 			g.metrics.reqError("encode")
-			g.errors.Add(1)
-			return nil, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
+			return p, &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()}
 		}
 	}
-	start := time.Now()
-	var encs []*lane.Stream
-	if len(legs.Encode) > 0 {
-		encs, err = g.submitEncodes(legs)
-		*sent = append(*sent, encs...)
+	return p, nil
+}
+
+// legStreams are one request's submitted legs.
+type legStreams struct {
+	ps, ds *lane.Stream
+	encs   []*lane.Stream
+	start  time.Time // dispatch time: TTFT and duration count from here
+}
+
+func (ls legStreams) abortEncodes(err error) {
+	for _, s := range ls.encs {
+		s.Abort(err)
+	}
+}
+
+// submit sends the encode legs, then the prefill, then the decode; each
+// stream sent is appended to sent (Generate's panic boundary aborts them).
+// A failure aborts what was already sent.
+func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (legStreams, error) {
+	ls := legStreams{start: time.Now()}
+	var err error
+	if len(p.legs.Encode) > 0 {
+		ls.encs, err = g.submitEncodes(p.legs)
+		*sent = append(*sent, ls.encs...)
 		if err != nil {
 			g.metrics.reqError("encode_worker_failed_to_start")
-			g.errors.Add(1)
-			return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
-		}
-	}
-	abortEncs := func(err error) {
-		for _, s := range encs {
-			s.Abort(err)
+			return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}
 		}
 	}
 	// In EPD the prefill owes nothing until its embeddings exist, and the
 	// decode owes nothing until its prefill's KV does: their silence
 	// before is no stall (Expect is called when it ends).
 	submitPre := pre.w.Submit
-	if len(encs) > 0 && !wantPrompt { // awaitPrompt does not watch the encode legs
+	if len(ls.encs) > 0 && !p.wantPrompt { // awaitPrompt does not watch the encode legs
 		submitPre = pre.w.SubmitQuiet
 	}
-	ps, err := submitPre(pre.id, rid, payload)
-	if err == nil {
-		*sent = append(*sent, ps)
-	}
-	if err != nil {
-		abortEncs(err)
+	if ls.ps, err = submitPre(pre.id, p.rid, p.pre); err != nil {
+		ls.abortEncodes(err)
 		g.metrics.reqError("prefill_worker_failed_to_start")
-		g.errors.Add(1)
-		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
+		return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}
 	}
-	ds, err := dec.w.SubmitQuiet(dec.id, rid, dpayload)
-	if err == nil {
-		*sent = append(*sent, ds)
-	}
-	if err != nil {
-		ps.Abort(err)
-		abortEncs(err)
+	*sent = append(*sent, ls.ps)
+	if ls.ds, err = dec.w.SubmitQuiet(dec.id, p.rid, p.dec); err != nil {
+		ls.ps.Abort(err)
+		ls.abortEncodes(err)
 		g.metrics.reqError("decode_worker_failed_to_start")
-		g.errors.Add(1)
-		return nil, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
+		return ls, &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}
 	}
-	recordLegs(ctx, pre, dec, encs, len(r.InputIDs)) // issue 19
-	g.requests.Add(1)
+	*sent = append(*sent, ls.ds)
+	return ls, nil
+}
+
+// start hands the submitted legs to their flight (runSafe); with prompt
+// logprobs asked it first joins the prefill's (awaitPrompt), so that a
+// refusal is still a clean error before any response.
+func (g *Dispatcher) start(ctx context.Context, r gen.Request, pre, dec leg, ls legStreams, sent *[]*lane.Stream) (<-chan gen.Event, error) {
 	var preRes *legResult
 	var promptLP []float64
-	if wantPrompt {
-		res, perr := g.awaitPrompt(ctx, ps, ds, r)
+	if r.LogprobStartLen >= 0 {
+		res, perr := g.awaitPrompt(ctx, ls.ps, ls.ds, r)
 		if perr != nil {
-			abortEncs(nil)
-			g.errors.Add(1)
+			ls.abortEncodes(nil)
 			return nil, perr
 		}
 		preRes, promptLP = &res, res.out.PromptLogprobs
-		ds.Expect()
+		ls.ds.Expect()
 	}
 	g.inflight.Add(1)
 	g.metrics.dispatched(pre, dec, len(r.InputIDs))
 	events := make(chan gen.Event, 16)
 	*sent = nil // run owns the legs now
-	go g.runSafe(ctx, ps, ds, encs, events, start, preRes, promptLP)
+	go g.runSafe(ctx, ls.ps, ls.ds, ls.encs, events, ls.start, preRes, promptLP)
 	return events, nil
 }
 
@@ -374,7 +408,7 @@ func (g *Gateway) generate(ctx context.Context, r gen.Request, sent *[]*lane.Str
 // say): each lane change (a rank's state, a role's routing) wakes it to
 // try again, and the client going away ends the wait. Then the refusal is
 // a 503 that says how long it waited; every 503 carries Retry-After.
-func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre, dec leg, _ uint64, _ error) {
+func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool) (pre, dec leg, _ uint64, _ error) {
 	var timeout <-chan time.Time
 	waited := false
 	for {
@@ -386,7 +420,7 @@ func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre
 			var r uint64
 			if pre, dec, r, err = g.pick(room); err == nil {
 				if waited {
-					g.metrics.queued.WithLabelValues("routed").Inc()
+					g.metrics.Queued.WithLabelValues("routed").Inc()
 				}
 				return pre, dec, r, nil
 			}
@@ -405,12 +439,12 @@ func (g *Gateway) pickQueued(ctx context.Context, room uint64, images bool) (pre
 		select {
 		case <-changed:
 		case <-timeout:
-			g.metrics.queued.WithLabelValues("timeout").Inc()
+			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
 			re.Message += fmt.Sprintf(" (waited %s for one)", g.opts.QueueTimeout)
 			return pre, dec, room, &re
 		case <-ctx.Done():
-			g.metrics.queued.WithLabelValues("client_gone").Inc()
+			g.metrics.Queued.WithLabelValues("client_gone").Inc()
 			return pre, dec, room, ctx.Err()
 		case <-g.shutdown:
 			return pre, dec, room, err
@@ -426,7 +460,7 @@ var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no
 // events and the in-flight count, which run's own defers must not touch
 // (a deferred close would run before the recover and the error event
 // would be sent on a closed channel).
-func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+func (g *Dispatcher) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
 	defer close(events)
 	defer g.inflight.Add(-1)
 	defer g.recoverHere("request", func(err error) {
@@ -435,7 +469,6 @@ func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*l
 		for _, s := range encs {
 			s.Abort(err)
 		}
-		g.errors.Add(1)
 		g.metrics.reqError("panic")
 		traffic.FromContext(parent).Fail("panic") // issue 19
 		select {
@@ -452,7 +485,7 @@ func (g *Gateway) runSafe(parent context.Context, ps, ds *lane.Stream, encs []*l
 // decode leg's outputs queue on its stream meanwhile; in PD it cannot
 // produce a token before the prefill's KV arrives anyway. A prefill abort
 // for another reason is returned as the result for run to report.
-func (g *Gateway) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Request) (legResult, error) {
+func (g *Dispatcher) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Request) (legResult, error) {
 	wctx, cancel := context.WithTimeout(ctx, g.opts.RequestTimeout)
 	defer cancel()
 	var o lane.Output
@@ -494,7 +527,7 @@ func (g *Gateway) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen.Re
 	return legResult{out: o}, nil
 }
 
-func (g *Gateway) mintRID(client string) string {
+func (g *Dispatcher) mintRID(client string) string {
 	suffix := strconv.FormatUint(g.rng.Uint64(), 36)
 	if client == "" {
 		return "gen-" + suffix
@@ -512,7 +545,7 @@ type legResult struct {
 // what has been seen of them, and where its events go. Only run's
 // goroutine touches it (docs/architecture.md §3.2).
 type flight struct {
-	g           *Gateway
+	g           *Dispatcher
 	parent, ctx context.Context
 	ps, ds      *lane.Stream
 	encs        []*lane.Stream
@@ -555,8 +588,8 @@ type flight struct {
 // the deadline.
 // pre, when set, is the prefill's terminal output already received
 // (awaitPrompt); promptLP rides on the first event.
-func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
-	if h := g.opts.hookRun; h != nil {
+func (g *Dispatcher) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.Stream, events chan<- gen.Event, start time.Time, pre *legResult, promptLP []float64) {
+	if h := g.opts.HookRun; h != nil {
 		h()
 	}
 	f := &flight{g: g, rec: traffic.FromContext(parent), parent: parent, ps: ps, ds: ds, encs: encs, events: events, start: start, promptLP: promptLP,
@@ -666,7 +699,6 @@ func (f *flight) emit(ev gen.Event) bool {
 }
 
 func (f *flight) fail(kind string, ev gen.Event) {
-	f.g.errors.Add(1)
 	f.g.metrics.reqError(kind)
 	f.rec.Fail(kind) // issue 19
 	f.emit(ev)
@@ -791,15 +823,14 @@ func (f *flight) observeTokens(n int, now time.Time) {
 	recordOutput(f.rec, f.ds.Worker().Role(), f.first, now.Sub(f.last), n) // issue 19
 	m := f.g.metrics
 	if f.first {
-		m.ttft.Observe(now.Sub(f.start).Seconds())
-		m.routerTTFT.Observe(now.Sub(f.start).Seconds())
+		m.TTFT.Observe(now.Sub(f.start).Seconds())
+		m.RouterTTFT.Observe(now.Sub(f.start).Seconds())
 		f.first = false
 	} else {
-		m.itl.Observe(now.Sub(f.last).Seconds() / float64(n))
+		m.ITL.Observe(now.Sub(f.last).Seconds() / float64(n))
 	}
 	f.last = now
-	f.g.tokens.Add(uint64(n))
-	m.outTokens.Add(float64(n))
+	m.OutTokens.Add(float64(n))
 }
 
 // finish sends the terminal event; a prefill leg still running is given
@@ -817,7 +848,6 @@ func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
 	f.succeeded = ev.Finish.Reason != gen.FinishAbort
 	if ev.Finish.Reason == gen.FinishAbort {
 		f.ps.Abort(nil)
-		f.g.errors.Add(1)
 		f.g.metrics.reqError("engine_abort")
 		f.rec.Fail("engine_abort") // issue 19
 	}

@@ -1,4 +1,4 @@
-package gateway
+package dispatch
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type encodeRouting struct {
 	// closed when the role's requests are ended (AbortRole, SetStalled) or
 	// its process dies (SetAlive). A drained role (SetRouted false) keeps
 	// its embeddings, so draining closes nothing.
-	drops map[string]*encodeDrop
+	drops map[string]*EncodeDrop
 	// down has the roles whose process ended (until SetAlive true or
 	// SetRouted true): a watcher taken then gets a closed drop at once.
 	down map[string]string
@@ -38,26 +38,32 @@ type encodeRouting struct {
 	pending map[string]int
 }
 
-// encodeDrop is closed once; why is set before the close.
-type encodeDrop struct {
+// EncodeDrop is closed once; why is set before the close.
+type EncodeDrop struct {
 	ch  chan struct{}
 	why string
 }
 
-func closedDrop(why string) *encodeDrop {
-	d := &encodeDrop{ch: make(chan struct{}), why: why}
+// Done is closed when the drop happened.
+func (d *EncodeDrop) Done() <-chan struct{} { return d.ch }
+
+// Why says why the role's embeddings were dropped; set before Done closes.
+func (d *EncodeDrop) Why() string { return d.why }
+
+func closedDrop(why string) *EncodeDrop {
+	d := &EncodeDrop{ch: make(chan struct{}), why: why}
 	close(d.ch)
 	return d
 }
 
 // epdMode reports whether images are routed to encode workers.
-func (g *Gateway) epdMode() bool {
-	return g.plan.Gateway.Mode == profiles.ModeEPD && len(g.encode) > 0
+func (g *Dispatcher) EPDMode() bool {
+	return g.mode == profiles.ModeEPD && len(g.encode) > 0
 }
 
 // encodeReady counts encode workers whose DP rank 0 (the rank that takes
 // encode requests) is registered and routed.
-func (g *Gateway) encodeReady() []string {
+func (g *Dispatcher) encodeReady() []string {
 	var names []string
 	for _, w := range g.encode {
 		if _, ok := encodeRank(w); ok {
@@ -76,7 +82,7 @@ func encodeRank(w *lane.Worker) (int, bool) {
 	return 0, false
 }
 
-func (g *Gateway) encodeRing() *epd.Ring {
+func (g *Dispatcher) EncodeRing() *epd.Ring {
 	names := g.encodeReady()
 	key := strings.Join(names, "\x00")
 	g.enc.mu.Lock()
@@ -89,7 +95,7 @@ func (g *Gateway) encodeRing() *epd.Ring {
 
 // encoderAddr is where the prefill fetches an encode worker's embeddings:
 // its registration's bootstrap host/port, else the plan's.
-func (g *Gateway) encoderAddr(role string) (epd.Encoder, bool) {
+func (g *Dispatcher) encoderAddr(role string) (epd.Encoder, bool) {
 	w, ok := g.lane.Worker(role)
 	if !ok {
 		return epd.Encoder{}, false
@@ -103,11 +109,11 @@ func (g *Gateway) encoderAddr(role string) (epd.Encoder, bool) {
 
 // ImageSupport says whether image requests can be routed: only in epd
 // mode with an encode role (front ends ask before decoding anything).
-func (g *Gateway) ImageSupport() error {
-	if g.epdMode() {
+func (g *Dispatcher) ImageSupport() error {
+	if g.EPDMode() {
 		return nil
 	}
-	why := "gateway mode " + g.plan.Gateway.Mode
+	why := "gateway mode " + g.mode
 	if len(g.encode) == 0 {
 		why = "no encode role"
 	}
@@ -117,7 +123,7 @@ func (g *Gateway) ImageSupport() error {
 
 // checkImages refuses image requests the deployment cannot serve and
 // images whose spans do not fit the prompt.
-func (g *Gateway) checkImages(r *gen.Request) error {
+func (g *Dispatcher) checkImages(r *gen.Request) error {
 	if len(r.Images) == 0 {
 		return nil
 	}
@@ -160,7 +166,7 @@ func prepared(r gen.Request) epd.Prepared {
 // submitEncodes sends each item's EncodeRequest to DP rank 0 of its
 // encode worker (tensors out of band) and returns the streams that carry
 // their terminal outputs. On failure the ones already sent are aborted.
-func (g *Gateway) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
+func (g *Dispatcher) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 	streams := make([]*lane.Stream, 0, len(legs.Encode))
 	fail := func(err error) ([]*lane.Stream, error) {
 		for _, s := range streams {
@@ -186,7 +192,7 @@ func (g *Gateway) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 		if err != nil {
 			return fail(fmt.Errorf("image %d: %w", i, err))
 		}
-		g.metrics.selection.WithLabelValues(w.Role(), w.Kind(), strconv.Itoa(id)).Inc()
+		g.metrics.Selection.WithLabelValues(w.Role(), w.Kind(), strconv.Itoa(id)).Inc()
 		streams = append(streams, s)
 	}
 	return streams, nil
@@ -200,7 +206,7 @@ type encodeResult struct {
 }
 
 // watchEncodes reports each encode stream's terminal output (or error).
-func (g *Gateway) watchEncodes(encs []*lane.Stream) <-chan encodeResult {
+func (g *Dispatcher) watchEncodes(encs []*lane.Stream) <-chan encodeResult {
 	ch := make(chan encodeResult, len(encs))
 	for i, s := range encs {
 		go func() {
@@ -233,12 +239,12 @@ func encodeFailure(r encodeResult) error {
 }
 
 // encodeNote describes encode routing for the status line.
-func (g *Gateway) encodeNote() string {
+func (g *Dispatcher) EncodeNote() string {
 	switch {
 	case len(g.encode) == 0:
 		return ""
-	case g.plan.Gateway.Mode != profiles.ModeEPD:
-		return "encode: not routed (gateway mode " + g.plan.Gateway.Mode + ")"
+	case g.mode != profiles.ModeEPD:
+		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
 	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))
@@ -247,7 +253,7 @@ func (g *Gateway) encodeNote() string {
 // encodeDropped is the drop a watcher of role holds: closed once the
 // role's requests are ended or its process dies; already closed while its
 // process is known dead.
-func (g *Gateway) encodeDropped(role string) *encodeDrop {
+func (g *Dispatcher) EncodeDropped(role string) *EncodeDrop {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
 	if why, ok := g.enc.down[role]; ok {
@@ -255,9 +261,9 @@ func (g *Gateway) encodeDropped(role string) *encodeDrop {
 	}
 	d := g.enc.drops[role]
 	if d == nil {
-		d = &encodeDrop{ch: make(chan struct{})}
+		d = &EncodeDrop{ch: make(chan struct{})}
 		if g.enc.drops == nil {
-			g.enc.drops = map[string]*encodeDrop{}
+			g.enc.drops = map[string]*EncodeDrop{}
 		}
 		g.enc.drops[role] = d
 	}
@@ -267,7 +273,7 @@ func (g *Gateway) encodeDropped(role string) *encodeDrop {
 // noteEncodeDown closes the role's drop with why; the next watcher takes a
 // fresh one, unless sticky (its process ended) keeps it closed until
 // noteEncodeUp.
-func (g *Gateway) noteEncodeDown(role, why string, sticky bool) {
+func (g *Dispatcher) NoteEncodeDown(role, why string, sticky bool) {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
 	if d := g.enc.drops[role]; d != nil {
@@ -285,7 +291,7 @@ func (g *Gateway) noteEncodeDown(role, why string, sticky bool) {
 
 // noteEncodeUp hears the role come back (process alive, routed again, no
 // longer stalled): watchers take fresh drops again.
-func (g *Gateway) noteEncodeUp(role string) {
+func (g *Dispatcher) NoteEncodeUp(role string) {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
 	delete(g.enc.down, role)
@@ -293,7 +299,7 @@ func (g *Gateway) noteEncodeUp(role string) {
 
 // holdEmbed counts a request whose prefill still has to fetch an embedding
 // from role; the returned func releases it (once).
-func (g *Gateway) holdEmbed(role string) func() {
+func (g *Dispatcher) holdEmbed(role string) func() {
 	g.enc.mu.Lock()
 	if g.enc.pending == nil {
 		g.enc.pending = map[string]int{}
@@ -312,7 +318,7 @@ func (g *Gateway) holdEmbed(role string) func() {
 	}
 }
 
-func (g *Gateway) pendingEmbeds(role string) int {
+func (g *Dispatcher) PendingEmbeds(role string) int {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
 	return g.enc.pending[role]
@@ -330,9 +336,9 @@ type encodeDeath struct {
 // anew after since (another run of the engine, which does not hold the
 // embedding), or its role is dropped from routing or dies. The embedding
 // the prefill still has to fetch lived in that engine.
-func (g *Gateway) watchEncoder(s *lane.Stream, since time.Time, stop <-chan struct{}, out chan<- encodeDeath) {
+func (g *Dispatcher) watchEncoder(s *lane.Stream, since time.Time, stop <-chan struct{}, out chan<- encodeDeath) {
 	role, id := s.Worker().Role(), s.Identity
-	dropped := g.encodeDropped(role)
+	dropped := g.EncodeDropped(role)
 	cur, evs, cancel := g.lane.SubscribeRanks()
 	gone := func(ev snapshot.RankEvent) (string, bool) {
 		switch {

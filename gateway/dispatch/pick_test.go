@@ -1,10 +1,9 @@
-package gateway
+package dispatch
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/lane"
 )
 
@@ -27,7 +26,7 @@ func (v *vanishing) Routable() []lane.RankLoad {
 func (v *vanishing) DPSize() int { return v.dp }
 
 // Regression (1P dp 2 + 2D, 50 SIGKILLs): routing read the prefill's
-// ranks twice, the second read came back empty and dispatch.Pick's -1
+// ranks twice, the second read came back empty and Pick's -1
 // indexed the slice, killing tsd with "index out of range [-1]". One read
 // per decision: the choice is made on the ranks seen, and each worker is
 // read once.
@@ -36,7 +35,7 @@ func TestChooseLegsReadsRanksOnce(t *testing.T) {
 	pre := &vanishing{ranks: []lane.RankLoad{{Identity: 1, DPRank: 1}}, dp: 2}
 	dec := &vanishing{ranks: []lane.RankLoad{{Identity: 0, DPRank: 0}}, dp: 1}
 	room := uint64(10) // wants prefill DP rank 0, which is down
-	p, d, r, err := chooseLegs(dispatch.RoundRobin, dispatch.LeastLoad, []rankSource{pre}, []rankSource{dec}, 0, 0, 0, 0, room)
+	p, d, r, err := chooseLegs(RoundRobin, LeastLoad, []rankSource{pre}, []rankSource{dec}, 0, 0, 0, 0, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func TestChooseLegs(t *testing.T) {
 		{name: "second decode worker when the first has none", pre: []rankSource{up(lane.RankLoad{Identity: 0})},
 			dec: []rankSource{&vanishing{dp: 1}, up(lane.RankLoad{Identity: 9})}, wantP: legChoice{0, 0}, wantD: legChoice{1, 9}},
 	} {
-		p, d, room, err := chooseLegs(dispatch.RoundRobin, dispatch.LeastLoad, tc.pre, tc.dec, 0, 0, 0, 0, tc.room)
+		p, d, room, err := chooseLegs(RoundRobin, LeastLoad, tc.pre, tc.dec, 0, 0, 0, 0, tc.room)
 		if tc.wantErr != nil {
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.wantErr)

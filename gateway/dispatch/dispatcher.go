@@ -1,0 +1,221 @@
+package dispatch
+
+// The Dispatcher is the gateway's generation dispatch behind gen.Engine
+// (issue 17): validation, the PD/EPD leg choice, submission, the
+// prompt-logprob join and each request's flight (generate.go, epdroute.go).
+// Package gateway owns binding, HTTP and the supervisor-facing methods,
+// and delegates to it where dispatch state is involved.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Options tune a Dispatcher; the gateway passes its own (gateway.Options)
+// after defaulting them.
+type Options struct {
+	// RequestTimeout ends a generation that runs longer (both legs are
+	// aborted).
+	RequestTimeout time.Duration
+	// DrainGrace is how long a finished request waits for its prefill leg
+	// (or its encode legs) to finish before aborting it.
+	DrainGrace time.Duration
+	// QueueTimeout is how long a new request waits for a routable worker
+	// of a kind it needs; negative: no wait.
+	QueueTimeout time.Duration
+	// HookPick and HookRun are test hooks: a panic injected at a dispatch
+	// step proves the recover boundaries. nil outside tests.
+	HookPick, HookRun func()
+}
+
+// Metrics are the series the dispatch updates; the gateway registers them
+// (docs/protocol.md §11.7 names) and serves them on /metrics.
+type Metrics struct {
+	Requests    prometheus.Counter
+	ReqErrors   *prometheus.CounterVec // error_type
+	ReqDuration prometheus.Histogram
+	TTFT        prometheus.Histogram
+	RouterTTFT  prometheus.Histogram
+	ITL         prometheus.Histogram
+	InTokens    prometheus.Counter
+	OutTokens   prometheus.Counter
+	Finishes    *prometheus.CounterVec // reason
+	Selection   *prometheus.CounterVec // worker, worker_type, identity
+	Queued      *prometheus.CounterVec // outcome
+}
+
+func (m *Metrics) reqError(kind string) { m.ReqErrors.WithLabelValues(kind).Inc() }
+
+func (m *Metrics) dispatched(pre, dec leg, promptTokens int) {
+	m.Requests.Inc()
+	m.InTokens.Add(float64(promptTokens))
+	m.Selection.WithLabelValues(pre.w.Role(), pre.w.Kind(), strconv.Itoa(pre.id)).Inc()
+	m.Selection.WithLabelValues(dec.w.Role(), dec.w.Kind(), strconv.Itoa(dec.id)).Inc()
+}
+
+func (m *Metrics) finished(reason string, d time.Duration) {
+	m.Finishes.WithLabelValues(reason).Inc()
+	m.ReqDuration.Observe(d.Seconds())
+}
+
+// Config is what a Dispatcher is built from.
+type Config struct {
+	Plan    *profiles.Plan
+	Lane    *lane.Lane // bound by the gateway; its workers are split by kind here
+	Metrics *Metrics
+	Options Options
+	// Queued is the gauge of requests waiting for a worker, shared with
+	// the front door's admission queue (both count into it).
+	Queued *atomic.Int64
+	// Shutdown ends every queued wait (the gateway is going away).
+	Shutdown <-chan struct{}
+	// OnPanic reports a panic a recover boundary caught (logged, counted
+	// in tsd_gateway_panics_total, an event).
+	OnPanic func(where string, v any, stack []byte)
+}
+
+// Dispatcher implements gen.Engine over the lane's workers.
+type Dispatcher struct {
+	mode      string // the plan's gateway mode (EPDMode)
+	opts      Options
+	lane      *lane.Lane
+	metrics   *Metrics
+	onPanic   func(where string, v any, stack []byte)
+	shutdown  <-chan struct{}
+	queuedNow *atomic.Int64
+
+	prefill, decode pool
+	encode          []*lane.Worker
+	enc             encodeRouting
+
+	inflight atomic.Int64
+	rng      *lockedRand
+}
+
+// pool is the workers of one PD kind with its policy and pick counter.
+type pool struct {
+	workers []*lane.Worker
+	src     []rankSource // the same workers, as routing reads them
+	policy  string
+	seq     atomic.Uint64 // picks so far: the round-robin position
+}
+
+func (p *pool) add(w *lane.Worker) {
+	p.workers = append(p.workers, w)
+	p.src = append(p.src, w)
+}
+
+// routable counts the pool's workers that have a routable rank.
+func (p *pool) routable() int {
+	n := 0
+	for _, w := range p.workers {
+		if len(w.Routable()) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// New builds the dispatch over cfg.Lane's workers.
+func New(cfg Config) *Dispatcher {
+	g := &Dispatcher{mode: cfg.Plan.Gateway.Mode, opts: cfg.Options, lane: cfg.Lane, metrics: cfg.Metrics, onPanic: cfg.OnPanic,
+		shutdown: cfg.Shutdown, queuedNow: cfg.Queued, rng: newLockedRand()}
+	if g.queuedNow == nil {
+		g.queuedNow = &atomic.Int64{}
+	}
+	if g.onPanic == nil {
+		g.onPanic = func(string, any, []byte) {}
+	}
+	for _, w := range cfg.Lane.Workers() {
+		switch w.Kind() {
+		case profiles.KindPrefill:
+			g.prefill.add(w)
+		case profiles.KindDecode:
+			g.decode.add(w)
+		case profiles.KindEncode:
+			g.encode = append(g.encode, w)
+		}
+	}
+	g.prefill.policy, g.decode.policy = cfg.Plan.Gateway.Policy.Prefill, cfg.Plan.Gateway.Policy.Decode
+	return g
+}
+
+// Ready reports whether at least one prefill and one decode rank are
+// registered and routed, and in EPD mode one encode worker's rank 0.
+func (g *Dispatcher) Ready() bool {
+	p, d, _, _ := g.Health()
+	if g.EPDMode() && len(g.encodeReady()) == 0 {
+		return false
+	}
+	return p > 0 && d > 0
+}
+
+// Health counts routable prefill and decode workers and all of them.
+func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
+	prefill, decode = g.prefill.routable(), g.decode.routable()
+	return prefill, decode, prefill + decode, len(g.prefill.workers) + len(g.decode.workers)
+}
+
+// InFlight is how many generations the dispatch is running now.
+func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
+
+// MaxModelLen is the smallest max_model_len among registered prefill and
+// decode ranks (a prompt must fit both legs), 0 when none reported one.
+func (g *Dispatcher) MaxModelLen() int {
+	best := 0
+	for _, ws := range [][]*lane.Worker{g.prefill.workers, g.decode.workers} {
+		for _, w := range ws {
+			for _, st := range w.Ranks() {
+				if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {
+					continue
+				}
+				if n := int(st.Registration.MaxModelLen); best == 0 || n < best {
+					best = n
+				}
+			}
+		}
+	}
+	return best
+}
+
+// recoverHere is deferred at the top of a per-request goroutine: a panic
+// is reported and onPanic (may be nil) ends that one request cleanly.
+func (g *Dispatcher) recoverHere(where string, onPanic func(err error)) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	g.onPanic(where, v, debug.Stack())
+	if onPanic != nil {
+		onPanic(fmt.Errorf("internal error in the gateway's %s (recovered: %v)", where, v))
+	}
+}
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func newLockedRand() *lockedRand {
+	return &lockedRand{r: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+}
+
+func (l *lockedRand) Uint64() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Uint64()
+}
+
+var _ gen.Engine = (*Dispatcher)(nil)
