@@ -1,0 +1,200 @@
+package main
+
+// Issue 17's first done-when, end to end: three npm clients we did not
+// write (the official `openai` package, 4.x and latest; Vercel's AI SDK
+// through @ai-sdk/openai-compatible and @ai-sdk/openai; LangChain's
+// @langchain/openai) run their tool-calling, structured-output and
+// /v1/responses scenarios against `tsd up --headless` on ts-fake. The
+// clients are pinned in testdata/clients/package.json (+ lock) and
+// installed into the test cache (internal/npmtest), never into the repo.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsd-project/tsd/internal/npmtest"
+)
+
+// clientReplies are ts-fake's --fake-replies rules, tried in order against
+// the rendered prompt (cmd/ts-fake/replies.go); the prompts are
+// testdata/clients/lib.mjs's.
+// A request under a json_schema constraint (tool_choice required or
+// named, response_format json_schema) gets an instance of the schema
+// instead, as a grammar-constrained engine would.
+var clientReplies = []map[string]string{
+	// A tool result in the history (the template renders it as a tool
+	// turn): the model answers from it.
+	{"match": "<|im_start|>tool\n", "reply": "It is sunny in Paris."},
+	// Qwen3's hermes-style call, the format the qwen tool parser reads.
+	{"match": "What is the weather in Paris?", "reply": "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+	// JSON mode without a schema constraint: the prompt asked for JSON.
+	{"match": "Describe a city as JSON.", "reply": `{"city": "Paris", "population": 2100000}`},
+	{"match": "Say hello.", "reply": "Hello from tsd."},
+}
+
+// clientScripts are the scripts in testdata/clients and the env that
+// picks what each runs.
+var clientScripts = []struct {
+	name, script string
+	env          []string
+}{
+	{"openai-latest", "openai.mjs", []string{"TSD_OPENAI_PKG=openai"}},
+	{"openai-4", "openai.mjs", []string{"TSD_OPENAI_PKG=openai4"}},
+	{"aisdk", "aisdk.mjs", nil},
+	{"langchain", "langchain.mjs", nil},
+}
+
+// clientLine is one scenario's result as lib.mjs prints it.
+type clientLine struct {
+	Name   string   `json:"name"`
+	OK     bool     `json:"ok"`
+	Detail string   `json:"detail"`
+	MS     int      `json:"ms"`
+	Routes []string `json:"routes"`
+	Fields []string `json:"fields"`
+}
+
+// fakeClientDeployment brings up a 1P1D deployment on ts-fake with the
+// demo tokenizer (whose chat template renders tools and tool turns),
+// served as qwen3-demo so the gateway picks the qwen tool parser by name,
+// and an API key. ts-fake ends a reply with the model's own EOS
+// (<|im_end|>, config.json's eos_token_id) rather than its default id 2,
+// which this vocabulary spells as a byte the reply would end with. It
+// returns the OpenAI base URL and the key.
+func fakeClientDeployment(t *testing.T) (base, key string) {
+	t.Helper()
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	dir := t.TempDir()
+	model, err := filepath.Abs("../../gateway/tokenizer/testdata/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := json.Marshal(clientReplies)
+	replies := filepath.Join(dir, "replies.json")
+	if err := os.WriteFile(replies, rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freeCluster(t)
+	key = "clients-e2e-key"
+	prof := fmt.Sprintf(`name: clients-e2e
+model: %s
+served_model_name: qwen3-demo
+engine:
+  command: [%s, serve]
+  env: {TS_FAKE_TOKENS_PER_S: "5000", TS_FAKE_STARTUP: 100ms, TS_FAKE_REPLIES: %q, TS_FAKE_EOS_ID: "1002"}
+gateway:
+  port: %d
+  api_key_env: TSD_CLIENTS_E2E_KEY
+roles:
+  - name: prefill
+    gpus: [0]
+  - name: decode
+    gpus: [1]
+restart:
+  backoff: 200ms
+  stop_grace: 5s
+`, model, fakeBin, replies, port)
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runTSDEnv(t, dir, []string{"TSD_CLIENTS_E2E_KEY=" + key}, "up", "--headless", "p.yaml")
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	return fmt.Sprintf("http://127.0.0.1:%d/v1", port), key
+}
+
+// runClient runs one client script from a fresh directory beside the
+// cached node_modules (ESM resolves packages from the script's own
+// folder, so the scripts are copied next to a link to them).
+func runClient(t *testing.T, modules, script string, env []string) ([]clientLine, string) {
+	t.Helper()
+	work := t.TempDir()
+	for _, f := range []string{script, "lib.mjs", "package.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata/clients", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(work, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var lines []clientLine
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l clientLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Name != "" {
+			lines = append(lines, l)
+		}
+	}
+	if err != nil {
+		return lines, fmt.Sprintf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, out, stderr.String())
+	}
+	return lines, ""
+}
+
+// TestE2EClients runs every client's scenarios against one deployment;
+// each scenario is a subtest (client/scenario), so a failure names it and
+// the client's own error. The request fields each client sent are
+// logged (what the gateway's admission table must accept).
+func TestE2EClients(t *testing.T) {
+	modules := npmtest.Project(t, "clients", "testdata/clients")
+	base, key := fakeClientDeployment(t)
+	for _, c := range clientScripts {
+		t.Run(c.name, func(t *testing.T) {
+			env := append([]string{"TSD_BASE_URL=" + base, "TSD_API_KEY=" + key, "TSD_MODEL=qwen3-demo"}, c.env...)
+			if only := os.Getenv("TSD_CLIENTS_ONLY"); only != "" {
+				env = append(env, "TSD_ONLY="+only)
+			}
+			lines, failed := runClient(t, modules, c.script, env)
+			if failed != "" {
+				t.Errorf("%s", failed)
+			}
+			if len(lines) == 0 {
+				t.Fatalf("%s printed no scenario", c.script)
+			}
+			fields := map[string]bool{}
+			for _, l := range lines {
+				for _, f := range l.Fields {
+					fields[f] = true
+				}
+				t.Run(l.Name, func(t *testing.T) {
+					if !l.OK {
+						t.Errorf("%s %s failed (%d ms, %v): %s", c.name, l.Name, l.MS, l.Routes, l.Detail)
+						return
+					}
+					t.Logf("%s %s ok (%d ms): %s", c.name, l.Name, l.MS, l.Detail)
+				})
+			}
+			names := make([]string, 0, len(fields))
+			for f := range fields {
+				names = append(names, f)
+			}
+			sort.Strings(names)
+			t.Logf("%s sent request fields: %s", c.name, strings.Join(names, " "))
+		})
+	}
+}

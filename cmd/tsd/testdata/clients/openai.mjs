@@ -1,0 +1,142 @@
+// The official openai npm client against tsd's gateway. TSD_OPENAI_PKG
+// picks the installed copy: "openai" (latest) or "openai4" (4.x, an npm
+// alias in package.json).
+import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, weatherParams, timeParams, citySchema } from './lib.mjs';
+
+const pkg = process.env.TSD_OPENAI_PKG || 'openai';
+const { default: OpenAI } = await import(pkg);
+const client = new OpenAI({ baseURL, apiKey, fetch: recordingFetch, maxRetries: 0, timeout: 30000 });
+
+const tools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: weatherParams } },
+  { type: 'function', function: { name: 'get_time', description: 'Current time in a zone', parameters: timeParams } },
+];
+
+function oneCall(calls, want) {
+  check(Array.isArray(calls) && calls.length >= 1, 'tool_calls present', calls);
+  const c = calls[0];
+  check(c.type === 'function' && typeof c.id === 'string' && c.id.length > 0, 'call has type function and an id', c);
+  check(c.function.name === want, 'call names ' + want, c);
+  const args = JSON.parse(c.function.arguments);
+  return { c, args };
+}
+
+await run(pkg, [
+  ['chat_tools', async () => {
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompts.weather }], tools });
+    const ch = r.choices[0];
+    check(ch.finish_reason === 'tool_calls', 'finish_reason tool_calls', ch);
+    const { args } = oneCall(ch.message.tool_calls, 'get_weather');
+    check(args.city === 'Paris', 'arguments {city: Paris}', args);
+    check(!ch.message.content || !ch.message.content.includes('<tool_call>'), 'no markup left in content', ch.message.content);
+    return args;
+  }],
+  ['chat_tools_stream', async () => {
+    const stream = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: prompts.weather }], tools, stream: true, stream_options: { include_usage: true },
+    });
+    const calls = [];
+    let finish = null, content = '', usage = null;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const ch of chunk.choices || []) {
+        if (ch.finish_reason) finish = ch.finish_reason;
+        if (ch.delta && ch.delta.content) content += ch.delta.content;
+        for (const d of (ch.delta && ch.delta.tool_calls) || []) {
+          const c = (calls[d.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } });
+          if (d.id) c.id = d.id;
+          if (d.function && d.function.name) c.function.name += d.function.name;
+          if (d.function && d.function.arguments) c.function.arguments += d.function.arguments;
+        }
+      }
+    }
+    check(finish === 'tool_calls', 'finish_reason tool_calls', { finish, content });
+    const { args } = oneCall(calls, 'get_weather');
+    check(args.city === 'Paris', 'arguments {city: Paris}', args);
+    check(!content.includes('<tool_call>'), 'no markup streamed as content', content);
+    check(usage && usage.completion_tokens > 0, 'usage chunk', usage);
+    return { calls: calls.length, args };
+  }],
+  ['chat_tool_choice_required', async () => {
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompts.plain }], tools, tool_choice: 'required' });
+    const ch = r.choices[0];
+    check(ch.finish_reason === 'tool_calls', 'finish_reason tool_calls', ch);
+    check(ch.message.tool_calls && ch.message.tool_calls.length >= 1, 'a tool call', ch.message);
+    return ch.message.tool_calls.map((c) => c.function.name);
+  }],
+  ['chat_tool_choice_named', async () => {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: prompts.plain }], tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
+    });
+    const ch = r.choices[0];
+    const { args } = oneCall(ch.message.tool_calls, 'get_time');
+    check(typeof args.zone === 'string', 'arguments match get_time', args);
+    return args;
+  }],
+  ['chat_tool_result', async () => {
+    const r = await client.chat.completions.create({
+      model, tools,
+      messages: [
+        { role: 'user', content: prompts.weather },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"sky":"sunny","celsius":22}' },
+      ],
+    });
+    const ch = r.choices[0];
+    check(ch.finish_reason === 'stop' && ch.message.content === toolResultReply, 'the answer after the tool result', ch);
+    return ch.message.content;
+  }],
+  ['response_format_json_schema', async () => {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: prompts.city }],
+      response_format: { type: 'json_schema', json_schema: { name: 'city', strict: true, schema: citySchema } },
+    });
+    const v = JSON.parse(r.choices[0].message.content);
+    check(typeof v.city === 'string' && Number.isInteger(v.population), 'an instance of the schema', v);
+    return v;
+  }],
+  ['response_format_json_object', async () => {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: prompts.city + ' Reply in JSON.' }], response_format: { type: 'json_object' },
+    });
+    const v = JSON.parse(r.choices[0].message.content);
+    check(v && typeof v === 'object' && !Array.isArray(v), 'a JSON object', v);
+    return v;
+  }],
+  ['responses_create', async () => {
+    const r = await client.responses.create({ model, input: prompts.hello });
+    check(r.object === 'response' && r.status === 'completed', 'a completed response', r);
+    check(r.output_text === helloReply, 'output_text', r.output_text);
+    return { id: r.id, text: r.output_text };
+  }],
+  ['responses_stream', async () => {
+    const stream = await client.responses.create({ model, input: prompts.hello, stream: true });
+    const types = new Set();
+    let text = '', done = null;
+    for await (const ev of stream) {
+      types.add(ev.type);
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') done = ev.response;
+    }
+    check(types.has('response.created'), 'a response.created event', [...types]);
+    check(text === helloReply, 'deltas spell the reply', text);
+    check(done && done.status === 'completed', 'response.completed', done);
+    return [...types];
+  }],
+  ['responses_tools', async () => {
+    const r = await client.responses.create({
+      model, input: prompts.weather,
+      tools: [{ type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: weatherParams, strict: true }],
+    });
+    const call = (r.output || []).find((o) => o.type === 'function_call');
+    check(call && call.name === 'get_weather', 'a function_call output item', r.output);
+    check(JSON.parse(call.arguments).city === 'Paris', 'arguments {city: Paris}', call);
+    return call.arguments;
+  }],
+  ['responses_previous_id', async () => {
+    const first = await client.responses.create({ model, input: prompts.plain });
+    const r = await client.responses.create({ model, input: prompts.hello, previous_response_id: first.id });
+    check(r.status === 'completed' && r.previous_response_id === first.id, 'chained on the first response', r);
+    return r.output_text;
+  }],
+]);
