@@ -70,6 +70,7 @@ func wireSampling(s gen.Sampling) (wire.SamplingParams, error) {
 	}
 	sp.IgnoreEOS = s.IgnoreEOS
 	sp.Seed = s.Seed
+	sp.JSONSchema, sp.Regex, sp.EBNF = s.JSONSchema, s.Regex, s.EBNF
 	if err := sp.Validate(0); err != nil {
 		return sp, err
 	}

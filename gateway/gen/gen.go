@@ -22,6 +22,13 @@ type Sampling struct {
 	StopTokenIDs      []int32
 	IgnoreEOS         bool
 	Seed              *int64
+
+	// At most one constraint (docs/protocol.md §5.3): the engine's grammar
+	// backend holds the output to it (tool_choice, response_format, and
+	// SGLang's regex/ebnf request fields). nil: unconstrained.
+	JSONSchema *string
+	Regex      *string
+	EBNF       *string
 }
 
 // DefaultSampling returns the engine defaults.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/parsers/delta"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -21,9 +22,7 @@ type chatRequest struct {
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	Logprobs            bool            `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	agentFields                         // tools.go: tool_choice, response_format, grammars
 }
 
 // errImage answers an image part that reached the text-only flattening
@@ -161,8 +160,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	if req.ResponseFormat != nil && req.ResponseFormat.Type != "" && req.ResponseFormat.Type != "text" {
-		writeError(w, badRequest("response_format", "structured output is not supported yet"))
+	ag, e := s.planAgent(&req.agentFields, req.Tools, req.Messages, p)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	p.logprobs = req.Logprobs
@@ -192,7 +192,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
+	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
 			writeError(w, badRequest("messages", "the model has no chat template; use /v1/completions"))
@@ -205,6 +205,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	ag.promptRendered(text)
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
@@ -228,17 +229,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	created := s.opts.Now().Unix()
 	pieces := s.runAll(ctx, p, reqs, idx)
 	if p.stream {
-		s.streamChat(w, cancel, p, id, created, pieces)
+		s.streamChat(w, cancel, p, ag, id, created, pieces)
 		return
 	}
 	states, u, aerr := collect(cancel, pieces, p.n, func(int) int { return 0 })
 	if aerr != nil {
 		writeError(w, aerr)
 		return
-	}
-	type message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
 	}
 	type choice struct {
 		Index        int     `json:"index"`
@@ -256,7 +253,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		Usage   usage    `json:"usage"`
 	}{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
 	for i, st := range states {
-		c := choice{Index: i, Message: message{Role: "assistant", Content: st.text}, FinishReason: st.finish, MatchedStop: st.matched}
+		m, finish, aerr := ag.parseWhole(st.text, st.finish)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		c := choice{Index: i, Message: m, FinishReason: finish, MatchedStop: st.matched}
 		if p.logprobs {
 			c.Logprobs = s.chatLogprobs(st.logprobs, p.topLogprobs)
 		}
@@ -287,8 +289,11 @@ func (s *Server) chatLogprobs(lps []tokenLogprob, top int) map[string][]chatLP {
 }
 
 type chunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string                 `json:"role,omitempty"`
+	Content          *string                `json:"content,omitempty"`
+	ReasoningContent *string                `json:"reasoning_content,omitempty"`
+	Reasoning        *string                `json:"reasoning,omitempty"`
+	ToolCalls        []delta.OpenAIToolCall `json:"tool_calls,omitempty"`
 }
 
 type chunkChoice struct {
@@ -308,12 +313,13 @@ type chatChunk struct {
 	Usage   *usage        `json:"usage,omitempty"`
 }
 
-func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, pieces <-chan piece) {
+func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, pieces <-chan piece) {
 	out := newSSE(w)
 	chunk := func(c chunkChoice) chatChunk {
 		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{c}}
 	}
 	roleSent := make([]bool, p.n)
+	replies := make([]*replyParser, p.n) // tools.go; nil: content as generated
 	var u usage
 	failed := false
 	for pc := range pieces {
@@ -331,7 +337,34 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 			empty := ""
 			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{Role: "assistant", Content: &empty}}))
 		}
-		if pc.text != "" || len(pc.logprobs) > 0 {
+		rp := replies[pc.index]
+		if rp == nil && ag.active {
+			var aerr *apiError
+			if rp, aerr = ag.newReply(); aerr != nil {
+				failed = true
+				cancel()
+				out.fail(aerr)
+				continue
+			}
+			replies[pc.index] = rp
+		}
+		if rp != nil {
+			ds := rp.push(pc.text)
+			if pc.finish != "" {
+				ds = append(ds, rp.finish()...)
+			}
+			deltas := streamDeltas(ds)
+			if len(deltas) == 0 && len(pc.logprobs) > 0 {
+				deltas = []chunkDelta{{}}
+			}
+			for k, d := range deltas {
+				c := chunkChoice{Index: pc.index, Delta: d}
+				if k == 0 && p.logprobs {
+					c.Logprobs = s.chatLogprobs(pc.logprobs, p.topLogprobs)
+				}
+				out.send(chunk(c))
+			}
+		} else if pc.text != "" || len(pc.logprobs) > 0 {
 			text := pc.text
 			c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
 			if p.logprobs {
@@ -340,7 +373,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 			out.send(chunk(c))
 		}
 		if pc.finish != "" {
-			f := pc.finish
+			f := rp.finishReason(pc.finish)
 			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
 			u.CompletionTokens += pc.completion
 			u.PromptTokens = pc.prompt

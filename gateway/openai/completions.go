@@ -13,10 +13,11 @@ import (
 
 type completionRequest struct {
 	common
-	Prompt   json.RawMessage `json:"prompt"`
-	Echo     bool            `json:"echo"`
-	Logprobs *int            `json:"logprobs"`
-	Suffix   *string         `json:"suffix"`
+	Prompt         json.RawMessage `json:"prompt"`
+	Echo           bool            `json:"echo"`
+	Logprobs       *int            `json:"logprobs"`
+	Suffix         *string         `json:"suffix"`
+	grammarRequest                 // tools.go: response_format, regex, ebnf
 }
 
 // prompts accepts a string, an array of strings, an array of token ids,
@@ -132,6 +133,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	p, e := s.plan(&req.common)
 	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := req.grammarRequest.apply(p); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -40,6 +40,11 @@ type Options struct {
 	// Vision enables image content parts (LoadVision); nil: the model
 	// takes no images and image parts get a 400.
 	Vision *Vision
+	// ToolCallParser and ReasoningParser name the reply parsers
+	// (gateway/parsers; profile keys gateway.tool_call_parser and
+	// gateway.reasoning_parser). "" or "passthrough": none.
+	ToolCallParser  string
+	ReasoningParser string
 }
 
 // Server is the OpenAI front end. Safe for concurrent use.
