@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -714,3 +715,16 @@ func CheckImageURLAllow(e string) error {
 }
 
 var hostNameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+
+// CheckCORSOrigin checks one gateway.cors_origins entry: "*" or an origin
+// as a browser sends it (scheme://host[:port], no path).
+func CheckCORSOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("cors_origins entry %q: want \"*\" or an origin such as https://app.example.com (scheme://host[:port], no path)", o)
+	}
+	return nil
+}

@@ -67,6 +67,8 @@ type GatewayPlan struct {
 	QueueTimeout  Duration     `json:"queue_timeout"`
 	ImageURLAllow []string     `json:"image_url_allow,omitempty"` // hosts/CIDRs exempt from the private-address refusal
 	MetricsPublic bool         `json:"metrics_public,omitempty"`  // /metrics without the API key
+	MaxConcurrent int          `json:"max_concurrent,omitempty"`  // generation requests served at once; 0 unlimited
+	CORSOrigins   []string     `json:"cors_origins,omitempty"`    // browser origins allowed; "*" any
 	LogFile       string       `json:"log_file"`
 	Workers       []WorkerPlan `json:"workers"`
 }

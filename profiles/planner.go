@@ -604,6 +604,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		QueueTimeout:    Duration(g.QueueTimeout),
 		ImageURLAllow:   g.ImageURLAllow,
 		MetricsPublic:   g.MetricsPublic,
+		MaxConcurrent:   g.MaxConcurrent,
+		CORSOrigins:     g.CORSOrigins,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}

@@ -74,6 +74,12 @@ type Gateway struct {
 	ImageURLAllow []string
 	// MetricsPublic serves /metrics without the API key.
 	MetricsPublic bool
+	// MaxConcurrent bounds the generation requests served at once; more
+	// wait up to QueueTimeout, then get 429. 0: unlimited.
+	MaxConcurrent int
+	// CORSOrigins are the browser origins allowed to call the API ("*":
+	// any); empty: no CORS headers.
+	CORSOrigins []string
 }
 
 // Health is how tsd judges a running role that has stopped making

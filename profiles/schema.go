@@ -297,7 +297,18 @@ func init() {
 			}
 		}},
 		boolKey("metrics_public", "false", "true: /metrics answers without the API key (for a scraper on a trusted network)", func(g *Gateway) *bool { return &g.MetricsPublic }),
-		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
+		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After; also how long a request beyond max_concurrent waits before 429", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
+		intKey("max_concurrent", 0, 1<<20, "0", "generation requests (/generate, /v1/chat/completions, /v1/completions) served at once; more wait up to queue_timeout, then get 429 with Retry-After; 0 = unlimited", func(g *Gateway) *int { return &g.MaxConcurrent }),
+		{Key: "cors_origins", Type: "list of origins", DefaultDoc: "none", Doc: "browser origins (scheme://host[:port], or \"*\" for any) answered with CORS headers, preflight OPTIONS included; empty = no CORS", read: func(l *loader, f field, g *Gateway) {
+			if list, ok := l.strList(f); ok {
+				for _, o := range list {
+					if err := CheckCORSOrigin(o); err != nil {
+						l.errf(f, "%v", err)
+					}
+				}
+				g.CORSOrigins = list
+			}
+		}},
 	}}
 
 	healthSection = section[Health]{Path: "health", Rows: []row[Health]{

@@ -1,0 +1,250 @@
+package front
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Fields says which top-level request fields a route takes beyond those
+// its request struct declares (every json-tagged field of the struct,
+// embedded ones included, is implemented and so accepted): fields clients
+// send that change nothing here (Ignored) and fields refused with a
+// reason (Refused). Any other field is refused as unknown, so a parameter
+// is never accepted and silently ignored.
+type Fields struct {
+	// Ignored: accepted, no effect (name → why that is harmless).
+	Ignored map[string]string
+	// Refused: name → why (the 400's message).
+	Refused map[string]string
+	// Strict lists struct-typed fields whose own keys are checked too
+	// (e.g. /generate's sampling_params).
+	Strict []string
+}
+
+// Decode parses a JSON body into v (a pointer to struct), checks its
+// top-level fields against fields, and turns every failure into a 400
+// naming the field in the client's terms, never Go's.
+func Decode(r *http.Request, v any, fields *Fields) *Error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", mb.Limit)
+		}
+		return BadRequest("", "read request body: %v", err)
+	}
+	return DecodeBytes(b, v, fields)
+}
+
+// DecodeBytes is Decode on a body in memory.
+func DecodeBytes(b []byte, v any, fields *Fields) *Error {
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) == 0 {
+		return BadRequest("", "empty request body; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		if !json.Valid(trimmed) {
+			return syntaxError(trimmed)
+		}
+		return Errorf(http.StatusBadRequest, "invalid_request", "", "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(v); err != nil {
+		return decodeError(trimmed, err)
+	}
+	if dec.More() {
+		return BadRequest("", "trailing data after the JSON body")
+	}
+	if fields != nil {
+		if e := checkFields(trimmed, reflect.TypeOf(v), fields); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func syntaxError(b []byte) *Error {
+	var x any
+	err := json.Unmarshal(b, &x)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: %s", clean(err.Error()))
+	}
+	return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON")
+}
+
+func decodeError(b []byte, err error) *Error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return BadRequest("", "invalid type: expected %s, got %s", jsonKind(te.Type), te.Value)
+		}
+		return BadRequest(field, "invalid type for field '%s': expected %s, got %s", field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: the body ends early")
+	}
+	if !json.Valid(b) {
+		return syntaxError(b)
+	}
+	return BadRequest("", "invalid request body: %s", clean(err.Error()))
+}
+
+// clean keeps Go's type vocabulary out of a message that reaches a client.
+func clean(msg string) string {
+	msg = strings.ReplaceAll(msg, "json: ", "")
+	if i := strings.Index(msg, " into Go "); i >= 0 {
+		msg = msg[:i]
+	}
+	return strings.ReplaceAll(msg, "cannot unmarshal", "cannot read")
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeOf(json.RawMessage(nil)) {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "a value"
+}
+
+// checkFields refuses the top-level keys (and those of Strict fields) the
+// struct does not declare and fields do not list as ignored.
+func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return syntaxError(b)
+	}
+	known := jsonFields(t)
+	if e := unknownKeys(top, known, fields, ""); e != nil {
+		return e
+	}
+	for _, name := range fields.Strict {
+		raw, ok := top[name]
+		ft, ok2 := known[name]
+		if !ok || !ok2 || string(bytes.TrimSpace(raw)) == "null" {
+			continue
+		}
+		var sub map[string]json.RawMessage
+		if json.Unmarshal(raw, &sub) != nil {
+			continue // the struct decode already named a type error
+		}
+		if e := unknownKeys(sub, jsonFields(ft), &Fields{}, name+"."); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func unknownKeys(obj map[string]json.RawMessage, known map[string]reflect.Type, fields *Fields, prefix string) *Error {
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first offender named is the same every time
+	for _, k := range keys {
+		if _, ok := known[k]; ok {
+			continue
+		}
+		if _, ok := fields.Ignored[k]; ok {
+			continue
+		}
+		if why, ok := fields.Refused[k]; ok {
+			if string(bytes.TrimSpace(obj[k])) == "null" {
+				continue // an explicit null asks for nothing
+			}
+			return Errorf(http.StatusBadRequest, "unsupported_parameter", prefix+k, "'%s%s' is not supported: %s", prefix, k, why)
+		}
+		return Errorf(http.StatusBadRequest, "unknown_parameter", prefix+k, "unrecognized request argument '%s%s'", prefix, k)
+	}
+	return nil
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+
+// jsonFields maps a struct's JSON names (embedded structs flattened) to
+// their types (pointers removed).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return map[string]reflect.Type{}
+	}
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			for k, v := range jsonFields(f.Type) {
+				m[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		m[name] = ft
+	}
+	fieldCache.Store(t, m)
+	return m
+}
+
+// KeyPresent reports whether a top-level key is in a JSON object body
+// with a non-null value (checks such as "tool_choice without tools").
+func KeyPresent(b []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) != nil {
+		return false
+	}
+	raw, ok := top[key]
+	return ok && string(bytes.TrimSpace(raw)) != "null"
+}

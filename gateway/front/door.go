@@ -1,0 +1,280 @@
+package front
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Config is the front door's policy. Zero values mean "off".
+type Config struct {
+	// APIKey, when set, is the bearer token every non-public route needs.
+	APIKey string
+	// CORSOrigins are the origins answered with CORS headers ("*": any).
+	CORSOrigins []string
+	// Body bounds request bodies; nil: no limits (tests).
+	Body *BodyLimits
+	// Admit bounds concurrent generation routes; nil: unlimited.
+	Admit *Limiter
+	// RequestTimeout bounds a whole request with a body (read, dispatch,
+	// stream); 0: none.
+	RequestTimeout time.Duration
+	// Observe hears every request's route label, status and duration
+	// (the HTTP metrics).
+	Observe func(method, route string, status int, d time.Duration)
+	// OnPanic hears a panic a route's boundary recovered.
+	OnPanic func(where string, v any, stack []byte)
+}
+
+// Door wraps routes with the front door.
+type Door struct{ cfg Config }
+
+// New builds a Door.
+func New(cfg Config) *Door { return &Door{cfg: cfg} }
+
+// Route says how the door treats one route.
+type Route struct {
+	// Label is the metrics label: the path alone (no method), the same
+	// for every route. "": the pattern a nested ServeMux matched, method
+	// stripped.
+	Label string
+	// Public routes skip the API key (probes; /metrics with metrics_public).
+	Public bool
+	// Generate routes pass admission (Config.Admit).
+	Generate bool
+}
+
+// Wrap returns h behind the door.
+func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		label := func() string { return routeLabel(rt.Label, r) }
+		defer func() {
+			if d.cfg.Observe != nil {
+				st := sw.status
+				if st == 0 {
+					st = http.StatusOK
+				}
+				d.cfg.Observe(r.Method, label(), st, time.Since(start))
+			}
+		}()
+		// Deferred after the metrics so the 500 it writes is what they count.
+		defer d.recoverHTTP(label, sw)
+		id := requestID(r)
+		sw.Header().Set("X-Request-Id", id)
+		r = r.WithContext(context.WithValue(r.Context(), idKey{}, id))
+		if d.cors(sw, r) {
+			return // preflight answered
+		}
+		if !rt.Public && d.cfg.APIKey != "" {
+			if e := Authorize(r, d.cfg.APIKey); e != nil {
+				WriteError(sw, e)
+				return
+			}
+		}
+		if b := d.cfg.Body; b != nil {
+			release, e := b.Read(sw, r)
+			defer release()
+			if e != nil {
+				WriteError(sw, e)
+				return
+			}
+		}
+		if r.ContentLength != 0 && d.cfg.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), d.cfg.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		if rt.Generate && d.cfg.Admit != nil {
+			release, e := d.cfg.Admit.Acquire(r.Context())
+			if e != nil {
+				WriteError(sw, e)
+				return
+			}
+			defer release()
+		}
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// routeLabel is a route's metrics label: the path alone, so the gateway's
+// fixed routes and a mounted front end's label alike ("/v1/models", never
+// "GET /v1/models").
+func routeLabel(label string, r *http.Request) string {
+	if label != "" {
+		return label
+	}
+	p := r.Pattern // set in place by a nested ServeMux
+	if p == "" {
+		return "unmatched"
+	}
+	if _, path, ok := strings.Cut(p, " "); ok {
+		return path
+	}
+	return p
+}
+
+// Authorize checks the bearer token in constant time.
+func Authorize(r *http.Request, key string) *Error {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(key)) != 1 {
+		return Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
+	}
+	return nil
+}
+
+type idKey struct{}
+
+// RequestID is the request's id (x-request-id as sent, or minted).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(idKey{}).(string)
+	return id
+}
+
+// requestID takes the client's x-request-id when it is a sane token
+// (printable ASCII, at most 128 bytes: it goes into logs and a header),
+// else mints one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
+		ok := true
+		for i := 0; i < len(id); i++ {
+			if id[i] <= ' ' || id[i] > '~' {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return id
+		}
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+// recoverHTTP is every route's per-request boundary: a panic fails that
+// one request with a 500 while nothing was sent, with an error event on a
+// started event stream, and cuts the connection otherwise; the daemon and
+// the connection's other requests live on.
+func (d *Door) recoverHTTP(label func() string, sw *statusWriter) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v) // net/http's own way to cut a connection
+	}
+	route := label()
+	if d.cfg.OnPanic != nil {
+		d.cfg.OnPanic("http "+route, v, debug.Stack())
+	}
+	e := Errorf(http.StatusInternalServerError, "internal_error", "", "internal error while serving %s (the gateway recovered: %v)", route, v)
+	if sw.status == 0 {
+		WriteError(sw, e)
+		return
+	}
+	if strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
+		NewSSE(sw).Fail(e)
+		return
+	}
+	// A JSON body was partly written: cut the connection so the client
+	// sees a broken response, never a valid-looking truncated one.
+	panic(http.ErrAbortHandler)
+}
+
+// statusWriter records the status for the metrics and the panic boundary,
+// adds Retry-After to every 503 and keeps Flush reachable for SSE.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	if code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests {
+		SetRetryAfter(w.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Started reports whether w (a door-wrapped writer) has sent its status.
+func Started(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *statusWriter:
+			return x.status != 0
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
+// JSONErrors answers what mux itself refuses — an unknown route (404), a
+// known path with the wrong method (405, Allow kept) — in the one error
+// shape instead of net/http's plain text.
+func JSONErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &probeWriter{h: http.Header{}}
+		h.ServeHTTP(probe, r)
+		switch probe.status {
+		case http.StatusMethodNotAllowed:
+			if a := probe.h.Get("Allow"); a != "" {
+				w.Header().Set("Allow", a)
+			}
+			WriteError(w, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.h.Get("Allow")))
+		case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusFound:
+			mux.ServeHTTP(w, r) // the mux's path cleaning redirect
+		default:
+			WriteError(w, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
+		}
+	})
+}
+
+// probeWriter captures what the mux's own refusal handler would send.
+type probeWriter struct {
+	h      http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.h }
+func (p *probeWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}

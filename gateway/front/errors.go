@@ -1,0 +1,153 @@
+// Package front is the gateway's one HTTP front door: every route
+// (/generate and the OpenAI API alike) gets the same API-key check, body
+// limits, request id, CORS, HTTP metrics, panic boundary, admission limit
+// and the same OpenAI-shaped error, rendered here and nowhere else, plus
+// one SSE writer. Handlers below it only parse, dispatch and answer.
+package front
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error is a request refused or failed, in OpenAI's shape:
+// {"error":{"message","type","param","code"}}. Status picks the HTTP
+// status and the type; Code is the snake_case code (also sent as
+// X-SMG-Error-Code, as SMG does); Param names the field the client sent.
+type Error struct {
+	Status  int
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// HTTPStatus, ErrorCode and ErrorParam let code that cannot import this
+// package (or predates it) map the error.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+// ErrorCode is the snake_case code.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// ErrorParam names the offending request field, if any.
+func (e *Error) ErrorParam() string { return e.Param }
+
+// Errorf builds an Error.
+func Errorf(status int, code, param, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is a 400 invalid_request naming param.
+func BadRequest(param, format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, "invalid_request", param, format, args...)
+}
+
+// statusError is any error that carries its own status and code.
+type statusError interface {
+	HTTPStatus() int
+	ErrorCode() string
+}
+
+// As maps any error to an Error: an *Error as is, an error with
+// HTTPStatus/ErrorCode(/ErrorParam) methods by them, anything else a 500.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var se statusError
+	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
+		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error()}
+		if p, ok := se.(interface{ ErrorParam() string }); ok {
+			out.Param = p.ErrorParam()
+		}
+		return out
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error()}
+}
+
+// Type is OpenAI's error type for a status.
+func Type(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusServiceUnavailable:
+		return "service_unavailable"
+	case status >= 500:
+		return "internal_error"
+	}
+	return "invalid_request_error"
+}
+
+// Body is the JSON body of an error response (and of an SSE error event).
+type Body struct {
+	Error Detail `json:"error"`
+}
+
+// Detail is the inside of Body. Param and Code are null when unknown, as
+// OpenAI sends them.
+type Detail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// JSON is e as the error body.
+func (e *Error) JSON() Body {
+	d := Detail{Message: e.Message, Type: Type(e.Status)}
+	if e.Param != "" {
+		p := e.Param
+		d.Param = &p
+	}
+	if e.Code != "" {
+		c := e.Code
+		d.Code = &c
+	}
+	return Body{Error: d}
+}
+
+// RetryAfterSeconds is what every 503 and 429 suggests: long enough for a
+// restarting role's ranks to re-handshake or a drain to hand over, short
+// enough that a client does not give up on a deployment coming back.
+const RetryAfterSeconds = "5"
+
+// SetRetryAfter sets Retry-After unless the handler chose one.
+func SetRetryAfter(h http.Header) {
+	if h.Get("Retry-After") == "" {
+		h.Set("Retry-After", RetryAfterSeconds)
+	}
+}
+
+// WriteError writes err as an error response. Every error response of
+// the gateway goes through here.
+func WriteError(w http.ResponseWriter, err error) {
+	e := As(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-SMG-Error-Code", e.Code)
+	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
+		SetRetryAfter(h)
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e.JSON())
+}
+
+// WriteJSON writes a 2xx (or readiness 503) JSON body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	if status == http.StatusServiceUnavailable {
+		SetRetryAfter(w.Header())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

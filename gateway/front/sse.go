@@ -1,0 +1,89 @@
+package front
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// sseWriteTimeout bounds writing one event: a client that stops reading
+// must not hold a generation (and its engine slots) for ever.
+const sseWriteTimeout = 30 * time.Second
+
+// SSE writes server-sent events; only the handler goroutine touches it.
+// Once a write fails it stays failed (Failed) and writes nothing more.
+type SSE struct {
+	w       http.ResponseWriter
+	f       http.Flusher
+	rc      *http.ResponseController
+	started bool
+	failed  bool
+	buf     []byte
+}
+
+// NewSSE prepares an event stream on w; nothing is sent until the first event.
+func NewSSE(w http.ResponseWriter) *SSE {
+	f, _ := w.(http.Flusher)
+	return &SSE{w: w, f: f, rc: http.NewResponseController(w), started: Started(w)}
+}
+
+// Start sends the headers (200, text/event-stream) if not yet sent.
+func (s *SSE) Start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// Started reports whether the stream's headers are out.
+func (s *SSE) Started() bool { return s.started }
+
+// Failed reports a write that failed (the client is gone).
+func (s *SSE) Failed() bool { return s.failed }
+
+// Send writes v as one data event; false when the client is gone.
+func (s *SSE) Send(v any) bool {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return s.Raw(data)
+}
+
+// Raw writes data (one JSON document) as one data event.
+func (s *SSE) Raw(data []byte) bool {
+	if s.failed {
+		return false
+	}
+	s.Start()
+	s.buf = append(append(append(s.buf[:0], "data: "...), data...), '\n', '\n')
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.failed = true
+		return false
+	}
+	if s.f != nil {
+		s.f.Flush()
+	}
+	return true
+}
+
+// Fail ends a stream on an error: a plain error response while nothing
+// was sent yet, else an error event (the one error shape) after the
+// events already out.
+func (s *SSE) Fail(e *Error) {
+	if !s.started {
+		WriteError(s.w, e)
+		s.started, s.failed = true, true
+		return
+	}
+	s.Send(e.JSON())
+}
+
+// Done writes the closing data: [DONE].
+func (s *SSE) Done() { s.Raw([]byte("[DONE]")) }
