@@ -62,6 +62,14 @@ await run('aisdk', [
     check(r.text === toolResultReply, 'the answer after the tool result', r.text);
     return r.text;
   }],
+  ['generateText_common_params', async () => {
+    const r = await generateText({
+      model: compat(model), system: 'You are terse.', prompt: prompts.hello, maxRetries: 0,
+      temperature: 0.7, topP: 0.9, maxOutputTokens: 64, seed: 7, stopSequences: ['\n\n'], presencePenalty: 0, frequencyPenalty: 0,
+    });
+    check(r.text === helloReply, 'the reply', r.text);
+    return r.usage;
+  }],
   ['streamText_tools', async () => {
     const { r, failed } = streamed({ model: compat(model), tools, prompt: prompts.weather });
     const calls = await r.toolCalls;
@@ -92,6 +100,11 @@ await run('aisdk', [
     failed();
     check(text === helloReply, 'the streamed reply text', text);
     return text;
+  }],
+  ['responses_generateText_common_params', async () => {
+    const r = await generateText({ model: openai(model), system: 'You are terse.', prompt: prompts.hello, maxRetries: 0, temperature: 0.7, topP: 0.9, maxOutputTokens: 64 });
+    check(r.text === helloReply, 'the reply', r.text);
+    return r.usage;
   }],
   ['responses_generateText_tools', async () => {
     const r = await generateText({ model: openai(model), tools, prompt: prompts.weather, maxRetries: 0 });

@@ -4,7 +4,7 @@ import { ChatOpenAI } from '@langchain/openai';
 import { tool } from '@langchain/core/tools';
 import { HumanMessage, AIMessage, ToolMessage } from '@langchain/core/messages';
 import { z } from 'zod';
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, toolResultReply } from './lib.mjs';
+import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply } from './lib.mjs';
 
 const chat = new ChatOpenAI({ model, apiKey, maxRetries: 0, timeout: 30000, configuration: { baseURL, fetch: recordingFetch } });
 
@@ -24,6 +24,15 @@ function weatherCall(msg) {
 }
 
 await run('langchain', [
+  ['invoke_common_params', async () => {
+    const tuned = new ChatOpenAI({
+      model, apiKey, maxRetries: 0, timeout: 30000, configuration: { baseURL, fetch: recordingFetch },
+      temperature: 0.7, topP: 0.9, maxTokens: 64, presencePenalty: 0, frequencyPenalty: 0, stop: ['\n\n'],
+    });
+    const msg = await tuned.invoke([['system', 'You are terse.'], ['human', prompts.hello]]);
+    check(msg.content === helloReply, 'the reply', msg.content);
+    return msg.usage_metadata;
+  }],
   ['bindTools_invoke', async () => {
     const msg = await chat.bindTools([getWeather, getTime]).invoke(prompts.weather);
     return weatherCall(msg).args;

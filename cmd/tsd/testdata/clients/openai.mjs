@@ -103,6 +103,17 @@ await run(pkg, [
     check(v && typeof v === 'object' && !Array.isArray(v), 'a JSON object', v);
     return v;
   }],
+  ['chat_common_params', async () => {
+    // What applications commonly set besides the messages: each must be
+    // accepted (not refused as unknown) and honoured.
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: prompts.hello }],
+      temperature: 0.7, top_p: 0.9, max_completion_tokens: 64, seed: 7, stop: ['\n\n'], user: 'client-e2e',
+      presence_penalty: 0, frequency_penalty: 0, n: 1, tools, tool_choice: 'auto', parallel_tool_calls: false,
+    });
+    check(r.choices[0].message.content === helloReply, 'the reply', r.choices[0]);
+    return r.usage;
+  }],
   ['responses_create', async () => {
     const r = await client.responses.create({ model, input: prompts.hello });
     check(r.object === 'response' && r.status === 'completed', 'a completed response', r);
@@ -132,6 +143,14 @@ await run(pkg, [
     check(call && call.name === 'get_weather', 'a function_call output item', r.output);
     check(JSON.parse(call.arguments).city === 'Paris', 'arguments {city: Paris}', call);
     return call.arguments;
+  }],
+  ['responses_common_params', async () => {
+    const r = await client.responses.create({
+      model, instructions: 'You are terse.', input: [{ role: 'user', content: prompts.hello }],
+      temperature: 0.7, top_p: 0.9, max_output_tokens: 64, store: true,
+    });
+    check(r.status === 'completed' && r.output_text === helloReply, 'the reply', r);
+    return r.usage;
   }],
   ['responses_previous_id', async () => {
     const first = await client.responses.create({ model, input: prompts.plain });
