@@ -161,6 +161,7 @@ func runClient(t *testing.T, modules, script string, env []string) ([]clientLine
 // the client's own error. The request fields each client sent are
 // logged (what the gateway's admission table must accept).
 func TestE2EClients(t *testing.T) {
+	npmtest.NeedNodeMajor(t, 20)
 	modules := npmtest.Project(t, "clients", "testdata/clients")
 	base, key := fakeClientDeployment(t)
 	for _, c := range clientScripts {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,25 @@ func NeedNode(tb testing.TB) string {
 		tb.Skip("skipping: npm is not installed")
 	}
 	return node
+}
+
+// NeedNodeMajor skips the test unless node is at least version major
+// (clients use the built-in fetch and newer language features).
+func NeedNodeMajor(tb testing.TB, major int) {
+	tb.Helper()
+	node := NeedNode(tb)
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		tb.Skipf("skipping: node --version: %v", err)
+	}
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+	got, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	if err != nil {
+		tb.Skipf("skipping: node --version said %q", out)
+	}
+	if got < major {
+		tb.Skipf("skipping: node %s is older than %d", v, major)
+	}
 }
 
 // Packages installs specs (e.g. "openai@5") with `npm install` into

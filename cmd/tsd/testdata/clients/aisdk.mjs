@@ -106,6 +106,15 @@ await run('aisdk', [
     check(r.text === helloReply, 'the reply', r.text);
     return r.usage;
   }],
+  ['responses_generateText_two_steps', async () => {
+    const r = await generateText({
+      model: openai(model), prompt: prompts.weather, maxRetries: 0, stopWhen: stepCountIs(3),
+      tools: { get_weather: tool({ description: 'Current weather in a city', inputSchema: z.object({ city: z.string() }), execute: async ({ city }) => ({ city, sky: 'sunny', celsius: 22 }) }) },
+    });
+    check(r.steps.length === 2, 'two steps (call, answer)', r.steps.map((s) => s.finishReason));
+    check(r.text === toolResultReply, 'the answer after the tool result', r.text);
+    return r.text;
+  }],
   ['responses_generateText_tools', async () => {
     const r = await generateText({ model: openai(model), tools, prompt: prompts.weather, maxRetries: 0 });
     const c = firstCall(r, 'get_weather');

@@ -56,6 +56,13 @@ await run('langchain', [
     check(msg.content === toolResultReply, 'the answer after the tool result', msg.content);
     return msg.content;
   }],
+  ['responses_api_bindTools', async () => {
+    // ChatOpenAI on /v1/responses (useResponsesApi), as for OpenAI's
+    // built-in tools.
+    const viaResponses = new ChatOpenAI({ model, apiKey, maxRetries: 0, timeout: 30000, useResponsesApi: true, configuration: { baseURL, fetch: recordingFetch } });
+    const msg = await viaResponses.bindTools([getWeather, getTime]).invoke(prompts.weather);
+    return weatherCall(msg).args;
+  }],
   ['withStructuredOutput_functionCalling', async () => {
     const v = await chat.withStructuredOutput(City, { method: 'functionCalling', name: 'city_facts' }).invoke(prompts.city);
     check(typeof v.city === 'string' && Number.isInteger(v.population), 'an object of the schema', v);

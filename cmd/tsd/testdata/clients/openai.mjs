@@ -152,6 +152,21 @@ await run(pkg, [
     check(r.status === 'completed' && r.output_text === helloReply, 'the reply', r);
     return r.usage;
   }],
+  ['responses_tool_result', async () => {
+    // A function_call and its output in the input: rendered as a tool
+    // turn, answered from it.
+    const r = await client.responses.create({
+      model,
+      tools: [{ type: 'function', name: 'get_weather', description: 'Current weather in a city', parameters: weatherParams, strict: true }],
+      input: [
+        { role: 'user', content: prompts.weather },
+        { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+        { type: 'function_call_output', call_id: 'call_1', output: '{"sky":"sunny","celsius":22}' },
+      ],
+    });
+    check(r.status === 'completed' && r.output_text === toolResultReply, 'the answer after the tool result', r);
+    return r.output_text;
+  }],
   ['responses_previous_id', async () => {
     const first = await client.responses.create({ model, input: prompts.plain });
     const r = await client.responses.create({ model, input: prompts.hello, previous_response_id: first.id });
