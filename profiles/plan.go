@@ -64,13 +64,17 @@ type GatewayPlan struct {
 	StallTimeout Duration `json:"stall_timeout"`
 	// QueueTimeout (gateway.queue_timeout): how long a request waits for a
 	// routable worker before it fails.
-	QueueTimeout  Duration     `json:"queue_timeout"`
-	ImageURLAllow []string     `json:"image_url_allow,omitempty"` // hosts/CIDRs exempt from the private-address refusal
-	MetricsPublic bool         `json:"metrics_public,omitempty"`  // /metrics without the API key
-	MaxConcurrent int          `json:"max_concurrent,omitempty"`  // generation requests served at once; 0 unlimited
-	CORSOrigins   []string     `json:"cors_origins,omitempty"`    // browser origins allowed; "*" any
-	LogFile       string       `json:"log_file"`
-	Workers       []WorkerPlan `json:"workers"`
+	QueueTimeout  Duration `json:"queue_timeout"`
+	ImageURLAllow []string `json:"image_url_allow,omitempty"` // hosts/CIDRs exempt from the private-address refusal
+	MetricsPublic bool     `json:"metrics_public,omitempty"`  // /metrics without the API key
+	MaxConcurrent int      `json:"max_concurrent,omitempty"`  // generation requests served at once; 0 unlimited
+	CORSOrigins   []string `json:"cors_origins,omitempty"`    // browser origins allowed; "*" any
+	// ToolCallParser and ReasoningParser are the reply parsers the OpenAI
+	// API runs, defaults resolved ("passthrough": none).
+	ToolCallParser  string       `json:"tool_call_parser"`
+	ReasoningParser string       `json:"reasoning_parser"`
+	LogFile         string       `json:"log_file"`
+	Workers         []WorkerPlan `json:"workers"`
 }
 
 // PolicyPlan names the worker-selection policy per role kind.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tsd-project/tsd/gateway/parsers"
 	"github.com/tsd-project/tsd/launch/slurm"
 )
 
@@ -592,6 +593,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 	if isWildcard(g.Host) {
 		urlHost = "127.0.0.1"
 	}
+	toolP, reasonP := ReplyParsers(pl.p)
 	return GatewayPlan{
 		Listen:          net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
 		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
@@ -606,6 +608,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		MetricsPublic:   g.MetricsPublic,
 		MaxConcurrent:   g.MaxConcurrent,
 		CORSOrigins:     g.CORSOrigins,
+		ToolCallParser:  toolP,
+		ReasoningParser: reasonP,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}
@@ -748,6 +752,43 @@ func bootstrapHost(r *Role) string {
 	return "127.0.0.1"
 }
 
+// ReplyParsers is the gateway's tool-call and reasoning parser: the
+// profile's, else the model family's default as `ts serve` picks it
+// (parsers.DefaultFor reads the model's config.json when it is a local
+// directory).
+func ReplyParsers(p *Profile) (tool, reasoning string) {
+	tool, reasoning = p.Gateway.ToolCallParser, p.Gateway.ReasoningParser
+	if tool == "" || reasoning == "" {
+		dt, dr := parsers.DefaultFor(p.Model)
+		if tool == "" {
+			tool = dt
+		}
+		if reasoning == "" {
+			reasoning = dr
+		}
+	}
+	return tool, reasoning
+}
+
+// engineReasoningArgs is --reasoning-parser for the engines: the engine
+// uses it only to start a json_schema grammar after the reasoning part of
+// the reply, and must name the gateway's parser (docs/profiles.md). None
+// for passthrough, or when engine.args or the role's args set it already.
+func engineReasoningArgs(p *Profile, r *Role) []string {
+	_, name := ReplyParsers(p)
+	if name == "" || name == "passthrough" {
+		return nil
+	}
+	for _, args := range [][]string{p.Engine.Args, r.Args} {
+		for _, a := range args {
+			if a == "--reasoning-parser" || strings.HasPrefix(a, "--reasoning-parser=") {
+				return nil
+			}
+		}
+	}
+	return []string{"--reasoning-parser", name}
+}
+
 // roleArgv is the engine command line: the planned flags in the seed
 // page's order (docs/profiles.md), then engine.args, then the role's args.
 func roleArgv(p *Profile, in *inst, rp RolePlan) []string {
@@ -781,6 +822,7 @@ func roleArgv(p *Profile, in *inst, rp RolePlan) []string {
 	if r.GPUMemoryUtilization > 0 {
 		argv = append(argv, "--gpu-memory-utilization", strconv.FormatFloat(r.GPUMemoryUtilization, 'f', -1, 64))
 	}
+	argv = append(argv, engineReasoningArgs(p, r)...)
 	argv = append(argv, p.Engine.Args...)
 	return append(argv, r.Args...)
 }

@@ -80,6 +80,11 @@ type Gateway struct {
 	// CORSOrigins are the browser origins allowed to call the API ("*":
 	// any); empty: no CORS headers.
 	CORSOrigins []string
+	// ToolCallParser and ReasoningParser name the gateway's reply parsers
+	// (gateway/parsers, SMG's spelling); empty: the model family's default
+	// (parsers.DefaultFor, as `ts serve` picks them).
+	ToolCallParser  string
+	ReasoningParser string
 }
 
 // Health is how tsd judges a running role that has stopped making

@@ -26,6 +26,8 @@ import (
 
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/tsd-project/tsd/gateway/parsers"
 )
 
 // row is one key of a section whose values are stored into a T.
@@ -193,6 +195,25 @@ func envKey[T any](key, doc string, get func(*T) *map[string]string) row[T] {
 }
 
 // subKey opens a nested section stored in S.
+// parserKey is a reply parser name (gateway/parsers); empty means the
+// model family's default, resolved by the planner.
+func parserKey[T any](key, def, doc string, get func(*T) *string) row[T] {
+	return row[T]{Key: key, Type: "parser name", DefaultDoc: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		s := l.str(f)
+		var err error
+		if key == "tool_call_parser" {
+			err = parsers.Validate(s, "")
+		} else {
+			err = parsers.Validate("", s)
+		}
+		if err != nil {
+			l.errf(f, "%v", err)
+			return
+		}
+		*get(t) = s
+	}}
+}
+
 func subKey[T, S any](key, doc string, sec *section[S], get func(*T) *S) row[T] {
 	return row[T]{Key: key, Type: "mapping", Doc: doc, sub: sec,
 		read:        func(l *loader, f field, t *T) { sec.read(l, f, get(t)) },
@@ -297,6 +318,8 @@ func init() {
 			}
 		}},
 		boolKey("metrics_public", "false", "true: /metrics answers without the API key (for a scraper on a trusted network)", func(g *Gateway) *bool { return &g.MetricsPublic }),
+		parserKey("tool_call_parser", "the model's, as `ts serve` and SMG pick it (by family, else by model name: qwen for Qwen3, qwen_xml for Qwen3.5, ...)", "how replies' tool calls are parsed into tool_calls (SMG's names: qwen, qwen_xml, deepseek31, deepseek_v4, kimik2, kimi_k3, glm45_moe, glm47_moe, llama, json, harmony, inkling, passthrough)", func(g *Gateway) *string { return &g.ToolCallParser }),
+		parserKey("reasoning_parser", "the model family's, as `ts serve` picks it (passthrough for most)", "how a think block is split into reasoning_content (SMG's names: qwen3, qwen3_thinking, deepseek_r1, deepseek_v31, glm45, kimi, kimi_k3, harmony, inkling, passthrough); a parser other than passthrough is passed to the engines as --reasoning-parser too", func(g *Gateway) *string { return &g.ReasoningParser }),
 		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After; also how long a request beyond max_concurrent waits before 429", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
 		intKey("max_concurrent", 0, 1<<20, "0", "generation requests (/generate, /v1/chat/completions, /v1/completions) served at once; more wait up to queue_timeout, then get 429 with Retry-After; 0 = unlimited", func(g *Gateway) *int { return &g.MaxConcurrent }),
 		{Key: "cors_origins", Type: "list of origins", DefaultDoc: "none", Doc: "browser origins (scheme://host[:port], or \"*\" for any) answered with CORS headers, preflight OPTIONS included; empty = no CORS", read: func(l *loader, f field, g *Gateway) {

@@ -121,7 +121,8 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, 
 		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
 	}
 	return func(e gen.Engine, mux *http.ServeMux) {
-		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis}).Register(mux)
+		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis,
+			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)
 	}, ""
 }
 
