@@ -13,7 +13,8 @@ import (
 )
 
 // With api_key_env set, serving routes need the bearer token while the
-// public ones stay open; mounted handlers get the same protection.
+// public ones stay open; mounted handlers get the same protection (one
+// front door), and their metrics carry the same path labels.
 func TestAPIKey(t *testing.T) {
 	const env = "TSD_GATEWAY_TEST_KEY_H3"
 	os.Setenv(env, "sekret")
@@ -54,7 +55,10 @@ func TestAPIKey(t *testing.T) {
 		{"POST", "/generate", "", 401},
 		{"POST", "/generate", "wrong", 401},
 		{"POST", "/generate", "sekret", 503}, // authorised; no engines
-		{"POST", "/v1/extra", "", 204},       // mounted front ends apply their own auth
+		{"POST", "/v1/extra", "", 401},       // the front door guards mounted routes too
+		{"POST", "/v1/extra", "sekret", 204},
+		{"GET", "/v1/extra", "sekret", 405},
+		{"GET", "/generate", "sekret", 405},
 		{"POST", "/v1/guarded", "", 401},
 		{"POST", "/v1/guarded", "sekret", 204},
 		{"GET", "/nowhere", "", 404},
@@ -77,7 +81,7 @@ func TestAPIKey(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(b), `smg_http_requests_total{method="POST",path="POST /v1/extra"} 1`) {
+	if !strings.Contains(string(b), `smg_http_requests_total{method="POST",path="/v1/extra"} 2`) {
 		t.Errorf("mounted route not in metrics:\n%s", b)
 	}
 

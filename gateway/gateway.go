@@ -27,6 +27,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/gateway/dispatch"
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/profiles"
@@ -86,9 +87,13 @@ type Options struct {
 	OnEvent func(kind, role, msg string)
 	// Mount lets a front end (gateway/openai) register its routes on mux,
 	// with the gateway as its gen.Engine. The routes are served behind the
-	// gateway's fixed ones with HTTP metrics; the front end applies its own
-	// auth. (Handle is the alternative that also applies the gateway's auth.)
+	// gateway's fixed ones, through the same front door (gateway/front:
+	// auth, body limits, request id, CORS, admission, metrics).
 	Mount func(engine gen.Engine, mux *http.ServeMux)
+
+	// Encode tokenizes /generate's text field with the model's tokenizer
+	// (SGLang takes text or input_ids); nil: text is refused with a 400.
+	Encode func(text string) ([]int32, error)
 
 	// Test hooks: a panic injected at a dispatch step proves the recover
 	// boundaries. nil outside tests.
@@ -106,7 +111,9 @@ type Gateway struct {
 	lane    *lane.Lane
 	metrics *metrics
 	apiKey  string
-	lim     httpLimits
+	door    *front.Door
+	body    *front.BodyLimits
+	admit   *front.Limiter // gateway.max_concurrent; nil: unlimited
 	mux     *http.ServeMux
 	srv     *http.Server
 
@@ -226,20 +233,21 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if opts.OnEvent != nil {
 		g.onEvent.Store(&opts.OnEvent)
 	}
+	g.door = g.newDoor()
 	g.routes()
+	var sub *http.ServeMux
 	if opts.Mount != nil {
-		sub := http.NewServeMux()
+		sub = http.NewServeMux()
 		opts.Mount(g, sub)
-		g.mux.Handle("/", g.wrap("", sub, false))
 	}
-	g.srv = &http.Server{Handler: g.mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	g.srv = &http.Server{Handler: g.handler(sub), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 	return g, nil
 }
 
-// Handle mounts a serving route (auth and HTTP metrics applied). Call it
-// before Serve.
+// Handle mounts a serving route (the front door applied: auth, limits,
+// metrics). Call it before Serve.
 func (g *Gateway) Handle(pattern string, h http.Handler) {
-	g.mux.Handle(pattern, g.wrap(pattern, h, true))
+	g.mux.Handle(pattern, g.door.Wrap(front.Route{Admit: front.GeneratePath}, h))
 }
 
 // Lane exposes the lane (tests, status views).

@@ -14,35 +14,19 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/epd"
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
-// RequestError is a request the gateway refuses before dispatch; front
-// ends map it to an HTTP error (Status, Code as SMG's X-SMG-Error-Code,
-// Param naming the offending field).
-type RequestError struct {
-	Status  int
-	Code    string
-	Param   string
-	Message string
-}
-
-func (e *RequestError) Error() string { return e.Message }
-
-// HTTPStatus, ErrorCode and ErrorParam let front ends map the error
-// without importing this package.
-func (e *RequestError) HTTPStatus() int { return e.Status }
-
-// ErrorCode is the snake_case error code.
-func (e *RequestError) ErrorCode() string { return e.Code }
-
-// ErrorParam names the offending request field, if any.
-func (e *RequestError) ErrorParam() string { return e.Param }
+// RequestError is a request the gateway refuses or fails: the front
+// door's one error type (Status, Code as SMG's X-SMG-Error-Code, Param
+// naming the offending field), rendered by front.WriteError.
+type RequestError = front.Error
 
 func badRequest(param, format string, args ...any) *RequestError {
-	return &RequestError{Status: http.StatusBadRequest, Code: "invalid_request", Param: param, Message: fmt.Sprintf(format, args...)}
+	return front.BadRequest(param, format, args...)
 }
 
 // wireSampling turns API sampling into the normalized wire form SMG sends.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"net/http"
 	"runtime/debug"
 	"strings"
 )
@@ -49,34 +48,4 @@ func (g *Gateway) recoverHere(where string, onPanic func(err error)) {
 	if onPanic != nil {
 		onPanic(fmt.Errorf("internal error in the gateway's %s (recovered: %v)", where, v))
 	}
-}
-
-// recoverHTTP is deferred by every route's wrapper: a panic fails that
-// one request with a 500 in the OpenAI/SMG error shape while nothing was
-// sent yet, or with an error event when an event stream had started; the
-// connection and the daemon live on.
-func (g *Gateway) recoverHTTP(routeLabel func() string, sw *statusWriter) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler {
-		panic(v) // net/http's own way to cut a connection
-	}
-	route := routeLabel()
-	g.ReportPanic("http "+route, v, debug.Stack())
-	msg := fmt.Sprintf("internal error while serving %s (the gateway recovered: %v)", route, v)
-	if sw.status == 0 {
-		WriteError(sw, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: msg})
-		return
-	}
-	if strings.HasPrefix(sw.Header().Get("Content-Type"), "text/event-stream") {
-		b, _ := jsonMarshal(map[string]any{"error": map[string]any{"message": msg, "type": "internal_error", "code": "internal_error"}})
-		_, _ = sw.Write(append(append([]byte("data: "), b...), '\n', '\n'))
-		sw.Flush()
-		return
-	}
-	// A JSON body was partly written: cut the connection so the client
-	// sees a broken response, never a valid-looking truncated one.
-	panic(http.ErrAbortHandler)
 }

@@ -2,159 +2,68 @@ package gateway
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 )
 
 func (g *Gateway) routes() {
-	g.mux.Handle("POST /generate", g.wrap("/generate", http.HandlerFunc(g.handleGenerate), true))
-	g.mux.Handle("GET /health", g.wrap("/health", http.HandlerFunc(handleHealth), false))
-	g.mux.Handle("GET /liveness", g.wrap("/liveness", http.HandlerFunc(handleHealth), false))
-	g.mux.Handle("GET /readiness", g.wrap("/readiness", http.HandlerFunc(g.handleReadiness), false))
+	g.mux.Handle("POST /generate", g.door.Wrap(front.Route{Label: "/generate", Generate: true}, http.HandlerFunc(g.handleGenerate)))
+	g.mux.Handle("GET /health", g.door.Wrap(front.Route{Label: "/health", Public: true}, http.HandlerFunc(handleHealth)))
+	g.mux.Handle("GET /liveness", g.door.Wrap(front.Route{Label: "/liveness", Public: true}, http.HandlerFunc(handleHealth)))
+	g.mux.Handle("GET /readiness", g.door.Wrap(front.Route{Label: "/readiness", Public: true}, http.HandlerFunc(g.handleReadiness)))
 	// The model list and the metrics (role names, request rates, GPU
 	// load) need the key like serving routes; probes stay open, and
 	// gateway.metrics_public opens /metrics for a scraper without it.
-	g.mux.Handle("GET /v1/models", g.wrap("/v1/models", http.HandlerFunc(g.handleModels), true))
-	g.mux.Handle("GET /metrics", g.wrap("/metrics", promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{}), !g.plan.Gateway.MetricsPublic))
+	g.mux.Handle("GET /v1/models", g.door.Wrap(front.Route{Label: "/v1/models"}, http.HandlerFunc(g.handleModels)))
+	g.mux.Handle("GET /metrics", g.door.Wrap(front.Route{Label: "/metrics", Public: g.plan.Gateway.MetricsPublic}, promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{})))
 }
 
-// statusWriter records the status for the HTTP metrics and keeps Flush
-// reachable for SSE.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	if code == http.StatusServiceUnavailable {
-		setRetryAfter(w) // mounted front ends' 503s too
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// wrap adds HTTP metrics, a body limit, and (for serving routes) bearer
-// auth when the profile names an API key. An empty path labels the metrics
-// with the pattern a nested mux matched.
-func (g *Gateway) wrap(path string, h http.Handler, serving bool) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		routeLabel := func() string {
-			if path != "" {
-				return path
-			}
-			if r.Pattern != "" {
-				return r.Pattern // set in place by the nested ServeMux
-			}
-			return "unmatched"
-		}
-		defer func() {
-			label := routeLabel()
-			st := sw.status
-			if st == 0 {
-				st = http.StatusOK
-			}
-			g.metrics.httpRequests.WithLabelValues(r.Method, label).Inc()
-			g.metrics.httpResponses.WithLabelValues(r.Method, label, strconv.Itoa(st)).Inc()
-			g.metrics.httpDuration.WithLabelValues(r.Method, label).Observe(time.Since(start).Seconds())
-		}()
-		// Deferred after the metrics so the 500 it writes is what they count.
-		defer g.recoverHTTP(routeLabel, sw)
-		if serving && g.apiKey != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.apiKey)) != 1 {
-				WriteError(sw, &RequestError{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing or wrong bearer token"})
-				return
-			}
-		}
-		// Body deadline, in-flight budget and context-length bound
-		// (limits.go), then the handler works from the body in memory.
-		release, err := g.readBody(sw, r)
-		defer release()
-		if err != nil {
-			return
-		}
-		if r.ContentLength != 0 {
-			var cancel context.CancelFunc
-			r, cancel = g.requestContext(r)
-			defer cancel()
-		}
-		h.ServeHTTP(sw, r)
+// newDoor is the gateway's front door (gateway/front): one API-key check,
+// body limits, request id, CORS, admission and HTTP metrics for its own
+// routes and a mounted front end's alike.
+func (g *Gateway) newDoor() *front.Door {
+	g.body = &front.BodyLimits{Max: g.opts.MaxBodyBytes, ReadTimeout: g.opts.BodyReadTimeout, Budget: g.opts.MaxInflightBodies, MaxModelLen: g.bodyModelLen}
+	g.admit = front.NewLimiter(g.plan.Gateway.MaxConcurrent, g.opts.QueueTimeout, func(d int) { g.queuedNow.Add(int64(d)) })
+	return front.New(front.Config{
+		APIKey:         g.apiKey,
+		CORSOrigins:    g.plan.Gateway.CORSOrigins,
+		Body:           g.body,
+		Admit:          g.admit,
+		RequestTimeout: g.opts.RequestTimeout + g.opts.BodyReadTimeout,
+		Observe: func(method, route string, status int, d time.Duration) {
+			g.metrics.httpRequests.WithLabelValues(method, route).Inc()
+			g.metrics.httpResponses.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+			g.metrics.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
+		},
+		OnPanic: g.ReportPanic,
 	})
 }
 
-// WriteError writes SMG's error shape: {"error":{type,code,message,param}}
-// plus X-SMG-Error-Code. Non-RequestErrors are 500s.
-func WriteError(w http.ResponseWriter, err error) {
-	var re *RequestError
-	if !errors.As(err, &re) {
-		re = &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error()}
+// handler is what the HTTP server runs: the gateway's routes, then a
+// mounted front end's, then a 404/405 in the one error shape.
+func (g *Gateway) handler(sub *http.ServeMux) http.Handler {
+	muxes := []front.Mounted{{Mux: g.mux}}
+	if sub != nil {
+		muxes = append(muxes, front.Mounted{Mux: sub, Handler: g.door.Wrap(front.Route{Admit: front.GeneratePath}, sub)})
 	}
-	var param any
-	if re.Param != "" {
-		param = re.Param
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-SMG-Error-Code", re.Code)
-	if re.Status == http.StatusServiceUnavailable {
-		setRetryAfter(w)
-	}
-	w.WriteHeader(re.Status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"type": http.StatusText(re.Status), "code": re.Code, "message": re.Message, "param": param}})
+	return front.Dispatch(func(h http.Handler) http.Handler {
+		return g.door.Wrap(front.Route{Label: "unmatched", Public: true}, h)
+	}, muxes...)
 }
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+// WriteError writes the one error shape (gateway/front).
+func WriteError(w http.ResponseWriter, err error) { front.WriteError(w, err) }
 
-// retryAfterSeconds is what every 503 suggests: long enough for a
-// restarting role's ranks to re-handshake or a drain to hand over, short
-// enough that a client does not give up on a deployment that is coming back.
-const retryAfterSeconds = "5"
-
-func setRetryAfter(w http.ResponseWriter) {
-	if w.Header().Get("Retry-After") == "" {
-		w.Header().Set("Retry-After", retryAfterSeconds)
-	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	if status == http.StatusServiceUnavailable {
-		setRetryAfter(w)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { front.WriteJSON(w, status, v) }
 
 func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -218,40 +127,43 @@ type samplingBody struct {
 	Stop              json.RawMessage `json:"stop"`
 }
 
-// decodeJSON reads a bounded JSON body and names the offending field.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		var se *json.SyntaxError
-		var mb *http.MaxBytesError
-		switch {
-		case errors.As(err, &mb):
-			return &RequestError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("request body over %d bytes", mb.Limit)}
-		case errors.As(err, &te):
-			return badRequest(te.Field, "field %s: want %s, got JSON %s", te.Field, te.Type, te.Value)
-		case errors.As(err, &se):
-			return badRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
-		case errors.Is(err, io.EOF):
-			return badRequest("", "empty request body")
-		default:
-			return badRequest("", "malformed JSON: %v", err)
-		}
-	}
-	if dec.More() {
-		return badRequest("", "trailing data after the JSON body")
-	}
-	return nil
+// generateFields are /generate's fields beyond generateBody's: none are
+// ignored, so a field the gateway does not implement is refused by name.
+var generateFields = &front.Fields{
+	Nested: map[string]*front.Fields{"sampling_params": {
+		Refused: map[string]string{
+			"json_schema":     "constrained decoding is not wired on /generate yet",
+			"regex":           "constrained decoding is not wired on /generate yet",
+			"ebnf":            "constrained decoding is not wired on /generate yet",
+			"logit_bias":      "logit_bias is not implemented by the gateway",
+			"structural_tag":  "structural_tag is not wired on /generate yet",
+			"custom_params":   "custom logit processors are not supported",
+			"thinking_budget": "thinking_budget is not wired yet",
+		},
+		// /generate answers token ids, never text: these shape only text.
+		Ignored: map[string]string{
+			"skip_special_tokens":           "no text is produced",
+			"spaces_between_special_tokens": "no text is produced",
+			"no_stop_trim":                  "no stop strings on /generate",
+		},
+	}},
 }
 
-func (b *generateBody) toRequest() (gen.Request, error) {
+// generateName maps a sampling field's engine name to /generate's.
+func generateName(field string) string { return "sampling_params." + field }
+
+// toRequest validates the body; encode tokenizes text (nil: no tokenizer
+// here) after the byte-level context pre-check against maxModelLen.
+func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelLen int) (gen.Request, error) {
 	switch {
-	case b.Text != nil:
-		return gen.Request{}, badRequest("text", "text input is not supported on /generate (no tokenizer here); send input_ids")
 	case len(b.ImageData) > 0 && string(b.ImageData) != "null":
 		return gen.Request{}, &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "image_data", Message: "/generate takes no images (it has no tokenizer or image preprocessor); send images as image_url parts to /v1/chat/completions"}
-	case b.InputIDs == nil:
-		return gen.Request{}, badRequest("input_ids", "input_ids is required")
+	case b.Text != nil && b.InputIDs != nil:
+		return gen.Request{}, badRequest("text", "send text or input_ids, not both")
+	case b.Text != nil && encode == nil:
+		return gen.Request{}, badRequest("text", "text input needs the model's tokenizer, which did not load in this gateway; send input_ids")
+	case b.Text == nil && b.InputIDs == nil:
+		return gen.Request{}, badRequest("input_ids", "input_ids (or text) is required")
 	}
 	r := gen.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
 		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1, Sampling: gen.DefaultSampling()}
@@ -266,9 +178,6 @@ func (b *generateBody) toRequest() (gen.Request, error) {
 		if s.N != nil && *s.N != 1 {
 			return r, badRequest("sampling_params.n", "n must be 1 on /generate")
 		}
-		if s.MaxNewTokens != nil && *s.MaxNewTokens < 0 {
-			return r, badRequest("sampling_params.max_new_tokens", "max_new_tokens must be >= 0")
-		}
 		sp := &r.Sampling
 		sp.MaxNewTokens = s.MaxNewTokens
 		sp.MinNewTokens = s.MinNewTokens
@@ -276,15 +185,9 @@ func (b *generateBody) toRequest() (gen.Request, error) {
 			sp.Temperature = *s.Temperature
 		}
 		if s.TopP != nil {
-			if *s.TopP <= 0 || *s.TopP > 1 {
-				return r, badRequest("sampling_params.top_p", "top_p %v not in (0, 1]", *s.TopP)
-			}
 			sp.TopP = *s.TopP
 		}
 		if s.TopK != nil {
-			if *s.TopK == 0 {
-				return r, badRequest("sampling_params.top_k", "top_k 0: want -1 or 1..127")
-			}
 			sp.TopK = *s.TopK
 		}
 		if s.RepetitionPenalty != nil {
@@ -296,6 +199,27 @@ func (b *generateBody) toRequest() (gen.Request, error) {
 		sp.StopTokenIDs = s.StopTokenIDs
 		sp.IgnoreEOS = s.IgnoreEOS
 		sp.Seed = s.Seed
+		if fe := gen.CheckSampling(r.Sampling, generateName); fe != nil {
+			return r, badRequest(fe.Field, "%s", fe.Message)
+		}
+	}
+	if b.Text != nil {
+		if maxModelLen > 0 && len(*b.Text) > maxModelLen*MaxBytesPerToken {
+			return r, front.Errorf(http.StatusBadRequest, "context_length_exceeded", "text",
+				"the text is %d bytes, more than the engines' context length (max_model_len %d tokens) can hold", len(*b.Text), maxModelLen)
+		}
+		ids, err := encode(*b.Text)
+		if err != nil {
+			return r, front.Errorf(http.StatusInternalServerError, "tokenization_failed", "text", "tokenize text: %v", err)
+		}
+		r.InputIDs = ids
+	}
+	param := "input_ids"
+	if b.Text != nil {
+		param = "text"
+	}
+	if e := CheckContext(len(r.InputIDs), r.Sampling.MaxNewTokens, maxModelLen, param, "sampling_params.max_new_tokens"); e != nil {
+		return r, e
 	}
 	return r, nil
 }
@@ -358,11 +282,11 @@ func promptIDs(r gen.Request) []int32 {
 // SSE events (incremental output_ids) ending with data: [DONE].
 func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var body generateBody
-	if err := decodeJSON(r, &body); err != nil {
-		WriteError(w, err)
+	if e := front.Decode(r, &body, generateFields); e != nil {
+		WriteError(w, e)
 		return
 	}
-	req, err := body.toRequest()
+	req, err := body.toRequest(g.opts.Encode, g.MaxModelLen())
 	if err != nil {
 		WriteError(w, err)
 		return
@@ -370,6 +294,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(g.rng.Uint64(), 36)
 	}
+
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	start := time.Now()
@@ -415,39 +340,16 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), prompt []int32) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	rc := http.NewResponseController(w)
-	send := func(v any) bool {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		buf := make([]byte, 0, len(b)+8)
-		buf = append(buf, "data: "...)
-		buf = append(buf, b...)
-		buf = append(buf, "\n\n"...)
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		if _, err := w.Write(buf); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
+	out := front.NewSSE(w)
+	out.Start()
 	ok := true
 	for ev := range events {
 		if !ok {
 			continue // the request ctx is cancelled by now; drain to the close
 		}
 		if ev.Err != nil {
-			ok = send(map[string]any{"error": map[string]any{"message": ev.Err.Error(), "type": "internal_error"}})
-			if !ok {
+			out.Fail(front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", ev.Err.Error()))
+			if ok = !out.Failed(); !ok {
 				cancel()
 			}
 			continue
@@ -462,14 +364,11 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 			chunk.MetaInfo.E2ELatency = time.Since(start).Seconds()
 			chunk.Usage = &usageJSON{ev.PromptTokens, ev.OutputTokens, ev.PromptTokens + ev.OutputTokens}
 		}
-		if ok = send(chunk); !ok {
+		if ok = out.Send(chunk); !ok {
 			cancel() // client gone: abort both legs now
 		}
 	}
 	if ok {
-		_, _ = io.WriteString(w, "data: [DONE]\n\n")
-		if flusher != nil {
-			flusher.Flush()
-		}
+		out.Done()
 	}
 }

@@ -41,11 +41,11 @@ func (c gatewayCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	mount, problem := openAIMount(plan, log)
+	mount, encode, problem := frontEnds(plan, log)
 	if problem != "" {
 		fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd gateway: "+problem))
 	}
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount,
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount, Encode: encode,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
 	if err != nil {
 		return err
@@ -95,11 +95,19 @@ func (c gatewayCmd) Run() error {
 // plan's tokenizer loads; without one the gateway still serves the
 // token-level /generate, and problem says why in words for the screen.
 func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), problem string) {
+	mount, _, problem = frontEnds(plan, log)
+	return mount, problem
+}
+
+// frontEnds is openAIMount plus the tokenizer's encoder for /generate's
+// text field (nil when the tokenizer did not load). The API key is the
+// gateway's front door's to check, for the mounted routes too.
+func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), encode func(string) ([]int32, error), problem string) {
 	dir := tokenizerDir(plan.Tokenizer, plan.Model)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
-		return nil, fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
+		return nil, nil, fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
 	}
 	model := plan.ServedModelName
 	if model == "" {
@@ -120,10 +128,14 @@ func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, 
 	} else if plan.Gateway.ImageURLs {
 		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
 	}
-	return func(e gen.Engine, mux *http.ServeMux) {
-		openai.New(e, tok, openai.Options{Model: model, APIKeyEnv: plan.Gateway.APIKeyEnv, Vision: vis,
+	mount = func(e gen.Engine, mux *http.ServeMux) {
+		openai.New(e, tok, openai.Options{Model: model, Vision: vis,
 			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)
-	}, ""
+	}
+	// SGLang's /generate tokenizes text as a completion prompt would
+	// (special tokens added).
+	encode = func(text string) ([]int32, error) { return tok.Encode(text, true) }
+	return mount, encode, ""
 }
 
 // tokenizerDir is where the gateway reads tokenizer.json and the chat

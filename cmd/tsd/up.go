@@ -471,8 +471,8 @@ func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, roots func(r
 		logw = f // lives as long as tsd up
 	}
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	mount, problem := openAIMount(plan, log)
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
+	mount, encode, problem := frontEnds(plan, log)
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, Encode: encode,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
 		PeerCheck: peerCheck(plan, roots)})
 	if err != nil || problem == "" {

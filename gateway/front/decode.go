@@ -23,9 +23,9 @@ type Fields struct {
 	Ignored map[string]string
 	// Refused: name → why (the 400's message).
 	Refused map[string]string
-	// Strict lists struct-typed fields whose own keys are checked too
-	// (e.g. /generate's sampling_params).
-	Strict []string
+	// Nested checks the keys of struct-typed fields too, by their own
+	// rows (e.g. /generate's sampling_params).
+	Nested map[string]*Fields
 }
 
 // Decode parses a JSON body into v (a pointer to struct), checks its
@@ -57,7 +57,7 @@ func DecodeBytes(b []byte, v any, fields *Fields) *Error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(v); err != nil {
-		return decodeError(trimmed, err)
+		return decodeError(trimmed, reflect.TypeOf(v), err)
 	}
 	if dec.More() {
 		return BadRequest("", "trailing data after the JSON body")
@@ -75,33 +75,60 @@ func syntaxError(b []byte) *Error {
 	err := json.Unmarshal(b, &x)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
 	}
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: %s", clean(err.Error()))
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: %s", clean(err.Error()))
 	}
-	return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON")
+	return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON")
 }
 
-func decodeError(b []byte, err error) *Error {
+func decodeError(b []byte, t reflect.Type, err error) *Error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
+		field := clientPath(t, te.Field)
 		if field == "" {
 			return BadRequest("", "invalid type: expected %s, got %s", jsonKind(te.Type), te.Value)
 		}
 		return BadRequest(field, "invalid type for field '%s': expected %s, got %s", field, jsonKind(te.Type), te.Value)
 	case errors.As(err, &se):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "malformed JSON: the body ends early")
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: the body ends early")
 	}
 	if !json.Valid(b) {
 		return syntaxError(b)
 	}
 	return BadRequest("", "invalid request body: %s", clean(err.Error()))
+}
+
+// clientPath drops the embedded structs' Go names from a decode error's
+// field path ("common.max_tokens" is the client's "max_tokens").
+func clientPath(t reflect.Type, path string) string {
+	if path == "" {
+		return ""
+	}
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if ft, ok := jsonFields(t)[seg]; ok {
+				out = append(out, seg)
+				t = ft
+				continue
+			}
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+				continue // an embedded struct: its fields are the parent's
+			}
+		}
+		out = append(out, seg)
+		t = nil
+	}
+	return strings.Join(out, ".")
 }
 
 // clean keeps Go's type vocabulary out of a message that reaches a client.
@@ -153,7 +180,7 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 	if e := unknownKeys(top, known, fields, ""); e != nil {
 		return e
 	}
-	for _, name := range fields.Strict {
+	for name, sf := range fields.Nested {
 		raw, ok := top[name]
 		ft, ok2 := known[name]
 		if !ok || !ok2 || string(bytes.TrimSpace(raw)) == "null" {
@@ -163,7 +190,7 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 		if json.Unmarshal(raw, &sub) != nil {
 			continue // the struct decode already named a type error
 		}
-		if e := unknownKeys(sub, jsonFields(ft), &Fields{}, name+"."); e != nil {
+		if e := unknownKeys(sub, jsonFields(ft), sf, name+"."); e != nil {
 			return e
 		}
 	}

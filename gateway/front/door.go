@@ -47,6 +47,23 @@ type Route struct {
 	Public bool
 	// Generate routes pass admission (Config.Admit).
 	Generate bool
+	// Admit, when set, decides Generate per request (a mounted mux's
+	// routes share one wrapper).
+	Admit func(*http.Request) bool
+}
+
+// generatePaths are the routes that start generations: the ones
+// gateway.max_concurrent counts. A front end adding one adds it here.
+var generatePaths = map[string]bool{
+	"/generate":            true,
+	"/v1/chat/completions": true,
+	"/v1/completions":      true,
+	"/v1/responses":        true,
+}
+
+// GeneratePath reports a POST to a route that starts generations.
+func GeneratePath(r *http.Request) bool {
+	return r.Method == http.MethodPost && generatePaths[r.URL.Path]
 }
 
 // Wrap returns h behind the door.
@@ -65,7 +82,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			}
 		}()
 		// Deferred after the metrics so the 500 it writes is what they count.
-		defer d.recoverHTTP(label, sw)
+		defer d.recoverHTTP(func() *http.Request { return r }, label, sw)
 		id := requestID(r)
 		sw.Header().Set("X-Request-Id", id)
 		r = r.WithContext(context.WithValue(r.Context(), idKey{}, id))
@@ -91,7 +108,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
-		if rt.Generate && d.cfg.Admit != nil {
+		if d.cfg.Admit != nil && (rt.Generate || (rt.Admit != nil && rt.Admit(r))) {
 			release, e := d.cfg.Admit.Acquire(r.Context())
 			if e != nil {
 				WriteError(sw, e)
@@ -162,7 +179,7 @@ func requestID(r *http.Request) string {
 // one request with a 500 while nothing was sent, with an error event on a
 // started event stream, and cuts the connection otherwise; the daemon and
 // the connection's other requests live on.
-func (d *Door) recoverHTTP(label func() string, sw *statusWriter) {
+func (d *Door) recoverHTTP(req func() *http.Request, label func() string, sw *statusWriter) {
 	v := recover()
 	if v == nil {
 		return
@@ -172,7 +189,7 @@ func (d *Door) recoverHTTP(label func() string, sw *statusWriter) {
 	}
 	route := label()
 	if d.cfg.OnPanic != nil {
-		d.cfg.OnPanic("http "+route, v, debug.Stack())
+		d.cfg.OnPanic("http "+where(req(), route), v, debug.Stack())
 	}
 	e := Errorf(http.StatusInternalServerError, "internal_error", "", "internal error while serving %s (the gateway recovered: %v)", route, v)
 	if sw.status == 0 {
@@ -186,6 +203,15 @@ func (d *Door) recoverHTTP(label func() string, sw *statusWriter) {
 	// A JSON body was partly written: cut the connection so the client
 	// sees a broken response, never a valid-looking truncated one.
 	panic(http.ErrAbortHandler)
+}
+
+// where names a panic's site: the pattern the mux matched (method and
+// path), else the route label.
+func where(r *http.Request, label string) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	return label
 }
 
 // statusWriter records the status for the metrics and the panic boundary,
@@ -232,6 +258,54 @@ func Started(w http.ResponseWriter) bool {
 			return false
 		}
 	}
+}
+
+// Mounted is one mux the server dispatches to; Handler serves what Mux
+// matches (nil: Mux itself, whose handlers are wrapped already).
+type Mounted struct {
+	Mux     *http.ServeMux
+	Handler http.Handler
+}
+
+// Dispatch serves a request with the first mux that has a route for it;
+// when none has, it answers 405 (with the union of Allow) if some mux
+// knows the path under another method, else 404 — in the one error
+// shape, through wrap (the door for unmatched requests).
+func Dispatch(wrap func(http.Handler) http.Handler, muxes ...Mounted) http.Handler {
+	refuse := wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range muxes {
+			h, _ := m.Mux.Handler(r)
+			probe := &probeWriter{h: http.Header{}}
+			h.ServeHTTP(probe, r)
+			if probe.status == http.StatusMethodNotAllowed {
+				allow = append(allow, probe.h.Get("Allow"))
+			}
+		}
+		if len(allow) > 0 {
+			a := strings.Join(allow, ", ")
+			w.Header().Set("Allow", a)
+			WriteError(w, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, a))
+			return
+		}
+		WriteError(w, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range muxes {
+			if _, pattern := m.Mux.Handler(r); pattern != "" {
+				if m.Handler != nil {
+					// Known before the wrapper runs, so a request the
+					// door refuses (401, 413, 429) is labelled by its route.
+					r.Pattern = pattern
+					m.Handler.ServeHTTP(w, r)
+				} else {
+					m.Mux.ServeHTTP(w, r)
+				}
+				return
+			}
+		}
+		refuse.ServeHTTP(w, r)
+	})
 }
 
 // JSONErrors answers what mux itself refuses — an unknown route (404), a

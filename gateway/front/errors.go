@@ -93,13 +93,13 @@ type Body struct {
 	Error Detail `json:"error"`
 }
 
-// Detail is the inside of Body. Param and Code are null when unknown, as
-// OpenAI sends them.
+// Detail is the inside of Body: OpenAI's four fields (code first, as the
+// gateway has always sent it); Param and Code are null when unknown.
 type Detail struct {
+	Code    *string `json:"code"`
 	Message string  `json:"message"`
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
-	Code    *string `json:"code"`
 }
 
 // JSON is e as the error body.

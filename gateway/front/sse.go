@@ -78,8 +78,9 @@ func (s *SSE) Raw(data []byte) bool {
 // events already out.
 func (s *SSE) Fail(e *Error) {
 	if !s.started {
+		// Started stays false: the answer is an error response, no stream.
 		WriteError(s.w, e)
-		s.started, s.failed = true, true
+		s.failed = true
 		return
 	}
 	s.Send(e.JSON())

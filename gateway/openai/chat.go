@@ -216,6 +216,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if e := s.checkContext(len(ids), p, "messages"); e != nil {
+		writeError(w, e)
+		return
+	}
 	id := newID("chatcmpl-")
 	reqs := make([]gen.Request, p.n)
 	idx := make([]int, p.n)

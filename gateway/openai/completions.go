@@ -165,6 +165,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("prompt", fmt.Sprintf("prompts × n = %d exceeds %d", total, 4*s.opts.MaxN)))
 		return
 	}
+	for _, ids := range prompts {
+		if e := s.checkContext(len(ids), p, "prompt"); e != nil {
+			writeError(w, e)
+			return
+		}
+	}
 	id := newID("cmpl-")
 	reqs := make([]gen.Request, 0, total)
 	idx := make([]int, 0, total)

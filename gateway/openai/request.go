@@ -3,9 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/gen"
@@ -52,18 +50,6 @@ type plan struct {
 	includeStop  bool
 	logprobs     bool
 	topLogprobs  int
-}
-
-func decodeBody(r *http.Request, v any) *apiError {
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errorf(http.StatusRequestEntityTooLarge, "request_too_large", "", "request body too large")
-		}
-		return badRequest("", "invalid JSON body: "+err.Error())
-	}
-	return nil
 }
 
 // stopStrings accepts null, "x" or ["x", ...] (at most 4 in OpenAI; we allow 16).
@@ -124,52 +110,33 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 		v := *max
 		sp.MaxNewTokens = &v
 	}
-	if c.MinTokens < 0 || (max != nil && c.MinTokens > *max) {
-		return nil, badRequest("min_tokens", "min_tokens must be between 0 and max_tokens")
-	}
 	sp.MinNewTokens = c.MinTokens
-	checkRange := func(name string, v *float64, lo, hi float64, dst *float64) *apiError {
-		if v == nil {
-			return nil
-		}
-		if math.IsNaN(*v) || *v < lo || *v > hi {
-			return badRequest(name, fmt.Sprintf("%s must be between %g and %g", name, lo, hi))
-		}
-		*dst = *v
-		return nil
-	}
 	for _, f := range []struct {
-		name   string
-		v      *float64
-		lo, hi float64
-		dst    *float64
+		v   *float64
+		dst *float64
 	}{
-		{"temperature", c.Temperature, 0, 2, &sp.Temperature},
-		{"top_p", c.TopP, 0, 1, &sp.TopP},
-		{"min_p", c.MinP, 0, 1, &sp.MinP},
-		{"frequency_penalty", c.FrequencyPenalty, -2, 2, &sp.FrequencyPenalty},
-		{"presence_penalty", c.PresencePenalty, -2, 2, &sp.PresencePenalty},
-		{"repetition_penalty", c.RepetitionPenalty, 0, 10, &sp.RepetitionPenalty},
+		{c.Temperature, &sp.Temperature},
+		{c.TopP, &sp.TopP},
+		{c.MinP, &sp.MinP},
+		{c.FrequencyPenalty, &sp.FrequencyPenalty},
+		{c.PresencePenalty, &sp.PresencePenalty},
+		{c.RepetitionPenalty, &sp.RepetitionPenalty},
 	} {
-		if err := checkRange(f.name, f.v, f.lo, f.hi, f.dst); err != nil {
-			return nil, err
+		if f.v != nil {
+			*f.dst = *f.v
 		}
-	}
-	if c.TopP != nil && *c.TopP == 0 {
-		return nil, badRequest("top_p", "top_p must be greater than 0")
-	}
-	if c.RepetitionPenalty != nil && *c.RepetitionPenalty == 0 {
-		return nil, badRequest("repetition_penalty", "repetition_penalty must be greater than 0")
 	}
 	if c.TopK != nil {
-		switch k := *c.TopK; {
-		case k == 0 || k == -1:
-			sp.TopK = -1
-		case k > 0:
-			sp.TopK = k
-		default:
-			return nil, badRequest("top_k", "top_k must be -1 (all) or positive")
+		sp.TopK = *c.TopK
+		if sp.TopK == 0 {
+			sp.TopK = -1 // vLLM's "no limit"
 		}
+	}
+	// One validation table (gen.SamplingLimits, the engine's limits);
+	// here only the names: the client sent max_tokens (or
+	// max_completion_tokens) and min_tokens.
+	if fe := gen.CheckSampling(*sp, func(f string) string { return openAIName(f, c) }); fe != nil {
+		return nil, badRequest(fe.Field, fe.Message)
 	}
 	sp.Seed = c.Seed
 	sp.IgnoreEOS = c.IgnoreEOS
@@ -191,6 +158,20 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 	}
 	p.includeStop = c.IncludeStopStrInOutput || c.NoStopTrim
 	return p, nil
+}
+
+// openAIName is a sampling field's name as an OpenAI client sends it.
+func openAIName(field string, c *common) string {
+	switch field {
+	case gen.FieldMaxNewTokens:
+		if c.MaxCompletionTokens != nil {
+			return "max_completion_tokens"
+		}
+		return "max_tokens"
+	case gen.FieldMinNewTokens:
+		return "min_tokens"
+	}
+	return field
 }
 
 // request builds sample i's engine request.

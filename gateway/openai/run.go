@@ -116,6 +116,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		IncludeStop:  p.includeStop,
 		SkipSpecial:  p.skipSpecial,
 		TokenStrings: p.stopByID,
+		MinTokens:    req.Sampling.MinNewTokens,
 	})
 	prompt, completion := len(req.InputIDs), 0
 	for {

@@ -7,7 +7,6 @@ package openai
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
@@ -82,15 +82,16 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/detokenize", s.guard(s.detokenize, false))
 }
 
-// guard applies auth, the body limit and (for generation) the readiness check.
+// guard applies auth (when this server has its own key: standalone; the
+// gateway's front door authenticates mounted routes), the body limit and
+// (for generation) the readiness check. Errors are the front door's.
 func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bool) http.Handler {
 	return http.HandlerFunc(func(hw http.ResponseWriter, r *http.Request) {
 		w := &headerWatch{ResponseWriter: hw}
 		defer s.recoverHandler(r, w)
 		if s.key != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.key)) != 1 {
-				writeError(w, errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)"))
+			if e := front.Authorize(r, s.key); e != nil {
+				writeError(w, e)
 				return
 			}
 		}
@@ -158,7 +159,7 @@ func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
 	case !w.wrote:
 		writeError(w, e)
 	case strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
-		b, _ := json.Marshal(errorBody{Error: errorDetail{Message: e.Message, Type: "internal_error", Code: e.Code}})
+		b, _ := json.Marshal(e.JSON())
 		_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
 		w.Flush()
 	default:
@@ -170,31 +171,48 @@ func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
 // a text longer than max_model_len of them cannot fit, whatever it
 // tokenizes to, so it is refused before tokenization (whose cost grows
 // with the text: a 30 MB prompt cost ~1.5 GB of memory).
-const maxBytesPerToken = 32
+const maxBytesPerToken = front.MaxBytesPerToken
+
+// maxModelLen is the engines' context length when the engine knows it
+// (the gateway: from registrations), else 0.
+func (s *Server) maxModelLen() int {
+	if ml, ok := s.engine.(interface{ MaxModelLen() int }); ok {
+		return ml.MaxModelLen()
+	}
+	return 0
+}
 
 // checkTextLen refuses a prompt text that cannot fit the engines'
-// context, when the engine knows it (the gateway: from registrations).
+// context, when the engine knows it.
 func (s *Server) checkTextLen(text, param string) *apiError {
-	ml, ok := s.engine.(interface{ MaxModelLen() int })
-	if !ok {
-		return nil
-	}
-	if n := ml.MaxModelLen(); n > 0 && len(text) > n*maxBytesPerToken {
+	if n := s.maxModelLen(); n > 0 && len(text) > n*maxBytesPerToken {
 		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
 			fmt.Sprintf("the prompt text is %d bytes, more than the engines' context length (max_model_len %d tokens) can hold", len(text), n))
 	}
 	return nil
 }
 
-// apiError is an error with its HTTP status and OpenAI fields.
-type apiError struct {
-	Status  int
-	Code    string
-	Param   string
-	Message string
+// checkContext refuses a tokenized prompt that, with max_tokens, does not
+// fit the engines' context: before dispatch, so the client gets a 400
+// naming both numbers instead of an engine abort (a 5xx it retries).
+func (s *Server) checkContext(prompt int, p *plan, param string) *apiError {
+	n := s.maxModelLen()
+	if n <= 0 {
+		return nil
+	}
+	if prompt >= n {
+		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
+			fmt.Sprintf("the prompt has %d tokens; the engines' context length (max_model_len) is %d tokens", prompt, n))
+	}
+	if m := p.sampling.MaxNewTokens; m != nil && prompt+*m > n {
+		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
+			fmt.Sprintf("the prompt has %d tokens and max_tokens asks for %d more: %d in all, over the engines' context length (max_model_len) of %d tokens", prompt, *m, prompt+*m, n))
+	}
+	return nil
 }
 
-func (e *apiError) Error() string { return e.Message }
+// apiError is the front door's one error type (gateway/front).
+type apiError = front.Error
 
 func errorf(status int, code, param, msg string) *apiError {
 	return &apiError{Status: status, Code: code, Param: param, Message: msg}
@@ -204,45 +222,10 @@ func badRequest(param, msg string) *apiError {
 	return errorf(http.StatusBadRequest, "invalid_request", param, msg)
 }
 
-func errorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusServiceUnavailable:
-		return "service_unavailable"
-	case status >= 500:
-		return "internal_error"
-	}
-	return "invalid_request_error"
-}
+// errorBody is the error JSON (tests decode it).
+type errorBody = front.Body
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
-func errorJSON(e *apiError) errorBody {
-	d := errorDetail{Message: e.Message, Type: errorType(e.Status), Code: e.Code}
-	if e.Param != "" {
-		d.Param = &e.Param
-	}
-	return errorBody{Error: d}
-}
-
-func writeError(w http.ResponseWriter, e *apiError) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-SMG-Error-Code", e.Code)
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(errorJSON(e))
-}
+func writeError(w http.ResponseWriter, e *apiError) { front.WriteError(w, e) }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -255,62 +238,22 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// sse writes server-sent events; only the handler goroutine touches it.
+// sse is the front door's event stream (front.SSE) with the started and
+// failed flags the handlers read after each call.
 type sse struct {
-	w       http.ResponseWriter
-	f       http.Flusher
+	s       *front.SSE
 	started bool
 	failed  bool
 }
 
-func newSSE(w http.ResponseWriter) *sse {
-	f, _ := w.(http.Flusher)
-	return &sse{w: w, f: f}
-}
+func newSSE(w http.ResponseWriter) *sse { return &sse{s: front.NewSSE(w)} }
 
-func (s *sse) start() {
-	if s.started {
-		return
-	}
-	s.started = true
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	s.w.WriteHeader(http.StatusOK)
-}
+func (s *sse) sync() { s.started, s.failed = s.s.Started(), s.s.Failed() }
 
 // fail ends a stream on a generation error: a plain error response while
 // nothing was sent yet, else an error event after the chunks already out.
-func (s *sse) fail(err *apiError) {
-	if !s.started {
-		writeError(s.w, err)
-		s.failed = true
-		return
-	}
-	s.send(errorBody{Error: errorDetail{Message: err.Message, Type: "internal_error", Code: err.Code}})
-}
+func (s *sse) fail(err *apiError) { s.s.Fail(err); s.sync() }
 
-func (s *sse) send(v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	s.raw(data)
-}
+func (s *sse) send(v any) { s.s.Send(v); s.sync() }
 
-func (s *sse) raw(data []byte) {
-	if s.failed {
-		return
-	}
-	s.start()
-	if _, err := s.w.Write(append(append([]byte("data: "), data...), '\n', '\n')); err != nil {
-		s.failed = true
-		return
-	}
-	if s.f != nil {
-		s.f.Flush()
-	}
-}
-
-func (s *sse) done() { s.raw([]byte("[DONE]")) }
+func (s *sse) done() { s.s.Done(); s.sync() }

@@ -63,6 +63,9 @@ type StopConfig struct {
 	// TokenStrings maps single-token stop strings' ids back to the string,
 	// so matched_stop reports the string the client sent.
 	TokenStrings map[int32]string
+	// MinTokens (min_tokens): no stop — token, EOS or string — ends the
+	// generation before this many tokens; such a token is plain output.
+	MinTokens int
 }
 
 // StopResult is what one step produced.
@@ -85,6 +88,7 @@ type StopDecoder struct {
 	jail    string
 	done    bool
 	maxStop int
+	n       int // tokens stepped
 }
 
 // NewStopDecoder starts a stop-aware decode of one generation.
@@ -117,7 +121,8 @@ func (s *StopDecoder) Step(id int32) StopResult {
 	if s.done {
 		return StopResult{MatchedToken: -1}
 	}
-	if s.stopIDs[id] {
+	s.n++
+	if s.stopIDs[id] && s.n >= s.cfg.MinTokens {
 		s.done = true
 		text := s.jail + s.ds.Flush()
 		s.jail = ""
@@ -143,6 +148,13 @@ func (s *StopDecoder) scan() StopResult {
 			best, bestAt = x, i
 		}
 	}
+	if bestAt >= 0 && s.n < s.cfg.MinTokens {
+		// Too early to stop (min_tokens): the match is output; a stop
+		// string may still complete later.
+		out := s.jail[:len(s.jail)-s.holdLen()]
+		s.jail = s.jail[len(out):]
+		return StopResult{Text: out, MatchedToken: -1}
+	}
 	if bestAt >= 0 {
 		s.done = true
 		end := bestAt
@@ -153,7 +165,15 @@ func (s *StopDecoder) scan() StopResult {
 		s.jail = ""
 		return StopResult{Text: out, Stopped: true, Matched: best, MatchedToken: -1}
 	}
-	// Hold back the longest suffix that is a prefix of some stop string.
+	hold := s.holdLen()
+	out := s.jail[:len(s.jail)-hold]
+	s.jail = s.jail[len(s.jail)-hold:]
+	return StopResult{Text: out, MatchedToken: -1}
+}
+
+// holdLen is the longest suffix of the jail that is a prefix of some
+// stop string: held back until decided.
+func (s *StopDecoder) holdLen() int {
 	hold := 0
 	for _, x := range s.cfg.Strings {
 		for k := min(len(x)-1, len(s.jail)); k > hold; k-- {
@@ -163,9 +183,7 @@ func (s *StopDecoder) scan() StopResult {
 			}
 		}
 	}
-	out := s.jail[:len(s.jail)-hold]
-	s.jail = s.jail[len(s.jail)-hold:]
-	return StopResult{Text: out, MatchedToken: -1}
+	return hold
 }
 
 // Finish ends the generation (engine finished by itself) and returns the
