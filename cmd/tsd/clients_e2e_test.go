@@ -66,7 +66,8 @@ type clientLine struct {
 
 // fakeClientDeployment brings up a 1P1D deployment on ts-fake with the
 // demo tokenizer (whose chat template renders tools and tool turns),
-// served as qwen3-demo so the gateway picks the qwen tool parser by name,
+// served as qwen3-demo with the qwen (hermes-style <tool_call>) tool
+// parser named in the profile (the demo model's path names no family),
 // and an API key. ts-fake ends a reply with the model's own EOS
 // (<|im_end|>, config.json's eos_token_id) rather than its default id 2,
 // which this vocabulary spells as a byte the reply would end with. It
@@ -97,6 +98,7 @@ engine:
 gateway:
   port: %d
   api_key_env: TSD_CLIENTS_E2E_KEY
+  tool_call_parser: qwen
 roles:
   - name: prefill
     gpus: [0]
