@@ -56,12 +56,21 @@ var clientScripts = []struct {
 
 // clientLine is one scenario's result as lib.mjs prints it.
 type clientLine struct {
-	Name   string   `json:"name"`
-	OK     bool     `json:"ok"`
-	Detail string   `json:"detail"`
-	MS     int      `json:"ms"`
-	Routes []string `json:"routes"`
-	Fields []string `json:"fields"`
+	Name   string              `json:"name"`
+	OK     bool                `json:"ok"`
+	Detail string              `json:"detail"`
+	MS     int                 `json:"ms"`
+	Fields map[string][]string `json:"fields"` // route → request-body key paths sent
+}
+
+// routes are the routes a scenario called.
+func (l clientLine) routes() []string {
+	var out []string
+	for r := range l.Fields {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // fakeClientDeployment brings up a 1P1D deployment on ts-fake with the
@@ -179,25 +188,32 @@ func TestE2EClients(t *testing.T) {
 			if len(lines) == 0 {
 				t.Fatalf("%s printed no scenario", c.script)
 			}
-			fields := map[string]bool{}
+			fields := map[string]map[string]bool{}
 			for _, l := range lines {
-				for _, f := range l.Fields {
-					fields[f] = true
+				for r, fs := range l.Fields {
+					if fields[r] == nil {
+						fields[r] = map[string]bool{}
+					}
+					for _, f := range fs {
+						fields[r][f] = true
+					}
 				}
 				t.Run(l.Name, func(t *testing.T) {
 					if !l.OK {
-						t.Errorf("%s %s failed (%d ms, %v): %s", c.name, l.Name, l.MS, l.Routes, l.Detail)
+						t.Errorf("%s %s failed (%d ms, %v): %s", c.name, l.Name, l.MS, l.routes(), l.Detail)
 						return
 					}
 					t.Logf("%s %s ok (%d ms): %s", c.name, l.Name, l.MS, l.Detail)
 				})
 			}
-			names := make([]string, 0, len(fields))
-			for f := range fields {
-				names = append(names, f)
+			for r, set := range fields {
+				names := make([]string, 0, len(set))
+				for f := range set {
+					names = append(names, f)
+				}
+				sort.Strings(names)
+				t.Logf("%s sent to %s: %s", c.name, r, strings.Join(names, " "))
 			}
-			sort.Strings(names)
-			t.Logf("%s sent request fields: %s", c.name, strings.Join(names, " "))
 		})
 	}
 }

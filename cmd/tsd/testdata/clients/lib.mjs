@@ -5,9 +5,10 @@
 // Env: TSD_BASE_URL (e.g. http://127.0.0.1:8000/v1), TSD_API_KEY,
 // TSD_MODEL, TSD_ONLY (a comma list of scenario names to run; empty:
 // all). Output: one JSON line per scenario on stdout,
-// {name, ok, detail, fields}, where fields lists every
-// request-body key path the scenario sent ("messages[].role", ...),
-// JSON schemas left out (their keys are the user's, not the client's).
+// {name, ok, detail, ms, fields}, where fields maps each route the
+// scenario called ("POST /v1/chat/completions") to every request-body
+// key path it sent there ("messages[].role", ...), JSON schemas left out
+// (their keys are the user's, not the client's).
 
 export const baseURL = process.env.TSD_BASE_URL;
 export const apiKey = process.env.TSD_API_KEY || 'test-key';
@@ -19,23 +20,22 @@ if (!baseURL) {
   process.exit(2);
 }
 
-let fields = new Set();
-let routes = new Set();
+let fields = new Map(); // route → Set of key paths
 
 // Subtrees whose keys are user data (JSON schemas, tool arguments, the
 // user's metadata), not fields the client library chose.
 const opaque = new Set(['parameters', 'schema', 'properties', 'input_schema', 'metadata', 'arguments', '$defs', 'definitions', 'items']);
 
-function walk(v, path, depth) {
+function walk(set, v, path, depth) {
   if (depth > 6 || v === null || typeof v !== 'object') return;
   if (Array.isArray(v)) {
-    for (const x of v) walk(x, path + '[]', depth + 1);
+    for (const x of v) walk(set, x, path + '[]', depth + 1);
     return;
   }
   for (const [k, x] of Object.entries(v)) {
     const p = path ? path + '.' + k : k;
-    fields.add(p);
-    if (!opaque.has(k)) walk(x, p, depth + 1);
+    set.add(p);
+    if (!opaque.has(k)) walk(set, x, p, depth + 1);
   }
 }
 
@@ -44,9 +44,10 @@ export async function recordingFetch(input, init) {
   try {
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
     const method = (init && init.method) || (typeof input === 'object' && input.method) || 'GET';
-    routes.add(method + ' ' + new URL(url).pathname);
+    const route = method + ' ' + new URL(url).pathname;
+    if (!fields.has(route)) fields.set(route, new Set());
     const body = init && init.body;
-    if (typeof body === 'string' && body.startsWith('{')) walk(JSON.parse(body), '', 0);
+    if (typeof body === 'string' && body.startsWith('{')) walk(fields.get(route), JSON.parse(body), '', 0);
   } catch {
     // recording is best effort; the request goes out regardless
   }
@@ -78,8 +79,7 @@ function describe(e) {
 export async function run(prefix, scenarios) {
   for (const [name, fn] of scenarios) {
     if (only.length && !only.includes(name)) continue;
-    fields = new Set();
-    routes = new Set();
+    fields = new Map();
     const line = { name, ok: false, detail: '' };
     const t0 = Date.now();
     try {
@@ -90,8 +90,7 @@ export async function run(prefix, scenarios) {
       line.detail = describe(e);
     }
     line.ms = Date.now() - t0;
-    line.routes = [...routes].sort();
-    line.fields = [...fields].sort();
+    line.fields = Object.fromEntries([...fields].map(([r, f]) => [r, [...f].sort()]));
     process.stdout.write(JSON.stringify(line) + '\n');
   }
 }
