@@ -45,6 +45,11 @@ type Options struct {
 	// gateway.reasoning_parser). "" or "passthrough": none.
 	ToolCallParser  string
 	ReasoningParser string
+	// ResponsesMax and ResponsesMaxBytes bound the in-memory store of
+	// /v1/responses results (previous_response_id): least recently used
+	// first out; 0 means 1024 responses and 64 MiB.
+	ResponsesMax      int
+	ResponsesMaxBytes int64
 }
 
 // Server is the OpenAI front end. Safe for concurrent use.
@@ -53,6 +58,9 @@ type Server struct {
 	tok    *tokenizer.Tokenizer
 	opts   Options
 	key    string
+	// responses keeps /v1/responses results for previous_response_id
+	// (responses.go).
+	responses *responseStore
 }
 
 // New builds a Server; mount it with Register.
@@ -70,7 +78,13 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.APIKeyEnv != "" {
 		key = os.Getenv(opts.APIKeyEnv)
 	}
-	return &Server{engine: engine, tok: tok, opts: opts, key: key}
+	if opts.ResponsesMax <= 0 {
+		opts.ResponsesMax = 1024
+	}
+	if opts.ResponsesMaxBytes <= 0 {
+		opts.ResponsesMaxBytes = 64 << 20
+	}
+	return &Server{engine: engine, tok: tok, opts: opts, key: key, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
 }
 
 // Register mounts the serving routes on mux: /v1/chat/completions,
@@ -80,6 +94,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/completions", s.guard(s.completions, true))
 	mux.Handle("POST /v1/tokenize", s.guard(s.tokenize, false))
 	mux.Handle("POST /v1/detokenize", s.guard(s.detokenize, false))
+	s.registerAgentRoutes(mux) // models.go: /v1/models/{id}, /v1/responses
 }
 
 // guard applies auth (when this server has its own key: standalone; the
