@@ -80,6 +80,13 @@ func newClusterMode(t testing.TB, opts Options, bootMode string, roles ...role) 
 // newClusterPlan is newClusterMode with a gateway mode (pd or epd).
 func newClusterPlan(t testing.TB, opts Options, bootMode, mode string, roles ...role) *cluster {
 	t.Helper()
+	return newClusterWith(t, opts, bootMode, mode, nil, roles...)
+}
+
+// newClusterWith is newClusterPlan with edit (may be nil) applied to the
+// plan before the gateway is built (API key, limits, CORS).
+func newClusterWith(t testing.TB, opts Options, bootMode, mode string, edit func(*profiles.Plan), roles ...role) *cluster {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "gw")
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +111,9 @@ func newClusterPlan(t testing.TB, opts Options, bootMode, mode string, roles ...
 			wp.Bootstrap = "127.0.0.1:" + strconv.Itoa(freePort(t))
 		}
 		plan.Gateway.Workers = append(plan.Gateway.Workers, wp)
+	}
+	if edit != nil {
+		edit(plan)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

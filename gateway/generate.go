@@ -560,44 +560,41 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
 	defer cancel()
 
-	// The prefill watcher is not tied to ctx: every path out of run ends
-	// the prefill stream (abort now, or after the drain grace), and the
-	// watcher ends with it.
+	// Both legs are read here, in run's own select (lane.Stream.Wake and
+	// Poll), not by a reader goroutine per leg: an n=1 request costs the
+	// handler and this goroutine. pollLegs moves what arrived into preCh
+	// (the prefill's terminal output; its other outputs carry nothing
+	// the client needs) and decCh (the decode's next output), each
+	// holding at most one result the select below takes.
 	preCh := make(chan legResult, 1)
+	var preWake <-chan struct{}
 	if pre != nil {
 		preCh <- *pre
 	} else {
-		go func() {
-			defer g.recoverHere("prefill watcher", func(err error) { preCh <- legResult{err: err} })
-			for {
-				o, err := ps.Recv(context.Background())
-				if err != nil || o.Finished != "" {
-					preCh <- legResult{o, err}
-					return
-				}
-			}
-		}()
+		preWake = ps.Wake()
 	}
 	decCh := make(chan legResult, 1)
-	go func() {
-		defer g.recoverHere("decode reader", func(err error) {
-			select {
-			case decCh <- legResult{err: err}:
-			case <-ctx.Done():
-			}
-		})
-		for {
-			o, err := ds.Recv(ctx)
-			select {
-			case decCh <- legResult{o, err}:
-			case <-ctx.Done():
-				return
+	decWake := ds.Wake()
+	pollLegs := func() {
+		for preWake != nil {
+			o, ok, err := ps.Poll()
+			if !ok {
+				break
 			}
 			if err != nil || o.Finished != "" {
-				return
+				preCh <- legResult{o, err}
+				preWake = nil
 			}
 		}
-	}()
+		if decWake != nil && len(decCh) == 0 {
+			if o, ok, err := ds.Poll(); ok {
+				decCh <- legResult{o, err}
+				if err != nil || o.Finished != "" {
+					decWake = nil
+				}
+			}
+		}
+	}
 
 	emit := func(ev gen.Event) bool {
 		select {
@@ -619,7 +616,12 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 		promptTk int
 	)
 	for {
+		pollLegs()
 		select {
+		case <-preWake:
+			continue // pollLegs takes what arrived
+		case <-decWake:
+			continue // pollLegs polls the decode whenever decCh is empty
 		case <-ctx.Done():
 			cause := ctx.Err()
 			ps.Abort(cause)

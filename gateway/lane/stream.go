@@ -106,3 +106,31 @@ func (s *Stream) Done() bool {
 	defer s.mu.Unlock()
 	return s.ended
 }
+
+// Wake is signalled (at most one pending signal) whenever an output or
+// the failure is queued, so an owner goroutine can select on its streams
+// with everything else it waits for instead of running a reader
+// goroutine per stream. After a signal, drain with Poll until it reports
+// nothing; a signal may find nothing (already drained).
+func (s *Stream) Wake() <-chan struct{} { return s.wake }
+
+// Poll is Recv without waiting: ok is false when nothing is queued and the
+// stream has not ended. Wake and Poll are for one consumer at a time,
+// like Recv.
+func (s *Stream) Poll() (o Output, ok bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.items) > 0 {
+		o = s.items[0]
+		s.items[0] = Output{}
+		s.items = s.items[1:]
+		return o, true, nil
+	}
+	if s.err != nil {
+		return Output{}, true, s.err
+	}
+	if s.ended {
+		return Output{}, true, io.EOF
+	}
+	return Output{}, false, nil
+}

@@ -25,6 +25,10 @@ var ignoredFields = map[string]string{
 	"service_tier":        "one tier here",
 	"prompt_cache_key":    "a routing hint for the provider's prefix cache",
 	"parallel_tool_calls": "tool calls are parsed from whatever the model emits",
+	// tool_choice is checked for shape here (checkTools); honouring
+	// required/named is the tool-call wiring's, which declares it in
+	// chatRequest (and so makes this row moot).
+	"tool_choice": "auto is what the model does anyway",
 }
 
 // refusedFields are OpenAI (or SGLang/vLLM) parameters the gateway does
