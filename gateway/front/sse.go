@@ -56,12 +56,20 @@ func (s *SSE) Send(v any) bool {
 }
 
 // Raw writes data (one JSON document) as one data event.
-func (s *SSE) Raw(data []byte) bool {
+func (s *SSE) Raw(data []byte) bool { return s.Event("", data) }
+
+// Event writes data as one event named name (the Responses stream names
+// each event by its type; chat streams send unnamed data events only).
+func (s *SSE) Event(name string, data []byte) bool {
 	if s.failed {
 		return false
 	}
 	s.Start()
-	s.buf = append(append(append(s.buf[:0], "data: "...), data...), '\n', '\n')
+	s.buf = s.buf[:0]
+	if name != "" {
+		s.buf = append(append(append(s.buf, "event: "...), name...), '\n')
+	}
+	s.buf = append(append(append(s.buf, "data: "...), data...), '\n', '\n')
 	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.failed = true

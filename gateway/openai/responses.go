@@ -760,19 +760,4 @@ func (it *outputItem) MarshalJSON() ([]byte, error) {
 
 // event writes one named server-sent event (the Responses stream names
 // each event by its type; chat streams send data lines only).
-func (s *sse) event(name string, data []byte) {
-	if s.failed {
-		return
-	}
-	s.start()
-	msg := make([]byte, 0, len(name)+len(data)+16)
-	msg = append(append(append(msg, "event: "...), name...), '\n')
-	msg = append(append(append(msg, "data: "...), data...), '\n', '\n')
-	if _, err := s.w.Write(msg); err != nil {
-		s.failed = true
-		return
-	}
-	if s.f != nil {
-		s.f.Flush()
-	}
-}
+func (s *sse) event(name string, data []byte) { s.s.Event(name, data); s.sync() }
