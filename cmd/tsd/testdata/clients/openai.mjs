@@ -168,9 +168,11 @@ await run(pkg, [
     return r.output_text;
   }],
   ['responses_previous_id', async () => {
-    const first = await client.responses.create({ model, input: prompts.plain });
+    const first = await client.responses.create({ model, input: prompts.hello });
     const r = await client.responses.create({ model, input: prompts.hello, previous_response_id: first.id });
-    check(r.status === 'completed' && r.previous_response_id === first.id, 'chained on the first response', r);
-    return r.output_text;
+    check(r.status === 'completed' && r.previous_response_id === first.id && r.output_text === helloReply, 'chained on the first response', r);
+    // The first exchange is part of the second prompt.
+    check(r.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens, 'the history in the prompt', { first: first.usage, second: r.usage });
+    return { first: first.usage, second: r.usage };
   }],
 ]);
