@@ -40,6 +40,8 @@ var clientReplies = []map[string]string{
 	// JSON mode without a schema constraint: the prompt asked for JSON.
 	{"match": "Describe a city as JSON.", "reply": `{"city": "Paris", "population": 2100000}`},
 	{"match": "Say hello.", "reply": "Hello from tsd."},
+	// Qwen3's think block, which the qwen3 reasoning parser splits off.
+	{"match": "Think first:", "reply": "<think>The capital of France is Paris.</think>Paris."},
 }
 
 // clientScripts are the scripts in testdata/clients and the env that
@@ -76,8 +78,8 @@ func (l clientLine) routes() []string {
 // fakeClientDeployment brings up a 1P1D deployment on ts-fake with the
 // demo tokenizer (whose chat template renders tools and tool turns),
 // served as qwen3-demo with the qwen (hermes-style <tool_call>) tool
-// parser named in the profile (the demo model's path names no family),
-// and an API key. ts-fake ends a reply with the model's own EOS
+// parser and the qwen3 reasoning parser named in the profile (the demo
+// model's path names no family), and an API key. ts-fake ends a reply with the model's own EOS
 // (<|im_end|>, config.json's eos_token_id) rather than its default id 2,
 // which this vocabulary spells as a byte the reply would end with. It
 // returns the OpenAI base URL and the key.
@@ -108,6 +110,7 @@ gateway:
   port: %d
   api_key_env: TSD_CLIENTS_E2E_KEY
   tool_call_parser: qwen
+  reasoning_parser: qwen3
 roles:
   - name: prefill
     gpus: [0]
@@ -173,6 +176,7 @@ func runClient(t *testing.T, modules, script string, env []string) ([]clientLine
 // logged (what the gateway's admission table must accept).
 // TSD_CLIENTS_ONLY=name,name runs only those scenarios (debugging).
 func TestE2EClients(t *testing.T) {
+	t.Parallel()
 	npmtest.NeedNodeMajor(t, 20)
 	modules := npmtest.Project(t, "clients", "testdata/clients")
 	base, key := fakeClientDeployment(t)

@@ -5,7 +5,7 @@ import { generateText, generateObject, streamText, tool, stepCountIs } from 'ai'
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply } from './lib.mjs';
+import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer } from './lib.mjs';
 
 const compat = createOpenAICompatible({ name: 'tsd', baseURL, apiKey, fetch: recordingFetch, supportsStructuredOutputs: true });
 // json_object instead of json_schema: what a provider without structured
@@ -69,6 +69,12 @@ await run('aisdk', [
     });
     check(r.text === helloReply, 'the reply', r.text);
     return r.usage;
+  }],
+  ['generateText_reasoning', async () => {
+    // openai-compatible reads reasoning_content into reasoningText.
+    const r = await generateText({ model: compat(model), prompt: prompts.think, maxRetries: 0 });
+    check(r.text === thinkAnswer && r.reasoningText === thinkReasoning, 'text and reasoningText split', { text: r.text, reasoning: r.reasoningText });
+    return { text: r.text, reasoning: r.reasoningText };
   }],
   ['streamText_tools', async () => {
     const { r, failed } = streamed({ model: compat(model), tools, prompt: prompts.weather });

@@ -121,6 +121,10 @@ export const prompts = {
   hello: 'Say hello.',
   city: 'Describe a city as JSON.',
   plain: 'Tell me something.',
+  think: 'Think first: which city is the capital of France?',
 };
 export const helloReply = 'Hello from tsd.';
 export const toolResultReply = 'It is sunny in Paris.';
+// The think rule's reply, split by the reasoning parser.
+export const thinkReasoning = 'The capital of France is Paris.';
+export const thinkAnswer = 'Paris.';

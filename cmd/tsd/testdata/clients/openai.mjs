@@ -1,7 +1,7 @@
 // The official openai npm client against tsd's gateway. TSD_OPENAI_PKG
 // picks the installed copy: "openai" (latest) or "openai4" (4.x, an npm
 // alias in package.json).
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, weatherParams, timeParams, citySchema } from './lib.mjs';
+import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer, weatherParams, timeParams, citySchema } from './lib.mjs';
 
 const pkg = process.env.TSD_OPENAI_PKG || 'openai';
 const { default: OpenAI } = await import(pkg);
@@ -113,6 +113,13 @@ await run(pkg, [
     });
     check(r.choices[0].message.content === helloReply, 'the reply', r.choices[0]);
     return r.usage;
+  }],
+  ['chat_reasoning', async () => {
+    // The <think> block goes to reasoning_content, not content.
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompts.think }] });
+    const m = r.choices[0].message;
+    check(m.content === thinkAnswer && m.reasoning_content === thinkReasoning, 'content and reasoning_content split', m);
+    return m;
   }],
   ['responses_create', async () => {
     const r = await client.responses.create({ model, input: prompts.hello });
