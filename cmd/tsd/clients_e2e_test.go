@@ -1,7 +1,7 @@
 package main
 
 // Issue 17's first done-when, end to end: three npm clients we did not
-// write (the official `openai` package, 4.x and latest; Vercel's AI SDK
+// write (the official `openai` package, 4.x, 5.x, 6.x and latest; Vercel's AI SDK
 // through @ai-sdk/openai-compatible and @ai-sdk/openai; LangChain's
 // @langchain/openai) run their tool-calling, structured-output and
 // /v1/responses scenarios against `tsd up --headless` on ts-fake. The
@@ -52,6 +52,8 @@ var clientScripts = []struct {
 }{
 	{"openai-latest", "openai.mjs", []string{"TSD_OPENAI_PKG=openai"}},
 	{"openai-4", "openai.mjs", []string{"TSD_OPENAI_PKG=openai4"}},
+	{"openai-5", "openai.mjs", []string{"TSD_OPENAI_PKG=openai5"}},
+	{"openai-6", "openai.mjs", []string{"TSD_OPENAI_PKG=openai6"}},
 	{"aisdk", "aisdk.mjs", nil},
 	{"langchain", "langchain.mjs", nil},
 }

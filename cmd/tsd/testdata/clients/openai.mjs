@@ -1,6 +1,6 @@
 // The official openai npm client against tsd's gateway. TSD_OPENAI_PKG
-// picks the installed copy: "openai" (latest) or "openai4" (4.x, an npm
-// alias in package.json).
+// picks the installed copy: "openai" (latest), or "openai4", "openai5",
+// "openai6" (the last of each major, npm aliases in package.json).
 import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer, weatherParams, timeParams, citySchema } from './lib.mjs';
 
 const pkg = process.env.TSD_OPENAI_PKG || 'openai';
