@@ -202,6 +202,17 @@ func inputMessages(raw json.RawMessage) ([]json.RawMessage, *apiError) {
 			out = append(out, chatMessage(map[string]any{"role": "tool", "tool_call_id": head.CallID, "content": s}))
 		case "reasoning":
 			// Earlier reasoning is not replayed (chat templates drop it).
+		case "item_reference":
+			// Clients that store responses refer to earlier reasoning items
+			// by id; those are not replayed either. Other references would
+			// need the item itself: previous_response_id carries it.
+			var ref struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(it, &ref)
+			if !strings.HasPrefix(ref.ID, "rs_") {
+				return nil, badRequest(param, fmt.Sprintf("item_reference %q: only reasoning items may be referenced; send the item, or use previous_response_id", ref.ID))
+			}
 		default:
 			return nil, badRequest(param+".type", fmt.Sprintf("input item type %q is not supported", head.Type))
 		}
@@ -380,6 +391,9 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 		return nil, e
 	}
 	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls}
+	if tc := strings.TrimSpace(string(req.ToolChoice)); tools == nil && (tc == `"auto"` || tc == `"none"`) {
+		af.ToolChoice = nil // the Responses API takes these without tools
+	}
 	if req.Text != nil {
 		af.ResponseFormat = responseFormatOf(req.Text.Format)
 	}

@@ -252,9 +252,15 @@ func TestResponsesConstrained(t *testing.T) {
 	if len(r.Output) != 1 || r.Output[0].Content[0].Text != `{"a":false}` {
 		t.Fatalf("%+v", r)
 	}
+	// A reference to an earlier reasoning item is skipped, as reasoning is.
+	r = createResp(t, srv.URL, `{"input":[{"type":"item_reference","id":"rs_1"},{"type":"message","role":"user","content":"x"}]}`)
+	if r.Status != "completed" {
+		t.Fatalf("%+v", r)
+	}
 	for _, c := range []struct{ body, msg string }{
 		{`{}`, "input"},
 		{`{"input":[{"type":"web_search_call"}]}`, "web_search_call"},
+		{`{"input":[{"type":"item_reference","id":"msg_1"}]}`, "msg_1"},
 		{`{"input":"x","tools":[{"type":"web_search"}]}`, "web_search"},
 		{`{"input":"x","model":"other"}`, "other"},
 	} {

@@ -173,7 +173,9 @@ func (s *Server) planAgent(a *agentFields, rawTools, messages json.RawMessage, p
 	if err != nil {
 		return nil, badRequest("tool_choice", err.Error())
 	}
-	if len(tools) == 0 && choice.Constrained() {
+	if tc := bytes.TrimSpace(a.ToolChoice); len(tools) == 0 && len(tc) > 0 && string(tc) != "null" && choice.Mode != "none" {
+		// Accepted and ignored it would hide a client bug (as vLLM, only
+		// "none" may come without tools).
 		return nil, badRequest("tool_choice", fmt.Sprintf("tool_choice %q needs tools", choice.Mode))
 	}
 	ag := &agent{choice: choice, tools: tools, parallel: a.ParallelToolCalls == nil || *a.ParallelToolCalls}

@@ -2,11 +2,13 @@ package openai
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/parsers/delta"
 )
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},` +
@@ -289,6 +291,7 @@ func TestChatAgentErrors(t *testing.T) {
 		{`{` + msgs + `,"tools":[{"type":"retrieval"}]}`, "tools[0].type", "not supported"},
 		{`{` + msgs + `,"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name", "name"},
 		{`{` + msgs + `,"tool_choice":"required"}`, "tool_choice", "needs tools"},
+		{`{` + msgs + `,"tool_choice":"auto"}`, "tool_choice", "needs tools"},
 		{`{` + msgs + `,"tools":` + weatherTools + `,"tool_choice":"sometimes"}`, "tool_choice", "sometimes"},
 		{`{` + msgs + `,"tools":` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"nope"}}}`, "tool_choice", "nope"},
 		{`{` + msgs + `,"response_format":{"type":"xml"}}`, "response_format.type", "xml"},
@@ -302,6 +305,62 @@ func TestChatAgentErrors(t *testing.T) {
 		_ = json.Unmarshal(b, &e)
 		if e.Error.Param == nil || *e.Error.Param != c.param {
 			t.Errorf("%s: param %v, want %s", c.body, e.Error.Param, c.param)
+		}
+	}
+}
+
+// A reply's parse does not depend on how the engine chunked it, through
+// the front end's own layer too (parallel_tool_calls, a constrained
+// tool_choice held to the end): streamed at random cuts, the deltas fold
+// to what the non-streaming response holds.
+func TestReplyParserChunking(t *testing.T) {
+	t.Parallel()
+	s := &Server{opts: Options{ToolCallParser: "qwen", ReasoningParser: "qwen3"}}
+	for _, c := range []struct {
+		name, reply string
+		fields      agentFields
+	}{
+		{"auto", qwenReply, agentFields{}},
+		{"serial", qwenReply, agentFields{ParallelToolCalls: new(bool)}},
+		{"required", `<think>pick</think>[{"name":"get_time","parameters":{"tz":"UTC"}},{"name":"get_weather","parameters":{"city":"Oslo"}}]`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
+		{"named", `{"tz":"UTC"}`, agentFields{ToolChoice: json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}},
+		{"unparsable", `not json`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
+	} {
+		p := &plan{}
+		ag, e := s.planAgent(&c.fields, json.RawMessage(weatherTools), json.RawMessage(`[]`), p)
+		if e != nil {
+			t.Fatalf("%s: %v", c.name, e)
+		}
+		whole, _, e := ag.parseWhole(c.reply, "stop")
+		if e != nil {
+			t.Fatal(e)
+		}
+		rng := rand.New(rand.NewPCG(1, uint64(len(c.name))))
+		for trial := 0; trial < 200; trial++ {
+			r, _ := ag.newReply()
+			var ds []delta.Delta
+			for i := 0; i < len(c.reply); {
+				n := min(1+rng.IntN(12), len(c.reply)-i)
+				ds = append(ds, r.push(c.reply[i:i+n])...)
+				i += n
+			}
+			ds = append(ds, r.finish()...)
+			got := delta.Collect(ds)
+			content := ""
+			if whole.Content != nil {
+				content = *whole.Content
+			}
+			if got.Content != content || len(got.Calls) != len(whole.ToolCalls) {
+				t.Fatalf("%s trial %d: streamed %+v, whole %+v", c.name, trial, got, whole)
+			}
+			for i, call := range got.Calls {
+				if call.Name != whole.ToolCalls[i].Function.Name || call.Arguments != whole.ToolCalls[i].Function.Arguments {
+					t.Fatalf("%s trial %d call %d: %+v vs %+v", c.name, trial, i, call, whole.ToolCalls[i])
+				}
+			}
+		}
+		if c.name == "serial" && len(whole.ToolCalls) != 1 || c.name == "required" && len(whole.ToolCalls) != 2 || c.name == "unparsable" && len(whole.ToolCalls) != 0 {
+			t.Fatalf("%s: %+v", c.name, whole)
 		}
 	}
 }
