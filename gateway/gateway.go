@@ -110,10 +110,7 @@ type Gateway struct {
 	log     *slog.Logger
 	lane    *lane.Lane
 	metrics *metrics
-	apiKey  string
-	door    *front.Door
-	body    *front.BodyLimits
-	admit   *front.Limiter // gateway.max_concurrent; nil: unlimited
+	door    *front.Door // every route's HTTP layer (gateway/front)
 	mux     *http.ServeMux
 	srv     *http.Server
 
@@ -220,9 +217,10 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if p := plan.Gateway.Policy.Encode; g.epdMode() && p != "" && p != "consistent_hashing" {
 		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
 	}
+	var apiKey string
 	if env := plan.Gateway.APIKeyEnv; env != "" {
-		g.apiKey = os.Getenv(env)
-		if g.apiKey == "" {
+		apiKey = os.Getenv(env)
+		if apiKey == "" {
 			return nil, fmt.Errorf("gateway: api_key_env %s is empty or unset", env)
 		}
 	}
@@ -233,7 +231,7 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if opts.OnEvent != nil {
 		g.onEvent.Store(&opts.OnEvent)
 	}
-	g.door = g.newDoor()
+	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux
 	if opts.Mount != nil {

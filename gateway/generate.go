@@ -504,6 +504,46 @@ type legResult struct {
 	err error
 }
 
+// flight is one dispatched request as run drives it, in steps: its legs,
+// what has been seen of them, and where its events go. Only run's
+// goroutine touches it (docs/architecture.md §3.2).
+type flight struct {
+	g           *Gateway
+	parent, ctx context.Context
+	ps, ds      *lane.Stream
+	encs        []*lane.Stream
+	events      chan<- gen.Event
+	start       time.Time
+	promptLP    []float64 // rides on the first event
+
+	// Both legs are read in run's own select (lane.Stream.Wake and Poll),
+	// not by a reader goroutine per leg: an n=1 request costs the handler
+	// and run's goroutine. pollLegs moves what arrived into preCh (the
+	// prefill's terminal output; its other outputs carry nothing the
+	// client needs) and decCh (the decode's next output), each holding at
+	// most one result for the select to take.
+	preCh, decCh     chan legResult
+	preWake, decWake <-chan struct{}
+
+	// Encode legs end with their own terminal output (encCh). Once one
+	// has finished, its engine still holds the embedding until the
+	// prefill fetched it: that engine's death before the prefill leg ends
+	// fails the request now (deathCh), not after the prefill's embedding
+	// timeout.
+	encCh     <-chan encodeResult
+	encLeft   int
+	deathCh   chan encodeDeath
+	watched   map[*lane.Worker]bool
+	stopWatch chan struct{}
+	stopOnce  sync.Once
+	releases  []func() // pending embeddings this request holds (DrainCount)
+
+	preDone, succeeded bool
+	first              bool
+	last               time.Time
+	promptTk           int
+}
+
 // run drives one PD request: it relays decode outputs, watches the
 // prefill leg, and aborts both legs on the first failure, client cancel or
 // the deadline.
@@ -513,235 +553,266 @@ func (g *Gateway) run(parent context.Context, ps, ds *lane.Stream, encs []*lane.
 	if h := g.opts.hookRun; h != nil {
 		h()
 	}
-	// Encode legs end with their own terminal output; one still running
-	// when the request ends is aborted now on failure, after the drain
-	// grace on success (its answer may be in flight).
-	succeeded := false
-	encLeft := len(encs)
-	defer func() {
-		if encLeft == 0 {
-			return
-		}
-		if succeeded {
-			time.AfterFunc(g.opts.DrainGrace, func() {
-				defer g.recoverHere("encode drain", nil)
-				for _, s := range encs {
-					s.Abort(nil)
-				}
-			})
-			return
-		}
-		for _, s := range encs {
-			s.Abort(nil)
-		}
-	}()
-	var encCh <-chan encodeResult
-	if encLeft > 0 {
-		encCh = g.watchEncodes(encs)
+	f := &flight{g: g, parent: parent, ps: ps, ds: ds, encs: encs, events: events, start: start, promptLP: promptLP,
+		preCh: make(chan legResult, 1), decCh: make(chan legResult, 1), decWake: ds.Wake(),
+		encLeft: len(encs), watched: map[*lane.Worker]bool{}, stopWatch: make(chan struct{}), first: true}
+	defer f.endEncodes()
+	if f.encLeft > 0 {
+		f.encCh = g.watchEncodes(encs)
 	}
-	// Once an encode leg has finished, its engine still holds the
-	// embedding until the prefill fetched it: that engine's death before
-	// the prefill leg ends fails the request now, not after the prefill's
-	// embedding timeout.
-	var deathCh chan encodeDeath
-	watched := map[*lane.Worker]bool{}
-	stopWatch := make(chan struct{})
-	var stopOnce sync.Once
-	var releases []func() // pending embeddings this request holds (DrainCount)
-	stopWatching := func() {
-		stopOnce.Do(func() {
-			close(stopWatch)
-			for _, r := range releases {
-				r()
+	defer f.stopWatching()
+	var cancel context.CancelFunc
+	f.ctx, cancel = context.WithTimeout(parent, g.opts.RequestTimeout)
+	defer cancel()
+	if pre != nil {
+		f.preCh <- *pre
+	} else {
+		f.preWake = ps.Wake()
+	}
+	for {
+		f.pollLegs()
+		if f.step() {
+			return
+		}
+	}
+}
+
+// step waits for the next thing that happens to the request and handles
+// it; true: the request is over.
+func (f *flight) step() (done bool) {
+	select {
+	case <-f.preWake:
+		return false // pollLegs takes what arrived
+	case <-f.decWake:
+		return false // pollLegs polls the decode whenever decCh is empty
+	case <-f.ctx.Done():
+		return f.onDeadline()
+	case er := <-f.encCh:
+		return f.onEncode(er)
+	case d := <-f.deathCh:
+		return f.onEncoderDeath(d)
+	case pr := <-f.preCh:
+		return f.onPrefill(pr)
+	case dr := <-f.decCh:
+		return f.onDecode(dr)
+	}
+}
+
+func (f *flight) pollLegs() {
+	for f.preWake != nil {
+		o, ok, err := f.ps.Poll()
+		if !ok {
+			break
+		}
+		if err != nil || o.Finished != "" {
+			f.preCh <- legResult{o, err}
+			f.preWake = nil
+		}
+	}
+	if f.decWake != nil && len(f.decCh) == 0 {
+		if o, ok, err := f.ds.Poll(); ok {
+			f.decCh <- legResult{o, err}
+			if err != nil || o.Finished != "" {
+				f.decWake = nil
+			}
+		}
+	}
+}
+
+// endEncodes ends encode legs still running when the request ends: now
+// on failure, after the drain grace on success (their answer may be in
+// flight).
+func (f *flight) endEncodes() {
+	if f.encLeft == 0 {
+		return
+	}
+	encs, g := f.encs, f.g
+	if f.succeeded {
+		time.AfterFunc(g.opts.DrainGrace, func() {
+			defer g.recoverHere("encode drain", nil)
+			for _, s := range encs {
+				s.Abort(nil)
 			}
 		})
+		return
 	}
-	defer stopWatching()
-	ctx, cancel := context.WithTimeout(parent, g.opts.RequestTimeout)
-	defer cancel()
+	for _, s := range encs {
+		s.Abort(nil)
+	}
+}
 
-	// Both legs are read here, in run's own select (lane.Stream.Wake and
-	// Poll), not by a reader goroutine per leg: an n=1 request costs the
-	// handler and this goroutine. pollLegs moves what arrived into preCh
-	// (the prefill's terminal output; its other outputs carry nothing
-	// the client needs) and decCh (the decode's next output), each
-	// holding at most one result the select below takes.
-	preCh := make(chan legResult, 1)
-	var preWake <-chan struct{}
-	if pre != nil {
-		preCh <- *pre
+func (f *flight) stopWatching() {
+	f.stopOnce.Do(func() {
+		close(f.stopWatch)
+		for _, r := range f.releases {
+			r()
+		}
+	})
+}
+
+func (f *flight) emit(ev gen.Event) bool {
+	select {
+	case f.events <- ev:
+		return true
+	case <-f.parent.Done():
+		return false
+	}
+}
+
+func (f *flight) fail(kind string, ev gen.Event) {
+	f.g.errors.Add(1)
+	f.g.metrics.reqError(kind)
+	f.emit(ev)
+}
+
+// abortLegs ends both PD legs with err.
+func (f *flight) abortLegs(err error) {
+	f.ps.Abort(err)
+	f.ds.Abort(err)
+}
+
+// onDeadline: the client went away or the request deadline passed.
+func (f *flight) onDeadline() bool {
+	f.abortLegs(f.ctx.Err())
+	if f.parent.Err() != nil {
+		f.g.metrics.reqError("client_disconnected")
+		return true // nobody is listening
+	}
+	f.fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
+	return true
+}
+
+// onEncode: an encode leg ended; on success its encoder is watched until
+// the prefill fetched the embedding.
+func (f *flight) onEncode(er encodeResult) bool {
+	if err := encodeFailure(er); err != nil {
+		if f.ctx.Err() != nil {
+			return false // onDeadline reports it
+		}
+		f.abortLegs(err)
+		f.fail("encode_failed", gen.Event{Err: err})
+		return true
+	}
+	if f.encLeft--; f.encLeft == 0 {
+		f.encCh = nil
+		f.ps.Expect() // the embeddings exist: the prefill owes output now
+	}
+	if w := f.encs[er.item].Worker(); !f.preDone && !f.watched[w] {
+		if f.deathCh == nil {
+			f.deathCh = make(chan encodeDeath, len(f.encs))
+		}
+		f.watched[w] = true
+		f.releases = append(f.releases, f.g.holdEmbed(w.Role()))
+		f.g.watchEncoder(f.encs[er.item], f.start, f.stopWatch, f.deathCh)
+	}
+	return false
+}
+
+// onEncoderDeath: an encoder holding this request's embedding died.
+func (f *flight) onEncoderDeath(d encodeDeath) bool {
+	if f.ps.Done() || f.ctx.Err() != nil {
+		// The prefill's end (or onDeadline) is reported instead.
+		f.deathCh = nil
+		return false
+	}
+	err := fmt.Errorf("encode worker %s died before prefill %s received the image embedding (%s); both legs aborted", d.role, f.ps.Worker().Role(), d.why)
+	f.abortLegs(err)
+	f.fail("encode_worker_died", gen.Event{Err: err})
+	return true
+}
+
+// onPrefill: the prefill leg ended; a failure or abort ends the request.
+func (f *flight) onPrefill(pr legResult) bool {
+	f.preCh = nil
+	f.preDone = true
+	f.stopWatching()
+	f.deathCh = nil
+	f.ds.Expect() // its KV is ready (or the request ends below)
+	switch {
+	case pr.err != nil && f.ctx.Err() != nil:
+		// onDeadline reports it
+	case pr.err != nil:
+		f.ds.Abort(pr.err)
+		f.fail(legFailure("prefill_failed", pr.err), gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
+		return true
+	case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
+		f.ds.Abort(nil)
+		f.fail("prefill_aborted", gen.Event{PromptTokens: pr.out.PromptTokens, Finish: &gen.Finish{Reason: gen.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}})
+		return true
+	}
+	return false
+}
+
+// onDecode relays one decode output; its terminal one ends the request.
+func (f *flight) onDecode(dr legResult) bool {
+	if dr.err != nil {
+		if f.ctx.Err() != nil {
+			return false // onDeadline reports it
+		}
+		if errors.Is(dr.err, io.EOF) {
+			dr.err = errors.New("decode stream ended without a finish")
+		}
+		f.ps.Abort(dr.err)
+		f.fail(legFailure("decode_failed", dr.err), gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
+		return true
+	}
+	o := dr.out
+	now := time.Now()
+	f.observeTokens(len(o.TokenIDs), now)
+	if o.PromptTokens > 0 {
+		f.promptTk = o.PromptTokens
+	}
+	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: f.promptLP}
+	f.promptLP = nil
+	if o.Finished != "" {
+		f.finish(ev, o.Finished, now)
+		return true
+	}
+	if !f.emit(ev) {
+		f.abortLegs(f.parent.Err())
+		f.g.metrics.reqError("client_disconnected")
+		return true
+	}
+	return false
+}
+
+// observeTokens counts n new output tokens (TTFT, ITL, throughput).
+func (f *flight) observeTokens(n int, now time.Time) {
+	if n == 0 {
+		return
+	}
+	m := f.g.metrics
+	if f.first {
+		m.ttft.Observe(now.Sub(f.start).Seconds())
+		m.routerTTFT.Observe(now.Sub(f.start).Seconds())
+		f.first = false
 	} else {
-		preWake = ps.Wake()
+		m.itl.Observe(now.Sub(f.last).Seconds() / float64(n))
 	}
-	decCh := make(chan legResult, 1)
-	decWake := ds.Wake()
-	pollLegs := func() {
-		for preWake != nil {
-			o, ok, err := ps.Poll()
-			if !ok {
-				break
-			}
-			if err != nil || o.Finished != "" {
-				preCh <- legResult{o, err}
-				preWake = nil
-			}
-		}
-		if decWake != nil && len(decCh) == 0 {
-			if o, ok, err := ds.Poll(); ok {
-				decCh <- legResult{o, err}
-				if err != nil || o.Finished != "" {
-					decWake = nil
-				}
-			}
-		}
-	}
+	f.last = now
+	f.g.tokens.Add(uint64(n))
+	m.outTokens.Add(float64(n))
+}
 
-	emit := func(ev gen.Event) bool {
-		select {
-		case events <- ev:
-			return true
-		case <-parent.Done():
-			return false
-		}
+// finish sends the terminal event; a prefill leg still running is given
+// the drain grace to deliver its own terminal output.
+func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
+	ev.Finish = finishOf(finished)
+	if !f.preDone {
+		ps, g := f.ps, f.g
+		time.AfterFunc(g.opts.DrainGrace, func() {
+			defer g.recoverHere("prefill drain", nil)
+			ps.Abort(nil)
+		})
 	}
-	fail := func(kind string, ev gen.Event) {
-		g.errors.Add(1)
-		g.metrics.reqError(kind)
-		emit(ev)
+	f.g.metrics.finished(ev.Finish.Reason, now.Sub(f.start))
+	f.succeeded = ev.Finish.Reason != gen.FinishAbort
+	if ev.Finish.Reason == gen.FinishAbort {
+		f.ps.Abort(nil)
+		f.g.errors.Add(1)
+		f.g.metrics.reqError("engine_abort")
 	}
-	var (
-		preDone  bool
-		first    = true
-		last     time.Time
-		promptTk int
-	)
-	for {
-		pollLegs()
-		select {
-		case <-preWake:
-			continue // pollLegs takes what arrived
-		case <-decWake:
-			continue // pollLegs polls the decode whenever decCh is empty
-		case <-ctx.Done():
-			cause := ctx.Err()
-			ps.Abort(cause)
-			ds.Abort(cause)
-			if parent.Err() != nil {
-				g.metrics.reqError("client_disconnected")
-				return // nobody is listening
-			}
-			fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", g.opts.RequestTimeout)})
-			return
-		case er := <-encCh:
-			if err := encodeFailure(er); err != nil {
-				if ctx.Err() != nil {
-					continue // the ctx case reports it
-				}
-				ps.Abort(err)
-				ds.Abort(err)
-				fail("encode_failed", gen.Event{Err: err})
-				return
-			}
-			if encLeft--; encLeft == 0 {
-				encCh = nil
-				ps.Expect() // the embeddings exist: the prefill owes output now
-			}
-			if w := encs[er.item].Worker(); !preDone && !watched[w] {
-				if deathCh == nil {
-					deathCh = make(chan encodeDeath, len(encs))
-				}
-				watched[w] = true
-				releases = append(releases, g.holdEmbed(w.Role()))
-				g.watchEncoder(encs[er.item], start, stopWatch, deathCh)
-			}
-		case d := <-deathCh:
-			if ps.Done() || ctx.Err() != nil {
-				// The prefill's end (or the ctx case) is reported instead.
-				deathCh = nil
-				continue
-			}
-			err := fmt.Errorf("encode worker %s died before prefill %s received the image embedding (%s); both legs aborted", d.role, ps.Worker().Role(), d.why)
-			ps.Abort(err)
-			ds.Abort(err)
-			fail("encode_worker_died", gen.Event{Err: err})
-			return
-		case pr := <-preCh:
-			preCh = nil
-			preDone = true
-			stopWatching()
-			deathCh = nil
-			ds.Expect() // its KV is ready (or the request ends below)
-			switch {
-			case pr.err != nil && ctx.Err() != nil:
-				// handled by the ctx case
-			case pr.err != nil:
-				ds.Abort(pr.err)
-				fail(legFailure("prefill_failed", pr.err), gen.Event{Err: fmt.Errorf("prefill leg failed: %w", pr.err)})
-				return
-			case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
-				ds.Abort(nil)
-				fail("prefill_aborted", gen.Event{PromptTokens: pr.out.PromptTokens, Finish: &gen.Finish{Reason: gen.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}})
-				return
-			}
-		case dr := <-decCh:
-			if dr.err != nil {
-				if ctx.Err() != nil {
-					continue // the ctx case reports it
-				}
-				if errors.Is(dr.err, io.EOF) {
-					dr.err = errors.New("decode stream ended without a finish")
-				}
-				ps.Abort(dr.err)
-				fail(legFailure("decode_failed", dr.err), gen.Event{Err: fmt.Errorf("decode leg failed: %w", dr.err)})
-				return
-			}
-			o := dr.out
-			now := time.Now()
-			if len(o.TokenIDs) > 0 {
-				if first {
-					g.metrics.ttft.Observe(now.Sub(start).Seconds())
-					g.metrics.routerTTFT.Observe(now.Sub(start).Seconds())
-					first = false
-				} else {
-					g.metrics.itl.Observe(now.Sub(last).Seconds() / float64(len(o.TokenIDs)))
-				}
-				last = now
-				g.tokens.Add(uint64(len(o.TokenIDs)))
-				g.metrics.outTokens.Add(float64(len(o.TokenIDs)))
-			}
-			if o.PromptTokens > 0 {
-				promptTk = o.PromptTokens
-			}
-			ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: promptLP}
-			promptLP = nil
-			if o.Finished != "" {
-				ev.Finish = finishOf(o.Finished)
-				if !preDone {
-					// Its terminal output may still be in flight; abort it
-					// only if it is still running after the grace.
-					time.AfterFunc(g.opts.DrainGrace, func() {
-						defer g.recoverHere("prefill drain", nil)
-						ps.Abort(nil)
-					})
-				}
-				g.metrics.finished(ev.Finish.Reason, now.Sub(start))
-				succeeded = ev.Finish.Reason != gen.FinishAbort
-				if ev.Finish.Reason == gen.FinishAbort {
-					ps.Abort(nil)
-					g.errors.Add(1)
-					g.metrics.reqError("engine_abort")
-				}
-				emit(ev)
-				return
-			}
-			if !emit(ev) {
-				ps.Abort(parent.Err())
-				ds.Abort(parent.Err())
-				g.metrics.reqError("client_disconnected")
-				return
-			}
-		}
-	}
+	f.emit(ev)
 }
 
 // legFailure is the error_type a failed leg is counted under: stalls and

@@ -30,14 +30,14 @@ func (g *Gateway) routes() {
 // newDoor is the gateway's front door (gateway/front): one API-key check,
 // body limits, request id, CORS, admission and HTTP metrics for its own
 // routes and a mounted front end's alike.
-func (g *Gateway) newDoor() *front.Door {
-	g.body = &front.BodyLimits{Max: g.opts.MaxBodyBytes, ReadTimeout: g.opts.BodyReadTimeout, Budget: g.opts.MaxInflightBodies, MaxModelLen: g.bodyModelLen}
-	g.admit = front.NewLimiter(g.plan.Gateway.MaxConcurrent, g.opts.QueueTimeout, func(d int) { g.queuedNow.Add(int64(d)) })
+// gateway.max_concurrent's waiters count as queued requests, like those
+// waiting for a routable worker.
+func (g *Gateway) newDoor(apiKey string) *front.Door {
 	return front.New(front.Config{
-		APIKey:         g.apiKey,
+		APIKey:         apiKey,
 		CORSOrigins:    g.plan.Gateway.CORSOrigins,
-		Body:           g.body,
-		Admit:          g.admit,
+		Body:           &front.BodyLimits{Max: g.opts.MaxBodyBytes, ReadTimeout: g.opts.BodyReadTimeout, Budget: g.opts.MaxInflightBodies, MaxModelLen: g.bodyModelLen},
+		Admit:          front.NewLimiter(g.plan.Gateway.MaxConcurrent, g.opts.QueueTimeout, func(d int) { g.queuedNow.Add(int64(d)) }),
 		RequestTimeout: g.opts.RequestTimeout + g.opts.BodyReadTimeout,
 		Observe: func(method, route string, status int, d time.Duration) {
 			g.metrics.httpRequests.WithLabelValues(method, route).Inc()

@@ -34,13 +34,19 @@ type Fields struct {
 func Decode(r *http.Request, v any, fields *Fields) *Error {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", mb.Limit)
-		}
-		return BadRequest("", "read request body: %v", err)
+		return ReadError(err)
 	}
 	return DecodeBytes(b, v, fields)
+}
+
+// ReadError is a failed body read as the client's error: 413 past a
+// MaxBytesReader's limit, else 400.
+func ReadError(err error) *Error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", mb.Limit)
+	}
+	return BadRequest("", "read request body: %v", err)
 }
 
 // DecodeBytes is Decode on a body in memory.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Error is a request refused or failed, in OpenAI's shape:
@@ -104,7 +105,11 @@ type Detail struct {
 
 // JSON is e as the error body.
 func (e *Error) JSON() Body {
-	d := Detail{Message: e.Message, Type: Type(e.Status)}
+	msg := e.Message
+	if strings.Contains(msg, "json: ") || strings.Contains(msg, " Go ") {
+		msg = clean(msg) // a wrapped decode error from deeper code: no Go vocabulary for clients
+	}
+	d := Detail{Message: msg, Type: Type(e.Status)}
 	if e.Param != "" {
 		p := e.Param
 		d.Param = &p

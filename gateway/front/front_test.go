@@ -96,6 +96,7 @@ func TestWriteError(t *testing.T) {
 		{Errorf(429, "too_many_requests", "", "busy"), 429, "rate_limit_error", "too_many_requests", nil, true},
 		{Errorf(401, "invalid_api_key", "", "key"), 401, "authentication_error", "invalid_api_key", nil, false},
 		{io.EOF, 500, "internal_error", "internal_error", nil, false},
+		{BadRequest("messages", "process messages: json: cannot unmarshal string into Go struct field x.y of type []main.T"), 400, "invalid_request_error", "invalid_request", "messages", false},
 	} {
 		w := httptest.NewRecorder()
 		WriteError(w, c.err)
@@ -107,6 +108,7 @@ func TestWriteError(t *testing.T) {
 		if w.Code != c.status || e["type"] != c.typ || e["code"] != c.code || e["param"] != c.param || len(e) != 4 {
 			t.Errorf("%v: %d %v", c.err, w.Code, e)
 		}
+		noGoNames(t, "WriteError", e["message"].(string))
 		if (w.Header().Get("Retry-After") != "") != c.retryAfter || w.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%v: headers %v", c.err, w.Header())
 		}

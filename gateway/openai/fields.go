@@ -84,7 +84,7 @@ func fieldsFor(v any) *front.Fields {
 func decodeBody(r *http.Request, v any) *apiError {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return front.As(front.Decode(&http.Request{Body: io.NopCloser(errReader{err})}, v, nil))
+		return front.ReadError(err)
 	}
 	if e := front.DecodeBytes(b, v, fieldsFor(v)); e != nil {
 		return e
@@ -94,11 +94,6 @@ func decodeBody(r *http.Request, v any) *apiError {
 	}
 	return nil
 }
-
-// errReader replays a body read error through front.Decode's mapping.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // checkTools refuses tools that are not an array and a tool_choice that
 // asks for tools when there are none (OpenAI answers both with a 400).
