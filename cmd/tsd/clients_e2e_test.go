@@ -1,12 +1,13 @@
 package main
 
 // Issue 17's first done-when, end to end: three npm clients we did not
-// write (the official `openai` package, 4.x, 5.x, 6.x and latest; Vercel's AI SDK
-// through @ai-sdk/openai-compatible and @ai-sdk/openai; LangChain's
-// @langchain/openai) run their tool-calling, reasoning, structured-output and
-// /v1/responses scenarios against `tsd up --headless` on ts-fake. The
-// clients are pinned in testdata/clients/package.json (+ lock) and
-// installed into the test cache (internal/npmtest), never into the repo.
+// write (the official `openai` package, 4.x, 5.x, 6.x and latest;
+// Vercel's AI SDK through @ai-sdk/openai-compatible and @ai-sdk/openai;
+// LangChain's @langchain/openai) run their tool-calling, reasoning,
+// structured-output and /v1/responses scenarios against `tsd up
+// --headless` on ts-fake. The clients are pinned in
+// testdata/clients/package.json (+ lock) and installed into the test
+// cache (internal/npmtest), never into the repo.
 
 import (
 	"bufio"
