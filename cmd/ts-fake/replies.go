@@ -122,19 +122,22 @@ func (e *engine) vocabulary() *fakemodel.Vocab {
 }
 
 // scriptedReply is what the request must spell, if anything: an instance
-// of its json_schema (a constrained request; under plain JSON mode the
-// matching rule when its reply is an object), else the --fake-replies
+// of its json_schema (a constrained request; in json_object mode a
+// matching rule's reply that is a JSON object), else the --fake-replies
 // rule its prompt matches. A schema that cannot be satisfied is an
 // invalid request, as a grammar backend would refuse it.
 func (e *engine) scriptedReply(g wire.GenerateRequest, sp wire.SamplingParams) (ids []int, invalid string) {
 	text, ok := "", false
+	if sp.JSONSchema != nil && isAnyObject(*sp.JSONSchema) && len(e.cfg.replies) > 0 {
+		// json_object mode (response_format json_object: any object): a
+		// matching rule whose reply is a JSON object is a valid answer,
+		// and lets a test script what a client's schema-in-the-prompt wants.
+		if r, hit := pickReply(e.cfg.replies, e.vocabulary().Decode(g.InputIDs)); hit && isJSONObject(r) {
+			text, ok = r, true
+		}
+	}
 	switch {
-	case sp.JSONSchema != nil && anyObject(*sp.JSONSchema) && jsonRule(e, g, &text):
-		// JSON mode (response_format json_object is this schema): a model
-		// writes the object its prompt asks for, so a matching rule whose
-		// reply is an object answers, as clients that validate the object
-		// against their own schema (LangChain's jsonMode) need.
-		ok = true
+	case ok:
 	case sp.JSONSchema != nil:
 		inst, err := fakemodel.SchemaInstance(*sp.JSONSchema)
 		if err != nil {
@@ -157,24 +160,13 @@ func (e *engine) scriptedReply(g wire.GenerateRequest, sp wire.SamplingParams) (
 	return ids, ""
 }
 
-// anyObject says whether a json_schema constraint is {"type":"object"}
-// and nothing more: any object at all.
-func anyObject(schema string) bool {
+// isAnyObject reports the schema of json_object mode, {"type":"object"}.
+func isAnyObject(schema string) bool {
 	var m map[string]any
 	return json.Unmarshal([]byte(schema), &m) == nil && len(m) == 1 && m["type"] == "object"
 }
 
-// jsonRule sets text to the matching --fake-replies rule's reply when
-// that reply is a JSON object.
-func jsonRule(e *engine, g wire.GenerateRequest, text *string) bool {
-	if len(e.cfg.replies) == 0 {
-		return false
-	}
-	r, hit := pickReply(e.cfg.replies, e.vocabulary().Decode(g.InputIDs))
-	var m map[string]any
-	if !hit || json.Unmarshal([]byte(r), &m) != nil {
-		return false
-	}
-	*text = r
-	return true
+func isJSONObject(s string) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &m) == nil
 }

@@ -159,45 +159,6 @@ func TestJSONSchemaReply(t *testing.T) {
 	}
 }
 
-// JSON mode ({"type":"object"}, response_format json_object) answers a
-// prompt whose rule replies with an object by that object, as a model
-// follows its prompt inside the grammar; a rule replying with something
-// else, and any stricter schema, still get the schema's instance.
-func TestJSONObjectReplyFollowsRule(t *testing.T) {
-	t.Parallel()
-	rules, _ := json.Marshal([]map[string]string{{"match": "city", "reply": `{"city": "Paris"}`}, {"match": "prose", "reply": "not JSON"}})
-	fe, _ := readyFake(t, 1, "--fake-replies", writeFile(t, "replies.json", string(rules)))
-	bv := fakemodel.ByteVocab()
-	anyObj, strict := `{"type":"object"}`, `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`
-	cases := []struct {
-		rid, prompt, schema, want string
-	}{
-		{"rule", "a city as JSON", anyObj, `{"city": "Paris"}`},
-		{"prose", "prose please", anyObj, `{}`},
-		{"strict", "a city as JSON", strict, `{"n":0}`},
-	}
-	for _, c := range cases {
-		q := promptReq(t, bv, c.rid, c.prompt, false)
-		q.Sampling.JSONSchema = &c.schema
-		if err := fe.Submit(0, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := fe.Results(ctxFor(t, 30*time.Second), "rule", "prose", "strict")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cases {
-		r := got[c.rid]
-		if r.Finish != "stop" || len(r.Tokens) == 0 {
-			t.Fatalf("%s: %+v", c.rid, r)
-		}
-		if text := bv.Decode(r.Tokens[:len(r.Tokens)-1]); text != c.want {
-			t.Errorf("%s spelled %q, want %q", c.rid, text, c.want)
-		}
-	}
-}
-
 // A bad replies file is an argument error naming the file and line.
 func TestFakeRepliesBadFile(t *testing.T) {
 	t.Parallel()
@@ -216,5 +177,32 @@ func TestFakeRepliesBadFile(t *testing.T) {
 	}
 	if rc, _ := startFake(t, nil, "--fake-replies", "/nonexistent/replies.json").exit(ctxFor(t, 30*time.Second)); rc != 2 {
 		t.Errorf("missing file: exit %d", rc)
+	}
+}
+
+// In json_object mode (json_schema {"type":"object"}) a matching rule
+// whose reply is a JSON object is the answer; a non-object reply, or no
+// match, gets the schema instance {}.
+func TestJSONObjectModeReply(t *testing.T) {
+	t.Parallel()
+	rules, _ := json.Marshal([]map[string]string{{"match": "recipe", "reply": `{"name":"soup","steps":["boil"]}`}, {"match": "plain", "reply": "not json"}})
+	fe, _ := readyFake(t, 1, "--fake-replies", writeFile(t, "replies.json", string(rules)))
+	bv := fakemodel.ByteVocab()
+	anyObject := `{"type":"object"}`
+	for _, q := range []wire.GenerateRequest{promptReq(t, bv, "r", "a recipe please", true), promptReq(t, bv, "p", "plain", true), promptReq(t, bv, "n", "nothing", true)} {
+		q.Sampling.JSONSchema = &anyObject
+		if err := fe.Submit(0, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := fe.Results(ctxFor(t, 30*time.Second), "r", "p", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rid, want := range map[string]string{"r": `{"name":"soup","steps":["boil"]}`, "p": `{}`, "n": `{}`} {
+		r := got[rid]
+		if text := bv.Decode(r.Tokens[:len(r.Tokens)-1]); r.Finish != "stop" || text != want {
+			t.Errorf("%s: %+v spells %q, want %q", rid, r, text, want)
+		}
 	}
 }

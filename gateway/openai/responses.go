@@ -360,13 +360,12 @@ type responseObject struct {
 
 // respRun is one Responses request made ready to generate.
 type respRun struct {
-	p        *plan
-	ag       *agent
-	reqs     []gen.Request
-	history  []json.RawMessage // the conversation sent, without instructions
-	obj      responseObject
-	store    bool
-	promptNS int
+	p       *plan
+	ag      *agent
+	reqs    []gen.Request
+	history []json.RawMessage // the conversation sent, without instructions
+	obj     responseObject
+	store   bool
 }
 
 func orRaw(raw json.RawMessage, def string) json.RawMessage {

@@ -81,8 +81,8 @@ func parseTools(raw json.RawMessage) ([]parsers.Tool, *apiError) {
 
 // constraint is the one grammar a request may carry to the engine.
 type constraint struct {
-	param                  string // the request field that set it
-	jsonSchema, regex, ebf *string
+	param                   string // the request field that set it
+	jsonSchema, regex, ebnf *string
 }
 
 func (c *constraint) set(param string, kind string, v string) *apiError {
@@ -96,13 +96,13 @@ func (c *constraint) set(param string, kind string, v string) *apiError {
 	case "regex":
 		c.regex = &v
 	case "ebnf":
-		c.ebf = &v
+		c.ebnf = &v
 	}
 	return nil
 }
 
 func (c *constraint) apply(p *plan) {
-	p.sampling.JSONSchema, p.sampling.Regex, p.sampling.EBNF = c.jsonSchema, c.regex, c.ebf
+	p.sampling.JSONSchema, p.sampling.Regex, p.sampling.EBNF = c.jsonSchema, c.regex, c.ebnf
 }
 
 // responseFormat reads OpenAI's response_format: text, json_object (any

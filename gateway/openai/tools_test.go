@@ -364,3 +364,65 @@ func TestReplyParserChunking(t *testing.T) {
 		}
 	}
 }
+
+// With n > 1 every choice has its own parser: both stream their calls
+// under their own index, and each non-streaming choice is parsed.
+func TestChatToolCallsN(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t, agentFake(t, qwenReply), Options{Model: "demo", ToolCallParser: "qwen", ReasoningParser: "qwen3"})
+	body := `{"messages":[{"role":"user","content":"x"}],"tools":` + weatherTools + `,"n":2%s}`
+	resp, b := post(t, srv.URL+"/v1/chat/completions", strings.Replace(body, "%s", "", 1))
+	var r struct{ Choices []agentChoice }
+	if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || len(r.Choices) != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	for i, c := range r.Choices {
+		if c.FinishReason != "tool_calls" || len(c.Message.ToolCalls) != 2 {
+			t.Fatalf("choice %d: %+v", i, c)
+		}
+	}
+	resp, b = post(t, srv.URL+"/v1/chat/completions", strings.Replace(body, "%s", `,"stream":true`, 1))
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	calls := map[int]map[int]string{} // choice -> call index -> name
+	finish := map[int]string{}
+	for _, ev := range events(t, b) {
+		if ev == "[DONE]" {
+			break
+		}
+		var c struct {
+			Choices []struct {
+				Index int `json:"index"`
+				Delta struct {
+					ToolCalls []struct {
+						Index    int `json:"index"`
+						Function struct {
+							Name string `json:"name"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		_ = json.Unmarshal([]byte(ev), &c)
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				if calls[ch.Index] == nil {
+					calls[ch.Index] = map[int]string{}
+				}
+				if tc.Function.Name != "" {
+					calls[ch.Index][tc.Index] = tc.Function.Name
+				}
+			}
+			if ch.FinishReason != nil {
+				finish[ch.Index] = *ch.FinishReason
+			}
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if finish[i] != "tool_calls" || calls[i][0] != "get_weather" || calls[i][1] != "get_time" {
+			t.Fatalf("choice %d: finish %q calls %v", i, finish[i], calls[i])
+		}
+	}
+}
