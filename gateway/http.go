@@ -97,7 +97,8 @@ func (g *Gateway) handleModels(w http.ResponseWriter, _ *http.Request) {
 		"id": g.modelName(), "object": "model", "created": 0, "owned_by": "tsd", "root": g.plan.Model}}})
 }
 
-// generateBody is SGLang's native /generate request, token-level only.
+// generateBody is SGLang's native /generate request: input_ids, or text the
+// gateway tokenizes (Options.Encode).
 type generateBody struct {
 	Text            *string         `json:"text"`
 	InputIDs        []int32         `json:"input_ids"`

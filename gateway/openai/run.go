@@ -35,6 +35,17 @@ type piece struct {
 // runAll starts one runner per request; the channel closes when all are done.
 func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexes []int) <-chan piece {
 	out := make(chan piece, 16)
+	if len(reqs) == 1 {
+		// n = 1: the runner closes the channel itself, no closer goroutine
+		// (with the gateway's run reading both legs in one select, the
+		// request costs the handler, this runner and the dispatch's run).
+		go func() {
+			defer close(out)
+			defer s.recoverRunner(ctx, indexes[0], out)
+			s.runSample(ctx, p, reqs[0], indexes[0], out)
+		}()
+		return out
+	}
 	var wg sync.WaitGroup
 	for k := range reqs {
 		wg.Add(1)
