@@ -10,41 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/tokenizer/testcache"
+	"github.com/tsd-project/tsd/internal/npmtest"
 )
 
 // openaiClientDir installs the official openai npm package once into the
 // test cache (network only on the first run) and returns its directory.
 func openaiClientDir(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("skipping: node is not installed")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("skipping: npm is not installed")
-	}
-	dir := filepath.Join(testcache.Dir(), "node-openai")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	unlock := testcache.Lock(t, "node-openai")
-	defer unlock()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err == nil {
-		return dir
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Skipf("skipping: test cache: %v", err)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"tsd-openai-client-test","private":true}`), 0o644)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "openai@5")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("skipping: npm install openai failed (registry unreachable?): %v\n%s", err, out)
-	}
-	return dir
+	return filepath.Join(npmtest.Packages(t, "openai", "openai@5"), "node_modules", "openai")
 }
 
 // The official openai client (node) works against our handlers end to end.
@@ -57,7 +30,7 @@ func TestOfficialNodeClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script, srv.URL+"/v1")
-	cmd.Env = append(os.Environ(), "OPENAI_DIR="+filepath.Join(dir, "node_modules", "openai"))
+	cmd.Env = append(os.Environ(), "OPENAI_DIR="+dir)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
