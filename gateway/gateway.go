@@ -505,6 +505,10 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Queued:    int(g.queuedNow.Load()),
 		Panics:    g.panics.Load(),
 		Roles:     roles,
+		TTFTp50:   tot.TTFTp50,
+		TTFTp99:   tot.TTFTp99,
+		ITLp50:    tot.ITLp50,
+		ITLp99:    tot.ITLp99,
 	}
 }
 

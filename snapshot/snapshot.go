@@ -65,6 +65,12 @@ type GatewayStatus struct {
 	// Roles is the gateway's own per-role accounting (the numbers
 	// /metrics reports), one entry per role instance it routes to.
 	Roles []RoleTraffic `json:"roles,omitempty"`
+	// TTFT and ITL percentiles over every request of the last minute
+	// (gateway/traffic), whatever role served it.
+	TTFTp50 time.Duration `json:"ttft_p50,omitempty"`
+	TTFTp99 time.Duration `json:"ttft_p99,omitempty"`
+	ITLp50  time.Duration `json:"itl_p50,omitempty"`
+	ITLp99  time.Duration `json:"itl_p99,omitempty"`
 }
 
 // RoleTraffic is one role's share of the gateway's traffic.

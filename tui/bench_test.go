@@ -53,6 +53,8 @@ func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 	for i := 1; i <= historyCap; i++ {
 		s.Time = t0.Add(time.Duration(i) * 500 * time.Millisecond)
 		s.Gateway.ReqPerSec = float64(i % 17)
+		s.Gateway.TTFTp99 = time.Duration(i%40) * time.Millisecond
+		s.Gateway.ITLp99 = time.Duration(i%13) * time.Millisecond
 		for g := range s.GPUs {
 			s.GPUs[g].UtilPct = (i + g) % 100
 		}

@@ -130,6 +130,11 @@ func TestGoldenTrends(t *testing.T) {
 			s.Gateway.ReqPerSec = 2 * load
 			s.Gateway.TokPerSec = 300 * load
 			s.Gateway.InFlight = int(load)
+			s.Gateway.Queued = int(load) / 3
+			s.Gateway.TTFTp50 = time.Duration(20+5*load) * time.Millisecond
+			s.Gateway.TTFTp99 = time.Duration(60+30*load) * time.Millisecond
+			s.Gateway.ITLp50 = time.Duration(8+load) * time.Millisecond
+			s.Gateway.ITLp99 = time.Duration(15+4*load) * time.Millisecond
 			for g := range s.GPUs {
 				s.GPUs[g].UtilPct = int(load*10) / (g + 1)
 			}
@@ -156,6 +161,10 @@ func underLoad(m *Model, s snapshot.Snapshot) {
 		x.Gateway.ReqPerSec = base.ReqPerSec * load
 		x.Gateway.TokPerSec = base.TokPerSec * load
 		x.Gateway.InFlight = int(float64(base.InFlight) * load)
+		x.Gateway.TTFTp50 = time.Duration(30*load*float64(time.Millisecond))
+		x.Gateway.TTFTp99 = time.Duration(120*load*load*float64(time.Millisecond))
+		x.Gateway.ITLp50 = time.Duration(9*load*float64(time.Millisecond))
+		x.Gateway.ITLp99 = time.Duration(25*load*float64(time.Millisecond))
 		x.GPUs = append([]snapshot.GPUStatus(nil), gpus...)
 		for g := range x.GPUs {
 			x.GPUs[g].UtilPct = int(float64(gpus[g].UtilPct) * load)

@@ -18,9 +18,12 @@ type trends struct {
 	req      *series
 	tok      *series
 	inflight *series
-	gpuUtil  map[int]*series // by GPU index
-	gpuMem   map[int]*series // percent of the card
-	bar      *painter        // the sparklines' colour
+	queued   *series
+	// The gateway's latency percentiles over its last minute, in ms.
+	ttft50, ttft99, itl50, itl99 *series
+	gpuUtil                      map[int]*series // by GPU index
+	gpuMem                       map[int]*series // percent of the card
+	bar                          *painter        // the sparklines' colour
 }
 
 // rateHalfLife smooths the gateway's per-snapshot rates: long enough that
@@ -32,6 +35,8 @@ func newTrends() *trends {
 	return &trends{
 		reqRate: ewma{hl: rateHalfLife}, tokRate: ewma{hl: rateHalfLife},
 		req: newSeries(historyCap), tok: newSeries(historyCap), inflight: newSeries(historyCap),
+		queued: newSeries(historyCap), ttft50: newSeries(historyCap), ttft99: newSeries(historyCap),
+		itl50: newSeries(historyCap), itl99: newSeries(historyCap),
 		gpuUtil: map[int]*series{}, gpuMem: map[int]*series{},
 	}
 }
@@ -47,6 +52,12 @@ func (t *trends) fold(s snapshot.Snapshot) {
 	t.req.add(s.Time, t.reqRate.add(s.Time, g.ReqPerSec))
 	t.tok.add(s.Time, t.tokRate.add(s.Time, g.TokPerSec))
 	t.inflight.add(s.Time, float64(g.InFlight))
+	t.queued.add(s.Time, float64(g.Queued))
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	t.ttft50.add(s.Time, ms(g.TTFTp50))
+	t.ttft99.add(s.Time, ms(g.TTFTp99))
+	t.itl50.add(s.Time, ms(g.ITLp50))
+	t.itl99.add(s.Time, ms(g.ITLp99))
 	for _, gpu := range s.GPUs {
 		if t.gpuUtil[gpu.Index] == nil {
 			t.gpuUtil[gpu.Index] = newSeries(historyCap)
@@ -79,6 +90,11 @@ func (t *trends) rows(device string) []trendRow {
 		{"req/s", t.req, 0, ftoa(t.req.last(), 1)},
 		{"tok/s", t.tok, 0, ftoa(t.tok.last(), 0)},
 		{"in flight", t.inflight, 0, fmt.Sprintf("%.0f", t.inflight.last())},
+		{"queued", t.queued, 0, fmt.Sprintf("%.0f", t.queued.last())},
+		{"ttft p50", t.ttft50, 0, msText(t.ttft50.last())},
+		{"ttft p99", t.ttft99, 0, msText(t.ttft99.last())},
+		{"itl p50", t.itl50, 0, msText(t.itl50.last())},
+		{"itl p99", t.itl99, 0, msText(t.itl99.last())},
 	}
 	idx := make([]int, 0, len(t.gpuUtil))
 	for i := range t.gpuUtil {
@@ -91,6 +107,12 @@ func (t *trends) rows(device string) []trendRow {
 			trendRow{fmt.Sprintf("%s%d mem", device, i), t.gpuMem[i], 100, fmt.Sprintf("%.0f%%", t.gpuMem[i].last())})
 	}
 	return out
+}
+
+// msText is a latency in milliseconds in the dashboard's one duration
+// style.
+func msText(ms float64) string {
+	return snapshot.FormatDuration(time.Duration(ms * float64(time.Millisecond)))
 }
 
 // lines renders at most rows lines of width w: a heading, then one

@@ -226,6 +226,7 @@ func (r *Rec) FirstToken() {
 	if !r.counted {
 		return
 	}
+	b.total.ttft.add(now, r.ttft)
 	for _, x := range r.roles {
 		a := b.roles[x.name]
 		a.ttft.add(now, r.ttft)
@@ -276,6 +277,7 @@ func (r *Rec) ITL(role string, d time.Duration) {
 		return
 	}
 	now := b.elapsed()
+	b.total.itl.add(now, d)
 	for _, x := range r.roles {
 		if x.kind == kindDecode && (role == "" || role == x.name) {
 			a := b.roles[x.name]
@@ -403,6 +405,9 @@ type Totals struct {
 	Requests, Errors uint64
 	ReqPerS, TokPerS float64
 	InFlight         int
+	// Every counted request's time to first token and inter-token
+	// latency, whatever role served it (the dashboard's trends).
+	TTFTp50, TTFTp99, ITLp50, ITLp99 time.Duration
 }
 
 // Status reads the headline totals and one row per role (GatewayRole
@@ -414,8 +419,9 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 	t := Totals{Requests: b.total.requests, Errors: b.total.errors, InFlight: b.total.inflight,
 		ReqPerS: b.total.reqs.rate(sec), TokPerS: b.total.toks.rate(sec)}
 	rows := make([]snapshot.RoleTraffic, 0, len(b.order))
-	ttft := make([][]time.Duration, 0, len(b.order))
-	itl := make([][]time.Duration, 0, len(b.order))
+	ttft := make([][]time.Duration, 0, len(b.order)+1)
+	itl := make([][]time.Duration, 0, len(b.order)+1)
+	totTTFT, totITL := b.total.ttft.recent(now), b.total.itl.recent(now)
 	for _, name := range b.order {
 		a := b.roles[name]
 		rows = append(rows, snapshot.RoleTraffic{Role: name, ReqPerS: a.reqs.rate(sec), TokPerS: a.toks.rate(sec),
@@ -429,6 +435,8 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 		rows[i].TTFTp50, rows[i].TTFTp99 = quantiles(ttft[i])
 		rows[i].ITLp50, rows[i].ITLp99 = quantiles(itl[i])
 	}
+	t.TTFTp50, t.TTFTp99 = quantiles(totTTFT)
+	t.ITLp50, t.ITLp99 = quantiles(totITL)
 	return t, rows
 }
 

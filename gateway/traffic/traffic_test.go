@@ -180,6 +180,10 @@ func TestAttribution(t *testing.T) {
 	if d.ITLp50 != 10*time.Millisecond || p.ITLp50 != 0 {
 		t.Fatalf("ITL decode %s prefill %s, want 10ms and none", d.ITLp50, p.ITLp50)
 	}
+	// The totals count each request once, not once per role it touched.
+	if tot.TTFTp50 != 100*time.Millisecond || tot.TTFTp99 != 100*time.Millisecond || tot.ITLp50 != 10*time.Millisecond {
+		t.Fatalf("totals TTFT p50 %s p99 %s ITL p50 %s, want 100ms 100ms 10ms", tot.TTFTp50, tot.TTFTp99, tot.ITLp50)
+	}
 	if rows[0].Role != GatewayRole || rows[1].Role != "prefill-0" || rows[3].Role != "encode-0" {
 		t.Fatalf("row order %v", rows)
 	}
