@@ -5,9 +5,11 @@
 # the 2 loaded cores of a CI box, and several packages run at once.
 #
 #   scripts/flake-pinned.sh build            # here: bin/flake/{*.test,plain/,race/}
+#                                            # (FLAKE_PKGS="a b" picks the packages)
 #   scripts/flake-pinned.sh run COUNT [PKG…] # there: one core pair per job
 #
-# A job is PKG or PKG:N (the package's COUNT split over N pairs).
+# A job is PKG or PKG:N (the package's COUNT split over N pairs), with an
+# optional @C for a count of its own (e.g. gateway@20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bin/flake
@@ -17,7 +19,7 @@ build)
 	go build -ldflags "-s -w" -o "$out/plain/tsd" ./cmd/tsd
 	go build -ldflags "-s -w" -o "$out/plain/ts-fake" ./cmd/ts-fake
 	go build -race -ldflags "-s -w" -o "$out/race/ts-fake" ./cmd/ts-fake
-	for p in cmd/tsd cmd/ts-fake supervisor supervisor/telemetry gateway; do
+	for p in ${FLAKE_PKGS:-cmd/tsd cmd/ts-fake supervisor supervisor/telemetry gateway}; do
 		go test -c -race -ldflags "-s -w" -o "$out/$(echo $p | tr / _).test" ./$p
 	done
 	ls -la "$out"
@@ -31,9 +33,11 @@ run)
 	pids=()
 	logs=()
 	for job in "$@"; do
+		c=$count
+		[[ $job == *@* ]] && c=${job#*@} && job=${job%@*}
 		p=${job%%:*} n=1
 		[[ $job == *:* ]] && n=${job#*:}
-		per=$(((count + n - 1) / n))
+		per=$(((c + n - 1) / n))
 		for ((i = 0; i < n; i++)); do
 			a=$((pair * 2)) b=$((pair * 2 + 1))
 			((b < cores)) || { echo "not enough cores for $job" >&2; exit 2; }

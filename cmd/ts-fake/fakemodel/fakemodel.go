@@ -59,10 +59,19 @@ func (p Params) Token(i int) int {
 	if p.Reply != nil && i == len(p.Reply) && p.EOS >= 0 {
 		return p.EOS
 	}
+	lo, n := 0, p.Vocab
 	if p.TokenMin > 0 && p.TokenMin < p.Vocab {
-		return p.TokenMin + Token(p.Seed, i, p.Vocab-p.TokenMin)
+		lo, n = p.TokenMin, p.Vocab-p.TokenMin
 	}
-	return Token(p.Seed, i, p.Vocab)
+	tok := lo + Token(p.Seed, i, n)
+	// Filler never spells EOS: seeds come from rids, which are random, so
+	// a filler EOS would end a random completion early once in a few
+	// hundred tokens and no test could ask for an exact length. A fake
+	// completion ends with EOS only after a reply (above).
+	if tok == p.EOS && n > 1 {
+		tok = lo + (tok-lo+1)%n
+	}
+	return tok
 }
 
 // Finish reports whether the completion ends at token i (0-based) and with

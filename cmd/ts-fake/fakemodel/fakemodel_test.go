@@ -40,3 +40,21 @@ func TestCompletion(t *testing.T) {
 		t.Fatalf("max 0: %v %q", got, r)
 	}
 }
+
+// Filler tokens never spell EOS, whatever the seed (seeds come from random
+// rids), so a completion without a reply always runs to its max length.
+func TestFillerNeverEOS(t *testing.T) {
+	for _, p := range []Params{
+		{EOS: 2, Vocab: 1000, MaxNewTokens: 64},
+		{EOS: 300, Vocab: 1000, TokenMin: 256, MaxNewTokens: 64},
+		{EOS: 0, Vocab: 2, MaxNewTokens: 64},
+	} {
+		for seed := uint32(0); seed < 2000; seed++ {
+			p.Seed = seed
+			out, fin := p.Completion()
+			if fin != "length" || len(out) != p.MaxNewTokens {
+				t.Fatalf("%+v: %d tokens, finish %q", p, len(out), fin)
+			}
+		}
+	}
+}
