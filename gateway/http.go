@@ -381,13 +381,14 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 {
 			// The token path: written into the SSE buffer and flushed once
 			// no further event is already waiting, so a burst of ready
-			// events costs one flush, not one each.
+			// events costs one flush, not one each. The last event (Finish:
+			// none follows, gen.Event) goes out with data: [DONE]'s flush.
 			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.Finish, e2e); encoded {
 				ok = out.Write(event)
 			} else {
 				ok = false
 			}
-			if ok && len(events) == 0 {
+			if ok && ev.Finish == nil && len(events) == 0 {
 				out.Flush()
 			}
 		} else {
