@@ -361,6 +361,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), prompt []int32) {
 	out := front.NewSSE(w)
 	out.Start()
+	enc := newGenerateChunkEnc(id)
 	ok := true
 	for ev := range events {
 		if !ok {
@@ -373,21 +374,47 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 			}
 			continue
 		}
-		chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
-			OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs)}}
-		if chunk.OutputIDs == nil {
-			chunk.OutputIDs = []int32{}
-		}
+		var e2e float64
 		if ev.Finish != nil {
-			chunk.MetaInfo.FinishReason = &finishJSON{Type: ev.Finish.Reason, Message: ev.Finish.Message}
-			chunk.MetaInfo.E2ELatency = time.Since(start).Seconds()
-			chunk.Usage = &usageJSON{ev.PromptTokens, ev.OutputTokens, ev.PromptTokens + ev.OutputTokens}
+			e2e = time.Since(start).Seconds()
 		}
-		if ok = out.Send(chunk); !ok {
+		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 {
+			// The token path: written into the SSE buffer and flushed once
+			// no further event is already waiting, so a burst of ready
+			// events costs one flush, not one each. The last event (Finish:
+			// none follows, gen.Event) goes out with data: [DONE]'s flush.
+			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.Finish, e2e); encoded {
+				ok = out.Write(event)
+			} else {
+				ok = false
+			}
+			if ok && ev.Finish == nil && len(events) == 0 {
+				out.Flush()
+			}
+		} else {
+			ok = out.Send(generateChunk(ev, id, prompt, e2e))
+		}
+		if !ok {
 			cancel() // client gone: abort both legs now
 		}
 	}
 	if ok {
 		out.Done()
 	}
+}
+
+// generateChunk is a stream event as a struct for json.Marshal: the shape
+// of the rare events (logprobs) generateChunkEnc does not write.
+func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) generateResp {
+	chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
+		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs)}}
+	if chunk.OutputIDs == nil {
+		chunk.OutputIDs = []int32{}
+	}
+	if ev.Finish != nil {
+		chunk.MetaInfo.FinishReason = &finishJSON{Type: ev.Finish.Reason, Message: ev.Finish.Message}
+		chunk.MetaInfo.E2ELatency = e2e
+		chunk.Usage = &usageJSON{ev.PromptTokens, ev.OutputTokens, ev.PromptTokens + ev.OutputTokens}
+	}
+	return chunk
 }

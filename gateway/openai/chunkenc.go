@@ -3,7 +3,8 @@ package openai
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/tsd-project/tsd/gateway/jsonenc"
 )
 
 // chatChunkEnc writes the chat stream's SSE events without encoding/json:
@@ -24,11 +25,11 @@ type chatChunkEnc struct {
 func newChatChunkEnc(id string, created int64, model string) *chatChunkEnc {
 	p := make([]byte, 0, 128+len(id)+len(model))
 	p = append(p, `data: {"id":`...)
-	p = appendJSONString(p, id)
+	p = jsonenc.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, created, 10)
 	p = append(p, `,"model":`...)
-	p = appendJSONString(p, model)
+	p = jsonenc.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":`...)
 	return &chatChunkEnc{prefix: p, buf: make([]byte, 0, 512)}
 }
@@ -54,7 +55,7 @@ func (e *chatChunkEnc) role(index int) []byte {
 func (e *chatChunkEnc) content(index int, text string) []byte {
 	b := e.start(index)
 	b = append(b, `,"delta":{"content":`...)
-	b = appendJSONString(b, text)
+	b = jsonenc.AppendString(b, text)
 	b = append(b, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	return e.end(b)
 }
@@ -65,7 +66,7 @@ func (e *chatChunkEnc) content(index int, text string) []byte {
 func (e *chatChunkEnc) finish(index int, reason string, matched any) []byte {
 	b := e.start(index)
 	b = append(b, `,"delta":{},"logprobs":null,"finish_reason":`...)
-	b = appendJSONString(b, reason)
+	b = jsonenc.AppendString(b, reason)
 	b = appendMatched(b, matched)
 	b = append(b, "}]}\n\n"...)
 	return e.end(b)
@@ -78,7 +79,7 @@ func appendMatched(b []byte, matched any) []byte {
 	case nil:
 	case string:
 		b = append(b, `,"matched_stop":`...)
-		b = appendJSONString(b, m)
+		b = jsonenc.AppendString(b, m)
 	case int32:
 		b = append(b, `,"matched_stop":`...)
 		b = strconv.AppendInt(b, int64(m), 10)
@@ -102,11 +103,11 @@ type completionChunkEnc struct {
 func newCompletionChunkEnc(id string, created int64, model string) *completionChunkEnc {
 	p := make([]byte, 0, 128+len(id)+len(model))
 	p = append(p, `data: {"id":`...)
-	p = appendJSONString(p, id)
+	p = jsonenc.AppendString(p, id)
 	p = append(p, `,"object":"text_completion","created":`...)
 	p = strconv.AppendInt(p, created, 10)
 	p = append(p, `,"model":`...)
-	p = appendJSONString(p, model)
+	p = jsonenc.AppendString(p, model)
 	p = append(p, `,"choices":[{"index":`...)
 	return &completionChunkEnc{prefix: p, buf: make([]byte, 0, 512)}
 }
@@ -116,7 +117,7 @@ func (e *completionChunkEnc) text(index int, text string) []byte {
 	b := append(e.buf[:0], e.prefix...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"text":`...)
-	b = appendJSONString(b, text)
+	b = jsonenc.AppendString(b, text)
 	b = append(b, `,"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	e.buf = b
 	return b
@@ -127,7 +128,7 @@ func (e *completionChunkEnc) finish(index int, reason string, matched any) []byt
 	b := append(e.buf[:0], e.prefix...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"text":"","logprobs":null,"finish_reason":`...)
-	b = appendJSONString(b, reason)
+	b = jsonenc.AppendString(b, reason)
 	b = appendMatched(b, matched)
 	b = append(b, "}]}\n\n"...)
 	e.buf = b
@@ -140,74 +141,3 @@ func (s *sse) write(event []byte) { s.s.Write(event); s.sync() }
 
 // flush pushes what write left buffered to the client.
 func (s *sse) flush() { s.s.Flush() }
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string exactly as encoding/json
-// writes it by default: HTML-safe (<, >, & as \u003c…), U+2028/U+2029
-// escaped, invalid UTF-8 as \ufffd, \b \f \n \r \t short forms, other
-// control characters as \u00XX.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// jsonSafe: ASCII bytes encoding/json copies as they are with HTML
-// escaping on (everything printable but ", \, <, > and &).
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		switch c {
-		case '"', '\\', '<', '>', '&':
-		default:
-			t[c] = true
-		}
-	}
-	return t
-}()

@@ -2,10 +2,10 @@ package openai
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/tsd-project/tsd/gateway/jsonenc/jsontest"
 )
 
 func marshalEvent(t testing.TB, v any) string {
@@ -15,47 +15,6 @@ func marshalEvent(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return "data: " + string(b) + "\n\n"
-}
-
-// jsonTexts are strings that exercise every escaping rule of encoding/json.
-func jsonTexts() []string {
-	ts := []string{"", "hi", " world", "a\"b\\c", "<script>&amp;</script>", "line\nbreak\r\t", "\b\f\x00\x01\x1f\x7f",
-		"\u2028\u2029", "héllo 世界 🙂", "\xff", "ab\xc3", "\xed\xa0\x80", "\xf0\x9f\x99", "tail\\", strings.Repeat("x", 600)}
-	for c := range 256 {
-		ts = append(ts, string([]byte{byte(c)}), "a"+string([]byte{byte(c)})+"z")
-	}
-	for _, r := range []rune{0x80, 0x7ff, 0x800, 0xfffd, 0xffff, 0x10000, 0x10ffff, 0x2027, 0x202a} {
-		ts = append(ts, string(r))
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
-		n := rng.IntN(24)
-		b := make([]byte, n)
-		for i := range b {
-			switch rng.IntN(4) {
-			case 0:
-				b[i] = byte(rng.IntN(256))
-			case 1:
-				b[i] = byte(rng.IntN(0x20))
-			default:
-				b[i] = byte(0x20 + rng.IntN(0x5f))
-			}
-		}
-		ts = append(ts, string(b))
-		if n > 0 {
-			ts = append(ts, string(b)+"\u2028"+string(b[:n/2]))
-		}
-	}
-	return ts
-}
-
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range jsonTexts() {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("%q: got %s, want %s", s, got, want)
-		}
-	}
 }
 
 // The encoder's events are byte for byte what json.Marshal of the
@@ -78,7 +37,7 @@ func TestChatChunkEncMatchesMarshal(t *testing.T) {
 			if got, want := string(enc.role(index)), marshalEvent(t, chunk(chunkChoice{Index: index, Delta: chunkDelta{Role: "assistant", Content: &empty}})); got != want {
 				t.Fatalf("role: got %s, want %s", got, want)
 			}
-			for _, text := range jsonTexts() {
+			for _, text := range jsontest.Strings() {
 				text := text
 				if got, want := string(enc.content(index, text)), marshalEvent(t, chunk(chunkChoice{Index: index, Delta: chunkDelta{Content: &text}})); got != want {
 					t.Fatalf("content %q: got %s, want %s", text, got, want)
@@ -112,21 +71,6 @@ func TestChatChunkEncNoAllocs(t *testing.T) {
 	}
 }
 
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "a", "<&>", "\u2028", "\xff", "\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Fatalf("%q: got %s, want %s", s, got, want)
-		}
-		if !utf8.Valid(appendJSONString(nil, s)) {
-			t.Fatalf("%q: invalid UTF-8 out", s)
-		}
-	})
-}
-
 // The completions encoder's events are json.Marshal's bytes of the
 // completionResponse chunks streamCompletions used to send.
 func TestCompletionChunkEncMatchesMarshal(t *testing.T) {
@@ -142,7 +86,7 @@ func TestCompletionChunkEncMatchesMarshal(t *testing.T) {
 			return completionResponse{ID: meta.id, Object: "text_completion", Created: meta.created, Model: meta.model, Choices: []completionChoice{c}}
 		}
 		for _, index := range []int{0, 3, 250} {
-			for _, text := range jsonTexts() {
+			for _, text := range jsontest.Strings() {
 				if got, want := string(enc.text(index, text)), marshalEvent(t, chunk(completionChoice{Index: index, Text: text})); got != want {
 					t.Fatalf("text %q: got %s, want %s", text, got, want)
 				}
