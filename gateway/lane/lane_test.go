@@ -219,7 +219,11 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 		t.Fatalf("abort %+v %v", ab, err)
 	}
 
-	// Restart of rank 3 with the same identity is re-admitted.
+	// Restart of rank 3 with the same identity is re-admitted. A real
+	// restart's new process comes after the old one's sockets are gone
+	// (and a live identity cannot be taken over), so wait for the gateway
+	// to see the old connections close first.
+	waitGone(t, w, 3)
 	r3b := dialRank(t, hsEP, 3, 2, 0)
 	defer r3b.close()
 	waitRanks(t, ch, "decode", map[int]string{3: snapshot.RankRegistered})
@@ -242,6 +246,7 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 		t.Fatalf("after sentinel: %v", err)
 	}
 	r4.close()
+	waitGone(t, w, 4)
 
 	// SetRouted(false) refuses new requests and lets in-flight ones run
 	// (a drain); Abort ends them.
@@ -291,5 +296,19 @@ func TestResolveAddrs(t *testing.T) {
 	}
 	if _, err := resolveAddrs(profiles.WorkerPlan{URL: "ipc:///x", Handshake: "ipc:///y"}); err == nil {
 		t.Fatal("ipc handshake accepted")
+	}
+}
+
+// waitGone waits until the gateway has seen every connection of engine
+// index idx close, on the handshake and input sockets alike.
+func waitGone(t *testing.T, w *Worker, idx uint16) {
+	t.Helper()
+	id := wire.EncodeIdentity(idx)
+	deadline := time.Now().Add(5 * time.Second)
+	for w.in.Live(id) > 0 || w.hs.Live(id) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank %d's old connections still live after 5s (input %d, handshake %d)", idx, w.in.Live(id), w.hs.Live(id))
+		}
+		time.Sleep(5 * time.Millisecond) // polling a count under a deadline: no event carries it
 	}
 }

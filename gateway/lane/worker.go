@@ -531,6 +531,12 @@ func (w *Worker) peerLoop(s Socket, name string) {
 		if err != nil {
 			continue
 		}
+		if s.Live(ev.Identity) > 0 {
+			// A restarted engine's new connection came up before this
+			// event about its old one was read: the rank is not down, and
+			// its new registration must not lose its requests.
+			continue
+		}
 		guard(w.lane.opts.OnPanic, w.plan.Role+" peer event", func() { w.onDisconnect(int(idx), ErrRankDown, "input connection closed") })
 	}
 }
