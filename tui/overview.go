@@ -376,12 +376,14 @@ func (p *overviewPage) View() string {
 	out = append(out, "")
 	out = append(out, gpu...)
 	events := p.eventLines()
-	// Trends take the rows below the GPUs, leaving the events at least a
-	// third of them (and three lines) when there are any.
+	// Trends take the rows below the GPUs, leaving the events up to half
+	// of them (and three lines) when there are any: one restart writes
+	// about nine events (stop, GPU release, phases, ready), which must
+	// stay in view together.
 	if room := p.h - len(out) - 1; room >= 3 {
 		keep := 0
 		if len(events) > 0 {
-			keep = min(len(events)+1, max(3, room/3))
+			keep = min(len(events)+1, max(3, room/2))
 		}
 		if tl := m.trends.lines(st, "gpu", p.w, room-keep); len(tl) > 0 {
 			out = append(out, "")
