@@ -1,11 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"image"
-	"image/color"
-	"image/png"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +11,13 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
+	"github.com/tsd-project/tsd/internal/testimg"
 	"github.com/tsd-project/tsd/profiles"
 )
 
 const demoVL = "vision/testdata/demo-vl"
 
-func testPNG(t testing.TB, w, h int, shade uint8) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			img.Set(x, y, color.NRGBA{uint8(x * 9), uint8(y * 7), shade, 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+func testPNG(t testing.TB, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
 
 // imageRequest is a prompt with one anchor per image, prepared the way
 // the OpenAI front end does (epd.PrepareGen with the demo-vl model).

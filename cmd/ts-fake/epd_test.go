@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"math"
 	"strconv"
 	"strings"
@@ -18,6 +14,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/internal/testimg"
 )
 
 // Qwen2-VL's vision token ids.
@@ -40,20 +37,7 @@ type epdCase struct {
 	encReqs []wire.EncodeRequest
 }
 
-func testPNG(t *testing.T, w, h int, shade uint8) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			img.Set(x, y, color.NRGBA{uint8(x * 9), uint8(y * 7), shade, 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+func testPNG(t *testing.T, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
 
 func newEPDCase(t *testing.T, rid string, eport int, pdRoom uint64) epdCase {
 	t.Helper()

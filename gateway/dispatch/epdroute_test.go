@@ -1,10 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
-	"image"
-	"image/color"
-	"image/png"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,6 +11,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/internal/testimg"
 )
 
 // An encode leg fails on a lane error or an engine abort (its message
@@ -40,20 +37,7 @@ func TestEncodeFailure(t *testing.T) {
 // demoVL is the small vision config the gateway tests use too.
 const demoVL = "../vision/testdata/demo-vl"
 
-func testPNG(t testing.TB, w, h int, shade uint8) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			img.Set(x, y, color.NRGBA{uint8(x * 9), uint8(y * 7), shade, 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
+func testPNG(t testing.TB, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
 
 // The dispatcher rebuilds exactly the wire items epd.PrepareImages makes
 // from the gen.Images the front end sends (half-open spans → inclusive).
