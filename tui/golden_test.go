@@ -161,10 +161,10 @@ func underLoad(m *Model, s snapshot.Snapshot) {
 		x.Gateway.ReqPerSec = base.ReqPerSec * load
 		x.Gateway.TokPerSec = base.TokPerSec * load
 		x.Gateway.InFlight = int(float64(base.InFlight) * load)
-		x.Gateway.TTFTp50 = time.Duration(30*load*float64(time.Millisecond))
-		x.Gateway.TTFTp99 = time.Duration(120*load*load*float64(time.Millisecond))
-		x.Gateway.ITLp50 = time.Duration(9*load*float64(time.Millisecond))
-		x.Gateway.ITLp99 = time.Duration(25*load*float64(time.Millisecond))
+		x.Gateway.TTFTp50 = time.Duration(30 * load * float64(time.Millisecond))
+		x.Gateway.TTFTp99 = time.Duration(120 * load * load * float64(time.Millisecond))
+		x.Gateway.ITLp50 = time.Duration(9 * load * float64(time.Millisecond))
+		x.Gateway.ITLp99 = time.Duration(25 * load * float64(time.Millisecond))
 		x.GPUs = append([]snapshot.GPUStatus(nil), gpus...)
 		for g := range x.GPUs {
 			x.GPUs[g].UtilPct = int(float64(gpus[g].UtilPct) * load)
