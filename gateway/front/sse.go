@@ -64,20 +64,15 @@ func (s *SSE) Event(name string, data []byte) bool {
 	if s.failed {
 		return false
 	}
-	s.Start()
 	s.buf = s.buf[:0]
 	if name != "" {
 		s.buf = append(append(append(s.buf, "event: "...), name...), '\n')
 	}
 	s.buf = append(append(append(s.buf, "data: "...), data...), '\n', '\n')
-	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	if _, err := s.w.Write(s.buf); err != nil {
-		s.failed = true
+	if !s.Write(s.buf) {
 		return false
 	}
-	if s.f != nil {
-		s.f.Flush()
-	}
+	s.Flush()
 	return true
 }
 
