@@ -516,7 +516,7 @@ func (c stopCmd) Run() error {
 type logsCmd struct {
 	ctlTarget
 	Follow     bool     `short:"f" help:"Keep printing new lines."`
-	Tail       int      `short:"n" help:"Only the last N lines of what is retained."`
+	Tail       *int     `short:"n" help:"Only the last N lines of what is retained (-n 0: none; with -f, only lines written from now on)."`
 	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
 	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
 	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
@@ -527,7 +527,13 @@ func (c logsCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	opts := supervisor.LogOptions{Follow: c.Follow, Tail: c.Tail}
+	opts := supervisor.LogOptions{Follow: c.Follow}
+	if c.Tail != nil {
+		if *c.Tail < 0 {
+			return &exitError{code: 2, msg: fmt.Sprintf("tsd: --tail %d: a count of lines is 0 or more", *c.Tail)}
+		}
+		opts.Tail, opts.NoBacklog = *c.Tail, *c.Tail == 0
+	}
 	if c.Since != "" {
 		if opts.Since, err = parseSince(c.Since, time.Now()); err != nil {
 			return &exitError{code: 2, msg: "tsd: --since: " + err.Error()}
@@ -536,6 +542,9 @@ func (c logsCmd) Run() error {
 	f, err := c.find(target)
 	if err != nil {
 		return err
+	}
+	if opts.NoBacklog && !opts.Follow {
+		return nil // -n 0 prints nothing, as tail -n 0 does
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
