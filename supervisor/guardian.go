@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
 // The guardian (docs/architecture.md §D1) is `tsd _guard`: a tiny process between
@@ -331,32 +333,13 @@ type procStat struct {
 	start uint64 // clock ticks after boot: with the pid, names a process across pid reuse
 }
 
-// readStat parses /proc/PID/stat; the command name may hold spaces and
-// parentheses, so fields are read after the last ')'.
+// readStat is /proc/PID/stat through the one reader (internal/procfs).
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procfs.ReadStat("/proc", pid)
+	if !ok {
 		return procStat{}, false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 3 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	pgrp, _ := strconv.Atoi(f[2])
-	st := procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}
-	if j := strings.IndexByte(s, '('); j >= 0 && j < i {
-		st.comm = s[j+1 : i]
-	}
-	if len(f) > 19 {
-		st.start, _ = strconv.ParseUint(f[19], 10, 64)
-	}
-	return st, true
+	return procStat{state: st.State, ppid: st.PPID, pgrp: st.PGRP, comm: st.Comm, start: st.Start}, true
 }
 
 func joinInts(v []int) string {

@@ -72,3 +72,47 @@ func TestFakeProc(t *testing.T) {
 }
 
 func hex4(p int) string { return fmt.Sprintf("%04X", p) }
+
+// TestParseStat: the fields tsd reads, whatever the command name holds.
+func TestParseStat(t *testing.T) {
+	// ppid pgrp, then 16 more fields, then starttime (field 22 of the line).
+	tail := " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20"
+	for _, c := range []struct {
+		name string
+		line string
+		want Stat
+		ok   bool
+	}{
+		{"plain", "42 (sleep) S" + tail, Stat{State: 'S', PPID: 1, PGRP: 2, Comm: "sleep", Start: 987654}, true},
+		{"spaces and parens in comm", "42 (ts serve (rank 0)) R" + tail, Stat{State: 'R', PPID: 1, PGRP: 2, Comm: "ts serve (rank 0)", Start: 987654}, true},
+		{"zombie", "42 (python3) Z" + tail, Stat{State: 'Z', PPID: 1, PGRP: 2, Comm: "python3", Start: 987654}, true},
+		{"truncated", "42 (sleep) S 1 2 3", Stat{}, false},
+		{"no parens", "42 sleep S" + tail, Stat{}, false},
+		{"bad number", "42 (sleep) S x 2" + tail, Stat{}, false},
+		{"empty", "", Stat{}, false},
+	} {
+		got, ok := ParseStat([]byte(c.line))
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s: %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// On the live /proc: this process is listed, alive with its own start
+// time, and not with another.
+func TestReadStatSelf(t *testing.T) {
+	st, ok := ReadStat("/proc", os.Getpid())
+	if !ok || !st.Live() || st.PPID != os.Getppid() || st.Start == 0 {
+		t.Fatalf("own stat %+v %v", st, ok)
+	}
+	if !Alive("/proc", os.Getpid(), st.Start) || Alive("/proc", os.Getpid(), st.Start+1) {
+		t.Fatal("Alive does not tell our start time from another")
+	}
+	found := false
+	for _, p := range PIDs("/proc") {
+		found = found || p == os.Getpid()
+	}
+	if !found {
+		t.Fatal("PIDs does not list us")
+	}
+}
