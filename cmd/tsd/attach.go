@@ -295,7 +295,7 @@ type attachCmd struct {
 }
 
 func (c attachCmd) Run() error {
-	tg, err := c.find(c.Target)
+	tg, err := c.locate(readVerb("tsd attach"), c.Target)
 	if err != nil {
 		return err
 	}

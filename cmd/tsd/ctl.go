@@ -24,10 +24,13 @@ import (
 
 // The control verbs talk to a running daemon over its control socket
 // (docs/architecture.md). Which daemon: --socket; else the deployment NAME
-// or PROFILE given; else ./.tsd/run/tsd.sock when it exists (a profile
-// beside the current directory); else the only deployment in the per-user
-// registry (see package registry). Exit codes: 1 a role failed or a
-// command was refused, 2 bad usage, 3 nothing is running.
+// or PROFILE given; else the deployment of the current directory
+// (pickBare, target.go: ./.tsd/run/tsd.sock, or the one whose profile
+// lies in or under it), which is the only choice a verb that changes a
+// deployment may make; a read-only verb may take the only deployment
+// running. Exit codes: 1 a role failed or a command was refused, 2 bad
+// usage (a bare control verb with no deployment here), 3 nothing is
+// running.
 
 // defaultSocket is where `tsd up` puts the socket for a profile beside it.
 const defaultSocket = ".tsd/run/tsd.sock"
@@ -36,7 +39,7 @@ const defaultSocket = ".tsd/run/tsd.sock"
 const exitNotRunning = 3
 
 type ctlTarget struct {
-	Socket string `name:"socket" help:"Control socket of the running tsd (default: found by NAME/PROFILE, ./.tsd/run/tsd.sock, or the only deployment running)."`
+	Socket string `name:"socket" help:"Control socket of the running tsd (default: found by NAME/PROFILE, else the deployment of this directory)."`
 }
 
 // found is the daemon a control verb talks to.
@@ -45,32 +48,60 @@ type found struct {
 	socket string
 	logDir string
 	pid    int
+	// dead: the daemon is gone but left processes (cand says which).
+	dead bool
+	cand candidate
 }
+
+// verbSpec is what target finding needs to know of a verb.
+type verbSpec struct {
+	cmdline string // as typed up to the NAME: "tsd restart decode"
+	control bool   // it changes the deployment: bare, only this directory's
+	dead    bool   // it acts on a dead deployment (tsd stop reaps it)
+}
+
+func readVerb(cmdline string) verbSpec    { return verbSpec{cmdline: cmdline} }
+func controlVerb(cmdline string) verbSpec { return verbSpec{cmdline: cmdline, control: true} }
 
 func notRunning(msg string) error {
 	return &exitError{code: exitNotRunning, msg: "tsd: " + msg}
 }
 
-// find resolves key (a deployment name, a profile path, or "").
-func (t ctlTarget) find(key string) (found, error) {
+func fromCandidate(c candidate) found {
+	f := found{name: c.Name, socket: c.Socket, pid: c.PID, dead: c.Dead, cand: c}
+	if c.LogFile != "" {
+		f.logDir = filepath.Dir(c.LogFile)
+	}
+	return f
+}
+
+// locate resolves key (a deployment name, a profile path, or "") for v.
+func (t ctlTarget) locate(v verbSpec, key string) (found, error) {
 	if t.Socket != "" {
 		return found{name: filepath.Base(filepath.Dir(filepath.Dir(t.Socket))), socket: t.Socket}, nil
 	}
-	var live []registry.Entry
-	if reg, err := registry.Open(""); err == nil {
-		live, _ = reg.List()
+	f, err := t.pick(v, key)
+	if err == nil && f.dead && !v.dead {
+		return f, notRunning(fmt.Sprintf("%s is not running: its daemon (pid %d) died and left %s (tsd stop %s stops them)",
+			f.name, f.pid, processes(len(f.cand.Leftovers)), f.name))
 	}
-	fromEntry := func(e registry.Entry) found {
-		f := found{name: e.Name, socket: e.Socket, pid: e.PID}
-		if e.LogFile != "" {
-			f.logDir = filepath.Dir(e.LogFile)
-		}
-		return f
-	}
+	return f, err
+}
+
+func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
+	cands := deployments()
 	if key != "" {
-		e, err := registry.Find(live, key)
+		entries := make([]registry.Entry, len(cands))
+		for i, c := range cands {
+			entries[i] = c.Entry
+		}
+		e, err := registry.Find(entries, key)
 		if err == nil {
-			return fromEntry(e), nil
+			for _, c := range cands {
+				if c.Name == e.Name {
+					return fromCandidate(c), nil
+				}
+			}
 		}
 		if isProfileArg(key) {
 			// Not registered (an older tsd, or another user's registry):
@@ -92,30 +123,24 @@ func (t ctlTarget) find(key string) (found, error) {
 		}
 		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
 	}
-	if abs, err := filepath.Abs(defaultSocket); err == nil {
-		if _, err := os.Stat(abs); err == nil {
-			f := found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(abs)))), socket: abs}
-			for _, e := range live {
-				if e.Socket == abs {
-					f = fromEntry(e)
-				}
-			}
-			return f, nil
-		}
+	ch := pickBare(v.cmdline, v.control, currentDir(), localSocket(), cands)
+	if ch.err != nil {
+		return found{}, ch.err
 	}
-	e, err := registry.Find(live, "")
-	if errors.Is(err, registry.ErrNoneRunning) {
-		return found{}, notRunning("no tsd deployment is running (start one with tsd up PROFILE)")
+	if ch.note != "" {
+		fmt.Fprintln(os.Stderr, ch.note)
 	}
-	if err != nil {
-		return found{}, &exitError{code: 2, msg: "tsd: " + err.Error()}
+	if ch.socket != "" {
+		// A daemon here that the registry does not list (an older tsd, or
+		// another registry): named after the profile's directory.
+		return found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(ch.socket)))), socket: ch.socket}, nil
 	}
-	return fromEntry(e), nil
+	return fromCandidate(ch.cand), nil
 }
 
-// resolve is find's socket path (kept for callers that need only that).
+// resolve is the socket a read-only verb finds for key.
 func (t ctlTarget) resolve(key string) (string, error) {
-	f, err := t.find(key)
+	f, err := t.locate(readVerb("tsd bench"), key)
 	return f.socket, err
 }
 
@@ -129,18 +154,14 @@ func isProfileArg(s string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// isDeploymentArg: a profile, or the name of a running deployment.
+// isDeploymentArg: a profile, or the name of a deployment (running, or
+// dead with leftovers: `tsd stop NAME` reaps those).
 func isDeploymentArg(s string) bool {
 	if isProfileArg(s) {
 		return true
 	}
-	reg, err := registry.Open("")
-	if err != nil {
-		return false
-	}
-	live, _ := reg.List()
-	for _, e := range live {
-		if e.Name == s {
+	for _, c := range deployments() {
+		if c.Name == s {
 			return true
 		}
 	}
@@ -186,7 +207,7 @@ type statusCmd struct {
 }
 
 func (c statusCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(readVerb("tsd status"), c.Target)
 	if err != nil {
 		return err
 	}
@@ -374,7 +395,7 @@ type restartCmd struct {
 }
 
 func (c restartCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(controlVerb(restartCmdline(c)), c.Target)
 	if err != nil {
 		return err
 	}
@@ -458,6 +479,22 @@ func findRole(s snapshot.Snapshot, name string) (snapshot.RoleStatus, bool) {
 	return snapshot.RoleStatus{}, false
 }
 
+// restartCmdline is a restart as typed, flags included, for the
+// suggestions of a refused bare restart.
+func restartCmdline(c restartCmd) string {
+	s := "tsd restart"
+	if c.Rolling {
+		s += " --rolling"
+	}
+	if c.Now {
+		s += " --now"
+	}
+	if c.Wait {
+		s += " --wait"
+	}
+	return s + " " + c.Role
+}
+
 type startCmd struct {
 	ctlTarget
 	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
@@ -465,7 +502,7 @@ type startCmd struct {
 }
 
 func (c startCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(controlVerb("tsd start "+c.Role), c.Target)
 	if err != nil {
 		return err
 	}
@@ -489,9 +526,12 @@ func (c stopCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	f, err := c.find(target)
+	f, err := c.locate(verbSpec{cmdline: strings.TrimSpace("tsd stop " + role), control: true, dead: role == ""}, target)
 	if err != nil {
 		return err
+	}
+	if f.dead {
+		return reapDead(f.cand)
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
@@ -500,6 +540,12 @@ func (c stopCmd) Run() error {
 		q.Set("now", "1")
 	}
 	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", q); err != nil {
+		// A daemon the registry does not know (another registry folder)
+		// that died here: its run folder's records still name what it left.
+		recs := filepath.Join(filepath.Dir(f.socket), "groups")
+		if role == "" && f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
+			return reapDead(candidate{Entry: registry.Entry{Name: f.name, Records: recs}})
+		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}
 	if role != "" {
@@ -539,7 +585,7 @@ func (c logsCmd) Run() error {
 			return &exitError{code: 2, msg: "tsd: --since: " + err.Error()}
 		}
 	}
-	f, err := c.find(target)
+	f, err := c.locate(readVerb(strings.TrimSpace("tsd logs "+role)), target)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ctlIn runs tsd ARGS in dir and returns its output and exit code.
+func ctlIn(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(tsdBin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("tsd %v: %v", args, err)
+	return "", -1
+}
+
+// A bare `tsd stop` (restart, start) from a directory with no deployment
+// of its own once stopped someone else's: it refuses with exit 2 and
+// lists the deployment with the command to type, and the deployment
+// keeps running; from the deployment's own directory it acts.
+func TestE2EBareControlVerbElsewhereRefuses(t *testing.T) {
+	t.Parallel()
+	d := startDeployment(t, role("decode", "decode", engineScript, 5*time.Second))
+	d.waitLine(0, "decode", "→ ready")
+	name := testDeploymentName(t)
+	other := t.TempDir()
+	for _, args := range [][]string{{"stop"}, {"restart", "decode"}, {"start", "decode"}} {
+		out, code := ctlIn(t, other, args...)
+		want := "tsd " + strings.Join(args, " ") + " " + name
+		if code != 2 || !strings.Contains(out, "acts only on the deployment of this directory") || !strings.Contains(out, want) {
+			t.Fatalf("bare tsd %v from elsewhere: exit %d, want 2 with %q:\n%s", args, code, want, out)
+		}
+	}
+	if s := d.status(); roleStatus(t, s, "decode").State != "ready" || roleStatus(t, s, "decode").Restarts != 0 {
+		t.Fatalf("a refused bare verb touched the deployment: %+v", s.Roles)
+	}
+	// -n 0 prints nothing; a read-only verb names what it picked when
+	// it was not this directory's (stderr), here it needs no note.
+	if out, code := ctlIn(t, d.dir, "logs", "decode", "-n", "0"); code != 0 || out != "" {
+		t.Fatalf("tsd logs -n 0: exit %d %q", code, out)
+	}
+	if out, err := d.ctl("stop"); err != nil || !strings.Contains(out, "stopping "+name) {
+		t.Fatalf("bare tsd stop in its directory: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
+
+// kill -9 of tsd and every guardian at once (as an OOM kill of the whole
+// cgroup, or pkill -9 tsd) leaves the engines running under PID 1. `tsd
+// ls` shows the deployment dead with the count of what it left (verified
+// by pid and start time); `tsd status NAME` says so (exit 3); `tsd stop
+// NAME` (or a bare `tsd stop` in its directory) reaps every one of them
+// within 5 s and removes the entry.
+func TestE2EKilledDaemonLeftovers(t *testing.T) {
+	for _, how := range []string{"by-name", "bare-in-its-directory"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			// Records only: a writable cgroup would not change what is left.
+			d := startDeploymentEnv(t, []string{"TSD_NO_CGROUP=1"},
+				role("prefill", "prefill", engineScript, 5*time.Second), role("decode", "decode", engineScript, 5*time.Second))
+			d.waitLine(0, "prefill", "→ ready")
+			d.waitLine(0, "decode", "→ ready")
+			name := testDeploymentName(t)
+			var pids []int
+			for _, r := range d.status().Roles {
+				pids = append(pids, groupProcs(r.PID)...)
+				t.Logf("%s pid %d group %v", r.Name, r.PID, groupProcs(r.PID))
+			}
+			guards := childrenOf(d.cmd.Process.Pid)
+			if len(guards) != 2 {
+				t.Fatalf("guardians %v", guards)
+			}
+			for _, g := range guards {
+				_ = syscall.Kill(g, syscall.SIGKILL)
+			}
+			_ = d.cmd.Process.Signal(syscall.SIGKILL)
+			<-d.done
+			t.Cleanup(func() {
+				for _, p := range pids {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+			})
+			left := 0
+			var died []string
+			for _, p := range pids {
+				if alive(p) {
+					left++
+				} else {
+					died = append(died, fmt.Sprint(p))
+				}
+			}
+			t.Logf("died: %v of %v", died, pids)
+			if left != len(pids) {
+				t.Fatalf("%d of the engines' %d processes died with tsd; the test needs them left", len(pids)-left, len(pids))
+			}
+
+			other := t.TempDir()
+			out, code := ctlIn(t, other, "ls")
+			row := ""
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, name+" ") {
+					row = l
+				}
+			}
+			if code != 0 || !strings.Contains(row, "dead, "+processes(left)+" left") || !strings.Contains(out, "tsd stop "+name) {
+				t.Fatalf("tsd ls after the kill: exit %d, want %s dead with %d left:\n%s", code, name, left, out)
+			}
+			js, _ := ctlIn(t, other, "ls", "--json")
+			var rows []lsRow
+			if err := json.Unmarshal([]byte(js), &rows); err != nil {
+				t.Fatalf("ls --json: %v\n%s", err, js)
+			}
+			found := false
+			for _, r := range rows {
+				found = found || r.Name == name && r.Dead && len(r.Leftovers) == left
+			}
+			if !found {
+				t.Fatalf("ls --json lacks %s dead with %d leftovers:\n%s", name, left, js)
+			}
+			if out, code := ctlIn(t, other, "status", name); code != exitNotRunning || !strings.Contains(out, "died and left "+processes(left)) {
+				t.Fatalf("tsd status of a dead deployment: exit %d\n%s", code, out)
+			}
+
+			dir, args := other, []string{"stop", name}
+			if how == "bare-in-its-directory" {
+				dir, args = d.dir, []string{"stop"}
+			}
+			start := time.Now()
+			out, code = ctlIn(t, dir, args...)
+			if code != 0 || !strings.Contains(out, "stopped the "+processes(left)+" it left") {
+				t.Fatalf("tsd %v: exit %d\n%s", args, code, out)
+			}
+			waitExited(t, pids, 5*time.Second-time.Since(start))
+			if took := time.Since(start); took > 5*time.Second {
+				t.Fatalf("reaping took %s", took)
+			}
+			if out, _ := ctlIn(t, other, "ls"); strings.Contains(out, name+" ") {
+				t.Fatalf("%s still listed after the reap:\n%s", name, out)
+			}
+		})
+	}
+}
