@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
@@ -130,8 +131,9 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, quit <-ch
 	} else {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		write = func(ls []LogLine) error {
+			prefix := lq.role == "" || strings.Contains(lq.role, ",")
 			for _, l := range ls {
-				if lq.role == "" {
+				if prefix {
 					bw.WriteString(l.Role)
 					bw.WriteString(" | ")
 				}

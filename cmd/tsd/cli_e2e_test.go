@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // ctlIn runs tsd ARGS in dir and returns its output and exit code.
@@ -154,5 +157,79 @@ func TestE2EKilledDaemonLeftovers(t *testing.T) {
 				t.Fatalf("%s still listed after the reap:\n%s", name, out)
 			}
 		})
+	}
+}
+
+// With replicas (decode-0, decode-1 of the profile entry "decode") the
+// group's name acts on the group: restart is rolling, stop and start act
+// on every instance, logs interleaves them with an instance prefix; a
+// start of a running role says so and does nothing, a stop of a stopped
+// one too; a typo gets the closest name.
+func TestE2EReplicaGroupVerbs(t *testing.T) {
+	t.Parallel()
+	replica := func(name string) profiles.RolePlan {
+		r := role(name, "decode", engineScript, 5*time.Second)
+		r.Group = "decode"
+		return r
+	}
+	d := startDeployment(t, role("prefill", "prefill", engineScript, 5*time.Second), replica("decode-0"), replica("decode-1"))
+	for _, r := range []string{"prefill", "decode-0", "decode-1"} {
+		d.waitLine(0, r, "→ ready")
+	}
+	before := d.status()
+
+	out, err := d.ctl("restart", "decode")
+	if err != nil || !strings.Contains(out, "decode is a replica group (decode-0, decode-1): restarting one instance at a time") ||
+		!strings.Contains(out, "decode-0 ready again") || !strings.Contains(out, "rolling restart of decode done") {
+		t.Fatalf("tsd restart decode: %v\n%s", err, out)
+	}
+	after := d.status()
+	for _, n := range []string{"decode-0", "decode-1"} {
+		if a := roleStatus(t, after, n); a.PID == roleStatus(t, before, n).PID || a.Restarts != 1 {
+			t.Fatalf("%s after restarting the group: %+v", n, a)
+		}
+	}
+
+	out, err = d.ctl("start", "prefill")
+	if err != nil || strings.TrimSpace(out) != "prefill is already running (ready)" {
+		t.Fatalf("tsd start of a running role: %v\n%s", err, out)
+	}
+	if p := roleStatus(t, d.status(), "prefill"); p.PID != roleStatus(t, before, "prefill").PID || p.Restarts != 0 {
+		t.Fatalf("a start of a running role touched it: %+v", p)
+	}
+
+	out, err = d.ctl("logs", "decode", "-n", "50")
+	if err != nil || !strings.Contains(out, "decode-0 | ") || !strings.Contains(out, "decode-1 | ") || strings.Contains(out, "prefill | ") {
+		t.Fatalf("tsd logs decode: %v\n%s", err, out)
+	}
+
+	out, err = d.ctl("stop", "decode")
+	if err != nil || !strings.Contains(out, "stopping decode-0\nstopping decode-1") {
+		t.Fatalf("tsd stop decode: %v\n%s", err, out)
+	}
+	d.waitStatus(func(s snapshot.Snapshot) bool {
+		return roleStatus(t, s, "decode-0").State == snapshot.StateStopped && roleStatus(t, s, "decode-1").State == snapshot.StateStopped
+	})
+	out, err = d.ctl("stop", "decode-1")
+	if err != nil || strings.TrimSpace(out) != "decode-1 is already stopped" {
+		t.Fatalf("tsd stop of a stopped role: %v\n%s", err, out)
+	}
+	out, err = d.ctl("start", "decode")
+	if err != nil || !strings.Contains(out, "starting decode-0\nstarting decode-1") {
+		t.Fatalf("tsd start decode: %v\n%s", err, out)
+	}
+	d.waitStatus(func(s snapshot.Snapshot) bool {
+		return roleStatus(t, s, "decode-0").State == snapshot.StateReady && roleStatus(t, s, "decode-1").State == snapshot.StateReady
+	})
+
+	out, code := ctlIn(t, d.dir, "restart", "decdoe")
+	if code != 2 || !strings.Contains(out, `unknown role "decdoe" (did you mean "decode"?)`) || !strings.Contains(out, "prefill, decode (decode-0, decode-1)") {
+		t.Fatalf("a typo: exit %d\n%s", code, out)
+	}
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
 	}
 }

@@ -402,9 +402,22 @@ func (c restartCmd) Run() error {
 	ctx, cancel := ctlContext()
 	defer cancel()
 	cl := supervisor.NewControlClient(f.socket)
-	if c.Rolling {
+	s, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	ra, err := resolveRole(s.Roles, c.Role, roleRules{kind: c.Rolling})
+	if err != nil {
+		return err
+	}
+	if c.Rolling || ra.group {
+		if !c.Rolling {
+			// A group restarted all at once would be an outage; one at a
+			// time the others carry the traffic.
+			fmt.Printf("%s is a replica group (%s): restarting one instance at a time\n", c.Role, strings.Join(ra.instances, ", "))
+		}
 		// A rolling restart may take as long as every instance's start.
-		rctx, rcancel := context.WithTimeout(context.Background(), c.Timeout)
+		rctx, rcancel := context.WithTimeout(ctx, c.Timeout)
 		defer rcancel()
 		if err := cl.RollingRestart(rctx, c.Role, c.Now, func(l string) { fmt.Println(l) }); err != nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: rolling restart of %s: %v", c.Role, err)}
@@ -412,14 +425,7 @@ func (c restartCmd) Run() error {
 		fmt.Printf("rolling restart of %s done\n", c.Role)
 		return nil
 	}
-	var before snapshot.RoleStatus
-	if c.Wait {
-		s, err := cl.Status(ctx)
-		if err != nil {
-			return unreachable(f, err)
-		}
-		before, _ = findRole(s, c.Role)
-	}
+	before, _ := findRole(s, c.Role)
 	q := url.Values{"role": {c.Role}}
 	if c.Now {
 		q.Set("now", "1")
@@ -506,12 +512,38 @@ func (c startCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	return roleCommand(f, "start", c.Role, nil)
+}
+
+// roleCommand sends verb (start, stop) to every instance ROLE covers and
+// prints each answer ("starting decode-0", "prefill is already running
+// (ready)").
+func roleCommand(f found, verb, role string, extra url.Values) error {
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "start", url.Values{"role": {c.Role}}); err != nil {
-		return unreachable(f, fmt.Errorf("start %s: %w", c.Role, err))
+	cl := supervisor.NewControlClient(f.socket)
+	s, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
 	}
-	fmt.Printf("starting %s\n", c.Role)
+	ra, err := resolveRole(s.Roles, role, roleRules{})
+	if err != nil {
+		return err
+	}
+	for _, inst := range ra.instances {
+		q := url.Values{"role": {inst}}
+		for k, v := range extra {
+			q[k] = v
+		}
+		answer, err := cl.Command(ctx, verb, q)
+		if err != nil {
+			return unreachable(f, fmt.Errorf("%s %s: %w", verb, inst, err))
+		}
+		if answer == "ok" { // a daemon from before the answers said what they did
+			answer = map[string]string{"start": "starting ", "stop": "stopping "}[verb] + inst
+		}
+		fmt.Println(answer)
+	}
 	return nil
 }
 
@@ -533,9 +565,16 @@ func (c stopCmd) Run() error {
 	if f.dead {
 		return reapDead(f.cand)
 	}
+	if role != "" {
+		var extra url.Values
+		if c.Now {
+			extra = url.Values{"now": {"1"}}
+		}
+		return roleCommand(f, "stop", role, extra)
+	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	q := url.Values{"role": {role}}
+	q := url.Values{}
 	if c.Now {
 		q.Set("now", "1")
 	}
@@ -547,10 +586,6 @@ func (c stopCmd) Run() error {
 			return reapDead(candidate{Entry: registry.Entry{Name: f.name, Records: recs}})
 		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
-	}
-	if role != "" {
-		fmt.Printf("stopping %s\n", role)
-		return nil
 	}
 	fmt.Printf("stopping %s\n", f.name)
 	if f.pid > 0 && !waitPIDGone(f.pid, 10*time.Minute) {
@@ -594,11 +629,26 @@ func (c logsCmd) Run() error {
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	backlog, ch, err := supervisor.NewControlClient(f.socket).SubscribeLogs(ctx, role, opts)
+	cl := supervisor.NewControlClient(f.socket)
+	sources := role
+	if role != "" {
+		s, err := cl.Status(ctx)
+		if err != nil {
+			return unreachable(f, err)
+		}
+		ra, err := resolveRole(s.Roles, role, roleRules{gateway: true})
+		if err != nil {
+			return err
+		}
+		// A replica group: its instances' logs merged by time, each line
+		// prefixed with its instance.
+		sources = strings.Join(ra.instances, ",")
+	}
+	backlog, ch, err := cl.SubscribeLogs(ctx, sources, opts)
 	if err != nil {
 		return unreachable(f, err)
 	}
-	p := logPrinter{w: os.Stdout, role: role == "", times: c.Timestamps, colour: isTerminal(os.Stdout)}
+	p := logPrinter{w: os.Stdout, role: role == "" || strings.Contains(sources, ","), times: c.Timestamps, colour: isTerminal(os.Stdout)}
 	if err := p.print(backlog); err != nil {
 		return nil // stdout closed (| head)
 	}
