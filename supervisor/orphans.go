@@ -375,31 +375,43 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 // interest. A pass over the whole of /proc reads every process's stat
 // file, tens of microseconds each: twice a second on a host with
 // thousands of processes, that was the idle daemon's largest cost. So
-// only every fullEvery-th pass (and any pass that meets a group it has
-// not seen) reads the whole table; the passes between read only the
-// members the last full pass found, each checked again for its group. A
-// process a member forks meanwhile is seen at the next full pass.
+// only every fullEvery-th pass reads the whole table, and every pass while
+// a group is young (its first fullEvery passes: an engine forks its ranks
+// as it starts); the passes between read only the members the last full
+// pass found, each checked again for its group. A process a member forks
+// later is seen at the next full pass.
 type stopScan struct {
 	proc      string // "" is /proc
 	fullEvery int
 	n         int
 	members   map[int][]int // pgid → its pids at the last full pass
+	born      map[int]int   // pgid → the pass that first saw it
 }
 
 func newStopScan(proc string, fullEvery int) *stopScan {
-	return &stopScan{proc: proc, fullEvery: max(1, fullEvery), members: map[int][]int{}}
+	return &stopScan{proc: proc, fullEvery: max(1, fullEvery), members: map[int][]int{}, born: map[int]int{}}
 }
 
 // stopped says, per process group in groups, which of its processes are
 // stopped ("" or absent: none).
 func (s *stopScan) stopped(groups map[int]bool) map[int]string {
 	full := s.n%s.fullEvery == 0
-	s.n++
 	for pg := range groups {
-		if _, seen := s.members[pg]; !seen {
+		b, seen := s.born[pg]
+		if !seen {
+			b = s.n
+			s.born[pg] = b
+		}
+		if s.n-b < s.fullEvery {
 			full = true
 		}
 	}
+	for pg := range s.born {
+		if !groups[pg] {
+			delete(s.born, pg)
+		}
+	}
+	s.n++
 	stopped := map[int][]string{}
 	note := func(st procfs.Stat) {
 		if st.Stopped() {
