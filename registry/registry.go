@@ -276,8 +276,8 @@ func Alive(e Entry) bool {
 // /proc/PID/stat), which with the PID names one process for good; a
 // zombie is gone for this purpose.
 func ProcStart(pid int) (uint64, bool) {
-	st, ok := procfs.ReadStat("/proc", pid)
-	if !ok || !st.Live() {
+	st, ok := procfs.ReadStat("", pid)
+	if !ok || st.Gone() { // a zombie is gone for our purposes
 		return 0, false
 	}
 	return st.Start, true

@@ -78,8 +78,8 @@ func daemonAlive(r groupRecord) bool {
 	if r.TSDPID <= 0 {
 		return false
 	}
-	st, ok := procfs.ReadStat("/proc", r.TSDPID)
-	return ok && st.Live() && (r.TSDStart == 0 || st.Start == r.TSDStart)
+	st, ok := procfs.ReadStat("", r.TSDPID)
+	return ok && !st.Gone() && (r.TSDStart == 0 || st.Start == r.TSDStart)
 }
 
 // Leftovers lists the live processes the records in dir name whose
@@ -95,9 +95,8 @@ func leftoversOf(recs []groupRecord) []Leftover {
 	}
 	var out []Leftover
 	for _, l := range findLeftovers(recs) {
-		st, ok := readStat(l.pid)
-		if ok && st.state != 'Z' && st.state != 'X' {
-			out = append(out, Leftover{Role: l.role, PID: l.pid, Comm: st.comm, start: st.start})
+		if st, ok := procfs.ReadStat("", l.pid); ok && !st.Gone() {
+			out = append(out, Leftover{Role: l.role, PID: l.pid, Comm: st.Comm, start: st.Start})
 		}
 	}
 	for _, r := range recs {
@@ -105,8 +104,8 @@ func leftoversOf(recs []groupRecord) []Leftover {
 			continue
 		}
 		for _, pid := range cgroupPIDs(r.Cgroup) {
-			if st, ok := readStat(pid); ok && st.state != 'Z' && st.state != 'X' && !hasLeftover(out, pid) {
-				out = append(out, Leftover{Role: r.Role, PID: pid, Comm: st.comm, start: st.start})
+			if st, ok := procfs.ReadStat("", pid); ok && !st.Gone() && !hasLeftover(out, pid) {
+				out = append(out, Leftover{Role: r.Role, PID: pid, Comm: st.Comm, start: st.Start})
 			}
 		}
 	}
@@ -230,13 +229,13 @@ func signalAndWait(ls []Leftover, sig syscall.Signal, deadline time.Time) []Left
 			continue // gone already
 		}
 		if err != nil {
-			if st, ok := readStat(l.PID); ok && st.start == l.start {
+			if st, ok := procfs.ReadStat("", l.PID); ok && st.Start == l.start {
 				_ = syscall.Kill(l.PID, sig)
 				polled = append(polled, l)
 			}
 			continue
 		}
-		if st, ok := readStat(l.PID); !ok || st.start != l.start || st.state == 'Z' || st.state == 'X' {
+		if st, ok := procfs.ReadStat("", l.PID); !ok || st.Start != l.start || st.Gone() {
 			_ = unix.Close(fd) // gone, or the pid is someone else's now
 			continue
 		}
@@ -277,7 +276,7 @@ func signalAndWait(ls []Leftover, sig syscall.Signal, deadline time.Time) []Left
 	for len(polled) > 0 && time.Now().Before(deadline) {
 		keep := polled[:0]
 		for _, l := range polled {
-			if st, ok := readStat(l.PID); ok && st.start == l.start && st.state != 'Z' && st.state != 'X' {
+			if st, ok := procfs.ReadStat("", l.PID); ok && st.Start == l.start && !st.Gone() {
 				keep = append(keep, l)
 			}
 		}

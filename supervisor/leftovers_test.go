@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
 // startGroup starts script in a new process group and waits until the
@@ -50,8 +52,8 @@ func writeRecord(t *testing.T, dir string, r groupRecord) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if st, ok := readStat(r.PGID); ok && r.Start == 0 {
-		r.Start = st.start
+	if st, ok := procfs.ReadStat("", r.PGID); ok && r.Start == 0 {
+		r.Start = st.Start
 	}
 	b, _ := json.Marshal(r)
 	if err := os.WriteFile(filepath.Join(dir, r.Role+".json"), b, 0o600); err != nil {
@@ -75,12 +77,12 @@ func TestReapLeftovers(t *testing.T) {
 	writeRecord(t, dir, groupRecord{Role: "decode", PGID: decode, TSDPID: dead, TSDStart: 1})
 	// prefill's guardian outlived the kill (its own group, recorded).
 	guard, guardDone := startGroup(t, `exec sleep 1000`, 1)
-	st, _ := readStat(guard)
-	writeRecord(t, dir, groupRecord{Role: "prefill", PGID: 999999, Start: 1, GuardPID: guard, GuardStart: st.start, TSDPID: dead, TSDStart: 1})
+	st, _ := procfs.ReadStat("", guard)
+	writeRecord(t, dir, groupRecord{Role: "prefill", PGID: 999999, Start: 1, GuardPID: guard, GuardStart: st.Start, TSDPID: dead, TSDStart: 1})
 	// A live daemon's record (this test process) is not a leftover.
 	live, liveDone := startGroup(t, `exec sleep 1000`, 1)
-	self, _ := readStat(os.Getpid())
-	writeRecord(t, dir, groupRecord{Role: "encode", PGID: live, TSDPID: os.Getpid(), TSDStart: self.start})
+	self, _ := procfs.ReadStat("", os.Getpid())
+	writeRecord(t, dir, groupRecord{Role: "encode", PGID: live, TSDPID: os.Getpid(), TSDStart: self.Start})
 
 	ls := Leftovers(dir)
 	var roles []string
