@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -225,6 +226,86 @@ func TestE2EReplicaGroupVerbs(t *testing.T) {
 	out, code := ctlIn(t, d.dir, "restart", "decdoe")
 	if code != 2 || !strings.Contains(out, `unknown role "decdoe" (did you mean "decode"?)`) || !strings.Contains(out, "prefill, decode (decode-0, decode-1)") {
 		t.Fatalf("a typo: exit %d\n%s", code, out)
+	}
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
+
+// The bash completion script, run as bash runs it: a ROLE position offers
+// the running deployment's roles (and its replica group), not deployment
+// names; a NAME position offers deployment names, not roles; `export`
+// offers slurm.
+func TestE2EBashCompletion(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	t.Parallel()
+	replica := func(name string) profiles.RolePlan {
+		r := role(name, "decode", engineScript, 5*time.Second)
+		r.Group = "decode"
+		return r
+	}
+	d := startDeployment(t, role("prefill", "prefill", engineScript, 5*time.Second), replica("decode-0"), replica("decode-1"))
+	for _, r := range []string{"prefill", "decode-0", "decode-1"} {
+		d.waitLine(0, r, "→ ready")
+	}
+	name := testDeploymentName(t)
+	script, err := exec.Command(tsdBin, "completion", "bash").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) []string {
+		t.Helper()
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = "'" + w + "'"
+		}
+		cmd := exec.Command("bash", "-c", string(script)+"\nCOMP_WORDS=(tsd "+strings.Join(quoted, " ")+"); COMP_CWORD="+fmt.Sprint(len(words))+
+			"; _tsd; printf '%s\\n' \"${COMPREPLY[@]}\"")
+		cmd.Dir = d.dir
+		cmd.Env = append(cmd.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("completing %v: %v\n%s", words, err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	has := func(got []string, w string) bool {
+		for _, g := range got {
+			if g == w {
+				return true
+			}
+		}
+		return false
+	}
+	got := complete("restart", "")
+	for _, w := range []string{"prefill", "decode-0", "decode-1", "decode"} {
+		if !has(got, w) {
+			t.Errorf("tsd restart <Tab> lacks the role %s: %v", w, got)
+		}
+	}
+	if has(got, name) {
+		t.Errorf("tsd restart <Tab> offers the deployment name %s where a ROLE goes: %v", name, got)
+	}
+	if got := complete("restart", "dec"); strings.Join(got, " ") != "decode-0 decode-1 decode" {
+		t.Errorf("tsd restart dec<Tab>: %v", got)
+	}
+	got = complete("status", "")
+	if !has(got, name) || has(got, "prefill") {
+		t.Errorf("tsd status <Tab>: %v, want deployment names and no roles", got)
+	}
+	if got := complete("logs", "gat"); strings.Join(got, " ") != "gateway" {
+		t.Errorf("tsd logs gat<Tab>: %v", got)
+	}
+	if got := complete("export", ""); strings.Join(got, " ") != "slurm" {
+		t.Errorf("tsd export <Tab>: %v", got)
+	}
+	if got := complete("restart", "--"); !has(got, "--rolling") || !has(got, "--wait") {
+		t.Errorf("tsd restart --<Tab>: %v", got)
 	}
 	if out, err := d.ctl("stop"); err != nil {
 		t.Fatalf("tsd stop: %v\n%s", err, out)

@@ -58,6 +58,7 @@ type verbSpec struct {
 	cmdline string // as typed up to the NAME: "tsd restart decode"
 	control bool   // it changes the deployment: bare, only this directory's
 	dead    bool   // it acts on a dead deployment (tsd stop reaps it)
+	quiet   bool   // no note on stderr (shell completion)
 }
 
 func readVerb(cmdline string) verbSpec    { return verbSpec{cmdline: cmdline} }
@@ -127,7 +128,7 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 	if ch.err != nil {
 		return found{}, ch.err
 	}
-	if ch.note != "" {
+	if ch.note != "" && !v.quiet {
 		fmt.Fprintln(os.Stderr, ch.note)
 	}
 	if ch.socket != "" {

@@ -32,6 +32,7 @@ type cli struct {
 	Completion completionCmd    `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	VersionCmd versionCmd       `cmd:"" name:"version" help:"Print the version."`
 	Guard      guardCmd         `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
+	Complete   completeCmd      `cmd:"" name:"_complete" hidden:"" help:"Internal: what fits after the words given (shell completion)."`
 	Srun       srunCmd          `cmd:"" name:"_srun" hidden:"" help:"Internal: run one role's Slurm step under its guardian."`
 }
 
