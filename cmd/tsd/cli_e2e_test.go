@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -306,6 +309,129 @@ func TestE2EBashCompletion(t *testing.T) {
 	}
 	if got := complete("restart", "--"); !has(got, "--rolling") || !has(got, "--wait") {
 		t.Errorf("tsd restart --<Tab>: %v", got)
+	}
+	if out, err := d.ctl("stop"); err != nil {
+		t.Fatalf("tsd stop: %v\n%s", err, out)
+	}
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
+
+// One id joins the logs: the access line lists the rid the engines got
+// (engine_rids), and ts-fake, as the engine does, logs that rid, so one
+// grep finds a request's gateway, prefill and decode lines. A request the
+// client abandoned is logged 499, not 200 with no tokens; a 503 says why
+// (reason=); the planned restart's ENGINE_CORE_DEAD is INFO.
+func TestE2EAccessLineJoinsEngineLogs(t *testing.T) {
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	prof := fmt.Sprintf(`name: fake-pd
+model: ./model
+engine:
+  command: [%s, serve]
+gateway:
+  port: %d
+  queue_timeout: 300ms
+roles:
+  - name: prefill
+    kind: prefill
+    gpus: [0]
+  - name: decode
+    kind: decode
+    gpus: [1]
+restart:
+  backoff: 200ms
+  stop_grace: 5s
+`, fakeBin, port)
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runTSD(t, dir, "up", "--headless", "p.yaml")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	d.waitLine(0, "prefill", "→ ready")
+	d.waitLine(0, "decode", "→ ready")
+	logs := filepath.Join(dir, ".tsd", "logs")
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(logs, name+".log"))
+		return string(b)
+	}
+	// waitFile waits until the log file has a line with every part, and
+	// returns that line (files are written as lines arrive: poll them).
+	waitFile := func(name string, parts ...string) string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			for _, l := range strings.Split(read(name), "\n") {
+				ok := true
+				for _, p := range parts {
+					ok = ok && strings.Contains(l, p)
+				}
+				if ok {
+					return l
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s.log has no line with %q:\n%s", name, parts, read(name))
+			}
+			time.Sleep(20 * time.Millisecond) // the log is a file: no event to wait on
+		}
+	}
+
+	generate(t, base)
+	access := waitFile("gateway", "msg=access", "path=/generate", "status=200")
+	_, rest, ok := strings.Cut(access, "engine_rids=")
+	if !ok {
+		t.Fatalf("no engine_rids on the access line: %q", access)
+	}
+	rid, _, _ := strings.Cut(rest, " ")
+	if !strings.HasPrefix(rid, "gen-") || strings.Contains(rid, ",") {
+		t.Fatalf("engine rid %q from %q", rid, access)
+	}
+	waitFile("prefill", "Req: "+rid+" Finish!")
+	waitFile("decode", "Req: "+rid+" Finish!")
+
+	// A stream abandoned after its first token.
+	body := `{"rid":"walk-away","input_ids":[1,2,3],"stream":true,"sampling_params":{"max_new_tokens":2000,"ignore_eos":true}}`
+	resp, err := http.Post(base+"/generate", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // the client goes away mid-stream
+	if l := waitFile("gateway", "msg=access", "engine_rids=walk-away-"); !strings.Contains(l, "status=499") {
+		t.Fatalf("an abandoned request's access line: %q", l)
+	}
+
+	// A planned restart's sentinel is expected; a 503 while no decode is
+	// routable names its reason.
+	if out, err := d.ctl("stop", "decode"); err != nil {
+		t.Fatalf("tsd stop decode: %v\n%s", err, out)
+	}
+	d.waitStatus(func(s snapshot.Snapshot) bool { return roleStatus(t, s, "decode").State == snapshot.StateStopped })
+	resp, err = http.Post(base+"/generate", "application/json", strings.NewReader(`{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("no decode: HTTP %d", resp.StatusCode)
+	}
+	if l := waitFile("gateway", "msg=access", "status=503"); !strings.Contains(l, "reason=") || strings.Contains(l, "reason= ") {
+		t.Fatalf("a 503's access line names no reason: %q", l)
+	}
+	dead := waitFile("gateway", "ENGINE_CORE_DEAD", "worker=decode")
+	if !strings.Contains(dead, "level=INFO") {
+		t.Fatalf("a planned stop's sentinel: %q", dead)
 	}
 	if out, err := d.ctl("stop"); err != nil {
 		t.Fatalf("tsd stop: %v\n%s", err, out)
