@@ -440,3 +440,82 @@ restart:
 		t.Fatalf("tsd up: %v\n%s", err, d.output())
 	}
 }
+
+// writeFakeProfile writes a PD profile of ts-fake engines (startup spread
+// over the milestone phases, so there is progress to show) into a fresh
+// directory and returns its path.
+func writeFakeProfile(t *testing.T, startup string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prof := fmt.Sprintf(`name: fake-pd
+model: ./model
+engine:
+  command: [%s, serve]
+  args: [--fake-startup, %s]
+gateway:
+  port: %d
+roles:
+  - name: prefill
+    kind: prefill
+    gpus: [0]
+  - name: decode
+    kind: decode
+    gpus: [1]
+restart:
+  backoff: 200ms
+  stop_grace: 5s
+`, fakeBin, startup, freePort(t))
+	p := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(p, []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// inOrder reports whether every part occurs in s, each after the one
+// before it.
+func inOrder(s string, parts ...string) bool {
+	for _, p := range parts {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return true
+}
+
+// While `tsd up -d`, `tsd restart --wait` and `--rolling` wait, off a
+// terminal they print one plain line per role per phase change (no
+// redraw, no ANSI) until done.
+func TestE2EWaitProgressPlain(t *testing.T) {
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	t.Parallel()
+	prof := writeFakeProfile(t, "1500ms")
+	dir := filepath.Dir(prof)
+	name := testDeploymentName(t)
+	out, code := ctlIn(t, dir, "up", "-d", "--name", name, "--wait", "60s", "p.yaml")
+	t.Cleanup(func() { ctlIn(t, dir, "stop", name) })
+	if code != 0 || !inOrder(out, "prefill: starting", "prefill: ready", name+" is up") || !inOrder(out, "decode: starting", "decode: ready", name+" is up") {
+		t.Fatalf("tsd up -d: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "\x1b[") || strings.Count(out, "prefill: ready") != 1 {
+		t.Fatalf("tsd up -d off a terminal redrew or repeated:\n%q", out)
+	}
+	out, code = ctlIn(t, dir, "restart", "--wait", "decode")
+	if code != 0 || !inOrder(out, "restarting decode", "decode: starting", "decode: ready", "decode is ready again") || strings.Contains(out, "prefill:") {
+		t.Fatalf("tsd restart --wait decode: exit %d\n%s", code, out)
+	}
+	out, code = ctlIn(t, dir, "restart", "--rolling", "prefill")
+	if code != 0 || !inOrder(out, "restarting prefill (1/1)", "prefill: starting", "prefill: ready", "prefill ready again", "rolling restart of prefill done") {
+		t.Fatalf("tsd restart --rolling prefill: exit %d\n%s", code, out)
+	}
+	if out, code := ctlIn(t, dir, "stop", name); code != 0 {
+		t.Fatalf("tsd stop: exit %d\n%s", code, out)
+	}
+}

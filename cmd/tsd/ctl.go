@@ -420,7 +420,7 @@ func (c restartCmd) Run() error {
 		// A rolling restart may take as long as every instance's start.
 		rctx, rcancel := context.WithTimeout(ctx, c.Timeout)
 		defer rcancel()
-		if err := cl.RollingRestart(rctx, c.Role, c.Now, func(l string) { fmt.Println(l) }); err != nil {
+		if err := rollingWithProgress(rctx, cl, s, c.Role, ra.instances, c.Now); err != nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: rolling restart of %s: %v", c.Role, err)}
 		}
 		fmt.Printf("rolling restart of %s done\n", c.Role)
@@ -441,6 +441,56 @@ func (c restartCmd) Run() error {
 	return waitRoleBack(ctx, cl, c.Role, before, c.Timeout)
 }
 
+// rollingWithProgress runs a rolling restart of target and shows its
+// instances' phases and progress as they restart, with the restart's own
+// step lines.
+func rollingWithProgress(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, target string, instances []string, now bool) error {
+	steps := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() { done <- cl.RollingRestart(ctx, target, now, func(l string) { steps <- l }) }()
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), instances)
+	view.prime(before.Roles)
+	snaps := (<-chan snapshot.Snapshot)(nil)
+	if _, ch, err := cl.Watch(ctx); err == nil {
+		snaps = ch // without the stream, the step lines alone
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case l := <-steps:
+			// The daemon wrote the line after the snapshot that prompted
+			// it ("decode-0 ready again"): catch up to its current one
+			// first, so the phase lines come before the step they led to.
+			if s, err := cl.Status(ctx); err == nil {
+				view.update(s, time.Now())
+			}
+			view.say(l, time.Now())
+		case s, ok := <-snaps:
+			if !ok {
+				snaps = nil
+				continue
+			}
+			view.update(s, time.Now())
+		case t := <-tick.C:
+			view.update(view.cur, t)
+		case err := <-done:
+			// RollingRestart returns after its last step line: all of them
+			// are queued by now.
+			for {
+				select {
+				case l := <-steps:
+					view.say(l, time.Now())
+					continue
+				default:
+				}
+				break
+			}
+			return err
+		}
+	}
+}
+
 // waitRoleBack follows the stream until role is ready as a new process
 // (another PID or a later start), or failed.
 func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string, before snapshot.RoleStatus, limit time.Duration) error {
@@ -451,7 +501,12 @@ func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string
 		return err
 	}
 	left := false // seen it leave ready since the command
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), []string{role})
+	view.prime([]snapshot.RoleStatus{before}) // its state before the command is no news
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
+		view.update(cur, time.Now())
 		r, ok := findRole(cur, role)
 		if ok {
 			if r.State != snapshot.StateReady {
@@ -471,6 +526,7 @@ func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string
 				return &exitError{code: 1, msg: "tsd: the deployment stopped before " + role + " was ready"}
 			}
 			cur = s
+		case <-tick.C: // the block's clocks move (tty)
 		case <-ctx.Done():
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s is not ready after %s (state %s)", role, limit, r.State)}
 		}
