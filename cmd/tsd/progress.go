@@ -27,17 +27,16 @@ import (
 type progressView struct {
 	w     io.Writer
 	tty   bool
-	width int                  // the terminal's columns (tty)
-	only  map[string]bool      // the roles to show (nil: every role)
-	last  map[string]string    // plain: the phase line last printed per role
-	since map[string]string    // the phase each role's clock counts from
-	began map[string]time.Time // when that phase began
-	drawn int                  // tty: lines of the block on screen
+	width int               // the terminal's columns (tty)
+	only  map[string]bool   // the roles to show (nil: every role)
+	last  map[string]string // plain: the phase line last printed per role
+	clock map[string]span   // how long each role's start has taken
+	drawn int               // tty: lines of the block on screen
 	cur   snapshot.Snapshot
 }
 
 func newProgressView(w io.Writer, tty bool, roles []string) *progressView {
-	v := &progressView{w: w, tty: tty, width: 80, last: map[string]string{}, since: map[string]string{}, began: map[string]time.Time{}}
+	v := &progressView{w: w, tty: tty, width: 80, last: map[string]string{}, clock: map[string]span{}}
 	if len(roles) > 0 {
 		v.only = map[string]bool{}
 		for _, r := range roles {
@@ -81,10 +80,7 @@ func (v *progressView) update(s snapshot.Snapshot, now time.Time) {
 	}
 	v.cur = s
 	for _, r := range v.shown(s) {
-		key := phaseKey(r)
-		if v.since[r.Name] != key {
-			v.since[r.Name], v.began[r.Name] = key, now
-		}
+		v.clock[r.Name] = v.clock[r.Name].next(r.State, now)
 	}
 	if !v.tty {
 		for _, l := range phaseChanges(v.last, v.shown(s)) {
@@ -118,7 +114,7 @@ func (v *progressView) clear() {
 }
 
 func (v *progressView) redraw(now time.Time) {
-	lines := progressBlock(v.shown(v.cur), v.began, now)
+	lines := progressBlock(v.shown(v.cur), v.clock, now)
 	var b strings.Builder
 	if v.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
@@ -130,6 +126,38 @@ func (v *progressView) redraw(now time.Time) {
 	b.WriteString("\x1b[J")
 	_, _ = io.WriteString(v.w, b.String())
 	v.drawn = len(lines)
+}
+
+// span is how long a role's start took or has taken so far: from when it
+// was first seen on its way (not ready) to when it settled (ready,
+// failed, stopped). A role ready all along has none.
+type span struct{ from, to time.Time }
+
+func settled(state string) bool {
+	return state == snapshot.StateReady || state == snapshot.StateFailed || state == snapshot.StateStopped
+}
+
+// next is the span after seeing the role in state at now.
+func (s span) next(state string, now time.Time) span {
+	switch {
+	case !settled(state) && (s.from.IsZero() || !s.to.IsZero()):
+		return span{from: now} // on its way (again)
+	case settled(state) && !s.from.IsZero() && s.to.IsZero():
+		s.to = now
+	}
+	return s
+}
+
+// took is the span's length at now ("" when it has none).
+func (s span) took(now time.Time) string {
+	if s.from.IsZero() {
+		return ""
+	}
+	end := now
+	if !s.to.IsZero() {
+		end = s.to
+	}
+	return supervisor.HumanDuration(end.Sub(s.from).Round(100 * time.Millisecond))
 }
 
 // phaseKey is what a plain line is printed for: the state and the
@@ -167,11 +195,11 @@ const progressBarWidth = 20
 
 // progressBlock is the terminal block: one line per role with a mark, its
 // state and phase, the engine's progress bar while it reports one, and
-// how long it has been in that state.
+// how long its start has taken.
 //
 //	⠿ prefill   starting · loading weights  ████████░░░░░░░░░░░░ 2/5   4s
 //	✔ decode    ready                                                  6s
-func progressBlock(roles []snapshot.RoleStatus, began map[string]time.Time, now time.Time) []string {
+func progressBlock(roles []snapshot.RoleStatus, clock map[string]span, now time.Time) []string {
 	nameW, stateW := 0, 0
 	texts := make([]string, len(roles))
 	for i, r := range roles {
@@ -202,11 +230,7 @@ func progressBlock(roles []snapshot.RoleStatus, began map[string]time.Time, now 
 			}
 			bar = fmt.Sprintf("%s%s %-5s", strings.Repeat("█", n), strings.Repeat("░", progressBarWidth-n), text)
 		}
-		took := ""
-		if t, ok := began[r.Name]; ok {
-			took = supervisor.HumanDuration(now.Sub(t).Round(time.Second))
-		}
-		line := fmt.Sprintf("%s %-*s  %-*s  %s %6s", mark, nameW, r.Name, stateW, texts[i], bar, took)
+		line := fmt.Sprintf("%s %-*s  %-*s  %s %6s", mark, nameW, r.Name, stateW, texts[i], bar, clock[r.Name].took(now))
 		if r.State == snapshot.StateFailed && r.Reason != "" {
 			line += "  " + r.Reason
 		}

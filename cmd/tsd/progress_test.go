@@ -39,7 +39,8 @@ func TestPhaseChanges(t *testing.T) {
 
 // TestProgressBlock pins the terminal block: a mark, the name, state and
 // phase, the engine's progress bar with its own count while it reports
-// one, and the time in that state; a failed role's reason at the end.
+// one, and how long its start has taken (frozen once ready); a failed
+// role's reason at the end.
 func TestProgressBlock(t *testing.T) {
 	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
 	roles := []snapshot.RoleStatus{
@@ -47,8 +48,8 @@ func TestProgressBlock(t *testing.T) {
 		{Name: "decode-0", State: "ready", Phase: "ready"},
 		{Name: "decode-1", State: "failed", Reason: "exit 1"},
 	}
-	began := map[string]time.Time{"prefill": now.Add(-4 * time.Second), "decode-0": now.Add(-6 * time.Second)}
-	got := progressBlock(roles, began, now)
+	clock := map[string]span{"prefill": {from: now.Add(-4 * time.Second)}, "decode-0": {from: now.Add(-9 * time.Second), to: now.Add(-3 * time.Second)}}
+	got := progressBlock(roles, clock, now)
 	want := []string{
 		"⠿ prefill   starting · loading weights  ████████░░░░░░░░░░░░ 2/5       4s",
 		"✔ decode-0  ready                                                      6s",
@@ -91,5 +92,28 @@ func TestProgressViewRedrawsInPlace(t *testing.T) {
 	p.update(s, now)
 	if plain.String() != "decode: ready\n" {
 		t.Fatalf("plain %q", plain.String())
+	}
+}
+
+// TestSpan: a role's clock runs from when it was first seen on its way to
+// when it settled, and starts again when it leaves ready (a restart).
+func TestSpan(t *testing.T) {
+	t0 := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
+	var s span
+	if s = s.next("ready", t0); s.took(t0) != "" {
+		t.Fatalf("ready all along: %q", s.took(t0))
+	}
+	s = s.next("starting", t0.Add(time.Second))
+	s = s.next("handshaking", t0.Add(3*time.Second))
+	if got := s.took(t0.Add(4 * time.Second)); got != "3s" {
+		t.Fatalf("on its way: %q", got)
+	}
+	s = s.next("ready", t0.Add(5*time.Second))
+	if got := s.took(t0.Add(time.Minute)); got != "4s" {
+		t.Fatalf("settled: %q", got)
+	}
+	s = s.next("stopping", t0.Add(2*time.Minute))
+	if got := s.took(t0.Add(2*time.Minute + 1500*time.Millisecond)); got != "1.5s" {
+		t.Fatalf("restarting: %q", got)
 	}
 }
