@@ -51,13 +51,21 @@ type process struct {
 // runs) has no use for it. A role that sets the variable in its own env
 // keeps that value.
 func childEnvUnset(plan *profiles.Plan, role profiles.RolePlan) []string {
-	if plan == nil || plan.Gateway.APIKeyEnv == "" {
+	if plan == nil {
 		return nil
 	}
-	if _, set := role.Env[plan.Gateway.APIKeyEnv]; set {
+	return unsetKey(plan.Gateway.APIKeyEnv, role)
+}
+
+// unsetKey is childEnvUnset for the gateway's api_key_env key.
+func unsetKey(key string, role profiles.RolePlan) []string {
+	if key == "" {
 		return nil
 	}
-	return []string{plan.Gateway.APIKeyEnv}
+	if _, set := role.Env[key]; set {
+		return nil
+	}
+	return []string{key}
 }
 
 // envList merges extra into base (extra wins) after dropping unset from
