@@ -42,7 +42,6 @@ var remoteRole = roleFacts{Remote: true, Host: "node2", Expect: 1}
 func (lc lifecycle) then(a after) lifecycle     { lc.Then = a; return lc }
 func (lc lifecycle) why(s string) lifecycle     { lc.Why = s; return lc }
 func (lc lifecycle) restarts(n int) lifecycle   { lc.Restarts = n; return lc }
-func (lc lifecycle) alive(b bool) lifecycle     { lc.Alive = b; return lc }
 func (lc lifecycle) routed(b bool) lifecycle    { lc.Routed = b; return lc }
 func (lc lifecycle) role(f roleFacts) lifecycle { lc.Role = f; return lc }
 func (lc lifecycle) seen() lifecycle            { lc.Seen = true; return lc }

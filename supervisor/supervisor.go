@@ -12,10 +12,14 @@
 //	sup.RollingRestart(ctx, "decode", false, nil) // one instance at a time
 //
 // Each role's lifecycle is data: typed phases and a pure step function
-// (lifecycle.go) from (phase, event) to the next phase and the effects to
-// carry out; drain before a stop or restart, stalls (a stopped process
-// tree, or ranks the gateway reports silent) and rolling restarts
-// (rolling.go) are phases and events like any other. Every live group is
+// (lifecycle.go) from (lifecycle, event) to the next lifecycle and the
+// effects to carry out, each with its arguments; the actor runs events
+// through a queue, so effects hand what they learn back as events
+// (docs/architecture.md §4.1). Drain before a stop or restart, stalls (a
+// stopped process tree, or ranks the gateway reports silent), the
+// no-progress deadline, remote roles and rolling restarts (rolling.go)
+// are phases and events like any other. The gateway hears one view of
+// each role (SetRole, §4.2). Every live group is
 // recorded in the run folder, and run in its own cgroup where writable
 // (orphans.go), so a tsd that dies with its guardians leaves nothing the
 // next `tsd up` does not kill.
