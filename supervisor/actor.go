@@ -441,6 +441,7 @@ func (a *actor) spawn() []event {
 	a.seen = newObserved()
 	a.st.RanksRegistered = 0
 	a.st.Phase, a.st.PID, a.st.ExitCode, a.st.Progress = "", 0, nil, nil
+	a.show() // starting, before the engine is: a start that fails is seen to begin
 	info := &runInfo{}
 	info.matching.Store(true)
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
