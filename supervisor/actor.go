@@ -448,7 +448,7 @@ func (a *actor) spawn() []event {
 	cgroup := a.env.rec.roleCgroup(a.plan.Name)
 	argv, grace := launcherFor(&a.plan, a.env.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: unsetKey(a.env.apiKeyEnv, a.plan), Grace: grace,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan, a.plan), Grace: grace,
 		GuardExe: a.env.guardExe, GuardArgs: a.env.guardArgs, Cgroup: cgroup,
 	}
 	onLine := captureLine(info, a.in.poke, a.env.now)

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"sync"
+
+	"github.com/tsd-project/tsd/profiles"
 	"sync/atomic"
 	"time"
 )
@@ -23,7 +25,7 @@ type env struct {
 	closing    *atomic.Bool       // tsd shuts down: ranks dropping from now on are part of it
 	guardExe   string
 	guardArgs  []string
-	apiKeyEnv  string // the gateway's secret, which engines must not inherit (childEnvUnset)
+	plan       *profiles.Plan // the deployment's settings every role shares (api_key_env: childEnvUnset)
 }
 
 // recorder keeps the run folder's record of live process groups and gives

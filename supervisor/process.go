@@ -51,21 +51,13 @@ type process struct {
 // runs) has no use for it. A role that sets the variable in its own env
 // keeps that value.
 func childEnvUnset(plan *profiles.Plan, role profiles.RolePlan) []string {
-	if plan == nil {
+	if plan == nil || plan.Gateway.APIKeyEnv == "" {
 		return nil
 	}
-	return unsetKey(plan.Gateway.APIKeyEnv, role)
-}
-
-// unsetKey is childEnvUnset for the gateway's api_key_env key.
-func unsetKey(key string, role profiles.RolePlan) []string {
-	if key == "" {
+	if _, set := role.Env[plan.Gateway.APIKeyEnv]; set {
 		return nil
 	}
-	if _, set := role.Env[key]; set {
-		return nil
-	}
-	return []string{key}
+	return []string{plan.Gateway.APIKeyEnv}
 }
 
 // envList merges extra into base (extra wins) after dropping unset from

@@ -252,7 +252,7 @@ func (s *Supervisor) newEnv() *env {
 	e := &env{
 		now: s.now, rand: s.opts.Rand, gw: s.gw, rec: s, runs: s.runs,
 		gpuLimit: s.opts.GPUReleaseTimeout, noProgress: s.opts.NoProgress, closing: &s.closing,
-		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, apiKeyEnv: s.plan.Gateway.APIKeyEnv,
+		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: s.plan,
 	}
 	if e.rand == nil {
 		e.rand = rand.Float64
