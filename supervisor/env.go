@@ -2,10 +2,10 @@ package supervisor
 
 import (
 	"sync"
-
-	"github.com/tsd-project/tsd/profiles"
 	"sync/atomic"
 	"time"
+
+	"github.com/tsd-project/tsd/profiles"
 )
 
 // env is what an actor uses of the deployment around it: the clock, the
