@@ -134,6 +134,10 @@ for pg in $("$TSD" status "$NAME" --json | tr -d ' \n' | grep -o '"state":"ready
 done
 GUARDS=$(ps -o pid= --ppid "$DPID" | tr '\n' ' ')
 [[ -n ${PIDS// /} && -n ${GUARDS// /} ]] || fail "no engine processes ($PIDS) or guardians ($GUARDS) of $NAME"
+# The daemon is stopped first: between two kills a running daemon would
+# see its guardians die and stop the engines itself, which is not the
+# case under test (everything killed at once).
+kill -STOP "$DPID"
 # shellcheck disable=SC2086
 kill -KILL $GUARDS "$DPID"
 deadline=$((SECONDS + 10))
