@@ -1,9 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/tsd-project/tsd/internal/procfs"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/supervisor"
 )
@@ -115,5 +121,49 @@ func TestInOrUnder(t *testing.T) {
 		if got := inOrUnder(c.dir, c.path); got != c.want {
 			t.Errorf("inOrUnder(%q, %q) = %v, want %v", c.dir, c.path, got, c.want)
 		}
+	}
+}
+
+// TestDeadNameInUse: `tsd up` of another run folder under the name of a
+// dead deployment that left processes is refused (its leftovers would lose
+// their only entry); the same run folder's up goes ahead (it kills them
+// itself before starting), and so does any name once nothing is left.
+func TestDeadNameInUse(t *testing.T) {
+	dir := t.TempDir()
+	reg, err := registry.Open(filepath.Join(dir, "reg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := exec.Command("sleep", "1000")
+	leftover.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := leftover.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = leftover.Process.Kill(); _ = leftover.Wait() }()
+	st, _ := procfs.ReadStat("", leftover.Process.Pid)
+	recs := filepath.Join(dir, "run", "groups")
+	if err := os.MkdirAll(recs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"role":"decode","pgid":%d,"start":%d,"tsd_pid":%d,"tsd_start":1}`, leftover.Process.Pid, st.Start, gone.Process.Pid)
+	if err := os.WriteFile(filepath.Join(recs, "decode.json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Add(registry.Entry{Name: "pd", Profile: "/a/pd.yaml", PID: gone.Process.Pid, PIDStart: 1, Records: recs}); err != nil {
+		t.Fatal(err)
+	}
+	err = deadNameInUse(reg, registry.Entry{Name: "pd", Records: filepath.Join(dir, "other", "groups")})
+	if ee, ok := err.(*exitError); !ok || !strings.Contains(ee.msg, `a dead deployment named "pd" (profile /a/pd.yaml) left 1 process running`) || !strings.Contains(ee.msg, "tsd stop pd") {
+		t.Fatalf("another run folder under a dead name: %v", err)
+	}
+	if err := deadNameInUse(reg, registry.Entry{Name: "pd", Records: recs}); err != nil {
+		t.Fatalf("the same run folder: %v", err)
+	}
+	if err := deadNameInUse(reg, registry.Entry{Name: "other", Records: filepath.Join(dir, "x")}); err != nil {
+		t.Fatalf("another name: %v", err)
 	}
 }
