@@ -192,7 +192,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
+	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp}
+	text, err := s.tok.ApplyChatTemplate(in)
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
 			writeError(w, badRequest("messages", "the model has no chat template; use /v1/completions"))
@@ -205,7 +206,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ag.promptRendered(text)
+	ag.promptRendered(text, func() (string, error) {
+		if !agp {
+			return text, nil // no generation prompt: nothing of the template's opens a block
+		}
+		in.AddGenerationPrompt = false
+		return s.tok.ApplyChatTemplate(in)
+	})
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))

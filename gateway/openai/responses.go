@@ -428,7 +428,8 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 			return nil, e
 		}
 	}
-	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: norm, Tools: ag.renderTools, AddGenerationPrompt: true})
+	chatIn := tokenizer.ChatInput{Messages: norm, Tools: ag.renderTools, AddGenerationPrompt: true}
+	text, err := s.tok.ApplyChatTemplate(chatIn)
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
 			return nil, badRequest("input", "the model has no chat template; use /v1/completions")
@@ -438,7 +439,10 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	if e := s.checkTextLen(text, "input"); e != nil {
 		return nil, e
 	}
-	ag.promptRendered(text)
+	ag.promptRendered(text, func() (string, error) {
+		chatIn.AddGenerationPrompt = false
+		return s.tok.ApplyChatTemplate(chatIn)
+	})
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())

@@ -236,13 +236,35 @@ func historyCalls(messages json.RawMessage) int {
 }
 
 // promptRendered tells the agent the rendered prompt, which decides
-// whether a reply starts inside a think block.
-func (a *agent) promptRendered(prompt string) {
+// whether a reply starts inside a think block. Only the generation prompt
+// the template appended may open one: a user who writes "<think>" in a
+// message must still get the answer as content. withoutGen renders the
+// same conversation without the generation prompt; it runs only when the
+// whole prompt leaves a block open (a suffix that opens one implies that),
+// so the common request renders once.
+func (a *agent) promptRendered(prompt string, withoutGen func() (string, error)) {
 	if a == nil || isPassthrough(a.cfg.Reasoning) {
 		return
 	}
-	opened := parsers.PromptOpened(a.cfg.Reasoning, prompt)
+	opened := false
+	if parsers.PromptOpened(a.cfg.Reasoning, prompt) {
+		gen := prompt
+		if base, err := withoutGen(); err == nil {
+			gen = generationSuffix(base, prompt)
+		}
+		opened = parsers.PromptOpened(a.cfg.Reasoning, gen)
+	}
 	a.cfg.PromptOpened = &opened
+}
+
+// generationSuffix is what rendering with add_generation_prompt appended
+// to the conversation: full past its common prefix with base.
+func generationSuffix(base, full string) string {
+	n := 0
+	for n < len(base) && n < len(full) && base[n] == full[n] {
+		n++
+	}
+	return full[n:]
 }
 
 // replyParser parses one choice's reply as it streams. Under a

@@ -25,9 +25,9 @@ import (
 type Config struct {
 	Tool      string // tool-call parser name ("" or "passthrough": none)
 	Reasoning string // reasoning parser name ("" or "passthrough": none)
-	// PromptOpened: the rendered prompt left the think block open
-	// (reasoning.OpenedIn tells from the prompt text). nil: the reasoning
-	// family's default.
+	// PromptOpened: the template's generation prompt left the think
+	// block open (reasoning.OpenedIn tells from that text). nil: the
+	// reasoning family's default.
 	PromptOpened *bool
 	// Tools maps the request's tool names to their `parameters` schemas
 	// (types XML-style argument values). May be nil.
@@ -164,9 +164,11 @@ func (c *chain) Finish() []delta.Delta {
 	return append(out, c.t.Finish()...)
 }
 
-// PromptOpened reports whether the rendered prompt leaves the reasoning
-// parser's think block open (the reply starts as reasoning), for
-// Config.PromptOpened. Harmony and Inkling need no such switch.
+// PromptOpened reports whether prompt leaves the reasoning parser's think
+// block open (the reply starts as reasoning), for Config.PromptOpened.
+// Callers pass the generation prompt the chat template appended, not the
+// whole rendered prompt: a marker in the user's own text opens nothing
+// (gateway/openai promptRendered). Harmony and Inkling need no such switch.
 func PromptOpened(reasoningName, prompt string) bool {
 	if isHarmony(reasoningName) || isInkling(reasoningName) {
 		return false
