@@ -44,8 +44,9 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 	out.WriteByte('[')
 	for i, m := range msgs {
 		var head struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID json.RawMessage `json:"tool_call_id"`
 		}
 		if err := json.Unmarshal(m, &head); err != nil {
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
@@ -54,6 +55,11 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 		case "system", "developer", "user", "assistant", "tool", "function":
 		default:
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+		}
+		if head.Role == "tool" {
+			if e := checkToolCallID(head.ToolCallID, i); e != nil {
+				return nil, nil, e
+			}
 		}
 		content, imgs, aerr := messageContent(head.Content, i)
 		if aerr != nil {
@@ -71,6 +77,23 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 	}
 	out.WriteByte(']')
 	return out.Bytes(), urls, nil
+}
+
+// checkToolCallID refuses a tool message without the id of the call it
+// answers, as OpenAI does: the template would render a result no call
+// asked for, and the model could not tell which call it belongs to.
+func checkToolCallID(raw json.RawMessage, i int) *apiError {
+	param := fmt.Sprintf("messages[%d].tool_call_id", i)
+	var id string
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0 || string(t) == "null":
+		return errorf(http.StatusBadRequest, "missing_required_parameter", param, fmt.Sprintf("Missing required parameter: '%s': a tool message answers the call with that id.", param))
+	case json.Unmarshal(t, &id) != nil:
+		return badRequest(param, fmt.Sprintf("invalid type for field '%s': expected string", param))
+	case id == "":
+		return badRequest(param, fmt.Sprintf("'%s' must not be empty", param))
+	}
+	return nil
 }
 
 func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
