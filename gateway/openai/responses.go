@@ -85,6 +85,14 @@ func responseTools(raw json.RawMessage) (json.RawMessage, *apiError) {
 	return b, nil
 }
 
+// responsesNames are where /v1/responses holds what chat calls
+// tools[i].function.parameters and response_format.json_schema.
+var responsesNames = &fieldNames{
+	toolParams: func(i int) string { return fmt.Sprintf("tools[%d].parameters", i) },
+	formatName: "text.format.name",
+	schema:     "text.format.schema",
+}
+
 // responseToolChoice maps {"type":"function","name":N} to chat's shape;
 // strings pass.
 func responseToolChoice(raw json.RawMessage) json.RawMessage {
@@ -389,7 +397,7 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	if e != nil {
 		return nil, e
 	}
-	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls}
+	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls, names: responsesNames}
 	if tc := strings.TrimSpace(string(req.ToolChoice)); tools == nil && (tc == `"auto"` || tc == `"none"`) {
 		af.ToolChoice = nil // the Responses API takes these without tools
 	}

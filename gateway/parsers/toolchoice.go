@@ -81,9 +81,10 @@ var anyObject = json.RawMessage(`{"type":"object"}`)
 // builds it (crates/tool_parser/src/factory.rs): for a named function, that
 // function's parameters schema (the output is its arguments); for
 // "required", an array of at least one {"name": <enum of one tool>,
-// "parameters": <its schema>} object, with every tool's $defs hoisted to
-// the top (conflicting definitions are an error). ok is false when the
-// choice is not constrained (auto, none, or no tools).
+// "parameters": <its schema>} object, with every tool's $defs (and
+// draft-07 definitions) hoisted to the top (conflicting definitions are
+// an error). ok is false when the choice is not constrained (auto, none,
+// or no tools).
 func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err error) {
 	if !c.Constrained() || len(tools) == 0 {
 		return "", false, nil
@@ -124,6 +125,9 @@ func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err e
 			AnyOf []item `json:"anyOf"`
 		} `json:"items"`
 		Defs map[string]json.RawMessage `json:"$defs,omitempty"`
+		// Definitions: draft-07's name for $defs, which many tool
+		// schemas still use ("#/definitions/x" must resolve at the top).
+		Definitions map[string]json.RawMessage `json:"definitions,omitempty"`
 	}
 	schemaDoc.Type, schemaDoc.MinItems, schemaDoc.Items.Type = "array", 1, "object"
 	for _, t := range tools {
@@ -139,20 +143,26 @@ func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err e
 			Required:   []string{"name", "parameters"},
 		})
 		var top struct {
-			Defs map[string]json.RawMessage `json:"$defs"`
+			Defs        map[string]json.RawMessage `json:"$defs"`
+			Definitions map[string]json.RawMessage `json:"definitions"`
 		}
 		_ = json.Unmarshal(p, &top)
-		for k, v := range top.Defs {
-			if old, ok := schemaDoc.Defs[k]; ok {
-				if !sameJSON(old, v) {
-					return "", false, fmt.Errorf("tool %q: definition %q conflicts with another tool's", t.Name, k)
+		for _, h := range []struct {
+			from map[string]json.RawMessage
+			to   *map[string]json.RawMessage
+		}{{top.Defs, &schemaDoc.Defs}, {top.Definitions, &schemaDoc.Definitions}} {
+			for k, v := range h.from {
+				if old, ok := (*h.to)[k]; ok {
+					if !sameJSON(old, v) {
+						return "", false, fmt.Errorf("tool %q: definition %q conflicts with another tool's", t.Name, k)
+					}
+					continue
 				}
-				continue
+				if *h.to == nil {
+					*h.to = map[string]json.RawMessage{}
+				}
+				(*h.to)[k] = v
 			}
-			if schemaDoc.Defs == nil {
-				schemaDoc.Defs = map[string]json.RawMessage{}
-			}
-			schemaDoc.Defs[k] = v
 		}
 	}
 	var b bytes.Buffer
