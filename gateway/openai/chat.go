@@ -22,7 +22,10 @@ type chatRequest struct {
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	Logprobs            bool            `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
-	agentFields                         // tools.go: tool_choice, response_format, grammars
+	// ReasoningEffort maps onto the chat template's own switch
+	// (effortKwargs); chat_template_kwargs win over it.
+	ReasoningEffort *string `json:"reasoning_effort"`
+	agentFields             // tools.go: tool_choice, response_format, grammars
 }
 
 // errImage answers an image part that reached the text-only flattening
@@ -215,7 +218,19 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp}
+	kwargs := req.ChatTemplateKwargs
+	if req.ReasoningEffort != nil {
+		kw, err := effortKwargs(*req.ReasoningEffort, s.tok.ChatTemplateUses)
+		if err != nil {
+			writeError(w, badRequest("reasoning_effort", err.Error()))
+			return
+		}
+		if kwargs, err = mergeKwargs(kwargs, kw); err != nil {
+			writeError(w, badRequest("chat_template_kwargs", err.Error()))
+			return
+		}
+	}
+	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: kwargs, AddGenerationPrompt: agp}
 	text, err := s.tok.ApplyChatTemplate(in)
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
@@ -302,24 +317,36 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 type chatLP struct {
-	Token       string   `json:"token"`
-	Logprob     float64  `json:"logprob"`
-	Bytes       []int    `json:"bytes"`
-	TopLogprobs []chatLP `json:"top_logprobs"`
+	Token       string  `json:"token"`
+	Logprob     float64 `json:"logprob"`
+	Bytes       []int   `json:"bytes"`
+	TopLogprobs []altLP `json:"top_logprobs"`
+}
+
+// altLP is one of a token's most likely alternatives.
+type altLP struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 func (s *Server) chatLogprobs(lps []tokenLogprob, top int) map[string][]chatLP {
+	return map[string][]chatLP{"content": s.logprobEntries(lps, top)}
+}
+
+// logprobEntries are tokens' logprobs in chat's (and Responses') shape.
+func (s *Server) logprobEntries(lps []tokenLogprob, top int) []chatLP {
 	out := make([]chatLP, 0, len(lps))
 	for _, lp := range lps {
 		t, b := s.tokenText(lp.id)
-		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []chatLP{}}
+		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []altLP{}}
 		if top == 1 {
 			// Only the sampled token's logprob is known on this lane.
-			e.TopLogprobs = []chatLP{{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: nil}}
+			e.TopLogprobs = []altLP{{Token: t, Logprob: lp.logprob, Bytes: b}}
 		}
 		out = append(out, e)
 	}
-	return map[string][]chatLP{"content": out}
+	return out
 }
 
 type chunkDelta struct {
