@@ -272,6 +272,7 @@ func (s *Server) planAgent(a *agentFields, rawTools, messages json.RawMessage, p
 		ag.cfg.Tool = s.opts.ToolCallParser
 	}
 	ag.cfg.Tools = parsers.ToolSchemas(tools)
+	ag.cfg.ToolChoice = choice
 	ag.cfg.HistoryCalls = historyCalls(messages)
 	p.skipSpecial = parsers.SkipSpecialTokens(ag.cfg, p.skipSpecial, hasTools, choice)
 	ag.active = choice.Constrained() || !isPassthrough(ag.cfg.Tool) || !isPassthrough(ag.cfg.Reasoning)
@@ -332,13 +333,12 @@ func generationSuffix(base, full string) string {
 }
 
 // replyParser parses one choice's reply as it streams. Under a
-// constrained tool_choice the content is the JSON the grammar forced: it
-// is held and read back into calls at the end (ParseConstrained).
+// constrained tool_choice the parser chain reads the JSON the grammar
+// forced as calls, streamed as they decode (toolcall.NewConstrained).
 type replyParser struct {
 	a     *agent
 	st    delta.Stream
-	held  bytes.Buffer // constrained content
-	calls int          // tool calls emitted (distinct indexes)
+	calls int // tool calls emitted (distinct indexes)
 	seen  map[int]bool
 }
 
@@ -358,9 +358,6 @@ func (r *replyParser) filter(ds []delta.Delta) []delta.Delta {
 	out := ds[:0:0]
 	for _, d := range ds {
 		switch {
-		case d.Kind == delta.Content && r.a.choice.Constrained():
-			r.held.WriteString(d.Text)
-			continue
 		case d.Kind == delta.ToolCall:
 			if d.Call == nil || (!r.a.parallel && d.Call.Index > 0) {
 				continue
@@ -382,28 +379,7 @@ func (r *replyParser) push(text string) []delta.Delta {
 	return r.filter(r.st.Push(text))
 }
 
-func (r *replyParser) finish() []delta.Delta {
-	out := r.filter(r.st.Finish())
-	if !r.a.choice.Constrained() {
-		return out
-	}
-	text := r.held.String()
-	r.held.Reset()
-	calls, ok := parsers.ParseConstrained(text, r.a.choice, func(string, int) string { return newID("call_") })
-	if !ok || len(calls) == 0 {
-		// The grammar did not hold (an engine without a grammar backend):
-		// the text is the answer.
-		return append(out, delta.Delta{Kind: delta.Content, Text: text})
-	}
-	for _, c := range calls {
-		if !r.a.parallel && c.Index > 0 {
-			break
-		}
-		r.calls++
-		out = append(out, delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: c.Index, ID: c.ID, Name: c.Name, Arguments: c.Arguments}})
-	}
-	return out
-}
+func (r *replyParser) finish() []delta.Delta { return r.filter(r.st.Finish()) }
 
 // finishReason is "tool_calls" for a reply that stopped on its own after
 // making calls (OpenAI's shape, which clients loop on).

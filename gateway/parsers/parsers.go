@@ -38,6 +38,10 @@ type Config struct {
 	// NewID makes call ids for formats that carry none (nil: call_ + 24
 	// random hex digits).
 	NewID func(name string, index int) string
+	// ToolChoice, when constrained (required, or a named function), reads
+	// the reply as the JSON its schema forced (toolcall.NewConstrained)
+	// instead of through Tool.
+	ToolChoice ToolChoice
 }
 
 // isHarmony: these names select the harmony parser, which does reasoning
@@ -56,6 +60,23 @@ func isInkling(name string) bool { return name == "inkling" }
 // New makes the parser chain for one reply.
 func New(c Config) (delta.Stream, error) {
 	to := toolcall.Options{Tools: c.Tools, HistoryCalls: c.HistoryCalls, NewID: c.NewID}
+	if c.ToolChoice.Constrained() {
+		// The reasoning part first (harmony's analysis channel, or a think
+		// block), then the forced JSON as calls, streamed as they decode.
+		var r delta.Stream
+		switch {
+		case isHarmony(c.Reasoning):
+			r = toolcall.NewHarmony(to)
+		case isInkling(c.Reasoning):
+			r = toolcall.NewInkling(to)
+		default:
+			var err error
+			if r, err = reasoning.New(c.Reasoning, reasoning.Options{PromptOpened: c.PromptOpened}); err != nil {
+				return nil, fmt.Errorf("make reply parsers: %w", err)
+			}
+		}
+		return &runes{s: &chain{r: r, t: toolcall.NewConstrained(c.ToolChoice.Mode, c.ToolChoice.Name, to)}}, nil
+	}
 	if isHarmony(c.Tool) || isHarmony(c.Reasoning) {
 		return &runes{s: toolcall.NewHarmony(to)}, nil
 	}

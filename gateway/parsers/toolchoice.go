@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
 )
 
 // Tool is one function the request offers: its name and JSON-schema
@@ -184,47 +185,22 @@ func sameJSON(a, b json.RawMessage) bool {
 	return bytes.Equal(xa, ya)
 }
 
-// ParseConstrained reads output produced under ToolChoiceSchema back into
-// calls, as SMG does: a named function's output is its arguments; a
-// required array gives one call per {name, parameters} item (items
-// without both are skipped). ok is false when the text does not parse:
-// the caller returns it as content.
+// ParseConstrained reads a whole output produced under ToolChoiceSchema
+// back into calls, through the same parser a streamed reply uses
+// (toolcall.NewConstrained): a named function's output is its arguments;
+// a required array gives one call per {name, parameters} item (items
+// without both are skipped). ok is false when the text is not the forced
+// JSON: the caller returns it as content.
 func ParseConstrained(text string, c ToolChoice, newID func(name string, index int) string) ([]delta.Call, bool) {
+	if !c.Constrained() {
+		return nil, false
+	}
 	if newID == nil {
 		newID = func(string, int) string { return "" }
 	}
-	compact := func(raw []byte) string {
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			return "{}"
-		}
-		return b.String()
+	res := delta.Parse(toolcall.NewConstrained(c.Mode, c.Name, toolcall.Options{NewID: newID}), text)
+	if delta.TrimSpace(res.Content) != "" || len(res.Calls) == 0 {
+		return nil, false
 	}
-	switch c.Mode {
-	case "function":
-		var v json.RawMessage
-		if json.Unmarshal([]byte(text), &v) != nil {
-			return nil, false
-		}
-		return []delta.Call{{Index: 0, ID: newID(c.Name, 0), Name: c.Name, Arguments: compact(v)}}, true
-	case "required":
-		var items []json.RawMessage
-		if json.Unmarshal([]byte(text), &items) != nil {
-			return nil, false
-		}
-		var out []delta.Call
-		for _, it := range items {
-			var o struct {
-				Name       *string         `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			}
-			if json.Unmarshal(it, &o) != nil || o.Name == nil || o.Parameters == nil {
-				continue
-			}
-			i := len(out)
-			out = append(out, delta.Call{Index: i, ID: newID(*o.Name, i), Name: *o.Name, Arguments: compact(o.Parameters)})
-		}
-		return out, true
-	}
-	return nil, false
+	return res.Calls, true
 }

@@ -18,7 +18,7 @@ import (
 // accepted for "arguments", and arguments written as a JSON string holding
 // an object are unwrapped.
 func qwenFormat() *format {
-	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseJSONCall}
+	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseJSONCall, next: nextJSONCall(0)}
 }
 
 func parseJSONCall(_, body string, _ *Options) ([]found, bool) {
