@@ -194,11 +194,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	p.logprobs = req.Logprobs
 	if req.TopLogprobs != nil {
 		switch {
-		case *req.TopLogprobs < 0:
-			writeError(w, badRequest("top_logprobs", "top_logprobs must not be negative"))
-			return
-		case *req.TopLogprobs > 1:
-			writeError(w, badRequest("top_logprobs", "top_logprobs > 1 is not supported yet (only the sampled token's logprob)"))
+		case *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs:
+			writeError(w, badRequest("top_logprobs", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, *req.TopLogprobs)))
 			return
 		case !req.Logprobs && *req.TopLogprobs > 0:
 			writeError(w, badRequest("top_logprobs", "top_logprobs needs logprobs=true"))
@@ -340,9 +337,9 @@ func (s *Server) logprobEntries(lps []tokenLogprob, top int) []chatLP {
 	for _, lp := range lps {
 		t, b := s.tokenText(lp.id)
 		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []altLP{}}
-		if top == 1 {
-			// Only the sampled token's logprob is known on this lane.
-			e.TopLogprobs = []altLP{{Token: t, Logprob: lp.logprob, Bytes: b}}
+		for _, alt := range lp.top[:min(top, len(lp.top))] {
+			at, ab := s.tokenText(alt.ID)
+			e.TopLogprobs = append(e.TopLogprobs, altLP{Token: at, Logprob: alt.Logprob, Bytes: ab})
 		}
 		out = append(out, e)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/gen"
 )
 
 // The tables of accepted fields beyond the request structs (a field a
@@ -107,8 +108,11 @@ var responsesInclude = map[string]string{
 }
 
 // maxTopLogprobs is OpenAI's ceiling on chat's and Responses'
-// top_logprobs (completions' logprobs: maxCompletionLogprobs).
-const maxTopLogprobs = 20
+// top_logprobs; maxCompletionLogprobs on the legacy completions' logprobs.
+const (
+	maxTopLogprobs        = gen.MaxTopLogprobs
+	maxCompletionLogprobs = 5
+)
 
 // fieldsFor is the field table of a request type; nil (no check) for the
 // gateway-local routes (/v1/tokenize, /v1/detokenize).
