@@ -61,7 +61,7 @@ type Request struct {
 
 	ReturnLogprob   bool // output logprobs of sampled tokens
 	TopLogprobsNum  int  // with ReturnLogprob: the k most likely alternatives per token, 0..MaxTopLogprobs
-	LogprobStartLen int // >= 0: prompt logprobs from this position (prefill leg only); -1 none
+	LogprobStartLen int  // >= 0: prompt logprobs from this position (prefill leg only); -1 none
 
 	Images []Image
 }
@@ -92,13 +92,10 @@ type TopLogprob struct {
 
 // Event is one increment of a generation. The last event has Finish or Err set.
 type Event struct {
-	TokenIDs       []int32   // tokens new since the previous event
-	Logprobs       []float64 // per token in TokenIDs, when requested
-	// TopLogprobs, per token in TokenIDs, its TopLogprobsNum most likely
-	// alternatives, most likely first, when requested (docs/protocol.md
-	// §6.7); CheckTopLogprobs tells an engine that sent none.
-	TopLogprobs [][]TopLogprob
-	PromptLogprobs []float64 // once, on the first event, when requested (PD: from prefill)
+	TokenIDs       []int32        // tokens new since the previous event
+	Logprobs       []float64      // per token in TokenIDs, when requested
+	TopLogprobs    [][]TopLogprob // per token in TokenIDs, its TopLogprobsNum alternatives, most likely first (docs/protocol.md §6.7)
+	PromptLogprobs []float64      // once, on the first event, when requested (PD: from prefill)
 	PromptTokens   int
 	OutputTokens   int // cumulative
 	Finish         *Finish
