@@ -18,6 +18,10 @@ import (
 // at the region's end the format's whole parse adds any calls the hook did
 // not stream.
 
+// maxCallHead bounds the text between calls (or before the first) that a
+// next hook re-reads while it waits for a call's arguments to begin.
+const maxCallHead = 4 << 10
+
 // streamState is what a next hook found.
 type streamState int
 
@@ -59,11 +63,22 @@ func (s *blockStream) stream(out []delta.Delta, limit int) []delta.Delta {
 			if rs.from > limit {
 				return out
 			}
-			c, st := s.f.next(s.open, string(s.region[rs.from:limit]), rs.calls)
-			switch st {
-			case streamWait:
+			// A call's head (markers, name) is short: the hook reads at most
+			// maxCallHead bytes of it, so it is not re-read at length on
+			// every push, and a call it cannot place within them is parsed
+			// whole (the same however the text was chunked).
+			end, capped := limit, limit-rs.from > maxCallHead
+			if capped {
+				end = rs.from + maxCallHead
+			}
+			c, st := s.f.next(s.open, string(s.region[rs.from:end]), rs.calls)
+			switch {
+			case st == streamWait && capped:
+				rs.never = true
 				return out
-			case streamNever:
+			case st == streamWait:
+				return out
+			case st == streamNever:
 				rs.never = true
 				return out
 			}

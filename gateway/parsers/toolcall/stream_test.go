@@ -100,3 +100,22 @@ func TestConstrained(t *testing.T) {
 		}
 	}
 }
+
+// A call whose head (before its arguments) is longer than maxCallHead is
+// parsed whole at its close, the same whole or a byte at a time.
+func TestLongCallHeadParsedWhole(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", maxCallHead)
+	text := `<tool_call>{"name": "f", "note": "` + long + `", "arguments": {"a": 1}}</tool_call>`
+	whole := delta.Parse(newTest(t, "qwen", nil), text)
+	if len(whole.Calls) != 1 || whole.Calls[0].Arguments != `{"a":1}` {
+		t.Fatalf("%+v", whole.Calls)
+	}
+	if b := streamed(newTest(t, "qwen", nil), text, nil); len(b.Calls) != 1 || b.Calls[0] != whole.Calls[0] {
+		t.Fatalf("byte at a time %+v", b.Calls)
+	}
+	bad := `<tool_call>{"name": "f", "note": "` + long + `", "arguments": {"a": }</tool_call>`
+	if w, b := delta.Parse(newTest(t, "qwen", nil), bad), streamed(newTest(t, "qwen", nil), bad, nil); len(w.Calls) != 0 || w.Content != bad || b.Content != bad {
+		t.Fatalf("malformed long call: whole %+v, byte at a time %+v", w.Calls, b.Calls)
+	}
+}
