@@ -4,10 +4,11 @@
 // chunking and holds back what might be the start of a marker. In the
 // families whose arguments are a JSON object (stream.go: hermes/qwen,
 // llama, json, DeepSeek V3/V3.1, Kimi K2, and the grammar-forced output of
-// a constrained tool_choice) a call goes out as it decodes: its id and
-// name once known, then argument fragments as they arrive, as SMG streams
-// them; a call cut short (max_tokens) keeps the arguments it got. The
-// other families emit a call once it is complete. A call that does not
+// a constrained tool_choice) and in Qwen3-Coder's XML calls (xmlstream.go)
+// a call goes out as it decodes: its id and name once known, then argument
+// fragments as they arrive, as SMG streams them; a call cut short
+// (max_tokens) keeps the arguments it got. The other families emit a call
+// once it is complete. A call that does not
 // parse before it was committed is kept as content, never dropped.
 //
 // The formats need the model's special tokens in the text (Kimi's
@@ -76,6 +77,8 @@ type format struct {
 	// next, when set, streams calls as they decode (stream.go): it finds
 	// the next call in the open region's text since the previous one.
 	next nextCall
+	// xml, when set, streams XML-style calls as they decode (xmlstream.go).
+	xml *xmlMarkers
 }
 
 // blockStream runs a format over a streamed reply.

@@ -45,7 +45,8 @@ type nextCall func(open, rest string, calls int) (streamCall, streamState)
 
 // regionStream is the streaming state of the open region.
 type regionStream struct {
-	from   int // region offset where the next call may start
+	xml    xmlStream // XML-style formats (xmlstream.go)
+	from   int       // region offset where the next call may start
 	pos    int // arguments read up to here (inArgs)
 	inArgs bool
 	index  int // the call being streamed
@@ -57,6 +58,9 @@ type regionStream struct {
 // stream emits what the region holds up to limit: new calls' headers and
 // argument fragments.
 func (s *blockStream) stream(out []delta.Delta, limit int) []delta.Delta {
+	if s.f.xml != nil {
+		return s.streamXML(out, limit)
+	}
 	rs := &s.rs
 	for s.f.next != nil && !rs.never {
 		if !rs.inArgs {
@@ -127,6 +131,11 @@ func (s *blockStream) args(out []delta.Delta, frag string) []delta.Delta {
 func (s *blockStream) endStream(out []delta.Delta, body string) []delta.Delta {
 	rs := &s.rs
 	if rs.inArgs {
+		if s.f.xml != nil && rs.xml.state == xmlInCall {
+			// Every parameter closed, only the function's close is
+			// missing: the object closes with what it holds.
+			out = s.args(out, map[bool]string{true: "{}", false: "}"}[rs.xml.params == 0])
+		}
 		rs.inArgs = false
 		rs.calls++
 	}

@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -117,5 +118,39 @@ func TestLongCallHeadParsedWhole(t *testing.T) {
 	bad := `<tool_call>{"name": "f", "note": "` + long + `", "arguments": {"a": }</tool_call>`
 	if w, b := delta.Parse(newTest(t, "qwen", nil), bad), streamed(newTest(t, "qwen", nil), bad, nil); len(w.Calls) != 0 || w.Content != bad || b.Content != bad {
 		t.Fatalf("malformed long call: whole %+v, byte at a time %+v", w.Calls, b.Calls)
+	}
+}
+
+// Qwen3-Coder's XML calls stream too: a string parameter (as the tool's
+// schema declares it) in escaped fragments as it decodes, a typed one
+// whole at its close, the object closed with the function.
+func TestXMLArgumentsStreamAsTheyDecode(t *testing.T) {
+	t.Parallel()
+	tools := map[string]json.RawMessage{"write_file": json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"mode":{"type":"integer"}}}`)}
+	text := "<tool_call>\n<function=write_file>\n<parameter=path>\n/tmp/a.py\n</parameter>\n<parameter=content>\ndef f():\n    return \"é 東京\"\n</parameter>\n<parameter=mode>\n644\n</parameter>\n</function>\n</tool_call>"
+	whole := delta.Parse(newTest(t, "qwen_xml", tools), text)
+	want := `{"path":"/tmp/a.py","content":"def f():\n    return \"é 東京\"","mode":644}`
+	if len(whole.Calls) != 1 || whole.Calls[0].Arguments != want {
+		t.Fatalf("whole %+v\nwant %s", whole.Calls, want)
+	}
+	s := newTest(t, "qwen_xml", tools)
+	cut := strings.Index(text, "</function>")
+	var before []delta.Delta
+	for i := 0; i < cut; i++ {
+		before = append(before, s.Push(text[i:i+1])...)
+	}
+	frags := 0
+	for _, d := range before {
+		if d.Kind == delta.ToolCall && d.Call.Arguments != "" {
+			frags++
+		}
+	}
+	got := delta.Collect(before)
+	if len(got.Calls) != 1 || frags < 10 || got.Calls[0].Arguments != strings.TrimSuffix(want, "}") {
+		t.Fatalf("before </function>: %d fragments, %+v", frags, got.Calls)
+	}
+	all := delta.Collect(append(append(before, s.Push(text[cut:])...), s.Finish()...))
+	if len(all.Calls) != 1 || all.Calls[0] != whole.Calls[0] {
+		t.Fatalf("streamed %+v, whole %+v", all.Calls, whole.Calls)
 	}
 }
