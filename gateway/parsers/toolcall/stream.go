@@ -47,7 +47,7 @@ type nextCall func(open, rest string, calls int) (streamCall, streamState)
 type regionStream struct {
 	xml    xmlStream // XML-style formats (xmlstream.go)
 	from   int       // region offset where the next call may start
-	pos    int // arguments read up to here (inArgs)
+	pos    int       // arguments read up to here (inArgs)
 	inArgs bool
 	index  int // the call being streamed
 	json   delta.JSONStream
