@@ -508,7 +508,7 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 		ParallelToolCalls: ag.parallel, PreviousResponseID: req.PreviousResponseID,
 		Reasoning: reasoningEcho(req.Reasoning), Store: run.store,
 		Temperature: req.Temperature, Text: textCfg, ToolChoice: orRaw(req.ToolChoice, `"auto"`),
-		Tools: orRaw(req.Tools, `[]`), TopP: req.TopP, TopLogprobs: p.topLogprobs, Truncation: orDefault(req.Truncation, "disabled"),
+		Tools: orRaw(req.Tools, `[]`), TopP: req.TopP, TopLogprobs: orZero(req.TopLogprobs), Truncation: orDefault(req.Truncation, "disabled"),
 		ServiceTier: "default", User: req.User, Metadata: orRaw(req.Metadata, `{}`),
 	}
 	return run, nil
@@ -554,6 +554,13 @@ func reasoningEcho(r *responsesReasoning) json.RawMessage {
 		}
 	}
 	return chatMessage(o)
+}
+
+func orZero(v *int) int {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 func orDefault(s, def string) string {

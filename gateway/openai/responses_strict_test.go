@@ -246,7 +246,9 @@ func TestResponsesLogprobs(t *testing.T) {
 	if deltaLPs == 0 {
 		t.Fatalf("no logprobs on the streamed deltas: %s", b)
 	}
-	createResp(t, srv.URL, `{"input":"x","top_logprobs":3}`)
+	if raw := createRespRaw(t, srv.URL, `{"input":"x","top_logprobs":3}`); string(raw["top_logprobs"]) != "3" {
+		t.Fatalf("top_logprobs echoed as %s", raw["top_logprobs"])
+	}
 	if reqs := eng.requests(); reqs[len(reqs)-1].ReturnLogprob {
 		t.Fatal("top_logprobs without include asked the engine for logprobs")
 	}
