@@ -354,7 +354,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // Queues reports whether Generate waits for a routable worker instead of
 // refusing at once (QueueTimeout > 0): front ends then skip their own
 // fail-fast readiness check.
-func (g *Gateway) Queues() bool { return g.opts.QueueTimeout > 0 }
+func (g *Gateway) Queues() bool { return g.disp.Queues() }
 
 // SubscribeRanks returns every rank's current state, then each change.
 func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {

@@ -27,7 +27,11 @@ type imageEngine struct {
 	reqs []gen.Request
 }
 
-func (e *imageEngine) Ready() bool { return true }
+func (e *imageEngine) Ready() bool                     { return true }
+func (e *imageEngine) Queues() bool                    { return false }
+func (e *imageEngine) MaxModelLen() int                { return 0 }
+func (e *imageEngine) ImageSupport() error             { return nil }
+func (e *imageEngine) ReportPanic(string, any, []byte) {}
 
 func (e *imageEngine) Generate(_ context.Context, r gen.Request) (<-chan gen.Event, error) {
 	e.mu.Lock()

@@ -116,9 +116,25 @@ func CheckTopLogprobs(r Request, ev Event) error {
 }
 
 // Engine generates. Cancelling ctx aborts the generation on every leg it
-// touches; the channel is closed after the last event.
+// touches; the channel is closed after the last event. It states all a
+// front end relies on: front ends never probe an engine for more.
 type Engine interface {
 	Generate(ctx context.Context, r Request) (<-chan Event, error)
 	// Ready reports whether at least one prefill and one decode rank are registered.
 	Ready() bool
+	// Queues reports whether Generate waits for a routable worker instead
+	// of refusing at once: a front end then skips its own fail-fast
+	// readiness check (gateway.queue_timeout).
+	Queues() bool
+	// MaxModelLen is the engines' context length in tokens, 0 while no
+	// engine has reported one: front ends refuse a prompt that cannot fit
+	// before they tokenize or dispatch it.
+	MaxModelLen() int
+	// ImageSupport says why image requests cannot be routed (nil: they
+	// can), so a front end refuses images before fetching or decoding any.
+	ImageSupport() error
+	// ReportPanic records a panic a front end's own goroutine recovered
+	// (logged with its stack, counted, shown as an event), as the
+	// engine's boundaries do for theirs.
+	ReportPanic(where string, v any, stack []byte)
 }

@@ -29,6 +29,7 @@ type fakeEngine struct {
 
 	mu      sync.Mutex
 	reqs    []gen.Request
+	panics  []string    // where each reported panic was recovered
 	aborted chan string // rids cancelled before they finished
 }
 
@@ -37,6 +38,17 @@ func newFake(tok *tokenizer.Tokenizer, reply string) *fakeEngine {
 }
 
 func (f *fakeEngine) Ready() bool { return !f.notReady }
+
+// The rest of gen.Engine: no queueing (not ready is a 503 at once), no
+// context length known, images routable, panics kept for the test.
+func (f *fakeEngine) Queues() bool        { return false }
+func (f *fakeEngine) MaxModelLen() int    { return 0 }
+func (f *fakeEngine) ImageSupport() error { return nil }
+func (f *fakeEngine) ReportPanic(where string, _ any, _ []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.panics = append(f.panics, where)
+}
 
 func (f *fakeEngine) requests() []gen.Request {
 	f.mu.Lock()

@@ -58,12 +58,6 @@ func LoadVision(modelDir string) (*Vision, error) {
 	return &Vision{Config: cfg, Tokens: vt, Decode: vision.DefaultLimits}, nil
 }
 
-// imageEngine is an engine that can say up front whether it routes images
-// (the gateway: only with an encode role in epd mode).
-type imageEngine interface {
-	ImageSupport() error
-}
-
 func isImagePart(t string) bool {
 	return t == "image_url" || t == "input_image" || t == "image"
 }
@@ -152,10 +146,8 @@ func (s *Server) checkImageSupport() *apiError {
 	if s.opts.Vision == nil {
 		return errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "this model takes no images (its directory has no preprocessor_config.json)")
 	}
-	if ie, ok := s.engine.(imageEngine); ok {
-		if err := ie.ImageSupport(); err != nil {
-			return engineError(err, http.StatusBadRequest, "multimodal_not_supported", "")
-		}
+	if err := s.engine.ImageSupport(); err != nil {
+		return engineError(err, http.StatusBadRequest, "multimodal_not_supported", "")
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -63,20 +62,9 @@ func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexe
 	return out
 }
 
-// panicReporter is how the engine (the gateway) counts and reports a
-// recovered panic, without this package importing it.
-type panicReporter interface {
-	ReportPanic(where string, v any, stack []byte)
-}
-
-func (s *Server) reportPanic(where string, v any) {
-	stack := debug.Stack()
-	if r, ok := s.engine.(panicReporter); ok {
-		r.ReportPanic(where, v, stack)
-		return
-	}
-	log.Printf("openai: recovered panic in %s: %v\n%s", where, v, stack)
-}
+// reportPanic hands a recovered panic to the engine (the gateway counts
+// and reports it with the others).
+func (s *Server) reportPanic(where string, v any) { s.engine.ReportPanic(where, v, debug.Stack()) }
 
 func (s *Server) recoverRunner(ctx context.Context, index int, out chan<- piece) {
 	v := recover()

@@ -111,20 +111,12 @@ func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bo
 			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-		if needEngine && !s.engine.Ready() && !queues(s.engine) {
+		if needEngine && !s.engine.Ready() && !s.engine.Queues() {
 			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
 			return
 		}
 		h(w, r)
 	})
-}
-
-// queues reports an engine that waits for a ready worker itself
-// (gateway.Options.QueueTimeout): then not being ready is no reason to
-// refuse at once.
-func queues(e gen.Engine) bool {
-	q, ok := e.(interface{ Queues() bool })
-	return ok && q.Queues()
 }
 
 // headerWatch remembers whether the response has started, so a recovered
@@ -190,12 +182,7 @@ const maxBytesPerToken = front.MaxBytesPerToken
 
 // maxModelLen is the engines' context length when the engine knows it
 // (the gateway: from registrations), else 0.
-func (s *Server) maxModelLen() int {
-	if ml, ok := s.engine.(interface{ MaxModelLen() int }); ok {
-		return ml.MaxModelLen()
-	}
-	return 0
-}
+func (s *Server) maxModelLen() int { return s.engine.MaxModelLen() }
 
 // checkTextLen refuses a prompt text that cannot fit the engines'
 // context, when the engine knows it.
