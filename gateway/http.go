@@ -188,7 +188,7 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		return gen.Request{}, badRequest("input_ids", "input_ids (or text) is required")
 	}
 	r := gen.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
-		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1, Sampling: gen.DefaultSampling()}
+		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1}
 	if b.LogprobStartLen != nil && b.ReturnLogprob {
 		// SGLang: prompt logprobs come with return_logprob only.
 		r.LogprobStartLen = *b.LogprobStartLen
@@ -200,27 +200,10 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		if s.N != nil && *s.N != 1 {
 			return r, badRequest("sampling_params.n", "n must be 1 on /generate")
 		}
-		sp := &r.Sampling
-		sp.MaxNewTokens = s.MaxNewTokens
-		sp.MinNewTokens = s.MinNewTokens
-		if s.Temperature != nil {
-			sp.Temperature = *s.Temperature
-		}
-		if s.TopP != nil {
-			sp.TopP = *s.TopP
-		}
-		if s.TopK != nil {
-			sp.TopK = *s.TopK
-		}
-		if s.RepetitionPenalty != nil {
-			sp.RepetitionPenalty = *s.RepetitionPenalty
-		}
-		sp.MinP = s.MinP
-		sp.FrequencyPenalty = s.FrequencyPenalty
-		sp.PresencePenalty = s.PresencePenalty
-		sp.StopTokenIDs = s.StopTokenIDs
-		sp.IgnoreEOS = s.IgnoreEOS
-		sp.Seed = s.Seed
+		r.Sampling = gen.Sampling{MaxNewTokens: s.MaxNewTokens, MinNewTokens: s.MinNewTokens,
+			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP,
+			FrequencyPenalty: s.FrequencyPenalty, PresencePenalty: s.PresencePenalty, RepetitionPenalty: s.RepetitionPenalty,
+			StopTokenIDs: s.StopTokenIDs, IgnoreEOS: s.IgnoreEOS, Seed: s.Seed}
 		if fe := gen.CheckSampling(r.Sampling, generateName); fe != nil {
 			return r, badRequest(fe.Field, "%s", fe.Message)
 		}

@@ -29,38 +29,6 @@ func badRequest(param, format string, args ...any) *RequestError {
 	return front.BadRequest(param, format, args...)
 }
 
-// wireSampling turns API sampling into the normalized wire form SMG sends.
-// gen.Sampling cannot say "unset", so the zero values that are invalid on
-// the wire (top_p 0, top_k 0) mean the engine default.
-func wireSampling(s gen.Sampling) (wire.SamplingParams, error) {
-	sp := wire.DefaultSamplingParams()
-	sp.MaxNewTokens = s.MaxNewTokens
-	sp.MinNewTokens = s.MinNewTokens
-	sp.Temperature = s.Temperature
-	sp.TopP = s.TopP
-	if sp.TopP == 0 {
-		sp.TopP = 1
-	}
-	sp.TopK = s.TopK
-	if sp.TopK == 0 {
-		sp.TopK = -1
-	}
-	sp.MinP = s.MinP
-	sp.FrequencyPenalty = s.FrequencyPenalty
-	sp.PresencePenalty = s.PresencePenalty
-	sp.RepetitionPenalty = s.RepetitionPenalty
-	if len(s.StopTokenIDs) > 0 {
-		sp.StopTokenIDs = s.StopTokenIDs
-	}
-	sp.IgnoreEOS = s.IgnoreEOS
-	sp.Seed = s.Seed
-	sp.JSONSchema, sp.Regex, sp.EBNF = s.JSONSchema, s.Regex, s.EBNF
-	if err := sp.Validate(0); err != nil {
-		return sp, err
-	}
-	return sp.Normalized(), nil
-}
-
 func validate(r *gen.Request) error {
 	switch {
 	case len(r.InputIDs) == 0:
@@ -274,7 +242,7 @@ func (g *Dispatcher) admit(r *gen.Request) (wire.SamplingParams, error) {
 	if err := g.checkPromptLen(r); err != nil {
 		return wire.SamplingParams{}, err
 	}
-	sp, err := wireSampling(r.Sampling)
+	sp, err := r.Sampling.Wire()
 	if err != nil {
 		return sp, badRequest("sampling_params", "%v", err)
 	}

@@ -10,21 +10,24 @@ import (
 	"errors"
 )
 
-// Sampling is what a front end asks of the engine, in API terms (the
-// dispatcher normalises it for the wire, docs/protocol.md §5.3).
+// Sampling is what a front end asks of the engine, in API terms. A field
+// whose engine default is not its zero value is optional: nil means the
+// engine's default (docs/protocol.md §5.3), so a front end copies only
+// what its client sent and nobody patches "unset" afterwards. Wire is the
+// one conversion to the lane's form.
 type Sampling struct {
-	MaxNewTokens      *int    // nil: engine maximum
-	MinNewTokens      int     //
-	Temperature       float64 // default 1.0
-	TopP              float64 // default 1.0
-	TopK              int     // -1 = all
-	MinP              float64
-	FrequencyPenalty  float64
-	PresencePenalty   float64
-	RepetitionPenalty float64 // default 1.0
+	MaxNewTokens      *int     // nil: the engine's maximum
+	MinNewTokens      int      //
+	Temperature       *float64 // nil: 1
+	TopP              *float64 // nil: 1
+	TopK              *int     // nil, -1 or 0 (vLLM's "no limit"): all
+	MinP              float64  //
+	FrequencyPenalty  float64  //
+	PresencePenalty   float64  //
+	RepetitionPenalty *float64 // nil: 1
 	StopTokenIDs      []int32
 	IgnoreEOS         bool
-	Seed              *int64
+	Seed              *int64 // nil: the engine seeds from the rid
 
 	// At most one constraint (docs/protocol.md §5.3): the engine's grammar
 	// backend holds the output to it (tool_choice, response_format, and
@@ -32,11 +35,6 @@ type Sampling struct {
 	JSONSchema *string
 	Regex      *string
 	EBNF       *string
-}
-
-// DefaultSampling returns the engine defaults.
-func DefaultSampling() Sampling {
-	return Sampling{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
 }
 
 // Image is one image item already preprocessed for the model (EPD): the

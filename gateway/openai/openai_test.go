@@ -118,7 +118,7 @@ func TestChatNonStreaming(t *testing.T) {
 		t.Fatalf("engine got %v, want %v", reqs[0].InputIDs, want)
 	}
 	sp := reqs[0].Sampling
-	if sp.Temperature != 0.5 || sp.TopK != 5 || sp.Seed == nil || *sp.Seed != 7 || !reqs[0].ReturnLogprob {
+	if sp.Temperature == nil || *sp.Temperature != 0.5 || sp.TopK == nil || *sp.TopK != 5 || sp.Seed == nil || *sp.Seed != 7 || !reqs[0].ReturnLogprob {
 		t.Fatalf("sampling %+v", sp)
 	}
 	toks, _ := tk.Encode("Hello! How are you today?", false)
