@@ -71,15 +71,7 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 
 // handler is what the HTTP server runs: the gateway's routes, then a
 // mounted front end's, then a 404/405 in the one error shape.
-func (g *Gateway) handler(sub *http.ServeMux) http.Handler {
-	muxes := []front.Mounted{{Mux: g.mux}}
-	if sub != nil {
-		muxes = append(muxes, front.Mounted{Mux: sub, Handler: g.door.Wrap(front.Route{Admit: front.GeneratePath}, sub)})
-	}
-	return front.Dispatch(func(h http.Handler) http.Handler {
-		return g.door.Wrap(front.Route{Label: "unmatched", Public: true}, h)
-	}, muxes...)
-}
+func (g *Gateway) handler(sub *http.ServeMux) http.Handler { return g.door.Serve(g.mux, sub) }
 
 // WriteError writes the one error shape (gateway/front).
 func WriteError(w http.ResponseWriter, err error) { front.WriteError(w, err) }

@@ -94,11 +94,7 @@ func vlServerWith(t *testing.T, support error, set func(*Vision)) (*fakeEngine, 
 	v.URL = epd.Limits{Timeout: 2 * time.Second}
 	set(v)
 	eng := newFake(tk, "A picture.")
-	mux := http.NewServeMux()
-	New(imgFake{eng, support}, tk, Options{Vision: v}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return eng, srv.URL
+	return eng, serveEngine(t, imgFake{eng, support}, tk, Options{Vision: v}, "").URL
 }
 
 // An image part becomes one anchor expanded to the image's pad tokens and
@@ -187,7 +183,8 @@ func TestChatImagesRefused(t *testing.T) {
 
 var (
 	fuzzVLOnce sync.Once
-	fuzzVLMux  *http.ServeMux
+	fuzzVLMux  http.Handler
+	fuzzVLEng  *fakeEngine
 )
 
 // Chat bodies with image parts on a vision model always get a JSON object
@@ -202,8 +199,10 @@ func FuzzImageChat(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		fuzzVLMux = http.NewServeMux()
-		New(newFake(tk, "ok"), tk, Options{Vision: v}).Register(fuzzVLMux)
+		fuzzVLEng = newFake(tk, "ok")
+		mux := http.NewServeMux()
+		New(fuzzVLEng, tk, Options{Vision: v}).Register(mux)
+		fuzzVLMux = behindDoor(fuzzVLEng, "", mux)
 	})
 	small := dataURL("image/png", pngBytes(f, 8, 8))
 	for _, s := range []string{
@@ -218,6 +217,7 @@ func FuzzImageChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
 		fuzzVLMux.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		noPanics(t, fuzzVLEng)
 		out := rec.Body.String()
 		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
 			if !strings.HasSuffix(out, "data: [DONE]\n\n") {

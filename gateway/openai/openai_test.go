@@ -375,12 +375,13 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// Bearer auth from an env var; engine-not-ready and start failures map to 503.
+// Bearer auth at the front door (the key comes from gateway.api_key_env,
+// gateway/auth_test.go); engine-not-ready and start failures map to 503.
 func TestAuthAndAvailability(t *testing.T) {
-	t.Setenv("TSD_TEST_OPENAI_KEY", "sekret")
+	t.Parallel()
 	tk := demoTokenizer(t)
 	eng := newFake(tk, "ok")
-	srv := newTestServer(t, eng, Options{APIKeyEnv: "TSD_TEST_OPENAI_KEY"})
+	srv := serveEngine(t, eng, tk, Options{}, "sekret")
 	body := `{"prompt":"x"}`
 	resp, b := post(t, srv.URL+"/v1/completions", body)
 	wantError(t, resp, b, 401, "API key")

@@ -11,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/front"
@@ -25,16 +23,8 @@ type Options struct {
 	// Model is the name reported in responses; requests naming another
 	// model get 404 model_not_found. Empty accepts any name.
 	Model string
-	// APIKeyEnv names an environment variable holding the bearer key;
-	// when it is set and non-empty every route needs
-	// "Authorization: Bearer <key>".
-	APIKeyEnv string
-	// APIKey is used when APIKeyEnv is empty (tests, embedding).
-	APIKey string
 	// MaxN caps n (and prompts × n for batch completions); 0 means 16.
 	MaxN int
-	// MaxBodyBytes caps request bodies; 0 means 32 MiB.
-	MaxBodyBytes int64
 	// Now is the clock for "created"; nil means time.Now.
 	Now func() time.Time
 	// Vision enables image content parts (LoadVision); nil: the model
@@ -57,7 +47,6 @@ type Server struct {
 	engine gen.Engine
 	tok    *tokenizer.Tokenizer
 	opts   Options
-	key    string
 	// responses keeps /v1/responses results for previous_response_id
 	// (responses.go).
 	responses *responseStore
@@ -68,15 +57,8 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.MaxN <= 0 {
 		opts.MaxN = 16
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 32 << 20
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	key := opts.APIKey
-	if opts.APIKeyEnv != "" {
-		key = os.Getenv(opts.APIKeyEnv)
 	}
 	if opts.ResponsesMax <= 0 {
 		opts.ResponsesMax = 1024
@@ -84,94 +66,32 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.ResponsesMaxBytes <= 0 {
 		opts.ResponsesMaxBytes = 64 << 20
 	}
-	return &Server{engine: engine, tok: tok, opts: opts, key: key, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
+	return &Server{engine: engine, tok: tok, opts: opts, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
 }
 
 // Register mounts the serving routes on mux: /v1/chat/completions,
 // /v1/completions, and the gateway-local /v1/tokenize and /v1/detokenize.
+// The routes expect the gateway's front door around mux (gateway/front:
+// API key, body limits, request id, admission, the panic boundary); this
+// package adds none of its own.
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/chat/completions", s.guard(s.chat, true))
-	mux.Handle("POST /v1/completions", s.guard(s.completions, true))
-	mux.Handle("POST /v1/tokenize", s.guard(s.tokenize, false))
-	mux.Handle("POST /v1/detokenize", s.guard(s.detokenize, false))
+	mux.Handle("POST /v1/chat/completions", s.generation(s.chat))
+	mux.Handle("POST /v1/completions", s.generation(s.completions))
+	mux.HandleFunc("POST /v1/tokenize", s.tokenize)
+	mux.HandleFunc("POST /v1/detokenize", s.detokenize)
 	s.registerAgentRoutes(mux) // models.go: /v1/models/{id}, /v1/responses
 }
 
-// guard applies auth (when this server has its own key: standalone; the
-// gateway's front door authenticates mounted routes), the body limit and
-// (for generation) the readiness check. Errors are the front door's.
-func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bool) http.Handler {
-	return http.HandlerFunc(func(hw http.ResponseWriter, r *http.Request) {
-		w := &headerWatch{ResponseWriter: hw}
-		defer s.recoverHandler(r, w)
-		if s.key != "" {
-			if e := front.Authorize(r, s.key); e != nil {
-				writeError(w, e)
-				return
-			}
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-		if needEngine && !s.engine.Ready() && !s.engine.Queues() {
+// generation refuses a route that starts generations while no engine can
+// take one, unless the engine queues such requests itself.
+func (s *Server) generation(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.engine.Ready() && !s.engine.Queues() {
 			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
 			return
 		}
 		h(w, r)
 	})
-}
-
-// headerWatch remembers whether the response has started, so a recovered
-// panic knows whether it can still send a 500.
-type headerWatch struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (w *headerWatch) WriteHeader(code int) {
-	w.wrote = true
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *headerWatch) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *headerWatch) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *headerWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverHandler is the per-request boundary of every route: a panic
-// fails that request with a 500 in OpenAI's error shape while nothing was
-// sent, with an error event on a started event stream, and cuts the
-// connection otherwise; the server serves on.
-func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler {
-		panic(v)
-	}
-	route := r.Pattern
-	if route == "" {
-		route = r.URL.Path
-	}
-	s.reportPanic("openai "+route, v)
-	e := errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while serving %s (the gateway recovered: %v)", r.URL.Path, v))
-	switch {
-	case !w.wrote:
-		writeError(w, e)
-	case strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
-		b, _ := json.Marshal(e.JSON())
-		_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
-		w.Flush()
-	default:
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // maxBytesPerToken bounds the text bytes one prompt token can stand for;
