@@ -489,8 +489,8 @@ func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (i
 // API is off), "" when nothing.
 func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, events *supervisor.EventLog, runs *supervisor.Runs) (gw supervisor.Gateway, problem string, err error) {
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	mount, encode, problem := frontEnds(plan, log)
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, Encode: encode,
+	mount, problem := frontEnds(plan, log)
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
 		OnEvent: events.Gateway, PeerCheck: peerCheck(plan, runs.PIDs)})
 	if err != nil {

@@ -118,19 +118,7 @@ func (s *Server) checkTextLen(text, param string) *apiError {
 // fit the engines' context: before dispatch, so the client gets a 400
 // naming both numbers instead of an engine abort (a 5xx it retries).
 func (s *Server) checkContext(prompt int, p *plan, param string) *apiError {
-	n := s.maxModelLen()
-	if n <= 0 {
-		return nil
-	}
-	if prompt >= n {
-		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
-			fmt.Sprintf("the prompt has %d tokens; the engines' context length (max_model_len) is %d tokens", prompt, n))
-	}
-	if m := p.sampling.MaxNewTokens; m != nil && prompt+*m > n {
-		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
-			fmt.Sprintf("the prompt has %d tokens and max_tokens asks for %d more: %d in all, over the engines' context length (max_model_len) of %d tokens", prompt, *m, prompt+*m, n))
-	}
-	return nil
+	return front.CheckContext(prompt, p.sampling.MaxNewTokens, s.maxModelLen(), param, "max_tokens")
 }
 
 // apiError is the front door's one error type (gateway/front).

@@ -1,4 +1,4 @@
-package gateway
+package generate
 
 import (
 	"encoding/json"
@@ -46,7 +46,7 @@ func genEncFinishes() []*gen.Finish {
 }
 
 // The encoder's events are byte for byte what json.Marshal of the
-// generateResp chunk gives, over every escape class in the id, the finish
+// Response chunk gives, over every escape class in the id, the finish
 // reason and message, every float form of e2e_latency, and id lists of
 // every length and sign.
 func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
