@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/probe"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
@@ -292,9 +291,11 @@ func (c upCmd) runSupervisor() error {
 	// (days): the engines' own lines are in their rotated log files, so
 	// it keeps only tsd's notes and events.
 	out.notesOnly = daemon
-	tester := dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	// The dashboard's test request (key t) is sent from the daemon, which
+	// knows the gateway, the model name and the API key.
+	tester := probe.Target{URL: plan.Gateway.URL, Model: plan.ServedModelName, APIKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
-		tester.gatewayURL = ""
+		tester.URL = ""
 	}
 	var steps *slurmSteps // what each Slurm role's step got (cmd/tsd/slurm.go)
 	if plan.Launcher == profiles.LauncherSlurm {
@@ -311,7 +312,7 @@ func (c upCmd) runSupervisor() error {
 		OnEvent:     out.event,
 		Events:      events,
 		Runs:        runs,
-		TestRequest: tester.TestRequest,
+		TestRequest: tester.Send,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
@@ -396,89 +397,6 @@ func orNVIDIA(a string) string {
 		return profiles.AcceleratorNVIDIA
 	}
 	return a
-}
-
-// dashboardBackend sends the dashboard's test request (key t) from the
-// daemon, which knows the gateway, the model name and the API key.
-type dashboardBackend struct {
-	gatewayURL string
-	model      string
-	apiKeyEnv  string
-}
-
-// TestRequest sends one short chat completion through the gateway and
-// reports the reply. Without the OpenAI front end (no tokenizer) it falls
-// back to a token-level /generate.
-func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
-	if b.gatewayURL == "" {
-		return "", 0, errors.New("no gateway")
-	}
-	start := time.Now()
-	chat, _ := json.Marshal(map[string]any{
-		"model":      b.model,
-		"messages":   []map[string]string{{"role": "user", "content": "Say hello in five words."}},
-		"max_tokens": 16,
-	})
-	status, data, err := b.post(ctx, "/v1/chat/completions", chat)
-	if err == nil && status == http.StatusNotFound {
-		status, data, err = b.post(ctx, "/generate", []byte(`{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":8,"ignore_eos":true}}`))
-		if err == nil && status == http.StatusOK {
-			var out struct {
-				OutputIDs []int `json:"output_ids"`
-			}
-			if err := json.Unmarshal(data, &out); err != nil {
-				return "", time.Since(start), fmt.Errorf("decode test reply: %w", err)
-			}
-			return fmt.Sprintf("/generate: %d tokens %v", len(out.OutputIDs), out.OutputIDs), time.Since(start), nil
-		}
-	}
-	lat := time.Since(start)
-	if err != nil {
-		return "", lat, err
-	}
-	if status != http.StatusOK {
-		return "", lat, fmt.Errorf("test request: HTTP %d: %s", status, strings.TrimSpace(string(data)))
-	}
-	var out chatReply
-	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
-		return "", lat, fmt.Errorf("decode test reply: %v: %s", err, data)
-	}
-	c := out.Choices[0]
-	return fmt.Sprintf("%s (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
-}
-
-// chatReply is the part of an OpenAI chat completion tsd reads.
-type chatReply struct {
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key := os.Getenv(b.apiKeyEnv); b.apiKeyEnv != "" && key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("test request: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("read test reply: %w", err)
-	}
-	return resp.StatusCode, data, nil
 }
 
 // embeddedGateway is the gateway package's Gateway with the OpenAI front end

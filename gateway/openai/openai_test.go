@@ -90,7 +90,7 @@ type chatResp struct {
 		FinishReason string `json:"finish_reason"`
 		MatchedStop  any    `json:"matched_stop"`
 	} `json:"choices"`
-	Usage usage `json:"usage"`
+	Usage Usage `json:"usage"`
 }
 
 // Non-streaming chat renders the template, counts usage and reports EOS as stop.

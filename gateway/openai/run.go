@@ -235,7 +235,8 @@ func engineError(err error, status int, code, prefix string) *apiError {
 }
 
 // usage is OpenAI's usage object.
-type usage struct {
+// Usage is a reply's token counts (OpenAI's usage object).
+type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
@@ -250,9 +251,9 @@ type choiceState struct {
 }
 
 // collect gathers every piece; the first error cancels the rest.
-func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf func(index int) int) ([]choiceState, usage, *apiError) {
+func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf func(index int) int) ([]choiceState, Usage, *apiError) {
 	states := make([]choiceState, n)
-	var u usage
+	var u Usage
 	var firstErr *apiError
 	seenPrompt := map[int]bool{}
 	for pc := range pieces {
