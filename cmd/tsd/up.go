@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,7 +307,7 @@ func (c upCmd) runSupervisor() error {
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
-		Telemetry:   &telemetryDecorator{t: tel, plan: plan, steps: steps},
+		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(plan, steps)),
 		OnEvent:     out.event,
 		Events:      events,
 		Runs:        runs,
@@ -689,56 +688,25 @@ func (h *headlessOut) printEvent(e snapshot.Event, idx map[string]int) {
 	h.w.Flush()
 }
 
-// telemetryDecorator folds the telemetry package's latest readings into
-// each Snapshot and keeps telemetry's role list in step with the PIDs.
-type telemetryDecorator struct {
-	t     *telemetry.Telemetry
-	plan  *profiles.Plan
-	roles []telemetry.RoleInfo
-	steps *slurmSteps // nil unless --launcher slurm
-}
-
-func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
-	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
-	steps := d.steps.get()
-	for i, r := range s.Roles {
+// telemetryWatch says what telemetry watches for each role (the GPU↔role
+// join itself is telemetry.Decorator's): its process tree and the devices
+// its plan gives it; a Slurm role's engine runs under slurmstepd, not
+// under its pid (srun's), so it gets no process readings rather than
+// srun's, and its GPUs are the ones Slurm gave the step, read on this
+// node only when the step runs here.
+func telemetryWatch(plan *profiles.Plan, steps *slurmSteps) func(r *snapshot.RoleStatus) telemetry.RoleInfo {
+	return func(r *snapshot.RoleStatus) telemetry.RoleInfo {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
-		if rp, ok := d.plan.Role(r.Name); ok {
-			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
-			if rp.Launcher == profiles.LauncherSlurm {
-				// The engine runs under slurmstepd, not under this pid
-				// (srun's): no process readings rather than srun's. Its
-				// GPUs are the ones Slurm gave the step, read on this
-				// node only when the step runs here.
-				st, have := steps[r.Name]
-				info.RootPID = 0
-				info.CudaVisibleDevices = slurmRoleView(rp, st, have, &s.Roles[i])
-			}
+		rp, ok := plan.Role(r.Name)
+		if !ok {
+			return info
 		}
-		roles = append(roles, info)
-	}
-	if !reflect.DeepEqual(roles, d.roles) {
-		d.roles = roles
-		d.t.SetRoles(roles)
-	}
-	rd := d.t.Latest()
-	s.GPUs = rd.GPUs
-	s.GPUInfo = rd.Panel
-	for i := range s.Roles {
-		name := s.Roles[i].Name
-		if p, ok := rd.Procs[name]; ok && s.Roles[i].PID != 0 {
-			p := p
-			s.Roles[i].Proc = &p
+		info.CudaVisibleDevices = rp.Env[plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
+		if rp.Launcher == profiles.LauncherSlurm {
+			st, have := steps.get()[r.Name]
+			info.RootPID = 0
+			info.CudaVisibleDevices = slurmRoleView(rp, st, have, r)
 		}
-		s.Roles[i].GPUMemB = rd.RoleGPUMem[name]
-		if u := rd.RoleGPUUUIDs[name]; len(u) > 0 {
-			s.Roles[i].GPUUUIDs = u
-		}
+		return info
 	}
-}
-
-// HoldGPUs lets the supervisor verify that a stopped role's GPU memory is
-// released (supervisor.GPUReleaseVerifier).
-func (d *telemetryDecorator) HoldGPUs(role string) func(context.Context) (bool, string) {
-	return d.t.HoldGPUs(role)
 }
