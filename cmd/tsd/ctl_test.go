@@ -177,13 +177,14 @@ func TestPlanPorts(t *testing.T) {
 			{URL: "ipc:///run/x", Handshake: "tcp://127.0.0.1:21000", Bootstrap: "127.0.0.1:8998"},
 			{URL: "tcp://127.0.0.1:9100", Handshake: "tcp://127.0.0.1:21001"},
 		}},
-		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998}},
+		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998,
+			KVEvents: &profiles.KVEventsPlan{Port: 9200, ReplayPort: 9202, Publish: []string{"a", "b"}, Replay: []string{"c", "d"}}}},
 	}
 	got := map[int]bool{}
 	for _, n := range planPorts(p) {
 		got[n] = true
 	}
-	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001} {
+	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001, 9200, 9201, 9202, 9203} {
 		if !got[want] {
 			t.Errorf("port %d not claimed (%v)", want, got)
 		}
