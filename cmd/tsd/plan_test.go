@@ -254,4 +254,3 @@ func TestPlanShowsKVEvents(t *testing.T) {
 		t.Fatalf("command line %q does not carry the config %s", pf.CommandLine(), pf.KVEvents.Config)
 	}
 }
-
