@@ -778,6 +778,8 @@ func (f *flight) onPrefill(pr legResult) bool {
 		f.ds.Abort(nil)
 		f.fail("prefill_aborted", gen.Event{PromptTokens: pr.out.PromptTokens, Finish: &gen.Finish{Reason: gen.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}})
 		return true
+	default:
+		recordPrefill(f.rec, f.ps, pr.out)
 	}
 	return false
 }
