@@ -579,6 +579,11 @@ func (p *overviewPage) columns() []column {
 				return "-", plain
 			}},
 		}
+		if _, ok := cachedShare(p.m.snap.Gateway.Roles); ok {
+			// Prefills with a prefix cache to show: the share of their
+			// prompt tokens found cached, or why kv_aware cannot see it.
+			traffic = append(traffic, column{"CACHE", 9, true, 4, cacheCell})
+		}
 		// After INFL: load first, then the process columns.
 		for i, c := range all {
 			if c.title == "INFL" {
@@ -622,6 +627,25 @@ func (p *overviewPage) columns() []column {
 	}})
 	return all
 }
+
+// cacheCell is a prefill's cached-token share over the traffic window,
+// or "kv absent" when kv_aware must route it by cache_aware.
+func cacheCell(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+	t := p.curTraffic
+	switch {
+	case t == nil || len(t.Cache) == 0 && t.KVEvents == "":
+		return "-", pPlain
+	case t.KVEvents == snapshot.KVEventsAbsent:
+		return kvAbsentShort, pWarn
+	case t.PromptTokS <= 0:
+		return "-", pPlain
+	}
+	return ftoa(t.CachedShare*100, 0) + "%", pPlain
+}
+
+// kvAbsentShort is the overview's form of the gateway's "kv events
+// absent: routing by cache_aware" (the inspector shows the whole note).
+const kvAbsentShort = "kv absent"
 
 // row renders one table line; r == nil renders the header.
 func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled, selected bool) string {

@@ -21,9 +21,13 @@ type trends struct {
 	queued   *series
 	// The gateway's latency percentiles over its last minute, in ms.
 	ttft50, ttft99, itl50, itl99 *series
-	gpuUtil                      map[int]*series // by GPU index
-	gpuMem                       map[int]*series // percent of the card
-	bar                          *painter        // the sparklines' colour
+	// cached is the share of the prefills' prompt tokens found in the
+	// engines' prefix caches (percent), kept once a prefill reports one.
+	cached   *series
+	hasCache bool
+	gpuUtil  map[int]*series // by GPU index
+	gpuMem   map[int]*series // percent of the card
+	bar      *painter        // the sparklines' colour
 }
 
 // rateHalfLife smooths the gateway's per-snapshot rates: long enough that
@@ -36,7 +40,7 @@ func newTrends() *trends {
 		reqRate: ewma{hl: rateHalfLife}, tokRate: ewma{hl: rateHalfLife},
 		req: newSeries(historyCap), tok: newSeries(historyCap), inflight: newSeries(historyCap),
 		queued: newSeries(historyCap), ttft50: newSeries(historyCap), ttft99: newSeries(historyCap),
-		itl50: newSeries(historyCap), itl99: newSeries(historyCap),
+		itl50: newSeries(historyCap), itl99: newSeries(historyCap), cached: newSeries(historyCap),
 		gpuUtil: map[int]*series{}, gpuMem: map[int]*series{},
 	}
 }
@@ -58,6 +62,10 @@ func (t *trends) fold(s snapshot.Snapshot) {
 	t.ttft99.add(s.Time, ms(g.TTFTp99))
 	t.itl50.add(s.Time, ms(g.ITLp50))
 	t.itl99.add(s.Time, ms(g.ITLp99))
+	if share, ok := cachedShare(g.Roles); ok || t.hasCache {
+		t.hasCache = true
+		t.cached.add(s.Time, share*100)
+	}
 	for _, gpu := range s.GPUs {
 		if t.gpuUtil[gpu.Index] == nil {
 			t.gpuUtil[gpu.Index] = newSeries(historyCap)
@@ -70,6 +78,24 @@ func (t *trends) fold(s snapshot.Snapshot) {
 		}
 		t.gpuMem[gpu.Index].add(s.Time, mem)
 	}
+}
+
+// cachedShare is the prompt-weighted share of cached prompt tokens over
+// the prefill roles; ok is false when no role has a prefix cache to show.
+func cachedShare(roles []snapshot.RoleTraffic) (share float64, ok bool) {
+	var prompt, cached float64
+	for _, r := range roles {
+		if len(r.Cache) == 0 {
+			continue
+		}
+		ok = true
+		prompt += r.PromptTokS
+		cached += r.PromptTokS * r.CachedShare
+	}
+	if prompt > 0 {
+		share = cached / prompt
+	}
+	return share, ok
 }
 
 // smoothed are the gateway's rates as the trends read them now.
@@ -95,6 +121,9 @@ func (t *trends) rows(device string) []trendRow {
 		{"ttft p99", t.ttft99, 0, msText(t.ttft99.last())},
 		{"itl p50", t.itl50, 0, msText(t.itl50.last())},
 		{"itl p99", t.itl99, 0, msText(t.itl99.last())},
+	}
+	if t.hasCache {
+		out = append(out, trendRow{"cached", t.cached, 100, fmt.Sprintf("%.0f%%", t.cached.last())})
 	}
 	idx := make([]int, 0, len(t.gpuUtil))
 	for i := range t.gpuUtil {
