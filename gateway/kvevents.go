@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -186,3 +187,7 @@ func kvNote(kvAware bool, why string) string {
 	}
 	return n
 }
+
+// The dispatch's kv_aware policy reads the subscriber through its own
+// interface.
+var _ dispatch.KVIndex = (*kvevents.Subscriber)(nil)

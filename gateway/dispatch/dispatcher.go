@@ -84,6 +84,10 @@ type Config struct {
 	// OnPanic reports a panic a recover boundary caught (logged, counted
 	// in tsd_gateway_panics_total, an event).
 	OnPanic func(where string, v any, stack []byte)
+	// KV is the index of the engines' KV events the kv_aware policy reads;
+	// nil means no KV events at all: kv_aware falls back to cache_aware
+	// for every worker.
+	KV KVIndex
 }
 
 // Dispatcher implements gen.Engine over the lane's workers.
