@@ -218,3 +218,19 @@ func TestRenderStatusDrainAndStall(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderStatusKVAbsent: a prefill whose KV events kv_aware cannot
+// follow says so in `tsd status`, as its JSON does.
+func TestRenderStatusKVAbsent(t *testing.T) {
+	s := snapshot.Snapshot{Name: "kv", Gateway: snapshot.GatewayStatus{URL: "http://127.0.0.1:8000", Roles: []snapshot.RoleTraffic{
+		{Role: "prefill", KVEvents: snapshot.KVEventsAbsent, KVNote: "kv events absent: routing by cache_aware (rank 0: publisher not connected)"},
+		{Role: "prefill-1", KVEvents: snapshot.KVEventsLive},
+	}}}
+	var b strings.Builder
+	if err := renderStatus(&b, s, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  prefill: kv events absent: routing by cache_aware (rank 0: publisher not connected)\n") || strings.Contains(b.String(), "prefill-1:") {
+		t.Fatalf("status:\n%s", b.String())
+	}
+}
