@@ -53,6 +53,7 @@ type replayKey struct {
 // replayPlan is what to do with a whole replay answer.
 type replayPlan struct {
 	restart bool   // a new publisher: reset the index first
+	again   bool   // ... and ask for its batches from 0 (the answer did not start there)
 	from    int    // items[from:] are applied, in order
 	lost    string // batches the index needs are gone ("" if none)
 }
@@ -60,37 +61,32 @@ type replayPlan struct {
 // decideReplayAnswer judges a replay answer (its batches in the order
 // sent, oldest first). started, next and lastTS describe the index: what
 // it applied last (lastTS is that batch's ts). verify: the answer is the
-// one asked for from 0 after a reconnect, to tell whether the publisher
-// is still the one the index follows: a restarted engine's publisher
-// numbers from 0 again, so its buffer either lacks the index's last
-// batch or holds another batch under that number. need > 0: a known gap
-// ends below need, which the answer must reach.
+// one asked for from the index's last batch (next-1) after a reconnect,
+// to tell whether the publisher is still the one the index follows: a
+// restarted engine's publisher numbers from 0 again, so its buffer either
+// lacks that number (it is behind) or holds another batch under it.
+// need > 0: a known gap ends below need, which the answer must reach.
 func decideReplayAnswer(started bool, next uint64, lastTS float64, verify bool, need uint64, items []replayKey) replayPlan {
 	for i := 1; i < len(items); i++ {
 		if items[i].seq != items[i-1].seq+1 {
-			return replayPlan{lost: fmt.Sprintf("the replay answer skips from batch %d to %d", items[i-1].seq, items[i].seq)}
+			return replayPlan{from: len(items), lost: fmt.Sprintf("the replay answer skips from batch %d to %d", items[i-1].seq, items[i].seq)}
 		}
 	}
 	if verify && started && next > 0 {
-		k := -1
-		for i, it := range items {
-			if it.seq == next-1 {
-				k = i
-				break
-			}
-		}
+		last := next - 1
 		switch {
-		case k >= 0 && items[k].ts == lastTS:
-			return replayPlan{from: k + 1} // the same publisher
-		case k >= 0, len(items) == 0, items[len(items)-1].seq+1 < next:
-			// Another batch under our last number, or a publisher behind
-			// us: it restarted.
-			if len(items) > 0 && items[0].seq != 0 {
-				return replayPlan{restart: true, from: len(items), lost: fmt.Sprintf("the restarted publisher's buffer starts at batch %d", items[0].seq)}
+		case len(items) > 0 && items[0].seq == last && items[0].ts == lastTS:
+			return replayPlan{from: 1} // the same publisher
+		case len(items) == 0 || items[0].seq == last:
+			// Behind us, or another batch under our last number: a
+			// restarted publisher. Its batches from 0 are needed, unless
+			// this answer (asked from 0) is them.
+			if last == 0 && len(items) > 0 {
+				return replayPlan{restart: true}
 			}
-			return replayPlan{restart: true}
+			return replayPlan{restart: true, again: true, from: len(items)}
 		default:
-			return replayPlan{from: len(items), lost: fmt.Sprintf("the replay buffer starts at batch %d, after the last one applied (%d)", items[0].seq, next-1)}
+			return replayPlan{from: len(items), lost: fmt.Sprintf("the replay buffer starts at batch %d, after the last one applied (%d)", items[0].seq, last)}
 		}
 	}
 	i := 0

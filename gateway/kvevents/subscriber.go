@@ -52,6 +52,11 @@ type Options struct {
 	// MaxReplay bounds the batches of one replay answer; 0: twice the
 	// engine's default buffer (20,000).
 	MaxReplay int
+	// MaxHeldBytes bounds the payload bytes of the live batches held
+	// during a replay, and separately those of one replay answer; 0:
+	// 64 MiB. (A step's batch is tens of KB; a hostile publisher stops
+	// here.)
+	MaxHeldBytes int
 	// OnChange is called by an engine's owner after its state changed
 	// (tests wait on it; it must not block).
 	OnChange func(worker string)
@@ -82,6 +87,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxReplay <= 0 {
 		o.MaxReplay = 2 * DefaultBufferSteps
 	}
+	if o.MaxHeldBytes <= 0 {
+		o.MaxHeldBytes = 64 << 20
+	}
 	o.Limits = o.Limits.withDefaults()
 	return o
 }
@@ -111,7 +119,7 @@ func New(engines []EngineConfig, o Options) *Subscriber {
 			continue
 		}
 		e := &engine{s: s, cfg: c, log: o.Logger.With("worker", c.Worker),
-			inbox: make(chan note, 256), queries: make(chan *query, 64), regs: make(chan int, 64)}
+			inbox: make(chan note, 16), queries: make(chan *query, 64), regs: make(chan int, 64)}
 		for range c.Ranks {
 			e.ranks = append(e.ranks, &rankState{idx: NewIndex(o.MaxTokens), replays: make(chan replayReq, 1)})
 		}
@@ -257,6 +265,7 @@ type note struct {
 	batch Batch
 	err   error
 	id    uint64 // replay request the item answers
+	size  int    // the payload's bytes (the held-bytes budgets)
 }
 
 type replayReq struct {
@@ -314,6 +323,8 @@ type rankState struct {
 	verify     bool   // the replay in flight also checks the publisher's identity
 	answer     []pendingBatch
 	pending    []pendingBatch // live batches held while the replay runs
+	answerB    int            // payload bytes in answer
+	pendingB   int            // payload bytes in pending
 	replays    chan replayReq
 	lastReplay time.Time
 }
@@ -371,7 +382,7 @@ func (e *engine) safe(where string, f, undo func()) {
 func (e *engine) resetAll() {
 	for _, r := range e.ranks {
 		r.idx.Reset()
-		r.started, r.next, r.replaying, r.pending, r.answer = false, 0, false, nil, nil
+		r.started, r.next, r.replaying, r.pending, r.answer, r.pendingB, r.answerB = false, 0, false, nil, nil, 0, 0
 		r.broken = "index reset after an internal error"
 	}
 	e.publish()
@@ -421,15 +432,19 @@ func (e *engine) handle(n note) {
 		r.note = "publisher not connected"
 		// A replay in flight is given up; the replay after the next
 		// connection brings whatever it would have.
-		r.replaying, r.answer, r.pending = false, nil, nil
+		e.abandonReplay(n.rank)
+		r.pending, r.pendingB = nil, 0
 	case noteMessage:
 		if r.replaying {
-			if len(r.pending) >= e.s.opts.MaxPending {
+			if len(r.pending) >= e.s.opts.MaxPending || r.pendingB+n.size > e.s.opts.MaxHeldBytes {
 				e.abandonReplay(n.rank)
-				e.lose(n.rank, fmt.Sprintf("more than %d batches arrived during a replay", e.s.opts.MaxPending), n.seq+1)
+				r.pending, r.pendingB = nil, 0
+				e.lose(n.rank, fmt.Sprintf("more than %d batches (%d bytes) arrived during a replay", e.s.opts.MaxPending, e.s.opts.MaxHeldBytes), n.seq+1)
+				e.publish()
 				return
 			}
 			r.pending = append(r.pending, pendingBatch{n.seq, n.batch})
+			r.pendingB += n.size
 			return
 		}
 		e.consume(n.rank, n.seq, n.batch)
@@ -439,11 +454,13 @@ func (e *engine) handle(n note) {
 		if !current {
 			return // a replay given up on
 		}
-		if len(r.answer) >= e.s.opts.MaxReplay {
-			e.replayEnded(n.rank, fmt.Errorf("replay answer of more than %d batches", e.s.opts.MaxReplay))
+		if len(r.answer) >= e.s.opts.MaxReplay || r.answerB+n.size > e.s.opts.MaxHeldBytes {
+			e.replayEnded(n.rank, fmt.Errorf("replay answer of more than %d batches or %d bytes", e.s.opts.MaxReplay, e.s.opts.MaxHeldBytes))
+			e.publish()
 			return
 		}
 		r.answer = append(r.answer, pendingBatch{n.seq, n.batch})
+		r.answerB += n.size
 	case noteReplayDone:
 		if current {
 			e.replayEnded(n.rank, nil)
@@ -514,8 +531,9 @@ func (e *engine) apply(rank int, seq uint64, b Batch) {
 }
 
 // requestReplay asks the rank's replayer for the batches the index may
-// lack: from its next sequence, or (verify, after a reconnect) from 0 to
-// check the publisher too. need > 0: a known gap ends below it.
+// lack: from its next sequence, or (verify, after a reconnect) from the
+// last one it applied, to check the publisher too. need > 0: a known gap
+// ends below it.
 func (e *engine) requestReplay(rank int, need uint64, verify bool) {
 	r := e.ranks[rank]
 	if r.replaying && !verify {
@@ -530,11 +548,11 @@ func (e *engine) requestReplay(rank int, need uint64, verify bool) {
 		return
 	}
 	from := r.next
-	if verify && r.started {
-		from = 0
+	if verify && r.started && r.next > 0 {
+		from = r.next - 1
 	}
 	e.replayID++
-	r.replaying, r.replay, r.replayNeed, r.verify, r.answer = true, e.replayID, need, verify, nil
+	r.replaying, r.replay, r.replayNeed, r.verify, r.answer, r.answerB = true, e.replayID, need, verify, nil, 0
 	r.lastReplay = time.Now()
 	req := replayReq{id: e.replayID, from: from}
 	select {
@@ -553,7 +571,7 @@ func (e *engine) requestReplay(rank int, need uint64, verify bool) {
 // abandonReplay forgets the replay in flight (its answers are ignored).
 func (e *engine) abandonReplay(rank int) {
 	r := e.ranks[rank]
-	r.replaying, r.answer = false, nil
+	r.replaying, r.answer, r.answerB = false, nil, 0
 }
 
 // replayEnded applies a finished replay answer (err: it failed) and then
@@ -561,7 +579,7 @@ func (e *engine) abandonReplay(rank int) {
 func (e *engine) replayEnded(rank int, err error) {
 	r := e.ranks[rank]
 	items, verify, need := r.answer, r.verify, r.replayNeed
-	r.replaying, r.answer, r.replayNeed, r.verify = false, nil, 0, false
+	r.replaying, r.answer, r.answerB, r.replayNeed, r.verify = false, nil, 0, 0, false
 	r.synced = r.connected
 	switch {
 	case err != nil && need == 0:
@@ -589,6 +607,12 @@ func (e *engine) replayEnded(rank int, err error) {
 		if verify {
 			r.fresh = false
 		}
+		if plan.again {
+			// The restarted publisher's batches from 0; the live ones
+			// stay held until they are in.
+			e.requestReplay(rank, 0, false)
+			return
+		}
 	}
 	e.drainPending(rank)
 }
@@ -607,7 +631,7 @@ func (r *rankState) resumeAt() uint64 {
 func (e *engine) drainPending(rank int) {
 	r := e.ranks[rank]
 	held := r.pending
-	r.pending = nil
+	r.pending, r.pendingB = nil, 0
 	for i, p := range held {
 		if r.replaying {
 			r.pending = append(r.pending, held[i:]...)
@@ -644,7 +668,7 @@ func (e *engine) registered(rank int) {
 	e.resetRank(r)
 	r.fresh = true
 	e.abandonReplay(rank)
-	r.pending = nil
+	r.pending, r.pendingB = nil, 0
 	if r.connected {
 		e.requestReplay(rank, 0, false) // anything its new publisher sent already
 	}
@@ -795,7 +819,7 @@ func (e *engine) readSub(rank int, z *zconn) (err error) {
 			continue
 		}
 		b, err := DecodeBatch(m.Payload)
-		n := note{rank: rank, kind: noteMessage, seq: m.Seq, batch: b}
+		n := note{rank: rank, kind: noteMessage, seq: m.Seq, batch: b, size: len(m.Payload)}
 		if err != nil {
 			n = note{rank: rank, kind: noteBadMessage, seq: m.Seq, err: err}
 		}
@@ -896,7 +920,7 @@ func (e *engine) serveReplay(rank int, z *zconn, req replayReq) (_ *zconn, answe
 		if err != nil {
 			return z, true, fmt.Errorf("replayed batch %d: %w", it.Seq, err)
 		}
-		if !e.notify(note{rank: rank, kind: noteReplayItem, id: req.id, seq: it.Seq, batch: b}) {
+		if !e.notify(note{rank: rank, kind: noteReplayItem, id: req.id, seq: it.Seq, batch: b, size: len(it.Payload)}) {
 			return z, true, ctx.Err()
 		}
 	}

@@ -359,3 +359,18 @@ func TestSubscriberMatchConcurrent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+func TestSubscriberBoundsWhatItHolds(t *testing.T) {
+	// A replay answer beyond the held-bytes budget is refused: the gap is
+	// a loss (not live), memory stays bounded.
+	f := newFixture(t, 1, true, DefaultBufferSteps, Options{MaxHeldBytes: 300, CatchUp: -1})
+	f.ready()
+	f.pubs[0].Publish(batch(0, stored(seq(100, 8), bs)))
+	f.matches(cat(seq(100, 8), seq(1, 1)), 8)
+	f.pubs[0].PublishUnsent(batch(0, stored(seq(1000, 400), bs))) // ~1.5 KB, lost on the way
+	f.pubs[0].Publish(batch(0))
+	f.waitFor("not live", func() bool { return !f.live() })
+	if st := f.status(); !strings.Contains(st.Note, "bytes") {
+		t.Fatalf("note %q", st.Note)
+	}
+}

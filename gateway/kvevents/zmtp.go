@@ -31,16 +31,19 @@ var peerTypes = map[string][]string{typeSUB: {"PUB", "XPUB"}, typeDEALER: {"ROUT
 
 // Limits bound what one peer can make the client buffer.
 type Limits struct {
-	MaxFrame   int64 // largest frame accepted; 0: 16 MiB
-	MaxMessage int64 // largest whole message; 0: 32 MiB
+	MaxFrame   int64 // largest frame accepted; 0: 4 MiB
+	MaxMessage int64 // largest whole message; 0: 4 MiB
 }
 
+// One scheduler step's batch is tens of KB (a chunked prefill of 8192
+// tokens stores 128 pages of about 200 bytes each); 4 MiB leaves a wide
+// margin while keeping what a peer can make the gateway hold small.
 func (l Limits) withDefaults() Limits {
 	if l.MaxFrame <= 0 {
-		l.MaxFrame = 16 << 20
+		l.MaxFrame = 4 << 20
 	}
 	if l.MaxMessage <= 0 {
-		l.MaxMessage = 32 << 20
+		l.MaxMessage = 4 << 20
 	}
 	if l.MaxFrame > l.MaxMessage {
 		l.MaxFrame = l.MaxMessage
