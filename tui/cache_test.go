@@ -81,3 +81,20 @@ func TestCacheKVAbsent(t *testing.T) {
 		t.Fatalf("inspector lacks the note:\n%s", out)
 	}
 }
+
+// A rank row shows its own rank's share.
+func TestCacheRankCell(t *testing.T) {
+	t.Parallel()
+	tr := &snapshot.RoleTraffic{Cache: []snapshot.RankCache{{DPRank: 0, PromptTokS: 10, CachedShare: 0.42}, {DPRank: 1}}}
+	p := &overviewPage{curRankCache: rankCache(tr, 0)}
+	if got, _ := cacheCell(p, nil); got != "42%" {
+		t.Errorf("rank 0: %q", got)
+	}
+	p.curRankCache = rankCache(tr, 1)
+	if got, _ := cacheCell(p, nil); got != "-" {
+		t.Errorf("rank 1 without prompts: %q", got)
+	}
+	if rankCache(tr, 2) != nil || rankCache(nil, 0) != nil {
+		t.Error("rankCache out of range")
+	}
+}

@@ -29,9 +29,12 @@ type overviewPage struct {
 	// gateway's accounting for the row (nil: none).
 	curLabel   string
 	curTraffic *snapshot.RoleTraffic
-	curGPUMem  []gpuMem // a group's memory per GPU; nil: the row's own
-	traffic    map[string]*snapshot.RoleTraffic
-	painters   *[numPaints]painter
+	// curRankCache is the prefix cache of the rank row being drawn (nil
+	// on other rows, or for a rank with none).
+	curRankCache *snapshot.RankCache
+	curGPUMem    []gpuMem // a group's memory per GPU; nil: the row's own
+	traffic      map[string]*snapshot.RoleTraffic
+	painters     *[numPaints]painter
 	// The widest name, state and GPU cells seen so far: columns only ever
 	// widen, so a role changing state does not shift every column.
 	nameW, stateW, gpuW int
@@ -346,12 +349,16 @@ func (p *overviewPage) View() string {
 			tmp = rankStatus(&s.Roles[d.role], d.rank)
 			r = &tmp
 			p.curTraffic = nil
+			p.curRankCache = rankCache(p.traffic[s.Roles[d.role].Name], s.Roles[d.role].Ranks[d.rank].DPRank)
 		default:
 			r = &s.Roles[d.role]
 			p.curTraffic = p.traffic[r.Name]
 		}
 		if d.kind != rowGroup {
 			p.curGPUMem = nil
+		}
+		if d.kind != rowRank {
+			p.curRankCache = nil
 		}
 		p.curLabel = rowLabel(s, d, p.open)
 		var line string
@@ -631,6 +638,12 @@ func (p *overviewPage) columns() []column {
 // cacheCell is a prefill's cached-token share over the traffic window,
 // or "kv absent" when kv_aware must route it by cache_aware.
 func cacheCell(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
+	if c := p.curRankCache; c != nil {
+		if c.PromptTokS <= 0 {
+			return "-", pPlain
+		}
+		return ftoa(c.CachedShare*100, 0) + "%", pPlain
+	}
 	t := p.curTraffic
 	switch {
 	case t == nil || len(t.Cache) == 0 && t.KVEvents == "":
@@ -641,6 +654,14 @@ func cacheCell(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
 		return "-", pPlain
 	}
 	return ftoa(t.CachedShare*100, 0) + "%", pPlain
+}
+
+// rankCache is DP rank dp's prefix cache in a role's traffic row.
+func rankCache(t *snapshot.RoleTraffic, dp int) *snapshot.RankCache {
+	if t == nil || dp < 0 || dp >= len(t.Cache) {
+		return nil
+	}
+	return &t.Cache[dp]
 }
 
 // kvAbsentShort is the overview's form of the gateway's "kv events
