@@ -139,11 +139,11 @@ func (s *Subscriber) Start() {
 	for _, w := range s.order {
 		e := s.engines[w]
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); e.own() }()
+		go func() { defer s.wg.Done(); e.supervise("owner", e.own) }()
 		for i := range e.ranks {
 			s.wg.Add(2)
-			go func() { defer s.wg.Done(); e.readLoop(i) }()
-			go func() { defer s.wg.Done(); e.replayLoop(i) }()
+			go func() { defer s.wg.Done(); e.supervise("reader", func() { e.readLoop(i) }) }()
+			go func() { defer s.wg.Done(); e.supervise("replayer", func() { e.replayLoop(i) }) }()
 		}
 	}
 }
@@ -362,6 +362,29 @@ func (e *engine) own() {
 			e.safe("registration", func() { e.registered(r) }, e.resetAll)
 		case <-tick:
 			e.safe("catch-up", e.catchUp, e.resetAll)
+		}
+	}
+}
+
+// supervise runs loop until the subscriber closes: a panic that escapes
+// it is reported and the loop starts again (the daemon never dies of a
+// publisher).
+func (e *engine) supervise(what string, loop func()) {
+	for e.s.ctx.Err() == nil {
+		panicked := false
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					panicked = true
+					if h := e.s.opts.OnPanic; h != nil {
+						h("kv events "+what+" of "+e.cfg.Worker, v, debug.Stack())
+					}
+				}
+			}()
+			loop()
+		}()
+		if panicked && !e.sleep(e.s.opts.RetryMax) {
+			return // not a tight loop on a panic that repeats
 		}
 	}
 }
