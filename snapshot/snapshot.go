@@ -66,21 +66,26 @@ type GatewayStatus struct {
 	// /metrics reports), one entry per role instance it routes to.
 	Roles []RoleTraffic `json:"roles,omitempty"`
 	// TTFT and ITL percentiles over every request of the last minute
-	// (gateway/traffic), whatever role served it.
-	TTFTp50 time.Duration `json:"ttft_p50,omitempty"`
-	TTFTp99 time.Duration `json:"ttft_p99,omitempty"`
-	ITLp50  time.Duration `json:"itl_p50,omitempty"`
-	ITLp99  time.Duration `json:"itl_p99,omitempty"`
+	// (gateway/traffic), whatever role served it. In JSON they are float
+	// milliseconds under keys that say so (ttft_p50_ms, json.go).
+	TTFTp50 time.Duration `json:"-"`
+	TTFTp99 time.Duration `json:"-"`
+	ITLp50  time.Duration `json:"-"`
+	ITLp99  time.Duration `json:"-"`
 }
 
-// RoleTraffic is one role's share of the gateway's traffic.
+// RoleTraffic is one role's share of the gateway's traffic. Its
+// latencies are float milliseconds in JSON (ttft_p50_ms, json.go).
 type RoleTraffic struct {
-	Role             string
-	ReqPerS, TokPerS float64
-	InFlight         int
-	Errors           uint64
-	TTFTp50, TTFTp99 time.Duration
-	ITLp50, ITLp99   time.Duration
+	Role     string        `json:"role"`
+	ReqPerS  float64       `json:"req_per_sec"`
+	TokPerS  float64       `json:"tok_per_sec"`
+	InFlight int           `json:"in_flight"`
+	Errors   uint64        `json:"errors"`
+	TTFTp50  time.Duration `json:"-"`
+	TTFTp99  time.Duration `json:"-"`
+	ITLp50   time.Duration `json:"-"`
+	ITLp99   time.Duration `json:"-"`
 
 	// The prefix cache (prefill roles): CachedShare is the share of the
 	// prompt tokens it prefilled over the traffic window that its engine
@@ -88,14 +93,14 @@ type RoleTraffic struct {
 	// PromptTokS is those prompt tokens per second (0: no prefill in the
 	// window, so no share to show). Cache has one entry per DP rank, with
 	// the blocks the gateway's KV event index holds for it.
-	CachedShare float64     `json:",omitempty"`
-	PromptTokS  float64     `json:",omitempty"`
-	Cache       []RankCache `json:",omitempty"`
+	CachedShare float64     `json:"cached_share,omitempty"`
+	PromptTokS  float64     `json:"prompt_tok_per_sec,omitempty"`
+	Cache       []RankCache `json:"cache,omitempty"`
 	// KVEvents says how the gateway follows the engine's KV events:
 	// "" it publishes none and none is needed, "live", or "absent" with
 	// KVNote saying why (then kv_aware routes it by cache_aware).
-	KVEvents string `json:",omitempty"`
-	KVNote   string `json:",omitempty"`
+	KVEvents string `json:"kv_events,omitempty"`
+	KVNote   string `json:"kv_note,omitempty"`
 }
 
 // RankCache is one attention-DP rank's prefix cache as the gateway sees
