@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -315,7 +316,10 @@ type rankState struct {
 	// then needs no reset, the stream already reset the index.
 	newStream bool
 	broken    string // an unrecovered loss: not live until a restart or AllBlocksCleared
-	note      string // the last problem worth showing
+	// suspect: its last connection ended in a protocol violation; not
+	// live until it delivers a valid batch again.
+	suspect bool
+	note    string // the last problem worth showing
 
 	replaying  bool
 	replay     uint64 // id of the replay in flight
@@ -415,7 +419,7 @@ func (e *engine) answer(q *query) {
 	live := true
 	var keys []uint64
 	for i, r := range e.ranks {
-		if !r.connected || !r.synced || r.broken != "" {
+		if !r.connected || !r.synced || r.suspect || r.broken != "" {
 			live = false
 			break
 		}
@@ -439,8 +443,10 @@ func (e *engine) handle(n note) {
 	switch n.kind {
 	case noteConnected:
 		r.connected, r.fresh, r.synced = true, true, false
-		r.note = ""
-		e.log.Info("kv events: subscribed", "dp_rank", n.rank, "endpoint", e.cfg.Ranks[n.rank].Publish)
+		if !r.suspect {
+			r.note = ""
+			e.log.Info("kv events: subscribed", "dp_rank", n.rank, "endpoint", e.cfg.Ranks[n.rank].Publish)
+		}
 		// Catch up on what was published before the subscription took,
 		// and tell a restarted publisher from the one the index follows.
 		e.requestReplay(n.rank, 0, true)
@@ -448,11 +454,22 @@ func (e *engine) handle(n note) {
 			r.synced = true // no replay socket: nothing to catch up with
 		}
 	case noteDisconnected:
-		if r.connected {
+		var pe protocolError
+		bad := errors.As(n.err, &pe)
+		switch {
+		case bad && !r.suspect:
+			e.log.Warn("kv events: the publisher sent bad data; connection cut, not trusted until it sends a valid batch", "dp_rank", n.rank, "err", pe.Error())
+		case r.connected && !r.suspect:
 			e.log.Info("kv events: publisher connection lost; reconnecting", "dp_rank", n.rank, "err", errText(n.err))
 		}
 		r.connected, r.newStream, r.synced = false, false, false
 		r.note = "publisher not connected"
+		if bad {
+			r.suspect = true
+			r.note = "publisher sent bad data: " + pe.Error()
+		} else if r.suspect {
+			r.note = "publisher not connected (it sent bad data before)"
+		}
 		// A replay in flight is given up; the replay after the next
 		// connection brings whatever it would have.
 		e.abandonReplay(n.rank)
@@ -541,6 +558,9 @@ func (e *engine) apply(rank int, seq uint64, b Batch) {
 	if err != nil {
 		e.lose(rank, "batch "+fmt.Sprint(seq)+" refused: "+err.Error(), seq+1)
 		return
+	}
+	if r.suspect {
+		r.suspect, r.note = false, ""
 	}
 	for _, ev := range b.Events {
 		if ev.Kind == KindAllBlocksCleared && r.broken != "" {
@@ -718,6 +738,7 @@ func (e *engine) publish() {
 			if rs.Note == "" {
 				rs.Note = "publisher not connected"
 			}
+		case r.suspect: // r.note says what it sent
 		case !r.synced:
 			rs.Note = "catching up"
 		case r.broken != "":
@@ -791,7 +812,7 @@ func (e *engine) readLoop(rank int) {
 			wait = min(2*wait, o.RetryMax)
 			continue
 		}
-		waiting, wait = false, o.RetryMin
+		waiting = false
 		if !e.notify(note{rank: rank, kind: noteConnected}) {
 			z.close()
 			return
@@ -801,6 +822,16 @@ func (e *engine) readLoop(rank int) {
 		if !e.notify(note{rank: rank, kind: noteDisconnected, err: err}) {
 			return
 		}
+		var pe protocolError
+		if !errors.As(err, &pe) {
+			wait = o.RetryMin
+			continue
+		}
+		// A publisher that breaks the protocol is not redialled at once.
+		if !e.sleep(wait) {
+			return
+		}
+		wait = min(2*wait, o.RetryMax)
 	}
 }
 
@@ -836,7 +867,7 @@ func (e *engine) readSub(rank int, z *zconn) (err error) {
 		}
 		m, err := DecodeMessage(frames)
 		if err != nil {
-			return err // not a KV event publisher: reconnect
+			return protocolError{err} // not a KV event publisher: reconnect
 		}
 		if e.cfg.Topic != "" && !strings.HasPrefix(string(m.Topic), e.cfg.Topic) {
 			continue

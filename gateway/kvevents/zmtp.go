@@ -51,6 +51,14 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// protocolError is a peer breaking the protocol (a frame over the cap,
+// bad framing), as opposed to a connection that ends: the subscriber
+// stops trusting that publisher until it sends valid data again.
+type protocolError struct{ err error }
+
+func (e protocolError) Error() string { return e.err.Error() }
+func (e protocolError) Unwrap() error { return e.err }
+
 // zconn is one connection. Recv is for one goroutine, Send for one.
 type zconn struct {
 	c   net.Conn
@@ -213,7 +221,7 @@ func (z *zconn) readFrame(limit int64) (body []byte, cmd, more bool, err error) 
 		return nil, false, false, err
 	}
 	if flags&^0x07 != 0 {
-		return nil, false, false, fmt.Errorf("invalid frame flags 0x%02x", flags)
+		return nil, false, false, protocolError{fmt.Errorf("invalid frame flags 0x%02x", flags)}
 	}
 	var n uint64
 	if flags&0x02 != 0 {
@@ -230,7 +238,7 @@ func (z *zconn) readFrame(limit int64) (body []byte, cmd, more bool, err error) 
 		n = uint64(c)
 	}
 	if n > uint64(limit) {
-		return nil, false, false, fmt.Errorf("frame of %d bytes exceeds the %d-byte limit", n, limit)
+		return nil, false, false, protocolError{fmt.Errorf("frame of %d bytes exceeds the %d-byte limit", n, limit)}
 	}
 	body = make([]byte, n)
 	if _, err := io.ReadFull(z.br, body); err != nil {
@@ -252,14 +260,14 @@ func (z *zconn) recv() ([][]byte, error) {
 		}
 		if cmd {
 			if len(frames) > 0 {
-				return nil, errors.New("command frame inside a message")
+				return nil, protocolError{errors.New("command frame inside a message")}
 			}
 			continue
 		}
 		total += int64(len(body))
 		frames = append(frames, body)
 		if len(frames) > 64 {
-			return nil, errors.New("message of more than 64 frames")
+			return nil, protocolError{errors.New("message of more than 64 frames")}
 		}
 		if !more {
 			return frames, nil
