@@ -9,7 +9,7 @@ import (
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
-var sizes = []struct{ w, h int }{{120, 40}, {80, 24}}
+var sizes = []struct{ w, h int }{{120, 40}, {80, 24}, {200, 60}}
 
 // The overview shows gateway, every role's state word and the GPU panel at
 // both sizes without colour.

@@ -39,6 +39,7 @@ type watch struct {
 var (
 	_ tui.Backend           = (*Backend)(nil)
 	_ tui.DeploymentStopper = (*Backend)(nil)
+	_ tui.Describer         = (*Backend)(nil)
 )
 
 // Dial connects to the daemon at socket and reads its current Snapshot, so
@@ -142,6 +143,21 @@ func (b *Backend) command(verb, role string) error {
 	return err
 }
 
+func (b *Backend) commandNow(verb, role string, now bool) error {
+	if !now {
+		return b.command(verb, role)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
+	defer cancel()
+	_, err := b.c.Command(ctx, verb, url.Values{"role": {role}, "now": {"1"}})
+	return err
+}
+
+// RestartNow and StopNow are the control socket's restart and stop with
+// now=1 (no drain).
+func (b *Backend) RestartNow(role string, now bool) error { return b.commandNow("restart", role, now) }
+func (b *Backend) StopNow(role string, now bool) error    { return b.commandNow("stop", role, now) }
+
 func (b *Backend) Restart(role string) error { return b.command("restart", role) }
 func (b *Backend) Stop(role string) error    { return b.command("stop", role) }
 func (b *Backend) Start(role string) error   { return b.command("start", role) }
@@ -171,4 +187,12 @@ func (b *Backend) SaveLog(role, path string) (string, error) {
 // gateway (it knows the model name and the API key).
 func (b *Backend) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	return b.c.TestRequest(ctx)
+}
+
+// Describe implements tui.Describer: the role as the daemon planned it,
+// secrets masked there.
+func (b *Backend) Describe(role string) (snapshot.RoleSpec, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
+	defer cancel()
+	return b.c.Describe(ctx, role)
 }
