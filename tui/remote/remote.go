@@ -6,6 +6,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -25,9 +26,28 @@ type Backend struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	first *watch            // the watch Dial opened, handed to the first Subscribe
-	last  snapshot.Snapshot // the newest snapshot any watch read
+	mu       sync.Mutex
+	first    *watch            // the watch Dial opened, handed to the first Subscribe
+	last     snapshot.Snapshot // the newest snapshot any watch read
+	readOnly bool              // SetReadOnly: every control call is refused here
+}
+
+// ErrReadOnly is what a read-only backend answers every control call.
+var ErrReadOnly = errors.New("read-only dashboard (tsd attach --readonly): restart, stop and start are off")
+
+// SetReadOnly makes every control call (restart, stop, start, stop the
+// deployment) fail with ErrReadOnly before it reaches the daemon: an
+// observer's dashboard cannot act, whatever its keys say.
+func (b *Backend) SetReadOnly() {
+	b.mu.Lock()
+	b.readOnly = true
+	b.mu.Unlock()
+}
+
+func (b *Backend) refused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.readOnly
 }
 
 type watch struct {
@@ -137,6 +157,9 @@ func (b *Backend) SubscribeLogs(role string) ([]snapshot.LogLine, <-chan []snaps
 }
 
 func (b *Backend) command(verb, role string) error {
+	if b.refused() {
+		return ErrReadOnly
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
 	defer cancel()
 	_, err := b.c.Command(ctx, verb, url.Values{"role": {role}})
@@ -144,7 +167,7 @@ func (b *Backend) command(verb, role string) error {
 }
 
 func (b *Backend) commandNow(verb, role string, now bool) error {
-	if !now {
+	if !now || b.refused() {
 		return b.command(verb, role)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
@@ -166,6 +189,9 @@ func (b *Backend) RestartAll() error         { return b.command("restart", "") }
 // RollingRestart restarts target's instances one at a time in the daemon,
 // passing on each progress line.
 func (b *Backend) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	if b.refused() {
+		return ErrReadOnly
+	}
 	return b.c.RollingRestart(ctx, target, now, progress)
 }
 
