@@ -24,7 +24,8 @@ import (
 // attached dashboard use it (docs/architecture.md: the dashboard is a client).
 //
 //	GET  /v1/status                     the Snapshot as JSON
-//	GET  /v1/watch                      newline-delimited Snapshots, the current one first
+//	GET  /v1/watch[?history=1]          newline-delimited Snapshots, the current one first
+//	                                    (history: it carries the trend rings, snapshot.History)
 //	POST /v1/restart?role=R[&now=1]     Restart(R) (now: no drain); role "" = RestartAll
 //	POST /v1/restart?rolling=1&role=R[&now=1]  RollingRestart(R): one line per
 //	                                    step as it happens, then "ok" or "error: ..."

@@ -267,6 +267,12 @@ func (m *Model) rearmSnap() tea.Cmd {
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
+	if s.History != nil {
+		// The daemon's trend rings (the first snapshot of an attach): fold
+		// them once, keep none of it in the snapshot.
+		m.trends.fold(s)
+		s.History = nil
+	}
 	m.planSnap = s
 	if m.sortBy != "" {
 		// Snapshots are shared and immutable: sort a copy.

@@ -359,7 +359,7 @@ func (p *overviewPage) View() string {
 		if len(events) > 0 {
 			keep = min(len(events)+1, max(3, room/2))
 		}
-		if tl := m.trends.lines(st, strings.ToLower(deviceLabel(m.snap.GPUInfo)), p.w, room-keep); len(tl) > 0 {
+		if tl := m.trends.lines(st, p.paints(), strings.ToLower(deviceLabel(m.snap.GPUInfo)), p.w, room-keep); len(tl) > 0 {
 			out = append(out, "")
 			out = append(out, tl...)
 		}
@@ -496,7 +496,7 @@ func (p *overviewPage) gatewayLines() []string {
 	}
 	// Rates as the trends smooth them (raw per-snapshot rates jitter).
 	reqRate, tokRate := g.ReqPerSec, g.TokPerSec
-	if p.m.trends.req.len() > 0 {
+	if p.m.trends.set.Len() > 0 {
 		reqRate, tokRate = p.m.trends.smoothed()
 	}
 	parts = append(parts, ready,
@@ -653,8 +653,10 @@ func (p *overviewPage) gpuLines() []string {
 		}
 		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
 			g.Index, fit(g.Name, nameW),
-			p.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
-			p.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
+			// Coloured by load as nvitop does: green light, yellow
+			// moderate, red heavy (utilThresholds, memThresholds).
+			p.bar(float64(g.UtilPct), barW, loadPaint(float64(g.UtilPct), "util")), fitRight(itoa(g.UtilPct)+"%", 4),
+			p.bar(memPct, barW, loadPaint(memPct, "mem")), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
 			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
 		lines = append(lines, l)
 	}

@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
@@ -371,6 +373,72 @@ func TestOutage(t *testing.T) {
 	} {
 		if got := outage(&s, c.kind, c.out) != ""; got != c.want {
 			t.Errorf("outage(%s, %v) = %v, want %v", c.kind, c.out, got, c.want)
+		}
+	}
+}
+
+// An attaching dashboard shows the daemon's past at once: the first
+// snapshot's History seeds the trends (two minutes of samples here, a
+// full sparkline and the span in the heading), and live snapshots go on
+// from there.
+func TestTrendsFromDaemonHistory(t *testing.T) {
+	t.Parallel()
+	daemon := trend.New(time.Second, trend.DefaultCap)
+	s := tuitest.Deployment(4, 1, 2, t0)
+	for i := 120; i >= 1; i-- {
+		x := s
+		x.Time = t0.Add(-time.Duration(i) * time.Second)
+		x.Gateway.ReqPerSec = float64(i % 10)
+		daemon.Fold(x)
+	}
+	first := s
+	first.History = daemon.History()
+	m, f := newTestModel(t, 120, 40, first)
+	out := plain(m)
+	if !strings.Contains(out, "trends · last 2m · a sample each 1s · kept by the daemon") {
+		t.Fatalf("no daemon history on attach:\n%s", out)
+	}
+	if m.snap.History != nil {
+		t.Fatal("the dashboard keeps the history in its snapshot")
+	}
+	line := rowOf(t, strings.Split(out, "\n"), "  req/s    ")
+	if n := strings.Count(line, "▁") + strings.Count(line, "▂") + strings.Count(line, "▃") + strings.Count(line, "▄") +
+		strings.Count(line, "▅") + strings.Count(line, "▆") + strings.Count(line, "▇") + strings.Count(line, "█"); n < 80 {
+		t.Fatalf("req/s sparkline has %d cells, want two minutes' worth:\n%s", n, line)
+	}
+	if !strings.Contains(line, "0.0–") {
+		t.Fatalf("no range beside the sparkline: %q", line)
+	}
+	next := s
+	next.Time = t0.Add(time.Second)
+	f.Publish(next)
+	m.setSnapshot(next)
+	if got := m.trends.set.Len(); got != 122 {
+		t.Fatalf("%d samples after one live snapshot, want 122", got)
+	}
+}
+
+// GPU bars are coloured by load as nvitop does: green below 10%, yellow
+// below 75% (memory 80%), red from there.
+func TestGPULoadColours(t *testing.T) {
+	for _, c := range []struct {
+		pct   float64
+		label string
+		want  paint
+	}{
+		{0, "util", pGood}, {9.9, "util", pGood}, {10, "util", pBusy}, {74, "util", pBusy}, {75, "util", pBad}, {100, "util", pBad},
+		{79, "mem", pBusy}, {80, "mem", pBad}, {5, "gpu0 mem", pGood},
+	} {
+		if got := loadPaint(c.pct, c.label); got != c.want {
+			t.Errorf("loadPaint(%g, %s) = %d, want %d", c.pct, c.label, got, c.want)
+		}
+	}
+	m, _ := newTestModel(t, 120, 40, tuitest.Deployment(4, 1, 4, t0)) // utils 20, 57, 94, 31%
+	ps := m.overview.paints()
+	screen := m.render()
+	for _, want := range []string{ps[pBusy].wrap("██"), ps[pBad].wrap("█████████")} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no bar painted %q", want)
 		}
 	}
 }

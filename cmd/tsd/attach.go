@@ -91,6 +91,9 @@ func (c upCmd) spawnDaemon() error {
 	if c.NoGateway {
 		args = append(args, "--no-gateway")
 	}
+	if c.TrendPeriod > 0 {
+		args = append(args, "--trend-period="+c.TrendPeriod.String())
+	}
 	if c.PlanJSON != "" {
 		abs, _ := filepath.Abs(c.PlanJSON)
 		args = append(args, "--plan-json="+abs)

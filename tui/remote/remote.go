@@ -73,6 +73,7 @@ func Dial(ctx context.Context, socket string) (*Backend, error) {
 		return nil, err
 	}
 	b.first, b.last = w, w.cur
+	b.last.History = nil // kept once, by the dashboard that folds it
 	return b, nil
 }
 
@@ -81,7 +82,9 @@ func Dial(ctx context.Context, socket string) (*Backend, error) {
 func (b *Backend) open(ctx context.Context) (*watch, error) {
 	wctx, cancel := context.WithCancel(b.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	cur, ch, err := b.c.Watch(wctx)
+	// The first snapshot brings the daemon's trend rings: the dashboard
+	// shows the past at once (snapshot.History).
+	cur, ch, err := b.c.WatchHistory(wctx)
 	if !stop() && ctx.Err() != nil && err == nil {
 		err = ctx.Err()
 	}

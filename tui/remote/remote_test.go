@@ -80,8 +80,13 @@ func TestRemoteBackend(t *testing.T) {
 	}
 	defer b.Close()
 
-	_, snaps, unsub := b.Subscribe()
+	cur, snaps, unsub := b.Subscribe()
 	defer unsub()
+	// The first snapshot brings the daemon's trend rings; the backend
+	// keeps none of it.
+	if cur.History == nil || cur.History.PeriodMS != 1000 || b.Snapshot().History != nil {
+		t.Fatalf("first snapshot's history %+v", cur.History)
+	}
 	waitRole := func(what string, pred func(snapshot.RoleStatus) bool) snapshot.RoleStatus {
 		t.Helper()
 		for {
