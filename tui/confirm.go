@@ -108,7 +108,7 @@ func outage(s *snapshot.Snapshot, kind string, out []string) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no other %s serves: requests that need %s fail until it is ready again", kind, kind)
+	return fmt.Sprintf("no other %s serves: its requests fail until it is ready again", kind)
 }
 
 // sentence joins non-empty parts into one prompt: "a; b; c".

@@ -706,24 +706,36 @@ func (m *Model) title() string {
 func (m *Model) render() string {
 	w, h := m.c.Width, m.c.Height
 	st := m.c.Styles
+	// The message line: one line, but a confirm question wraps onto up to
+	// three (taking the page's last lines), so what it warns of is read
+	// whole before the answer.
+	var msg []string
+	switch {
+	case m.cmdline:
+		msg = []string{st.Prompt.Render(":") + fitInput(m.cmd.text, max(w-1, 0))}
+	case m.confirm != nil:
+		ql := wrapText("", "  ", m.confirm.text, w)
+		if len(ql) > 3 || h < 12 {
+			ql = []string{fit(m.confirm.text, w)}
+		}
+		for _, l := range ql {
+			msg = append(msg, st.Prompt.Render(fit(l, w)))
+		}
+	default:
+		msg = []string{fit(m.flash, w)}
+	}
+	bodyH := h - 1 - len(msg)
 	lines := make([]string, 0, h)
 	lines = append(lines, m.titleLine())
 	body := m.page(m.focus).View()
 	lines = append(lines, strings.Split(body, "\n")...)
-	if len(lines) > h-2 {
-		lines = lines[:max(h-2, 0)]
+	if len(lines) > bodyH {
+		lines = lines[:max(bodyH, 0)]
 	}
-	for len(lines) < h-2 {
+	for len(lines) < bodyH {
 		lines = append(lines, "")
 	}
-	switch {
-	case m.cmdline:
-		lines = append(lines, st.Prompt.Render(":")+fitInput(m.cmd.text, max(w-1, 0)))
-	case m.confirm != nil:
-		lines = append(lines, st.Prompt.Render(fit(m.confirm.text, w)))
-	default:
-		lines = append(lines, fit(m.flash, w))
-	}
+	lines = append(lines, msg...)
 	lines = append(lines, m.helpLine())
 	return screen(lines, w, h)
 }
@@ -743,19 +755,28 @@ func (m *Model) titleLine() string {
 		name = "tsd · " + name
 	}
 	parts := []string{st.Title.Render(name)}
-	if m.snap.Profile != "" {
-		parts = append(parts, m.snap.Profile)
-	}
 	if !m.hasSnap {
 		parts = append(parts, "waiting for status…")
 	} else {
 		parts = append(parts, fmt.Sprintf("%d/%d roles ready", ready, total))
+	}
+	if m.opts.ReadOnly {
+		parts = append(parts, st.Warn.Render("read-only"))
+	}
+	// The profile's path last: when the line is too long, it is what gets
+	// cut.
+	if m.snap.Profile != "" {
+		parts = append(parts, m.snap.Profile)
 	}
 	pageName := [...]string{"overview", "inspector", "logs", "help", "events", "describe"}[m.focus]
 	left := strings.Join(parts, " · ")
 	right := "[" + pageName + "]"
 	gap := m.c.Width - ansi.StringWidth(left) - len(right)
 	if gap < 1 {
+		// A long profile path gives way before the page's name does.
+		if room := m.c.Width - len(right) - 1; room >= 20 {
+			return ansi.Truncate(left, room, "…") + " " + right
+		}
 		return fit(left, m.c.Width)
 	}
 	return left + strings.Repeat(" ", gap) + right

@@ -333,7 +333,7 @@ func TestOutageAndNow(t *testing.T) {
 	m, f := newTestModel(t, 200, 40, s)
 	press(m, "down", "down") // decode-1: the only ready decode
 	press(m, "r")
-	if !strings.Contains(plain(m), "restart decode-1? "+inFlightText(s.Roles[2].InFlight)+"; no other decode serves: requests that need decode fail until it is ready again [y/n · ! now, no drain]") {
+	if !strings.Contains(plain(m), "restart decode-1? "+inFlightText(s.Roles[2].InFlight)+"; no other decode serves: its requests fail until it is ready again [y/n · ! now, no drain]") {
 		t.Fatalf("no outage warning:\n%s", plain(m))
 	}
 	runCmd(t, m, press(m, "!"))
@@ -440,5 +440,19 @@ func TestGPULoadColours(t *testing.T) {
 		if !strings.Contains(screen, want) {
 			t.Errorf("no bar painted %q", want)
 		}
+	}
+}
+
+// A long question wraps onto more lines rather than being cut: at 80
+// columns the outage warning and the keys are all on screen.
+func TestConfirmWraps(t *testing.T) {
+	t.Parallel()
+	m, _ := newTestModel(t, 80, 24, tuitest.Deployment(4, 1, 4, t0))
+	press(m, "down", "down", "r")
+	out := plain(m)
+	checkFrame(t, out, 80, 24)
+	joined := strings.Join(strings.Fields(out), " ")
+	if !strings.Contains(joined, "no other decode serves: its requests fail until it is ready again [y/n · ! now, no drain]") || strings.Contains(out, "again […") {
+		t.Fatalf("the question is cut:\n%s", out)
 	}
 }
