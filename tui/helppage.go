@@ -118,7 +118,7 @@ func (p *helpPage) View() string {
 	}
 	lines := helpColumns(cols, p.w)
 	lines = append(lines, "")
-	for _, l := range wrapParts("", "", []string{"find (/) is plain text, case-insensitive unless it has capitals;",
+	for _, l := range wrapParts("", "", []string{"on the overview / filters the roles by a plain substring;", "in the logs find (/) is plain text, case-insensitive unless it has capitals;",
 		"filter (&) is a Go regexp, ! inverts it, an empty one clears it;", "esc cancels typing."}, " ", p.w) {
 		lines = append(lines, st.Faint.Render(l))
 	}
