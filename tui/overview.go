@@ -519,48 +519,77 @@ func (p *overviewPage) gatewayLines() []string {
 	return wrapParts("", "  ", parts, " · ", p.w)
 }
 
-// detailLines spell out the selected row's trouble in full under the
-// table (the REASON cell is often too narrow for it): why it failed,
-// stalled or crashed, or waits in backoff, wrapped, never cut. None when
-// there is nothing to say.
+// detailLines spell out trouble in full under the table (the REASON
+// cell is often too narrow for it), wrapped, never cut: the selected
+// row's (why it failed, stalled or crashed, or waits in backoff), then
+// every other failed role's, which the operator must act on whatever is
+// selected. At most maxDetail lines; past them a line says how many more
+// failed.
 func (p *overviewPage) detailLines(rows []dispRow, cur int) []string {
-	if cur >= len(rows) || rows[cur].kind == rowRank {
-		return nil
-	}
 	s := &p.m.snap
-	d := rows[cur]
-	r := &s.Roles[d.role]
-	if d.kind == rowGroup {
-		g := groupStatus(s, d)
-		r = &g
-	}
 	st := p.m.c.Styles
-	var style lipgloss.Style
-	switch r.State {
-	case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
-		style = st.Bad
-	case snapshot.StateBackoff:
-		style = st.Warn
-	default:
-		return nil
+	var out []string
+	selected := ""
+	if cur < len(rows) && rows[cur].kind != rowRank {
+		d := rows[cur]
+		r := &s.Roles[d.role]
+		if d.kind == rowGroup {
+			g := groupStatus(s, d)
+			r = &g
+		} else {
+			selected = r.Name
+		}
+		var style lipgloss.Style
+		ok := true
+		switch r.State {
+		case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
+			style = st.Bad
+		case snapshot.StateBackoff:
+			style = st.Warn
+		default:
+			ok = false
+		}
+		if ok && r.Reason != "" {
+			name := ""
+			if d.kind != rowGroup {
+				name = r.Name + " " + r.State + ": " // a group's reason already names its member
+			}
+			for _, l := range wrapText("  ↳ ", "    ", name+liveReason(r), p.w) {
+				out = append(out, style.Render(l))
+			}
+			if d.kind == rowGroup {
+				selected = strings.SplitN(r.Reason, ":", 2)[0]
+			}
+		}
 	}
-	if r.Reason == "" {
-		return nil
+	var blocks [][]string
+	for i := range s.Roles {
+		r := &s.Roles[i]
+		if r.State == snapshot.StateFailed && r.Reason != "" && r.Name != selected {
+			blocks = append(blocks, wrapText("  ↳ ", "    ", r.Name+" failed: "+r.Reason, p.w))
+		}
 	}
-	name := r.Name
-	if d.kind == rowGroup {
-		name = "" // a group's reason already names its member
-	} else {
-		name += " " + r.State + ": "
+	if len(out) > maxDetail {
+		out = append(out[:maxDetail-1], st.Bad.Render("    … (the events and the inspector have the rest)"))
 	}
-	lines := wrapText("  ↳ ", "    ", name+liveReason(r), p.w)
-	if len(lines) > maxDetail {
-		lines = append(lines[:maxDetail-1], "    … (the events and the inspector have the rest)")
+	more := 0
+	for i, b := range blocks {
+		room := maxDetail - len(out)
+		if i < len(blocks)-1 {
+			room-- // keep a line to say how many more there are
+		}
+		if more > 0 || len(b) > room {
+			more++
+			continue
+		}
+		for _, l := range b {
+			out = append(out, st.Bad.Render(l))
+		}
 	}
-	for i := range lines {
-		lines[i] = style.Render(lines[i])
+	if more > 0 {
+		out = append(out, st.Bad.Render(fmt.Sprintf("  ↳ %d more failed: select one for why", more)))
 	}
-	return lines
+	return out
 }
 
 // maxDetail bounds the detail lines under the table.

@@ -456,3 +456,30 @@ func TestConfirmWraps(t *testing.T) {
 		t.Fatalf("the question is cut:\n%s", out)
 	}
 }
+
+// A failed role's reason is spelled out in full under the table whether
+// or not it is selected; past four lines, one says how many more failed.
+func TestFailedReasonsShown(t *testing.T) {
+	t.Parallel()
+	s := tuitest.Troubled(tuitest.Deployment(8, 2, 4, t0), t0, 2, -1, -1)
+	s.Roles[5].State, s.Roles[5].Reason = snapshot.StateFailed, "exit 1 after 2s; restart budget spent (3 in 1m): RuntimeError: CUDA error: an illegal memory access was encountered"
+	m, _ := newTestModel(t, 80, 24, s)
+	out := plain(m)
+	checkFrame(t, out, 80, 24)
+	joined := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{
+		"↳ decode-1 failed: exit 1 after 3.2s; restart budget spent (3 in 1m)",
+		"↳ decode-2 failed: exit 1 after 2s; restart budget spent (3 in 1m): RuntimeError: CUDA error: an illegal memory access was encountered",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("missing %q:\n%s", want, out)
+		}
+	}
+	for i := 0; i < 8; i++ {
+		s.Roles[i].State, s.Roles[i].Reason = snapshot.StateFailed, fmt.Sprintf("exit %d", i)
+	}
+	m, _ = newTestModel(t, 80, 24, s)
+	if out := plain(m); !strings.Contains(out, "↳ 5 more failed: select one for why") {
+		t.Fatalf("no count of the rest:\n%s", out)
+	}
+}
