@@ -161,7 +161,7 @@ spark=$(echo "$first" | grep -E '^  req/s ' | head -1)
 # from one sample and gain ten a second.
 cells=$(echo "$spark" | grep -o '[▁▂▃▄▅▆▇█]' | wc -l)
 ((cells >= 120)) || fail "the req/s sparkline of the first frame has $cells samples, want 120 (two minutes at the real period): $spark"
-echo "$spark" | grep -Eq '[0-9.]+–[1-9][0-9.]*' || fail "no range beside the req/s sparkline: $spark"
+echo "$spark" | grep -Eq ' [0-9.]+–(0\.[0-9]*[1-9]|[1-9][0-9.]*)$' || fail "no range (with traffic) beside the req/s sparkline: $spark"
 echo "e2e-tmux-tui: attached with $cells samples of req/s on the first frame"
 detach_dashboard
 
