@@ -680,13 +680,17 @@ func (p *overviewPage) gpuLines() []string {
 		if roles == "" {
 			roles = st.Faint.Render("unused")
 		}
-		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
-			g.Index, fit(g.Name, nameW),
-			// Coloured by load as nvitop does: green light, yellow
-			// moderate, red heavy (utilThresholds, memThresholds).
-			p.bar(float64(g.UtilPct), barW, loadPaint(float64(g.UtilPct), "util")), fitRight(itoa(g.UtilPct)+"%", 4),
-			p.bar(memPct, barW, loadPaint(memPct, "mem")), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
-			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
+		// Coloured by load as nvitop does: green light, yellow moderate,
+		// red heavy (utilThresholds, memThresholds).
+		util := p.bar(float64(g.UtilPct), barW, loadPaint(float64(g.UtilPct), "util")) + " " + fitRight(itoa(g.UtilPct)+"%", 4)
+		mem := p.bar(memPct, barW, loadPaint(memPct, "mem")) + " " + fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15)
+		power, temp := fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4)
+		l := fmt.Sprintf("  %-2d %s util %s  mem %s  %s  %s  %s", g.Index, fit(g.Name, nameW), util, mem, power, temp, roles)
+		if width(l) > p.w {
+			// A narrow window: the roles on the card matter more than its
+			// power and temperature.
+			l = fmt.Sprintf("  %-2d %s util %s  mem %s  %s", g.Index, fit(g.Name, nameW), util, mem, roles)
+		}
 		lines = append(lines, l)
 	}
 	return lines

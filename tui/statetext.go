@@ -162,9 +162,9 @@ func progressBar(frac float64, w int) string {
 }
 
 // progressText is a startup step with the engine's own progress through
-// it: "█████░░░ 5/11 weights".
+// it: "█████░░░ 5/11 weights" (the STATE cell's fullest form, after the
+// state word).
 func progressText(p *snapshot.Progress) string {
 	name, count := progressParts(p)
-	// The bar and the count first: a narrow STATE column cuts the name.
 	return progressBar(p.Frac, progressBarW) + " " + count + " " + name
 }
