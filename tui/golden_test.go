@@ -114,6 +114,25 @@ func TestTinyWindows(t *testing.T) {
 		checkFrame(t, m.render(), sz.w, sz.h)
 		press(m, "esc", "esc", "esc", "r")
 		checkFrame(t, m.render(), sz.w, sz.h)
+		// The split view, the describe view, a filter being typed and the
+		// command line with its completions.
+		press(m, "n")
+		if cmd := press(m, "x"); cmd != nil {
+			m.Update(cmd())
+		}
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "x")
+		if cmd := press(m, "d"); cmd != nil {
+			m.Update(cmd())
+		}
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", "/")
+		typeText(m, "decode")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", ":")
+		typeText(m, "restart d")
+		press(m, "tab")
+		checkFrame(t, m.render(), sz.w, sz.h)
 	}
 }
 
