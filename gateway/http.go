@@ -58,10 +58,13 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 		OnPanic: g.ReportPanic,
 		// issue 19: the request's one record in the traffic account; the
 		// dispatch finds it in the context (gateway/traffic).
-		Begin: func(r *http.Request) (*http.Request, func(int)) {
+		Begin: func(r *http.Request) (*http.Request, func(int, string)) {
 			rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)
 			rec.ID(front.RequestID(r.Context()))
-			return r.WithContext(traffic.NewContext(r.Context(), rec)), rec.End
+			return r.WithContext(traffic.NewContext(r.Context(), rec)), func(status int, code string) {
+				rec.Reason(code)
+				rec.End(status)
+			}
 		},
 	})
 }

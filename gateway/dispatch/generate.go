@@ -240,6 +240,7 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if err != nil {
 		if ctx.Err() != nil {
 			g.metrics.reqError("client_disconnected")
+			traffic.FromContext(ctx).Gone(ctx.Err()) // logged 499
 		} else {
 			g.metrics.reqError("no_workers")
 		}
@@ -249,6 +250,10 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if err != nil {
 		return nil, err
 	}
+	// The engines log this rid: on the access line it joins the gateway's
+	// line to theirs. Every rid minted for the request goes there (a
+	// retry's fresh one too).
+	traffic.FromContext(ctx).EngineRID(p.rid)
 	ls, err := g.submit(p, pre, dec, sent)
 	if err != nil {
 		return nil, err
@@ -508,6 +513,7 @@ func (g *Dispatcher) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen
 		switch {
 		case ctx.Err() != nil:
 			g.metrics.reqError("client_disconnected")
+			traffic.FromContext(ctx).Gone(ctx.Err())
 			return legResult{}, ctx.Err()
 		case wctx.Err() != nil:
 			g.metrics.reqError("timeout")
@@ -722,6 +728,7 @@ func (f *flight) onDeadline() bool {
 	f.abortLegs(f.ctx.Err())
 	if f.parent.Err() != nil {
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true // nobody is listening
 	}
 	f.fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
@@ -818,6 +825,7 @@ func (f *flight) onDecode(dr legResult) bool {
 	if !f.emit(ev) {
 		f.abortLegs(f.parent.Err())
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true
 	}
 	return false
