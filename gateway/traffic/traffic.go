@@ -134,6 +134,8 @@ type Rec struct {
 	completion int
 	failed     string
 	ended      bool
+	retries    int  // attempts after the first (retries and migrations)
+	migrated   bool // a migration continued the stream on another decode
 }
 
 type roleRef struct{ kind, name string }
@@ -287,6 +289,20 @@ func (r *Rec) ITL(role string, d time.Duration) {
 	}
 }
 
+// Attempts records how many more attempts than the first the dispatch
+// made (retries and migrations, docs/protocol.md §11.9) and whether one
+// was a migration, for the access line. The last call stays.
+func (r *Rec) Attempts(retries int, migrated bool) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		r.retries, r.migrated = max(r.retries, retries), r.migrated || migrated
+	}
+	r.b.mu.Unlock()
+}
+
 // Fail marks the request failed with an error code although its HTTP
 // status may already be 200 (a stream that broke after its headers). The
 // first code stays.
@@ -343,7 +359,7 @@ func (r *Rec) End(status int) {
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed}
+		latency: now - r.begin, id: r.id, failed: r.failed, retries: r.retries, migrated: r.migrated}
 	if r.first {
 		line.ttft = r.ttft
 	}
@@ -366,6 +382,8 @@ type access struct {
 	prompt, completion int
 	latency, ttft      time.Duration
 	id, roles, failed  string
+	retries            int
+	migrated           bool
 }
 
 func (a access) write(log *slog.Logger) {
@@ -373,7 +391,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -389,6 +407,13 @@ func (a access) write(log *slog.Logger) {
 		roles = GatewayRole
 	}
 	attrs = append(attrs, slog.String("rid", a.id), slog.String("roles", roles))
+	// retries and migrated (docs/protocol.md §11.9) are on every line, so
+	// a grep for retries=0 means what it says.
+	migrated := 0
+	if a.migrated {
+		migrated = 1
+	}
+	attrs = append(attrs, slog.Int("retries", a.retries), slog.Int("migrated", migrated))
 	if a.failed != "" {
 		attrs = append(attrs, slog.String("error", a.failed))
 	}
