@@ -50,6 +50,16 @@ func TestE2EDecodeKilledUnderLoadLosesNoStream(t *testing.T) {
 	if res.n[outOK] != res.sent || res.sent == 0 {
 		t.Fatalf("client-visible failures after killing decode-0: %s", res)
 	}
+	// The streams that moved off decode-0 left its in-flight count: once
+	// the load is done every role's is 0 again.
+	d.waitStatus(func(s snapshot.Snapshot) bool {
+		for _, r := range s.Gateway.Roles {
+			if r.InFlight != 0 {
+				return false
+			}
+		}
+		return s.Gateway.InFlight == 0
+	})
 	out, err := d.ctl("logs", "gateway")
 	if err != nil {
 		t.Fatalf("tsd logs gateway: %v\n%s", err, out)

@@ -113,6 +113,7 @@ type attempt struct {
 	pre, dec leg
 	ls       legStreams
 	view     *breakerView // the breakers it was routed by (their epochs)
+	left     bool         // its legs were taken out of the traffic account's in flight
 }
 
 // flight is one dispatched request as run drives it, in steps: its
@@ -242,6 +243,7 @@ func (f *flight) try() *attemptErr {
 	if p.wantPrompt {
 		res, ae := f.awaitPrompt()
 		if ae != nil {
+			f.leaveAttempt()
 			return ae
 		}
 		f.preRes = &res
@@ -512,6 +514,22 @@ func (f *flight) abortAttempt(err error) {
 	f.cur.ls.ds.Abort(err)
 	f.cur.ls.abortEncodes(err)
 	f.stopWatching()
+	f.leaveAttempt()
+}
+
+// leaveAttempt takes the current attempt's legs out of the in-flight
+// counts of the roles they ran on (the request still counts there when
+// it ends), once.
+func (f *flight) leaveAttempt() {
+	if f.cur.left || f.cur.ls.ps == nil {
+		return
+	}
+	f.cur.left = true
+	for _, s := range f.cur.ls.encs {
+		f.rec.Leave(s.Worker().Role())
+	}
+	f.rec.Leave(f.cur.pre.w.Role())
+	f.rec.Leave(f.cur.dec.w.Role())
 }
 
 // endEncodes ends encode legs still running when the request ends: now

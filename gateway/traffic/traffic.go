@@ -138,7 +138,13 @@ type Rec struct {
 	migrated   bool // a migration continued the stream on another decode
 }
 
-type roleRef struct{ kind, name string }
+// roleRef is a role that served one of the request's legs; legs counts
+// those still in flight there (Leave takes one back), and the request is
+// in flight on the role while it is above 0.
+type roleRef struct {
+	kind, name string
+	legs       int
+}
 
 // Begin starts the record of one request; End must follow.
 func (b *Book) Begin(method, path string) *Rec {
@@ -186,9 +192,15 @@ func (r *Rec) Role(kind, name string) {
 	if r.ended {
 		return
 	}
-	for _, x := range r.roles {
-		if x.name == name {
-			return // n > 1 samples dispatch more legs to the same roles
+	for i := range r.roles {
+		if x := &r.roles[i]; x.name == name {
+			// n > 1 samples, or a later attempt, dispatch more legs to
+			// the same roles.
+			if x.legs == 0 && r.counted {
+				b.row(name).inflight++
+			}
+			x.legs++
+			return
 		}
 	}
 	if r.counted {
@@ -197,7 +209,31 @@ func (r *Rec) Role(kind, name string) {
 		}
 		b.row(name).inflight++
 	}
-	r.roles = append(r.roles, roleRef{kind, name})
+	r.roles = append(r.roles, roleRef{kind, name, 1})
+}
+
+// Leave takes back one leg on role name: an attempt that failed there
+// (docs/protocol.md §11.9) while the request goes on elsewhere. The
+// request leaves the role's in flight once none of its legs is there; it
+// still counts on the role when it ends.
+func (r *Rec) Leave(name string) {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended {
+		return
+	}
+	for i := range r.roles {
+		if x := &r.roles[i]; x.name == name && x.legs > 0 {
+			if x.legs--; x.legs == 0 && r.counted {
+				b.row(name).inflight--
+			}
+			return
+		}
+	}
 }
 
 // Prompt records the prompt's length in tokens (n > 1 samples share it).
@@ -342,20 +378,22 @@ func (r *Rec) End(status int) {
 	failed := status >= 400 || r.failed != ""
 	if r.counted {
 		sec := second(now)
-		count := func(a *acct) {
+		count := func(a *acct, inflight bool) {
 			a.requests++
 			a.reqs.add(sec, 1)
-			a.inflight--
+			if inflight {
+				a.inflight--
+			}
 			if failed {
 				a.errors++
 			}
 		}
-		count(&b.total)
+		count(&b.total, true)
 		if len(r.roles) == 0 {
-			count(b.roles[GatewayRole])
+			count(b.roles[GatewayRole], true)
 		}
 		for _, x := range r.roles {
-			count(b.roles[x.name])
+			count(b.roles[x.name], x.legs > 0)
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
