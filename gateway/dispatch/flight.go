@@ -108,6 +108,26 @@ func (g *Dispatcher) encodeRoutable(view *breakerView) []string {
 	return out
 }
 
+// encodeRingAvoiding is the encoder ring, less the encoders av holds when
+// another is routable: a retry's images go to other encoders (a ring of
+// its own, so the shared one keeps its assignments).
+func (g *Dispatcher) encodeRingAvoiding(av avoid) *epd.Ring {
+	if len(av) == 0 {
+		return g.EncodeRing()
+	}
+	names := g.encodeRoutable(g.breakers.current())
+	var keep []string
+	for _, n := range names {
+		if w, ok := g.lane.Worker(n); !ok || !av[w] {
+			keep = append(keep, n)
+		}
+	}
+	if len(keep) == 0 || len(keep) == len(names) {
+		return g.EncodeRing()
+	}
+	return epd.NewRing(keep, 0)
+}
+
 // attempt is the flight's current PD pair.
 type attempt struct {
 	pre, dec leg
@@ -225,7 +245,7 @@ func (f *flight) try() *attemptErr {
 		}
 		return fatal("no_workers", err)
 	}
-	p, ae := g.encodeLegs(f.req, f.sp, pre, room)
+	p, ae := g.encodeLegs(f.req, f.sp, pre, room, f.avoid)
 	if ae != nil {
 		return ae
 	}

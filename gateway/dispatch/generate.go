@@ -273,9 +273,10 @@ type legPayloads struct {
 }
 
 // encodeLegs builds each leg's request: one rid and bootstrap room for
-// both PD legs, in EPD an encode request per image. Its failures are
-// final (the deployment's addresses, the request itself).
-func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, room uint64) (legPayloads, *attemptErr) {
+// both PD legs, in EPD an encode request per image (on encoders other
+// than av's when there are: a retry's). Its failures are final (the
+// deployment's addresses, the request itself).
+func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, room uint64, av avoid) (legPayloads, *attemptErr) {
 	p := legPayloads{rid: g.mintRID(r.RID)}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
@@ -295,7 +296,7 @@ func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, 
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.EncodeRing(), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.encodeRingAvoiding(av), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()})
 		}
 		q.MultimodalInputs = p.legs.Prefill
