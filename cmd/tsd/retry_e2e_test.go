@@ -4,6 +4,8 @@ package main
 // end: `tsd up --headless` on ts-fake engines with the profile's defaults.
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -190,4 +192,113 @@ func TestE2EFlappingDecodeBreakerOpensAndCloses(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A chat stream whose decode is SIGKILLed midway goes on in the same
+// response (OpenAI front end on the demo tokenizer): one role chunk, no
+// error, finish_reason length, usage counting every token asked for and
+// the prompt the client sent, then [DONE].
+func TestE2EChatStreamMigratesAcrossADecodeKill(t *testing.T) {
+	if fakeBin == "" {
+		t.Skip("ts-fake does not build")
+	}
+	dir := t.TempDir()
+	model, err := filepath.Abs("../../gateway/tokenizer/testdata/demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	prof := fmt.Sprintf(`name: chat-migrate
+model: %s
+served_model_name: demo
+engine:
+  command: [%s, serve]
+  env: {TS_FAKE_TOKENS_PER_S: "50", TS_FAKE_STARTUP: 100ms, TS_FAKE_EOS_ID: "-1", TS_FAKE_TOKEN_MIN: "256"}
+gateway:
+  port: %d
+roles:
+  - {name: prefill, kind: prefill, gpus: [0]}
+  - {name: decode, kind: decode, replicas: 2, gpus: [[1], [2]]}
+restart:
+  backoff: 200ms
+  stop_grace: 5s
+`, model, fakeBin, port)
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := runTSD(t, dir, "up", "--headless", "p.yaml")
+	for _, r := range []string{"prefill", "decode-0", "decode-1"} {
+		d.waitLine(0, r, "→ ready")
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	chat := func(kill bool) (chunks []map[string]any, raw string) {
+		body := `{"model":"demo","messages":[{"role":"user","content":"tell me a long story"}],"max_tokens":100,"stream":true,"stream_options":{"include_usage":true}}`
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var b strings.Builder
+		for sc.Scan() {
+			line := sc.Text()
+			b.WriteString(line + "\n")
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			var c map[string]any
+			if err := json.Unmarshal([]byte(data), &c); err != nil {
+				t.Fatalf("chunk %q: %v", data, err)
+			}
+			chunks = append(chunks, c)
+			if kill && len(chunks) == 5 {
+				kill = false
+				s := d.waitStatus(func(s snapshot.Snapshot) bool {
+					a, _ := gatewayRole(s, "decode-0")
+					b, _ := gatewayRole(s, "decode-1")
+					return a.InFlight+b.InFlight == 1
+				})
+				victim := "decode-0"
+				if r, _ := gatewayRole(s, "decode-1"); r.InFlight == 1 {
+					victim = "decode-1"
+				}
+				if err := syscall.Kill(-roleStatus(t, s, victim).PID, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return chunks, b.String()
+	}
+	usageOf := func(chunks []map[string]any) (prompt, completion float64, finish string, errs int) {
+		for _, c := range chunks {
+			if _, ok := c["error"]; ok {
+				errs++
+			}
+			if u, ok := c["usage"].(map[string]any); ok && u != nil {
+				prompt, completion = u["prompt_tokens"].(float64), u["completion_tokens"].(float64)
+			}
+			if cs, ok := c["choices"].([]any); ok {
+				for _, ch := range cs {
+					if f, ok := ch.(map[string]any)["finish_reason"].(string); ok && f != "" {
+						finish = f
+					}
+				}
+			}
+		}
+		return
+	}
+	// The killed stream first: the status it reads for the victim then
+	// holds no earlier request (it is published at its own cadence).
+	chunks, raw := chat(true)
+	prompt, completion, finish, errs := usageOf(chunks)
+	plainChunks, _ := chat(false)
+	wantPrompt, _, _, _ := usageOf(plainChunks)
+	if errs != 0 || finish != "length" || completion != 100 || prompt != wantPrompt || wantPrompt == 0 || !strings.HasSuffix(strings.TrimSpace(raw), "data: [DONE]") {
+		t.Fatalf("across the kill: %d errors, finish %q, usage %v/%v (prompt without a kill %v):\n%s", errs, finish, prompt, completion, wantPrompt, raw)
+	}
+	out, _ := d.ctl("logs", "gateway")
+	if !strings.Contains(out, "migrated=1") {
+		t.Fatalf("no access line says migrated=1:\n%s", out)
+	}
 }
