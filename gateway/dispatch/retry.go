@@ -165,11 +165,14 @@ func submitFailureKind(err error) Failure {
 }
 
 // blames says whether a failure counts against the worker's breaker:
-// engines that die, stall or abort do; a refusal (a routing race) or an
-// end tsd itself ordered (a restart) do not.
+// engines that die or abort do; a refusal (a routing race), an end tsd
+// itself ordered (a restart) and a stall do not: a stalled rank is out of
+// routing already and comes back when it speaks again (docs/protocol.md
+// §7.5), which a breaker opened by its stalled requests would undo for
+// timeout_duration_secs.
 func blames(f Failure) bool {
 	switch f {
-	case FailDied, FailStalled, FailAborted, FailEncode:
+	case FailDied, FailAborted, FailEncode:
 		return true
 	}
 	return false

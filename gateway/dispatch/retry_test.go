@@ -98,7 +98,7 @@ func TestFailureKinds(t *testing.T) {
 		{wrap(lane.ErrEngineSilent), FailDied, FailRefused, true},
 		{wrap(lane.ErrRankRestarted), FailDied, FailRefused, true},
 		{fmt.Errorf("send request: %w", lane.ErrNoPeer), FailDied, FailRefused, true},
-		{&lane.StallError{Msg: "decode rank 0 stalled"}, FailStalled, FailRefused, true},
+		{&lane.StallError{Msg: "decode rank 0 stalled"}, FailStalled, FailRefused, false},
 		{fmt.Errorf("%w: restart", lane.ErrRoleAborted), FailEnded, FailRefused, false},
 		{wrap(lane.ErrNotRouted), FailDied, FailRefused, true},
 		{wrap(lane.ErrLaneClosed), FailFatal, FailFatal, false},
@@ -115,7 +115,7 @@ func TestFailureKinds(t *testing.T) {
 			t.Errorf("%v: blames the worker %v, want %v", tc.err, !tc.blamesWorker, tc.blamesWorker)
 		}
 	}
-	if blames(FailRefused) || blames(FailEnded) || blames(FailFatal) || !blames(FailAborted) || !blames(FailEncode) {
-		t.Error("refusals, tsd's own ends and fatal failures never count against a breaker; engine aborts and encode failures do")
+	if blames(FailRefused) || blames(FailEnded) || blames(FailStalled) || blames(FailFatal) || !blames(FailAborted) || !blames(FailEncode) {
+		t.Error("refusals, tsd's own ends, stalls and fatal failures never count against a breaker; engine aborts and encode failures do")
 	}
 }
