@@ -40,9 +40,15 @@ type fakeLane struct {
 	t     *testing.T
 	lane  *lane.Lane
 	ranks map[string]*fakeRank
-	d     *Dispatcher
-	m     *Metrics
-	shut  chan struct{}
+	// hs is each role's handshake DEALER, kept for the lane's life: a
+	// restarted rank sends its HELLO on it again. (A new connection right
+	// after the old one closed could find the gateway still holding the
+	// old one for that identity and be refused; a libzmq engine would
+	// simply reconnect.)
+	hs   map[string]zmq4.Socket
+	d    *Dispatcher
+	m    *Metrics
+	shut chan struct{}
 }
 
 // newFakeLane builds the deployment; edit (may be nil) adjusts the plan's
@@ -68,11 +74,14 @@ func newFakeLane(t *testing.T, edit func(*profiles.GatewayPlan), roles ...[2]str
 	if err := l.Bind(); err != nil {
 		t.Fatal(err)
 	}
-	fl := &fakeLane{t: t, lane: l, ranks: map[string]*fakeRank{}, shut: make(chan struct{})}
+	fl := &fakeLane{t: t, lane: l, ranks: map[string]*fakeRank{}, hs: map[string]zmq4.Socket{}, shut: make(chan struct{})}
 	t.Cleanup(func() {
 		close(fl.shut)
 		for _, r := range fl.ranks {
 			r.close()
+		}
+		for _, h := range fl.hs {
+			_ = h.Close()
 		}
 		_ = l.Close()
 	})
@@ -98,10 +107,13 @@ func (fl *fakeLane) dial(role string) *fakeRank {
 	defer cancel()
 	r := &fakeRank{t: t, role: role, id: 0, reqs: make(chan wire.GenerateRequest, 64)}
 	ident := zmq4.WithID(zmq4.SocketIdentity(wire.EncodeIdentity(r.id)))
-	hs := zmq4.NewDealer(context.Background(), ident)
-	defer hs.Close()
-	if err := hs.Dial(w.HandshakeEndpoint()); err != nil {
-		t.Fatal(err)
+	hs := fl.hs[role]
+	if hs == nil {
+		hs = zmq4.NewDealer(context.Background(), ident)
+		if err := hs.Dial(w.HandshakeEndpoint()); err != nil {
+			t.Fatal(err)
+		}
+		fl.hs[role] = hs
 	}
 	hello, _ := wire.EncodeHandshake(wire.Hello())
 	if err := hs.Send(zmq4.NewMsg(hello)); err != nil {

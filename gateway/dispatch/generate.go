@@ -236,12 +236,18 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		return nil, err
 	}
 	f := g.newFlight(ctx, r, sp, sent)
+	started := false
+	defer func() {
+		if !started {
+			f.cancel() // a failure or a panic: run never owns the flight
+		}
+	}()
 	if ae := f.launch(); ae != nil {
-		f.cancel()
 		f.noteAttempts()
 		g.metrics.reqError(ae.metric)
 		return nil, ae.err
 	}
+	started = true
 	return f.start(), nil
 }
 
