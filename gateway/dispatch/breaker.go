@@ -297,11 +297,13 @@ func (b *breakerBook) apply(role string, epoch uint64, ev BreakerEvent, anyEpoch
 		v.entries[k] = x
 	}
 	v.entries[role] = breakerEntry{b: next, epoch: e.epoch}
-	b.view.Store(v)
-	close(old.next)
 	if changed {
+		// Counted and told before the view shows it, so whoever sees the
+		// new state finds its transition counted too.
 		b.onTr(role, e.b.state(), next.state(), next.Reason)
 	}
+	b.view.Store(v)
+	close(old.next)
 }
 
 // nextTimeout is how long until the first open breaker may go half-open.

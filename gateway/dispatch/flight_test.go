@@ -222,7 +222,12 @@ func TestEngineAbortRetriedOnlyBeforeTokens(t *testing.T) {
 // the stream goes on, nothing is sent again.
 func TestPrefillDeathBehindStreamingDecode(t *testing.T) {
 	t.Parallel()
-	fl := newFakeLane(t, withRetry(true, 3), onePTwoD...)
+	// The breaker is only the test's window on the flight: the prefill's
+	// failure counts on it when the flight has decided what follows.
+	fl := newFakeLane(t, func(g *profiles.GatewayPlan) {
+		withRetry(true, 3)(g)
+		g.CircuitBreaker = profiles.CircuitBreakerPlan{FailureThreshold: 100, SuccessThreshold: 1, TimeoutDurationSecs: 60, WindowDurationSecs: 60}
+	}, onePTwoD...)
 	events, err := fl.d.Generate(context.Background(), request(3, 0, false))
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +238,7 @@ func TestPrefillDeathBehindStreamingDecode(t *testing.T) {
 	dec.emit(q.RID, 4, []int32{1}, nil, "", 1)
 	event(t, events)
 	fl.kill("prefill")
+	waitFailures(t, fl.d, "prefill", 1)
 	dec.emit(q.RID, 4, []int32{2, 3}, nil, wire.FinishLength, 3)
 	toks, _, last, errs := collect(t, events)
 	if len(errs) != 0 || !slices.Equal(toks, []int32{2, 3}) || last.Finish == nil || last.Finish.Reason != gen.FinishLength {
@@ -390,6 +396,24 @@ func TestBreakerClosedForARestartedEngine(t *testing.T) {
 	waitBreakerSeen(t, fl.d)
 	if b := breakerOf(fl.d, "decode-0"); b.State != snapshot.BreakerClosed || b.Failures != 0 {
 		t.Fatalf("a stale outcome counted: %+v", b)
+	}
+}
+
+// waitFailures waits, on the book's change signal, until role's breaker
+// counts n failures in a row.
+func waitFailures(t *testing.T, d *Dispatcher, role string, n int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		v := d.breakers.current()
+		if breakerOf(d, role).Failures >= n {
+			return
+		}
+		select {
+		case <-v.changed():
+		case <-deadline:
+			t.Fatalf("%s breaker %+v, want %d failures", role, breakerOf(d, role), n)
+		}
 	}
 }
 
