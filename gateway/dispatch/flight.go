@@ -249,6 +249,9 @@ func (f *flight) try() *attemptErr {
 	if ae != nil {
 		return ae
 	}
+	// The engines log this rid: on the access line it joins the gateway's
+	// line to theirs. Every attempt's fresh one goes there.
+	f.rec.EngineRID(p.rid)
 	ls, ae := g.submit(p, pre, dec, f.sent)
 	if ae != nil {
 		return ae
@@ -499,7 +502,8 @@ func (f *flight) migrate() (done bool) {
 func (f *flight) endWith(ae *attemptErr) {
 	if ae.metric == "client_disconnected" {
 		f.g.metrics.reqError(ae.metric)
-		return // nobody is listening
+		f.rec.Gone(f.parent.Err()) // logged 499
+		return                     // nobody is listening
 	}
 	if ae.ev == nil {
 		f.fail(ae.metric, gen.Event{Err: ae.err})
@@ -612,6 +616,7 @@ func (f *flight) onDeadline() bool {
 	f.abortLegs(f.ctx.Err())
 	if f.parent.Err() != nil {
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true // nobody is listening
 	}
 	f.fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
@@ -701,7 +706,8 @@ func (f *flight) onDecode(dr legResult) bool {
 	if o.PromptTokens > 0 && f.base == 0 {
 		f.promptTk = o.PromptTokens // a migration's prompt holds the tokens sent: the client's stays
 	}
-	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP}
+	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP,
+		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs)}
 	if o.Finished == wire.FinishAbort || o.Finished == wire.FinishError {
 		// The engine ended the stream itself: before any token reached the
 		// client it is worth another pair; after, the client sees it.
@@ -722,6 +728,7 @@ func (f *flight) onDecode(dr legResult) bool {
 	if !f.emit(ev) {
 		f.abortLegs(f.parent.Err())
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true
 	}
 	f.emitted = append(f.emitted, o.TokenIDs...)
@@ -813,6 +820,22 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 		}
 	}
 	return legResult{out: o}, nil
+}
+
+// topLogprobs pairs each token's alternatives' values and ids.
+func topLogprobs(vals [][]float64, ids [][]int32) [][]gen.TopLogprob {
+	if len(vals) == 0 {
+		return nil
+	}
+	out := make([][]gen.TopLogprob, len(vals))
+	for t, vs := range vals {
+		alts := make([]gen.TopLogprob, len(vs))
+		for j, v := range vs {
+			alts[j] = gen.TopLogprob{ID: ids[t][j], Logprob: v}
+		}
+		out[t] = alts
+	}
+	return out
 }
 
 // legFailure is the error_type a failed leg is counted under: stalls and

@@ -64,8 +64,10 @@ func validate(r *gen.Request) error {
 		return badRequest("input_ids", "input_ids must not be empty")
 	case r.LogprobStartLen >= len(r.InputIDs):
 		return badRequest("logprob_start_len", "logprob_start_len %d must be below the prompt length %d", r.LogprobStartLen, len(r.InputIDs))
-	case r.TopLogprobsNum > 1:
-		return badRequest("top_logprobs_num", "top logprobs are not supported over the ZMQ lane (only the sampled token's logprob)")
+	case r.TopLogprobsNum < 0 || r.TopLogprobsNum > gen.MaxTopLogprobs:
+		return badRequest("top_logprobs_num", "top_logprobs_num must be between 0 and %d, got %d", gen.MaxTopLogprobs, r.TopLogprobsNum)
+	case r.TopLogprobsNum > 0 && !r.ReturnLogprob:
+		return badRequest("top_logprobs_num", "top_logprobs_num needs return_logprob")
 	}
 	for i, id := range r.InputIDs {
 		if id < 0 {
@@ -245,6 +247,9 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if ae := f.launch(); ae != nil {
 		f.noteAttempts()
 		g.metrics.reqError(ae.metric)
+		if ae.metric == "client_disconnected" {
+			traffic.FromContext(ctx).Gone(ctx.Err()) // logged 499
+		}
 		return nil, ae.err
 	}
 	started = true
@@ -293,6 +298,11 @@ func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, 
 	p.wantPrompt = r.LogprobStartLen >= 0
 	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
 	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	if r.ReturnLogprob {
+		// Both legs: the first token, the prefill's, has alternatives too
+		// (docs/protocol.md §6.7).
+		q.TopLogprobsNum = r.TopLogprobsNum
+	}
 	if p.wantPrompt {
 		q.LogprobStartLen = r.LogprobStartLen
 	}
