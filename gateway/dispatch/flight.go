@@ -145,7 +145,7 @@ type flight struct {
 	parent, ctx context.Context
 	cancel      context.CancelFunc
 	deadline    time.Time
-	rec         *traffic.Rec // the request's record in the traffic account (issue 19)
+	rec         *traffic.Rec // the request's record in the traffic account (gateway/traffic)
 	sent        *[]*lane.Stream
 	events      chan<- gen.Event
 
@@ -257,7 +257,7 @@ func (f *flight) try() *attemptErr {
 		return ae
 	}
 	g.metrics.selected(pre, dec)
-	recordLegs(f.parent, pre, dec, ls.encs, len(f.orig.InputIDs)) // issue 19
+	recordLegs(f.parent, pre, dec, ls.encs, len(f.orig.InputIDs))
 	if f.began.IsZero() {
 		f.began = ls.start
 	}
@@ -306,7 +306,7 @@ func (g *Dispatcher) runSafe(f *flight) {
 	defer g.recoverHere("request", func(err error) {
 		f.abortAttempt(err)
 		g.metrics.reqError("panic")
-		f.rec.Fail("panic") // issue 19
+		f.rec.Fail("panic")
 		select {
 		case f.events <- gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}:
 		case <-f.parent.Done():
@@ -601,7 +601,7 @@ func (f *flight) emit(ev gen.Event) bool {
 
 func (f *flight) fail(kind string, ev gen.Event) {
 	f.g.metrics.reqError(kind)
-	f.rec.Fail(kind) // issue 19
+	f.rec.Fail(kind)
 	f.emit(ev)
 }
 
@@ -740,7 +740,7 @@ func (f *flight) observeTokens(n int, now time.Time) {
 	if n == 0 {
 		return
 	}
-	recordOutput(f.rec, f.cur.dec.w.Role(), f.first, now.Sub(f.last), n) // issue 19
+	recordOutput(f.rec, f.cur.dec.w.Role(), f.first, now.Sub(f.last), n)
 	m := f.g.metrics
 	if f.first {
 		m.TTFT.Observe(now.Sub(f.began).Seconds())
