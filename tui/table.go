@@ -65,7 +65,23 @@ var tableColumns = []column{
 			return sortKey{str: gpuText(k.s, k.r)}
 		}},
 	{id: "state", title: "STATE", priority: 0, shrinkAt: []int{4, 3, 2},
-		cell: func(p *overviewPage, x *rowCtx, c *cell) { stateForms(x.r, p.m.c.Now(), c) },
+		cell: func(p *overviewPage, x *rowCtx, c *cell) {
+			stateForms(x.r, p.m.c.Now(), c)
+			// A breaker that is not closed (tui/breaker.go) follows the
+			// state in every form: the role is up but the gateway holds
+			// its traffic back.
+			if mark := breakerMark(&p.m.snap, x.r.Name); mark != "" {
+				short := strings.Replace(mark, "breaker", "brk", 1)
+				for i := 0; i < c.n; i++ {
+					if i < 2 {
+						c.forms[i] += mark
+					} else {
+						c.forms[i] += short
+					}
+				}
+				c.paint = pWarn
+			}
+		},
 		key: func(k *keyCtx) sortKey {
 			return sortKey{num: float64(stateRank(k.r.State)), str: k.r.State}
 		}, desc: true},

@@ -483,3 +483,16 @@ func TestFailedReasonsShown(t *testing.T) {
 		t.Fatalf("no count of the rest:\n%s", out)
 	}
 }
+
+// At 80 columns a breaker's mark stays whole after the state, in its
+// short form when the column is narrow.
+func TestBreakerMarkFits(t *testing.T) {
+	t.Parallel()
+	s := drainingDeployment()
+	s.Gateway.Breakers = []snapshot.BreakerStatus{{Role: "decode-2", State: snapshot.BreakerHalfOpen, Since: t0}}
+	m, _ := newTestModel(t, 80, 24, s)
+	row := rowOf(t, tableLines(t, m), "decode-2")
+	if !strings.Contains(row, "ready · brk half-open") && !strings.Contains(row, "ready · breaker half-open") {
+		t.Fatalf("breaker mark: %q", row)
+	}
+}
