@@ -15,7 +15,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// The gateway's side of the engines' KV events (docs/protocol.md §15):
+// The gateway's side of the engines' KV events (docs/protocol.md §16):
 // one subscriber follows every prefill engine whose plan gives it KV
 // events; the dispatch's kv_aware policy asks it per request (Match), the
 // status and /metrics read its per-rank blocks.
@@ -109,7 +109,7 @@ type kvCollector struct{ g *Gateway }
 
 var (
 	descKVBlocks = prometheus.NewDesc("tsd_gateway_kv_cached_blocks",
-		"Blocks the prefill rank's prefix cache holds, by its KV events (docs/protocol.md §15).", []string{"role", "dp_rank"}, nil)
+		"Blocks the prefill rank's prefix cache holds, by its KV events (docs/protocol.md §16).", []string{"role", "dp_rank"}, nil)
 	descKVLive = prometheus.NewDesc("tsd_gateway_kv_events_live",
 		"1 while the gateway follows the prefill rank's KV events live (subscribed, no unrecovered gap); 0: kv_aware routes the engine by cache_aware.", []string{"role", "dp_rank"}, nil)
 )

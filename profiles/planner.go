@@ -714,6 +714,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		ReasoningParser: reasonP,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
+		Retry:           g.Retry,
+		CircuitBreaker:  g.CircuitBreaker,
 	}
 }
 

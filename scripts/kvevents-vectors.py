@@ -2,7 +2,7 @@
 """Cross-check gateway/kvevents/testdata/kv-events-vectors.json.
 
 The vectors are written by hand from TokenSpeed's publisher source
-(docs/protocol.md §15). This script re-encodes each vector's decoded form
+(docs/protocol.md §16). This script re-encodes each vector's decoded form
 with msgpack-python (Debian's python3-msgpack), which writes the same
 compact ints, float64 floats and str strings as msgspec, and recomputes
 every block hash with a port of the scheduler's HashKvBlock. It is a

@@ -56,15 +56,23 @@ func TestCacheShown(t *testing.T) {
 	s := withCache(tuitest.Deployment(2, 1, 1, t0), false)
 	s.Time = t0
 	tr.fold(s)
-	rows := tr.rows("GPU")
 	found := false
-	for _, r := range rows {
-		if r.label == "cached" && r.value == "70%" {
+	for _, r := range tr.rows("GPU") {
+		if r.label == "cached" && r.text(r.s.Last()) == "70%" {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("trends lack the cached row: %+v", rows)
+		t.Errorf("trends lack the cached row: %+v", tr.rows("GPU"))
+	}
+	plainTr := newTrends()
+	q := tuitest.WithTraffic(tuitest.Deployment(2, 1, 1, t0))
+	q.Time = t0
+	plainTr.fold(q)
+	for _, r := range plainTr.rows("GPU") {
+		if r.label == "cached" {
+			t.Error("a cached trend without any prefix cache")
+		}
 	}
 }
 
@@ -86,12 +94,10 @@ func TestCacheKVAbsent(t *testing.T) {
 func TestCacheRankCell(t *testing.T) {
 	t.Parallel()
 	tr := &snapshot.RoleTraffic{Cache: []snapshot.RankCache{{DPRank: 0, PromptTokS: 10, CachedShare: 0.42}, {DPRank: 1}}}
-	p := &overviewPage{curRankCache: rankCache(tr, 0)}
-	if got, _ := cacheCell(p, nil); got != "42%" {
+	if got, _ := cacheCell(&rowCtx{rankCache: rankCache(tr, 0)}); got != "42%" {
 		t.Errorf("rank 0: %q", got)
 	}
-	p.curRankCache = rankCache(tr, 1)
-	if got, _ := cacheCell(p, nil); got != "-" {
+	if got, _ := cacheCell(&rowCtx{rankCache: rankCache(tr, 1)}); got != "-" {
 		t.Errorf("rank 1 without prompts: %q", got)
 	}
 	if rankCache(tr, 2) != nil || rankCache(nil, 0) != nil {

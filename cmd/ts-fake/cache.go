@@ -8,7 +8,7 @@ import (
 )
 
 // prefixCache is one DP rank's prefix cache, as TokenSpeed's scheduler
-// keeps it (docs/protocol.md §15.6): whole pages of `page` tokens, each
+// keeps it (docs/protocol.md §16.6): whole pages of `page` tokens, each
 // named by the engine's chained block hash, at most `capacity` pages,
 // least recently used leaf pages evicted first, pages in use by a request
 // never evicted. Every page stored or evicted becomes a KV event. Only

@@ -106,7 +106,7 @@ var engineFlags = []flagSpec{
 	{name: "pdlb-url", kind: kValue, help: "unused by tsd"},
 	{name: "host", kind: kValue, help: "unused in headless mode"},
 	{name: "port", kind: kValue, help: "unused in headless mode"},
-	{name: "kv-events-config", kind: kValue, used: true, help: "JSON: with enable_kv_cache_events true, each DP rank publishes its KV cache events on a ZMQ PUB at endpoint (port + dp rank) with a replay ROUTER at replay_endpoint (docs/protocol.md §15)"},
+	{name: "kv-events-config", kind: kValue, used: true, help: "JSON: with enable_kv_cache_events true, each DP rank publishes its KV cache events on a ZMQ PUB at endpoint (port + dp rank) with a replay ROUTER at replay_endpoint (docs/protocol.md §16)"},
 	{name: "rl-control-port", kind: kValue, help: "RL control port"},
 	{name: "attention-backend", kind: kValue, help: "attention backend"},
 	{name: "moe-backend", kind: kValue, help: "MoE backend"},
@@ -150,6 +150,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-exit-after-requests", kind: kValue, used: true, help: "the engine exits with --fake-exit-code when a rank received its K-th request"},
 	{name: "fake-hang-after", kind: kValue, used: true, help: "ranks stop reading and stepping this long after their handshake"},
 	{name: "fake-hang-after-requests", kind: kValue, used: true, help: "a rank stops reading and stepping after its K-th request"},
+	{name: "fake-abort-requests", kind: kValue, used: true, help: "a rank finishes its first K requests with abort at once, no tokens (a worker failing for a while, then well again)"},
 	{name: "fake-crash-rank", kind: kValue, used: true, help: "DP rank that crashes (default -1: none)"},
 	{name: "fake-crash-after", kind: kValue, used: true, help: "when that rank crashes, counted from its handshake (default 0)"},
 	{name: "fake-crash-mode", kind: kValue, used: true, help: "exception (log, sentinel, exit 1; default) | kill (SIGKILL itself, no sentinel)"},
@@ -288,6 +289,7 @@ type config struct {
 	exitAfterReqs    int
 	hangAfter        time.Duration
 	hangAfterReqs    int
+	abortReqs        int
 	crashRank        int
 	crashAfter       time.Duration
 	crashMode        string
@@ -553,6 +555,7 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.exitAfterReqs = l.int("fake-exit-after-requests", 0)
 	c.hangAfter = l.dur("fake-hang-after", 0)
 	c.hangAfterReqs = l.int("fake-hang-after-requests", 0)
+	c.abortReqs = l.int("fake-abort-requests", 0)
 	c.crashRank = l.int("fake-crash-rank", -1)
 	c.crashAfter = l.dur("fake-crash-after", 0)
 	c.crashMode = l.str("fake-crash-mode", "exception")

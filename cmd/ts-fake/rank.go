@@ -97,7 +97,7 @@ func runRank(cfg config, global int) int {
 }
 
 // startKVEvents binds this DP rank's KV event publisher (ports offset by
-// the rank, docs/protocol.md §15.2) when --kv-events-config enables it.
+// the rank, docs/protocol.md §16.2) when --kv-events-config enables it.
 func (r *rank) startKVEvents() *kvevents.Publisher {
 	kc := r.cfg.kvEvents
 	if kc == nil {

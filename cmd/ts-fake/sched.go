@@ -135,7 +135,7 @@ func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kveven
 
 // hasPrefixCache: prefill and plain engines reuse prompt prefixes; a
 // decode receives its KV from the prefill and an encode has no KV cache
-// (docs/protocol.md §15.6).
+// (docs/protocol.md §16.6).
 func hasPrefixCache(cfg config) bool {
 	return cfg.prefixCaching && (cfg.mode == "prefill" || cfg.mode == "null") && cfg.prefixGranularity > 0
 }
@@ -426,6 +426,11 @@ func (e *engine) add(g wire.GenerateRequest) {
 	}
 	if q.invalid != "" {
 		e.r.log.warn("request_handler.py:402", "Request %s failed validation: %s", q.rid, q.invalid)
+		e.finishNow(q, "abort")
+		return
+	}
+	if k := e.cfg.abortReqs; k > 0 && e.received <= k {
+		e.r.log.warn("ts-fake.py:1", "fake: request %s aborted (--fake-abort-requests: %d of the first %d)", q.rid, e.received, k)
 		e.finishNow(q, "abort")
 		return
 	}
@@ -755,7 +760,7 @@ func (e *engine) admitRunning(q *request, now time.Time) {
 
 // computed: q's prompt is in the KV cache now; its whole pages are
 // cached (a prefill's prompt plus its first token, less the last token,
-// is the prompt: docs/protocol.md §15.6).
+// is the prompt: docs/protocol.md §16.6).
 func (e *engine) computed(q *request) {
 	if e.cache == nil {
 		return

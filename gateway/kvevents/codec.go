@@ -9,7 +9,7 @@ import (
 // Kind is an event's type: the tag msgspec writes first in its array.
 type Kind uint8
 
-// The event kinds of TokenSpeed's KVEventBatch (docs/protocol.md §15.3).
+// The event kinds of TokenSpeed's KVEventBatch (docs/protocol.md §16.3).
 // KindUnknown is any other tag, kept so a newer engine's new event is
 // seen and ignored rather than failing its whole batch.
 const (

@@ -9,7 +9,7 @@ import (
 )
 
 // Config is the JSON of `--kv-events-config` (TokenSpeed's
-// KVEventsConfig, docs/protocol.md §15.1), with upstream's defaults.
+// KVEventsConfig, docs/protocol.md §16.1), with upstream's defaults.
 type Config struct {
 	Publisher           string  `json:"publisher,omitempty"` // "zmq" or "null"; "" means zmq when enabled
 	Endpoint            string  `json:"endpoint"`

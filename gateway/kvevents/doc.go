@@ -1,6 +1,6 @@
 // Package kvevents is the engines' own prefix-cache signal: the KV cache
 // events a TokenSpeed engine publishes with --kv-events-config
-// (docs/protocol.md §15), and the gateway's exact index of every prefill
+// (docs/protocol.md §16), and the gateway's exact index of every prefill
 // rank's cached blocks built from them.
 //
 // It has two halves:

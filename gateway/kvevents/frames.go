@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The ZMQ framing of the publisher (docs/protocol.md §15.2, §15.4).
+// The ZMQ framing of the publisher (docs/protocol.md §16.2, §16.4).
 //
 // PUB: every batch is one 3-frame message [topic, seq, payload]: the
 // configured topic's UTF-8 bytes ("" by default), the batch's sequence

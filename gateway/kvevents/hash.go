@@ -1,7 +1,7 @@
 package kvevents
 
 // BlockHash is the block hash TokenSpeed's scheduler puts into its events
-// (docs/protocol.md §15.3): 64-bit FNV-1a over one flag byte (1 when the
+// (docs/protocol.md §16.3): 64-bit FNV-1a over one flag byte (1 when the
 // block has a parent, else 0), then the parent's hash as 8 bytes little
 // endian when it has one, then the token count as 8 bytes little endian,
 // then each token id as 4 bytes little endian (two's complement).

@@ -15,7 +15,7 @@ import (
 // DP rank): a PUB socket that numbers batches from 0, a replay buffer of
 // the last BufferSteps batches and a replay ROUTER that answers a start
 // sequence with every buffered batch from it, then the end marker
-// (docs/protocol.md §15.2, §15.4). One goroutine owns the sequence and the
+// (docs/protocol.md §16.2, §16.4). One goroutine owns the sequence and the
 // buffer, as upstream's publisher thread does.
 type Publisher struct {
 	pub, replay zmq4.Socket

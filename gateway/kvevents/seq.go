@@ -3,7 +3,7 @@ package kvevents
 import "fmt"
 
 // What a rank's next published batch means for its index, decided from
-// the batch's sequence number alone (docs/protocol.md §15.5). Publishers
+// the batch's sequence number alone (docs/protocol.md §16.5). Publishers
 // number their batches 0, 1, 2, … from their start; one publisher per DP
 // rank and engine start.
 

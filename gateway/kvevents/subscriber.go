@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// RankEndpoints is where one DP rank publishes (docs/protocol.md §15.2):
+// RankEndpoints is where one DP rank publishes (docs/protocol.md §16.2):
 // its PUB and its replay ROUTER, as the gateway dials them.
 type RankEndpoints struct {
 	Publish string // tcp://HOST:PORT
@@ -513,7 +513,7 @@ func (e *engine) handle(n note) {
 	e.publish()
 }
 
-// consume takes one live batch (docs/protocol.md §15.5).
+// consume takes one live batch (docs/protocol.md §16.5).
 func (e *engine) consume(rank int, seq uint64, b Batch) {
 	r := e.ranks[rank]
 	act, from := decideSeq(r.started, r.fresh, r.next, seq)

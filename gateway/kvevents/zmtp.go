@@ -14,7 +14,7 @@ import (
 
 // A minimal ZMTP 3.0 client (NULL security) for the two sockets the
 // gateway opens towards an engine's publisher: a SUB on its PUB and a
-// DEALER on its replay ROUTER (docs/protocol.md §15.2). Written here, not
+// DEALER on its replay ROUTER (docs/protocol.md §16.2). Written here, not
 // taken from zmq4, because a publisher is a peer the gateway does not
 // control: zmq4 allocates whatever frame size the peer announces, while
 // this client checks every frame and message against its caps before it
