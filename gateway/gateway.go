@@ -30,6 +30,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -81,8 +82,9 @@ type Options struct {
 	QueueTimeout time.Duration
 	// OnEvent hears verdicts worth showing on the dashboard's event list:
 	// kind "panic" (a recovered panic; msg says where; role ""), "stall"
-	// (a rank of role judged stalled; msg names role, rank and why) and
-	// "readmit" (a stalled rank spoke again). Called from gateway
+	// (a rank of role judged stalled; msg names role, rank and why),
+	// "readmit" (a stalled rank spoke again) and "breaker" (a worker's
+	// circuit breaker changed state; msg says from, to and why). Called from gateway
 	// goroutines, never under a gateway lock; it must not block for long.
 	// tsd hands it the deployment's event log, built before the gateway
 	// (supervisor.EventLog).
@@ -123,6 +125,11 @@ type Gateway struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 	notes    []string
+
+	// kv follows the prefill engines' KV events (nil: none publishes);
+	// stopKV ends it, set by Bind.
+	kv     *kvevents.Subscriber
+	stopKV func()
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
@@ -195,11 +202,16 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: api_key_env %s is empty or unset", env)
 		}
 	}
+	g.kv = newKVEvents(plan, opts.Logger, g.ReportPanic)
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
 	}
-	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic,
+	var kv dispatch.KVIndex // a nil *Subscriber must stay a nil interface
+	if g.kv != nil {
+		kv = g.kv
+	}
+	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
 		if p != "" && !dispatch.Known(p) {
@@ -290,6 +302,9 @@ func (g *Gateway) Bind(ctx context.Context) error {
 	}
 	g.listener = l
 	g.bound = true
+	// The engines bind their KV event sockets as they start; following
+	// them begins now and retries quietly until they are up.
+	g.stopKV = g.startKVEvents()
 	return nil
 }
 
@@ -338,6 +353,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			if err := b.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close rendezvous of %s: %w", role, err))
 			}
+		}
+		if g.stopKV != nil {
+			g.stopKV()
+			g.stopKV = nil
 		}
 		if g.bound {
 			if err := g.lane.Close(); err != nil {
@@ -498,6 +517,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 	// issue 19: the numbers are the traffic account's, the same /metrics
 	// reports (gateway/traffic), with one row per role.
 	tot, roles := g.metrics.traffic.Status()
+	g.kvRows(roles)
 	notes := g.notes
 	if n := g.disp.EncodeNote(); n != "" {
 		notes = append([]string{n}, notes...)
@@ -520,6 +540,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		TTFTp99:   tot.TTFTp99,
 		ITLp50:    tot.ITLp50,
 		ITLp99:    tot.ITLp99,
+		Breakers:  g.disp.Breakers(),
 	}
 }
 

@@ -75,6 +75,39 @@ type GatewayPlan struct {
 	ReasoningParser string       `json:"reasoning_parser"`
 	LogFile         string       `json:"log_file"`
 	Workers         []WorkerPlan `json:"workers"`
+	// Retry and CircuitBreaker (gateway.retry, gateway.circuit_breaker).
+	// Their zero values, as a hand-written plan has them, mean no retry,
+	// no migration and no breaker.
+	Retry          RetryPlan          `json:"retry"`
+	CircuitBreaker CircuitBreakerPlan `json:"circuit_breaker"`
+}
+
+// RetryPlan is gateway.retry, SMG's retry knobs under SMG's names plus
+// migration (docs/protocol.md §11.9).
+type RetryPlan struct {
+	// MaxRetries counts attempts as SMG does: the first try is one, so 5
+	// is the first try and four more; 1 (or 0) never retries.
+	MaxRetries int `json:"max_retries"`
+	// The delay before attempt a+1 (a counted from 0) is
+	// min(InitialBackoffMS × BackoffMultiplier^a, MaxBackoffMS) ×
+	// (1 + U[-JitterFactor, +JitterFactor]).
+	InitialBackoffMS  int     `json:"initial_backoff_ms"`
+	MaxBackoffMS      int     `json:"max_backoff_ms"`
+	BackoffMultiplier float64 `json:"backoff_multiplier"`
+	JitterFactor      float64 `json:"jitter_factor"`
+	// Migrate continues a stream whose decode died after tokens were sent
+	// on another decode (a new PD pair fed the prompt plus those tokens).
+	Migrate bool `json:"migrate"`
+}
+
+// CircuitBreakerPlan is gateway.circuit_breaker, SMG's knobs under SMG's
+// names (docs/protocol.md §11.9). FailureThreshold 0 (a hand-written
+// plan) means no breaker.
+type CircuitBreakerPlan struct {
+	FailureThreshold    int `json:"failure_threshold"`
+	SuccessThreshold    int `json:"success_threshold"`
+	TimeoutDurationSecs int `json:"timeout_duration_secs"`
+	WindowDurationSecs  int `json:"window_duration_secs"`
 }
 
 // PolicyPlan names the worker-selection policy per role kind.
@@ -96,6 +129,36 @@ type WorkerPlan struct {
 	DP          int    `json:"dp"`
 	EngineIndex int    `json:"engine_index"`
 	Remote      bool   `json:"remote"` // engine runs on another host; tsd does not spawn it
+	// KVEvents is where the engine's DP ranks publish their KV cache
+	// events, when it does (prefill roles with kv_events).
+	KVEvents *KVEventsPlan `json:"kv_events,omitempty"`
+}
+
+// KVEventsPlan is one engine's KV event sockets (docs/protocol.md §16):
+// the --kv-events-config it is given, and per DP rank where the gateway
+// dials its publisher and its replay socket (upstream adds the DP rank to
+// both configured ports).
+type KVEventsPlan struct {
+	Config     string   `json:"config"`      // the JSON of --kv-events-config
+	Port       int      `json:"port"`        // DP rank r publishes on Port + r
+	ReplayPort int      `json:"replay_port"` // and answers replays on ReplayPort + r
+	Publish    []string `json:"publish"`     // tcp://HOST:PORT per DP rank, as the gateway dials it
+	Replay     []string `json:"replay"`      // the same for the replay sockets
+}
+
+// Ports lists every port the engine binds for its KV events.
+func (k *KVEventsPlan) Ports() []int {
+	if k == nil {
+		return nil
+	}
+	var out []int
+	for r := range k.Publish {
+		out = append(out, k.Port+r)
+	}
+	for r := range k.Replay {
+		out = append(out, k.ReplayPort+r)
+	}
+	return out
 }
 
 // RolePlan is one role instance (after replica expansion).
@@ -122,6 +185,7 @@ type RolePlan struct {
 	Bootstrap            string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
 	BootstrapPort        int               `json:"bootstrap_port,omitempty"`
 	LogFile              string            `json:"log_file"`
+	KVEvents             *KVEventsPlan     `json:"kv_events,omitempty"` // prefill roles with kv_events
 	Restart              RestartPlan       `json:"restart"`
 	// StallAction (health.stall_action): restart | wait.
 	StallAction string `json:"stall_action"`

@@ -44,6 +44,9 @@ type Snapshot struct {
 	GPUs    []GPUStatus    `json:"gpus"`
 	GPUInfo GPUPanelStatus `json:"gpu_info"`
 	Events  []Event        `json:"events,omitempty"` // most recent state changes, newest last
+	// History is the daemon's trend rings, only in the first Snapshot of
+	// a watch that asked for them (docs/protocol.md, the control socket).
+	History *History `json:"history,omitempty"`
 }
 
 // GatewayStatus is the embedded gateway's headline numbers.
@@ -72,6 +75,30 @@ type GatewayStatus struct {
 	TTFTp99 time.Duration `json:"-"`
 	ITLp50  time.Duration `json:"-"`
 	ITLp99  time.Duration `json:"-"`
+	// Breakers is each routed worker's circuit breaker (prefill and
+	// decode role instances), empty when gateway.circuit_breaker is off.
+	Breakers []BreakerStatus `json:"breakers,omitempty"`
+}
+
+// Circuit-breaker states, SMG's names (docs/protocol.md §11.9).
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// BreakerStatus is one worker's circuit breaker as the gateway holds it.
+type BreakerStatus struct {
+	Role  string `json:"role"`
+	State string `json:"state"` // BreakerClosed, BreakerOpen or BreakerHalfOpen
+	// Failures is the current run of consecutive failures; Successes the
+	// run of successes while half-open.
+	Failures  int       `json:"failures"`
+	Successes int       `json:"successes,omitempty"`
+	Since     time.Time `json:"since"`            // when State was entered
+	Until     time.Time `json:"until,omitempty"`  // open: when it goes half-open
+	Reason    string    `json:"reason,omitempty"` // why it is in State
+	Opened    int       `json:"times_opened"`     // since this run of the engine registered
 }
 
 // RoleTraffic is one role's share of the gateway's traffic. Its
@@ -86,7 +113,40 @@ type RoleTraffic struct {
 	TTFTp99  time.Duration `json:"-"`
 	ITLp50   time.Duration `json:"-"`
 	ITLp99   time.Duration `json:"-"`
+
+	// The prefix cache (prefill roles): CachedShare is the share of the
+	// prompt tokens it prefilled over the traffic window that its engine
+	// found cached (the prefill output's cached_tokens / prompt tokens);
+	// PromptTokS is those prompt tokens per second (0: no prefill in the
+	// window, so no share to show). Cache has one entry per DP rank, with
+	// the blocks the gateway's KV event index holds for it.
+	CachedShare float64     `json:"cached_share,omitempty"`
+	PromptTokS  float64     `json:"prompt_tok_per_sec,omitempty"`
+	Cache       []RankCache `json:"cache,omitempty"`
+	// KVEvents says how the gateway follows the engine's KV events:
+	// "" it publishes none and none is needed, "live", or "absent" with
+	// KVNote saying why (then kv_aware routes it by cache_aware).
+	KVEvents string `json:"kv_events,omitempty"`
+	KVNote   string `json:"kv_note,omitempty"`
 }
+
+// RankCache is one attention-DP rank's prefix cache as the gateway sees
+// it: the traffic account's cached-token share, and the blocks its KV
+// events say it holds.
+type RankCache struct {
+	DPRank       int     `json:"dp_rank"`
+	CachedShare  float64 `json:"cached_share"`
+	PromptTokS   float64 `json:"prompt_tok_per_sec"`
+	CachedBlocks int     `json:"cached_blocks"`
+	BlockSize    int     `json:"block_size,omitempty"`
+	KVLive       bool    `json:"kv_live,omitempty"`
+}
+
+// KV event states of RoleTraffic.KVEvents.
+const (
+	KVEventsLive   = "live"
+	KVEventsAbsent = "absent"
+)
 
 // RoleStatus is one role instance.
 type RoleStatus struct {
@@ -255,4 +315,34 @@ type LogLine struct {
 	Stream string    `json:"stream,omitempty"` // stdout | stderr, when known
 	Text   string    `json:"text"`             // as written (may hold ANSI), no newline
 	Note   bool      `json:"note,omitempty"`   // written by tsd, not by the engine
+}
+
+// History is the recent past the daemon keeps (snapshot/trend): samples
+// of the gateway's rates, load and latencies and of every GPU, one per
+// period. The control socket sends it in the first Snapshot of a watch
+// that asks for it, so a dashboard that attaches shows the past at once;
+// every other Snapshot leaves it nil.
+type History struct {
+	PeriodMS int64 `json:"period_ms"` // the sample period
+	// TimesMS are the samples' times (Unix milliseconds), oldest first.
+	TimesMS []int64       `json:"times_ms"`
+	Series  []TrendSeries `json:"series"`
+	// Rates is the rates' smoothing as of the newest snapshot folded, so
+	// the dashboard goes on exactly where the daemon is.
+	Rates *TrendRates `json:"rates,omitempty"`
+}
+
+// TrendRates is the gateway's smoothed rates and when they were last
+// updated.
+type TrendRates struct {
+	ReqPerSec float64   `json:"req_per_sec"`
+	TokPerSec float64   `json:"tok_per_sec"`
+	At        time.Time `json:"at"`
+}
+
+// TrendSeries is one trend's samples, aligned with the newest of
+// History.TimesMS (a GPU seen later has fewer).
+type TrendSeries struct {
+	Name   string    `json:"name"` // e.g. "req/s", "gpu0 util"
+	Values []float64 `json:"values"`
 }

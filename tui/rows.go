@@ -47,8 +47,10 @@ func (d dispRow) expandable(s *snapshot.Snapshot) bool {
 
 // buildRows lays the table out from the roles in table order: a group row
 // where a group's first instance stands, its members under it when open,
-// and each open instance's ranks under the instance.
-func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow) []dispRow {
+// and each open instance's ranks under the instance. keep (nil: every
+// role) filters instances; a group stays while any member does, with
+// only those.
+func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow, keep func(i int) bool) []dispRow {
 	rows := dst[:0]
 	size := map[string]int{}
 	for i := range s.Roles {
@@ -69,19 +71,25 @@ func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow) []disp
 	for i := range s.Roles {
 		g := s.Roles[i].Group
 		if g == "" || size[g] < 2 {
-			addRole(i, "")
+			if keep == nil || keep(i) {
+				addRole(i, "")
+			}
 			continue
 		}
 		if placed[g] {
 			continue
 		}
-		placed[g] = true
 		var members []int
 		for j := i; j < len(s.Roles); j++ {
-			if s.Roles[j].Group == g {
+			if s.Roles[j].Group == g && (keep == nil || keep(j)) {
 				members = append(members, j)
 			}
 		}
+		placed[g] = true
+		if len(members) == 0 {
+			continue // the filter hides every member
+		}
+		i := members[0]
 		rows = append(rows, dispRow{kind: rowGroup, role: i, group: g, members: members})
 		if open["g:"+g] {
 			for _, j := range members {
@@ -229,6 +237,16 @@ func groupTraffic(tr map[string]*snapshot.RoleTraffic, s *snapshot.Snapshot, mem
 		out.Errors += t.Errors
 		out.TTFTp50, out.TTFTp99 = max(out.TTFTp50, t.TTFTp50), max(out.TTFTp99, t.TTFTp99)
 		out.ITLp50, out.ITLp99 = max(out.ITLp50, t.ITLp50), max(out.ITLp99, t.ITLp99)
+		// The group's cache share weighs each member by its prompt
+		// tokens; one member without events makes the group's absent.
+		if len(t.Cache) > 0 {
+			out.Cache = append(out.Cache, t.Cache...)
+			out.CachedShare = (out.CachedShare*out.PromptTokS + t.CachedShare*t.PromptTokS) / max(out.PromptTokS+t.PromptTokS, 1e-9)
+			out.PromptTokS += t.PromptTokS
+		}
+		if t.KVEvents != "" && out.KVEvents != snapshot.KVEventsAbsent {
+			out.KVEvents, out.KVNote = t.KVEvents, t.KVNote
+		}
 	}
 	if !any {
 		return nil
