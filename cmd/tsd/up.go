@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/probe"
+	"github.com/tsd-project/tsd/headless"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
@@ -292,11 +292,10 @@ func (c upCmd) runSupervisor() error {
 		}
 	}
 
-	out := newHeadlessOut(os.Stdout, tty)
 	// A daemon's output is a file that lives as long as the deployment
 	// (days): the engines' own lines are in their rotated log files, so
 	// it keeps only tsd's notes and events.
-	out.notesOnly = daemon
+	out := headless.New(os.Stdout, headless.Options{Colour: tty, NotesOnly: daemon})
 	// The dashboard's test request (key t) is sent from the daemon, which
 	// knows the gateway, the model name and the API key.
 	tester := probe.Target{URL: plan.Gateway.URL, Model: plan.ServedModelName, APIKeyEnv: plan.Gateway.APIKeyEnv}
@@ -315,7 +314,7 @@ func (c upCmd) runSupervisor() error {
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
 		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(plan, steps)),
-		OnEvent:     out.event,
+		OnEvent:     out.Event,
 		Events:      events,
 		Runs:        runs,
 		TestRequest: tester.Send,
@@ -357,7 +356,7 @@ func (c upCmd) runSupervisor() error {
 		}
 	}()
 
-	logsDone := out.followLogs(sup)
+	logsDone := out.Follow(sup)
 	runErr := make(chan error, 1)
 	go func() { runErr <- sup.Run(runCtx) }()
 	if daemon {
@@ -545,155 +544,6 @@ func hostGPUs(tel *telemetry.Telemetry, wait time.Duration) []profiles.GPU {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// headlessOut prints role-prefixed log lines and state changes, one whole
-// line at a time; colour only on a terminal (engine ANSI is stripped
-// otherwise).
-type headlessOut struct {
-	mu      sync.Mutex
-	w       *bufio.Writer
-	colour  bool
-	events  chan snapshot.Event
-	width   int
-	printed map[string]uint64 // last Seq printed per role
-	// notesOnly prints only tsd's own lines (the daemon's log file).
-	notesOnly bool
-}
-
-var roleColours = []string{"36", "33", "35", "32", "34", "91", "96", "93"}
-
-func newHeadlessOut(w io.Writer, colour bool) *headlessOut {
-	h := &headlessOut{w: bufio.NewWriterSize(w, 64<<10), colour: colour, events: make(chan snapshot.Event, 1024), printed: map[string]uint64{}}
-	return h
-}
-
-// event runs on the supervisor's publisher goroutine: never block it.
-// Role state changes also arrive as notes in the role's log, in order with
-// its output, so only deployment-wide events are printed from here.
-func (h *headlessOut) event(e snapshot.Event) {
-	if e.Role != "" {
-		return
-	}
-	select {
-	case h.events <- e:
-	default:
-	}
-}
-
-func (h *headlessOut) prefix(role string, idx int) string {
-	p := fmt.Sprintf("%-*s | ", h.width, role)
-	if h.colour && idx >= 0 {
-		return "\x1b[" + roleColours[idx%len(roleColours)] + "m" + p + "\x1b[0m"
-	}
-	return p
-}
-
-// followLogs prints every role's lines and the events until the
-// supervisor's streams end; the returned channel closes then.
-func (h *headlessOut) followLogs(sup *supervisor.Supervisor) chan struct{} {
-	idx := map[string]int{}
-	for i, r := range sup.Roles() {
-		idx[r] = i
-		h.width = max(h.width, len(r))
-	}
-	h.width = max(h.width, len("tsd"))
-	done := make(chan struct{})
-	backlog, batches, cancelLogs, err := sup.SubscribeLogs("")
-	if err != nil {
-		close(done)
-		return done
-	}
-	_, snaps, cancelSnaps := sup.Subscribe()
-	go func() {
-		defer close(done)
-		defer cancelLogs()
-		defer cancelSnaps()
-		h.lines(backlog, idx)
-		for {
-			select {
-			case b := <-batches:
-				h.lines(b, idx)
-			case e := <-h.events:
-				h.printEvent(e, idx)
-			case _, ok := <-snaps:
-				if !ok {
-					// Run is over: print the events and the lines still in
-					// the rings that no batch carried yet, then stop.
-				drain:
-					for {
-						select {
-						case e := <-h.events:
-							h.printEvent(e, idx)
-						default:
-							break drain
-						}
-					}
-					for _, r := range sup.Roles() {
-						all, _ := sup.Logs(r)
-						var rest []supervisor.LogLine
-						for _, l := range all {
-							if l.Seq > h.printed[r] {
-								rest = append(rest, l)
-							}
-						}
-						h.lines(rest, idx)
-					}
-					return
-				}
-			}
-		}
-	}()
-	return done
-}
-
-func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, l := range ls {
-		i, ok := idx[l.Role]
-		if !ok {
-			i = -1
-		}
-		if l.Seq > h.printed[l.Role] {
-			h.printed[l.Role] = l.Seq
-		}
-		if h.notesOnly && !l.Note {
-			continue
-		}
-		text := l.Text
-		switch {
-		case !h.colour:
-			text = supervisor.StripANSI(text)
-		case l.Note:
-			text = "\x1b[1m" + text + "\x1b[0m" // tsd's own lines stand out
-		}
-		h.w.WriteString(h.prefix(l.Role, i))
-		h.w.WriteString(text)
-		h.w.WriteByte('\n')
-	}
-	h.w.Flush()
-}
-
-func (h *headlessOut) printEvent(e snapshot.Event, idx map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	role := e.Role
-	if role == "" {
-		role = "tsd"
-	}
-	i, ok := idx[e.Role]
-	if !ok {
-		i = -1
-	}
-	msg := "== " + e.Message
-	if h.colour {
-		msg = "\x1b[1m" + msg + "\x1b[0m"
-	}
-	h.w.WriteString(h.prefix(role, i))
-	h.w.WriteString(msg)
-	h.w.WriteByte('\n')
-	h.w.Flush()
 }
 
 // telemetryWatch says what telemetry watches for each role (the GPU↔role
