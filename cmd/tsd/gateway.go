@@ -15,6 +15,7 @@ import (
 	generateapi "github.com/tsd-project/tsd/gateway/generate" // package main's tests have a generate func
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -112,7 +113,7 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 	}
 	// A vision-language model directory (preprocessor_config.json) takes
 	// image parts in chat; the gateway routes them only in epd mode.
-	vis, err := openai.LoadVision(plan.Model)
+	vis, err := vision.Load(plan.Model)
 	if err != nil {
 		log.Warn("image input disabled: the model's vision config did not load", "model", plan.Model, "err", err)
 		vis = nil

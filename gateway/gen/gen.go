@@ -42,7 +42,7 @@ type Sampling struct {
 // dispatcher routes it to an encoder and builds the per-leg wire items.
 type Image struct {
 	Hash     string    // hex content hash: consistent-hashing key for the encoder choice
-	ID       int64     // the wire item's hash (epd.ItemHash)
+	ID       int64     // the wire item's hash (vision.ItemHash)
 	Pixels   []float32 // patchified, normalised pixel values: GridTHW product rows of Dim
 	Dim      int       // values per patch row
 	GridTHW  [3]int    // temporal, height, width patch grid

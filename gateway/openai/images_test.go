@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 )
 
 const demoVLDir = "../vision/testdata/demo-vl"
@@ -78,20 +78,20 @@ func (f imgFake) ImageSupport() error { return f.support }
 
 func vlServer(t *testing.T, support error, allowHTTP bool) (*fakeEngine, string) {
 	t.Helper()
-	return vlServerWith(t, support, func(v *Vision) { v.AllowHTTP = allowHTTP })
+	return vlServerWith(t, support, func(v *vision.Intake) { v.AllowHTTP = allowHTTP })
 }
 
-func vlServerWith(t *testing.T, support error, set func(*Vision)) (*fakeEngine, string) {
+func vlServerWith(t *testing.T, support error, set func(*vision.Intake)) (*fakeEngine, string) {
 	t.Helper()
 	tk, err := tokenizer.Load(demoVLDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := LoadVision(demoVLDir)
+	v, err := vision.Load(demoVLDir)
 	if err != nil || v == nil {
 		t.Fatalf("vision %v %v", v, err)
 	}
-	v.URL = epd.Limits{Timeout: 2 * time.Second}
+	v.URL = vision.URLLimits{Timeout: 2 * time.Second}
 	set(v)
 	eng := newFake(tk, "A picture.")
 	return eng, serveEngine(t, imgFake{eng, support}, tk, Options{Vision: v}, "").URL
@@ -173,7 +173,7 @@ func TestChatImagesRefused(t *testing.T) {
 	if len(eng.requests()) != 0 {
 		t.Fatal("engine got the request")
 	}
-	if v, err := LoadVision("../tokenizer/testdata/demo"); v != nil || err != nil {
+	if v, err := vision.Load("../tokenizer/testdata/demo"); v != nil || err != nil {
 		t.Fatalf("text-only model dir: %v %v", v, err)
 	}
 	if !strings.Contains(string(body), "encode") {
@@ -195,7 +195,7 @@ func FuzzImageChat(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		v, err := LoadVision(demoVLDir)
+		v, err := vision.Load(demoVLDir)
 		if err != nil {
 			f.Fatal(err)
 		}

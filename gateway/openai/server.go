@@ -16,6 +16,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 )
 
 // Options configures a Server.
@@ -27,9 +28,10 @@ type Options struct {
 	MaxN int
 	// Now is the clock for "created"; nil means time.Now.
 	Now func() time.Time
-	// Vision enables image content parts (LoadVision); nil: the model
-	// takes no images and image parts get a 400.
-	Vision *Vision
+	// Vision is the model's image intake (vision.Load): it enables image
+	// content parts; nil: the model takes no images and image parts get
+	// a 400.
+	Vision *vision.Intake
 	// ToolCallParser and ReasoningParser name the reply parsers
 	// (gateway/parsers; profile keys gateway.tool_call_parser and
 	// gateway.reasoning_parser). "" or "passthrough": none.
