@@ -10,7 +10,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/jsonenc/jsontest"
 )
 
-// marshalGenerate is the event streamGenerate sent for ev through
+// marshalGenerate is the event the stream sent for ev through
 // json.Marshal before generateChunkEnc (and still sends with logprobs).
 func marshalGenerate(t testing.TB, ev gen.Event, id string, e2e float64) string {
 	t.Helper()
