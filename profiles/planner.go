@@ -594,7 +594,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		urlHost = "127.0.0.1"
 	}
 	toolP, reasonP := ReplyParsers(pl.p)
-	return GatewayPlan{
+	gp := GatewayPlan{
 		Listen:          net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
 		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
 		Mode:            mode,
@@ -613,6 +613,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
 	}
+	routingPlans(&gp, g.Policy, g.Routing)
+	return gp
 }
 
 // NVLinkVars are the Mooncake variables that force its intra-node NVLink

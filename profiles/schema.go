@@ -300,6 +300,10 @@ func init() {
 		intKey("port", 1, 65535, strconv.Itoa(DefaultGatewayPort), "HTTP listen port", func(g *Gateway) *int { return &g.Port }),
 		enumKey("mode", []string{ModeAuto, ModePD, ModeEPD}, ModeAuto, "auto = epd when an encode role exists", func(g *Gateway) *string { return &g.Mode }),
 		subKey("policy", "how the gateway picks a worker of each kind", &policySection, func(g *Gateway) *PolicyPlan { return &g.Policy }),
+		subKey("cache_aware", "cache_aware's knobs (and kv_aware's, which falls back to it); see Routing policies", &cacheAwareSection, func(g *Gateway) *CacheAwarePlan { return &g.Routing.CacheAware }),
+		subKey("prefix_hash", "prefix_hash's knobs", &prefixHashSection, func(g *Gateway) *PrefixHashPlan { return &g.Routing.PrefixHash }),
+		subKey("manual", "manual's knobs (sticky by the X-SMG-Routing-Key header)", &manualSection, func(g *Gateway) *ManualPlan { return &g.Routing.Manual }),
+		subKey("bucket", "bucket's knobs (prefill only)", &bucketSection, func(g *Gateway) *BucketPlan { return &g.Routing.Bucket }),
 		{Key: "api_key_env", Type: "env var name", Doc: "name of an env var holding the bearer token; empty = no auth", read: func(l *loader, f field, g *Gateway) {
 			g.APIKeyEnv = l.str(f)
 			if g.APIKeyEnv != "" && !envName.MatchString(g.APIKeyEnv) {
