@@ -313,6 +313,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
+	req.RoutingKey = r.Header.Get(gen.RoutingKeyHeader)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

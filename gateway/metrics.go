@@ -32,6 +32,7 @@ type metrics struct {
 	panics        *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	queued        *prometheus.CounterVec
+	routes        *prometheus.CounterVec
 
 	// traffic is the one account of request outcomes (issue 19): its
 	// series are on /metrics and Status reads the same counters.
@@ -74,6 +75,9 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_events_total", Help: "Gateway verdicts reported as events (panic, stall, readmit), by kind."}, []string{"kind"})
 	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_queued_total", Help: "Requests that waited for a routable worker, by outcome (routed, timeout, client_gone)."}, []string{"outcome"})
+	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_route_decisions_total", Help: "Routing decisions by role kind, policy and reason (cache_hit, cache_miss, balance, kv_hit, fallback_cache_hit, sticky, ...; docs/profiles.md \"Routing policies\")."},
+		[]string{"kind", "policy", "reason"})
 	var roles []string
 	for _, w := range g.lane.Workers() {
 		roles = append(roles, w.Role())
@@ -82,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, workerCollector{g}, m.traffic} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.routes, workerCollector{g}, m.traffic} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,7 +98,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 // collectors, so /metrics and the tests read them here).
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
-		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued}
+		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued, Routes: m.routes}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at

@@ -61,7 +61,16 @@ type Request struct {
 	LogprobStartLen int // >= 0: prompt logprobs from this position (prefill leg only); -1 none
 
 	Images []Image
+
+	// RoutingKey is the client's X-SMG-Routing-Key header, SMG's sticky
+	// routing key (the manual and consistent_hashing policies route by
+	// it); "" when the client sent none.
+	RoutingKey string
 }
+
+// RoutingKeyHeader is SMG's sticky-routing header; front ends copy it
+// into Request.RoutingKey.
+const RoutingKeyHeader = "X-SMG-Routing-Key"
 
 // Finish reasons as front ends report them.
 const (

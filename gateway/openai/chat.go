@@ -160,6 +160,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
 	ag, e := s.planAgent(&req.agentFields, req.Tools, req.Messages, p)
 	if e != nil {
 		writeError(w, e)

@@ -136,6 +136,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
 	if e := req.grammarRequest.apply(p); e != nil {
 		writeError(w, e)
 		return

@@ -487,6 +487,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	run.p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
+	for i := range run.reqs {
+		run.reqs[i].RoutingKey = run.p.routingKey
+	}
 	pieces := s.runAll(ctx, run.p, run.reqs, []int{0})
 	b := &itemBuilder{obj: &run.obj}
 	if run.p.stream {

@@ -47,11 +47,6 @@ func Known(policy string) bool {
 	return false
 }
 
-// RoutingKeyHeader is SMG's header for sticky routing: manual keeps each
-// key on the worker it was first given, consistent_hashing hashes it onto
-// the ring.
-const RoutingKeyHeader = "X-SMG-Routing-Key"
-
 // Candidate is one routable worker or DP rank as a policy sees it.
 type Candidate struct {
 	// Name is the candidate's stable identity: the role instance
@@ -82,7 +77,7 @@ type Candidate struct {
 type View struct {
 	Cands  []Candidate
 	Prompt int    // prompt tokens
-	Key    string // the request's routing key ("" none)
+	Key    string // the request's routing key (SMG's X-SMG-Routing-Key header; "" none)
 	// Hash is prefix_hash's hash of the prompt's first tokens.
 	Hash uint64
 	// Ring is the consistent-hashing ring over Cands' names

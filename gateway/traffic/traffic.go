@@ -20,6 +20,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,6 +135,16 @@ type Rec struct {
 	completion int
 	failed     string
 	ended      bool
+	route      routeFields
+}
+
+// routeFields are the routing decision the access line shows (the
+// prefill leg's policy, reason and cache match; both legs' DP ranks).
+type routeFields struct {
+	set                     bool
+	policy, reason          string
+	match                   float64 // < 0: the policy reads no cache
+	prefillRank, decodeRank int
 }
 
 type roleRef struct{ kind, name string }
@@ -196,6 +207,22 @@ func (r *Rec) Role(kind, name string) {
 		b.row(name).inflight++
 	}
 	r.roles = append(r.roles, roleRef{kind, name})
+}
+
+// Route records the routing decision for the access line: the prefill
+// leg's policy and its reason, the share of the prompt the chosen rank
+// was expected to hold (match < 0: the policy reads no cache; not shown)
+// and the DP ranks of both legs. The last call wins (a retried request
+// shows the attempt that ran).
+func (r *Rec) Route(policy, reason string, match float64, prefillRank, decodeRank int) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, prefillRank: prefillRank, decodeRank: decodeRank}
+	}
+	r.b.mu.Unlock()
 }
 
 // Prompt records the prompt's length in tokens (n > 1 samples share it).
@@ -343,7 +370,7 @@ func (r *Rec) End(status int) {
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed}
+		latency: now - r.begin, id: r.id, failed: r.failed, route: r.route}
 	if r.first {
 		line.ttft = r.ttft
 	}
@@ -366,6 +393,7 @@ type access struct {
 	prompt, completion int
 	latency, ttft      time.Duration
 	id, roles, failed  string
+	route              routeFields
 }
 
 func (a access) write(log *slog.Logger) {
@@ -373,7 +401,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -389,6 +417,13 @@ func (a access) write(log *slog.Logger) {
 		roles = GatewayRole
 	}
 	attrs = append(attrs, slog.String("rid", a.id), slog.String("roles", roles))
+	if rt := a.route; rt.set {
+		attrs = append(attrs, slog.String("route", rt.policy), slog.String("route_reason", rt.reason))
+		if rt.match >= 0 {
+			attrs = append(attrs, slog.String("match", strconv.FormatFloat(rt.match, 'f', 2, 64)))
+		}
+		attrs = append(attrs, slog.Int("prefill_rank", rt.prefillRank), slog.Int("decode_rank", rt.decodeRank))
+	}
 	if a.failed != "" {
 		attrs = append(attrs, slog.String("error", a.failed))
 	}
