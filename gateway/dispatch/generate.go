@@ -476,6 +476,7 @@ type flight struct {
 	first              bool
 	last               time.Time
 	promptTk           int
+	cached             cachedCount // the prompt's cached tokens (usage)
 
 	rec *traffic.Rec // the request's record in the traffic account (issue 19)
 }
@@ -661,6 +662,7 @@ func (f *flight) onEncoderDeath(d encodeDeath) bool {
 func (f *flight) onPrefill(pr legResult) bool {
 	f.preCh = nil
 	f.preDone = true
+	f.cached.prefill(pr)
 	f.stopWatching()
 	f.deathCh = nil
 	f.ds.Expect() // its KV is ready (or the request ends below)
@@ -698,12 +700,16 @@ func (f *flight) onDecode(dr legResult) bool {
 	if o.PromptTokens > 0 {
 		f.promptTk = o.PromptTokens
 	}
+	f.cached.decode(o)
 	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: f.promptLP}
 	f.promptLP = nil
 	if o.Finished != "" {
+		f.awaitPrefillCount()
+		ev.CachedTokens = f.cached.n
 		f.finish(ev, o.Finished, now)
 		return true
 	}
+	ev.CachedTokens = f.cached.n
 	if !f.emit(ev) {
 		f.abortLegs(f.parent.Err())
 		f.g.metrics.reqError("client_disconnected")

@@ -93,8 +93,12 @@ type Event struct {
 	PromptLogprobs []float64 // once, on the first event, when requested (PD: from prefill)
 	PromptTokens   int
 	OutputTokens   int // cumulative
-	Finish         *Finish
-	Err            error // the generation failed (engine died, deadline, ...)
+	// CachedTokens is how many prompt tokens the engine found in its
+	// prefix cache: the prefill leg's count, where the prompt is computed
+	// (the decode's until the prefill's is known). Final on the last event.
+	CachedTokens int
+	Finish       *Finish
+	Err          error // the generation failed (engine died, deadline, ...)
 }
 
 // Engine generates. Cancelling ctx aborts the generation on every leg it

@@ -667,7 +667,7 @@ func (b *itemBuilder) finish(finish string, u usage) {
 		b.obj.IncompleteDetails = map[string]string{"reason": "max_output_tokens"}
 	}
 	b.obj.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+		InputTokensDetails: map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 }
 
 // streamResponse writes the Responses event stream: response.created and
@@ -722,7 +722,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc
 		}
 		b.add(ds)
 		if pc.finish != "" {
-			u.PromptTokens, u.CompletionTokens = pc.prompt, pc.completion
+			u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens = pc.prompt, pc.completion, pc.cached
 			b.finish(pc.finish, u)
 			body := s.keepResponse(run)
 			typ := "response.completed"
