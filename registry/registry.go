@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -225,30 +226,11 @@ func Alive(e Entry) bool {
 // ProcStart is the start time of pid in clock ticks since boot (field 22 of
 // /proc/PID/stat), which with the PID names one process for good.
 func ProcStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procfs.ReadStat("", pid)
+	if !ok || st.Gone() { // a zombie is gone for our purposes
 		return 0, false
 	}
-	// comm (field 2) may hold spaces and parentheses: fields restart after
-	// the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, false
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, false // a zombie is gone for our purposes
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
+	return st.Start, true
 }
 
 // Find picks the deployment a control verb means. key is a deployment name

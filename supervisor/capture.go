@@ -89,6 +89,10 @@ func (s *lineSplitter) flush(emit func(string)) {
 // store, reports the failure once through onHealth, and tries again on
 // the next batch; the first write that succeeds after a failure is
 // preceded by a "[tsd] N lines lost" marker, and onHealth hears "".
+// A failed write also closes the file, so the retry reopens it by path:
+// an operator who deletes or rotates a full log frees its space (an open
+// file's blocks are not freed while tsd holds it) and logging resumes in
+// the new file, which starts with the marker.
 type rotatingFile struct {
 	path string
 	max  int64
@@ -237,6 +241,10 @@ func (w *rotatingFile) writeLocked(p []byte) error {
 }
 
 func (w *rotatingFile) failLocked(err error, p []byte) {
+	if w.f != nil {
+		_ = w.f.Close() // the next write reopens by path
+		w.f = nil
+	}
 	first := w.failErr == nil
 	if first {
 		w.failErr = err

@@ -161,3 +161,176 @@ func TestEngineEnvDropsGatewayKey(t *testing.T) {
 		t.Fatalf("no api_key_env: unset %v", u)
 	}
 }
+
+// inodeFS is a small disk with Unix file semantics: a removed file's
+// blocks stay used while it is open, as on a real filesystem.
+type inodeFS struct {
+	mu    sync.Mutex
+	cap   int
+	names map[string]*inode
+	all   map[*inode]bool
+}
+
+type inode struct {
+	data  bytes.Buffer
+	opens int
+}
+
+type inodeHandle struct {
+	fs     *inodeFS
+	n      *inode
+	closed bool
+}
+
+func newInodeFS(capacity int) *inodeFS {
+	return &inodeFS{cap: capacity, names: map[string]*inode{}, all: map[*inode]bool{}}
+}
+
+func (fs *inodeFS) used() int {
+	u := 0
+	for n := range fs.all {
+		u += n.data.Len()
+	}
+	return u
+}
+
+func (fs *inodeFS) Open(path string, trunc bool) (logFile, int64, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := fs.names[path]
+	if n == nil || trunc {
+		n = &inode{}
+		fs.names[path] = n
+		fs.all[n] = true
+	}
+	n.opens++
+	return &inodeHandle{fs: fs, n: n}, int64(n.data.Len()), nil
+}
+
+func (fs *inodeFS) Rename(from, to string) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.names[to] = fs.names[from]
+	delete(fs.names, from)
+	fs.gcLocked()
+	return nil
+}
+
+// remove is the operator's rm.
+func (fs *inodeFS) remove(path string) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	delete(fs.names, path)
+	fs.gcLocked()
+}
+
+func (fs *inodeFS) read(path string) string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if n := fs.names[path]; n != nil {
+		return n.data.String()
+	}
+	return ""
+}
+
+// gcLocked frees the blocks of files with no name and no open handle.
+func (fs *inodeFS) gcLocked() {
+	named := map[*inode]bool{}
+	for _, n := range fs.names {
+		named[n] = true
+	}
+	for n := range fs.all {
+		if !named[n] && n.opens == 0 {
+			delete(fs.all, n)
+		}
+	}
+}
+
+func (h *inodeHandle) Write(p []byte) (int, error) {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	free := h.fs.cap - h.fs.used()
+	if len(p) > free {
+		h.n.data.Write(p[:free])
+		return free, syscall.ENOSPC
+	}
+	return h.n.data.Write(p)
+}
+
+func (h *inodeHandle) Close() error {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	if !h.closed {
+		h.closed = true
+		h.n.opens--
+		h.fs.gcLocked()
+	}
+	return nil
+}
+
+// Regression: on a full disk, deleting the log freed nothing (tsd held
+// the deleted file open) and no line was ever written again. A failed
+// write now closes the file, so the next batch reopens it by path: after
+// the rm, the new file starts with the lines-lost marker and logging goes
+// on.
+func TestFullLogDeletedResumesInANewFile(t *testing.T) {
+	t.Parallel()
+	disk := newInodeFS(1 << 10)
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	for range 20 { // 2,000 bytes of flood into 1 KiB
+		_, _ = w.Write(line)
+	}
+	if !strings.Contains(w.Health(), "no space left") {
+		t.Fatalf("health %q after the flood", w.Health())
+	}
+	_, _ = w.Write([]byte("still full\n")) // a retry while nothing was freed
+	disk.remove("/logs/decode.log")
+	_, _ = w.Write([]byte("after rm\n"))
+	got := disk.read("/logs/decode.log")
+	want := "[tsd] 11 lines lost: log file write failed (no space left on device)\nafter rm\n"
+	if got != want {
+		t.Fatalf("new file:\n%q\nwant\n%q", got, want)
+	}
+	if w.Health() != "" {
+		t.Fatalf("still unhealthy: %q", w.Health())
+	}
+}
+
+// The same on a real 2 MiB tmpfs, where the machine lets the test mount
+// one (root with CAP_SYS_ADMIN); the fake disk above covers the rest.
+func TestFullTmpfsLogDeletedResumes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=2m,mode=0700"); err != nil {
+		t.Skipf("skipping: cannot mount a 2 MiB tmpfs here (%v); TestFullLogDeletedResumesInANewFile covers it", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	path := filepath.Join(dir, "decode.log")
+	w, err := openRotating(path, 64<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	chunk := []byte(strings.Repeat(strings.Repeat("y", 1023)+"\n", 64)) // 64 KiB
+	for i := 0; i < 64 && w.Health() == ""; i++ {
+		_, _ = w.Write(chunk)
+	}
+	if !strings.Contains(w.Health(), "no space left") {
+		t.Fatalf("health %q: the flood never filled the tmpfs", w.Health())
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write([]byte("after rm\n"))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no new log file after rm: %v", err)
+	}
+	if !strings.HasPrefix(string(b), "[tsd] ") || !strings.Contains(string(b), "lines lost") || !strings.HasSuffix(string(b), "after rm\n") {
+		t.Fatalf("new file %q", b)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,11 +175,29 @@ func RunGuardian(cfg GuardConfig) int {
 			}
 		}
 	}
+	// While the engine runs, every change the guardian acts on arrives as
+	// an event (SIGCHLD, a signal, the lifeline's EOF), so it sleeps. Only
+	// once stopping does it poll, for the group to empty: a rank that is
+	// not our child dies without telling us.
+	var pollC <-chan time.Time
+	var poll *time.Ticker
+	startPoll := func() {
+		if poll == nil {
+			poll = time.NewTicker(100 * time.Millisecond)
+			pollC = poll.C
+		}
+	}
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	term := func(why string) {
 		if stopping {
 			return
 		}
 		stopping = true
+		startPoll()
 		if groupEmpty(pgid) {
 			return
 		}
@@ -188,6 +207,7 @@ func RunGuardian(cfg GuardConfig) int {
 	}
 	kill := func(why string) {
 		stopping = true
+		startPoll()
 		graceC = nil
 		if !killed {
 			killed = true
@@ -200,8 +220,6 @@ func RunGuardian(cfg GuardConfig) int {
 		diag("SIGKILL to process group %d: %s", pgid, why)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
 	for {
 		reap()
 		if leaderDone && !stopping {
@@ -233,7 +251,7 @@ func RunGuardian(cfg GuardConfig) int {
 			say("notempty %s", joinInts(left))
 			diag("process group %d not empty %s after SIGKILL: %v", pgid, HumanDuration(cfg.KillWait), left)
 			return 125
-		case <-poll.C:
+		case <-pollC:
 		}
 	}
 	say("empty")
@@ -242,6 +260,7 @@ func RunGuardian(cfg GuardConfig) int {
 	// the engine, so they go too. Their own children come back to us in
 	// turn, hence the rounds.
 	strayDeadline := time.After(cfg.KillWait)
+	startPoll()
 	for {
 		reap()
 		strays := childrenOf(os.Getpid())
@@ -255,7 +274,7 @@ func RunGuardian(cfg GuardConfig) int {
 		}
 		select {
 		case <-sigs:
-		case <-poll.C:
+		case <-pollC:
 		case <-strayDeadline:
 			diag("processes %v outlived SIGKILL", strays)
 			code, _ := waitCode(leaderWS)
@@ -268,22 +287,11 @@ func RunGuardian(cfg GuardConfig) int {
 
 // childrenOf lists the live (non-zombie) children of pid.
 func childrenOf(pid int) []int {
-	ents, err := os.ReadDir("/proc")
+	t, err := procfs.Scan("")
 	if err != nil {
 		return nil
 	}
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, ok := readStat(p)
-		if ok && st.ppid == pid && st.state != 'Z' && st.state != 'X' {
-			out = append(out, p)
-		}
-	}
-	return out
+	return t.Children(pid)
 }
 
 // waitCode maps a wait status to a shell-style exit code.
@@ -305,58 +313,17 @@ func groupEmpty(pgid int) bool {
 // groupMembers lists the live (non-zombie) processes whose process group is
 // pgid, by scanning /proc.
 func groupMembers(pgid int) []int {
-	ents, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs("")
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, ok := readStat(pid)
-		if ok && st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+	for _, pid := range pids {
+		if st, ok := procfs.ReadStat("", pid); ok && st.PGRP == pgid && !st.Gone() {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-type procStat struct {
-	state byte
-	ppid  int
-	pgrp  int
-	comm  string
-	start uint64 // clock ticks after boot: with the pid, names a process across pid reuse
-}
-
-// readStat parses /proc/PID/stat; the command name may hold spaces and
-// parentheses, so fields are read after the last ')'.
-func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 3 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	pgrp, _ := strconv.Atoi(f[2])
-	st := procStat{state: f[0][0], ppid: ppid, pgrp: pgrp}
-	if j := strings.IndexByte(s, '('); j >= 0 && j < i {
-		st.comm = s[j+1 : i]
-	}
-	if len(f) > 19 {
-		st.start, _ = strconv.ParseUint(f[19], 10, 64)
-	}
-	return st, true
 }
 
 func joinInts(v []int) string {

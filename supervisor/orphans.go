@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
 // Orphan defence in depth (docs/architecture.md, "No orphans"): the
@@ -50,13 +52,13 @@ func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
 		return
 	}
 	rec := groupRecord{Role: role, PGID: p.pid, Cgroup: cgroup, TSDPID: os.Getpid()}
-	if st, ok := readStat(p.pid); ok {
-		rec.Start = st.start
+	if st, ok := procfs.ReadStat("", p.pid); ok {
+		rec.Start = st.Start
 	}
 	if p.guard != nil && p.guard.Process != nil {
 		rec.GuardPID = p.guard.Process.Pid
-		if st, ok := readStat(rec.GuardPID); ok {
-			rec.GuardStart = st.start
+		if st, ok := procfs.ReadStat("", rec.GuardPID); ok {
+			rec.GuardStart = st.Start
 		}
 	}
 	b, _ := json.Marshal(rec)
@@ -116,8 +118,8 @@ func (s *Supervisor) cleanOrphans() string {
 		if r.Cgroup != "" {
 			for _, pid := range cgroupPIDs(r.Cgroup) {
 				if !hasPID(killed, pid) {
-					st, _ := readStat(pid)
-					killed = append(killed, leftover{role: r.Role, pid: pid, comm: st.comm})
+					st, _ := procfs.ReadStat("", pid)
+					killed = append(killed, leftover{role: r.Role, pid: pid, comm: st.Comm})
 				}
 			}
 		}
@@ -150,7 +152,7 @@ func (s *Supervisor) cleanOrphans() string {
 func findLeftovers(recs []groupRecord) []leftover {
 	byPGID := map[int]groupRecord{}
 	for _, r := range recs {
-		if st, ok := readStat(r.PGID); ok && st.state != 'Z' && st.start != r.Start {
+		if st, ok := procfs.ReadStat("", r.PGID); ok && st.State != 'Z' && st.Start != r.Start {
 			continue // the number belongs to someone else now
 		}
 		byPGID[r.PGID] = r
@@ -162,17 +164,17 @@ func findLeftovers(recs []groupRecord) []leftover {
 		if err != nil {
 			continue
 		}
-		st, ok := readStat(pid)
-		if !ok || st.state == 'Z' || st.state == 'X' {
+		st, ok := procfs.ReadStat("", pid)
+		if !ok || st.Gone() {
 			continue
 		}
-		if r, ok := byPGID[st.pgrp]; ok && st.start >= r.Start {
-			out = append(out, leftover{role: r.Role, pid: pid, comm: st.comm})
+		if r, ok := byPGID[st.PGRP]; ok && st.Start >= r.Start {
+			out = append(out, leftover{role: r.Role, pid: pid, comm: st.Comm})
 			continue
 		}
 		for _, r := range recs {
-			if r.GuardPID == pid && r.GuardStart != 0 && st.start == r.GuardStart {
-				out = append(out, leftover{role: r.Role + " guardian", pid: pid, comm: st.comm})
+			if r.GuardPID == pid && r.GuardStart != 0 && st.Start == r.GuardStart {
+				out = append(out, leftover{role: r.Role + " guardian", pid: pid, comm: st.Comm})
 			}
 		}
 	}
@@ -195,7 +197,7 @@ func waitGone(ls []leftover, limit time.Duration) {
 	for time.Now().Before(deadline) {
 		alive := false
 		for _, l := range ls {
-			if st, ok := readStat(l.pid); ok && st.state != 'Z' && st.state != 'X' {
+			if st, ok := procfs.ReadStat("", l.pid); ok && !st.Gone() {
 				alive = true
 				break
 			}
@@ -314,6 +316,12 @@ func killCgroup(dir string) {
 	}
 }
 
+// stallFullScanEvery is how many stall scans share one pass over all of
+// /proc (stopScan): with the default 500 ms scan, a process a role forks
+// is watched within 5 s, while a stopped process the role already had is
+// seen within one scan.
+const stallFullScanEvery = 10
+
 // stallReport is the /proc scanner's verdict on one run of a role.
 type stallReport struct {
 	pid int    // the run's process group
@@ -327,21 +335,22 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := map[*actor]stallReport{}
+	scan := newStopScan("", stallFullScanEvery)
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		groups := map[int]*actor{}
+		groups := map[int]bool{}
 		for _, a := range s.actors {
 			if pid := int(a.curPID.Load()); pid > 0 {
-				groups[pid] = a
+				groups[pid] = true
 			}
 		}
 		found := map[int]string{}
 		if len(groups) > 0 {
-			found = stoppedIn(groups)
+			found = scan.stopped(groups)
 		}
 		for _, a := range s.actors {
 			pid := int(a.curPID.Load())
@@ -362,28 +371,84 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 	}
 }
 
-// stoppedIn scans /proc once and says, per process group of interest,
-// which of its processes are stopped.
-func stoppedIn(groups map[int]*actor) map[int]string {
-	out := map[int]string{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
+// stopScan finds the stopped processes of the process groups of
+// interest. A pass over the whole of /proc reads every process's stat
+// file, tens of microseconds each: twice a second on a host with
+// thousands of processes, that was the idle daemon's largest cost. So
+// only every fullEvery-th pass reads the whole table, and every pass while
+// a group is young (its first fullEvery passes: an engine forks its ranks
+// as it starts); the passes between read only the members the last full
+// pass found, each checked again for its group. A process a member forks
+// later is seen at the next full pass.
+type stopScan struct {
+	proc      string // "" is /proc
+	fullEvery int
+	n         int
+	members   map[int][]int // pgid → its pids at the last full pass
+	born      map[int]int   // pgid → the pass that first saw it
+}
+
+func newStopScan(proc string, fullEvery int) *stopScan {
+	return &stopScan{proc: proc, fullEvery: max(1, fullEvery), members: map[int][]int{}, born: map[int]int{}}
+}
+
+// stopped says, per process group in groups, which of its processes are
+// stopped ("" or absent: none).
+func (s *stopScan) stopped(groups map[int]bool) map[int]string {
+	full := s.n%s.fullEvery == 0
+	for pg := range groups {
+		b, seen := s.born[pg]
+		if !seen {
+			b = s.n
+			s.born[pg] = b
+		}
+		if s.n-b < s.fullEvery {
+			full = true
+		}
 	}
+	for pg := range s.born {
+		if !groups[pg] {
+			delete(s.born, pg)
+		}
+	}
+	s.n++
 	stopped := map[int][]string{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, ok := readStat(pid)
-		if !ok || st.state != 'T' {
-			continue
-		}
-		if _, ok := groups[st.pgrp]; ok {
-			stopped[st.pgrp] = append(stopped[st.pgrp], fmt.Sprintf("%d (%s)", pid, st.comm))
+	note := func(st procfs.Stat) {
+		if st.Stopped() {
+			stopped[st.PGRP] = append(stopped[st.PGRP], fmt.Sprintf("%d (%s)", st.PID, st.Comm))
 		}
 	}
+	if full {
+		pids, err := procfs.PIDs(s.proc)
+		if err != nil {
+			return map[int]string{}
+		}
+		s.members = make(map[int][]int, len(groups))
+		for pg := range groups {
+			s.members[pg] = nil // seen, even with no member
+		}
+		for _, pid := range pids {
+			st, ok := procfs.ReadStat(s.proc, pid)
+			if !ok || !groups[st.PGRP] {
+				continue
+			}
+			s.members[st.PGRP] = append(s.members[st.PGRP], pid)
+			note(st)
+		}
+	} else {
+		for pg, pids := range s.members {
+			if !groups[pg] {
+				delete(s.members, pg)
+				continue
+			}
+			for _, pid := range pids {
+				if st, ok := procfs.ReadStat(s.proc, pid); ok && st.PGRP == pg {
+					note(st)
+				}
+			}
+		}
+	}
+	out := make(map[int]string, len(stopped))
 	for pg, list := range stopped {
 		sort.Strings(list)
 		out[pg] = "process " + strings.Join(list, ", ") + " stopped (state T: SIGSTOP or a debugger)"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/procfs"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -170,7 +171,7 @@ func TestLeftoverGroupsAreKilledOnStart(t *testing.T) {
 	if left := groupMembers(pg); len(left) > 0 {
 		t.Fatalf("group %d still has %v", pg, left)
 	}
-	if st, ok := readStat(other.Process.Pid); !ok || st.state == 'Z' {
+	if st, ok := procfs.ReadStat("", other.Process.Pid); !ok || st.State == 'Z' {
 		t.Fatal("a process that only shares a recorded number was killed")
 	}
 	if ents, _ := os.ReadDir(recs); len(ents) != 0 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/procfs"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -749,15 +750,15 @@ func TestEscapedDescendantsAreKilled(t *testing.T) {
 	}
 	r := f.wait("decode", "ready", state(snapshot.StateReady))
 	// It printed after setsid, so it has left the engine's group.
-	if st, ok := readStat(stray); !ok || st.pgrp != stray {
+	if st, ok := procfs.ReadStat("", stray); !ok || st.PGRP != stray {
 		t.Fatalf("stray %d did not leave the group: %+v %v", stray, st, ok)
 	}
 	if err := f.sup.Stop("decode"); err != nil {
 		t.Fatal(err)
 	}
 	f.wait("decode", "stopped", state(snapshot.StateStopped))
-	if st, ok := readStat(stray); ok && st.state != 'Z' {
-		t.Fatalf("escaped process %d survived the stop (state %c)", stray, st.state)
+	if st, ok := procfs.ReadStat("", stray); ok && st.State != 'Z' {
+		t.Fatalf("escaped process %d survived the stop (state %c)", stray, st.State)
 	}
 	if log := logText(t, f.sup, "decode"); !strings.Contains(log, fmt.Sprintf("killed processes that had left process group %d: %d", r.PID, stray)) {
 		t.Fatalf("stray kill not logged:\n%s", log)

@@ -5,67 +5,34 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
-// cpuTicks is a process's user+system time in clock ticks (USER_HZ,
-// 100 a second on Linux) from /proc/PID/stat.
+// cpuTicks is a process's user+system time in clock ticks (USER_HZ)
+// from /proc/PID/stat.
 func cpuTicks(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read cpu of %d: %w", pid, err)
+	st, ok := procfs.ReadStat("", pid)
+	if !ok {
+		return 0, fmt.Errorf("read cpu of %d: no readable /proc/%d/stat", pid, pid)
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat utime/stime", pid)
-	}
-	return u + st, nil
+	return int64(st.CPUTicks()), nil
 }
 
-const userHZ = 100
-
-func ticksToDur(t int64) time.Duration { return time.Duration(t) * time.Second / userHZ }
+func ticksToDur(t int64) time.Duration { return time.Duration(t) * time.Second / procfs.UserHZ }
 
 // childrenOf lists the pids whose parent is pid (tsd's guardians).
 func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, c)
-		}
+	t, err := procfs.Scan("")
+	if err != nil {
+		return nil
 	}
-	return out
+	return t.Children(pid)
 }
 
 // server is a child process whose stdout lines are kept.

@@ -95,7 +95,7 @@ func (b *BodyLimits) Read(w http.ResponseWriter, r *http.Request) (release func(
 		case errors.As(rerr, &mb):
 			return release, b.refuse(limit)
 		case errors.As(rerr, &ne) && ne.Timeout():
-			return release, Errorf(http.StatusRequestTimeout, "body_timeout", "",
+			return release, Errorf(http.StatusRequestTimeout, codeBodyTimeout, "",
 				"the request body did not arrive within %s", b.ReadTimeout)
 		default:
 			return release, BadRequest("", "read request body: %v", rerr)
@@ -112,9 +112,15 @@ func (b *BodyLimits) Read(w http.ResponseWriter, r *http.Request) (release func(
 	return release, nil
 }
 
+// codeBodyTimeout is the code of a body that did not arrive in time.
+const codeBodyTimeout = "body_timeout"
+
 func (b *BodyLimits) refuse(limit int64) *Error {
 	if bound, mml := b.bound(); bound > 0 && limit == bound {
-		return Errorf(http.StatusRequestEntityTooLarge, "context_length_exceeded", "",
+		// 400, not 413: OpenAI's clients raise BadRequestError for a 400
+		// context_length_exceeded, the error applications catch; a 413
+		// surfaces as a generic APIError.
+		return Errorf(http.StatusBadRequest, "context_length_exceeded", "",
 			"request body over %d bytes cannot hold a prompt within the engines' context length (max_model_len %d)", limit, mml)
 	}
 	return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", limit)

@@ -102,7 +102,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		}
 		if !rt.Public && d.cfg.APIKey != "" {
 			if e := Authorize(r, d.cfg.APIKey); e != nil {
-				WriteError(sw, e)
+				WriteErrorUnread(sw, r, e)
 				return
 			}
 		}
@@ -110,7 +110,11 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			release, e := b.Read(sw, r)
 			defer release()
 			if e != nil {
-				WriteError(sw, e)
+				if e.Code == codeBodyTimeout {
+					WriteError(sw, e) // a client that stalls mid-body is not waited for again
+				} else {
+					WriteErrorUnread(sw, r, e)
+				}
 				return
 			}
 		}

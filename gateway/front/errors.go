@@ -137,14 +137,18 @@ func SetRetryAfter(h http.Header) {
 // the gateway goes through here.
 func WriteError(w http.ResponseWriter, err error) {
 	e := As(err)
-	h := w.Header()
+	errorHeaders(w.Header(), e)
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e.JSON())
+}
+
+// errorHeaders are the headers of every error answer.
+func errorHeaders(h http.Header, e *Error) {
 	h.Set("Content-Type", "application/json")
 	h.Set("X-SMG-Error-Code", e.Code)
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
 		SetRetryAfter(h)
 	}
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(e.JSON())
 }
 
 // WriteJSON writes a 2xx (or readiness 503) JSON body.

@@ -10,8 +10,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -124,36 +122,12 @@ func TreeCheck(root func(role string) []int) func(role string, peer PeerInfo) er
 
 // processGroup reads a process's group id from /proc (0 when unknown).
 func processGroup(pid int) int {
-	fs := statFields(pid)
-	if len(fs) < 3 {
-		return 0
-	}
-	g, _ := strconv.Atoi(fs[2])
-	return g
+	st, _ := procfs.ReadStat("", pid)
+	return st.PGRP
 }
 
-// statFields returns /proc/PID/stat's fields after the command name:
-// state, ppid, pgrp, ...
-func statFields(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	// The command name may contain spaces and parentheses: fields start
-	// after the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
-}
-
+// parentPID reads a process's parent from /proc (0 when unknown).
 func parentPID(pid int) int {
-	fs := statFields(pid)
-	if len(fs) < 2 {
-		return 0
-	}
-	pp, _ := strconv.Atoi(fs[1])
-	return pp
+	st, _ := procfs.ReadStat("", pid)
+	return st.PPID
 }

@@ -1,4 +1,7 @@
-// Package procfs reads the two /proc facts tsd needs about sockets: the
+// Package procfs is tsd's one reader of /proc. Processes: each one's stat
+// file (stat.go: state, parent, group, CPU time, RSS, start time) and the
+// whole process table in one pass (the trees telemetry measures, the
+// stall scan, the guardian's strays, the registry's liveness). Sockets: the
 // TCP socket table (/proc/net/tcp, tcp6) and which process holds a socket
 // inode among its fds. The lane maps a loopback peer to its process with
 // them (gateway/lane/peer.go); preflight names the process that holds a

@@ -1,8 +1,6 @@
 package telemetry
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -24,25 +22,5 @@ func FuzzParseSMI(f *testing.F) {
 			}
 		}
 		_, _ = parseSMIApps(b)
-	})
-}
-
-// /proc/PID/stat holds a command name the process chose itself.
-func FuzzReadStat(f *testing.F) {
-	f.Add([]byte("42 (ts serve) S 1 42 42 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 7 0 1234 1000 100 0\n"))
-	f.Add([]byte("42 ()) S 1 2 3\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		root := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(root, "42"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, "42", "stat"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s := newProcScanner(root)
-		if err := s.scan(); err != nil {
-			t.Fatal(err)
-		}
-		_ = s.tree(42)
 	})
 }

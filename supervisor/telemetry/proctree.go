@@ -1,16 +1,13 @@
 package telemetry
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
+	"time"
 
-	"github.com/shirou/gopsutil/v4/process"
-
+	"github.com/tsd-project/tsd/internal/procfs"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -23,149 +20,105 @@ type RoleInfo struct {
 	CudaVisibleDevices string
 }
 
-// procEntry is one process as the /proc scan saw it.
-type procEntry struct {
-	ppid    int
-	threads int
-	start   uint64 // starttime in clock ticks since boot: tells a reused PID apart
-}
-
-// procScanner lists every process and its parent in one pass over /proc.
-// Only the stat file of each process is read, into one reused buffer.
-type procScanner struct {
-	root  string
-	buf   []byte
-	procs map[int]procEntry
-	kids  map[int][]int
-}
-
-func newProcScanner(root string) *procScanner {
-	if root == "" {
-		root = "/proc"
-	}
-	return &procScanner{root: root, buf: make([]byte, 4096)}
-}
-
-func (s *procScanner) scan() error {
-	d, err := os.Open(s.root)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", s.root, err)
-	}
-	names, err := d.Readdirnames(-1)
-	_ = d.Close()
-	if err != nil {
-		return fmt.Errorf("list %s: %w", s.root, err)
-	}
-	s.procs = make(map[int]procEntry, len(names))
-	s.kids = make(map[int][]int, len(names)/4)
-	for _, name := range names {
-		if name == "" || name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		e, ok := s.readStat(pid)
-		if !ok {
-			continue // exited between listing and reading
-		}
-		s.procs[pid] = e
-		s.kids[e.ppid] = append(s.kids[e.ppid], pid)
-	}
-	return nil
-}
-
-// readStat reads ppid and starttime from /proc/PID/stat. The command name is
-// in parentheses and may hold spaces or ')' itself, so fields are counted
-// from the last ')'.
-func (s *procScanner) readStat(pid int) (procEntry, bool) {
-	path := s.root + "/" + strconv.Itoa(pid) + "/stat"
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return procEntry{}, false
-	}
-	n, err := syscall.Read(fd, s.buf)
-	_ = syscall.Close(fd)
-	if err != nil || n <= 0 {
-		return procEntry{}, false
-	}
-	b := s.buf[:n]
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procEntry{}, false
-	}
-	// After ") ": state ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime stime cutime cstime priority nice threads
-	// itrealvalue starttime ...
-	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 20 {
-		return procEntry{}, false
-	}
-	ppid, err := strconv.Atoi(string(fields[1]))
-	if err != nil {
-		return procEntry{}, false
-	}
-	threads, _ := strconv.Atoi(string(fields[17]))
-	start, _ := strconv.ParseUint(string(fields[19]), 10, 64)
-	return procEntry{ppid: ppid, threads: threads, start: start}, true
-}
-
-// tree lists root and all its descendants, root first, breadth first.
-func (s *procScanner) tree(root int) []int {
-	if _, ok := s.procs[root]; !ok {
-		return nil
-	}
-	out := []int{root}
-	// Stat files are read at different instants, so a PID reused mid-scan
-	// can make a cycle; never visit a PID twice.
-	seen := map[int]bool{root: true}
-	for i := 0; i < len(out); i++ {
-		for _, k := range s.kids[out[i]] {
-			if !seen[k] {
-				seen[k] = true
-				out = append(out, k)
-			}
-		}
-	}
-	return out
-}
-
-// handle is a gopsutil process kept across ticks, so CPU percent is the
-// delta since the previous tick rather than since the process started.
-type handle struct {
-	p     *process.Process
-	start uint64
+// sample is one process's CPU time at one poll, kept across ticks so CPU
+// percent is the delta since the previous tick rather than since the
+// process started.
+type sample struct {
+	start uint64 // the process's start time: a reused pid starts afresh
+	ticks uint64
+	at    time.Time
 }
 
 // ProcPoller measures the process tree of every role. It is not safe for
 // concurrent use: one goroutine owns it (the poller in Telemetry.Run, or a
 // benchmark).
+//
+// A pass over all of /proc reads every process's stat on the host, tens
+// of microseconds each, so only every fullEvery-th poll (and any poll
+// that meets a role root it has not seen) reads the whole table and
+// rebuilds the trees; the polls between read only the processes of the
+// trees found last time (one stat each, with its start time checked, so
+// a reused pid is dropped). A process a role forks is measured from the
+// next full poll on.
 type ProcPoller struct {
-	scan    *procScanner
-	handles map[int]handle
+	root      string
+	last      map[int]sample
+	now       func() time.Time
+	fullEvery int
+	polls     int
+	trees     map[int][]int // role root → its tree at the last full poll
 }
+
+// procFullEvery is how many polls share one full pass over /proc: with
+// the 2 s default cadence, a new process joins its role's figures within
+// 10 s.
+const procFullEvery = 5
 
 // NewProcPoller reads processes under procRoot ("" = /proc).
 func NewProcPoller(procRoot string) *ProcPoller {
-	return &ProcPoller{scan: newProcScanner(procRoot), handles: map[int]handle{}}
+	return &ProcPoller{root: procRoot, last: map[int]sample{}, now: time.Now, fullEvery: procFullEvery, trees: map[int][]int{}}
 }
 
-// Poll scans /proc once and measures each role's tree under RootPID. Roles
-// whose root is not running are absent from the result. pidRole maps every
-// PID found to its role, for joining GPU processes.
+// read returns the stat of every process in the roles' trees, and the
+// trees, from a full scan or from the trees of the last one.
+func (p *ProcPoller) read(roles []RoleInfo) (map[int]procfs.Stat, map[int][]int, error) {
+	full := p.polls%p.fullEvery == 0
+	p.polls++
+	for _, r := range roles {
+		if _, ok := p.trees[r.RootPID]; r.RootPID > 0 && !ok {
+			full = true
+		}
+	}
+	if full {
+		table, err := procfs.Scan(p.root)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.trees = make(map[int][]int, len(roles))
+		for _, r := range roles {
+			if r.RootPID > 0 {
+				p.trees[r.RootPID] = table.Tree(r.RootPID)
+			}
+		}
+		return table.Procs, p.trees, nil
+	}
+	stats := map[int]procfs.Stat{}
+	for root, pids := range p.trees {
+		kept := pids[:0:0]
+		for _, pid := range pids {
+			st, ok := procfs.ReadStat(p.root, pid)
+			if !ok || (p.last[pid].start != 0 && st.Start != p.last[pid].start) {
+				if pid == root {
+					kept = nil // the root is gone: its tree with it
+					break
+				}
+				continue
+			}
+			stats[pid] = st
+			kept = append(kept, pid)
+		}
+		p.trees[root] = kept
+	}
+	return stats, p.trees, nil
+}
+
+// Poll measures each role's tree under RootPID. Roles whose root is not
+// running are absent from the result. pidRole maps every PID found to its
+// role, for joining GPU processes.
 func (p *ProcPoller) Poll(roles []RoleInfo) (procs map[string]snapshot.ProcStatus, pidRole map[int]string, err error) {
-	if err := p.scan.scan(); err != nil {
+	stats, trees, err := p.read(roles)
+	if err != nil {
 		return nil, nil, err
 	}
+	now := p.now()
 	procs = make(map[string]snapshot.ProcStatus, len(roles))
 	pidRole = map[int]string{}
-	live := make(map[int]handle, len(p.handles))
+	live := make(map[int]sample, len(p.last))
 	for _, r := range roles {
 		if r.RootPID <= 0 {
 			continue
 		}
-		pids := p.scan.tree(r.RootPID)
+		pids := trees[r.RootPID]
 		if len(pids) == 0 {
 			continue
 		}
@@ -174,33 +127,25 @@ func (p *ProcPoller) Poll(roles []RoleInfo) (procs map[string]snapshot.ProcStatu
 			if _, dup := pidRole[pid]; dup {
 				continue // two roles claim one tree: count it once
 			}
+			e, ok := stats[pid]
+			if !ok {
+				continue
+			}
 			pidRole[pid] = r.Name
-			e := p.scan.procs[pid]
-			// The scan already read the thread count; asking gopsutil would
-			// parse /proc/PID/status for it, the costliest file of the three.
-			st.Threads += e.threads
-			h, ok := p.handles[pid]
-			start := e.start
-			if !ok || h.start != start {
-				np, err := process.NewProcess(int32(pid))
-				if err != nil {
-					continue
-				}
-				h = handle{p: np, start: start}
+			st.Threads += e.Threads
+			st.RSSBytes += e.RSSBytes()
+			cur := sample{start: e.Start, ticks: e.CPUTicks(), at: now}
+			if prev, ok := p.last[pid]; ok && prev.start == cur.start && cur.at.After(prev.at) && cur.ticks >= prev.ticks {
+				cpu := float64(cur.ticks-prev.ticks) / procfs.UserHZ
+				st.CPUPercent += 100 * cpu / cur.at.Sub(prev.at).Seconds()
 			}
-			live[pid] = h
-			if pct, err := h.p.Percent(0); err == nil {
-				st.CPUPercent += pct
-			}
-			if mi, err := h.p.MemoryInfo(); err == nil {
-				st.RSSBytes += mi.RSS
-			}
+			live[pid] = cur
 		}
 		procs[r.Name] = st
 	}
-	// Dropping handles of exited processes keeps a PID that comes back from
+	// Dropping samples of exited processes keeps a PID that comes back from
 	// inheriting someone else's CPU baseline.
-	p.handles = live
+	p.last = live
 	return procs, pidRole, nil
 }
 

@@ -1,11 +1,11 @@
 package telemetry
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,56 +114,59 @@ func TestProcPollerCPUPercentAcrossTicks(t *testing.T) {
 	pollUntil(t, p, roles, func(m map[string]snapshot.ProcStatus) bool { return m["busy"].CPUPercent > 1 })
 }
 
-// The scan parses stat lines whose command names hold spaces and ')'.
-func TestProcScannerParsesHostileNames(t *testing.T) {
+// Between full passes the poller re-reads only the trees it knows: a
+// forked process joins at the next full pass, an exited one (or a pid
+// reused by another process) leaves at once.
+func TestProcPollerFullPassEvery(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	stat := func(pid int, comm string, ppid int) {
+	proc := func(pid, ppid int, start int) {
 		dir := filepath.Join(root, strconv.Itoa(pid))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		line := strconv.Itoa(pid) + " (" + comm + ") S " + strconv.Itoa(ppid) + " 1 1 0 -1 4194560 1 0 0 0 3 4 0 0 20 0 7 0 " + strconv.Itoa(1000+pid) + " 1000 100 0\n"
+		line := fmt.Sprintf("%d (p) S %d %d 1 0 -1 0 0 0 0 0 10 10 0 0 20 0 2 0 %d 0 3 0\n", pid, ppid, pid, start)
 		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stat(1, "init", 0)
-	stat(10, "ts serve) S 1 (x", 1)
-	stat(11, "python3", 10)
-	stat(12, ") )", 11)
-	stat(20, "other", 1)
-	if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
+	proc(10, 1, 100)
+	proc(11, 10, 101)
+	p := NewProcPoller(root)
+	p.fullEvery = 3
+	roles := []RoleInfo{{Name: "decode", RootPID: 10}}
+	pids := func() []int {
+		t.Helper()
+		m, _, err := p.Poll(roles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m["decode"].PIDs
+	}
+	if got := pids(); !reflect.DeepEqual(got, []int{10, 11}) { // poll 0: full
+		t.Fatalf("poll 0: %v", got)
+	}
+	proc(12, 10, 102)
+	if err := os.RemoveAll(filepath.Join(root, "11")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "cpuinfo"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	if got := pids(); !reflect.DeepEqual(got, []int{10}) { // poll 1: known pids only
+		t.Fatalf("poll 1: %v, want 11 gone and 12 not yet seen", got)
 	}
-	s := newProcScanner(root)
-	if err := s.scan(); err != nil {
-		t.Fatal(err)
+	if got := pids(); !reflect.DeepEqual(got, []int{10}) {
+		t.Fatalf("poll 2: %v", got)
 	}
-	if got := s.tree(10); !reflect.DeepEqual(got, []int{10, 11, 12}) {
-		t.Errorf("tree(10) = %v", got)
+	if got := pids(); !reflect.DeepEqual(got, []int{10, 12}) { // poll 3: full
+		t.Fatalf("poll 3: %v, want 12 found", got)
 	}
-	kids := append([]int(nil), s.kids[1]...)
-	sort.Ints(kids)
-	if !reflect.DeepEqual(kids, []int{10, 20}) {
-		t.Errorf("children of 1 = %v", kids)
+	proc(12, 10, 555) // pid 12 reused by another process
+	if got := pids(); !reflect.DeepEqual(got, []int{10}) {
+		t.Fatalf("poll 4: %v, want the reused pid dropped", got)
 	}
-	if s.procs[12].start != 1012 || s.procs[12].ppid != 11 || s.procs[12].threads != 7 {
-		t.Errorf("entry 12 = %+v", s.procs[12])
-	}
-	// A cycle (possible when PIDs are reused during a scan) must end.
-	stat(30, "a", 31)
-	stat(31, "b", 30)
-	if err := s.scan(); err != nil {
-		t.Fatal(err)
-	}
-	if got := s.tree(30); !reflect.DeepEqual(got, []int{30, 31}) {
-		t.Errorf("tree(30) with a cycle = %v", got)
-	}
-	if s.tree(99) != nil {
-		t.Error("tree of a missing root")
+	roles = append(roles, RoleInfo{Name: "prefill", RootPID: 20})
+	proc(20, 1, 200)
+	m, _, err := p.Poll(roles) // a root not seen before: a full pass at once
+	if err != nil || !reflect.DeepEqual(m["prefill"].PIDs, []int{20}) {
+		t.Fatalf("new root: %v %v", m, err)
 	}
 }

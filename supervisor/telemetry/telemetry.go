@@ -1,5 +1,5 @@
 // Package telemetry reads per-GPU load (NVML, nvidia-smi, or a simulated
-// DGX H200) and per-role process trees (gopsutil), joins GPUs to roles by
+// DGX H200) and per-role process trees (internal/procfs), joins GPUs to roles by
 // UUID and GPU processes to roles by PID, and publishes immutable Readings.
 //
 // Two pollers run off the UI path, each a goroutine owning its own state: the
