@@ -136,7 +136,7 @@ func (g *Dispatcher) pick(r *gen.Request, room uint64) (pre, dec leg, _ uint64, 
 
 // noteRoute is called once the legs were submitted: each leg weighs its
 // tokens in its rank's in-flight load until it ends, the request's access
-// line gets the decision (docs/protocol.md §11.9) and the decision is
+// line gets the decision (docs/protocol.md §11.10) and the decision is
 // counted.
 func (g *Dispatcher) noteRoute(ctx context.Context, ri routeInfo, ps, ds *lane.Stream) {
 	ps.Weigh(ri.preWeight)
