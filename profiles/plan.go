@@ -56,10 +56,11 @@ type GatewayPlan struct {
 	URL    string     `json:"url"`    // http://host:port
 	Mode   string     `json:"mode"`   // pd | epd
 	Policy PolicyPlan `json:"policy"`
-	// CacheAware, PrefixHash, Manual and Bucket are the knobs of the
+	// CacheAware, KVAware, PrefixHash, Manual and Bucket are the knobs of the
 	// policies some pool uses (docs/profiles.md "Routing policies"); nil
 	// when none does.
 	CacheAware      *CacheAwarePlan `json:"cache_aware,omitempty"`
+	KVAware         *KVAwarePlan    `json:"kv_aware,omitempty"`
 	PrefixHash      *PrefixHashPlan `json:"prefix_hash,omitempty"`
 	Manual          *ManualPlan     `json:"manual,omitempty"`
 	Bucket          *BucketPlan     `json:"bucket,omitempty"`

@@ -22,6 +22,12 @@ type CacheAwarePlan struct {
 	MaxTreeSize         int      `json:"max_tree_size"`
 }
 
+// KVAwarePlan is gateway.kv_aware.
+type KVAwarePlan struct {
+	OverlapWeight float64 `json:"overlap_weight"`
+	LoadFactor    float64 `json:"load_factor"`
+}
+
 // PrefixHashPlan is gateway.prefix_hash.
 type PrefixHashPlan struct {
 	PrefixTokenCount int     `json:"prefix_token_count"`
@@ -45,6 +51,7 @@ type BucketPlan struct {
 // Routing is every policy's knobs as the profile holds them.
 type Routing struct {
 	CacheAware CacheAwarePlan
+	KVAware    KVAwarePlan
 	PrefixHash PrefixHashPlan
 	Manual     ManualPlan
 	Bucket     BucketPlan
@@ -54,6 +61,7 @@ type Routing struct {
 func DefaultRouting() Routing {
 	var r Routing
 	cacheAwareSection.setDefaults(&r.CacheAware)
+	kvAwareSection.setDefaults(&r.KVAware)
 	prefixHashSection.setDefaults(&r.PrefixHash)
 	manualSection.setDefaults(&r.Manual)
 	bucketSection.setDefaults(&r.Bucket)
@@ -62,6 +70,7 @@ func DefaultRouting() Routing {
 
 var (
 	cacheAwareSection section[CacheAwarePlan]
+	kvAwareSection    section[KVAwarePlan]
 	prefixHashSection section[PrefixHashPlan]
 	manualSection     section[ManualPlan]
 	bucketSection     section[BucketPlan]
@@ -74,6 +83,10 @@ func init() {
 		numKey("balance_rel_threshold", 1, 1e6, "1.5", "…and the busiest carries more than this times the idlest's requests", func(c *CacheAwarePlan) *float64 { return &c.BalanceRelThreshold }),
 		durKey("eviction_interval", "120s", "how often the radix tree is cut back to max_tree_size per rank, least recently used first", func(c *CacheAwarePlan) *time.Duration { return (*time.Duration)(&c.EvictionInterval) }),
 		intKey("max_tree_size", 1, 1<<40, "67108864", "prompt tokens the tree remembers per DP rank (it may reach twice this between evictions; about 4 bytes a token)", func(c *CacheAwarePlan) *int { return &c.MaxTreeSize }),
+	}}
+	kvAwareSection = section[KVAwarePlan]{Path: "gateway.kv_aware", Rows: []row[KVAwarePlan]{
+		numKey("overlap_weight", 1, 1e6, "3", "what one cached prompt token is worth against one token of prefill work queued on a rank: the cheapest rank by weight × uncached prompt tokens + queued tokens wins", func(k *KVAwarePlan) *float64 { return &k.OverlapWeight }),
+		numKey("load_factor", 0, 1e6, "1.3", "a rank that took more than this times its even share of the recent requests is passed over while another is within it (a hot prefix spreads); 0 = off", func(k *KVAwarePlan) *float64 { return &k.LoadFactor }),
 	}}
 	prefixHashSection = section[PrefixHashPlan]{Path: "gateway.prefix_hash", Rows: []row[PrefixHashPlan]{
 		intKey("prefix_token_count", 1, 1<<24, "256", "leading prompt tokens hashed onto the ring", func(p *PrefixHashPlan) *int { return &p.PrefixTokenCount }),
@@ -128,6 +141,10 @@ func routingPlans(g *GatewayPlan, pol PolicyPlan, r Routing) {
 	if uses("cache_aware", "kv_aware") {
 		c := r.CacheAware
 		g.CacheAware = &c
+	}
+	if uses("kv_aware") {
+		k := r.KVAware
+		g.KVAware = &k
 	}
 	if uses("prefix_hash") {
 		p := r.PrefixHash

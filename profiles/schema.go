@@ -301,6 +301,7 @@ func init() {
 		enumKey("mode", []string{ModeAuto, ModePD, ModeEPD}, ModeAuto, "auto = epd when an encode role exists", func(g *Gateway) *string { return &g.Mode }),
 		subKey("policy", "how the gateway picks a worker of each kind", &policySection, func(g *Gateway) *PolicyPlan { return &g.Policy }),
 		subKey("cache_aware", "cache_aware's knobs (and kv_aware's, which falls back to it); see Routing policies", &cacheAwareSection, func(g *Gateway) *CacheAwarePlan { return &g.Routing.CacheAware }),
+		subKey("kv_aware", "kv_aware's own knobs (its balance and fallback are cache_aware's)", &kvAwareSection, func(g *Gateway) *KVAwarePlan { return &g.Routing.KVAware }),
 		subKey("prefix_hash", "prefix_hash's knobs", &prefixHashSection, func(g *Gateway) *PrefixHashPlan { return &g.Routing.PrefixHash }),
 		subKey("manual", "manual's knobs (sticky by the X-SMG-Routing-Key header)", &manualSection, func(g *Gateway) *ManualPlan { return &g.Routing.Manual }),
 		subKey("bucket", "bucket's knobs (prefill only)", &bucketSection, func(g *Gateway) *BucketPlan { return &g.Routing.Bucket }),

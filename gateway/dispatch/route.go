@@ -160,9 +160,12 @@ func usesCache(policy string) bool { return policy == routing.CacheAware || poli
 // sections the plan leaves out are at their defaults.
 func routingConfig(g profiles.GatewayPlan) routing.Config {
 	d := profiles.DefaultRouting()
-	ca, ph, mn, bk := d.CacheAware, d.PrefixHash, d.Manual, d.Bucket
+	ca, kv, ph, mn, bk := d.CacheAware, d.KVAware, d.PrefixHash, d.Manual, d.Bucket
 	if g.CacheAware != nil {
 		ca = *g.CacheAware
+	}
+	if g.KVAware != nil {
+		kv = *g.KVAware
 	}
 	if g.PrefixHash != nil {
 		ph = *g.PrefixHash
@@ -176,6 +179,7 @@ func routingConfig(g profiles.GatewayPlan) routing.Config {
 	return routing.Config{
 		CacheAware: routing.CacheAwareConfig{Threshold: ca.CacheThreshold, BalanceAbs: ca.BalanceAbsThreshold, BalanceRel: ca.BalanceRelThreshold,
 			EvictionInterval: ca.EvictionInterval.D(), MaxTreeSize: ca.MaxTreeSize},
+		KVAware:    routing.KVAwareConfig{OverlapWeight: kv.OverlapWeight, LoadFactor: kv.LoadFactor},
 		PrefixHash: routing.PrefixHashConfig{PrefixTokens: ph.PrefixTokenCount, LoadFactor: ph.LoadFactor},
 		Manual:     routing.ManualConfig{MaxIdle: mn.MaxIdle.D(), EvictionInterval: mn.EvictionInterval.D(), Assignment: mn.AssignmentMode},
 		Bucket:     routing.BucketConfig{BalanceAbs: bk.BalanceAbsThreshold, BalanceRel: bk.BalanceRelThreshold, AdjustInterval: bk.AdjustInterval.D()},

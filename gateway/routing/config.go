@@ -7,6 +7,7 @@ import "time"
 // defaults (Defaults).
 type Config struct {
 	CacheAware CacheAwareConfig
+	KVAware    KVAwareConfig
 	PrefixHash PrefixHashConfig
 	Manual     ManualConfig
 	Bucket     BucketConfig
@@ -28,6 +29,24 @@ type CacheAwareConfig struct {
 	// tokens per rank, least recently used first.
 	EvictionInterval time.Duration
 	MaxTreeSize      int
+}
+
+// KVAwareConfig is kv_aware's own knobs (its balance thresholds and its
+// fallback are cache_aware's).
+type KVAwareConfig struct {
+	// OverlapWeight is what one cached prompt token is worth against one
+	// token of prefill work queued on a rank: a candidate's cost is
+	// OverlapWeight × its uncached prompt tokens + its queued tokens. Above
+	// 1 because a prefix kept on its rank keeps serving the requests
+	// after this one; at 1 a single prompt queued in front of the cache
+	// would send the request elsewhere and copy the prefix.
+	OverlapWeight float64
+	// LoadFactor spreads a hot prefix: a candidate chosen for more than
+	// LoadFactor × its even share of the scope's recent decisions is
+	// passed over while another is within it, so one system prompt taking
+	// half the traffic ends up cached on enough ranks to share it.
+	// 0 turns it off.
+	LoadFactor float64
 }
 
 // PrefixHashConfig is prefix_hash's knobs.
@@ -65,10 +84,11 @@ const (
 )
 
 // Defaults are SMG's command-line defaults (smg's main.rs at the snapshot
-// docs/protocol.md §0.1 names).
+// docs/protocol.md §0.1 names), and kv_aware's own (docs/profiles.md).
 func Defaults() Config {
 	return Config{
 		CacheAware: CacheAwareConfig{Threshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5, EvictionInterval: 120 * time.Second, MaxTreeSize: 1 << 26},
+		KVAware:    KVAwareConfig{OverlapWeight: 3, LoadFactor: 1.3},
 		PrefixHash: PrefixHashConfig{PrefixTokens: 256, LoadFactor: 1.25},
 		Manual:     ManualConfig{MaxIdle: 4 * time.Hour, EvictionInterval: 60 * time.Second, Assignment: AssignRandom},
 		Bucket:     BucketConfig{BalanceAbs: 32, BalanceRel: 1.0001, AdjustInterval: 5 * time.Second},
@@ -80,6 +100,9 @@ func (c Config) withDefaults() Config {
 	d := Defaults()
 	if c.CacheAware == (CacheAwareConfig{}) {
 		c.CacheAware = d.CacheAware
+	}
+	if c.KVAware == (KVAwareConfig{}) {
+		c.KVAware = d.KVAware
 	}
 	if c.PrefixHash == (PrefixHashConfig{}) {
 		c.PrefixHash = d.PrefixHash

@@ -20,7 +20,7 @@ func Decide(policy string, cfg Config, v View) Decision {
 	case CacheAware:
 		return cacheAware(cfg.CacheAware, v)
 	case KVAware:
-		return kvAware(cfg.CacheAware, v)
+		return kvAware(cfg.CacheAware, cfg.KVAware, v)
 	case ConsistentHashing:
 		return consistentHashing(v)
 	case PrefixHash:
@@ -112,17 +112,22 @@ func cacheAware(cfg CacheAwareConfig, v View) Decision {
 }
 
 // kvAware routes by the engines' own cache (docs/profiles.md, kv_aware):
-// each candidate's cost is the prompt tokens it would have to compute
-// (prompt less its cached prefix) plus the uncached prompt tokens already
-// in flight there, both in tokens of prefill work, and the cheapest wins;
-// ties go to the longer cached prefix, then fewer requests, then rotate.
-// SMG's imbalance test on requests still overrides it, as in cache_aware.
-// Candidates whose events are not live carry the radix tree's match; when
-// none is live the decision is cache_aware's, marked as a fallback.
-func kvAware(cfg CacheAwareConfig, v View) Decision {
+// each candidate's cost, in tokens of prefill work, is OverlapWeight × the
+// prompt tokens it would compute (the prompt less its cached prefix) plus
+// the uncached prompt tokens already in flight there, and the cheapest
+// wins; ties go to the longer cached prefix, then fewer requests, then
+// rotate. A candidate that took more than LoadFactor × its even share of
+// the recent decisions is passed over while another is within it, so a
+// hot prefix spreads. SMG's imbalance test on requests still overrides
+// it, as in cache_aware. Candidates whose events are not live carry the
+// radix tree's match; when none is live the decision is cache_aware's,
+// marked as a fallback.
+func kvAware(cfg CacheAwareConfig, kc KVAwareConfig, v View) Decision {
 	live := false
+	recent := 0.0
 	for _, c := range v.Cands {
 		live = live || c.Live
+		recent += c.Recent
 	}
 	if !live {
 		d := cacheAware(cfg, v)
@@ -135,19 +140,46 @@ func kvAware(cfg CacheAwareConfig, v View) Decision {
 		d = Decision{Index: i, Reason: ReasonBalance, Match: v.Cands[i].Match}
 	} else {
 		n := uint64(len(v.Cands))
-		cost := func(c Candidate) int { return max(v.Prompt-c.Match, 0) + c.Tokens }
-		best, longest := int(v.Seq%n), 0
-		for k := uint64(0); k < n; k++ {
-			i := int((v.Seq + k) % n)
-			x, b := v.Cands[i], v.Cands[best]
-			longest = max(longest, x.Match)
-			cx, cb := cost(x), cost(b)
-			if cx < cb || (cx == cb && (x.Match > b.Match || (x.Match == b.Match && x.Reqs < b.Reqs))) {
-				best = i
+		// The guard waits for a few decisions per candidate: before that a
+		// share says nothing.
+		warm := kc.LoadFactor > 0 && recent >= 4*float64(n)
+		within := func(c Candidate) bool { return !warm || c.Recent <= kc.LoadFactor*recent/float64(n) }
+		cost := func(c Candidate) float64 {
+			return kc.OverlapWeight*float64(max(v.Prompt-c.Match, 0)) + float64(c.Tokens)
+		}
+		cheapest := func(ok func(Candidate) bool) int {
+			best := -1
+			for k := uint64(0); k < n; k++ {
+				i := int((v.Seq + k) % n)
+				x := v.Cands[i]
+				if !ok(x) {
+					continue
+				}
+				if best < 0 {
+					best = i
+					continue
+				}
+				b := v.Cands[best]
+				cx, cb := cost(x), cost(b)
+				if cx < cb || (cx == cb && (x.Match > b.Match || (x.Match == b.Match && x.Reqs < b.Reqs))) {
+					best = i
+				}
 			}
+			return best
+		}
+		all := cheapest(func(Candidate) bool { return true })
+		best := cheapest(within)
+		if best < 0 {
+			best = all // every candidate is over its share: none is passed over
+		}
+		longest := 0
+		for _, c := range v.Cands {
+			longest = max(longest, c.Match)
 		}
 		m := v.Cands[best].Match
 		switch {
+		case best != all:
+			d = Decision{Index: best, Reason: ReasonKVSpread, Match: m}
 		case longest == 0:
 			d = Decision{Index: best, Reason: ReasonKVMiss}
 		case m < longest:

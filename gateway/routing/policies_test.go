@@ -12,6 +12,9 @@ func TestDecide(t *testing.T) {
 	cfg := Defaults()
 	small := cfg
 	small.CacheAware.BalanceAbs, small.CacheAware.BalanceRel = 2, 1.5 // imbalance reachable with a few requests
+	weight1, noSpread := cfg, cfg
+	weight1.KVAware.OverlapWeight = 1
+	noSpread.KVAware.LoadFactor = 0
 	minLoadCfg, minGroupCfg := cfg, cfg
 	minLoadCfg.Manual.Assignment, minGroupCfg.Manual.Assignment = AssignMinLoad, AssignMinGroup
 
@@ -89,7 +92,13 @@ func TestDecide(t *testing.T) {
 		{"kv_aware queued work outweighs the cache", KVAware, cfg, View{Cands: live(c([3]int{3, 300, 96}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 1, ReasonKVBounded, false},
 		{"kv_aware cache outweighs a little work", KVAware, cfg, View{Cands: live(c([3]int{3, 90, 96}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
 		{"kv_aware nothing cached goes to least work", KVAware, cfg, View{Cands: live(c([3]int{0, 50, 0}, [3]int{4, 20, 0}), 0, 1), Prompt: 100}, 1, ReasonKVMiss, false},
-		{"kv_aware cost tie to longer prefix", KVAware, cfg, View{Cands: live(c([3]int{0, 40, 40}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
+		{"kv_aware cost tie to longer prefix", KVAware, cfg, View{Cands: live(c([3]int{0, 120, 40}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
+		{"kv_aware a cached token outweighs a queued one", KVAware, cfg, View{Cands: live(c([3]int{2, 150, 60}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
+		{"kv_aware overlap weight 1 gives it up", KVAware, weight1, View{Cands: live(c([3]int{2, 150, 60}, [3]int{0, 0, 0}), 0, 1), Prompt: 100}, 1, ReasonKVBounded, false},
+		{"kv_aware spread: the cheapest took too much of the recent traffic", KVAware, cfg, View{Cands: live([]Candidate{{Name: "a", Match: 96, Recent: 30}, {Name: "b", Recent: 2}}, 0, 1), Prompt: 100}, 1, ReasonKVSpread, false},
+		{"kv_aware spread waits for a few decisions", KVAware, cfg, View{Cands: live([]Candidate{{Name: "a", Match: 96, Recent: 6}, {Name: "b"}}, 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
+		{"kv_aware within its share keeps the cache", KVAware, cfg, View{Cands: live([]Candidate{{Name: "a", Match: 96, Recent: 20}, {Name: "b", Recent: 12}}, 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
+		{"kv_aware load_factor 0 never spreads", KVAware, noSpread, View{Cands: live([]Candidate{{Name: "a", Match: 96, Recent: 30}, {Name: "b", Recent: 2}}, 0, 1), Prompt: 100}, 0, ReasonKVHit, false},
 		{"kv_aware imbalance overrides", KVAware, small, View{Cands: live(c([3]int{9, 0, 100}, [3]int{1, 0, 0}), 0, 1), Prompt: 100}, 1, ReasonBalance, false},
 		{"kv_aware no live events is cache_aware", KVAware, cfg, View{Cands: c([3]int{5, 0, 0}, [3]int{6, 0, 80}), Prompt: 100}, 1, FallbackPrefix + ReasonCacheHit, false},
 		{"kv_aware no live events miss", KVAware, cfg, View{Cands: c([3]int{5, 0, 0}, [3]int{2, 0, 10}), Prompt: 100}, 1, FallbackPrefix + ReasonCacheMiss, false},

@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"strings"
@@ -54,6 +55,23 @@ type Choice struct {
 	// Match is the prompt tokens the chosen rank is expected to hold.
 	Match int
 }
+
+// kv_aware's memory of its own decisions.
+const (
+	// RecentHalfLife: a decision's weight in Candidate.Recent halves every
+	// this many decisions of its scope.
+	RecentHalfLife = 256
+	// PendingTTL is how long kv_aware counts a prompt it routed as held by
+	// its rank although the engine's events do not show it yet (it is
+	// queued or being computed): a prompt stays between PendingTTL and
+	// twice that, by then its blocks are in the events or were evicted.
+	PendingTTL = 10 * time.Second
+	// maxPendingTokens rotates the pending tree early under heavy load:
+	// the memory bound of what it keeps.
+	maxPendingTokens = 1 << 24
+)
+
+var recentDecay = math.Pow(2, -1.0/RecentHalfLife)
 
 // Tenant names a DP rank of a worker in the tree and on rings.
 func Tenant(worker string, dpRank int) string { return fmt.Sprintf("%s#%d", worker, dpRank) }
@@ -231,7 +249,11 @@ func newState(o Options) *state {
 		}
 		ps := &poolState{policy: p, seq: map[string]uint64{}, rings: map[string]ringEntry{}, epochs: map[string]int64{}}
 		switch p {
-		case CacheAware, KVAware:
+		case KVAware:
+			ps.tree = NewTree()
+			ps.recent = map[string]map[string]float64{}
+			ps.pending = [2]*Tree{NewTree(), NewTree()}
+		case CacheAware:
 			ps.tree = NewTree()
 		case Manual:
 			ps.sticky = newStickyMap(MaxStickyKeys)
@@ -312,6 +334,12 @@ type poolState struct {
 	sticky  *stickyMap
 	buckets map[string]*bucketState
 	epochs  map[string]int64 // tenant → the registration its tree entries belong to
+	// kv_aware: per scope, each candidate's decayed count of decisions
+	// (Candidate.Recent); and the prompts it routed lately, newest
+	// generation first, which the engines' events may not show yet.
+	recent       map[string]map[string]float64
+	pending      [2]*Tree
+	pendingSince time.Time
 }
 
 type ringEntry struct {
@@ -331,13 +359,28 @@ func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time
 			if ps.tree != nil && ps.epochs[t] != r.Epoch {
 				// A new registration: that engine's cache started empty.
 				ps.tree.Evict(t, 0)
+				for _, p := range ps.pending {
+					if p != nil {
+						p.Evict(t, 0)
+					}
+				}
 				ps.epochs[t] = r.Epoch
 			}
 		}
 	}
-	var treeMatch []int
+	var treeMatch, pendMatch []int
 	if ps.tree != nil {
 		treeMatch = ps.tree.Match(req.Prompt, tenants)
+	}
+	if kv {
+		if tok, _ := ps.pending[0].Stored(); now.Sub(ps.pendingSince) >= PendingTTL || tok > maxPendingTokens {
+			ps.pending = [2]*Tree{NewTree(), ps.pending[0]}
+			ps.pendingSince = now
+		}
+		pendMatch = ps.pending[0].Match(req.Prompt, tenants)
+		for i, m := range ps.pending[1].Match(req.Prompt, tenants) {
+			pendMatch[i] = max(pendMatch[i], m)
+		}
 	}
 	rankCands := make([][]Candidate, len(ws))
 	var cands []Candidate
@@ -354,7 +397,8 @@ func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time
 				m = treeMatch[k]
 			}
 			if kv && w.Live {
-				m = r.KV
+				// The engine's events, and what was sent there since.
+				m = max(r.KV, pendMatch[k])
 			}
 			k++
 			rc := Candidate{Name: Tenant(w.Name, r.DPRank), Reqs: r.Reqs, Tokens: r.Tokens, Match: min(m, len(req.Prompt)), Live: wc.Live}
@@ -384,6 +428,9 @@ func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time
 	c.Reason = wd.Reason
 	if len(cands) == 1 {
 		c.Reason = rd.Reason
+	}
+	if kv {
+		ps.pending[0].Insert(req.Prompt, chosen.Name)
 	}
 	if ps.tree != nil {
 		ps.tree.Insert(req.Prompt, chosen.Name)
@@ -417,6 +464,10 @@ func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Reque
 			ps.buckets[scope] = b
 		}
 		v.Bucket = b.view(cands)
+	case KVAware:
+		for i := range v.Cands {
+			v.Cands[i].Recent = ps.recent[scope][v.Cands[i].Name]
+		}
 	}
 	d := Decide(ps.policy, s.cfg, v)
 	ps.seq[scope]++
@@ -426,6 +477,16 @@ func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Reque
 		ps.sticky.assign(stickyKey(scope, req.Key), name, now)
 	case ps.policy == Bucket:
 		ps.buckets[scope].observe(len(req.Prompt), name, now, s.cfg.Bucket.AdjustInterval)
+	case ps.policy == KVAware:
+		r := ps.recent[scope]
+		if r == nil {
+			r = map[string]float64{}
+			ps.recent[scope] = r
+		}
+		for n := range r {
+			r[n] *= recentDecay
+		}
+		r[name]++
 	}
 	return d
 }

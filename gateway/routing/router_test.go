@@ -129,6 +129,54 @@ func TestRouterKVAware(t *testing.T) {
 	}
 }
 
+// kv_aware counts what it sent a rank as held there until the engine's
+// events can show it (PendingTTL), and spreads a prompt that takes more
+// than its share of the recent decisions.
+func TestRouterKVAwarePendingAndSpread(t *testing.T) {
+	t.Parallel()
+	s := fixed(KVAware, RoundRobin, Config{})
+	now := s.now()
+	s.now = func() time.Time { return now }
+	w := worker("prefill", 4)
+	w.Live = true // events live, but they show nothing yet
+	p := prompt(5, 400)
+	first, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
+	if c.Reason != ReasonKVMiss {
+		t.Fatalf("first: %+v", c)
+	}
+	second, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
+	if second != first || c.Reason != ReasonKVHit || c.Match != 400 {
+		t.Fatalf("the same prompt right after went to %v (%+v), the first to %v", second, c, first)
+	}
+	// Past twice the TTL the router forgets what it sent; the events are
+	// the truth again.
+	now = now.Add(2*PendingTTL + time.Second)
+	route(t, s, Request{Prompt: prompt(6, 10)}, []WorkerView{w}) // rotates
+	now = now.Add(PendingTTL + time.Second)
+	if _, c = route(t, s, Request{Prompt: p}, []WorkerView{w}); c.Reason != ReasonKVMiss {
+		t.Fatalf("after the TTL: %+v", c)
+	}
+	// One prompt for every request: its rank takes its share, then the
+	// guard sends the overflow to the others.
+	seen := map[placed]int{}
+	spread := 0
+	for i := 0; i < 200; i++ {
+		pl, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
+		seen[pl]++
+		if c.Reason == ReasonKVSpread {
+			spread++
+		}
+	}
+	for pl, n := range seen {
+		if n > 200*13/10/4+10 {
+			t.Errorf("%v took %d of 200: more than its share allows", pl, n)
+		}
+	}
+	if spread == 0 || len(seen) < 3 {
+		t.Fatalf("a prompt taking all the traffic stayed on %v (%d spread)", seen, spread)
+	}
+}
+
 // manual keeps a key on its worker and rank, survives the worker's
 // absence by reassigning, and returns to the first worker when it is
 // back (SMG keeps two).

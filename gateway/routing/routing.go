@@ -70,6 +70,10 @@ type Candidate struct {
 	// Keys is how many routing keys manual has assigned here (its
 	// min_group assignment).
 	Keys int
+	// Recent is how many of the scope's recent decisions chose it, each
+	// weighed down by half every RecentHalfLife decisions (kv_aware's
+	// spread guard).
+	Recent float64
 }
 
 // View is everything a policy decides on. Decide reads it and nothing
@@ -119,7 +123,8 @@ const (
 	ReasonBalance     = "balance"     // cache_aware, bucket: imbalanced, least loaded
 	ReasonKVHit       = "kv_hit"      // kv_aware: cheapest candidate holds a prefix
 	ReasonKVMiss      = "kv_miss"     // kv_aware: nothing cached anywhere useful
-	ReasonKVBounded   = "kv_bounded"  // kv_aware: the best cache was over its load bound
+	ReasonKVBounded   = "kv_bounded"  // kv_aware: the work queued on the best cache outweighed it
+	ReasonKVSpread    = "kv_spread"   // kv_aware: the cheapest took more than its share of recent requests
 	ReasonRing        = "ring"        // consistent_hashing, prefix_hash: the key's owner
 	ReasonRingLoaded  = "ring_loaded" // prefix_hash: owner over its load bound, least loaded
 	ReasonSticky      = "sticky"      // manual: the key's worker
