@@ -83,7 +83,8 @@ type Options struct {
 	// (a rank of role judged stalled; msg names role, rank and why) and
 	// "readmit" (a stalled rank spoke again). Called from gateway
 	// goroutines, never under a gateway lock; it must not block for long.
-	// SetEventSink replaces it once the listener exists.
+	// tsd hands it the deployment's event log, built before the gateway
+	// (supervisor.EventLog).
 	OnEvent func(kind, role, msg string)
 	// Mount lets a front end (gateway/openai) register its routes on mux,
 	// with the gateway as its gen.Engine. The routes are served behind the
@@ -127,7 +128,7 @@ type Gateway struct {
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
-	onEvent   atomic.Pointer[func(kind, role, msg string)]
+	views     map[string]snapshot.RoleView // the supervisor's last view of each role (SetRole); under mu
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -179,6 +180,7 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		mux:      http.NewServeMux(),
 		boots:    map[string]*bootstrap.Server{},
 		alive:    map[string]*atomic.Bool{},
+		views:    map[string]snapshot.RoleView{},
 		shutdown: make(chan struct{}),
 	}
 	for _, w := range l.Workers() {
@@ -201,9 +203,6 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
-	if opts.OnEvent != nil {
-		g.onEvent.Store(&opts.OnEvent)
-	}
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux
@@ -344,17 +343,6 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// SetEventSink sets (or with nil clears) where gateway events go (see
-// Options.OnEvent): the supervisor's event list exists only after the
-// gateway it is given, so it can be wired here.
-func (g *Gateway) SetEventSink(fn func(kind, role, msg string)) {
-	if fn == nil {
-		g.onEvent.Store(nil)
-		return
-	}
-	g.onEvent.Store(&fn)
-}
-
 // Queues reports whether Generate waits for a routable worker instead of
 // refusing at once (QueueTimeout > 0): front ends then skip their own
 // fail-fast readiness check.
@@ -363,6 +351,31 @@ func (g *Gateway) Queues() bool { return g.opts.QueueTimeout > 0 }
 // SubscribeRanks returns every rank's current state, then each change.
 func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
 	return g.lane.SubscribeRanks()
+}
+
+// SetRole takes the supervisor's whole view of one role
+// (docs/architecture.md §4.2) and applies each field that changed through
+// the controls below, in the order the supervisor relied on when it
+// called them one by one: the stall verdict first (ending the role's
+// requests with the view's reason before anything else moves), then
+// whether its processes are alive, then routing. The lane starts every
+// worker routed and the supervisor's first view of a starting role says
+// not routed; as that is no change from the zero view, a first start
+// keeps the lane's default.
+func (g *Gateway) SetRole(role string, v snapshot.RoleView) {
+	g.mu.Lock()
+	prev := g.views[role]
+	g.views[role] = v
+	g.mu.Unlock()
+	if v.Stalled != prev.Stalled {
+		g.SetStalled(role, v.Stalled, v.Reason)
+	}
+	if v.Alive != prev.Alive {
+		g.SetAlive(role, v.Alive)
+	}
+	if v.Routed != prev.Routed {
+		g.SetRouted(role, v.Routed)
+	}
 }
 
 // SetRouted takes a role out of routing for new requests or puts it back.

@@ -31,7 +31,7 @@ func panicSite(where string) string {
 // event hands a verdict worth showing to Options.OnEvent and counts it.
 func (g *Gateway) event(kind, role, msg string) {
 	g.metrics.events.WithLabelValues(kind).Inc()
-	if fn := g.onEvent.Load(); fn != nil {
-		(*fn)(kind, role, msg)
+	if g.opts.OnEvent != nil {
+		g.opts.OnEvent(kind, role, msg)
 	}
 }

@@ -100,7 +100,8 @@ func TestPanicInDispatchFailsOneRequest(t *testing.T) {
 func TestPanicInHandler(t *testing.T) {
 	t.Parallel()
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
-	g, err := New(plan, Options{QueueTimeout: -1, Mount: func(_ gen.Engine, mux *http.ServeMux) {
+	ev := &events{ch: make(chan string, 16)}
+	g, err := New(plan, Options{QueueTimeout: -1, OnEvent: ev.add, Mount: func(_ gen.Engine, mux *http.ServeMux) {
 		mux.HandleFunc("GET /boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
 		mux.HandleFunc("GET /boom-sse", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -111,8 +112,6 @@ func TestPanicInHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := &events{ch: make(chan string, 16)}
-	g.SetEventSink(ev.add) // wired after New, as the supervisor does
 	if err := g.Bind(t.Context()); err != nil {
 		t.Fatal(err)
 	}

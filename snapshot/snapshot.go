@@ -222,6 +222,16 @@ type Event struct {
 	Message string    `json:"message"`
 }
 
+// RoleView is everything the gateway needs to know of a role from the
+// supervisor, sent whole on every change (docs/architecture.md, the
+// per-role view).
+type RoleView struct {
+	Alive   bool   // the role's processes run (a rendezvous the gateway hosts answers /health only then)
+	Routed  bool   // new requests may go to it (false while draining, stopped, restarting)
+	Stalled bool   // the supervisor judged it stalled: its requests end with Reason, its ranks show stalled
+	Reason  string // why it is not routed or stalled, for errors and the screen
+}
+
 // RankEvent is one change of one rank's handshake state, published by the
 // gateway's lane and folded into RoleStatus.Ranks by the supervisor.
 type RankEvent struct {

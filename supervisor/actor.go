@@ -15,26 +15,6 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-type cmdKind int
-
-const (
-	cmdStart cmdKind = iota
-	cmdStop
-	cmdRestart
-	cmdQuit
-	cmdKill
-)
-
-func (c cmdKind) String() string {
-	return [...]string{"start", "stop", "restart", "quit", "kill"}[c]
-}
-
-// command is one request to an actor; now skips the drain.
-type command struct {
-	kind cmdKind
-	now  bool
-}
-
 // runInfo is what the capture goroutine of one run shares with the actor:
 // the furthest milestone and the last error-looking line.
 type runInfo struct {
@@ -77,80 +57,47 @@ func (info *runInfo) stepped(phase string, now time.Time) {
 // gateway has no event for "the last request on a role finished".
 const drainPoll = 50 * time.Millisecond
 
-// actor owns one role instance: its process, its lifecycle and its
-// restart history. Everything below "loop state" is touched only by run().
-// Decisions come from step (lifecycle.go); the actor gathers the facts of
-// each event and executes the effects step returns.
-type actor struct {
-	sup    *Supervisor
-	idx    int
-	plan   profiles.RolePlan
-	policy RestartPolicy
-	drain  time.Duration // restart.drain_timeout
-	ring   *logRing
-	file   *rotatingFile
+// inbox is everything that reaches an actor from other goroutines.
+type inbox struct {
+	cmds   chan event              // commands: start, restart, stop, quit, kill
+	ranks  chan snapshot.RankEvent // the gateway's rank changes for this role
+	poke   chan struct{}           // capture saw a milestone
+	stalls chan stallReport        // the /proc scanner: whether the tree is stopped
+}
 
-	cmds   chan command
-	ranks  chan snapshot.RankEvent
-	poke   chan struct{}    // capture saw a milestone
-	stalls chan stallReport // the /proc scanner: whether the tree is stopped
-	done   chan struct{}
-	curPID atomic.Int64 // for Supervisor.Kill and the /proc scanner, which must not wait on the loop
+// run is one run of the engine: its process and what its capture saw.
+type run struct {
+	proc       *process
+	info       *runInfo
+	cgroup     string    // this run's cgroup directory, or ""
+	linesSeen  uint64    // the line count at the last progress check
+	progressAt time.Time // the last sign of progress (a line, a milestone, a rank)
+	lastOrder  int       // the furthest milestone's order
+}
 
-	// loop state
-	st           snapshot.RoleStatus
-	lc           lifecycle
-	proc         *process
-	info         *runInfo
-	hist         []time.Time
-	attempt      int
-	backoffT     *time.Timer
-	backoffC     <-chan time.Time
-	stopC        <-chan time.Time
-	failReason   string // why tsd killed the run itself (no progress)
-	rankMap      map[int]snapshot.RankStatus
-	progressSeen uint64
-	progressAt   time.Time
-	lastPhase    int
-	cgroup       string // this run's cgroup directory, or ""
+// budget is the restart policy's memory: recent restarts and the attempt.
+type budget struct {
+	hist    []time.Time
+	attempt int
+}
 
-	// Reasons the show effects use, set with the event that needs them.
-	why       string   // why the process is being stopped
-	shownWhy  string   // stopped / failed reason
-	crashWhy  string   // crashed reason
-	crashErr  string   // last error line of a crashed run
-	decision  Decision // the restart policy's answer for a crash
-	crashHold func(context.Context) (bool, string)
-	warn      string // the GPU memory was not seen released
-
-	// Drain: polled while draining.
-	drainT     *time.Ticker
+// timers are the actor's running clocks; a nil channel never fires.
+type timers struct {
+	backoff    *time.Timer
+	backoffC   <-chan time.Time
+	drain      *time.Ticker
 	drainC     <-chan time.Time
 	drainUntil time.Time
-	drainTimed bool // the deadline passed with requests left
+	stopC      <-chan time.Time // the guardian's time to end the group after SIGTERM
+}
 
-	// Stall: two sources, the process tree's state and the gateway's
-	// rank reports; stalling is their union, stalledSet whether the
-	// gateway was told.
-	procStall  string
-	gwStall    map[int]bool
-	stalling   bool
-	stallProc  bool // the stall began with a stopped tree
-	stalledSet bool
-
-	// GPU release check of a requested stop: gpuWait is taken when the
-	// stop begins; gpuDone is non-nil while the wait runs after the group
-	// emptied (the role is then still "stopping").
-	gpuWait     func(context.Context) (bool, string)
-	pendingWait func(context.Context) (bool, string)
-	gpuDone     chan gpuRelease
-	gpuCancel   context.CancelFunc
-	// GPU release check before an automatic restart after a crash: it
-	// runs alongside the backoff timer, and the role starts once both are
-	// done (start = max(backoff, release)). relC is non-nil while it runs;
-	// it is part of the backoff, so cancelBackoff ends it.
-	relC      chan gpuRelease
-	relCancel context.CancelFunc
+// gpuWait is the GPU release check of a stop or a crash: held is taken
+// when the stop begins (or the run crashed), and done is non-nil while the
+// wait for its memory runs after the group emptied.
+type gpuWait struct {
+	held   func(context.Context) (bool, string)
+	done   chan gpuRelease
+	cancel context.CancelFunc
 }
 
 type gpuRelease struct {
@@ -158,54 +105,94 @@ type gpuRelease struct {
 	msg string
 }
 
-func newActor(s *Supervisor, idx int, rp profiles.RolePlan, ring *logRing, file *rotatingFile) *actor {
+// observed is what the actor has heard of its ranks and its tree.
+type observed struct {
+	ranks  map[int]snapshot.RankStatus
+	silent map[int]bool // ranks the gateway reports stalled
+	proc   string       // why the tree is stopped, "" when it runs
+}
+
+func newObserved() observed {
+	return observed{ranks: map[int]snapshot.RankStatus{}, silent: map[int]bool{}}
+}
+
+// actor owns one role instance: its process, its lifecycle and its
+// restart history. Everything below done is touched only by run().
+// Decisions come from step (lifecycle.go); the actor turns what it hears
+// into events, runs each through step, and executes the effects step
+// returns, queueing the events they return (dispatch).
+type actor struct {
+	env    *env
+	idx    int // the role's slot in the Snapshot
+	plan   profiles.RolePlan
+	policy RestartPolicy
+	drain  time.Duration // restart.drain_timeout
+	ring   *logRing
+	file   *rotatingFile
+	in     inbox
+	done   chan struct{}
+
+	lc     lifecycle
+	st     snapshot.RoleStatus // published; State, Reason, Routed and Restarts derive from lc
+	view   snapshot.RoleView   // what the gateway was last told
+	cur    *run                // the current run; nil while no process runs
+	budget budget
+	timers timers
+	gpu    gpuWait
+	seen   observed
+}
+
+func newActor(e *env, idx int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
 	a := &actor{
-		sup: s, idx: idx, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
-		drain:   rp.Restart.DrainTimeout.D(),
-		cmds:    make(chan command, 16),
-		ranks:   make(chan snapshot.RankEvent, 256),
-		poke:    make(chan struct{}, 1),
-		stalls:  make(chan stallReport, 1),
-		done:    make(chan struct{}),
-		rankMap: map[int]snapshot.RankStatus{},
-		gwStall: map[int]bool{},
+		env: e, idx: idx, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
+		drain: rp.Restart.DrainTimeout.D(),
+		in: inbox{
+			cmds:   make(chan event, 16),
+			ranks:  make(chan snapshot.RankEvent, 256),
+			poke:   make(chan struct{}, 1),
+			stalls: make(chan stallReport, 1),
+		},
+		done: make(chan struct{}),
+		seen: newObserved(),
 	}
 	if a.drain <= 0 {
 		a.drain = profiles.DefaultDrainTimeout
 	}
+	facts := roleFacts{Remote: !rp.Local, Host: rp.Host, Expect: expect, StallWait: rp.StallAction == profiles.StallWait}
+	if e.gw == nil {
+		// Without a gateway the launcher's "ready" line is the best
+		// signal there is (docs/protocol.md §10.4).
+		facts.Expect = 0
+	}
+	a.lc = newLifecycle(facts)
 	a.st = snapshot.RoleStatus{
-		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs, State: snapshot.StatePlanned,
+		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs,
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
-		RanksExpected: a.ranksExpected(),
+		RanksExpected: expect,
 	}
-	if !rp.Local {
-		a.st.State = snapshot.StateRemote
-		// Nothing ties a remote engine's lane connections to a process
-		// tsd owns: say so where the operator looks (SECURITY.md).
-		a.st.Reason = "runs on " + rp.Host + "; waiting for its ranks to dial in; its lane is unauthenticated: keep that network trusted"
-	}
+	a.st.State, a.st.Reason = shown(a.lc)
 	return a
 }
 
 // ranksExpected: every attention-DP rank dials the gateway (docs/protocol.md
 // §10.2); encode engines do not dial at all upstream (docs/protocol.md §9.1).
-func (a *actor) ranksExpected() int {
-	if a.plan.Kind == profiles.KindEncode && a.sup.plan.Gateway.Mode != profiles.ModeEPD {
+func ranksExpected(rp profiles.RolePlan, mode string) int {
+	if rp.Kind == profiles.KindEncode && mode != profiles.ModeEPD {
 		// Outside epd mode nothing is routed to an encode server, so its
 		// launcher's ready line is the signal; in epd mode its rank 0
 		// registers on the lane like any role (docs/protocol.md §9.4).
 		return 0
 	}
-	if a.plan.DP > 1 {
-		return a.plan.DP
+	if rp.DP > 1 {
+		return rp.DP
 	}
 	return 1
 }
 
 // send queues a command; false if the actor has ended.
-func (a *actor) send(c command) bool {
+func (a *actor) send(ev event) bool {
 	select {
-	case a.cmds <- c:
+	case a.in.cmds <- ev:
 		return true
 	case <-a.done:
 		return false
@@ -213,347 +200,290 @@ func (a *actor) send(c command) bool {
 }
 
 func (a *actor) note(format string, args ...any) {
-	a.ring.append([]LogLine{{Time: a.sup.now(), Text: "[tsd] " + fmt.Sprintf(format, args...), Note: true}})
-}
-
-func (a *actor) publish() {
-	a.sup.pub.role(a.idx, a.roleCopy())
+	a.ring.append([]LogLine{{Time: a.env.now(), Text: "[tsd] " + fmt.Sprintf(format, args...), Note: true}})
 }
 
 func (a *actor) roleCopy() snapshot.RoleStatus {
 	st := a.st
-	st.Ranks = make([]snapshot.RankStatus, 0, len(a.rankMap))
-	for _, r := range a.rankMap {
+	st.Ranks = make([]snapshot.RankStatus, 0, len(a.seen.ranks))
+	for _, r := range a.seen.ranks {
 		st.Ranks = append(st.Ranks, r)
 	}
 	sort.Slice(st.Ranks, func(i, j int) bool { return st.Ranks[i].Identity < st.Ranks[j].Identity })
 	return st
 }
 
-func (a *actor) publishChange(msg string) {
-	st := a.roleCopy()
-	a.sup.pub.in <- pubMsg{idx: a.idx, role: &st, event: &snapshot.Event{Time: a.sup.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
-}
-
-func (a *actor) setState(state, reason string) {
-	changed := a.st.State != state || a.st.Reason != reason
+// show publishes the role: its state and reason as shown derives them
+// from the lifecycle, and an event when they changed. It is the one place
+// a role's state is set.
+func (a *actor) show() {
+	state, reason := shown(a.lc)
+	a.st.Routed, a.st.Restarts = a.view.Routed, a.lc.Restarts
+	if a.lc.Phase != phStarting {
+		a.st.Progress = nil // a startup step's bar ends with the startup
+	}
 	from := a.st.State
+	changed := from != state || a.st.Reason != reason
 	a.st.State, a.st.Reason = state, reason
-	if changed {
-		msg := from + " → " + state
-		if reason != "" {
-			msg += ": " + reason
-		}
-		// The publisher records the event, publishes at once, then adds
-		// the same line to the role's log: whoever sees the line can read
-		// the new state from the Snapshot.
-		a.publishChange(msg)
+	st := a.roleCopy()
+	if !changed {
+		a.env.pub.role(a.idx, st)
 		return
 	}
-	a.publish()
+	msg := from + " → " + state
+	if reason != "" {
+		msg += ": " + reason
+	}
+	// The publisher records the event, publishes at once, then adds the
+	// same line to the role's log: whoever sees the line can read the new
+	// state from the Snapshot.
+	a.env.pub.in <- pubMsg{idx: a.idx, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
+}
+
+// sendView tells the gateway the role's view when it changed.
+func (a *actor) sendView() {
+	v := roleView(a.plan.Name, a.lc)
+	if v == a.view {
+		return
+	}
+	a.view = v
+	if a.env.gw != nil {
+		a.env.gw.SetRole(a.plan.Name, v)
+	}
+}
+
+// dispatch runs ev, and every event the effects of its steps return,
+// through the lifecycle: each step's effects run against the lifecycle
+// that step made, and the gateway hears the role's view before them.
+// The role is published once the queue is empty (and where a step says
+// fxShow).
+func (a *actor) dispatch(ev event) {
+	queue := []event{ev}
+	for len(queue) > 0 {
+		ev, queue = queue[0], queue[1:]
+		next, fxs := step(a.lc, ev)
+		a.lc = next
+		a.sendView()
+		for _, e := range fxs {
+			queue = append(queue, a.exec(e)...)
+		}
+	}
+	a.show()
 }
 
 func (a *actor) run(autostart bool) {
 	defer close(a.done)
-	a.publish()
-	if autostart && a.plan.Local {
-		a.fire(event{Kind: evStart})
-	}
-	tick := a.sup.progressTick()
-	defer tick.Stop()
 	defer a.endDrain()
-	for {
-		if a.lc.Quit && a.proc == nil && a.gpuDone == nil {
-			a.publish()
-			return
-		}
+	a.sendView()
+	a.show()
+	if autostart && !a.lc.Role.Remote {
+		a.dispatch(event{Kind: evStart})
+	}
+	tick := a.env.progressTick()
+	defer tick.Stop()
+	for !a.lc.over() {
 		var procDone chan struct{}
-		if a.proc != nil {
-			procDone = a.proc.done
+		if a.cur != nil {
+			procDone = a.cur.proc.done
 		}
 		select {
-		case c := <-a.cmds:
-			a.handle(c)
+		case ev := <-a.in.cmds:
+			a.dispatch(ev)
 		case <-procDone:
-			a.onExit()
-		case ev := <-a.ranks:
-			a.onRank(ev)
-		case <-a.poke:
+			a.dispatch(a.exited())
+		case ev := <-a.in.ranks:
+			a.dispatch(a.rankEvent(ev))
+		case <-a.in.poke:
 			a.onMilestone()
-		case rep := <-a.stalls:
-			a.onProcStall(rep)
-		case <-a.drainC:
-			a.onDrainTick()
-		case r := <-a.gpuDone:
-			a.onGPURelease(r)
-		case r := <-a.relC:
-			a.onCrashRelease(r)
-		case <-a.backoffC:
-			a.backoffC = nil
-			a.st.NextTryAt = time.Time{}
-			a.fire(event{Kind: evDelayDone, Waiting: a.relC != nil})
-		case <-a.stopC:
-			a.stopC = nil
-			if a.proc != nil {
-				a.note("guardian did not finish within %s; SIGKILL to process group %d", HumanDuration(a.policy.StopGrace+5*time.Second), a.proc.pid)
-				a.proc.kill()
+		case rep := <-a.in.stalls:
+			if ev, ok := a.procStall(rep); ok {
+				a.dispatch(ev)
 			}
+		case <-a.timers.drainC:
+			a.onDrainTick()
+		case r := <-a.gpu.done:
+			a.dispatch(a.released(r))
+		case <-a.timers.backoffC:
+			a.timers.backoff, a.timers.backoffC = nil, nil
+			a.st.NextTryAt = time.Time{}
+			a.dispatch(event{Kind: evDelayDone})
+		case <-a.timers.stopC:
+			a.timers.stopC = nil
+			a.dispatch(event{Kind: evTermTimeout, Why: "guardian did not finish within " + HumanDuration(a.policy.StopGrace+5*time.Second)})
 		case <-tick.C:
-			a.checkProgress()
+			if ev, ok := a.progress(); ok {
+				a.dispatch(ev)
+			}
 		}
 	}
+	a.show()
 }
 
-// fire runs one event through the lifecycle and executes its effects.
-func (a *actor) fire(ev event) {
-	next, fxs := step(a.lc, ev)
-	a.lc = next
-	for _, e := range fxs {
-		a.exec(e, ev)
-	}
-}
-
-func (a *actor) handle(c command) {
-	if !a.plan.Local {
-		if c.kind == cmdQuit || c.kind == cmdKill {
-			a.lc.Quit = true
-			return
-		}
-		a.note("%s: role runs on %s; tsd does not manage its process", c.kind, a.plan.Host)
-		return
-	}
-	waiting := a.relC != nil
-	switch c.kind {
-	case cmdStart:
-		a.fire(event{Kind: evStart, Waiting: waiting})
-	case cmdRestart:
-		a.why = "restart requested"
-		a.fire(event{Kind: evRestart, Now: c.now, Waiting: waiting})
-	case cmdStop:
-		a.why, a.shownWhy = "stop requested", ""
-		a.fire(event{Kind: evStop, Now: c.now})
-	case cmdQuit:
-		a.why, a.shownWhy = "tsd shutting down", ""
-		a.fire(event{Kind: evQuit})
-	case cmdKill:
-		a.why, a.shownWhy = "SIGKILL requested", ""
-		a.fire(event{Kind: evKill})
-	}
-}
-
-// exec carries out one effect of step.
-func (a *actor) exec(e effect, ev event) {
-	gw := a.sup.gw
-	switch e {
+// exec carries out one effect of step and returns the events it learned.
+func (a *actor) exec(e effect) []event {
+	switch e.Kind {
 	case fxSpawn:
-		a.start()
-	case fxCountRestart:
-		a.st.Restarts++
+		return a.spawn()
 	case fxResetBudget:
-		a.attempt, a.hist = 0, nil
+		a.budget = budget{}
 	case fxCancelBackoff:
-		a.cancelBackoff()
+		a.cancelDelay()
+		a.forgetRelease()
 	case fxCancelDelay:
-		if a.backoffT != nil {
-			a.backoffT.Stop()
-			a.backoffT, a.backoffC = nil, nil
-		}
-		a.st.NextTryAt = time.Time{}
-	case fxBackoff:
-		if a.decision.Delay > 0 {
-			a.backoffT = time.NewTimer(a.decision.Delay)
-			a.backoffC = a.backoffT.C
-			// Views count down to this (the reason keeps the delay as set).
-			a.st.NextTryAt = a.sup.now().Add(a.decision.Delay)
-		}
-		a.setState(snapshot.StateBackoff, a.decision.Reason)
-		if a.crashHold != nil {
-			a.relC, a.relCancel = a.launchRelease(a.crashHold)
-		}
-		a.crashHold = nil
-	case fxRoute:
-		if gw != nil {
-			gw.SetRouted(a.plan.Name, true)
-		}
-		a.st.Routed = true
-		first := a.st.State == snapshot.StateStarting || a.st.State == snapshot.StateHandshaking
-		a.st.Progress = nil
-		a.setState(snapshot.StateReady, "")
-		if first && a.proc != nil {
-			a.sup.pub.event(a.plan.Name, "ready after "+snapshot.FormatDuration(a.sup.now().Sub(a.proc.started)))
-		}
-	case fxUnroute:
-		if gw != nil {
-			gw.SetRouted(a.plan.Name, false)
-		}
-		a.st.Routed = false
+		a.cancelDelay()
+	case fxDelay:
+		a.timers.backoff = time.NewTimer(e.Delay)
+		a.timers.backoffC = a.timers.backoff.C
+		a.st.NextTryAt = a.env.now().Add(e.Delay) // views count down to this
 	case fxDrain:
-		a.beginDrain()
+		return a.beginDrain(e.Reason)
 	case fxEndDrain:
 		a.endDrain()
 	case fxAbort:
-		if gw != nil {
-			why := "role " + a.plan.Name + ": " + a.why
-			if a.drainTimed {
-				why += fmt.Sprintf("; drain_timeout %s passed", HumanDuration(a.drain))
-			} else if ev.Now {
-				why += " (--now)"
-			}
-			if n := gw.AbortRole(a.plan.Name, why); n > 0 {
-				a.note("ended %d request(s) still in flight: %s", n, why)
-			}
-		}
-		a.drainTimed = false
+		a.abort(e.Reason)
 	case fxTerm:
-		a.term()
+		a.term(e.Reason)
 	case fxKill:
-		if a.proc != nil {
-			a.proc.kill()
-		}
-		a.setState(snapshot.StateStopping, a.why)
+		a.kill(e.Reason)
 	case fxHoldGPUs:
-		a.gpuWait = nil
-		if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
-			a.gpuWait = v.HoldGPUs(a.plan.Name)
-		}
-	case fxDropGPUWait:
-		a.gpuWait = nil
+		a.gpu.held = a.holdGPUs()
+	case fxDropHold:
+		a.gpu.held = nil
 	case fxWaitRelease:
-		// The empty group is published first: telemetry then stops counting
-		// the dead tree as the role's, which is what the wait watches for.
-		a.publish()
-		a.gpuDone, a.gpuCancel = a.launchRelease(a.pendingWait)
-		a.pendingWait = nil
+		a.gpu.done, a.gpu.cancel = a.launchRelease(a.gpu.held)
+		a.gpu.held = nil
 	case fxCancelRelease:
-		if a.gpuCancel != nil {
-			a.gpuCancel()
-		}
-	case fxStallOn:
-		a.st.Routed = false
-		if gw != nil && !a.stalledSet {
-			gw.SetStalled(a.plan.Name, true, "role "+a.plan.Name+" stalled: "+a.st.Reason)
-		}
-		a.stalledSet = true
-		if a.lc.Phase == phStalled {
-			a.setState(snapshot.StateStalled, a.st.Reason)
-		}
-	case fxStallOff:
-		// A role on its way down stays out; the exit clears the verdict.
-		if a.stalledSet && (a.lc.Phase == phRunning || a.lc.Phase == phStarting) {
-			if gw != nil {
-				gw.SetStalled(a.plan.Name, false, "")
-			}
-			a.stalledSet = false
-			if a.lc.Phase == phStarting {
-				a.setState(snapshot.StateHandshaking, fmt.Sprintf("recovered; %d/%d ranks registered", a.st.RanksRegistered, a.ranksExpected()))
-			}
-		}
-	case fxShowStopped:
-		if ev.Kind == evStop && a.st.State == snapshot.StateStopped {
-			return
-		}
-		reason := a.shownWhy
-		if reason == "" {
-			reason = "stopped by request"
-			if a.lc.Quit {
-				reason = "tsd shutting down"
-			}
-		}
-		if a.warn != "" {
-			reason += "; " + a.warn
-			a.warn = ""
-		}
-		a.shownWhy = ""
-		a.setState(snapshot.StateStopped, reason)
-	case fxShowFailed:
-		a.setState(snapshot.StateFailed, a.shownWhy)
-		a.shownWhy = ""
-	case fxShowCrashed:
-		a.setState(snapshot.StateCrashed, a.crashWhy)
-		if a.crashErr != "" {
-			a.sup.pub.event(a.plan.Name, "last error line: "+a.crashErr)
-		}
-	case fxShowReleaseWait:
-		a.st.NextTryAt = time.Time{}
-		a.setState(snapshot.StateBackoff, "waiting for the GPU memory to be released")
-	}
-}
-
-func (a *actor) cancelBackoff() {
-	a.st.NextTryAt = time.Time{}
-	if a.backoffT != nil {
-		a.backoffT.Stop()
-		a.backoffT, a.backoffC = nil, nil
-	}
-	if a.relC != nil {
-		a.relCancel()
-		a.relC, a.relCancel = nil, nil
-	}
-}
-
-// holdForCrash is the GPU release wait for a crashed run, or nil when
-// telemetry cannot verify it. It must run before the role's empty group
-// is published: telemetry then stops counting the dead tree as the role's.
-func (a *actor) holdForCrash() func(context.Context) (bool, string) {
-	if v, ok := a.sup.opts.Telemetry.(GPUReleaseVerifier); ok && a.sup.opts.GPUReleaseTimeout > 0 {
-		return v.HoldGPUs(a.plan.Name)
+		a.gpu.cancel() // its result still arrives on done
+	case fxDecide:
+		return []event{a.decide(e)}
+	case fxForgetSilent:
+		a.seen.silent = map[int]bool{}
+	case fxNote:
+		a.note("%s", e.Reason)
+	case fxEvent:
+		a.env.pub.event(a.plan.Name, e.Reason)
+	case fxShow:
+		a.show()
 	}
 	return nil
+}
+
+func (a *actor) cancelDelay() {
+	if a.timers.backoff != nil {
+		a.timers.backoff.Stop()
+	}
+	a.timers.backoff, a.timers.backoffC = nil, nil
+	a.st.NextTryAt = time.Time{}
+}
+
+// forgetRelease ends a crash's release wait without waiting for its answer.
+func (a *actor) forgetRelease() {
+	if a.gpu.done != nil {
+		a.gpu.cancel()
+	}
+	a.gpu.done, a.gpu.cancel = nil, nil
+}
+
+// holdGPUs is what the role holds on its GPUs now, as the wait for its
+// release, or nil when telemetry cannot verify it. For a crash it must
+// run before the role's empty group is published: telemetry then stops
+// counting the dead tree as the role's.
+func (a *actor) holdGPUs() func(context.Context) (bool, string) {
+	if a.env.gpus == nil || a.env.gpuLimit <= 0 {
+		return nil
+	}
+	return a.env.gpus.HoldGPUs(a.plan.Name)
 }
 
 // launchRelease runs one bounded release wait on its own goroutine; the
 // loop receives its result on the returned channel.
 func (a *actor) launchRelease(wait func(context.Context) (bool, string)) (chan gpuRelease, context.CancelFunc) {
-	limit := a.sup.opts.GPUReleaseTimeout
+	limit := a.env.gpuLimit
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	done := make(chan gpuRelease, 1)
 	a.note("waiting up to %s for the GPU memory to be released", HumanDuration(limit))
 	go func() {
-		ok, msg := wait(ctx)
+		ok, msg := false, "no GPU reading to wait for"
+		if wait != nil {
+			ok, msg = wait(ctx)
+		}
 		done <- gpuRelease{ok: ok, msg: msg}
 	}()
 	return done, cancel
 }
 
-// reportRelease logs a finished release wait in the role log and events.
-func (a *actor) reportRelease(r gpuRelease) {
+// released: a release wait ended; its line goes to the role log and the
+// events whatever the lifecycle makes of it.
+func (a *actor) released(r gpuRelease) event {
+	a.gpu.cancel()
+	a.gpu.done, a.gpu.cancel = nil, nil
 	a.note("%s", r.msg)
-	a.sup.pub.event(a.plan.Name, r.msg)
+	a.env.pub.event(a.plan.Name, r.msg)
+	return event{Kind: evReleased, OK: r.ok, Why: r.msg}
 }
 
-// onCrashRelease: the memory was released (or the bound passed, which
-// the line says); start unless the backoff still runs.
-func (a *actor) onCrashRelease(r gpuRelease) {
-	a.relCancel()
-	a.relC, a.relCancel = nil, nil
-	a.reportRelease(r)
-	a.fire(event{Kind: evCrashReleased, Waiting: a.backoffC != nil})
+// decide asks the restart policy about the run that just crashed.
+func (a *actor) decide(e effect) event {
+	d := Decide(RestartInput{
+		Policy: a.policy, Exit: e.Exit, Ran: e.Ran, History: a.budget.hist, Attempt: a.budget.attempt,
+		Now: a.env.now(), Rand: a.env.rand,
+	})
+	a.budget = budget{hist: d.History, attempt: d.Attempt}
+	return event{Kind: evDecided, Action: d.Action, Delay: d.Delay, Why: e.Reason + d.Reason, Holding: a.gpu.held != nil}
 }
 
-func (a *actor) start() {
-	if a.proc != nil {
-		return
+// spawn starts the engine under its guardian: evSpawned, or evExited
+// when it could not be started.
+func (a *actor) spawn() []event {
+	if a.cur != nil {
+		return nil
 	}
-	a.cancelBackoff()
-	a.failReason, a.lastPhase = "", 0
-	a.rankMap = map[int]snapshot.RankStatus{}
-	a.gwStall = map[int]bool{}
-	a.procStall, a.stalling, a.stallProc = "", false, false
+	a.seen = newObserved()
 	a.st.RanksRegistered = 0
 	a.st.Phase, a.st.PID, a.st.ExitCode, a.st.Progress = "", 0, nil, nil
-	a.setState(snapshot.StateStarting, "")
+	a.show() // starting, before the engine is: a start that fails is seen to begin
 	info := &runInfo{}
 	info.matching.Store(true)
-	a.info = info
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
-	a.cgroup = a.sup.roleCgroup(a.plan.Name)
-	argv, grace := launcherFor(&a.plan, a.sup.guardExe).Command(&a.plan, a.policy.StopGrace)
+	cgroup := a.env.rec.roleCgroup(a.plan.Name)
+	argv, grace := launcherFor(&a.plan, a.env.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.sup.plan, a.plan), Grace: grace,
-		GuardExe: a.sup.guardExe, GuardArgs: a.sup.guardArgs, Cgroup: a.cgroup,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan, a.plan), Grace: grace,
+		GuardExe: a.env.guardExe, GuardArgs: a.env.guardArgs, Cgroup: cgroup,
 	}
-	poke, now := a.poke, a.sup.now
-	onLine := func(line string) {
+	onLine := captureLine(info, a.in.poke, a.env.now)
+	var file interface{ Write([]byte) (int, error) }
+	if a.file != nil {
+		file = a.file
+	}
+	p, err := startProcess(spec, func(out *os.File) error {
+		if file == nil {
+			return captureStream(out, a.ring, nil, onLine)
+		}
+		return captureStream(out, a.ring, file, onLine)
+	})
+	if err != nil {
+		a.note("%v", err)
+		if p == nil {
+			p = &process{exit: Exit{StartErr: err.Error(), Code: 127}, started: a.env.now(), empty: true}
+		}
+		a.env.rec.releaseCgroup(cgroup)
+		return []event{a.ended(p, "")}
+	}
+	a.cur = &run{proc: p, info: info, cgroup: cgroup, progressAt: a.env.now()}
+	a.env.runs.set(a.plan.Name, p.pid)
+	a.st.PID = p.pid
+	a.st.StartedAt = p.started
+	a.note("engine pid %d (process group %d)", p.pid, p.pid)
+	a.env.rec.recordGroup(a.plan.Name, p, cgroup)
+	return []event{{Kind: evSpawned}}
+}
+
+// captureLine is what the capture goroutine of a run does with each line:
+// milestones, progress bars and error-looking lines for the actor, poked
+// when there is something new. It never waits on the actor.
+func captureLine(info *runInfo, poke chan struct{}, now func() time.Time) func(string) {
+	return func(line string) {
 		info.lines.Add(1)
 		var m Milestone
 		var pr snapshot.Progress
@@ -597,133 +527,112 @@ func (a *actor) start() {
 			}
 		}
 	}
-	var file interface{ Write([]byte) (int, error) }
-	if a.file != nil {
-		file = a.file
-	}
-	p, err := startProcess(spec, func(out *os.File) error {
-		if file == nil {
-			return captureStream(out, a.ring, nil, onLine)
-		}
-		return captureStream(out, a.ring, file, onLine)
-	})
-	if err != nil {
-		a.note("%v", err)
-		if p == nil {
-			p = &process{exit: Exit{StartErr: err.Error(), Code: 127}, started: a.sup.now(), empty: true}
-		}
-		a.proc = nil
-		a.sup.releaseCgroup(a.cgroup)
-		a.cgroup = ""
-		a.afterExit(p)
-		return
-	}
-	a.proc = p
-	a.curPID.Store(int64(p.pid))
-	a.st.PID = p.pid
-	a.st.StartedAt = p.started
-	a.progressSeen, a.progressAt = 0, a.sup.now()
-	a.note("engine pid %d (process group %d)", p.pid, p.pid)
-	a.sup.recordGroup(a.plan.Name, p, a.cgroup)
-	if a.sup.gw != nil {
-		a.sup.gw.SetAlive(a.plan.Name, true)
-	}
-	a.publish()
 }
 
 // term asks the guardian for a graceful stop of the group. A stopped
 // (SIGSTOP) tree cannot act on SIGTERM, so it is continued too.
-func (a *actor) term() {
-	a.setState(snapshot.StateStopping, a.why)
-	if a.proc == nil {
+func (a *actor) term(why string) {
+	if a.cur == nil {
 		return
 	}
-	a.note("%s: SIGTERM to process group %d (SIGKILL after %s)", a.why, a.proc.pid, HumanDuration(a.policy.StopGrace))
-	a.proc.term()
-	_ = syscall.Kill(-a.proc.pid, syscall.SIGCONT)
-	a.stopC = time.After(a.policy.StopGrace + 5*time.Second)
+	p := a.cur.proc
+	a.note("%s: SIGTERM to process group %d (SIGKILL after %s)", why, p.pid, HumanDuration(a.policy.StopGrace))
+	p.term()
+	_ = syscall.Kill(-p.pid, syscall.SIGCONT)
+	a.timers.stopC = time.After(a.policy.StopGrace + 5*time.Second)
 }
 
-// beginDrain starts watching the role's in-flight requests; the gateway
-// no longer routes new ones to it.
-func (a *actor) beginDrain() {
-	a.drainTimed = false
-	a.drainUntil = a.sup.now().Add(a.drain)
-	n := 0
-	if a.sup.gw != nil {
-		n = a.sup.gw.DrainCount(a.plan.Name)
-	}
-	if n == 0 {
-		a.fire(event{Kind: evDrained})
+// kill SIGKILLs the group now; why, when set, is logged.
+func (a *actor) kill(why string) {
+	if a.cur == nil {
 		return
 	}
-	a.st.DrainInFlight, a.st.DrainDeadline = n, a.drainUntil
-	a.note("%s: draining %d request(s) in flight (up to %s)", a.why, n, HumanDuration(a.drain))
-	a.setState(snapshot.StateDraining, a.why)
-	a.drainT = time.NewTicker(drainPoll)
-	a.drainC = a.drainT.C
+	if why != "" {
+		a.note("%s; SIGKILL to process group %d", why, a.cur.proc.pid)
+	}
+	a.cur.proc.kill()
+}
+
+// abort ends what is still in flight on the role.
+func (a *actor) abort(why string) {
+	if a.env.gw == nil {
+		return
+	}
+	why = "role " + a.plan.Name + ": " + why
+	if n := a.env.gw.AbortRole(a.plan.Name, why); n > 0 {
+		a.note("ended %d request(s) still in flight: %s", n, why)
+	}
+}
+
+// beginDrain starts watching the role's in-flight requests (the gateway
+// no longer routes new ones to it), or says at once that none is left.
+func (a *actor) beginDrain(why string) []event {
+	a.timers.drainUntil = a.env.now().Add(a.drain)
+	n := 0
+	if a.env.gw != nil {
+		n = a.env.gw.DrainCount(a.plan.Name)
+	}
+	if n == 0 {
+		return []event{{Kind: evDrained}}
+	}
+	a.st.DrainInFlight, a.st.DrainDeadline = n, a.timers.drainUntil
+	a.note("%s: draining %d request(s) in flight (up to %s)", why, n, HumanDuration(a.drain))
+	a.timers.drain = time.NewTicker(drainPoll)
+	a.timers.drainC = a.timers.drain.C
+	return nil
 }
 
 func (a *actor) endDrain() {
-	if a.drainT != nil {
-		a.drainT.Stop()
-		a.drainT, a.drainC = nil, nil
+	if a.timers.drain != nil {
+		a.timers.drain.Stop()
 	}
+	a.timers.drain, a.timers.drainC = nil, nil
 	a.st.DrainInFlight, a.st.DrainDeadline = 0, time.Time{}
 }
 
+// onDrainTick reads the draining role's in-flight count (the ticker runs
+// only while the lifecycle drains).
 func (a *actor) onDrainTick() {
-	if a.lc.Phase != phDraining {
-		a.endDrain()
-		return
-	}
 	n := 0
-	if a.sup.gw != nil {
-		n = a.sup.gw.DrainCount(a.plan.Name)
+	if a.env.gw != nil {
+		n = a.env.gw.DrainCount(a.plan.Name)
 	}
 	switch {
 	case n == 0:
 		a.note("drained: no request in flight")
-		a.fire(event{Kind: evDrained})
-	case !a.sup.now().Before(a.drainUntil):
-		a.drainTimed = true
+		a.dispatch(event{Kind: evDrained})
+	case !a.env.now().Before(a.timers.drainUntil):
 		a.note("drain_timeout %s passed with %d request(s) in flight; ending them", HumanDuration(a.drain), n)
-		a.fire(event{Kind: evDrained})
+		a.dispatch(event{Kind: evDrained, TimedOut: true, Limit: a.drain})
 	case n != a.st.DrainInFlight:
 		a.st.DrainInFlight = n
-		a.publish()
+		a.show()
 	}
 }
 
-func (a *actor) onExit() {
-	p := a.proc
-	a.proc = nil
-	a.curPID.Store(0)
-	a.stopC = nil
-	if gw := a.sup.gw; gw != nil {
-		if a.stalledSet {
-			gw.SetStalled(a.plan.Name, false, "")
-		}
-		gw.SetAlive(a.plan.Name, false)
-		gw.SetRouted(a.plan.Name, false)
+// exited gathers the facts of a run that ended.
+func (a *actor) exited() event {
+	r := a.cur
+	a.cur = nil
+	a.env.runs.set(a.plan.Name, 0)
+	a.timers.stopC = nil
+	a.seen.silent, a.seen.proc = map[int]bool{}, ""
+	if r.proc.empty {
+		a.env.rec.dropGroup(a.plan.Name)
 	}
-	a.stalledSet, a.stalling, a.procStall = false, false, ""
-	a.gwStall = map[int]bool{}
-	a.st.Routed = false
-	if p.empty {
-		a.sup.dropGroup(a.plan.Name)
-	}
-	a.sup.releaseCgroup(a.cgroup)
-	a.cgroup = ""
-	a.afterExit(p)
+	a.env.rec.releaseCgroup(r.cgroup)
+	r.info.mu.Lock()
+	errLine := r.info.lastErr
+	r.info.mu.Unlock()
+	return a.ended(r.proc, errLine)
 }
 
-func (a *actor) afterExit(p *process) {
-	now := a.sup.now()
+// ended logs how a run ended and makes its evExited.
+func (a *actor) ended(p *process, errLine string) event {
 	code := p.exit.Code
 	a.st.ExitCode = &code
 	a.st.PID, a.st.Phase, a.st.Progress = 0, "", nil
-	ran := now.Sub(p.started)
+	ran := a.env.now().Sub(p.started)
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))
 	}
@@ -736,64 +645,26 @@ func (a *actor) afterExit(p *process) {
 	if p.captureErr != nil {
 		a.note("log capture: %v", p.captureErr)
 	}
+	ev := event{Kind: evExited, Exit: p.exit, Ran: ran, Held: a.gpu.held != nil, ErrLine: errLine}
 	if !p.empty {
 		a.note("process group %d still has live processes %v after SIGKILL", p.pid, p.leftover)
-		a.shownWhy = fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover)
-		a.fire(event{Kind: evExited, GroupLeft: true})
-		return
+		ev.Left = fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover)
+		return ev
 	}
 	if p.pid > 0 {
 		a.note("%s after %s; process group %d verified empty", p.exit, HumanDuration(ran), p.pid)
 	}
-	if ph := a.lc.Phase; ph == phDraining || ph == phStopping || a.lc.Quit {
-		a.pendingWait, a.gpuWait = a.gpuWait, nil
-		a.fire(event{Kind: evExited, GPUWait: a.pendingWait != nil && (ph == phDraining || ph == phStopping)})
-		return
-	}
-	a.crashHold = a.holdForCrash()
-	head := ""
-	if a.failReason != "" {
-		head = a.failReason + "; "
-	}
-	a.crashErr = ""
-	if info := a.info; info != nil {
-		info.mu.Lock()
-		a.crashErr = info.lastErr
-		info.mu.Unlock()
-	}
-	a.crashWhy = head + p.exit.String() + " after " + HumanDuration(ran)
-	d := Decide(RestartInput{
-		Policy: a.policy, Exit: p.exit, Ran: ran, History: a.hist, Attempt: a.attempt,
-		Now: now, Rand: a.sup.rand,
-	})
-	a.hist, a.attempt = d.History, d.Attempt
-	d.Reason = head + d.Reason
-	a.decision = d
-	if d.Action != ActionRestart {
-		a.shownWhy = d.Reason
-	}
-	immediate := d.Delay <= 0 && a.crashHold == nil
-	a.fire(event{Kind: evExited, Action: d.Action, Immediate: immediate})
-	if a.lc.Phase != phBackoff {
-		a.crashHold = nil
-	}
+	return ev
 }
 
-func (a *actor) onGPURelease(r gpuRelease) {
-	a.gpuCancel()
-	a.gpuDone, a.gpuCancel = nil, nil
-	a.reportRelease(r)
-	if !r.ok {
-		a.warn = r.msg
-	}
-	a.fire(event{Kind: evReleased})
-}
-
+// onMilestone publishes what the capture saw; the launcher's ready line
+// is an event (a role whose ranks are not awaited is ready on it).
 func (a *actor) onMilestone() {
-	info := a.info
-	if info == nil || a.proc == nil {
+	r := a.cur
+	if r == nil {
 		return
 	}
+	info := r.info
 	info.mu.Lock()
 	m, ok := info.milestone, info.hasMS
 	var prog *snapshot.Progress
@@ -805,51 +676,33 @@ func (a *actor) onMilestone() {
 	info.pending = nil
 	info.mu.Unlock()
 	for _, msg := range pending {
-		a.sup.pub.event(a.plan.Name, msg)
+		a.env.pub.event(a.plan.Name, msg)
 	}
 	if prog != nil && (a.st.Progress == nil || *a.st.Progress != *prog) {
-		a.progressAt = a.sup.now() // a moving bar is progress, even inside one step
+		r.progressAt = a.env.now() // a moving bar is progress, even inside one step
 	}
 	a.st.Progress = prog
-	if !ok || (m.Order < a.lastPhase) {
-		a.publish()
+	if !ok || m.Order < r.lastOrder {
+		a.show()
 		return
 	}
-	a.lastPhase = m.Order
-	a.progressAt = a.sup.now()
+	r.lastOrder = m.Order
+	r.progressAt = a.env.now()
 	a.st.Phase = m.Phase
-	if m.Phase == PhaseReady {
-		a.st.Progress = nil
-		info.matching.Store(false) // the last milestone: spare the per-line cost
-		if a.sup.gw == nil || a.ranksExpected() == 0 {
-			// Without a gateway (or for an encode role outside epd mode)
-			// the launcher's "ready" line is the best signal there is (docs/protocol.md §10.4).
-			if a.lc.Phase == phStarting {
-				a.fire(event{Kind: evReady})
-				return
-			}
-		}
-	}
-	a.publish()
-}
-
-// becomeReadyRemote: a remote role's state is its ranks' state.
-func (a *actor) becomeReadyRemote() {
-	if a.st.State == snapshot.StateReady {
-		a.publish()
+	if m.Phase != PhaseReady {
+		a.show()
 		return
 	}
-	if a.sup.gw != nil {
-		a.sup.gw.SetRouted(a.plan.Name, true)
-	}
-	a.st.Routed = true
-	a.setState(snapshot.StateReady, "")
+	info.matching.Store(false) // the last milestone: spare the per-line cost
+	a.dispatch(event{Kind: evReadyLine, Since: a.env.now().Sub(r.proc.started)})
 }
 
-func (a *actor) onRank(ev snapshot.RankEvent) {
-	a.rankMap[ev.Rank.Identity] = ev.Rank
+// rankEvent folds one rank change into what the actor knows and makes the
+// lifecycle's event of it.
+func (a *actor) rankEvent(rev snapshot.RankEvent) event {
+	a.seen.ranks[rev.Rank.Identity] = rev.Rank
 	reg, seen := 0, 0
-	for _, r := range a.rankMap {
+	for _, r := range a.seen.ranks {
 		switch r.State {
 		case snapshot.RankRegistered:
 			reg++
@@ -859,122 +712,60 @@ func (a *actor) onRank(ev snapshot.RankEvent) {
 		}
 	}
 	a.st.RanksRegistered = reg
-	a.progressAt = a.sup.now()
-	if ev.Err != "" {
-		a.sup.pub.event(a.plan.Name, fmt.Sprintf("rank %d: %s", ev.Rank.Identity, ev.Err))
+	if rev.Err != "" {
+		a.env.pub.event(a.plan.Name, fmt.Sprintf("rank %d: %s", rev.Rank.Identity, rev.Err))
 	}
-	if !a.plan.Local {
-		if exp := a.ranksExpected(); exp > 0 && reg >= exp {
-			a.becomeReadyRemote()
-		} else if a.st.State == snapshot.StateReady {
-			a.setState(snapshot.StateRemote, "waiting for its ranks to dial in")
+	if !a.lc.Role.Remote {
+		if rev.Rank.State == snapshot.RankStalled {
+			a.seen.silent[rev.Rank.Identity] = true
 		} else {
-			a.publish()
+			delete(a.seen.silent, rev.Rank.Identity)
 		}
-		return
 	}
-	if ev.Rank.State == snapshot.RankStalled {
-		a.gwStall[ev.Rank.Identity] = true
-	} else {
-		delete(a.gwStall, ev.Rank.Identity)
+	ev := event{Kind: evRanks, Reg: reg, Seen: seen, Closing: a.env.closing.Load(), Proc: a.seen.proc, Silent: a.seen.silent}
+	if a.cur != nil {
+		a.cur.progressAt = a.env.now()
+		ev.Since = a.env.now().Sub(a.cur.proc.started)
 	}
-	ph := a.lc.Phase
-	if a.proc == nil || a.lc.Quit || a.sup.closing.Load() || (ph != phStarting && ph != phRunning && ph != phStalled) {
-		a.publish()
-		return
-	}
-	if a.updateStall() {
-		return
-	}
-	exp := a.ranksExpected()
-	switch {
-	case a.lc.Phase == phStalled:
-		a.publish()
-	case a.lc.Phase == phStarting && exp > 0 && reg >= exp:
-		a.fire(event{Kind: evReady})
-	case a.lc.Phase == phRunning && reg < exp:
-		a.fire(event{Kind: evUnready})
-		a.setState(snapshot.StateHandshaking, fmt.Sprintf("%d/%d ranks registered", reg, exp))
-	case seen > 0 && a.st.State == snapshot.StateStarting:
-		a.setState(snapshot.StateHandshaking, "")
-	default:
-		a.publish()
-	}
+	return ev
 }
 
-// onProcStall: the /proc scanner saw the role's tree stop, or run again.
-func (a *actor) onProcStall(rep stallReport) {
+// procStall: the /proc scanner saw the role's tree stop, or run again.
+func (a *actor) procStall(rep stallReport) (event, bool) {
 	why := rep.why
-	if a.proc == nil || rep.pid != a.proc.pid || why == a.procStall {
-		return
+	if a.cur == nil || rep.pid != a.cur.proc.pid || why == a.seen.proc {
+		return event{}, false
 	}
-	a.procStall = why
+	a.seen.proc = why
 	if why != "" {
 		a.note("process tree stopped: %s", why)
 	} else {
 		a.note("process tree runs again")
 	}
-	a.updateStall()
+	return event{Kind: evProcStall, Reg: a.st.RanksRegistered, Proc: why, Silent: a.seen.silent}, true
 }
 
-// updateStall folds the two stall sources into one verdict and fires
-// stall or recover when it changes; true if it fired.
-func (a *actor) updateStall() bool {
-	switch a.lc.Phase {
-	case phStarting, phRunning, phDraining, phStalled:
-	default:
-		return false // on its way down or not running: nothing to judge
+// progress watches a run's output for the no-progress deadline: a run
+// that printed nothing and reached no milestone for that long is reported
+// once per deadline (the lifecycle stops it while it is starting).
+func (a *actor) progress() (event, bool) {
+	r := a.cur
+	limit := a.env.noProgress
+	if r == nil || limit <= 0 {
+		return event{}, false
 	}
-	v := judgeStall(stallFacts{Proc: a.procStall, Ranks: a.gwStall, Stalling: a.stalling, FromProc: a.stallProc})
-	if v.ForgetRanks {
-		a.gwStall = map[int]bool{}
+	now := a.env.now()
+	if n := r.info.lines.Load(); n != r.linesSeen {
+		r.linesSeen, r.progressAt = n, now
+		return event{}, false
 	}
-	switch v.Change {
-	case stallBegins:
-		a.stalling, a.stallProc = true, v.FromProc
-		wait := a.plan.StallAction == profiles.StallWait
-		a.st.Reason = v.Why
-		if wait {
-			a.note("stalled: %s; out of routing until it recovers (health.stall_action: wait)", v.Why)
-		} else {
-			a.note("stalled: %s; restarting (health.stall_action: restart)", v.Why)
-		}
-		a.why = "stalled: " + v.Why + "; restarting"
-		a.fire(event{Kind: evStall, Wait: wait})
-		return true
-	case stallEnds:
-		a.stalling, a.stallProc = false, false
-		exp := a.ranksExpected()
-		a.note("recovered from the stall")
-		a.fire(event{Kind: evRecover, Ready: exp == 0 || a.st.RanksRegistered >= exp})
-		return true
+	if now.Sub(r.progressAt) < limit {
+		return event{}, false
 	}
-	return false
-}
-
-// checkProgress kills a run that has printed nothing and reached no
-// milestone for the no-progress deadline while starting.
-func (a *actor) checkProgress() {
-	if a.proc == nil || a.lc.Phase != phStarting || a.info == nil {
-		return
-	}
-	now := a.sup.now()
-	if n := a.info.lines.Load(); n != a.progressSeen {
-		a.progressSeen, a.progressAt = n, now
-		return
-	}
-	limit := a.sup.opts.NoProgress
-	if limit <= 0 || now.Sub(a.progressAt) < limit {
-		return
-	}
+	r.progressAt = now
 	phase := a.st.Phase
 	if phase == "" {
 		phase = "no milestone yet"
 	}
-	a.failReason = fmt.Sprintf("no progress for %s (phase: %s)", HumanDuration(limit), phase)
-	a.note("%s; stopping it", a.failReason)
-	a.st.Reason = a.failReason
-	a.publish()
-	a.proc.term()
-	a.stopC = time.After(a.policy.StopGrace + 5*time.Second)
+	return event{Kind: evNoProgress, Why: fmt.Sprintf("no progress for %s (phase: %s)", HumanDuration(limit), phase)}, true
 }

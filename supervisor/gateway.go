@@ -7,20 +7,30 @@ import (
 )
 
 // Gateway is what the supervisor needs from the embedded gateway. The
-// gateway package implements it; tests may use a stub.
+// gateway package implements it; tests may use a stub. The gateway's
+// own events reach the deployment's list through the EventLog it is
+// built with, and the processes it may admit to a role's lane through
+// Runs: both exist before either side (cmd/tsd up.go).
 type Gateway interface {
 	// Bind binds every worker's sockets (and any rendezvous the gateway
 	// hosts). It is called before any engine starts.
 	Bind(ctx context.Context) error
 	// Serve runs the HTTP API until ctx ends or Shutdown is called.
 	Serve(ctx context.Context) error
+	// Shutdown stops accepting HTTP, drains up to ctx's deadline, unbinds
+	// and removes ipc socket files.
+	Shutdown(ctx context.Context) error
 	// SubscribeRanks returns every rank's current state, then a stream of
 	// changes; cancel ends the subscription.
 	SubscribeRanks() (current []snapshot.RankEvent, changes <-chan snapshot.RankEvent, cancel func())
-	// SetRouted takes a role out of routing for new requests (false) or
-	// puts it back (true). Requests already in flight are not touched:
-	// that is what lets a drain finish them.
-	SetRouted(role string, routed bool)
+	// SetRole is the supervisor's whole view of one role, sent on every
+	// change (docs/architecture.md §4.2): whether its processes are
+	// alive, whether new requests may go to it (requests already in
+	// flight are not touched by Routed false: that is what lets a drain
+	// finish them), and whether it is judged stalled (its requests end
+	// with the view's Reason, its ranks show stalled, it leaves routing;
+	// no longer stalled lets its registered ranks be routed again).
+	SetRole(role string, v snapshot.RoleView)
 	// AbortRole ends every in-flight request that uses the role (on both
 	// PD legs) with a clean error that carries reason, and returns how many
 	// it ended.
@@ -28,19 +38,8 @@ type Gateway interface {
 	// DrainCount is how many in-flight requests still need the role: for a
 	// prefill, only those whose prefill leg has not finished.
 	DrainCount(role string) int
-	// SetStalled records the supervisor's verdict that the role is (true)
-	// or is no longer (false) stalled, e.g. its process is stopped: true
-	// takes it out of routing, aborts its requests with reason and shows
-	// its ranks stalled; false lets registered ranks be routed again.
-	SetStalled(role string, stalled bool, reason string)
-	// SetAlive tells the gateway whether a role's process is alive; a
-	// rendezvous the gateway hosts answers /health only while it is.
-	SetAlive(role string, alive bool)
 	// Status is the gateway's headline numbers.
 	Status() snapshot.GatewayStatus
 	// InFlight is the role's in-flight request count, total and per identity.
 	InFlight(role string) (total int, perIdentity map[int]int)
-	// Shutdown stops accepting HTTP, drains up to ctx's deadline, unbinds
-	// and removes ipc socket files.
-	Shutdown(ctx context.Context) error
 }

@@ -344,7 +344,7 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 		}
 		groups := map[int]bool{}
 		for _, a := range s.actors {
-			if pid := int(a.curPID.Load()); pid > 0 {
+			if pid := s.runs.of(a.plan.Name); pid > 0 {
 				groups[pid] = true
 			}
 		}
@@ -353,18 +353,18 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 			found = scan.stopped(groups)
 		}
 		for _, a := range s.actors {
-			pid := int(a.curPID.Load())
+			pid := s.runs.of(a.plan.Name)
 			rep := stallReport{pid: pid, why: found[pid]}
 			if pid == 0 || last[a] == rep {
 				continue
 			}
 			last[a] = rep
 			select {
-			case <-a.stalls: // latest wins: only this goroutine sends
+			case <-a.in.stalls: // latest wins: only this goroutine sends
 			default:
 			}
 			select {
-			case a.stalls <- rep:
+			case a.in.stalls <- rep:
 			default:
 			}
 		}

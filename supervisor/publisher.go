@@ -24,8 +24,9 @@ type pubMsg struct {
 // subscriber the current snapshot then each newer one, under one lock so a
 // subscriber never misses or doubles one (docs/architecture.md §S2).
 type publisher struct {
-	sup *Supervisor
-	in  chan pubMsg
+	sup    *Supervisor
+	in     chan pubMsg
+	logged <-chan snapshot.Event // the deployment's EventLog; nil: none
 
 	// owned by loop
 	roles  []snapshot.RoleStatus
@@ -40,6 +41,9 @@ type publisher struct {
 
 func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
 	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{}}
+	if s.events != nil {
+		p.logged = s.events.ch
+	}
 	p.cur = p.build()
 	return p
 }
@@ -126,6 +130,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 	n := 0
 	for {
 		select {
+		case ev := <-p.logged:
+			p.apply(pubMsg{event: &ev})
+			dirty = true
 		case m := <-p.in:
 			p.apply(m)
 			dirty = true
@@ -151,6 +158,8 @@ func (p *publisher) loop(stop <-chan struct{}) {
 					if m.ring != nil {
 						m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
 					}
+				case ev := <-p.logged:
+					p.apply(pubMsg{event: &ev})
 				default:
 					break drain
 				}

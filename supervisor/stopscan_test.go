@@ -44,7 +44,7 @@ func TestStopScanReadsMembersBetweenFullPasses(t *testing.T) {
 		pass(map[int]string{10: "11 (p11)", 20: ""})
 	}
 	proc(11, 10, "S")
-	proc(12, 10, "T") // forked after the last full pass
+	proc(12, 10, "T")                    // forked after the last full pass
 	pass(map[int]string{10: "", 20: ""}) // pass 4: members only: 11 runs again, 12 not known yet
 	proc(20, 20, "t")
 	pass(map[int]string{10: "", 20: "20 (p20)"}) // pass 5: a known member stopped

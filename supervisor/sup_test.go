@@ -229,6 +229,7 @@ type stubGW struct {
 	dp     map[string]int
 	silent map[string]bool // roles whose ranks never register
 	drain  map[string]int  // in-flight requests per role, as the final gateway counts them for a drain
+	views  map[string]snapshot.RoleView
 }
 
 func newStubGW() *stubGW {
@@ -255,9 +256,6 @@ func (g *stubGW) Serve(ctx context.Context) error {
 func (g *stubGW) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {
 	return nil, g.ch, func() {}
 }
-func (g *stubGW) SetRouted(role string, routed bool) {
-	g.record(fmt.Sprintf("routed %s %v", role, routed))
-}
 
 // setDrain sets how many requests are in flight on role.
 func (g *stubGW) setDrain(role string, n int) {
@@ -281,10 +279,31 @@ func (g *stubGW) DrainCount(role string) int {
 	defer g.mu.Unlock()
 	return g.drain[role]
 }
-func (g *stubGW) SetStalled(role string, stalled bool, _ string) {
-	g.record(fmt.Sprintf("stalled %s %v", role, stalled))
+
+// SetRole records each field of the view that changed, as the gateway
+// acts on it: stalled, then alive, then routed.
+func (g *stubGW) SetRole(role string, v snapshot.RoleView) {
+	g.mu.Lock()
+	if g.views == nil {
+		g.views = map[string]snapshot.RoleView{}
+	}
+	prev := g.views[role]
+	g.views[role] = v
+	g.mu.Unlock()
+	if v.Stalled != prev.Stalled {
+		g.record(fmt.Sprintf("stalled %s %v", role, v.Stalled))
+	}
+	if v.Alive != prev.Alive {
+		g.setAlive(role, v.Alive)
+	}
+	if v.Routed != prev.Routed {
+		g.record(fmt.Sprintf("routed %s %v", role, v.Routed))
+	}
 }
-func (g *stubGW) SetAlive(role string, alive bool) {
+
+// setAlive: ranks register as soon as a role's process is alive, and
+// disconnect when it dies.
+func (g *stubGW) setAlive(role string, alive bool) {
 	g.record(fmt.Sprintf("alive %s %v", role, alive))
 	g.mu.Lock()
 	silent := g.silent[role]

@@ -12,10 +12,14 @@
 //	sup.RollingRestart(ctx, "decode", false, nil) // one instance at a time
 //
 // Each role's lifecycle is data: typed phases and a pure step function
-// (lifecycle.go) from (phase, event) to the next phase and the effects to
-// carry out; drain before a stop or restart, stalls (a stopped process
-// tree, or ranks the gateway reports silent) and rolling restarts
-// (rolling.go) are phases and events like any other. Every live group is
+// (lifecycle.go) from (lifecycle, event) to the next lifecycle and the
+// effects to carry out, each with its arguments; the actor runs events
+// through a queue, so effects hand what they learn back as events
+// (docs/architecture.md §4.1). Drain before a stop or restart, stalls (a
+// stopped process tree, or ranks the gateway reports silent), the
+// no-progress deadline, remote roles and rolling restarts (rolling.go)
+// are phases and events like any other. The gateway hears one view of
+// each role (SetRole, §4.2). Every live group is
 // recorded in the run folder, and run in its own cgroup where writable
 // (orphans.go), so a tsd that dies with its guardians leaves nothing the
 // next `tsd up` does not kill.
@@ -117,6 +121,12 @@ type Options struct {
 	// OnEvent, if set, sees every event as it is recorded (headless output).
 	// It runs on the publisher goroutine and must not block.
 	OnEvent func(snapshot.Event)
+	// Events is the deployment's event log, built before the gateway
+	// that writes into it too (NewEventLog); nil: a private one.
+	Events *EventLog
+	// Runs is the table of each role's current process, built before the
+	// gateway that reads it (NewRuns); nil: a private one.
+	Runs *Runs
 	// TestRequest, if set, serves the control socket's test-request (the
 	// dashboard's key t): one short request through the gateway.
 	TestRequest func(ctx context.Context) (reply string, latency time.Duration, err error)
@@ -127,18 +137,18 @@ type Options struct {
 
 // Supervisor runs one Plan. Create it with New, then call Run once.
 type Supervisor struct {
-	opts      Options
-	plan      *profiles.Plan
-	gw        Gateway
-	guardExe  string
-	guardArgs []string
-	now       func() time.Time
-	rand      func() float64
+	opts Options
+	plan *profiles.Plan
+	gw   Gateway
+	now  func() time.Time
+	env  *env // what every actor shares
 
 	actors []*actor
 	byName map[string]*actor
 	gwLog  *LogSource
 	pub    *publisher
+	events *EventLog
+	runs   *Runs
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
@@ -177,24 +187,21 @@ func New(opts Options) (*Supervisor, error) {
 	}
 	s := &Supervisor{
 		opts: opts, plan: opts.Plan, gw: opts.Gateway,
-		guardExe: opts.GuardExe, guardArgs: opts.GuardArgs,
-		now: opts.Now, rand: opts.Rand,
+		now: opts.Now, events: opts.Events, runs: opts.Runs,
 		byName:     map[string]*actor{},
 		shutdownCh: make(chan struct{}),
 		running:    make(chan struct{}),
 	}
-	if s.guardExe == "" {
-		s.guardExe = "/proc/self/exe"
-		if s.guardArgs == nil {
-			s.guardArgs = []string{"_guard"}
-		}
-	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.rand == nil {
-		s.rand = rand.Float64
+	if s.events == nil {
+		s.events = newEventLog(s.now)
 	}
+	if s.runs == nil {
+		s.runs = NewRuns()
+	}
+	s.env = s.newEnv()
 	var statuses []snapshot.RoleStatus
 	for i, rp := range s.plan.Roles {
 		if _, dup := s.byName[rp.Name]; dup {
@@ -210,12 +217,13 @@ func New(opts Options) (*Supervisor, error) {
 			}
 			file = f
 		}
-		a := newActor(s, i, rp, ring, file)
+		a := newActor(s.env, i, rp, ranksExpected(rp, s.plan.Gateway.Mode), ring, file)
 		s.actors = append(s.actors, a)
 		s.byName[rp.Name] = a
 		statuses = append(statuses, a.st)
 	}
 	s.pub = newPublisher(s, statuses)
+	s.env.pub = s.pub
 	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
 		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
 	} else if s.gwLog.file != nil {
@@ -238,15 +246,27 @@ func (s *Supervisor) closeFiles() {
 	}
 }
 
-func (s *Supervisor) progressTick() *time.Ticker {
-	d := s.opts.NoProgress / 4
-	if s.opts.NoProgress <= 0 || d > 5*time.Second {
-		d = 5 * time.Second
+// newEnv is what every actor of this supervisor shares (its publisher
+// is set once made).
+func (s *Supervisor) newEnv() *env {
+	e := &env{
+		now: s.now, rand: s.opts.Rand, gw: s.gw, rec: s, runs: s.runs,
+		gpuLimit: s.opts.GPUReleaseTimeout, noProgress: s.opts.NoProgress, closing: &s.closing,
+		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: s.plan,
 	}
-	if d < 20*time.Millisecond {
-		d = 20 * time.Millisecond
+	if e.rand == nil {
+		e.rand = rand.Float64
 	}
-	return time.NewTicker(d)
+	if e.guardExe == "" {
+		e.guardExe = "/proc/self/exe"
+		if e.guardArgs == nil {
+			e.guardArgs = []string{"_guard"}
+		}
+	}
+	if v, ok := s.opts.Telemetry.(GPUReleaseVerifier); ok {
+		e.gpus = v
+	}
+	return e
 }
 
 // Run runs the deployment until ctx ends, Shutdown is called or `tsd stop`
@@ -352,7 +372,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		cancel()
 	}
 	for _, a := range s.actors {
-		a.send(command{kind: cmdQuit})
+		a.send(event{Kind: evQuit, Why: whyQuit})
 	}
 	for _, a := range s.actors {
 		<-a.done
@@ -392,7 +412,7 @@ func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.
 	route := func(ev snapshot.RankEvent) {
 		if a, ok := s.byName[ev.Role]; ok {
 			select {
-			case a.ranks <- ev:
+			case a.in.ranks <- ev:
 			case <-a.done:
 			case <-stop:
 			}
@@ -444,25 +464,15 @@ func (s *Supervisor) Shutdown() {
 // nil while it has none: the lane admits only that tree's connections to
 // the role's sockets (gateway/lane TreeCheck). It reads an atomic, so the
 // gateway may ask from any goroutine without waiting on the actor.
-func (s *Supervisor) RolePIDs(role string) []int {
-	for _, a := range s.actors {
-		if a.plan.Name == role {
-			if pid := int(a.curPID.Load()); pid > 0 {
-				return []int{pid}
-			}
-			return nil
-		}
-	}
-	return nil
-}
+func (s *Supervisor) RolePIDs(role string) []int { return s.runs.PIDs(role) }
 
 func (s *Supervisor) Kill() {
 	for _, a := range s.actors {
-		if pid := int(a.curPID.Load()); pid > 0 {
+		if pid := s.runs.of(a.plan.Name); pid > 0 {
 			killGroupNow(pid)
 		}
 		select {
-		case a.cmds <- command{kind: cmdKill}:
+		case a.in.cmds <- event{Kind: evKill, Why: whyKill}:
 		default:
 		}
 	}
@@ -482,12 +492,7 @@ func (s *Supervisor) Subscribe() (current snapshot.Snapshot, updates <-chan snap
 // New has returned; it never blocks: with the publisher's queue full (or
 // Run over) the line is dropped, since a gateway goroutine must not wait
 // on the dashboard.
-func (s *Supervisor) Event(role, msg string) {
-	select {
-	case s.pub.in <- pubMsg{event: &snapshot.Event{Time: s.now(), Role: role, Message: msg}}:
-	default:
-	}
-}
+func (s *Supervisor) Event(role, msg string) { s.events.Add(role, msg) }
 
 // Snapshot returns the latest published Snapshot.
 func (s *Supervisor) Snapshot() snapshot.Snapshot { return s.pub.current() }
@@ -504,7 +509,7 @@ func (s *Supervisor) Roles() []string {
 	return out
 }
 
-func (s *Supervisor) command(role string, c command) error {
+func (s *Supervisor) command(role string, c event) error {
 	a, ok := s.byName[role]
 	if !ok {
 		return fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))
@@ -525,7 +530,7 @@ func (s *Supervisor) Restart(role string) error { return s.RestartNow(role, fals
 
 // RestartNow is Restart; with now, in-flight requests end at once (no drain).
 func (s *Supervisor) RestartNow(role string, now bool) error {
-	return s.command(role, command{kind: cmdRestart, now: now})
+	return s.command(role, event{Kind: evRestart, Now: now, Why: whyRestart})
 }
 
 // Stop stops one role after draining it like Restart (it stays stopped
@@ -534,19 +539,19 @@ func (s *Supervisor) Stop(role string) error { return s.StopNow(role, false) }
 
 // StopNow is Stop; with now, in-flight requests end at once (no drain).
 func (s *Supervisor) StopNow(role string, now bool) error {
-	return s.command(role, command{kind: cmdStop, now: now})
+	return s.command(role, event{Kind: evStop, Now: now, Why: whyStop})
 }
 
 // Start starts a stopped, failed or backing-off role now.
-func (s *Supervisor) Start(role string) error { return s.command(role, command{kind: cmdStart}) }
+func (s *Supervisor) Start(role string) error { return s.command(role, event{Kind: evStart}) }
 
 // RestartAll restarts every local role at once.
-func (s *Supervisor) RestartAll() error { return s.all(command{kind: cmdRestart}) }
+func (s *Supervisor) RestartAll() error { return s.all(event{Kind: evRestart, Why: whyRestart}) }
 
 // StopAll stops every local role; tsd and the gateway keep running.
-func (s *Supervisor) StopAll() error { return s.all(command{kind: cmdStop}) }
+func (s *Supervisor) StopAll() error { return s.all(event{Kind: evStop, Why: whyStop}) }
 
-func (s *Supervisor) all(c command) error {
+func (s *Supervisor) all(c event) error {
 	var errs []error
 	for _, a := range s.actors {
 		if a.plan.Local {

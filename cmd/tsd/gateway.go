@@ -15,6 +15,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 type gatewayCmd struct {
@@ -56,7 +57,7 @@ func (c gatewayCmd) Run() error {
 	// Nobody supervises hand-started engines: treat them as alive so a
 	// rendezvous the gateway hosts answers their decode's /health.
 	for _, w := range plan.Gateway.Workers {
-		g.SetAlive(w.Role, true)
+		g.SetRole(w.Role, snapshot.RoleView{Alive: true, Routed: true})
 	}
 	for _, w := range g.Lane().Workers() {
 		in, out := w.Endpoints()

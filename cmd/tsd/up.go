@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -243,9 +242,13 @@ func (c upCmd) runSupervisor() error {
 	// on /metrics (make chaos checks them against their baseline).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var gw supervisor.Gateway
-	// supRef lets the gateway, built before the supervisor, ask it which
-	// processes may dial each role's lane (docs/architecture.md §D12).
-	var supRef atomic.Pointer[supervisor.Supervisor]
+	// Built before both the gateway and the supervisor and handed to each:
+	// the deployment's event list (the gateway's verdicts — a panic
+	// recovered, a rank stalled or re-admitted — go beside the roles'),
+	// and which process runs each role, which the gateway's lane admits
+	// (docs/architecture.md §D12).
+	events := supervisor.NewEventLog()
+	runs := supervisor.NewRuns()
 	// The gateway's log (its warnings, one access line per request) is a
 	// log source of its own: rotated like a role's, and served as
 	// "gateway" to `tsd logs` and the dashboard (issue 19).
@@ -255,18 +258,12 @@ func (c upCmd) runSupervisor() error {
 			return fmt.Errorf("open gateway log: %w", err)
 		}
 		defer gwLog.Close()
-		if gw, err = newGateway(plan, reg, gwLog, func(role string) []int {
-			// Engines start only once the supervisor runs, so until then
-			// there is no process to admit.
-			if sp := supRef.Load(); sp != nil {
-				return sp.RolePIDs(role)
-			}
-			return nil
-		}); err != nil {
+		var problem string
+		if gw, problem, err = newGateway(plan, reg, gwLog, events, runs); err != nil {
 			return fmt.Errorf("create gateway: %w", err)
 		}
-		if p, ok := gw.(interface{ Problem() string }); ok {
-			fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd: "+p.Problem()))
+		if problem != "" {
+			fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd: "+problem))
 		}
 	}
 
@@ -292,19 +289,13 @@ func (c upCmd) runSupervisor() error {
 		GatewayLog:  gwLog,
 		Telemetry:   &telemetryDecorator{t: tel, plan: plan, steps: steps},
 		OnEvent:     out.event,
+		Events:      events,
+		Runs:        runs,
 		TestRequest: tester.TestRequest,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
 		return err
-	}
-	supRef.Store(sup)
-	// The gateway's own verdicts (a panic recovered, a rank stalled or
-	// re-admitted) go to the deployment's event list beside the roles'.
-	if es, ok := gw.(interface {
-		SetEventSink(func(kind, role, msg string))
-	}); ok {
-		es.SetEventSink(func(kind, role, msg string) { sup.Event(role, kind+": "+msg) })
 	}
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
@@ -472,17 +463,23 @@ func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (i
 
 // embeddedGateway is the gateway package's Gateway with the OpenAI front end
 // mounted, logging to logw (the gateway's log source: its file and its
-// ring) and serving reg on /metrics.
-func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, roots func(role string) []int) (supervisor.Gateway, error) {
+// ring), serving reg on /metrics, reporting its verdicts to events and
+// admitting to each role's lane only the processes runs names. problem
+// is what the operator must fix before it is fully usable (the OpenAI
+// API is off), "" when nothing.
+func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, events *supervisor.EventLog, runs *supervisor.Runs) (gw supervisor.Gateway, problem string, err error) {
 	log := slog.New(slog.NewTextHandler(logw, nil))
 	mount, encode, problem := frontEnds(plan, log)
 	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, Encode: encode,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
-		PeerCheck: peerCheck(plan, roots)})
-	if err != nil || problem == "" {
-		return g, err
+		OnEvent: events.Gateway, PeerCheck: peerCheck(plan, runs.PIDs)})
+	if err != nil {
+		return nil, "", err
 	}
-	return problemGateway{g, problem}, nil
+	if problem == "" {
+		return g, "", nil
+	}
+	return problemGateway{g, problem}, problem, nil
 }
 
 // peerCheck admits to a role's lane only processes of its current run's
@@ -513,9 +510,6 @@ func (g problemGateway) Status() snapshot.GatewayStatus {
 	}
 	return s
 }
-
-// Problem is the problem to print before anything starts.
-func (g problemGateway) Problem() string { return g.problem }
 
 // red colours s on a terminal.
 func red(colour bool, s string) string {
