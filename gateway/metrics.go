@@ -116,6 +116,8 @@ var (
 		[]string{"worker", "worker_type", "state"}, nil)
 	descInflight = prometheus.NewDesc("tsd_gateway_requests_active", "Generations in flight in the gateway.", nil, nil)
 	descQueued   = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
+	descTree     = prometheus.NewDesc("tsd_gateway_routing_tree_tokens", "Prompt tokens cache_aware's radix tree keeps (also kv_aware's fallback), by role kind: about 4 bytes each (docs/profiles.md, Routing policies).",
+		[]string{"kind"}, nil)
 )
 
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -125,11 +127,15 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRanks
 	ch <- descInflight
 	ch <- descQueued
+	ch <- descTree
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.disp.InFlight()))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
+	for kind, n := range c.g.disp.TreeTokens() {
+		ch <- prometheus.MustNewConstMetric(descTree, prometheus.GaugeValue, float64(n), kind)
+	}
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(total), w.Role(), w.Kind())

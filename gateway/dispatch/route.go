@@ -152,6 +152,22 @@ func (g *Dispatcher) noteRoute(ctx context.Context, ri routeInfo, ps, ds *lane.S
 	}
 }
 
+// TreeTokens is, per kind whose policy keeps a radix tree (cache_aware,
+// kv_aware), the prompt tokens the tree holds (its memory, /metrics).
+func (g *Dispatcher) TreeTokens() map[string]int {
+	tokens, _, err := g.router.TreeStats()
+	if err != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
+		if p := []string{g.prefill.policy, g.decode.policy}[i]; usesCache(p) {
+			out[kind] = tokens[i]
+		}
+	}
+	return out
+}
+
 // usesCache: the policy's decision reads a prefix cache, so its match is
 // worth printing.
 func usesCache(policy string) bool { return policy == routing.CacheAware || policy == routing.KVAware }
