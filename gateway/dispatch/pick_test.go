@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,5 +184,24 @@ func TestEveryProfilePolicyIsImplemented(t *testing.T) {
 		default:
 			t.Errorf("encode policy %q is accepted by the profile but not implemented", p)
 		}
+	}
+}
+
+// The encode policies other than consistent_hashing: round_robin starts
+// each request at the next encoder and gives its further images the ones
+// after it; an empty set picks nobody (PlanLegs refuses then).
+func TestEncodeCycle(t *testing.T) {
+	t.Parallel()
+	names := []string{"encode-0", "encode-1", "encode-2"}
+	c := &encodeCycle{names: names, seq: 4}
+	var got []string
+	for range 4 {
+		got = append(got, c.Pick("any-hash"))
+	}
+	if want := []string{"encode-1", "encode-2", "encode-0", "encode-1"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("picked %v, want %v", got, want)
+	}
+	if (&encodeCycle{}).Pick("h") != "" {
+		t.Fatal("an empty set picked someone")
 	}
 }
