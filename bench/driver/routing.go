@@ -584,8 +584,25 @@ func renderRouting(r routingResult) string {
 	if len(errs) > 0 {
 		p("\nProblems in this run:\n\n%s\n", strings.Join(errs, "\n"))
 	}
-	p("\nDecision reasons (the access lines' `route_reason`): kv_aware %v; cache_aware %v; kv_aware hot %v.\n\n", r.kv.reasons, r.cache.reasons, r.kvHot.reasons)
+	p("\nDecision reasons (the access lines' `route_reason`): kv_aware %s; cache_aware %s; kv_aware, hot group %s.\n\n", reasonList(r.kv.reasons), reasonList(r.cache.reasons), reasonList(r.kvHot.reasons))
 	return b.String()
+}
+
+// reasonList is "kv_hit 957, kv_miss 64", most frequent first.
+func reasonList(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ratio(a, b float64) float64 {

@@ -103,7 +103,8 @@ func TestRenderRouting(t *testing.T) {
 	for _, want := range []string{"| cached share, kv_aware | 0.780 (0.97 × oracle) | ≥ 0.9 × oracle | pass |",
 		"| cached share, cache_aware | 0.740 (0.95 × kv_aware) | ≥ 0.85 × kv_aware (within 15%) | pass |",
 		"| TTFT p50: kv_aware / round_robin | 5.0 / 40.0 ms = 0.12 | ≤ 1/3 | pass |",
-		"| hot group, kv_aware: busiest rank / mean | 1.20 ([10 10 12 8]) | ≤ 1.5 | pass |"} {
+		"| hot group, kv_aware: busiest rank / mean | 1.20 ([10 10 12 8]) | ≤ 1.5 | pass |",
+		"kv_aware kv_hit 3;"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("missing %q in:\n%s", want, md)
 		}
