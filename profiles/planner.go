@@ -612,6 +612,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		ReasoningParser: reasonP,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
+		Retry:           g.Retry,
+		CircuitBreaker:  g.CircuitBreaker,
 	}
 	routingPlans(&gp, g.Policy, g.Routing)
 	return gp

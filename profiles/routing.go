@@ -1,11 +1,6 @@
 package profiles
 
-import (
-	"fmt"
-	"math"
-	"strconv"
-	"time"
-)
+import "time"
 
 // The routing policies' knobs (docs/profiles.md, "Routing policies"): one
 // section per policy that has any, SMG's names and defaults. The profile
@@ -101,29 +96,6 @@ func init() {
 		intKey("balance_abs_threshold", 0, 1<<30, "32", "imbalanced (least loaded wins over the length range) when the recent prompt tokens of two prefills differ by more than this…", func(b *BucketPlan) *int { return &b.BalanceAbsThreshold }),
 		numKey("balance_rel_threshold", 1, 1e6, "1.0001", "…and the busiest carries more than this times the idlest's", func(b *BucketPlan) *float64 { return &b.BalanceRelThreshold }),
 		durKey("adjust_interval", "5s", "the window of recent requests, and how often the length ranges are re-cut to carry equal load", func(b *BucketPlan) *time.Duration { return (*time.Duration)(&b.AdjustInterval) }),
-	}}
-}
-
-// numKey reads a number in [lo, hi].
-func numKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *float64) row[T] {
-	typ := fmt.Sprintf("number %g-%g", lo, hi)
-	if hi >= 1e6 {
-		typ = fmt.Sprintf("number ≥ %g", lo)
-	}
-	return row[T]{Key: key, Type: typ, Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
-		if !isScalar(f.n) {
-			l.errf(f, "must be a number")
-			return
-		}
-		v, err := strconv.ParseFloat(scalarText(f.n), 64)
-		switch {
-		case err != nil || math.IsNaN(v):
-			l.errf(f, "must be a number, got %q", scalarText(f.n))
-		case v < lo || v > hi:
-			l.errf(f, "must be at least %g and at most %g, got %g", lo, hi, v)
-		default:
-			*get(t) = v
-		}
 	}}
 }
 

@@ -59,12 +59,12 @@ func TestRoutingSections(t *testing.T) {
 	}
 
 	for _, c := range []struct{ gateway, want string }{
-		{"  cache_aware: {cache_threshold: 1.5}\n", "gateway.cache_aware.cache_threshold: must be at least 0 and at most 1, got 1.5"},
-		{"  cache_aware: {cache_threshold: -0.1}\n", "gateway.cache_aware.cache_threshold: must be at least 0 and at most 1"},
-		{"  cache_aware: {balance_rel_threshold: 0.5}\n", "gateway.cache_aware.balance_rel_threshold: must be at least 1"},
+		{"  cache_aware: {cache_threshold: 1.5}\n", "gateway.cache_aware.cache_threshold: must be between 0 and 1, got 1.5"},
+		{"  cache_aware: {cache_threshold: -0.1}\n", "gateway.cache_aware.cache_threshold: must be between 0 and 1"},
+		{"  cache_aware: {balance_rel_threshold: 0.5}\n", "gateway.cache_aware.balance_rel_threshold: must be between 1 and"},
 		{"  cache_aware: {cache_treshold: 0.5}\n", `gateway.cache_aware.cache_treshold: unknown key (did you mean "cache_threshold"?)`},
 		{"  cache_aware: {eviction_interval: 0s}\n", "gateway.cache_aware.eviction_interval: must be positive"},
-		{"  kv_aware: {overlap_weight: 0.5}\n", "gateway.kv_aware.overlap_weight: must be at least 1"},
+		{"  kv_aware: {overlap_weight: 0.5}\n", "gateway.kv_aware.overlap_weight: must be between 1 and"},
 		{"  manual: {assignment_mode: sticky}\n", "gateway.manual.assignment_mode: must be random, min_load or min_group"},
 		{"  prefix_hash: {prefix_token_count: 0}\n", "gateway.prefix_hash.prefix_token_count"},
 		{"  bucket: {adjust_interval: 0s}\n", "gateway.bucket.adjust_interval: must be positive"},

@@ -540,7 +540,8 @@ const (
 	targetHotMaxOverMean = 1.5     // hot group: no rank above 1.5× the mean
 )
 
-func passFail(ok bool) string {
+// routingVerdict is a routing row's pass/fail, a failure in bold.
+func routingVerdict(ok bool) string {
 	if ok {
 		return "pass"
 	}
@@ -563,15 +564,15 @@ func renderRouting(r routingResult) string {
 	p("| figure | value | target | |\n|---|---:|---|---|\n")
 	kv, ca, rr := r.kv.share, r.cache.share, r.rr.share
 	p("| cached share, oracle | %.3f | — | |\n", r.oracle.share)
-	p("| cached share, kv_aware | %.3f (%.2f × oracle) | ≥ %.1f × oracle | %s |\n", kv, ratio(kv, r.oracle.share), targetKVOverOracle, passFail(r.kv.err == "" && kv >= targetKVOverOracle*r.oracle.share))
+	p("| cached share, kv_aware | %.3f (%.2f × oracle) | ≥ %.1f × oracle | %s |\n", kv, ratio(kv, r.oracle.share), targetKVOverOracle, routingVerdict(r.kv.err == "" && kv >= targetKVOverOracle*r.oracle.share))
 	p("| cached share, cache_aware | %.3f (%.2f × kv_aware) | ≥ %.2f × kv_aware (within %.0f%%) | %s |\n", ca, ratio(ca, kv), 1-targetCacheWithinKV, 100*targetCacheWithinKV,
-		passFail(r.cache.err == "" && r.kv.err == "" && ca >= (1-targetCacheWithinKV)*kv))
-	p("| cached share, round_robin | %.3f | ≤ %.1f × the lower of the two | %s |\n", rr, targetRRFarBelow, passFail(r.rr.err == "" && rr <= targetRRFarBelow*min(kv, ca)))
+		routingVerdict(r.cache.err == "" && r.kv.err == "" && ca >= (1-targetCacheWithinKV)*kv))
+	p("| cached share, round_robin | %.3f | ≤ %.1f × the lower of the two | %s |\n", rr, targetRRFarBelow, routingVerdict(r.rr.err == "" && rr <= targetRRFarBelow*min(kv, ca)))
 	tr := ratio(float64(r.kv.ttftP50), float64(r.rr.ttftP50))
-	p("| TTFT p50: kv_aware / round_robin | %.1f / %.1f ms = %.2f | ≤ 1/3 | %s |\n", ms(r.kv.ttftP50), ms(r.rr.ttftP50), tr, passFail(r.kv.err == "" && r.rr.err == "" && r.rr.ttftP50 > 0 && tr <= targetTTFTRatio))
+	p("| TTFT p50: kv_aware / round_robin | %.1f / %.1f ms = %.2f | ≤ 1/3 | %s |\n", ms(r.kv.ttftP50), ms(r.rr.ttftP50), tr, routingVerdict(r.kv.err == "" && r.rr.err == "" && r.rr.ttftP50 > 0 && tr <= targetTTFTRatio))
 	p("| TTFT p50, cache_aware | %.1f ms | — | |\n", ms(r.cache.ttftP50))
 	h := maxOverMean(r.kvHot.perRank)
-	p("| hot group, kv_aware: busiest rank / mean | %.2f (%v) | ≤ %.1f | %s |\n", h, r.kvHot.perRank, targetHotMaxOverMean, passFail(r.kvHot.err == "" && h <= targetHotMaxOverMean))
+	p("| hot group, kv_aware: busiest rank / mean | %.2f (%v) | ≤ %.1f | %s |\n", h, r.kvHot.perRank, targetHotMaxOverMean, routingVerdict(r.kvHot.err == "" && h <= targetHotMaxOverMean))
 	p("| hot group, kv_aware: busiest rank's prefill work / mean | %.2f (%v tokens) | — | |\n", maxOverMean(r.kvHot.workRank), r.kvHot.workRank)
 	p("| hot group, kv_aware: cached share | %.3f (oracle %.3f) | — | |\n", r.kvHot.share, r.oracleHot.share)
 	p("| hot group, cache_aware: busiest rank / mean | %.2f (%v; work %.2f) | — | |\n", maxOverMean(r.caHot.perRank), r.caHot.perRank, maxOverMean(r.caHot.workRank))

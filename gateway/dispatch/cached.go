@@ -50,7 +50,7 @@ func (f *flight) awaitPrefillCount() {
 	ctx, cancel := context.WithTimeout(f.ctx, f.g.opts.DrainGrace)
 	defer cancel()
 	for {
-		o, err := f.ps.Recv(ctx)
+		o, err := f.cur.ls.ps.Recv(ctx)
 		if err != nil {
 			return
 		}

@@ -84,7 +84,7 @@ func encodeRank(w *lane.Worker) (int, bool) {
 }
 
 func (g *Dispatcher) EncodeRing() *epd.Ring {
-	names := g.encodeReady()
+	names := g.encodeRoutable(g.breakers.current())
 	key := strings.Join(names, "\x00")
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
@@ -94,17 +94,30 @@ func (g *Dispatcher) EncodeRing() *epd.Ring {
 	return g.enc.ring
 }
 
-// encodePicker is the encode policy's chooser over the ready encoders:
-// consistent hashing on the image's content (so a repeated image meets
-// its cached embedding), or round_robin / random over them.
-func (g *Dispatcher) encodePicker() epd.Picker {
-	switch g.encPolicy {
-	case routing.RoundRobin:
-		return &encodeCycle{names: g.encodeReady(), seq: g.encSeq.Add(1) - 1}
-	case routing.Random:
-		return &encodeCycle{names: g.encodeReady(), seq: g.rng.Uint64()}
+// encodePicker is the encode policy's chooser over the routable
+// encoders, less those av holds when another is routable (a retry's
+// images go elsewhere): consistent hashing on the image's content (so a
+// repeated image meets its cached embedding), or round_robin / random
+// over them.
+func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
+	if g.encPolicy != routing.RoundRobin && g.encPolicy != routing.Random {
+		return g.encodeRingAvoiding(av)
 	}
-	return g.EncodeRing()
+	names := g.encodeRoutable(g.breakers.current())
+	var keep []string
+	for _, n := range names {
+		if w, ok := g.lane.Worker(n); !ok || !av[w] {
+			keep = append(keep, n)
+		}
+	}
+	if len(keep) > 0 {
+		names = keep
+	}
+	seq := g.rng.Uint64()
+	if g.encPolicy == routing.RoundRobin {
+		seq = g.encSeq.Add(1) - 1
+	}
+	return &encodeCycle{names: names, seq: seq}
 }
 
 // encodeCycle picks names[seq], then the next for each further image of

@@ -120,14 +120,15 @@ func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, 
 	return p, d, room, ri, nil
 }
 
-// pick chooses the prefill and the decode rank for r and moves the room
-// to the chosen prefill rank.
-func (g *Dispatcher) pick(r *gen.Request, room uint64) (pre, dec leg, _ uint64, _ routeInfo, _ error) {
+// pick chooses the prefill and the decode rank for r among the workers
+// av and the breakers allow (allowed), and moves the room to the chosen
+// prefill rank.
+func (g *Dispatcher) pick(r *gen.Request, room uint64, av avoid, view *breakerView) (pre, dec leg, _ uint64, _ routeInfo, _ error) {
 	if h := g.opts.HookPick; h != nil {
 		h()
 	}
 	req := routing.Request{Prompt: r.InputIDs, Key: r.RoutingKey}
-	p, d, room, ri, err := chooseLegs(g.router, g.kv, g.prefill.policy == routing.KVAware, req, g.prefill.src, g.decode.src, room)
+	p, d, room, ri, err := chooseLegs(g.router, g.kv, g.prefill.policy == routing.KVAware, req, g.allowed(&g.prefill, av, view), g.allowed(&g.decode, av, view), room)
 	if err != nil {
 		return pre, dec, room, ri, err
 	}
