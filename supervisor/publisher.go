@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 )
 
 // MaxEvents bounds Snapshot.Events.
@@ -32,6 +33,12 @@ type publisher struct {
 	roles  []snapshot.RoleStatus
 	events []snapshot.Event
 	seq    uint64
+	// trends are the deployment's recent past (snapshot/trend), folded
+	// from every snapshot published: they outlive every dashboard, and a
+	// watch that asks gets them in its first snapshot.
+	trends  *trend.Set
+	histReq chan chan *snapshot.History
+	stopped chan struct{} // closed when loop returns
 
 	mu     sync.Mutex
 	cur    snapshot.Snapshot
@@ -40,7 +47,8 @@ type publisher struct {
 }
 
 func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
-	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{}}
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{},
+		trends: trend.New(s.opts.TrendPeriod, 0), histReq: make(chan chan *snapshot.History), stopped: make(chan struct{})}
 	if s.events != nil {
 		p.logged = s.events.ch
 	}
@@ -124,8 +132,14 @@ func (p *publisher) build() snapshot.Snapshot {
 // loop runs until stop is closed, then publishes a last snapshot and
 // closes every subscriber's channel.
 func (p *publisher) loop(stop <-chan struct{}) {
-	tick := time.NewTicker(100 * time.Millisecond)
+	defer close(p.stopped)
+	const every = 100 * time.Millisecond
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// Gateway rates and telemetry change on their own: refresh once a
+	// trend period (a second by default) even when no role changed, so
+	// every period has its sample.
+	refresh := max(1, int(p.trends.Period()/every))
 	dirty := false
 	n := 0
 	for {
@@ -137,16 +151,16 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			p.apply(m)
 			dirty = true
 			if m.ring != nil {
-				p.publish(p.build())
+				p.publishFold(p.build())
 				dirty = false
 				m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
 			}
+		case reply := <-p.histReq:
+			reply <- p.trends.History()
 		case <-tick.C:
 			n++
-			// Gateway rates and telemetry change on their own: refresh
-			// once a second even when no role changed.
-			if dirty || (n%10 == 0 && (p.sup.gw != nil || p.sup.opts.Telemetry != nil)) {
-				p.publish(p.build())
+			if dirty || (n%refresh == 0 && (p.sup.gw != nil || p.sup.opts.Telemetry != nil)) {
+				p.publishFold(p.build())
 				dirty = false
 			}
 		case <-stop:
@@ -175,6 +189,32 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// publishFold publishes s and folds it into the trends (loop only).
+func (p *publisher) publishFold(s snapshot.Snapshot) {
+	p.publish(s)
+	p.trends.Fold(s)
+}
+
+// historyWait bounds how long a watch waits for the loop to copy the
+// trends (it answers between two messages; a loop that has not started
+// or has ended answers nothing).
+const historyWait = 2 * time.Second
+
+// history is a copy of the trend rings, from the loop that owns them;
+// nil once the loop has ended.
+func (p *publisher) history() *snapshot.History {
+	reply := make(chan *snapshot.History, 1)
+	t := time.NewTimer(historyWait)
+	defer t.Stop()
+	select {
+	case p.histReq <- reply:
+		return <-reply
+	case <-p.stopped:
+	case <-t.C:
+	}
+	return nil
 }
 
 func (p *publisher) publish(s snapshot.Snapshot) {
