@@ -138,6 +138,12 @@ type Role struct {
 	// the Slurm job (ascending, distinct; one task on each, tp × dp split
 	// evenly); nil when it runs on one. Exclusive with Node.
 	Nodes []int
+	// KVEvents is the role's kv_events: nil leaves it to the prefill
+	// policy (on under kv_aware); only prefill roles publish them.
+	KVEvents *bool
+	// KVEventsPorts are explicit first KV event ports, one per replica
+	// (0: planned).
+	KVEventsPorts []int
 }
 
 // Local reports whether tsd spawns this role itself.

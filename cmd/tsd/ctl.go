@@ -316,6 +316,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if s.Gateway.Note != "" {
 		fmt.Fprintf(w, "  %s\n", s.Gateway.Note)
 	}
+	for _, t := range s.Gateway.Roles {
+		if t.KVEvents == snapshot.KVEventsAbsent {
+			fmt.Fprintf(w, "  %s: %s\n", t.Role, t.KVNote)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
 	for _, r := range s.Roles {
