@@ -15,8 +15,8 @@ import (
 
 // The gateway routes by its plan's policy and shows it: with cache_aware
 // on a dp-2 prefill, a conversation's turns all go to the rank that
-// computed the first; /metrics counts the decisions by reason and the
-// tree's tokens, and /generate's meta_info always carries cached_tokens.
+// computed the first, which then finds it cached (meta_info.cached_tokens);
+// /metrics counts the decisions by reason and the tree's tokens.
 func TestRoutingPolicyThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	c := newClusterWith(t, Options{}, "tsd", profiles.ModePD, func(p *profiles.Plan) {
@@ -57,8 +57,13 @@ func TestRoutingPolicyThroughTheGateway(t *testing.T) {
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("turn %d: %d %v", turn, resp.StatusCode, err)
 		}
-		if _, ok := out.MetaInfo["cached_tokens"]; !ok {
+		cached, ok := out.MetaInfo["cached_tokens"].(float64)
+		if !ok {
 			t.Fatalf("turn %d: meta_info without cached_tokens: %v", turn, out.MetaInfo)
+		}
+		// ts-fake's cache (pages of 64) holds the conversation so far.
+		if turn > 0 && cached < 256 {
+			t.Errorf("turn %d: cached_tokens %v, want the history's whole pages (≥ 256)", turn, cached)
 		}
 		after := selections()
 		var got string

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // routedDeployment is `tsd up --headless` on ts-fake with two prefill
@@ -200,7 +202,11 @@ func TestE2ERoutingPolicies(t *testing.T) {
 		for turn := 0; turn < 4; turn++ {
 			history = cat(history, seq(int32(5000+100*turn), 20))
 			id := fmt.Sprintf("conv-%d", turn)
-			r.generate(t, id, "user-7", history)
+			// ts-fake's prefix cache answers with what it held: every turn
+			// after the first finds the conversation so far (whole pages).
+			if cached := r.generate(t, id, "user-7", history); turn > 0 && cached < 384 {
+				t.Errorf("turn %d: cached_tokens %d, want the history's whole pages (≥ 384)", turn, cached)
+			}
 			ids = append(ids, id)
 		}
 		for i := 0; i < 3; i++ {
@@ -320,20 +326,32 @@ func TestE2ERoutingPolicies(t *testing.T) {
 		}
 	})
 
-	// kv_aware (prefill): a repeated conversation stays on its rank, by
-	// the engines' KV events when they are live, else by cache_aware's
-	// tree (the reason says which). prefix_hash and random (decode) are
-	// exercised in the other rows; least_load here cycles the idle
-	// decode replicas.
+	// kv_aware (prefill): with both prefills' KV events live, a
+	// conversation stays on the rank that holds it (kv_hit) and finds its
+	// history cached there. least_load (decode) cycles the idle decode
+	// replicas.
 	t.Run("kv_aware+least_load", func(t *testing.T) {
 		t.Parallel()
 		r := upRouted(t, "kv_aware", "least_load", "")
+		// The gateway follows both prefills' KV events before the first
+		// request, so every decision reads them.
+		r.waitStatus(func(s snapshot.Snapshot) bool {
+			live := 0
+			for _, row := range s.Gateway.Roles {
+				if strings.HasPrefix(row.Role, "prefill") && row.KVEvents == snapshot.KVEventsLive {
+					live++
+				}
+			}
+			return live == 2
+		})
 		history := seq(3000, 512)
 		var ids []string
 		for turn := 0; turn < 3; turn++ {
 			history = cat(history, seq(int32(8000+100*turn), 16))
 			id := fmt.Sprintf("kv-%d", turn)
-			r.generate(t, id, "", history)
+			if cached := r.generate(t, id, "", history); turn > 0 && cached < 512 {
+				t.Errorf("turn %d: cached_tokens %d, want the history's whole pages (≥ 512)", turn, cached)
+			}
 			ids = append(ids, id)
 		}
 		ls := r.landings(t, ids...)
@@ -344,8 +362,8 @@ func TestE2ERoutingPolicies(t *testing.T) {
 			if l.route != "kv_aware" || l.prefillRank() != ls[ids[0]].prefillRank() {
 				t.Errorf("%s: %+v, the first turn on %s", id, l, ls[ids[0]].prefillRank())
 			}
-			if turn > 0 && l.reason != "kv_hit" && l.reason != "fallback_cache_hit" {
-				t.Errorf("%s: reason %s, want kv_hit (events live) or fallback_cache_hit", id, l.reason)
+			if want := map[bool]string{false: "kv_miss", true: "kv_hit"}[turn > 0]; l.reason != want {
+				t.Errorf("%s: reason %s, want %s (events live)", id, l.reason, want)
 			}
 		}
 		if len(decodes) != 2 {
