@@ -213,14 +213,6 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
-	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
-		if p != "" && !dispatch.Known(p) {
-			g.notes = append(g.notes, fmt.Sprintf("%s policy %s: using round_robin", kind, p))
-		}
-	}
-	if p := plan.Gateway.Policy.Encode; g.disp.EPDMode() && p != "" && p != "consistent_hashing" {
-		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
-	}
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux

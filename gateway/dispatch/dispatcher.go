@@ -19,6 +19,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -54,6 +55,9 @@ type Metrics struct {
 	Finishes    *prometheus.CounterVec // reason
 	Selection   *prometheus.CounterVec // worker, worker_type, identity
 	Queued      *prometheus.CounterVec // outcome
+	// Routes counts routing decisions by kind (prefill, decode), policy
+	// and reason (gateway/routing's reasons: cache_hit, balance, ...).
+	Routes *prometheus.CounterVec
 	// Attempts counts failed attempts by what failed and what followed
 	// (retry, migrate, fail, continue); BreakerTransitions each breaker
 	// state change (SMG's smg_worker_cb_transitions_total).
@@ -100,15 +104,15 @@ type Config struct {
 	// OnPanic reports a panic a recover boundary caught (logged, counted
 	// in tsd_gateway_panics_total, an event).
 	OnPanic func(where string, v any, stack []byte)
+	// KV is the index of the engines' KV events the kv_aware policy reads;
+	// nil means no KV events at all: kv_aware falls back to cache_aware
+	// for every worker.
+	KV KVIndex
 	// OnEvent hears verdicts worth showing on the dashboard's event list:
 	// kind "breaker" (a worker's circuit breaker changed state). nil: none.
 	OnEvent func(kind, role, msg string)
 	// Now is the breakers' clock; nil: time.Now.
 	Now func() time.Time
-	// KV is the index of the engines' KV events the kv_aware policy reads;
-	// nil means no KV events at all: kv_aware falls back to cache_aware
-	// for every worker.
-	KV KVIndex
 }
 
 // Dispatcher implements gen.Engine over the lane's workers.
@@ -128,16 +132,22 @@ type Dispatcher struct {
 	inflight atomic.Int64
 	rng      *lockedRand
 
-	retry    RetryConfig  // gateway.retry
-	breakers *breakerBook // gateway.circuit_breaker; nil when off
+	// router owns the routing state of both PD pools (gateway/routing);
+	// kv feeds kv_aware.
+	router *routing.Router
+	kv     KVIndex
+	// encPolicy is the encode policy; encSeq its round-robin position.
+	encPolicy string
+	encSeq    atomic.Uint64
+	retry     RetryConfig  // gateway.retry
+	breakers  *breakerBook // gateway.circuit_breaker; nil when off
 }
 
-// pool is the workers of one PD kind with its policy and pick counter.
+// pool is the workers of one PD kind with its policy.
 type pool struct {
 	workers []*lane.Worker
 	src     []rankSource // the same workers, as routing reads them
 	policy  string
-	seq     atomic.Uint64 // picks so far: the round-robin position
 }
 
 func (p *pool) add(w *lane.Worker) {
@@ -176,7 +186,17 @@ func New(cfg Config) *Dispatcher {
 			g.encode = append(g.encode, w)
 		}
 	}
-	g.prefill.policy, g.decode.policy = cfg.Plan.Gateway.Policy.Prefill, cfg.Plan.Gateway.Policy.Decode
+	pol := cfg.Plan.Gateway.Policy
+	g.prefill.policy, g.decode.policy, g.encPolicy = orDefault(pol.Prefill, routing.RoundRobin), orDefault(pol.Decode, routing.RoundRobin), orDefault(pol.Encode, routing.ConsistentHashing)
+	g.kv = cfg.KV
+	g.router = routing.NewRouter(routing.Options{Prefill: g.prefill.policy, Decode: g.decode.policy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+		OnPanic: g.onPanic})
+	if cfg.Shutdown != nil {
+		go func() {
+			<-cfg.Shutdown
+			g.router.Close()
+		}()
+	}
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
@@ -200,6 +220,23 @@ func New(cfg Config) *Dispatcher {
 		}()
 	}
 	return g
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Close stops the routing goroutine (the gateway's Shutdown does it
+// through Config.Shutdown; tests that build a Dispatcher without one call
+// Close).
+func (g *Dispatcher) Close() { g.router.Close() }
+
+// Policies are the prefill, decode and encode policies in use.
+func (g *Dispatcher) Policies() (prefill, decode, encode string) {
+	return g.prefill.policy, g.decode.policy, g.encPolicy
 }
 
 // Breakers is every worker's circuit breaker, by role (none when

@@ -37,21 +37,28 @@ type EncodeLeg struct {
 	Aux     [][]byte           // the out-of-band tensor frames
 }
 
+// Picker chooses the encode worker of an image from its content hash: a
+// *Ring (consistent_hashing, the default), or the gateway's round_robin
+// and random encode policies.
+type Picker interface {
+	Pick(hash string) string
+}
+
 // ErrNoEncoder is wrapped when an image has no encode worker to go to
 // (none is ready, or its embedding address is not known yet): a 503, as
 // for a missing prefill or decode.
 var ErrNoEncoder = errors.New("plan encode legs: no encode worker")
 
 // BuildLegs builds every leg of an image request in one pass over its
-// images (docs/protocol.md §9): for each, the encoder ring picks a worker
-// on the image's content hash (so a repeated image lands where its
-// embedding may be cached), addr says where that worker's embeddings are
+// images (docs/protocol.md §9): for each, ring picks a worker on the
+// image's content hash (the consistent-hashing Ring: a repeated image
+// lands where its embedding may be cached), addr says where that worker's embeddings are
 // fetched from (false: not known yet, the worker is not ready), a room of
 // its own is minted (distinct from pdRoom and the others), and the image's
 // one wire item is cut into the three views: with its pixels for the
 // encode request, with the encode_handshake for the prefill, metadata
 // only for the decode. rnd is injected so tests are deterministic.
-func BuildLegs(rid string, images []gen.Image, ring *Ring, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
+func BuildLegs(rid string, images []gen.Image, ring Picker, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
 	n := len(images)
 	if n == 0 {
 		return Legs{}, nil

@@ -52,6 +52,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
+	req.RoutingKey = r.Header.Get(gen.RoutingKeyHeader)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -91,6 +92,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.MetaInfo.PromptTokens = ev.PromptTokens
 		resp.MetaInfo.CompletionTokens = ev.OutputTokens
+		resp.MetaInfo.CachedTokens = ev.CachedTokens
 		if ev.Finish != nil {
 			resp.MetaInfo.FinishReason = &Finish{Type: ev.Finish.Reason, Message: ev.Finish.Message}
 		}
@@ -137,7 +139,7 @@ func stream(w http.ResponseWriter, events <-chan gen.Event, id string, start tim
 			// no further event is already waiting, so a burst of ready
 			// events costs one flush, not one each. The last event (Finish:
 			// none follows, gen.Event) goes out with data: [DONE]'s flush.
-			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.Finish, e2e); encoded {
+			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e); encoded {
 				ok = out.Write(event)
 			} else {
 				ok = false
@@ -160,7 +162,7 @@ func stream(w http.ResponseWriter, events <-chan gen.Event, id string, start tim
 // generateChunk is a stream event as a struct for json.Marshal: the shape
 // of the rare events (logprobs) generateChunkEnc does not write.
 func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) Response {
-	chunk := Response{OutputIDs: ev.TokenIDs, MetaInfo: Meta{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
+	chunk := Response{OutputIDs: ev.TokenIDs, MetaInfo: Meta{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens, CachedTokens: ev.CachedTokens,
 		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs),
 		OutputTopLogprobs: topTriples(ev.TopLogprobs)}}
 	if chunk.OutputIDs == nil {

@@ -21,6 +21,7 @@ type Meta struct {
 	FinishReason     *Finish  `json:"finish_reason"`
 	PromptTokens     int      `json:"prompt_tokens"`
 	CompletionTokens int      `json:"completion_tokens"`
+	CachedTokens     int      `json:"cached_tokens"` // as SGLang: prompt tokens the prefill found cached
 	E2ELatency       float64  `json:"e2e_latency"`
 	OutputLogprobs   [][2]any `json:"output_token_logprobs,omitempty"`
 	InputLogprobs    [][2]any `json:"input_token_logprobs,omitempty"`
