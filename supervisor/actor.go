@@ -123,7 +123,7 @@ func newObserved() observed {
 // returns, queueing the events they return (dispatch).
 type actor struct {
 	env    *env
-	idx    int // the role's slot in the Snapshot
+	id     int // names the actor to the publisher; never reused
 	plan   profiles.RolePlan
 	policy RestartPolicy
 	drain  time.Duration // restart.drain_timeout
@@ -142,9 +142,9 @@ type actor struct {
 	seen   observed
 }
 
-func newActor(e *env, idx int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
+func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
 	a := &actor{
-		env: e, idx: idx, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
+		env: e, id: id, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
 		drain: rp.Restart.DrainTimeout.D(),
 		in: inbox{
 			cmds:   make(chan event, 16),
@@ -199,6 +199,14 @@ func (a *actor) send(ev event) bool {
 	}
 }
 
+// watchFile reports the log file's write problems in the events, under
+// the name the role has when they happen.
+func (a *actor) watchFile(s *Supervisor) {
+	if a.file != nil {
+		a.file.setOnHealth(func(msg string) { s.pub.tryEvent(s.nameOf(a), msg) })
+	}
+}
+
 func (a *actor) note(format string, args ...any) {
 	a.ring.append([]LogLine{{Time: a.env.now(), Text: "[tsd] " + fmt.Sprintf(format, args...), Note: true}})
 }
@@ -227,7 +235,7 @@ func (a *actor) show() {
 	a.st.State, a.st.Reason = state, reason
 	st := a.roleCopy()
 	if !changed {
-		a.env.pub.role(a.idx, st)
+		a.env.pub.role(a.id, st)
 		return
 	}
 	msg := from + " → " + state
@@ -237,7 +245,7 @@ func (a *actor) show() {
 	// The publisher records the event, publishes at once, then adds the
 	// same line to the role's log: whoever sees the line can read the new
 	// state from the Snapshot.
-	a.env.pub.in <- pubMsg{idx: a.idx, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
+	a.env.pub.in <- pubMsg{id: a.id, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
 }
 
 // sendView tells the gateway the role's view when it changed.
@@ -448,7 +456,7 @@ func (a *actor) spawn() []event {
 	cgroup := a.env.rec.roleCgroup(a.plan.Name)
 	argv, grace := launcherFor(&a.plan, a.env.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan, a.plan), Grace: grace,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan.Load(), a.plan), Grace: grace,
 		GuardExe: a.env.guardExe, GuardArgs: a.env.guardArgs, Cgroup: cgroup,
 	}
 	onLine := captureLine(info, a.in.poke, a.env.now)

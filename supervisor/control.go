@@ -88,7 +88,7 @@ type controlServer struct {
 func (s *Supervisor) listenControl() (*controlServer, error) {
 	path := s.opts.ControlSocket
 	if path == "" {
-		path = s.plan.ControlSocket
+		path = s.Plan().ControlSocket
 	}
 	if path == "" || path == "-" {
 		return &controlServer{}, nil

@@ -25,7 +25,7 @@ type env struct {
 	closing    *atomic.Bool       // tsd shuts down: ranks dropping from now on are part of it
 	guardExe   string
 	guardArgs  []string
-	plan       *profiles.Plan // the deployment's settings every role shares (api_key_env: childEnvUnset)
+	plan       *atomic.Pointer[profiles.Plan] // the deployment's settings every role shares now (api_key_env: childEnvUnset)
 }
 
 // recorder keeps the run folder's record of live process groups and gives

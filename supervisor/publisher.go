@@ -11,9 +11,11 @@ import (
 const MaxEvents = 100
 
 type pubMsg struct {
-	idx   int
+	id    int // the actor's id (actor.id)
 	role  *snapshot.RoleStatus
 	event *snapshot.Event
+	// forget: the actor was removed from the roster and has ended.
+	forget bool
 	// ring, with a role and an event, marks a state change: publish now
 	// (not coalesced), then note the event in the role's log.
 	ring *logRing
@@ -28,8 +30,9 @@ type publisher struct {
 	in     chan pubMsg
 	logged <-chan snapshot.Event // the deployment's EventLog; nil: none
 
-	// owned by loop
-	roles  []snapshot.RoleStatus
+	// owned by loop: each actor's last status by id (the roster says
+	// which are shown, in which order)
+	roles  map[int]snapshot.RoleStatus
 	events []snapshot.Event
 	seq    uint64
 
@@ -39,8 +42,8 @@ type publisher struct {
 	closed bool
 }
 
-func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
-	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{}}
+func newPublisher(s *Supervisor) *publisher {
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{}}
 	if s.events != nil {
 		p.logged = s.events.ch
 	}
@@ -48,8 +51,8 @@ func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
 	return p
 }
 
-func (p *publisher) role(idx int, st snapshot.RoleStatus) {
-	p.in <- pubMsg{idx: idx, role: &st}
+func (p *publisher) role(id int, st snapshot.RoleStatus) {
+	p.in <- pubMsg{id: id, role: &st}
 }
 
 func (p *publisher) event(role, msg string) {
@@ -67,8 +70,11 @@ func (p *publisher) tryEvent(role, msg string) {
 }
 
 func (p *publisher) apply(m pubMsg) {
-	if m.role != nil {
-		p.roles[m.idx] = *m.role
+	switch {
+	case m.forget:
+		delete(p.roles, m.id)
+	case m.role != nil:
+		p.roles[m.id] = *m.role
 	}
 	if m.event != nil {
 		p.events = append(p.events, *m.event)
@@ -85,21 +91,28 @@ func (p *publisher) apply(m pubMsg) {
 func (p *publisher) build() snapshot.Snapshot {
 	s := p.sup
 	p.seq++
+	plan := s.Plan()
+	members := s.roster().members
 	snap := snapshot.Snapshot{
 		Seq:     p.seq,
 		Time:    s.now(),
-		Name:    s.plan.Name,
-		Profile: s.plan.ProfilePath,
-		Roles:   append([]snapshot.RoleStatus(nil), p.roles...),
+		Name:    plan.Name,
+		Profile: plan.ProfilePath,
+		Roles:   make([]snapshot.RoleStatus, 0, len(members)),
 		Events:  append([]snapshot.Event(nil), p.events...),
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "none", Note: "no telemetry"},
 	}
-	for i := range snap.Roles {
-		if i < len(s.actors) && s.actors[i].file != nil {
-			snap.Roles[i].LogError = s.actors[i].file.Health()
+	for _, m := range members {
+		st, ok := p.roles[m.a.id]
+		if !ok {
+			st = m.initial // added a moment ago: its actor has not published yet
 		}
+		if m.a.file != nil {
+			st.LogError = m.a.file.Health()
+		}
+		snap.Roles = append(snap.Roles, st)
 	}
-	snap.Gateway = snapshot.GatewayStatus{URL: s.plan.Gateway.URL, Mode: s.plan.Gateway.Mode}
+	snap.Gateway = snapshot.GatewayStatus{URL: plan.Gateway.URL, Mode: plan.Gateway.Mode}
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		for i := range snap.Roles {
