@@ -158,13 +158,7 @@ func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, f
 	if a.drain <= 0 {
 		a.drain = profiles.DefaultDrainTimeout
 	}
-	facts := roleFacts{Remote: !rp.Local, Host: rp.Host, Expect: expect, StallWait: rp.StallAction == profiles.StallWait}
-	if e.gw == nil {
-		// Without a gateway the launcher's "ready" line is the best
-		// signal there is (docs/protocol.md §10.4).
-		facts.Expect = 0
-	}
-	a.lc = newLifecycle(facts)
+	a.lc = newLifecycle(factsFor(rp, expect, e.gw != nil))
 	a.st = snapshot.RoleStatus{
 		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs,
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
@@ -172,6 +166,18 @@ func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, f
 	}
 	a.st.State, a.st.Reason = shown(a.lc)
 	return a
+}
+
+// factsFor is what the lifecycle fixes from a role's plan: expect ranks
+// must register before it is ready (ranksExpected).
+func factsFor(rp profiles.RolePlan, expect int, gateway bool) roleFacts {
+	facts := roleFacts{Remote: !rp.Local, Host: rp.Host, Expect: expect, StallWait: rp.StallAction == profiles.StallWait}
+	if !gateway {
+		// Without a gateway the launcher's "ready" line is the best
+		// signal there is (docs/protocol.md §10.4).
+		facts.Expect = 0
+	}
+	return facts
 }
 
 // ranksExpected: every attention-DP rank dials the gateway (docs/protocol.md
@@ -372,8 +378,54 @@ func (a *actor) exec(e effect) []event {
 		a.env.pub.event(a.plan.Name, e.Reason)
 	case fxShow:
 		a.show()
+	case fxAdopt:
+		a.adopt(*e.Plan)
+	case fxRename:
+		a.rename(e.Name)
 	}
 	return nil
+}
+
+// adopt takes a new plan for the instance (an apply changed it): its
+// command, environment and supervision settings from now on. Its name
+// is changed by rename alone.
+func (a *actor) adopt(rp profiles.RolePlan) {
+	rp.Name = a.plan.Name
+	a.plan = rp
+	a.policy = PolicyFromPlan(rp.Restart)
+	a.drain = rp.Restart.DrainTimeout.D()
+	if a.drain <= 0 {
+		a.drain = profiles.DefaultDrainTimeout
+	}
+	a.st.Kind, a.st.Group, a.st.GPUs, a.st.Worker, a.st.LogFile = rp.Kind, rp.Group, rp.GPUs, rp.Worker, rp.LogFile
+	a.st.RanksExpected = a.lc.Role.Expect
+	a.note("plan changed by tsd apply")
+}
+
+// rename gives the instance a new name (docs/architecture.md §4.3): the
+// gateway's worker, the runs table, the record of its group and its log
+// ring follow; its process, sockets, ports and log file stay. The runs
+// table holds both names while the gateway's worker changes, so a rank
+// connecting meanwhile is admitted under either.
+func (a *actor) rename(to string) {
+	from := a.plan.Name
+	if from == to {
+		return
+	}
+	if pid := a.env.runs.of(from); pid > 0 {
+		a.env.runs.set(to, pid)
+	}
+	if r, ok := a.env.gw.(LiveGateway); ok {
+		if err := r.RenameWorker(from, to); err != nil {
+			a.note("rename the gateway's worker %s to %s: %v", from, to, err)
+		}
+	}
+	a.env.runs.set(from, 0)
+	a.env.rec.renameGroup(from, to)
+	a.ring.rename(to)
+	a.plan.Name, a.st.Name = to, to
+	a.note("renamed from %s: the same process, socket, ports and log file", from)
+	a.env.pub.event(to, "renamed from "+from)
 }
 
 func (a *actor) cancelDelay() {

@@ -32,6 +32,7 @@ type env struct {
 // each run its own cgroup (orphans.go).
 type recorder interface {
 	recordGroup(role string, p *process, cgroup string)
+	renameGroup(from, to string)
 	dropGroup(role string)
 	roleCgroup(role string) string
 	releaseCgroup(dir string)
