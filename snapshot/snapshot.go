@@ -44,7 +44,32 @@ type Snapshot struct {
 	GPUs    []GPUStatus    `json:"gpus"`
 	GPUInfo GPUPanelStatus `json:"gpu_info"`
 	Events  []Event        `json:"events,omitempty"` // most recent state changes, newest last
+	// ProfileRevision names the profile the deployment runs, as tsd up or
+	// the last complete tsd apply or tsd scale gave it (twelve hex digits;
+	// "" for a deployment started from a plan file).
+	ProfileRevision string `json:"profile_revision,omitempty"`
+	// Apply is the last tsd apply or tsd scale, while it runs and after.
+	Apply *ApplyStatus `json:"apply,omitempty"`
 }
+
+// ApplyStatus is the last change made to a running deployment (tsd apply,
+// tsd scale): what it applies, where it is, and how it ended.
+type ApplyStatus struct {
+	Revision string    `json:"revision"`        // the profile revision it applies
+	State    string    `json:"state"`           // running | done | failed
+	Step     string    `json:"step,omitempty"`  // the step running now, or the one it stopped at
+	Steps    int       `json:"steps"`           // how many steps it has
+	Done     int       `json:"done"`            // how many are done
+	Error    string    `json:"error,omitempty"` // why it stopped (failed)
+	Started  time.Time `json:"started"`
+}
+
+// Apply states.
+const (
+	ApplyRunning = "running"
+	ApplyDone    = "done"
+	ApplyFailed  = "failed"
+)
 
 // GatewayStatus is the embedded gateway's headline numbers.
 type GatewayStatus struct {

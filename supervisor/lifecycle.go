@@ -510,7 +510,11 @@ func onQuit(lc lifecycle, ev event) (lifecycle, []effect) {
 	lc.Quit, lc.Then = true, afterQuit
 	switch lc.Phase {
 	case phPlanned, phIdle:
-		return stopped(lc)
+		next, out := stopped(lc)
+		if !kill && ev.Why != "" {
+			next.Why = ev.Why // e.g. removed by tsd apply, not the whole deployment
+		}
+		return next, out
 	case phBackoff:
 		return stopped(lc, fx(fxCancelBackoff))
 	case phReleasing:

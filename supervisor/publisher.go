@@ -16,6 +16,9 @@ type pubMsg struct {
 	event *snapshot.Event
 	// forget: the actor was removed from the roster and has ended.
 	forget bool
+	// flushed, when set, is closed once a snapshot with this message in
+	// it is published (sync).
+	flushed chan struct{}
 	// ring, with a role and an event, marks a state change: publish now
 	// (not coalesced), then note the event in the role's log.
 	ring *logRing
@@ -36,6 +39,8 @@ type publisher struct {
 	events []snapshot.Event
 	seq    uint64
 
+	over chan struct{} // closed when loop has ended
+
 	mu     sync.Mutex
 	cur    snapshot.Snapshot
 	subs   map[chan snapshot.Snapshot]struct{}
@@ -43,7 +48,7 @@ type publisher struct {
 }
 
 func newPublisher(s *Supervisor) *publisher {
-	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{}}
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{}, over: make(chan struct{})}
 	if s.events != nil {
 		p.logged = s.events.ch
 	}
@@ -113,6 +118,13 @@ func (p *publisher) build() snapshot.Snapshot {
 		snap.Roles = append(snap.Roles, st)
 	}
 	snap.Gateway = snapshot.GatewayStatus{URL: plan.Gateway.URL, Mode: plan.Gateway.Mode}
+	if a := s.applied.Load(); a != nil {
+		snap.ProfileRevision = a.revision
+	}
+	if j := s.job.Load(); j != nil {
+		st := j.snapshotStatus()
+		snap.Apply = &st
+	}
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		for i := range snap.Roles {
@@ -149,10 +161,15 @@ func (p *publisher) loop(stop <-chan struct{}) {
 		case m := <-p.in:
 			p.apply(m)
 			dirty = true
-			if m.ring != nil {
+			if m.ring != nil || m.flushed != nil {
 				p.publish(p.build())
 				dirty = false
+			}
+			if m.ring != nil {
 				m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
+			}
+			if m.flushed != nil {
+				close(m.flushed)
 			}
 		case <-tick.C:
 			n++
@@ -163,6 +180,7 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				dirty = false
 			}
 		case <-stop:
+			var flushed []chan struct{}
 		drain:
 			for {
 				select {
@@ -171,6 +189,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 					if m.ring != nil {
 						m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
 					}
+					if m.flushed != nil {
+						flushed = append(flushed, m.flushed)
+					}
 				case ev := <-p.logged:
 					p.apply(pubMsg{event: &ev})
 				default:
@@ -178,6 +199,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				}
 			}
 			p.publish(p.build())
+			for _, ch := range flushed {
+				close(ch)
+			}
 			p.mu.Lock()
 			p.closed = true
 			for ch := range p.subs {
@@ -185,8 +209,24 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			}
 			p.subs = nil
 			p.mu.Unlock()
+			close(p.over)
 			return
 		}
+	}
+}
+
+// sync returns once a snapshot built after every message sent before it
+// is published (or the publisher has ended).
+func (p *publisher) sync() {
+	ch := make(chan struct{})
+	select {
+	case p.in <- pubMsg{flushed: ch}:
+	case <-p.over:
+		return
+	}
+	select {
+	case <-ch:
+	case <-p.over:
 	}
 }
 

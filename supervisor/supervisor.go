@@ -131,6 +131,21 @@ type Options struct {
 	// dashboard's key t): one short request through the gateway.
 	TestRequest func(ctx context.Context) (reply string, latency time.Duration, err error)
 
+	// Profile and ProfileSource are the loaded profile the plan came from
+	// and the file's bytes: the base tsd scale edits and what
+	// profile_revision names. nil: the plan came from elsewhere
+	// (--plan-json), and only tsd apply of a profile changes it.
+	Profile       *profiles.Profile
+	ProfileSource []byte
+	// ApplyFacts are the host facts tsd apply and tsd scale plan with:
+	// other deployments' ports taken, the GPUs telemetry sees; nil:
+	// profiles.LocalHostFacts. The supervisor sets Running and counts the
+	// running plan's own ports as free.
+	ApplyFacts func() (profiles.HostFacts, error)
+	// OnPlan hears every running plan an apply step makes (the registry
+	// records its ports). It runs on the apply's goroutine.
+	OnPlan func(*profiles.Plan)
+
 	Now  func() time.Time // default time.Now
 	Rand func() float64   // jitter source, default math/rand/v2
 }
@@ -149,6 +164,14 @@ type Supervisor struct {
 	rosterCmds chan rosterCmd
 	rosterDone chan struct{} // closed when rosterLoop has ended
 	nextID     int           // the last actor id handed out (New, then rosterLoop)
+
+	// What tsd apply and tsd scale change (apply.go): the profile the
+	// deployment runs, the API key its gateway checks, the last apply.
+	applied  atomic.Pointer[applied]
+	apiKey   atomic.Pointer[string]
+	job      atomic.Pointer[applyJob]
+	jobMu    sync.Mutex    // one apply at a time
+	teardown chan struct{} // closed when Run starts tearing down
 
 	gwLog  *LogSource
 	pub    *publisher
@@ -195,10 +218,17 @@ func New(opts Options) (*Supervisor, error) {
 		now: opts.Now, events: opts.Events, runs: opts.Runs,
 		rosterCmds: make(chan rosterCmd),
 		rosterDone: make(chan struct{}),
+		teardown:   make(chan struct{}),
 		shutdownCh: make(chan struct{}),
 		running:    make(chan struct{}),
 	}
 	s.planv.Store(opts.Plan)
+	s.applied.Store(newApplied(opts.Profile, opts.Profile, opts.ProfileSource, nil))
+	key := ""
+	if env := opts.Plan.Gateway.APIKeyEnv; env != "" {
+		key = os.Getenv(env) // what the gateway read when it was built
+	}
+	s.apiKey.Store(&key)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -374,6 +404,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 	}
 	s.closing.Store(true) // ranks dropping from here on are part of the shutdown
+	close(s.teardown)     // an apply in progress stops
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.
