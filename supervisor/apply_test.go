@@ -23,7 +23,7 @@ type liveGW struct {
 }
 
 func (g *liveGW) AddWorker(w profiles.WorkerPlan) error { g.record("add " + w.Role); return nil }
-func (g *liveGW) RemoveWorker(role string) error       { g.record("remove " + role); return nil }
+func (g *liveGW) RemoveWorker(role string) error        { g.record("remove " + role); return nil }
 func (g *liveGW) RenameWorker(from, to string) error {
 	g.record("rename " + from + " " + to)
 	g.mu.Lock()

@@ -77,7 +77,9 @@ func TestApplySteps(t *testing.T) {
 			return swap(t, stepsBase, decode1, "  - name: decode\n    kind: decode\n    replicas: 2\n    gpus: [[1], [2]]\n    args: [--x]\n")
 		}, []string{"restart decode-0", "restart decode-1"}, ""},
 		{"a policy: the gateway alone", func(*testing.T) string { return stepsBase },
-			func(t *testing.T) string { return swap(t, stepsBase, "  port: 8000\n", "  port: 8000\n  policy: {prefill: random}\n") },
+			func(t *testing.T) string {
+				return swap(t, stepsBase, "  port: 8000\n", "  port: 8000\n  policy: {prefill: random}\n")
+			},
 			[]string{"gateway"}, ""},
 		{"restart policy: updates, no restart", func(*testing.T) string { return stepsBase },
 			func(*testing.T) string { return stepsBase + "restart:\n  budget: 2 in 1m\n" },
@@ -99,7 +101,9 @@ func TestApplySteps(t *testing.T) {
 			},
 			nil, "each need GPUs another of them holds"},
 		{"a worker that moves is rebound", func(*testing.T) string { return stepsBase },
-			func(t *testing.T) string { return swap(t, stepsBase, decode1, decode1+"    worker: tcp://127.0.0.1:23456\n") },
+			func(t *testing.T) string {
+				return swap(t, stepsBase, decode1, decode1+"    worker: tcp://127.0.0.1:23456\n")
+			},
 			[]string{"restart decode rebind"}, ""},
 	}
 	for _, c := range cases {
