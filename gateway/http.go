@@ -58,10 +58,13 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 		OnPanic: g.ReportPanic,
 		// issue 19: the request's one record in the traffic account; the
 		// dispatch finds it in the context (gateway/traffic).
-		Begin: func(r *http.Request) (*http.Request, func(int)) {
+		Begin: func(r *http.Request) (*http.Request, func(int, string)) {
 			rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)
 			rec.ID(front.RequestID(r.Context()))
-			return r.WithContext(traffic.NewContext(r.Context(), rec)), rec.End
+			return r.WithContext(traffic.NewContext(r.Context(), rec)), func(status int, code string) {
+				rec.Reason(code)
+				rec.End(status)
+			}
 		},
 	})
 }
@@ -256,6 +259,9 @@ type metaJSON struct {
 	E2ELatency       float64     `json:"e2e_latency"`
 	OutputLogprobs   [][2]any    `json:"output_token_logprobs,omitempty"`
 	InputLogprobs    [][2]any    `json:"input_token_logprobs,omitempty"`
+	// OutputTopLogprobs is SGLang's: per token, its top_logprobs_num
+	// alternatives as [logprob, token_id, null] (no text asked).
+	OutputTopLogprobs [][][3]any `json:"output_top_logprobs,omitempty"`
 }
 
 type usageJSON struct {
@@ -287,6 +293,27 @@ func logprobPairs(ids []int32, lps []float64) [][2]any {
 		}
 	}
 	return out
+}
+
+// topTriples is SGLang's output_top_logprobs for tokens' alternatives.
+func topTriples(top [][]gen.TopLogprob) [][][3]any {
+	if len(top) == 0 {
+		return nil
+	}
+	out := make([][][3]any, len(top))
+	for i, alts := range top {
+		out[i] = make([][3]any, len(alts))
+		for j, a := range alts {
+			out[i][j] = [3]any{a.Logprob, a.ID, nil}
+		}
+	}
+	return out
+}
+
+// topLogprobsError is an engine that answered a top-logprob request
+// without alternatives (gen.CheckTopLogprobs).
+func topLogprobsError(err error) *RequestError {
+	return &RequestError{Status: http.StatusBadRequest, Code: "top_logprobs_unsupported", Param: "top_logprobs_num", Message: err.Error()}
 }
 
 // promptIDs are the prompt tokens prompt logprobs cover.
@@ -324,7 +351,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	id := req.RID
 	if body.Stream {
-		g.streamGenerate(w, events, id, start, cancel, promptIDs(req))
+		g.streamGenerate(w, events, id, start, cancel, req)
 		return
 	}
 	resp := generateResp{OutputIDs: []int32{}, MetaInfo: metaJSON{ID: id}}
@@ -337,8 +364,16 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, &RequestError{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: ev.Err.Error()})
 			return
 		}
+		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+			cancel()
+			for range events {
+			}
+			WriteError(w, topLogprobsError(err))
+			return
+		}
 		resp.OutputIDs = append(resp.OutputIDs, ev.TokenIDs...)
 		lps = append(lps, ev.Logprobs...)
+		resp.MetaInfo.OutputTopLogprobs = append(resp.MetaInfo.OutputTopLogprobs, topTriples(ev.TopLogprobs)...)
 		if ev.PromptLogprobs != nil {
 			resp.MetaInfo.InputLogprobs = logprobPairs(promptIDs(req), ev.PromptLogprobs)
 		}
@@ -358,13 +393,14 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), prompt []int32) {
+func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), req gen.Request) {
+	prompt := promptIDs(req)
 	out := front.NewSSE(w)
 	out.Start()
 	enc := newGenerateChunkEnc(id)
-	ok := true
+	ok, refused := true, false
 	for ev := range events {
-		if !ok {
+		if !ok || refused {
 			continue // the request ctx is cancelled by now; drain to the close
 		}
 		if ev.Err != nil {
@@ -374,11 +410,17 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 			}
 			continue
 		}
+		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+			out.Fail(topLogprobsError(err))
+			ok, refused = !out.Failed(), true
+			cancel()
+			continue
+		}
 		var e2e float64
 		if ev.Finish != nil {
 			e2e = time.Since(start).Seconds()
 		}
-		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 {
+		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 && len(ev.TopLogprobs) == 0 {
 			// The token path: written into the SSE buffer and flushed once
 			// no further event is already waiting, so a burst of ready
 			// events costs one flush, not one each. The last event (Finish:
@@ -407,7 +449,8 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 // of the rare events (logprobs) generateChunkEnc does not write.
 func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) generateResp {
 	chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
-		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs)}}
+		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs),
+		OutputTopLogprobs: topTriples(ev.TopLogprobs)}}
 	if chunk.OutputIDs == nil {
 		chunk.OutputIDs = []int32{}
 	}

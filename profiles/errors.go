@@ -117,3 +117,7 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// DidYouMean is didYouMean for other packages' names (role names in the
+// CLI): ` (did you mean "x"?)` when one candidate is close to got, else "".
+func DidYouMean(got string, candidates []string) string { return didYouMean(got, candidates) }

@@ -7,7 +7,10 @@
 // lock file: whoever checks and then adds an entry holds an exclusive flock
 // on it for the whole check-plan-add step. An entry names its daemon by PID
 // and the PID's start time (from /proc), so a PID reused after a crash is
-// never taken for the daemon; such stale entries are removed when read.
+// never taken for the daemon; such stale entries are removed when read —
+// unless the entry's Records folder still holds files: a daemon killed
+// with its guardians may have left engines running, so its entry stays,
+// listed by Dead, until whoever reaps them (tsd stop NAME) removes it.
 package registry
 
 import (
@@ -22,8 +25,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/tsd-project/tsd/internal/procfs"
 )
 
 // EnvDir overrides the registry folder (tests). Tests that start tsd
@@ -43,6 +47,10 @@ type Entry struct {
 	Ports      []int     `json:"ports,omitempty"` // every TCP port its plan uses
 	GatewayURL string    `json:"gateway_url,omitempty"`
 	LogFile    string    `json:"log_file,omitempty"` // the daemon's own output
+	// Records is a folder the daemon keeps a file in for each process
+	// group it runs (supervisor/orphans.go), so what a killed daemon left
+	// can be found; "" when it keeps none.
+	Records string `json:"records,omitempty"`
 }
 
 // Dir is the registry folder: $TSD_REGISTRY_DIR, else $XDG_RUNTIME_DIR/tsd,
@@ -114,27 +122,67 @@ func safeName(n string) string {
 }
 
 // List returns the live entries sorted by name, removing stale ones (their
-// daemon is gone, or its PID now belongs to another process).
+// daemon is gone, or its PID now belongs to another process) except those
+// Dead lists.
 func (r *Registry) List() ([]Entry, error) {
+	live, _, err := r.scan()
+	return live, err
+}
+
+// Dead returns, sorted by name, the entries whose daemon is gone but whose
+// Records folder still holds files: the daemon may have left processes.
+// They stay until Remove; the caller checks what is really left.
+func (r *Registry) Dead() ([]Entry, error) {
+	_, dead, err := r.scan()
+	return dead, err
+}
+
+func (r *Registry) scan() (live, dead []Entry, err error) {
 	names, err := filepath.Glob(filepath.Join(r.dir, "*.json"))
 	if err != nil {
-		return nil, fmt.Errorf("list registry: %w", err)
+		return nil, nil, fmt.Errorf("list registry: %w", err)
 	}
-	var out []Entry
 	for _, p := range names {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue // removed meanwhile
 		}
 		var e Entry
-		if err := json.Unmarshal(b, &e); err != nil || !Alive(e) {
+		switch {
+		case json.Unmarshal(b, &e) != nil:
 			_ = os.Remove(p)
-			continue
+		case Alive(e):
+			live = append(live, e)
+		case holdsFiles(e.Records):
+			dead = append(dead, e)
+		default:
+			_ = os.Remove(p)
 		}
-		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	byName := func(es []Entry) {
+		sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
+	}
+	byName(live)
+	byName(dead)
+	return live, dead, nil
+}
+
+// holdsFiles reports whether dir exists and lists a file not starting
+// with a dot (a record being written is a dot file first).
+func holdsFiles(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // Add records e, replacing nothing: a live entry of the same name is an
@@ -190,14 +238,15 @@ func (r *Registry) Remove(name string, pid int) error {
 	return nil
 }
 
-// Claimed is every port the live entries' plans use.
+// Claimed is every port the live entries' plans use, and the dead ones'
+// (their leftover engines may still hold them).
 func (r *Registry) Claimed() (map[int]bool, error) {
-	live, err := r.List()
+	live, dead, err := r.scan()
 	if err != nil {
 		return nil, err
 	}
 	m := map[int]bool{}
-	for _, e := range live {
+	for _, e := range append(live, dead...) {
 		for _, p := range e.Ports {
 			m[p] = true
 		}
@@ -224,7 +273,8 @@ func Alive(e Entry) bool {
 }
 
 // ProcStart is the start time of pid in clock ticks since boot (field 22 of
-// /proc/PID/stat), which with the PID names one process for good.
+// /proc/PID/stat), which with the PID names one process for good; a
+// zombie is gone for this purpose.
 func ProcStart(pid int) (uint64, bool) {
 	st, ok := procfs.ReadStat("", pid)
 	if !ok || st.Gone() { // a zombie is gone for our purposes

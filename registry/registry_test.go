@@ -156,3 +156,65 @@ func TestFind(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadEntriesKeptWhileRecordsExist: a daemon that is gone but whose
+// Records folder still holds a file (it may have left engines) is not
+// listed as live, is listed by Dead, its ports stay claimed, and it is
+// removed on read once the folder is empty.
+func TestDeadEntriesKeptWhileRecordsExist(t *testing.T) {
+	t.Parallel()
+	r, err := Open(filepath.Join(t.TempDir(), "reg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := filepath.Join(t.TempDir(), "groups")
+	if err := os.MkdirAll(recs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A record being written (a dot file) does not count.
+	if err := os.WriteFile(filepath.Join(recs, ".decode.tmp"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	gone := cmd.Process.Pid
+	for _, e := range []Entry{
+		{Name: "killed", PID: gone, PIDStart: 1, Records: recs, Ports: []int{9100}},
+		{Name: "norecords", PID: gone, PIDStart: 1},
+	} {
+		if err := r.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dead, _ := r.Dead(); len(dead) != 0 {
+		t.Fatalf("only a dot file in the records, yet dead: %+v", dead)
+	}
+	if err := r.Add(Entry{Name: "killed", PID: gone, PIDStart: 1, Records: recs, Ports: []int{9100}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(recs, "decode.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := r.List()
+	if err != nil || len(live) != 0 {
+		t.Fatalf("live: %v %+v", err, live)
+	}
+	dead, err := r.Dead()
+	if err != nil || len(dead) != 1 || dead[0].Name != "killed" {
+		t.Fatalf("dead: %v %+v", err, dead)
+	}
+	if claimed, _ := r.Claimed(); !claimed[9100] {
+		t.Fatalf("a dead deployment's ports are not claimed: %v", claimed)
+	}
+	if err := os.Remove(filepath.Join(recs, "decode.json")); err != nil {
+		t.Fatal(err)
+	}
+	if dead, _ := r.Dead(); len(dead) != 0 {
+		t.Fatalf("records gone, still dead: %+v", dead)
+	}
+	if m, _ := filepath.Glob(filepath.Join(r.Path(), "*.json")); len(m) != 0 {
+		t.Fatalf("stale files left: %v", m)
+	}
+}

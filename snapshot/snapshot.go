@@ -91,21 +91,26 @@ type GatewayStatus struct {
 	// /metrics reports), one entry per role instance it routes to.
 	Roles []RoleTraffic `json:"roles,omitempty"`
 	// TTFT and ITL percentiles over every request of the last minute
-	// (gateway/traffic), whatever role served it.
-	TTFTp50 time.Duration `json:"ttft_p50,omitempty"`
-	TTFTp99 time.Duration `json:"ttft_p99,omitempty"`
-	ITLp50  time.Duration `json:"itl_p50,omitempty"`
-	ITLp99  time.Duration `json:"itl_p99,omitempty"`
+	// (gateway/traffic), whatever role served it. In JSON they are float
+	// milliseconds under keys that say so (ttft_p50_ms, json.go).
+	TTFTp50 time.Duration `json:"-"`
+	TTFTp99 time.Duration `json:"-"`
+	ITLp50  time.Duration `json:"-"`
+	ITLp99  time.Duration `json:"-"`
 }
 
-// RoleTraffic is one role's share of the gateway's traffic.
+// RoleTraffic is one role's share of the gateway's traffic. Its
+// latencies are float milliseconds in JSON (ttft_p50_ms, json.go).
 type RoleTraffic struct {
-	Role             string
-	ReqPerS, TokPerS float64
-	InFlight         int
-	Errors           uint64
-	TTFTp50, TTFTp99 time.Duration
-	ITLp50, ITLp99   time.Duration
+	Role     string        `json:"role"`
+	ReqPerS  float64       `json:"req_per_sec"`
+	TokPerS  float64       `json:"tok_per_sec"`
+	InFlight int           `json:"in_flight"`
+	Errors   uint64        `json:"errors"`
+	TTFTp50  time.Duration `json:"-"`
+	TTFTp99  time.Duration `json:"-"`
+	ITLp50   time.Duration `json:"-"`
+	ITLp99   time.Duration `json:"-"`
 }
 
 // RoleStatus is one role instance.

@@ -28,9 +28,12 @@ import (
 //	POST /v1/restart?role=R[&now=1]     Restart(R) (now: no drain); role "" = RestartAll
 //	POST /v1/restart?rolling=1&role=R[&now=1]  RollingRestart(R): one line per
 //	                                    step as it happens, then "ok" or "error: ..."
-//	POST /v1/start?role=R               Start(R)
-//	POST /v1/stop?role=R[&now=1]        Stop(R) (now: no drain); role "" = stop the whole deployment
-//	GET  /v1/logs?role=R[&follow=1]     the ring as text, then (follow) new lines
+//	POST /v1/start?role=R               Start(R); answers "starting R", or why it did nothing
+//	                                    ("R is already running (ready)"), as startAnswer says
+//	POST /v1/stop?role=R[&now=1]        Stop(R) (now: no drain); role "" = stop the whole deployment;
+//	                                    answers "stopping R" or "R is already stopped" (stopAnswer)
+//	GET  /v1/logs?role=R[&follow=1]     the ring as text, then (follow) new lines; R may be a
+//	                                    comma-separated list of instances (merged by time)
 //	     [&format=json]                 instead: one JSON array of LogLines per line,
 //	                                    the backlog first (possibly [])
 //	     [&tail=N][&since=RFC3339]      only the backlog's last N lines / lines since
@@ -53,17 +56,29 @@ var controlCommands = map[string]controlCommand{
 		return "ok", s.RestartAll()
 	},
 	"start": func(s *Supervisor, q url.Values) (string, error) {
-		if r := q.Get("role"); r != "" {
-			return "ok", s.Start(r)
+		r := q.Get("role")
+		if r == "" {
+			return "", errors.New("start needs a role")
 		}
-		return "", errors.New("start needs a role")
+		st, _ := roleIn(s.Snapshot(), r)
+		send, answer := startAnswer(r, st.State)
+		if !send {
+			return answer, nil
+		}
+		return answer, s.Start(r)
 	},
 	"stop": func(s *Supervisor, q url.Values) (string, error) {
-		if r := q.Get("role"); r != "" {
-			return "ok", s.StopNow(r, q.Get("now") == "1")
+		r := q.Get("role")
+		if r == "" {
+			s.Shutdown()
+			return "ok", nil
 		}
-		s.Shutdown()
-		return "ok", nil
+		st, _ := roleIn(s.Snapshot(), r)
+		send, answer := stopAnswer(r, st.State)
+		if !send {
+			return answer, nil
+		}
+		return answer, s.StopNow(r, q.Get("now") == "1")
 	},
 	"save-log": func(s *Supervisor, q url.Values) (string, error) {
 		path := q.Get("path")
@@ -72,6 +87,37 @@ var controlCommands = map[string]controlCommand{
 		}
 		return s.SaveLog(q.Get("role"), path)
 	},
+}
+
+// startAnswer decides a start of role in state: whether to send it to the
+// role's actor, and the answer. A running role is left alone and said to
+// be running (a start used to print "starting" and do nothing); a role
+// that is stopping starts again once stopped, as its lifecycle does.
+func startAnswer(role, state string) (send bool, answer string) {
+	switch state {
+	case snapshot.StateStarting, snapshot.StateHandshaking, snapshot.StateReady, snapshot.StateStalled:
+		return false, fmt.Sprintf("%s is already running (%s)", role, state)
+	case snapshot.StateRemote:
+		return false, fmt.Sprintf("%s is remote: tsd does not start its process", role)
+	case snapshot.StateDraining, snapshot.StateStopping:
+		return true, fmt.Sprintf("%s is %s; it starts again once stopped", role, state)
+	}
+	return true, "starting " + role // stopped, failed, backoff, crashed, planned, or unknown (the actor says)
+}
+
+// stopAnswer is startAnswer's mirror: a stopped or failed role is left
+// alone and said to be stopped; any other (a backoff, a restart under
+// way) is sent the stop.
+func stopAnswer(role, state string) (send bool, answer string) {
+	switch state {
+	case snapshot.StateStopped:
+		return false, role + " is already stopped"
+	case snapshot.StateFailed:
+		return false, role + " is already stopped (failed)"
+	case snapshot.StateRemote:
+		return false, fmt.Sprintf("%s is remote: tsd does not stop its process", role)
+	}
+	return true, "stopping " + role
 }
 
 type controlServer struct {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
@@ -60,8 +61,11 @@ type logQuery struct {
 	role   string
 	follow bool
 	json   bool
-	tail   int       // keep only the backlog's last tail lines (0: all)
-	since  time.Time // keep only backlog lines at or after since (zero: all)
+	// hasTail: keep only the backlog's last tail lines (tail=0: none, so a
+	// follower sees only lines written from now on: `tsd logs -n 0 -f`).
+	hasTail bool
+	tail    int
+	since   time.Time // keep only backlog lines at or after since (zero: all)
 }
 
 func parseLogQuery(q url.Values) (logQuery, error) {
@@ -71,7 +75,7 @@ func parseLogQuery(q url.Values) (logQuery, error) {
 		if err != nil || n < 0 {
 			return lq, fmt.Errorf("logs: tail=%q is not a count of lines", t)
 		}
-		lq.tail = n
+		lq.hasTail, lq.tail = true, n
 	}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
@@ -92,7 +96,7 @@ func (lq logQuery) trimBacklog(ls []LogLine) []LogLine {
 		}
 		ls = ls[i:]
 	}
-	if lq.tail > 0 && len(ls) > lq.tail {
+	if lq.hasTail && len(ls) > lq.tail {
 		ls = ls[len(ls)-lq.tail:]
 	}
 	return ls
@@ -127,8 +131,9 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, quit <-ch
 	} else {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		write = func(ls []LogLine) error {
+			prefix := lq.role == "" || strings.Contains(lq.role, ",")
 			for _, l := range ls {
-				if lq.role == "" {
+				if prefix {
 					bw.WriteString(l.Role)
 					bw.WriteString(" | ")
 				}
@@ -235,6 +240,9 @@ type LogOptions struct {
 	Follow bool
 	Tail   int       // last N lines of the backlog (0: all)
 	Since  time.Time // backlog lines at or after (zero: all)
+	// NoBacklog asks for no backlog at all: with Follow, only lines
+	// written after the subscription (`tsd logs -n 0 -f`).
+	NoBacklog bool
 }
 
 func (o LogOptions) query(role string, json bool) string {
@@ -245,7 +253,10 @@ func (o LogOptions) query(role string, json bool) string {
 	if json {
 		q.Set("format", "json")
 	}
-	if o.Tail > 0 {
+	switch {
+	case o.NoBacklog:
+		q.Set("tail", "0")
+	case o.Tail > 0:
 		q.Set("tail", strconv.Itoa(o.Tail))
 	}
 	if !o.Since.IsZero() {

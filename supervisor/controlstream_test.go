@@ -40,9 +40,38 @@ func TestControlWatchAndJSONLogs(t *testing.T) {
 	if len(backlog) == 0 || backlog[0].Time.IsZero() || backlog[0].Role != "decode" {
 		t.Fatalf("json backlog %+v", backlog)
 	}
-	tail, _, err := c.SubscribeLogs(ctx, "decode", LogOptions{Tail: 1})
-	if err != nil || len(tail) != 1 || tail[0].Seq != backlog[len(backlog)-1].Seq {
-		t.Fatalf("tail=1: %v %+v", err, tail)
+	// tail=1 is the ring's last line. The role may still be writing (its
+	// ready line can land after the state turned ready), so compare with
+	// the last line of whole backlogs read just before and after, once
+	// they agree.
+	lastSeq := func() uint64 {
+		all, _, err := c.SubscribeLogs(ctx, "decode", LogOptions{})
+		if err != nil || len(all) == 0 {
+			t.Fatalf("backlog: %v %+v", err, all)
+		}
+		return all[len(all)-1].Seq
+	}
+	for {
+		before := lastSeq()
+		tail, _, err := c.SubscribeLogs(ctx, "decode", LogOptions{Tail: 1})
+		if err != nil || len(tail) != 1 {
+			t.Fatalf("tail=1: %v %+v", err, tail)
+		}
+		if after := lastSeq(); after == before {
+			if tail[0].Seq != before {
+				t.Fatalf("tail=1 is line %d, the ring ends at %d", tail[0].Seq, before)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the decode log never settled")
+		}
+	}
+	// -n 0 -f: no backlog, then only what is written from now on (the
+	// restart's note below).
+	none, fresh, err := c.SubscribeLogs(ctx, "decode", LogOptions{NoBacklog: true, Follow: true})
+	if err != nil || len(none) != 0 {
+		t.Fatalf("tail=0: %v %+v", err, none)
 	}
 	if _, _, err := c.SubscribeLogs(ctx, "nope", LogOptions{}); err == nil || !strings.Contains(err.Error(), "unknown role") {
 		t.Fatalf("logs of unknown role: %v", err)
@@ -76,6 +105,17 @@ func TestControlWatchAndJSONLogs(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no note line on the followed JSON log stream")
 		}
+	}
+
+	// The -n 0 follower's first batch holds nothing older than the
+	// subscription.
+	select {
+	case b := <-fresh:
+		if len(b) == 0 || b[0].Seq <= backlog[len(backlog)-1].Seq {
+			t.Fatalf("the -n 0 follower got old lines: %+v", b)
+		}
+	case <-ctx.Done():
+		t.Fatal("the -n 0 follower saw no new line")
 	}
 
 	saved, err := c.SaveLog(ctx, "decode", filepath.Join(f.dir, "saved", "d.log"))
@@ -116,7 +156,8 @@ func TestParseLogQuery(t *testing.T) {
 	}{
 		{"role=decode", logQuery{role: "decode"}, ""},
 		{"role=&follow=1&format=json", logQuery{follow: true, json: true}, ""},
-		{"tail=5", logQuery{tail: 5}, ""},
+		{"tail=5", logQuery{hasTail: true, tail: 5}, ""},
+		{"tail=0", logQuery{hasTail: true}, ""},
 		{"tail=-1", logQuery{}, "tail"},
 		{"tail=x", logQuery{}, "tail"},
 		{"since=2026-08-22T10:00:00Z", logQuery{since: at}, ""},
@@ -139,7 +180,13 @@ func TestParseLogQuery(t *testing.T) {
 	if got := (logQuery{since: at}).trimBacklog(ls); len(got) != 2 || got[0].Seq != 2 {
 		t.Errorf("since: %+v", got)
 	}
-	if got := (logQuery{since: at, tail: 1}).trimBacklog(ls); len(got) != 1 || got[0].Seq != 3 {
+	if got := (logQuery{since: at, hasTail: true, tail: 1}).trimBacklog(ls); len(got) != 1 || got[0].Seq != 3 {
 		t.Errorf("since+tail: %+v", got)
+	}
+	if got := (logQuery{hasTail: true}).trimBacklog(ls); len(got) != 0 {
+		t.Errorf("tail=0 keeps %+v, want nothing", got)
+	}
+	if got := (logQuery{}).trimBacklog(ls); len(got) != 3 {
+		t.Errorf("no tail keeps %+v, want all", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +19,8 @@ const LogBatchInterval = time.Second / 60
 
 // SubscribeLogs returns a role's current ring (GatewayLogSource: the
 // gateway's; role "" merges every role, without the gateway's,
-// ordered by time) and a channel of new lines in batches, at most 60 a
+// ordered by time; "decode-0,decode-1" merges those, a replica group as
+// `tsd logs decode` shows it) and a channel of new lines in batches, at most 60 a
 // second. A subscriber that falls behind by more than the ring gets a note
 // line saying how many lines it missed; the engines never wait for it. The
 // channel is closed after cancel.
@@ -32,11 +34,13 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 			rings = append(rings, m.a.ring)
 		}
 	} else {
-		r, err := s.ringOf(role)
-		if err != nil {
-			return nil, nil, nil, err
+		for _, name := range strings.Split(role, ",") {
+			r, err := s.ringOf(name)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			rings = append(rings, r)
 		}
-		rings = []*logRing{r}
 	}
 	poke := make(chan struct{}, 1)
 	var unwatch []func()

@@ -35,6 +35,9 @@ type groupRecord struct {
 	GuardStart uint64 `json:"guard_start"`
 	Cgroup     string `json:"cgroup,omitempty"`
 	TSDPID     int    `json:"tsd_pid"`
+	// TSDStart is the daemon's own start time: with TSDPID it tells a
+	// live daemon's records from a dead one's (leftovers.go).
+	TSDStart uint64 `json:"tsd_start,omitempty"`
 }
 
 func (s *Supervisor) recordDir() string {
@@ -53,6 +56,9 @@ func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
 		return
 	}
 	rec := groupRecord{Role: role, PGID: p.pid, Cgroup: cgroup, TSDPID: os.Getpid()}
+	if st, ok := procfs.ReadStat("", rec.TSDPID); ok {
+		rec.TSDStart = st.Start
+	}
 	if st, ok := procfs.ReadStat("", p.pid); ok {
 		rec.Start = st.Start
 	}

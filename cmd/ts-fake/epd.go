@@ -319,6 +319,7 @@ func encodeFullBatch(batch []outEntry) ([]byte, error) {
 		OutputTokenLogprobsVal: make([][]float64, n), OutputTokenLogprobsIdx: make([][]int32, n),
 	}
 	inVal, inIdx := make([][]float64, n), make([][]int32, n)
+	topVal, topIdx := make([][][]float64, n), make([][][]int32, n)
 	for i, o := range batch {
 		f.RIDs[i] = o.rid
 		if o.finish != "" {
@@ -340,8 +341,13 @@ func encodeFullBatch(batch []outEntry) ([]byte, error) {
 		if inVal[i] == nil {
 			inVal[i], inIdx[i] = []float64{}, []int32{}
 		}
+		topVal[i], topIdx[i] = o.topVal, o.topIdx
+		if topVal[i] == nil {
+			topVal[i], topIdx[i] = [][]float64{}, [][]int32{}
+		}
 	}
 	f.SetInputLogprobs(inVal, inIdx)
+	f.SetOutputTopLogprobs(topVal, topIdx)
 	return wire.EncodeFullOutput(f)
 }
 

@@ -141,6 +141,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-send-timeout", kind: kValue, used: true, help: "prefill: how long to wait for the decode to fetch the KV before aborting (default $TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT or 120s)"},
 	{name: "fake-embed-timeout", kind: kValue, used: true, help: "EPD prefill: how long to wait for an image's embedding from the encode server before aborting (default $TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT or 300s)"},
 	{name: "fake-prompt-logprobs", kind: kBool, used: true, help: "prefill computes prompt logprobs for return_logprob with logprob_start_len >= 0 (default true); false: abort such requests with a message, as an engine without support"},
+	{name: "fake-top-logprobs", kind: kBool, used: true, help: "answer return_logprob with top_logprobs_num > 0 with the top-k alternatives in the full output variant (default true); false: answer slim without them, as upstream's engine does"},
 	{name: "fake-log-requests", kind: kBool, used: true, help: "log a `Req: <rid> Finish!` line per request (default true)"},
 	{name: "fake-exit-code", kind: kValue, used: true, help: "exit code for --fake-exit-after / --fake-exit-after-requests (default 1)"},
 	{name: "fake-exit-after", kind: kValue, used: true, help: "the engine exits with --fake-exit-code this long after start"},
@@ -275,6 +276,7 @@ type config struct {
 	heartbeat        time.Duration
 	embedTimeout     time.Duration
 	promptLogprobs   bool
+	topLogprobs      bool
 	logRequests      bool
 	exitCode         int
 	exitAfter        time.Duration
@@ -517,6 +519,7 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.sendTimeout = l.dur("fake-send-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 120*time.Second))
 	c.embedTimeout = l.dur("fake-embed-timeout", envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT", 300*time.Second))
 	c.promptLogprobs = l.bool("fake-prompt-logprobs", true)
+	c.topLogprobs = l.bool("fake-top-logprobs", true)
 	c.heartbeat = envSeconds(getenv, "TOKENSPEED_DISAGGREGATION_HEARTBEAT_INTERVAL", 5*time.Second)
 	c.logRequests = l.bool("fake-log-requests", true)
 	c.exitCode = l.int("fake-exit-code", 1)

@@ -44,6 +44,7 @@ type request struct {
 	firstToken *int // decode: the prefill's token from the KV
 	inputIDs   []int32
 	promptLP   int // prefill: logprob_start_len of a prompt-logprob request; -1 none
+	topN       int // top-k alternatives per token asked (return_logprob with top_logprobs_num); 0 none
 }
 
 // pdResult comes back from a transfer goroutine.
@@ -64,6 +65,10 @@ type outEntry struct {
 	cached    int
 	lpVal     []float64
 	lpIdx     []int
+	// topVal and topIdx are each token's top-k alternatives (sent in the
+	// full variant, tsd's design: docs/protocol.md §6.7).
+	topVal [][]float64
+	topIdx [][]int32
 
 	// full sends this rid in the full BatchTokenIDOut variant (tsd's
 	// design for prompt logprobs): abort message and input logprobs.
@@ -304,6 +309,9 @@ func (e *engine) add(g wire.GenerateRequest) {
 		inputIDs: g.InputIDs, promptLP: -1}
 	if e.cfg.mode == "prefill" && g.ReturnLogprob && g.LogprobStartLen >= 0 {
 		q.promptLP = g.LogprobStartLen
+	}
+	if g.ReturnLogprob && g.TopLogprobsNum > 0 && e.cfg.topLogprobs {
+		q.topN = g.TopLogprobsNum
 	}
 	q.interval = e.cfg.streamInterval
 	if sp.StreamInterval != nil && *sp.StreamInterval > 0 {
@@ -556,6 +564,15 @@ func (e *engine) entry(q *request, reason string) outEntry {
 		o.lpIdx = ids
 		for i := range ids {
 			o.lpVal[i] = fakemodel.Logprob(q.params.Seed, q.sent+i)
+		}
+	}
+	if q.topN > 0 {
+		o.full = true
+		o.topVal, o.topIdx = make([][]float64, len(ids)), make([][]int32, len(ids))
+		lo, n := q.params.TokenRange()
+		for i, tok := range ids {
+			vals, alt := fakemodel.TopLogprobs(q.params.Seed, q.sent+i, tok, q.topN, lo, n)
+			o.topVal[i], o.topIdx[i] = vals, toInt32(alt)
 		}
 	}
 	q.sent = len(q.tokens)

@@ -173,7 +173,11 @@ func waitReadyDetached(t attachTarget, wait time.Duration, logPath string) error
 	if err != nil {
 		return &exitError{code: 1, msg: "tsd: " + err.Error()}
 	}
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), nil)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
+		view.update(cur, time.Now())
 		ready, failed := readiness(cur)
 		if len(failed) > 0 {
 			return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ") +
@@ -194,6 +198,7 @@ func waitReadyDetached(t attachTarget, wait time.Duration, logPath string) error
 				return &exitError{code: 1, msg: fmt.Sprintf("tsd: the daemon stopped before every role was ready; see %s", logPath)}
 			}
 			cur = s
+		case <-tick.C: // the block's clocks move (tty); nothing new to print otherwise
 		case <-ctx.Done():
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: not every role was ready after %s (%s keeps running: tsd attach %s)", wait, t.name, t.name)}
 		}
@@ -295,7 +300,7 @@ type attachCmd struct {
 }
 
 func (c attachCmd) Run() error {
-	tg, err := c.find(c.Target)
+	tg, err := c.locate(readVerb("tsd attach"), c.Target)
 	if err != nil {
 		return err
 	}

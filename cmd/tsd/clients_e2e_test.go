@@ -4,7 +4,7 @@ package main
 // write (the official `openai` package, 4.x, 5.x, 6.x and latest;
 // Vercel's AI SDK through @ai-sdk/openai-compatible and @ai-sdk/openai;
 // LangChain's @langchain/openai) run their tool-calling, reasoning,
-// structured-output and /v1/responses scenarios against `tsd up
+// structured-output, top-logprob and /v1/responses scenarios against `tsd up
 // --headless` on ts-fake. The clients are pinned in
 // testdata/clients/package.json (+ lock) and installed into the test
 // cache (internal/npmtest), never into the repo.
@@ -108,6 +108,7 @@ model: %s
 served_model_name: qwen3-demo
 engine:
   command: [%s, serve]
+  args: [--enable-output-logprobs]
   env: {TS_FAKE_TOKENS_PER_S: "5000", TS_FAKE_STARTUP: 100ms, TS_FAKE_REPLIES: %q, TS_FAKE_EOS_ID: "1002"}
 gateway:
   port: %d
@@ -173,6 +174,16 @@ func runClient(t *testing.T, modules, script string, env []string) ([]clientLine
 	return lines, ""
 }
 
+// hasScenario reports whether a scenario whose name holds part ran.
+func hasScenario(lines []clientLine, part string) bool {
+	for _, l := range lines {
+		if strings.Contains(l.Name, part) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestE2EClients runs every client's scenarios against one deployment;
 // each scenario is a subtest (client/scenario), so a failure names it and
 // the client's own error. The request fields each client sent are
@@ -198,6 +209,9 @@ func TestE2EClients(t *testing.T) {
 			}
 			if len(lines) == 0 {
 				t.Fatalf("%s printed no scenario", c.script)
+			}
+			if os.Getenv("TSD_CLIENTS_ONLY") == "" && !hasScenario(lines, "logprobs") {
+				t.Errorf("%s ran no top-logprob scenario", c.name)
 			}
 			fields := map[string]map[string]bool{}
 			for _, l := range lines {

@@ -1,26 +1,277 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/supervisor"
 )
 
-// completionCmd prints a completion script generated from the CLI's own
-// kong model, so verbs and flags never drift from what tsd parses.
-// Deployment names complete from `tsd ls --names`.
+// completionCmd prints a completion script. Verbs and flags come from the
+// CLI's own kong model, so they never drift from what tsd parses; what a
+// positional argument takes (a ROLE, a deployment NAME, a profile, a
+// word like `slurm`) is asked of tsd itself at each Tab (`tsd _complete
+// WORDS...`, completeArgs), so every shell offers the same thing.
 type completionCmd struct {
 	Shell string `arg:"" enum:"bash,zsh,fish" help:"bash, zsh or fish."`
 }
 
-// Verbs whose positional argument is a running deployment.
-var deploymentVerbs = []string{"attach", "status", "restart", "start", "stop", "logs"}
-
 func (c completionCmd) Run(k *kong.Kong) error {
 	return writeCompletion(os.Stdout, c.Shell, k.Model)
+}
+
+// completeCmd is the shells' side door: the words typed after `tsd` up to
+// the one being completed; it prints one candidate a line, and a first
+// line ":files" when file names fit there too.
+type completeCmd struct {
+	Words []string `arg:"" optional:"" passthrough:"" help:"Words typed after tsd, before the one being completed."`
+}
+
+func (c completeCmd) Run(k *kong.Kong) error {
+	cands, files := completeArgs(k.Model.Node, c.Words, liveCompletionSource{})
+	if files {
+		fmt.Println(":files")
+	}
+	for _, s := range cands {
+		fmt.Println(s)
+	}
+	return nil
+}
+
+// argKind is what one positional argument takes.
+type argKind int
+
+const (
+	argFile     argKind = iota // a profile (or any file)
+	argName                    // a deployment name
+	argRole                    // a role of the deployment
+	argRoleName                // [ROLE] [NAME|PROFILE]: a role, or a deployment
+	argLogRole                 // as argRoleName, and "gateway"
+	argNameFile                // a deployment name or a profile
+	argNothing
+)
+
+// positionalArgs says, per command path, what each positional takes; a
+// command not listed takes files, and a positional with an enum its words.
+var positionalArgs = map[string][]argKind{
+	"attach":  {argName},
+	"status":  {argName},
+	"restart": {argRole, argNameFile},
+	"start":   {argRole, argNameFile},
+	"stop":    {argRoleName, argNameFile},
+	"logs":    {argLogRole, argNameFile},
+	"bench":   {argNameFile},
+	"ls":      {},
+	"version": {},
+}
+
+// completionSource is what completion reads of the world.
+type completionSource interface {
+	Names() []string                   // deployment names (running or dead)
+	Roles() []string                   // roles (instances, replica groups) of this directory's deployment, or the only one
+	ProfileRoles(path string) []string // of a profile ("": the one beside us)
+}
+
+// completeArgs says what fits after words (the words after `tsd`, before
+// the one being completed) in the CLI model app: candidates, and whether
+// file names fit too. Flags and their values are skipped.
+func completeArgs(app *kong.Node, words []string, src completionSource) (cands []string, files bool) {
+	node := app
+	var pos []string // positional words typed for the current command
+	path := ""
+	valueFlags := map[string]bool{}
+	addFlags := func(n *kong.Node) {
+		for _, f := range n.Flags {
+			if !f.IsBool() && !f.IsCounter() {
+				valueFlags["--"+f.Name] = true
+				if f.Short != 0 {
+					valueFlags["-"+string(f.Short)] = true
+				}
+			}
+		}
+	}
+	addFlags(node)
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		switch {
+		case w == "=": // bash splits --since=10m at the '='
+			i++
+			continue
+		case strings.HasPrefix(w, "-"):
+			if valueFlags[w] && !strings.Contains(w, "=") && (i+1 >= len(words) || words[i+1] != "=") {
+				i++ // the flag's value
+			}
+			continue
+		}
+		if child := childCommand(node, w); child != nil && len(pos) == 0 {
+			node = child
+			path = strings.TrimSpace(path + " " + w)
+			addFlags(node)
+			continue
+		}
+		pos = append(pos, w)
+	}
+	if node == app {
+		return nil, false // the verb itself: the script offers the verbs
+	}
+	if subs := visibleChildren(node); len(subs) > 0 {
+		if len(pos) == 0 {
+			return subs, false
+		}
+		return nil, false
+	}
+	kinds, listed := positionalArgs[path]
+	p := len(pos)
+	if !listed {
+		if p < len(node.Positional) {
+			if e := node.Positional[p].EnumSlice(); len(e) > 0 && node.Positional[p].Enum != "" {
+				return e, false
+			}
+		}
+		return nil, true
+	}
+	if p >= len(kinds) {
+		return nil, false
+	}
+	// A ROLE comes before the NAME, so its deployment is the one a bare
+	// read-only verb would pick (this directory's, or the only one).
+	roles := func(withGateway bool) []string {
+		rs := src.Roles()
+		if len(rs) == 0 {
+			// No running deployment here: the profile beside us says.
+			rs = src.ProfileRoles("")
+		}
+		if withGateway {
+			rs = append(rs, supervisor.GatewayLogSource)
+		}
+		return rs
+	}
+	switch kinds[p] {
+	case argName:
+		return src.Names(), false
+	case argNameFile:
+		return src.Names(), true
+	case argRole:
+		return roles(false), false
+	case argRoleName:
+		return uniq(append(roles(false), src.Names()...)), false
+	case argLogRole:
+		return uniq(append(roles(true), src.Names()...)), false
+	case argFile:
+		return nil, true
+	}
+	return nil, false
+}
+
+func childCommand(n *kong.Node, name string) *kong.Node {
+	for _, c := range n.Children {
+		if c.Type == kong.CommandNode && c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func visibleChildren(n *kong.Node) []string {
+	var out []string
+	for _, c := range n.Children {
+		if c.Type == kong.CommandNode && !c.Hidden {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func uniq(ss []string) []string {
+	seen := map[string]bool{}
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// liveCompletionSource reads the registry, the control socket and the
+// profile in the current directory, each bounded: a Tab never hangs.
+type liveCompletionSource struct{}
+
+func (liveCompletionSource) Names() []string {
+	var out []string
+	for _, c := range deployments() {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// Roles asks the daemon a read-only verb would pick for its role
+// instances, plus the names of replica groups.
+func (liveCompletionSource) Roles() []string {
+	f, err := (ctlTarget{}).pick(verbSpec{cmdline: "tsd", quiet: true}, "")
+	if err != nil || f.dead || f.socket == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	s, err := supervisor.NewControlClient(f.socket).Status(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	groups := map[string]int{}
+	for _, r := range s.Roles {
+		out = append(out, r.Name)
+		groups[r.Group]++
+	}
+	return append(out, replicaGroups(groups)...)
+}
+
+// replicaGroups is the sorted names with more than one instance.
+func replicaGroups(count map[string]int) []string {
+	var gs []string
+	for g, n := range count {
+		if g != "" && n > 1 {
+			gs = append(gs, g)
+		}
+	}
+	sort.Strings(gs)
+	return gs
+}
+
+// ProfileRoles is the role instances (and replica groups) of a profile:
+// path, else the one *.yaml profile of the current directory.
+func (liveCompletionSource) ProfileRoles(path string) []string {
+	if path == "" {
+		m, _ := filepath.Glob("*.yaml")
+		m2, _ := filepath.Glob("*.yml")
+		m = append(m, m2...)
+		if len(m) != 1 {
+			return nil
+		}
+		path = m[0]
+	}
+	_, plan, _ := profiles.LoadPlan(path, profiles.StaticHostFacts())
+	if plan == nil {
+		return nil
+	}
+	var out []string
+	groups := map[string]int{}
+	for _, r := range plan.Roles {
+		out = append(out, r.Name)
+		groups[r.Group]++
+	}
+	return append(out, replicaGroups(groups)...)
 }
 
 type verbInfo struct {
@@ -68,7 +319,8 @@ func writeCompletion(w io.Writer, shell string, app *kong.Application) error {
 			names[i] = v.name
 		}
 		fmt.Fprintln(w, "_tsd() {")
-		fmt.Fprintln(w, `	local cur=${COMP_WORDS[COMP_CWORD]} verb=${COMP_WORDS[1]} flags=""`)
+		fmt.Fprintln(w, `	local cur=${COMP_WORDS[COMP_CWORD]} verb=${COMP_WORDS[1]} flags="" line files=0`)
+		fmt.Fprintln(w, `	COMPREPLY=()`)
 		fmt.Fprintf(w, "\tif ((COMP_CWORD == 1)); then COMPREPLY=($(compgen -W %q -- \"$cur\")); return; fi\n", strings.Join(names, " ")+" --help --version")
 		fmt.Fprintln(w, "\tcase $verb in")
 		for _, v := range verbs {
@@ -76,8 +328,10 @@ func writeCompletion(w io.Writer, shell string, app *kong.Application) error {
 		}
 		fmt.Fprintln(w, "\tesac")
 		fmt.Fprintln(w, `	if [[ $cur == -* ]]; then COMPREPLY=($(compgen -W "$flags" -- "$cur")); return; fi`)
-		fmt.Fprintf(w, "\tcase $verb in %s) COMPREPLY=($(compgen -W \"$(tsd ls --names 2>/dev/null)\" -- \"$cur\")) ;; esac\n", strings.Join(deploymentVerbs, "|"))
-		fmt.Fprintln(w, `	COMPREPLY+=($(compgen -f -- "$cur"))`)
+		fmt.Fprintln(w, `	while IFS= read -r line; do`)
+		fmt.Fprintln(w, `		if [[ $line == :files ]]; then files=1; elif [[ $line == "$cur"* ]]; then COMPREPLY+=("$line"); fi`)
+		fmt.Fprintln(w, `	done < <(command tsd _complete "${COMP_WORDS[@]:1:COMP_CWORD-1}" 2>/dev/null)`)
+		fmt.Fprintln(w, `	if ((files)); then local f; while IFS= read -r f; do COMPREPLY+=("$f"); done < <(compgen -f -- "$cur"); fi`)
 		fmt.Fprintln(w, "}")
 		fmt.Fprintln(w, "complete -o filenames -F _tsd tsd")
 	case "fish":
@@ -93,8 +347,9 @@ func writeCompletion(w io.Writer, shell string, app *kong.Application) error {
 				fmt.Fprintf(w, "complete -c tsd -n '__fish_seen_subcommand_from %s' -l %s%s -d %s\n", v.name, f.Name, short, fishQuote(f.Help))
 			}
 		}
-		fmt.Fprintf(w, "complete -c tsd -n '__fish_seen_subcommand_from %s' -a '(tsd ls --names 2>/dev/null)'\n", strings.Join(deploymentVerbs, " "))
-		fmt.Fprintln(w, "complete -c tsd -n '__fish_seen_subcommand_from up plan validate gateway attach status stop logs restart start' -F")
+		// What a positional takes, from tsd itself (":files" adds files).
+		fmt.Fprintln(w, `function __tsd_args; set -l out (command tsd _complete (commandline -opc)[2..-1] 2>/dev/null); for l in $out; if test "$l" = :files; __fish_complete_path (commandline -ct); else; echo $l; end; end; end`)
+		fmt.Fprintln(w, "complete -c tsd -n 'not __fish_use_subcommand' -a '(__tsd_args)'")
 	default:
 		return &exitError{code: 2, msg: "tsd: completion: unknown shell " + shell}
 	}

@@ -24,10 +24,13 @@ import (
 
 // The control verbs talk to a running daemon over its control socket
 // (docs/architecture.md). Which daemon: --socket; else the deployment NAME
-// or PROFILE given; else ./.tsd/run/tsd.sock when it exists (a profile
-// beside the current directory); else the only deployment in the per-user
-// registry (see package registry). Exit codes: 1 a role failed or a
-// command was refused, 2 bad usage, 3 nothing is running.
+// or PROFILE given; else the deployment of the current directory
+// (pickBare, target.go: ./.tsd/run/tsd.sock, or the one whose profile
+// lies in or under it), which is the only choice a verb that changes a
+// deployment may make; a read-only verb may take the only deployment
+// running. Exit codes: 1 a role failed or a command was refused, 2 bad
+// usage (a bare control verb with no deployment here), 3 nothing is
+// running.
 
 // defaultSocket is where `tsd up` puts the socket for a profile beside it.
 const defaultSocket = ".tsd/run/tsd.sock"
@@ -36,7 +39,7 @@ const defaultSocket = ".tsd/run/tsd.sock"
 const exitNotRunning = 3
 
 type ctlTarget struct {
-	Socket string `name:"socket" help:"Control socket of the running tsd (default: found by NAME/PROFILE, ./.tsd/run/tsd.sock, or the only deployment running)."`
+	Socket string `name:"socket" help:"Control socket of the running tsd (default: found by NAME/PROFILE, else the deployment of this directory)."`
 }
 
 // found is the daemon a control verb talks to.
@@ -45,32 +48,61 @@ type found struct {
 	socket string
 	logDir string
 	pid    int
+	// dead: the daemon is gone but left processes (cand says which).
+	dead bool
+	cand candidate
 }
+
+// verbSpec is what target finding needs to know of a verb.
+type verbSpec struct {
+	cmdline string // as typed up to the NAME: "tsd restart decode"
+	control bool   // it changes the deployment: bare, only this directory's
+	dead    bool   // it acts on a dead deployment (tsd stop reaps it)
+	quiet   bool   // no note on stderr (shell completion)
+}
+
+func readVerb(cmdline string) verbSpec    { return verbSpec{cmdline: cmdline} }
+func controlVerb(cmdline string) verbSpec { return verbSpec{cmdline: cmdline, control: true} }
 
 func notRunning(msg string) error {
 	return &exitError{code: exitNotRunning, msg: "tsd: " + msg}
 }
 
-// find resolves key (a deployment name, a profile path, or "").
-func (t ctlTarget) find(key string) (found, error) {
+func fromCandidate(c candidate) found {
+	f := found{name: c.Name, socket: c.Socket, pid: c.PID, dead: c.Dead, cand: c}
+	if c.LogFile != "" {
+		f.logDir = filepath.Dir(c.LogFile)
+	}
+	return f
+}
+
+// locate resolves key (a deployment name, a profile path, or "") for v.
+func (t ctlTarget) locate(v verbSpec, key string) (found, error) {
 	if t.Socket != "" {
 		return found{name: filepath.Base(filepath.Dir(filepath.Dir(t.Socket))), socket: t.Socket}, nil
 	}
-	var live []registry.Entry
-	if reg, err := registry.Open(""); err == nil {
-		live, _ = reg.List()
+	f, err := t.pick(v, key)
+	if err == nil && f.dead && !v.dead {
+		return f, notRunning(fmt.Sprintf("%s is not running: its daemon (pid %d) died and left %s (tsd stop %s stops them)",
+			f.name, f.pid, processes(len(f.cand.Leftovers)), f.name))
 	}
-	fromEntry := func(e registry.Entry) found {
-		f := found{name: e.Name, socket: e.Socket, pid: e.PID}
-		if e.LogFile != "" {
-			f.logDir = filepath.Dir(e.LogFile)
-		}
-		return f
-	}
+	return f, err
+}
+
+func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
+	cands := deployments()
 	if key != "" {
-		e, err := registry.Find(live, key)
+		entries := make([]registry.Entry, len(cands))
+		for i, c := range cands {
+			entries[i] = c.Entry
+		}
+		e, err := registry.Find(entries, key)
 		if err == nil {
-			return fromEntry(e), nil
+			for _, c := range cands {
+				if c.Name == e.Name {
+					return fromCandidate(c), nil
+				}
+			}
 		}
 		if isProfileArg(key) {
 			// Not registered (an older tsd, or another user's registry):
@@ -92,30 +124,24 @@ func (t ctlTarget) find(key string) (found, error) {
 		}
 		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
 	}
-	if abs, err := filepath.Abs(defaultSocket); err == nil {
-		if _, err := os.Stat(abs); err == nil {
-			f := found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(abs)))), socket: abs}
-			for _, e := range live {
-				if e.Socket == abs {
-					f = fromEntry(e)
-				}
-			}
-			return f, nil
-		}
+	ch := pickBare(v.cmdline, v.control, currentDir(), localSocket(), cands)
+	if ch.err != nil {
+		return found{}, ch.err
 	}
-	e, err := registry.Find(live, "")
-	if errors.Is(err, registry.ErrNoneRunning) {
-		return found{}, notRunning("no tsd deployment is running (start one with tsd up PROFILE)")
+	if ch.note != "" && !v.quiet {
+		fmt.Fprintln(os.Stderr, ch.note)
 	}
-	if err != nil {
-		return found{}, &exitError{code: 2, msg: "tsd: " + err.Error()}
+	if ch.socket != "" {
+		// A daemon here that the registry does not list (an older tsd, or
+		// another registry): named after the profile's directory.
+		return found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(ch.socket)))), socket: ch.socket}, nil
 	}
-	return fromEntry(e), nil
+	return fromCandidate(ch.cand), nil
 }
 
-// resolve is find's socket path (kept for callers that need only that).
+// resolve is the socket a read-only verb finds for key.
 func (t ctlTarget) resolve(key string) (string, error) {
-	f, err := t.find(key)
+	f, err := t.locate(readVerb("tsd bench"), key)
 	return f.socket, err
 }
 
@@ -129,18 +155,14 @@ func isProfileArg(s string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// isDeploymentArg: a profile, or the name of a running deployment.
+// isDeploymentArg: a profile, or the name of a deployment (running, or
+// dead with leftovers: `tsd stop NAME` reaps those).
 func isDeploymentArg(s string) bool {
 	if isProfileArg(s) {
 		return true
 	}
-	reg, err := registry.Open("")
-	if err != nil {
-		return false
-	}
-	live, _ := reg.List()
-	for _, e := range live {
-		if e.Name == s {
+	for _, c := range deployments() {
+		if c.Name == s {
 			return true
 		}
 	}
@@ -186,7 +208,7 @@ type statusCmd struct {
 }
 
 func (c statusCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(readVerb("tsd status"), c.Target)
 	if err != nil {
 		return err
 	}
@@ -374,31 +396,37 @@ type restartCmd struct {
 }
 
 func (c restartCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(controlVerb(restartCmdline(c)), c.Target)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := ctlContext()
 	defer cancel()
 	cl := supervisor.NewControlClient(f.socket)
-	if c.Rolling {
+	s, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	ra, err := resolveRole(s.Roles, c.Role, roleRules{kind: c.Rolling})
+	if err != nil {
+		return err
+	}
+	if c.Rolling || ra.group {
+		if !c.Rolling {
+			// A group restarted all at once would be an outage; one at a
+			// time the others carry the traffic.
+			fmt.Printf("%s is a replica group (%s): restarting one instance at a time\n", c.Role, strings.Join(ra.instances, ", "))
+		}
 		// A rolling restart may take as long as every instance's start.
-		rctx, rcancel := context.WithTimeout(context.Background(), c.Timeout)
+		rctx, rcancel := context.WithTimeout(ctx, c.Timeout)
 		defer rcancel()
-		if err := cl.RollingRestart(rctx, c.Role, c.Now, func(l string) { fmt.Println(l) }); err != nil {
+		if err := rollingWithProgress(rctx, cl, s, c.Role, ra.instances, c.Now); err != nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: rolling restart of %s: %v", c.Role, err)}
 		}
 		fmt.Printf("rolling restart of %s done\n", c.Role)
 		return nil
 	}
-	var before snapshot.RoleStatus
-	if c.Wait {
-		s, err := cl.Status(ctx)
-		if err != nil {
-			return unreachable(f, err)
-		}
-		before, _ = findRole(s, c.Role)
-	}
+	before, _ := findRole(s, c.Role)
 	q := url.Values{"role": {c.Role}}
 	if c.Now {
 		q.Set("now", "1")
@@ -413,6 +441,56 @@ func (c restartCmd) Run() error {
 	return waitRoleBack(ctx, cl, c.Role, before, c.Timeout)
 }
 
+// rollingWithProgress runs a rolling restart of target and shows its
+// instances' phases and progress as they restart, with the restart's own
+// step lines.
+func rollingWithProgress(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, target string, instances []string, now bool) error {
+	steps := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() { done <- cl.RollingRestart(ctx, target, now, func(l string) { steps <- l }) }()
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), instances)
+	view.prime(before.Roles)
+	snaps := (<-chan snapshot.Snapshot)(nil)
+	if _, ch, err := cl.Watch(ctx); err == nil {
+		snaps = ch // without the stream, the step lines alone
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case l := <-steps:
+			// The daemon wrote the line after the snapshot that prompted
+			// it ("decode-0 ready again"): catch up to its current one
+			// first, so the phase lines come before the step they led to.
+			if s, err := cl.Status(ctx); err == nil {
+				view.update(s, time.Now())
+			}
+			view.say(l, time.Now())
+		case s, ok := <-snaps:
+			if !ok {
+				snaps = nil
+				continue
+			}
+			view.update(s, time.Now())
+		case t := <-tick.C:
+			view.update(view.cur, t)
+		case err := <-done:
+			// RollingRestart returns after its last step line: all of them
+			// are queued by now.
+			for {
+				select {
+				case l := <-steps:
+					view.say(l, time.Now())
+					continue
+				default:
+				}
+				break
+			}
+			return err
+		}
+	}
+}
+
 // waitRoleBack follows the stream until role is ready as a new process
 // (another PID or a later start), or failed.
 func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string, before snapshot.RoleStatus, limit time.Duration) error {
@@ -423,7 +501,12 @@ func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string
 		return err
 	}
 	left := false // seen it leave ready since the command
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), []string{role})
+	view.prime([]snapshot.RoleStatus{before}) // its state before the command is no news
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
+		view.update(cur, time.Now())
 		r, ok := findRole(cur, role)
 		if ok {
 			if r.State != snapshot.StateReady {
@@ -443,6 +526,7 @@ func waitRoleBack(ctx context.Context, cl *supervisor.ControlClient, role string
 				return &exitError{code: 1, msg: "tsd: the deployment stopped before " + role + " was ready"}
 			}
 			cur = s
+		case <-tick.C: // the block's clocks move (tty)
 		case <-ctx.Done():
 			return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s is not ready after %s (state %s)", role, limit, r.State)}
 		}
@@ -458,6 +542,22 @@ func findRole(s snapshot.Snapshot, name string) (snapshot.RoleStatus, bool) {
 	return snapshot.RoleStatus{}, false
 }
 
+// restartCmdline is a restart as typed, flags included, for the
+// suggestions of a refused bare restart.
+func restartCmdline(c restartCmd) string {
+	s := "tsd restart"
+	if c.Rolling {
+		s += " --rolling"
+	}
+	if c.Now {
+		s += " --now"
+	}
+	if c.Wait {
+		s += " --wait"
+	}
+	return s + " " + c.Role
+}
+
 type startCmd struct {
 	ctlTarget
 	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
@@ -465,16 +565,42 @@ type startCmd struct {
 }
 
 func (c startCmd) Run() error {
-	f, err := c.find(c.Target)
+	f, err := c.locate(controlVerb("tsd start "+c.Role), c.Target)
 	if err != nil {
 		return err
 	}
+	return roleCommand(f, "start", c.Role, nil)
+}
+
+// roleCommand sends verb (start, stop) to every instance ROLE covers and
+// prints each answer ("starting decode-0", "prefill is already running
+// (ready)").
+func roleCommand(f found, verb, role string, extra url.Values) error {
 	ctx, cancel := ctlContext()
 	defer cancel()
-	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "start", url.Values{"role": {c.Role}}); err != nil {
-		return unreachable(f, fmt.Errorf("start %s: %w", c.Role, err))
+	cl := supervisor.NewControlClient(f.socket)
+	s, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
 	}
-	fmt.Printf("starting %s\n", c.Role)
+	ra, err := resolveRole(s.Roles, role, roleRules{})
+	if err != nil {
+		return err
+	}
+	for _, inst := range ra.instances {
+		q := url.Values{"role": {inst}}
+		for k, v := range extra {
+			q[k] = v
+		}
+		answer, err := cl.Command(ctx, verb, q)
+		if err != nil {
+			return unreachable(f, fmt.Errorf("%s %s: %w", verb, inst, err))
+		}
+		if answer == "ok" { // a daemon from before the answers said what they did
+			answer = map[string]string{"start": "starting ", "stop": "stopping "}[verb] + inst
+		}
+		fmt.Println(answer)
+	}
 	return nil
 }
 
@@ -489,22 +615,34 @@ func (c stopCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	f, err := c.find(target)
+	f, err := c.locate(verbSpec{cmdline: strings.TrimSpace("tsd stop " + role), control: true, dead: role == ""}, target)
 	if err != nil {
 		return err
 	}
+	if f.dead {
+		return reapDead(f.cand)
+	}
+	if role != "" {
+		var extra url.Values
+		if c.Now {
+			extra = url.Values{"now": {"1"}}
+		}
+		return roleCommand(f, "stop", role, extra)
+	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	q := url.Values{"role": {role}}
+	q := url.Values{}
 	if c.Now {
 		q.Set("now", "1")
 	}
 	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", q); err != nil {
+		// A daemon the registry does not know (another registry folder)
+		// that died here: its run folder's records still name what it left.
+		recs := filepath.Join(filepath.Dir(f.socket), "groups")
+		if role == "" && f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
+			return reapDead(candidate{Entry: registry.Entry{Name: f.name, Records: recs}})
+		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
-	}
-	if role != "" {
-		fmt.Printf("stopping %s\n", role)
-		return nil
 	}
 	fmt.Printf("stopping %s\n", f.name)
 	if f.pid > 0 && !waitPIDGone(f.pid, 10*time.Minute) {
@@ -516,7 +654,7 @@ func (c stopCmd) Run() error {
 type logsCmd struct {
 	ctlTarget
 	Follow     bool     `short:"f" help:"Keep printing new lines."`
-	Tail       int      `short:"n" help:"Only the last N lines of what is retained."`
+	Tail       *int     `short:"n" help:"Only the last N lines of what is retained (-n 0: none; with -f, only lines written from now on)."`
 	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
 	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
 	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
@@ -527,23 +665,47 @@ func (c logsCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	opts := supervisor.LogOptions{Follow: c.Follow, Tail: c.Tail}
+	opts := supervisor.LogOptions{Follow: c.Follow}
+	if c.Tail != nil {
+		if *c.Tail < 0 {
+			return &exitError{code: 2, msg: fmt.Sprintf("tsd: --tail %d: a count of lines is 0 or more", *c.Tail)}
+		}
+		opts.Tail, opts.NoBacklog = *c.Tail, *c.Tail == 0
+	}
 	if c.Since != "" {
 		if opts.Since, err = parseSince(c.Since, time.Now()); err != nil {
 			return &exitError{code: 2, msg: "tsd: --since: " + err.Error()}
 		}
 	}
-	f, err := c.find(target)
+	f, err := c.locate(readVerb(strings.TrimSpace("tsd logs "+role)), target)
 	if err != nil {
 		return err
 	}
+	if opts.NoBacklog && !opts.Follow {
+		return nil // -n 0 prints nothing, as tail -n 0 does
+	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	backlog, ch, err := supervisor.NewControlClient(f.socket).SubscribeLogs(ctx, role, opts)
+	cl := supervisor.NewControlClient(f.socket)
+	sources := role
+	if role != "" {
+		s, err := cl.Status(ctx)
+		if err != nil {
+			return unreachable(f, err)
+		}
+		ra, err := resolveRole(s.Roles, role, roleRules{gateway: true})
+		if err != nil {
+			return err
+		}
+		// A replica group: its instances' logs merged by time, each line
+		// prefixed with its instance.
+		sources = strings.Join(ra.instances, ",")
+	}
+	backlog, ch, err := cl.SubscribeLogs(ctx, sources, opts)
 	if err != nil {
 		return unreachable(f, err)
 	}
-	p := logPrinter{w: os.Stdout, role: role == "", times: c.Timestamps, colour: isTerminal(os.Stdout)}
+	p := logPrinter{w: os.Stdout, role: role == "" || strings.Contains(sources, ","), times: c.Timestamps, colour: isTerminal(os.Stdout)}
 	if err := p.print(backlog); err != nil {
 		return nil // stdout closed (| head)
 	}

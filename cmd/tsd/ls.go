@@ -18,7 +18,8 @@ type lsCmd struct {
 	Names bool `name:"names" hidden:"" help:"Print only the names (shell completion)."`
 }
 
-// lsRow is one running deployment with its roles' readiness.
+// lsRow is one deployment with its roles' readiness, or a dead one with
+// the processes it left.
 type lsRow struct {
 	registry.Entry
 	Ready int `json:"roles_ready"`
@@ -26,26 +27,27 @@ type lsRow struct {
 	// Reachable is false when the daemon is alive but its socket did not
 	// answer within a second.
 	Reachable bool `json:"reachable"`
+	// Dead: the daemon is gone (killed with its guardians) but Leftovers,
+	// verified by pid and start time, still run; `tsd stop NAME` ends them.
+	Dead      bool                  `json:"dead,omitempty"`
+	Leftovers []supervisor.Leftover `json:"leftovers,omitempty"`
 }
 
 func (c lsCmd) Run() error {
-	reg, err := registry.Open("")
-	if err != nil {
-		return err
-	}
-	live, err := reg.List()
-	if err != nil {
-		return err
-	}
+	cands := deployments()
 	if c.Names {
-		for _, e := range live {
-			fmt.Println(e.Name)
+		for _, d := range cands {
+			fmt.Println(d.Name)
 		}
 		return nil
 	}
-	rows := make([]lsRow, len(live))
-	for i, e := range live {
-		rows[i] = lsRow{Entry: e}
+	rows := make([]lsRow, len(cands))
+	for i, d := range cands {
+		e := d.Entry
+		rows[i] = lsRow{Entry: e, Dead: d.Dead, Leftovers: d.Leftovers}
+		if d.Dead {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s, err := supervisor.NewControlClient(e.Socket).Status(ctx)
 		cancel()
@@ -74,6 +76,7 @@ func (c lsCmd) Run() error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPROFILE\tPID\tUP\tROLES\tGATEWAY")
 	now := time.Now()
+	var dead []string
 	for _, r := range rows {
 		roles := "?"
 		if r.Reachable {
@@ -83,7 +86,19 @@ func (c lsCmd) Run() error {
 		if gw == "" {
 			gw = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Profile, r.PID, supervisor.HumanDuration(now.Sub(r.StartedAt)), roles, gw)
+		up := supervisor.HumanDuration(now.Sub(r.StartedAt))
+		if r.Dead {
+			// The daemon's pid is gone: what is left is what matters.
+			roles, gw, up = "dead, "+processes(len(r.Leftovers))+" left", "-", "-"
+			dead = append(dead, r.Name)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Profile, r.PID, up, roles, gw)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range dead {
+		fmt.Printf("%s: its daemon was killed and left engines running (they may hold GPUs); `tsd stop %s` stops them\n", n, n)
+	}
+	return nil
 }

@@ -18,20 +18,21 @@ type cli struct {
 	Version    kong.VersionFlag `help:"Print the version and exit."`
 	Up         upCmd            `cmd:"" help:"Start every role of a profile as a daemon and attach the dashboard (-d: in the background; --headless: in the foreground)."`
 	Attach     attachCmd        `cmd:"" help:"Open the dashboard on a running deployment (several may attach)."`
-	Ls         lsCmd            `cmd:"" help:"List the running deployments."`
+	Ls         lsCmd            `cmd:"" help:"List the deployments: running ones, and dead ones whose killed daemon left engines running (tsd stop NAME ends them)."`
 	Plan       planCmd          `cmd:"" help:"Print what tsd would run: commands, env and ports per role."`
 	Validate   validateCmd      `cmd:"" help:"Check a profile and list every problem."`
 	Gateway    gatewayCmd       `cmd:"" help:"Run only the embedded gateway (engines started by hand)."`
 	Status     statusCmd        `cmd:"" help:"Show a running deployment's roles, ranks and GPUs (exit 1: a role failed; 3: none running)."`
 	Restart    restartCmd       `cmd:"" help:"Restart one role of a running deployment (drained first; --now skips that), or --rolling: its instances one at a time."`
 	Start      startCmd         `cmd:"" help:"Start a stopped (or failed) role of a running deployment."`
-	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment."`
+	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment (a dead one: what its killed daemon left)."`
 	Logs       logsCmd          `cmd:"" help:"Print (or follow) one role's log, or every role's merged."`
 	Bench      benchCmd         `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve)."`
 	Export     exportCmd        `cmd:"" help:"Write the profile for another launcher (tsd export slurm PROFILE: a batch script)."`
 	Completion completionCmd    `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	VersionCmd versionCmd       `cmd:"" name:"version" help:"Print the version."`
 	Guard      guardCmd         `cmd:"" name:"_guard" hidden:"" help:"Internal: run one engine under an orphan guardian."`
+	Complete   completeCmd      `cmd:"" name:"_complete" hidden:"" help:"Internal: what fits after the words given (shell completion)."`
 	Srun       srunCmd          `cmd:"" name:"_srun" hidden:"" help:"Internal: run one role's Slurm step under its guardian."`
 }
 

@@ -133,17 +133,12 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 		return nil, nil, err
 	}
 	defer unlock()
-	live, err := reg.List()
+	// A dead deployment's leftover engines may still hold its ports.
+	claimed, err := reg.Claimed()
 	if err != nil {
 		return nil, nil, err
 	}
 	facts := profiles.LocalHostFacts()
-	claimed := map[int]bool{}
-	for _, e := range live {
-		for _, p := range e.Ports {
-			claimed[p] = true
-		}
-	}
 	free := facts.PortFree
 	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
 	plan, err := c.loadPlan(facts)
@@ -160,7 +155,13 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	e := registry.Entry{
 		Name: plan.Name, Profile: prof, Socket: plan.ControlSocket, PID: os.Getpid(),
 		StartedAt: time.Now(), Ports: planPorts(plan), GatewayURL: plan.Gateway.URL,
-		LogFile: daemonLog(plan),
+		LogFile: daemonLog(plan), Records: supervisor.RecordDir(plan),
+	}
+	// The same run folder's leftovers are this daemon's to kill before it
+	// starts anything (supervisor/orphans.go); another folder's would lose
+	// their only entry.
+	if err := deadNameInUse(reg, e); err != nil {
+		return nil, nil, err
 	}
 	if c.NoGateway {
 		e.GatewayURL = ""
@@ -174,6 +175,25 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	}
 	pid := os.Getpid()
 	return plan, func() { _ = reg.Remove(e.Name, pid) }, nil
+}
+
+// deadNameInUse refuses to register e over a dead deployment of the same
+// name whose leftovers live in another run folder.
+func deadNameInUse(reg *registry.Registry, e registry.Entry) error {
+	dead, err := reg.Dead()
+	if err != nil {
+		return err
+	}
+	for _, d := range dead {
+		if d.Name != e.Name || d.Records == e.Records {
+			continue
+		}
+		if n := len(supervisor.Leftovers(d.Records)); n > 0 {
+			return &exitError{code: 1, msg: fmt.Sprintf("tsd: a dead deployment named %q (profile %s) left %s running; stop them with `tsd stop %s`, or give this profile another name",
+				d.Name, d.Profile, processes(n), d.Name)}
+		}
+	}
+	return nil
 }
 
 // planPorts is every TCP port a plan binds or has its engines bind.

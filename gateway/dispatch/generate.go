@@ -67,8 +67,10 @@ func validate(r *gen.Request) error {
 		return badRequest("input_ids", "input_ids must not be empty")
 	case r.LogprobStartLen >= len(r.InputIDs):
 		return badRequest("logprob_start_len", "logprob_start_len %d must be below the prompt length %d", r.LogprobStartLen, len(r.InputIDs))
-	case r.TopLogprobsNum > 1:
-		return badRequest("top_logprobs_num", "top logprobs are not supported over the ZMQ lane (only the sampled token's logprob)")
+	case r.TopLogprobsNum < 0 || r.TopLogprobsNum > gen.MaxTopLogprobs:
+		return badRequest("top_logprobs_num", "top_logprobs_num must be between 0 and %d, got %d", gen.MaxTopLogprobs, r.TopLogprobsNum)
+	case r.TopLogprobsNum > 0 && !r.ReturnLogprob:
+		return badRequest("top_logprobs_num", "top_logprobs_num needs return_logprob")
 	}
 	for i, id := range r.InputIDs {
 		if id < 0 {
@@ -238,6 +240,7 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if err != nil {
 		if ctx.Err() != nil {
 			g.metrics.reqError("client_disconnected")
+			traffic.FromContext(ctx).Gone(ctx.Err()) // logged 499
 		} else {
 			g.metrics.reqError("no_workers")
 		}
@@ -247,6 +250,10 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	if err != nil {
 		return nil, err
 	}
+	// The engines log this rid: on the access line it joins the gateway's
+	// line to theirs. Every rid minted for the request goes there (a
+	// retry's fresh one too).
+	traffic.FromContext(ctx).EngineRID(p.rid)
 	ls, err := g.submit(p, pre, dec, sent)
 	if err != nil {
 		return nil, err
@@ -296,6 +303,11 @@ func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, 
 	p.wantPrompt = r.LogprobStartLen >= 0
 	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
 	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	if r.ReturnLogprob {
+		// Both legs: the first token, the prefill's, has alternatives too
+		// (docs/protocol.md §6.7).
+		q.TopLogprobsNum = r.TopLogprobsNum
+	}
 	if p.wantPrompt {
 		q.LogprobStartLen = r.LogprobStartLen
 	}
@@ -501,6 +513,7 @@ func (g *Dispatcher) awaitPrompt(ctx context.Context, ps, ds *lane.Stream, r gen
 		switch {
 		case ctx.Err() != nil:
 			g.metrics.reqError("client_disconnected")
+			traffic.FromContext(ctx).Gone(ctx.Err())
 			return legResult{}, ctx.Err()
 		case wctx.Err() != nil:
 			g.metrics.reqError("timeout")
@@ -715,6 +728,7 @@ func (f *flight) onDeadline() bool {
 	f.abortLegs(f.ctx.Err())
 	if f.parent.Err() != nil {
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true // nobody is listening
 	}
 	f.fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
@@ -801,7 +815,8 @@ func (f *flight) onDecode(dr legResult) bool {
 	if o.PromptTokens > 0 {
 		f.promptTk = o.PromptTokens
 	}
-	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: f.promptLP}
+	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: o.CompletionTokens, PromptLogprobs: f.promptLP,
+		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs)}
 	f.promptLP = nil
 	if o.Finished != "" {
 		f.finish(ev, o.Finished, now)
@@ -810,6 +825,7 @@ func (f *flight) onDecode(dr legResult) bool {
 	if !f.emit(ev) {
 		f.abortLegs(f.parent.Err())
 		f.g.metrics.reqError("client_disconnected")
+		f.rec.Gone(f.parent.Err())
 		return true
 	}
 	return false
@@ -857,6 +873,22 @@ func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
 // legFailure is the error_type a failed leg is counted under: stalls and
 // the supervisor's aborts get their own, so /metrics tells them from
 // engine deaths.
+// topLogprobs pairs each token's alternatives' values and ids.
+func topLogprobs(vals [][]float64, ids [][]int32) [][]gen.TopLogprob {
+	if len(vals) == 0 {
+		return nil
+	}
+	out := make([][]gen.TopLogprob, len(vals))
+	for t, vs := range vals {
+		alts := make([]gen.TopLogprob, len(vs))
+		for j, v := range vs {
+			alts[j] = gen.TopLogprob{ID: ids[t][j], Logprob: v}
+		}
+		out[t] = alts
+	}
+	return out
+}
+
 func legFailure(kind string, err error) string {
 	switch {
 	case errors.Is(err, lane.ErrRankStalled):

@@ -26,6 +26,34 @@ type Fields struct {
 	// Nested checks the keys of struct-typed fields too, by their own
 	// rows (e.g. /generate's sampling_params).
 	Nested map[string]*Fields
+	// Values: a field accepted only with some values (whether the struct
+	// declares it or not); any other value is refused by name with the
+	// row's reason (/v1/responses' background: true).
+	Values map[string]Allowed
+}
+
+// Allowed is a Values row: the JSON values accepted (compact, e.g.
+// `false`, `"auto"`; null is always accepted: it asks for nothing) and
+// why any other is refused.
+type Allowed struct {
+	Values []string
+	Why    string
+}
+
+func (a Allowed) admits(raw json.RawMessage) bool {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return false
+	}
+	if b.String() == "null" {
+		return true
+	}
+	for _, v := range a.Values {
+		if b.String() == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Decode parses a JSON body into v (a pointer to struct), checks its
@@ -210,6 +238,12 @@ func unknownKeys(obj map[string]json.RawMessage, known map[string]reflect.Type, 
 	}
 	sort.Strings(keys) // the first offender named is the same every time
 	for _, k := range keys {
+		if a, ok := fields.Values[k]; ok {
+			if a.admits(obj[k]) {
+				continue
+			}
+			return Errorf(http.StatusBadRequest, "unsupported_value", prefix+k, "'%s%s' %s is not supported: %s", prefix, k, bytes.TrimSpace(obj[k]), a.Why)
+		}
 		if _, ok := known[k]; ok {
 			continue
 		}

@@ -31,8 +31,9 @@ type Config struct {
 	OnPanic func(where string, v any, stack []byte)
 	// Begin, when set, starts a request's record once its id is known
 	// (the traffic account, gateway/traffic): it may return the request
-	// with a new context, and end hears the final status.
-	Begin func(r *http.Request) (_ *http.Request, end func(status int))
+	// with a new context, and end hears the final status and the error
+	// code sent with it ("" when none: the access line's reason=).
+	Begin func(r *http.Request) (_ *http.Request, end func(status int, errCode string))
 }
 
 // Door wraps routes with the front door.
@@ -76,7 +77,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		label := func() string { return routeLabel(rt.Label, r) }
-		var end func(int)
+		var end func(int, string)
 		defer func() {
 			st := sw.status
 			if st == 0 {
@@ -86,7 +87,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 				d.cfg.Observe(r.Method, label(), st, time.Since(start))
 			}
 			if end != nil {
-				end(st)
+				end(st, sw.Header().Get(ErrorCodeHeader))
 			}
 		}()
 		// Deferred after the metrics so the 500 it writes is what they count.

@@ -145,11 +145,15 @@ func WriteError(w http.ResponseWriter, err error) {
 // errorHeaders are the headers of every error answer.
 func errorHeaders(h http.Header, e *Error) {
 	h.Set("Content-Type", "application/json")
-	h.Set("X-SMG-Error-Code", e.Code)
+	h.Set(ErrorCodeHeader, e.Code)
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
 		SetRetryAfter(h)
 	}
 }
+
+// ErrorCodeHeader carries an error's code beside its body, as SMG sends
+// it (and the front door reads it back for the access line).
+const ErrorCodeHeader = "X-SMG-Error-Code"
 
 // WriteJSON writes a 2xx (or readiness 503) JSON body.
 func WriteJSON(w http.ResponseWriter, status int, v any) {

@@ -29,7 +29,9 @@ type embedded struct {
 var testFields = &Fields{
 	Ignored: map[string]string{"user": "harmless"},
 	Refused: map[string]string{"logit_bias": "not implemented"},
-	Nested:  map[string]*Fields{"inner": {Refused: map[string]string{"b": "no b"}}},
+	Nested: map[string]*Fields{"inner": {Refused: map[string]string{"b": "no b"},
+		Values: map[string]Allowed{"mode": {Values: []string{`"x"`}, Why: "only x"}}}},
+	Values: map[string]Allowed{"stream": {Values: []string{"false"}, Why: "no streams"}, "tier": {Values: []string{`"auto"`}, Why: "one tier"}},
 }
 
 // Decoding names the field as the client sent it and never leaks Go's
@@ -52,6 +54,9 @@ func TestDecode(t *testing.T) {
 		{`{"logit_bias":{"1":2}}`, "unsupported_parameter", "logit_bias", "not implemented"},
 		{`{"inner":{"b":1}}`, "unsupported_parameter", "inner.b", "no b"},
 		{`{"inner":{"c":1}}`, "unknown_parameter", "inner.c", "inner.c"},
+		{`{"stream":true}`, "unsupported_value", "stream", "'stream' true is not supported: no streams"},
+		{`{"tier":"flex"}`, "unsupported_value", "tier", `'tier' "flex" is not supported: one tier`},
+		{`{"inner":{"mode":"y"}}`, "unsupported_value", "inner.mode", "only x"},
 	} {
 		var v body
 		e := DecodeBytes([]byte(c.in), &v, testFields)
@@ -64,7 +69,8 @@ func TestDecode(t *testing.T) {
 		}
 		noGoNames(t, c.in, e.Message)
 	}
-	for _, ok := range []string{`{"model":"m","user":"u","stream":true}`, `{"logit_bias":null}`, `{"inner":{"a":1}}`, `{"inner":null}`} {
+	for _, ok := range []string{`{"model":"m","user":"u","stream":false}`, `{"logit_bias":null}`, `{"inner":{"a":1}}`, `{"inner":null}`,
+		`{"tier":"auto","stream":null}`, `{"inner":{"mode":"x"}}`} {
 		var v body
 		if e := DecodeBytes([]byte(ok), &v, testFields); e != nil {
 			t.Errorf("%s: %v", ok, e)

@@ -5,7 +5,10 @@
 // change independently.
 package gen
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Sampling is what a front end asks of the engine, in API terms (the
 // dispatcher normalises it for the wire, docs/protocol.md §5.3).
@@ -57,8 +60,8 @@ type Request struct {
 	Stream   bool
 
 	ReturnLogprob   bool // output logprobs of sampled tokens
-	TopLogprobsNum  int
-	LogprobStartLen int // >= 0: prompt logprobs from this position (prefill leg only); -1 none
+	TopLogprobsNum  int  // with ReturnLogprob: the k most likely alternatives per token, 0..MaxTopLogprobs
+	LogprobStartLen int  // >= 0: prompt logprobs from this position (prefill leg only); -1 none
 
 	Images []Image
 }
@@ -77,15 +80,39 @@ type Finish struct {
 	Message      string // for aborts: why
 }
 
+// MaxTopLogprobs bounds TopLogprobsNum on every route: OpenAI's ceiling
+// for chat and Responses (vLLM's default max_logprobs too).
+const MaxTopLogprobs = 20
+
+// TopLogprob is one of a generated token's most likely alternatives.
+type TopLogprob struct {
+	ID      int32
+	Logprob float64
+}
+
 // Event is one increment of a generation. The last event has Finish or Err set.
 type Event struct {
-	TokenIDs       []int32   // tokens new since the previous event
-	Logprobs       []float64 // per token in TokenIDs, when requested
-	PromptLogprobs []float64 // once, on the first event, when requested (PD: from prefill)
+	TokenIDs       []int32        // tokens new since the previous event
+	Logprobs       []float64      // per token in TokenIDs, when requested
+	TopLogprobs    [][]TopLogprob // per token in TokenIDs, its TopLogprobsNum alternatives, most likely first (docs/protocol.md §6.7)
+	PromptLogprobs []float64      // once, on the first event, when requested (PD: from prefill)
 	PromptTokens   int
 	OutputTokens   int // cumulative
 	Finish         *Finish
 	Err            error // the generation failed (engine died, deadline, ...)
+}
+
+// ErrTopLogprobsUnsupported: the engine answered a top-logprob request
+// without alternatives (upstream's engine does, docs/protocol.md §6.7).
+var ErrTopLogprobsUnsupported = errors.New("the engine returned no top logprobs: this engine does not compute top_logprobs_num alternatives over the lane; ask for logprobs without top alternatives")
+
+// CheckTopLogprobs reports an event of a top-logprob request whose tokens
+// came without their alternatives; front ends fail the request with it.
+func CheckTopLogprobs(r Request, ev Event) error {
+	if r.TopLogprobsNum > 0 && r.ReturnLogprob && len(ev.TokenIDs) > 0 && len(ev.TopLogprobs) != len(ev.TokenIDs) {
+		return ErrTopLogprobsUnsupported
+	}
+	return nil
 }
 
 // Engine generates. Cancelling ctx aborts the generation on every leg it

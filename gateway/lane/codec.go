@@ -25,6 +25,10 @@ type Output struct {
 	HasPromptLogprobs bool
 	// AbortMessage is the engine's reason for an abort (full variant only).
 	AbortMessage string
+	// TopLogprobs and TopLogprobIDs are, per token of TokenIDs, its top-k
+	// alternatives (full variant only, tsd's design: docs/protocol.md §6.7).
+	TopLogprobs   [][]float64
+	TopLogprobIDs [][]int32
 }
 
 type ridOutput struct {
@@ -65,6 +69,9 @@ func decodeOutputs(frame []byte) ([]ridOutput, error) {
 			}
 			o.PromptLogprobs, o.PromptLogprobIDs, o.HasPromptLogprobs = vals, ids, ok
 			o.AbortMessage = a.AbortMessage(i)
+			if o.TopLogprobs, o.TopLogprobIDs, _, err = a.TopLogprobs(i); err != nil {
+				return nil, fmt.Errorf("decode output batch: %w", err)
+			}
 		}
 		out[i] = o
 	}

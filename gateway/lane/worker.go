@@ -2,8 +2,10 @@ package lane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
@@ -595,7 +597,14 @@ func (w *Worker) onOutput(f [][]byte) {
 		return
 	}
 	if bytes.Equal(f[0], engineCoreDead) {
-		w.lane.log.Warn("engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role)
+		// A planned restart or stop takes the worker out of routing before
+		// it signals the engine, so a death then is expected (INFO); only
+		// one while routed is news (WARN).
+		level := slog.LevelWarn
+		if !w.Routed() {
+			level = slog.LevelInfo
+		}
+		w.lane.log.Log(context.Background(), level, "engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role, "expected", level == slog.LevelInfo)
 		w.onWorkerDead(ErrEngineDead, "engine sent ENGINE_CORE_DEAD")
 		return
 	}

@@ -22,7 +22,10 @@ type chatRequest struct {
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	Logprobs            bool            `json:"logprobs"`
 	TopLogprobs         *int            `json:"top_logprobs"`
-	agentFields                         // tools.go: tool_choice, response_format, grammars
+	// ReasoningEffort maps onto the chat template's own switch
+	// (effortKwargs); chat_template_kwargs win over it.
+	ReasoningEffort *string `json:"reasoning_effort"`
+	agentFields             // tools.go: tool_choice, response_format, grammars
 }
 
 // errImage answers an image part that reached the text-only flattening
@@ -44,8 +47,9 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 	out.WriteByte('[')
 	for i, m := range msgs {
 		var head struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID json.RawMessage `json:"tool_call_id"`
 		}
 		if err := json.Unmarshal(m, &head); err != nil {
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
@@ -54,6 +58,11 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 		case "system", "developer", "user", "assistant", "tool", "function":
 		default:
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+		}
+		if head.Role == "tool" {
+			if e := checkToolCallID(head.ToolCallID, i); e != nil {
+				return nil, nil, e
+			}
 		}
 		content, imgs, aerr := messageContent(head.Content, i)
 		if aerr != nil {
@@ -71,6 +80,23 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 	}
 	out.WriteByte(']')
 	return out.Bytes(), urls, nil
+}
+
+// checkToolCallID refuses a tool message without the id of the call it
+// answers, as OpenAI does: the template would render a result no call
+// asked for, and the model could not tell which call it belongs to.
+func checkToolCallID(raw json.RawMessage, i int) *apiError {
+	param := fmt.Sprintf("messages[%d].tool_call_id", i)
+	var id string
+	switch t := bytes.TrimSpace(raw); {
+	case len(t) == 0 || string(t) == "null":
+		return errorf(http.StatusBadRequest, "missing_required_parameter", param, fmt.Sprintf("Missing required parameter: '%s': a tool message answers the call with that id.", param))
+	case json.Unmarshal(t, &id) != nil:
+		return badRequest(param, fmt.Sprintf("invalid type for field '%s': expected string", param))
+	case id == "":
+		return badRequest(param, fmt.Sprintf("'%s' must not be empty", param))
+	}
+	return nil
 }
 
 func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
@@ -168,11 +194,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	p.logprobs = req.Logprobs
 	if req.TopLogprobs != nil {
 		switch {
-		case *req.TopLogprobs < 0:
-			writeError(w, badRequest("top_logprobs", "top_logprobs must not be negative"))
-			return
-		case *req.TopLogprobs > 1:
-			writeError(w, badRequest("top_logprobs", "top_logprobs > 1 is not supported yet (only the sampled token's logprob)"))
+		case *req.TopLogprobs < 0 || *req.TopLogprobs > maxTopLogprobs:
+			writeError(w, badRequest("top_logprobs", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, *req.TopLogprobs)))
 			return
 		case !req.Logprobs && *req.TopLogprobs > 0:
 			writeError(w, badRequest("top_logprobs", "top_logprobs needs logprobs=true"))
@@ -192,7 +215,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: req.ChatTemplateKwargs, AddGenerationPrompt: agp})
+	kwargs := req.ChatTemplateKwargs
+	if req.ReasoningEffort != nil {
+		kw, err := effortKwargs(*req.ReasoningEffort, s.tok.ChatTemplateUses)
+		if err != nil {
+			writeError(w, badRequest("reasoning_effort", err.Error()))
+			return
+		}
+		if kwargs, err = mergeKwargs(kwargs, kw); err != nil {
+			writeError(w, badRequest("chat_template_kwargs", err.Error()))
+			return
+		}
+	}
+	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: kwargs, AddGenerationPrompt: agp}
+	text, err := s.tok.ApplyChatTemplate(in)
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
 			writeError(w, badRequest("messages", "the model has no chat template; use /v1/completions"))
@@ -205,7 +241,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ag.promptRendered(text)
+	ag.promptRendered(text, func() (string, error) {
+		if !agp {
+			return text, nil // no generation prompt: nothing of the template's opens a block
+		}
+		in.AddGenerationPrompt = false
+		return s.tok.ApplyChatTemplate(in)
+	})
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
@@ -272,24 +314,36 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 type chatLP struct {
-	Token       string   `json:"token"`
-	Logprob     float64  `json:"logprob"`
-	Bytes       []int    `json:"bytes"`
-	TopLogprobs []chatLP `json:"top_logprobs"`
+	Token       string  `json:"token"`
+	Logprob     float64 `json:"logprob"`
+	Bytes       []int   `json:"bytes"`
+	TopLogprobs []altLP `json:"top_logprobs"`
+}
+
+// altLP is one of a token's most likely alternatives.
+type altLP struct {
+	Token   string  `json:"token"`
+	Logprob float64 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 func (s *Server) chatLogprobs(lps []tokenLogprob, top int) map[string][]chatLP {
+	return map[string][]chatLP{"content": s.logprobEntries(lps, top)}
+}
+
+// logprobEntries are tokens' logprobs in chat's (and Responses') shape.
+func (s *Server) logprobEntries(lps []tokenLogprob, top int) []chatLP {
 	out := make([]chatLP, 0, len(lps))
 	for _, lp := range lps {
 		t, b := s.tokenText(lp.id)
-		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []chatLP{}}
-		if top == 1 {
-			// Only the sampled token's logprob is known on this lane.
-			e.TopLogprobs = []chatLP{{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: nil}}
+		e := chatLP{Token: t, Logprob: lp.logprob, Bytes: b, TopLogprobs: []altLP{}}
+		for _, alt := range lp.top[:min(top, len(lp.top))] {
+			at, ab := s.tokenText(alt.ID)
+			e.TopLogprobs = append(e.TopLogprobs, altLP{Token: at, Logprob: alt.Logprob, Bytes: ab})
 		}
 		out = append(out, e)
 	}
-	return map[string][]chatLP{"content": out}
+	return out
 }
 
 type chunkDelta struct {

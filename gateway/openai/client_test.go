@@ -61,6 +61,12 @@ func TestOfficialNodeClient(t *testing.T) {
 	contents, _ := get("n2", "contents").([]any)
 	check(len(contents) == 2 && contents[0] == full && contents[1] == full, "n2")
 	check(get("stop", "content") == "Hello! How are you today? " && get("stop", "finish") == "stop" && get("stop", "streamed") == "Hello! How are you today? ", "stop")
+	alts, _ := get("top_logprobs", "alternatives").([]any)
+	allThree := len(alts) > 0
+	for _, a := range alts {
+		allThree = allThree && a == float64(3)
+	}
+	check(allThree && get("top_logprobs", "leads") == true && get("top_logprobs", "tokens") == float64(len(alts)), "top_logprobs")
 	check(get("bad_request", "thrown") == true && get("bad_request", "status") == float64(400) && strings.Contains(get("bad_request", "message").(string), "top_logprobs"), "bad_request")
 	check(get("bad_image", "status") == float64(400) && strings.Contains(get("bad_image", "message").(string), "takes no images"), "bad_image")
 }

@@ -92,10 +92,21 @@ func (s *Server) completionLogprobs(lps []tokenLogprob, top, offset int) *comple
 		t, _ := s.tokenText(lp.id)
 		out.Tokens = append(out.Tokens, t)
 		out.TokenLogprobs = append(out.TokenLogprobs, jsonLogprob(lp.logprob))
-		if top >= 1 && !math.IsNaN(lp.logprob) {
-			out.TopLogprobs = append(out.TopLogprobs, map[string]float64{t: lp.logprob})
-		} else {
+		switch {
+		case top < 1 || math.IsNaN(lp.logprob):
 			out.TopLogprobs = append(out.TopLogprobs, nil)
+		default:
+			// The top alternatives and the sampled token, so up to
+			// logprobs+1 entries (as OpenAI's legacy API). An echoed
+			// prompt token has no alternatives: only itself.
+			m := map[string]float64{t: lp.logprob}
+			for _, alt := range lp.top[:min(top, len(lp.top))] {
+				at, _ := s.tokenText(alt.ID)
+				if _, dup := m[at]; !dup || alt.ID == lp.id {
+					m[at] = alt.Logprob
+				}
+			}
+			out.TopLogprobs = append(out.TopLogprobs, m)
 		}
 		out.TextOffset = append(out.TextOffset, offset)
 		offset += len(t)
@@ -145,12 +156,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Logprobs != nil {
-		switch {
-		case *req.Logprobs < 0:
-			writeError(w, badRequest("logprobs", "logprobs must not be negative"))
-			return
-		case *req.Logprobs > 1:
-			writeError(w, badRequest("logprobs", "logprobs > 1 (top alternatives) is not supported yet (only the sampled token's logprob)"))
+		if *req.Logprobs < 0 || *req.Logprobs > maxCompletionLogprobs {
+			writeError(w, badRequest("logprobs", fmt.Sprintf("logprobs must be between 0 and %d, got %d", maxCompletionLogprobs, *req.Logprobs)))
 			return
 		}
 		p.logprobs, p.topLogprobs = true, *req.Logprobs

@@ -25,6 +25,7 @@ type fakeEngine struct {
 	failAt   int   // >0: fail the stream after this many tokens
 	startErr error // Generate itself fails
 	notReady bool
+	noTop    bool // answer top-logprob requests without alternatives (upstream's engine)
 
 	mu      sync.Mutex
 	reqs    []gen.Request
@@ -94,6 +95,14 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 				ev.TokenIDs = append(ev.TokenIDs, id)
 				if r.ReturnLogprob {
 					ev.Logprobs = append(ev.Logprobs, -0.5)
+				}
+				if r.ReturnLogprob && r.TopLogprobsNum > 0 && !f.noTop {
+					// The sampled token leads; then the ids after it.
+					alts := []gen.TopLogprob{{ID: id, Logprob: -0.5}}
+					for j := 1; j < r.TopLogprobsNum; j++ {
+						alts = append(alts, gen.TopLogprob{ID: id + int32(j), Logprob: -0.5 - float64(j)})
+					}
+					ev.TopLogprobs = append(ev.TopLogprobs, alts)
 				}
 				ev.OutputTokens = out
 				if f.failAt > 0 && out >= f.failAt {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/gen"
 )
 
 // The tables of accepted fields beyond the request structs (a field a
@@ -38,7 +39,6 @@ var refusedFields = map[string]string{
 	"modalities":             "only text output is supported",
 	"prediction":             "predicted outputs are not supported",
 	"web_search_options":     "web search is not supported",
-	"reasoning_effort":       "reasoning effort is not wired to the chat template; use chat_template_kwargs",
 	"verbosity":              "verbosity is not supported",
 	"json_schema":            "json_schema as a top-level field is not wired yet; use response_format",
 	"structural_tag":         "structural tags are not wired yet",
@@ -60,12 +60,68 @@ var requestFields = &front.Fields{
 	},
 }
 
+// responsesFields is /v1/responses' table, as strict as chat's: the
+// struct (responsesRequest) declares what is implemented, these rows what
+// is accepted without effect, refused by name, or accepted only with
+// some values.
+var responsesFields = &front.Fields{
+	Ignored: map[string]string{
+		"safety_identifier":      "an end-user id for the provider's abuse tracking; nothing to track here",
+		"prompt_cache_key":       "a routing hint for the provider's prefix cache",
+		"prompt_cache_retention": "how long the provider keeps a prefix cached; the engines' cache keeps what fits",
+		"max_tool_calls":         "it caps calls to built-in tools, and the gateway has none (function calls are the client's)",
+	},
+	Refused: map[string]string{
+		"conversation": "conversations are not stored here; continue a response with previous_response_id",
+		"prompt":       "reusable prompt templates live on OpenAI's side; send input and instructions",
+	},
+	Values: map[string]front.Allowed{
+		"background": {Values: []string{"false"},
+			Why: "background responses are not implemented: a response is generated while the request waits (send background false, or leave it out)"},
+		"service_tier": {Values: []string{`"auto"`, `"default"`}, Why: "there is one service tier here (auto or default)"},
+		"truncation": {Values: []string{`"disabled"`},
+			Why: "input items are never dropped to fit the context (truncation disabled, the default): a request that does not fit is a 400 naming its length"},
+	},
+	Nested: map[string]*front.Fields{
+		"stream_options": {},
+		"text": {Values: map[string]front.Allowed{
+			"verbosity": {Values: []string{`"medium"`}, Why: "verbosity is not supported (the model answers at its own length)"},
+		}},
+		"reasoning": {},
+	},
+}
+
+// includeLogprobs is the include value that turns on output logprobs.
+const includeLogprobs = "message.output_text.logprobs"
+
+// responsesInclude is every include value the Responses API defines:
+// "" implemented, else why it is refused by name.
+var responsesInclude = map[string]string{
+	includeLogprobs:                         "",
+	"reasoning.encrypted_content":           "reasoning is returned in plain text in its reasoning item, never encrypted (keep it with store, or continue with previous_response_id)",
+	"message.input_image.image_url":         "input image URLs are not echoed back",
+	"file_search_call.results":              "file search is not a tool here",
+	"web_search_call.results":               "web search is not a tool here",
+	"web_search_call.action.sources":        "web search is not a tool here",
+	"code_interpreter_call.outputs":         "the code interpreter is not a tool here",
+	"computer_call_output.output.image_url": "computer use is not a tool here",
+}
+
+// maxTopLogprobs is OpenAI's ceiling on chat's and Responses'
+// top_logprobs; maxCompletionLogprobs on the legacy completions' logprobs.
+const (
+	maxTopLogprobs        = gen.MaxTopLogprobs
+	maxCompletionLogprobs = 5
+)
+
 // fieldsFor is the field table of a request type; nil (no check) for the
 // gateway-local routes (/v1/tokenize, /v1/detokenize).
 func fieldsFor(v any) *front.Fields {
 	switch v.(type) {
 	case *chatRequest, *completionRequest:
 		return requestFields
+	case *responsesRequest:
+		return responsesFields
 	}
 	return nil
 }

@@ -174,6 +174,15 @@ func openAIName(field string, c *common) string {
 	return field
 }
 
+// engineTop is the top_logprobs_num the engine is asked for: the
+// alternatives the client wants, when it wants logprobs at all.
+func (p *plan) engineTop() int {
+	if !p.logprobs {
+		return 0
+	}
+	return p.topLogprobs
+}
+
 // request builds sample i's engine request.
 func (p *plan) request(rid string, ids []int32, i int) gen.Request {
 	sp := p.sampling
@@ -189,6 +198,7 @@ func (p *plan) request(rid string, ids []int32, i int) gen.Request {
 		Sampling:        sp,
 		Stream:          p.stream,
 		ReturnLogprob:   p.logprobs,
+		TopLogprobsNum:  p.engineTop(),
 		LogprobStartLen: -1,
 	}
 }

@@ -37,12 +37,28 @@ type responsesRequest struct {
 	Text               *struct {
 		Format json.RawMessage `json:"format"`
 	} `json:"text"`
-	Reasoning json.RawMessage `json:"reasoning"`
-	Metadata  json.RawMessage `json:"metadata"`
-	User      string          `json:"user"`
-	// Accepted and echoed, with no effect on a single deployment.
-	Truncation string          `json:"truncation"`
-	Include    json.RawMessage `json:"include"`
+	Reasoning *responsesReasoning `json:"reasoning"`
+	Metadata  json.RawMessage     `json:"metadata"`
+	User      string              `json:"user"`
+	// Include asks for optional output parts (responsesInclude says which
+	// exist here); message.output_text.logprobs turns on logprobs, with
+	// TopLogprobs alternatives per token.
+	Include     []string `json:"include"`
+	TopLogprobs *int     `json:"top_logprobs"`
+	// Truncation may only be "disabled" (fields.go), echoed.
+	Truncation    string `json:"truncation"`
+	StreamOptions *struct {
+		IncludeObfuscation *bool `json:"include_obfuscation"`
+	} `json:"stream_options"`
+}
+
+// responsesReasoning is the request's reasoning object: effort maps onto
+// the chat template's switch (effortKwargs); the summary is always the
+// whole reasoning, whatever is asked.
+type responsesReasoning struct {
+	Effort          *string `json:"effort"`
+	Summary         *string `json:"summary"`
+	GenerateSummary *string `json:"generate_summary"`
 }
 
 // responseTools maps Responses function tools ({type, name, parameters})
@@ -83,6 +99,14 @@ func responseTools(raw json.RawMessage) (json.RawMessage, *apiError) {
 	}
 	b, _ := json.Marshal(out)
 	return b, nil
+}
+
+// responsesNames are where /v1/responses holds what chat calls
+// tools[i].function.parameters and response_format.json_schema.
+var responsesNames = &fieldNames{
+	toolParams: func(i int) string { return fmt.Sprintf("tools[%d].parameters", i) },
+	formatName: "text.format.name",
+	schema:     "text.format.schema",
 }
 
 // responseToolChoice maps {"type":"function","name":N} to chat's shape;
@@ -267,11 +291,15 @@ func inputContent(raw json.RawMessage, param string) (any, *apiError) {
 
 // Output items, as the Responses API returns them.
 type outputText struct {
-	Type        string `json:"type"` // output_text
-	Text        string `json:"text"`
-	Annotations []any  `json:"annotations"`
-	Logprobs    []any  `json:"logprobs"`
+	Type        string      `json:"type"` // output_text
+	Text        string      `json:"text"`
+	Annotations []any       `json:"annotations"`
+	Logprobs    []respTopLP `json:"logprobs"`
 }
+
+// respTopLP is one token's logprob in output_text, with its alternatives
+// (the Responses API's shape: chat's, minus nothing).
+type respTopLP = chatLP
 
 type summaryText struct {
 	Type string `json:"type"` // summary_text / reasoning_text
@@ -291,7 +319,7 @@ type outputItem struct {
 }
 
 func newMessageItem() *outputItem {
-	t := &outputText{Type: "output_text", Annotations: []any{}, Logprobs: []any{}}
+	t := &outputText{Type: "output_text", Annotations: []any{}, Logprobs: []respTopLP{}}
 	return &outputItem{Type: "message", ID: newID("msg_"), Status: "in_progress", Role: "assistant", Content: []any{}, message: t}
 }
 
@@ -309,18 +337,19 @@ func newCallItem(c *delta.CallDelta) *outputItem {
 	return &outputItem{Type: "function_call", ID: newID("fc_"), Status: "in_progress", CallID: id, Name: c.Name, Arguments: &args}
 }
 
-// complete fills an item's final shape (status, content parts).
-func (it *outputItem) complete() {
+// complete fills an item's final shape: its status ("completed", or
+// "incomplete" for the item max_output_tokens cut) and content parts.
+func (it *outputItem) complete(status string) {
 	switch it.Type {
 	case "message":
-		it.Status = "completed"
+		it.Status = status
 		it.Content = []any{*it.message}
 	case "reasoning":
 		s := []any{summaryText{Type: "summary_text", Text: it.rtext.Text}}
 		it.Summary = &s
 		it.Content = []any{*it.rtext}
 	case "function_call":
-		it.Status = "completed"
+		it.Status = status
 	}
 }
 
@@ -352,7 +381,10 @@ type responseObject struct {
 	ToolChoice         json.RawMessage `json:"tool_choice"`
 	Tools              json.RawMessage `json:"tools"`
 	TopP               *float64        `json:"top_p"`
+	TopLogprobs        int             `json:"top_logprobs"`
 	Truncation         string          `json:"truncation"`
+	Background         bool            `json:"background"`
+	ServiceTier        string          `json:"service_tier"`
 	Usage              *responseUsage  `json:"usage"`
 	User               string          `json:"user,omitempty"`
 	Metadata           json.RawMessage `json:"metadata"`
@@ -385,11 +417,22 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	if e != nil {
 		return nil, e
 	}
+	if e := responsesLogprobs(req, p); e != nil {
+		return nil, e
+	}
+	var kwargs json.RawMessage
+	if r := req.Reasoning; r != nil && r.Effort != nil {
+		kw, err := effortKwargs(*r.Effort, s.tok.ChatTemplateUses)
+		if err != nil {
+			return nil, badRequest("reasoning.effort", err.Error())
+		}
+		kwargs, _ = mergeKwargs(nil, kw)
+	}
 	tools, e := responseTools(req.Tools)
 	if e != nil {
 		return nil, e
 	}
-	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls}
+	af := agentFields{ToolChoice: responseToolChoice(req.ToolChoice), ParallelToolCalls: req.ParallelToolCalls, names: responsesNames}
 	if tc := strings.TrimSpace(string(req.ToolChoice)); tools == nil && (tc == `"auto"` || tc == `"none"`) {
 		af.ToolChoice = nil // the Responses API takes these without tools
 	}
@@ -428,7 +471,8 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 			return nil, e
 		}
 	}
-	text, err := s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: norm, Tools: ag.renderTools, AddGenerationPrompt: true})
+	chatIn := tokenizer.ChatInput{Messages: norm, Tools: ag.renderTools, Kwargs: kwargs, AddGenerationPrompt: true}
+	text, err := s.tok.ApplyChatTemplate(chatIn)
 	if err != nil {
 		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
 			return nil, badRequest("input", "the model has no chat template; use /v1/completions")
@@ -438,7 +482,10 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	if e := s.checkTextLen(text, "input"); e != nil {
 		return nil, e
 	}
-	ag.promptRendered(text)
+	ag.promptRendered(text, func() (string, error) {
+		chatIn.AddGenerationPrompt = false
+		return s.tok.ApplyChatTemplate(chatIn)
+	})
 	ids, err := s.tok.Encode(text, false)
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
@@ -459,12 +506,61 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 		ID: id, Object: "response", CreatedAt: s.opts.Now().Unix(), Status: "in_progress",
 		Instructions: req.Instructions, MaxOutputTokens: req.MaxOutputTokens, Model: p.model, Output: []*outputItem{},
 		ParallelToolCalls: ag.parallel, PreviousResponseID: req.PreviousResponseID,
-		Reasoning: orRaw(req.Reasoning, `{"effort":null,"summary":null}`), Store: run.store,
+		Reasoning: reasoningEcho(req.Reasoning), Store: run.store,
 		Temperature: req.Temperature, Text: textCfg, ToolChoice: orRaw(req.ToolChoice, `"auto"`),
-		Tools: orRaw(req.Tools, `[]`), TopP: req.TopP, Truncation: orDefault(req.Truncation, "disabled"),
-		User: req.User, Metadata: orRaw(req.Metadata, `{}`),
+		Tools: orRaw(req.Tools, `[]`), TopP: req.TopP, TopLogprobs: orZero(req.TopLogprobs), Truncation: orDefault(req.Truncation, "disabled"),
+		ServiceTier: "default", User: req.User, Metadata: orRaw(req.Metadata, `{}`),
 	}
 	return run, nil
+}
+
+// responsesLogprobs reads include and top_logprobs: logprobs come only
+// with include "message.output_text.logprobs" (as OpenAI: top_logprobs
+// alone returns none), top_logprobs 0-20 alternatives per token. Other
+// include values are refused by name (responsesInclude, fields.go).
+func responsesLogprobs(req *responsesRequest, p *plan) *apiError {
+	for i, v := range req.Include {
+		why, known := responsesInclude[v]
+		switch {
+		case !known:
+			return badRequest(fmt.Sprintf("include[%d]", i), fmt.Sprintf("include value %q is not one the Responses API defines", v))
+		case why != "":
+			return errorf(http.StatusBadRequest, "unsupported_value", fmt.Sprintf("include[%d]", i), fmt.Sprintf("include %q is not supported: %s", v, why))
+		case v == includeLogprobs:
+			p.logprobs = true
+		}
+	}
+	if req.TopLogprobs != nil {
+		if n := *req.TopLogprobs; n < 0 || n > maxTopLogprobs {
+			return badRequest("top_logprobs", fmt.Sprintf("top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, n))
+		}
+		if p.logprobs {
+			p.topLogprobs = *req.TopLogprobs
+		}
+	}
+	return nil
+}
+
+// reasoningEcho is the reasoning object the response repeats.
+func reasoningEcho(r *responsesReasoning) json.RawMessage {
+	var o struct {
+		Effort  *string `json:"effort"`
+		Summary *string `json:"summary"`
+	}
+	if r != nil {
+		o.Effort, o.Summary = r.Effort, r.Summary
+		if o.Summary == nil {
+			o.Summary = r.GenerateSummary
+		}
+	}
+	return chatMessage(o)
+}
+
+func orZero(v *int) int {
+	if v == nil {
+		return 0
+	}
+	return *v
 }
 
 func orDefault(s, def string) string {
@@ -502,6 +598,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		writeError(w, aerr)
 		return
+	}
+	if run.p.logprobs {
+		b.addLogprobs(s.logprobEntries(states[0].logprobs, run.p.topLogprobs))
 	}
 	if run.ag.active {
 		b.add(append(rp.push(states[0].text), rp.finish()...))
@@ -554,6 +653,12 @@ type itemBuilder struct {
 	calls map[int]*outputItem
 	ws    string // whitespace-only content not yet given a message item
 	emit  func(event string, fields map[string]any)
+	// lps are token logprobs not yet attached: they go with the next
+	// output_text delta (the text a piece's tokens spell may come out a
+	// piece later, past the stop jail), and any left at the end with the
+	// last message, so its output_text holds every token's logprob.
+	lps      []respTopLP
+	lastText *outputItem
 }
 
 func (b *itemBuilder) send(event string, fields map[string]any) {
@@ -585,7 +690,9 @@ func (b *itemBuilder) open(it *outputItem) {
 	}
 }
 
-func (b *itemBuilder) close() {
+func (b *itemBuilder) close() { b.closeAs("completed") }
+
+func (b *itemBuilder) closeAs(status string) {
 	it := b.cur
 	if it == nil {
 		return
@@ -594,18 +701,34 @@ func (b *itemBuilder) close() {
 	oi := b.index(it)
 	switch it.Type {
 	case "message":
-		b.send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": oi, "content_index": 0, "text": it.message.Text, "logprobs": []any{}})
-		it.complete()
+		b.send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": oi, "content_index": 0, "text": it.message.Text, "logprobs": it.message.Logprobs})
+		it.complete(status)
 		b.send("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": oi, "content_index": 0, "part": *it.message})
 	case "reasoning":
 		b.send("response.reasoning_summary_text.done", map[string]any{"item_id": it.ID, "output_index": oi, "summary_index": 0, "text": it.rtext.Text})
-		it.complete()
+		it.complete(status)
 		b.send("response.reasoning_summary_part.done", map[string]any{"item_id": it.ID, "output_index": oi, "summary_index": 0, "part": summaryText{Type: "summary_text", Text: it.rtext.Text}})
 	case "function_call":
 		b.send("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": oi, "name": it.Name, "arguments": *it.Arguments})
-		it.complete()
+		it.complete(status)
 	}
 	b.send("response.output_item.done", map[string]any{"output_index": oi, "item": it})
+}
+
+// addLogprobs queues the logprobs of a piece's tokens for the next
+// output_text delta.
+func (b *itemBuilder) addLogprobs(lps []respTopLP) { b.lps = append(b.lps, lps...) }
+
+// takeLogprobs hands the queued logprobs to message item it.
+func (b *itemBuilder) takeLogprobs(it *outputItem) []respTopLP {
+	lps := b.lps
+	if lps == nil {
+		lps = []respTopLP{}
+	}
+	b.lps = nil
+	it.message.Logprobs = append(it.message.Logprobs, lps...)
+	b.lastText = it
+	return lps
 }
 
 func (b *itemBuilder) add(ds []delta.Delta) {
@@ -634,7 +757,7 @@ func (b *itemBuilder) add(ds []delta.Delta) {
 				b.open(newMessageItem())
 			}
 			b.cur.message.Text += text
-			b.send("response.output_text.delta", map[string]any{"item_id": b.cur.ID, "output_index": b.index(b.cur), "content_index": 0, "delta": text, "logprobs": []any{}})
+			b.send("response.output_text.delta", map[string]any{"item_id": b.cur.ID, "output_index": b.index(b.cur), "content_index": 0, "delta": text, "logprobs": b.takeLogprobs(b.cur)})
 		case delta.ToolCall:
 			c := d.Call
 			if b.calls == nil {
@@ -654,13 +777,27 @@ func (b *itemBuilder) add(ds []delta.Delta) {
 	}
 }
 
-// finish closes the last item and settles status and usage.
+// finish closes the last item and settles status and usage: a reply cut
+// by max_output_tokens leaves the response and the item it cut
+// "incomplete", as OpenAI reports them.
 func (b *itemBuilder) finish(finish string, u usage) {
-	b.close()
+	if len(b.lps) > 0 {
+		switch it := b.lastText; {
+		case b.cur != nil && b.cur.Type == "message":
+			b.takeLogprobs(b.cur)
+		case it != nil:
+			it.message.Logprobs = append(it.message.Logprobs, b.lps...)
+			it.Content = []any{*it.message} // closed already: its final part
+		}
+		b.lps = nil
+	}
 	b.obj.Status = "completed"
 	if finish == gen.FinishLength {
 		b.obj.Status = "incomplete"
 		b.obj.IncompleteDetails = map[string]string{"reason": "max_output_tokens"}
+		b.closeAs("incomplete")
+	} else {
+		b.close()
 	}
 	b.obj.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
@@ -715,6 +852,9 @@ func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc
 			}
 		} else if pc.text != "" {
 			ds = []delta.Delta{{Kind: delta.Content, Text: pc.text}}
+		}
+		if run.p.logprobs {
+			b.addLogprobs(s.logprobEntries(pc.logprobs, run.p.topLogprobs))
 		}
 		b.add(ds)
 		if pc.finish != "" {

@@ -17,6 +17,7 @@ import (
 type tokenLogprob struct {
 	id      int32
 	logprob float64
+	top     []gen.TopLogprob // its most likely alternatives, when asked
 }
 
 // piece is one increment of one choice, sent from its runner to the
@@ -150,6 +151,10 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		if ev.PromptTokens > 0 {
 			prompt = ev.PromptTokens
 		}
+		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+			send(piece{index: index, err: errorf(http.StatusBadRequest, "top_logprobs_unsupported", "top_logprobs", err.Error())})
+			return
+		}
 		pc := piece{index: index}
 		if p.logprobs && ev.PromptLogprobs != nil {
 			pc.logprobs = promptTokenLogprobs(req, ev.PromptLogprobs) // echo: prompt first
@@ -162,7 +167,11 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				if i < len(ev.Logprobs) {
 					lp = ev.Logprobs[i]
 				}
-				pc.logprobs = append(pc.logprobs, tokenLogprob{id, lp})
+				t := tokenLogprob{id: id, logprob: lp}
+				if i < len(ev.TopLogprobs) {
+					t.top = ev.TopLogprobs[i]
+				}
+				pc.logprobs = append(pc.logprobs, t)
 			}
 			r := sd.Step(id)
 			pc.text += r.Text

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 
 	"github.com/tsd-project/tsd/gateway/parsers"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/schemacheck"
 )
 
 // agentFields are the chat request fields that shape what a reply is
@@ -23,6 +25,31 @@ type agentFields struct {
 	// SeparateReasoning (SGLang; default true): false leaves a think block
 	// in content.
 	SeparateReasoning *bool `json:"separate_reasoning"`
+
+	// names says where the client put what these fields came from
+	// (Responses maps its own shapes onto chat's); nil: chat's names.
+	names *fieldNames
+}
+
+// fieldNames are the request paths errors name for the schemas a request
+// carries: chat's by default, /v1/responses' for its mapped fields.
+type fieldNames struct {
+	toolParams func(i int) string // a tool's parameters schema
+	formatName string             // response_format's json_schema name
+	schema     string             // response_format's schema
+}
+
+var chatNames = &fieldNames{
+	toolParams: func(i int) string { return fmt.Sprintf("tools[%d].function.parameters", i) },
+	formatName: "response_format.json_schema.name",
+	schema:     "response_format.json_schema.schema",
+}
+
+func (a *agentFields) fieldNames() *fieldNames {
+	if a.names != nil {
+		return a.names
+	}
+	return chatNames
 }
 
 // agent is what one chat request needs to parse its replies: the parser
@@ -37,8 +64,10 @@ type agent struct {
 }
 
 // parseTools reads the request's tools: an array of
-// {"type":"function","function":{"name":..,"parameters":..}}.
-func parseTools(raw json.RawMessage) ([]parsers.Tool, *apiError) {
+// {"type":"function","function":{"name":..,"parameters":..}}, each
+// parameters schema compiled (gateway/schemacheck) within the request's
+// budget.
+func parseTools(raw json.RawMessage, names *fieldNames, budget *schemacheck.Budget) ([]parsers.Tool, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -71,8 +100,13 @@ func parseTools(raw json.RawMessage) ([]parsers.Tool, *apiError) {
 		}
 		seen[t.Function.Name] = true
 		p := bytes.TrimSpace(t.Function.Parameters)
-		if len(p) > 0 && string(p) != "null" && p[0] != '{' {
-			return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "parameters must be a JSON schema object")
+		if len(p) > 0 && string(p) != "null" {
+			if p[0] != '{' {
+				return nil, badRequest(names.toolParams(i), "parameters must be a JSON schema object")
+			}
+			if e := schemaError(budget.Check(p, names.toolParams(i))); e != nil {
+				return nil, e
+			}
 		}
 		out = append(out, parsers.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
 	}
@@ -105,10 +139,23 @@ func (c *constraint) apply(p *plan) {
 	p.sampling.JSONSchema, p.sampling.Regex, p.sampling.EBNF = c.jsonSchema, c.regex, c.ebnf
 }
 
+// schemaError is a refused schema as the client's 400: the param is the
+// path inside the schema.
+func schemaError(e *schemacheck.Error) *apiError {
+	if e == nil {
+		return nil
+	}
+	return errorf(http.StatusBadRequest, "invalid_json_schema", e.Path, fmt.Sprintf("Invalid schema at '%s': %s", e.Path, e.Message))
+}
+
+// formatNamePattern is what OpenAI admits as a response format's name.
+var formatNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
 // responseFormat reads OpenAI's response_format: text, json_object (any
-// JSON object, as SGLang maps it) or json_schema (its schema; strict or
-// not, the engine's grammar enforces it fully).
-func responseFormat(raw json.RawMessage, c *constraint) *apiError {
+// JSON object, as SGLang maps it) or json_schema (its name, as OpenAI
+// requires, and its schema, compiled first; strict or not, the engine's
+// grammar enforces it fully).
+func responseFormat(raw json.RawMessage, c *constraint, names *fieldNames, budget *schemacheck.Budget) *apiError {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -133,13 +180,22 @@ func responseFormat(raw json.RawMessage, c *constraint) *apiError {
 		if rf.JSONSchema == nil {
 			return badRequest("response_format.json_schema", "response_format json_schema needs a json_schema object")
 		}
+		switch name := rf.JSONSchema.Name; {
+		case name == "":
+			return errorf(http.StatusBadRequest, "missing_required_parameter", names.formatName, fmt.Sprintf("Missing required parameter: '%s'.", names.formatName))
+		case !formatNamePattern.MatchString(name):
+			return badRequest(names.formatName, fmt.Sprintf("Invalid '%s': %q must be 1 to 64 of a-z, A-Z, 0-9, _ and -.", names.formatName, name))
+		}
 		s := bytes.TrimSpace(rf.JSONSchema.Schema)
 		if len(s) == 0 || string(s) == "null" {
 			s = []byte(`{"type":"object"}`)
 		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, s); err != nil || b.Bytes()[0] != '{' {
-			return badRequest("response_format.json_schema.schema", "schema must be a JSON schema object")
+			return badRequest(names.schema, "schema must be a JSON schema object")
+		}
+		if e := schemaError(budget.Check(b.Bytes(), names.schema)); e != nil {
+			return e
 		}
 		return c.set("response_format", "json_schema", b.String())
 	}
@@ -165,7 +221,8 @@ func grammarFields(a *agentFields, c *constraint) *apiError {
 // fields, sets the engine constraint on p and decides how replies are
 // parsed (the profile's parsers, docs/profiles.md gateway.tool_call_parser).
 func (s *Server) planAgent(a *agentFields, rawTools, messages json.RawMessage, p *plan) (*agent, *apiError) {
-	tools, e := parseTools(rawTools)
+	budget := schemacheck.NewBudget()
+	tools, e := parseTools(rawTools, a.fieldNames(), budget)
 	if e != nil {
 		return nil, e
 	}
@@ -185,9 +242,16 @@ func (s *Server) planAgent(a *agentFields, rawTools, messages json.RawMessage, p
 		if err != nil {
 			return nil, badRequest("tool_choice", err.Error())
 		}
+		if choice.Mode == "required" {
+			// The tools' schemas compiled alone; the array of them (their
+			// $defs hoisted) must compile too before the engine gets it.
+			if e := schemaError(budget.Check([]byte(schema), "tool_choice")); e != nil {
+				return nil, e
+			}
+		}
 		_ = c.set("tool_choice", "json_schema", schema)
 	}
-	if e := responseFormat(a.ResponseFormat, &c); e != nil {
+	if e := responseFormat(a.ResponseFormat, &c, a.fieldNames(), budget); e != nil {
 		return nil, e
 	}
 	if e := grammarFields(a, &c); e != nil {
@@ -208,6 +272,7 @@ func (s *Server) planAgent(a *agentFields, rawTools, messages json.RawMessage, p
 		ag.cfg.Tool = s.opts.ToolCallParser
 	}
 	ag.cfg.Tools = parsers.ToolSchemas(tools)
+	ag.cfg.ToolChoice = choice
 	ag.cfg.HistoryCalls = historyCalls(messages)
 	p.skipSpecial = parsers.SkipSpecialTokens(ag.cfg, p.skipSpecial, hasTools, choice)
 	ag.active = choice.Constrained() || !isPassthrough(ag.cfg.Tool) || !isPassthrough(ag.cfg.Reasoning)
@@ -236,23 +301,44 @@ func historyCalls(messages json.RawMessage) int {
 }
 
 // promptRendered tells the agent the rendered prompt, which decides
-// whether a reply starts inside a think block.
-func (a *agent) promptRendered(prompt string) {
+// whether a reply starts inside a think block. Only the generation prompt
+// the template appended may open one: a user who writes "<think>" in a
+// message must still get the answer as content. withoutGen renders the
+// same conversation without the generation prompt; it runs only when the
+// whole prompt leaves a block open (a suffix that opens one implies that),
+// so the common request renders once.
+func (a *agent) promptRendered(prompt string, withoutGen func() (string, error)) {
 	if a == nil || isPassthrough(a.cfg.Reasoning) {
 		return
 	}
-	opened := parsers.PromptOpened(a.cfg.Reasoning, prompt)
+	opened := false
+	if parsers.PromptOpened(a.cfg.Reasoning, prompt) {
+		gen := prompt
+		if base, err := withoutGen(); err == nil {
+			gen = generationSuffix(base, prompt)
+		}
+		opened = parsers.PromptOpened(a.cfg.Reasoning, gen)
+	}
 	a.cfg.PromptOpened = &opened
 }
 
+// generationSuffix is what rendering with add_generation_prompt appended
+// to the conversation: full past its common prefix with base.
+func generationSuffix(base, full string) string {
+	n := 0
+	for n < len(base) && n < len(full) && base[n] == full[n] {
+		n++
+	}
+	return full[n:]
+}
+
 // replyParser parses one choice's reply as it streams. Under a
-// constrained tool_choice the content is the JSON the grammar forced: it
-// is held and read back into calls at the end (ParseConstrained).
+// constrained tool_choice the parser chain reads the JSON the grammar
+// forced as calls, streamed as they decode (toolcall.NewConstrained).
 type replyParser struct {
 	a     *agent
 	st    delta.Stream
-	held  bytes.Buffer // constrained content
-	calls int          // tool calls emitted (distinct indexes)
+	calls int // tool calls emitted (distinct indexes)
 	seen  map[int]bool
 }
 
@@ -272,9 +358,6 @@ func (r *replyParser) filter(ds []delta.Delta) []delta.Delta {
 	out := ds[:0:0]
 	for _, d := range ds {
 		switch {
-		case d.Kind == delta.Content && r.a.choice.Constrained():
-			r.held.WriteString(d.Text)
-			continue
 		case d.Kind == delta.ToolCall:
 			if d.Call == nil || (!r.a.parallel && d.Call.Index > 0) {
 				continue
@@ -296,28 +379,7 @@ func (r *replyParser) push(text string) []delta.Delta {
 	return r.filter(r.st.Push(text))
 }
 
-func (r *replyParser) finish() []delta.Delta {
-	out := r.filter(r.st.Finish())
-	if !r.a.choice.Constrained() {
-		return out
-	}
-	text := r.held.String()
-	r.held.Reset()
-	calls, ok := parsers.ParseConstrained(text, r.a.choice, func(string, int) string { return newID("call_") })
-	if !ok || len(calls) == 0 {
-		// The grammar did not hold (an engine without a grammar backend):
-		// the text is the answer.
-		return append(out, delta.Delta{Kind: delta.Content, Text: text})
-	}
-	for _, c := range calls {
-		if !r.a.parallel && c.Index > 0 {
-			break
-		}
-		r.calls++
-		out = append(out, delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: c.Index, ID: c.ID, Name: c.Name, Arguments: c.Arguments}})
-	}
-	return out
-}
+func (r *replyParser) finish() []delta.Delta { return r.filter(r.st.Finish()) }
 
 // finishReason is "tool_calls" for a reply that stopped on its own after
 // making calls (OpenAI's shape, which clients loop on).
@@ -393,7 +455,7 @@ type grammarRequest struct {
 
 func (g *grammarRequest) apply(p *plan) *apiError {
 	var c constraint
-	if e := responseFormat(g.ResponseFormat, &c); e != nil {
+	if e := responseFormat(g.ResponseFormat, &c, chatNames, schemacheck.NewBudget()); e != nil {
 		return e
 	}
 	if e := grammarFields(&agentFields{Regex: g.Regex, EBNF: g.EBNF}, &c); e != nil {

@@ -25,9 +25,9 @@ import (
 type Config struct {
 	Tool      string // tool-call parser name ("" or "passthrough": none)
 	Reasoning string // reasoning parser name ("" or "passthrough": none)
-	// PromptOpened: the rendered prompt left the think block open
-	// (reasoning.OpenedIn tells from the prompt text). nil: the reasoning
-	// family's default.
+	// PromptOpened: the template's generation prompt left the think
+	// block open (reasoning.OpenedIn tells from that text). nil: the
+	// reasoning family's default.
 	PromptOpened *bool
 	// Tools maps the request's tool names to their `parameters` schemas
 	// (types XML-style argument values). May be nil.
@@ -38,6 +38,10 @@ type Config struct {
 	// NewID makes call ids for formats that carry none (nil: call_ + 24
 	// random hex digits).
 	NewID func(name string, index int) string
+	// ToolChoice, when constrained (required, or a named function), reads
+	// the reply as the JSON its schema forced (toolcall.NewConstrained)
+	// instead of through Tool.
+	ToolChoice ToolChoice
 }
 
 // isHarmony: these names select the harmony parser, which does reasoning
@@ -56,6 +60,23 @@ func isInkling(name string) bool { return name == "inkling" }
 // New makes the parser chain for one reply.
 func New(c Config) (delta.Stream, error) {
 	to := toolcall.Options{Tools: c.Tools, HistoryCalls: c.HistoryCalls, NewID: c.NewID}
+	if c.ToolChoice.Constrained() {
+		// The reasoning part first (harmony's analysis channel, or a think
+		// block), then the forced JSON as calls, streamed as they decode.
+		var r delta.Stream
+		switch {
+		case isHarmony(c.Reasoning):
+			r = toolcall.NewHarmony(to)
+		case isInkling(c.Reasoning):
+			r = toolcall.NewInkling(to)
+		default:
+			var err error
+			if r, err = reasoning.New(c.Reasoning, reasoning.Options{PromptOpened: c.PromptOpened}); err != nil {
+				return nil, fmt.Errorf("make reply parsers: %w", err)
+			}
+		}
+		return &runes{s: &chain{r: r, t: toolcall.NewConstrained(c.ToolChoice.Mode, c.ToolChoice.Name, to)}}, nil
+	}
 	if isHarmony(c.Tool) || isHarmony(c.Reasoning) {
 		return &runes{s: toolcall.NewHarmony(to)}, nil
 	}
@@ -164,9 +185,11 @@ func (c *chain) Finish() []delta.Delta {
 	return append(out, c.t.Finish()...)
 }
 
-// PromptOpened reports whether the rendered prompt leaves the reasoning
-// parser's think block open (the reply starts as reasoning), for
-// Config.PromptOpened. Harmony and Inkling need no such switch.
+// PromptOpened reports whether prompt leaves the reasoning parser's think
+// block open (the reply starts as reasoning), for Config.PromptOpened.
+// Callers pass the generation prompt the chat template appended, not the
+// whole rendered prompt: a marker in the user's own text opens nothing
+// (gateway/openai promptRendered). Harmony and Inkling need no such switch.
 func PromptOpened(reasoningName, prompt string) bool {
 	if isHarmony(reasoningName) || isInkling(reasoningName) {
 		return false

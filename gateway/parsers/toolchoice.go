@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
 )
 
 // Tool is one function the request offers: its name and JSON-schema
@@ -81,9 +82,10 @@ var anyObject = json.RawMessage(`{"type":"object"}`)
 // builds it (crates/tool_parser/src/factory.rs): for a named function, that
 // function's parameters schema (the output is its arguments); for
 // "required", an array of at least one {"name": <enum of one tool>,
-// "parameters": <its schema>} object, with every tool's $defs hoisted to
-// the top (conflicting definitions are an error). ok is false when the
-// choice is not constrained (auto, none, or no tools).
+// "parameters": <its schema>} object, with every tool's $defs (and
+// draft-07 definitions) hoisted to the top (conflicting definitions are
+// an error). ok is false when the choice is not constrained (auto, none,
+// or no tools).
 func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err error) {
 	if !c.Constrained() || len(tools) == 0 {
 		return "", false, nil
@@ -124,6 +126,9 @@ func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err e
 			AnyOf []item `json:"anyOf"`
 		} `json:"items"`
 		Defs map[string]json.RawMessage `json:"$defs,omitempty"`
+		// Definitions: draft-07's name for $defs, which many tool
+		// schemas still use ("#/definitions/x" must resolve at the top).
+		Definitions map[string]json.RawMessage `json:"definitions,omitempty"`
 	}
 	schemaDoc.Type, schemaDoc.MinItems, schemaDoc.Items.Type = "array", 1, "object"
 	for _, t := range tools {
@@ -139,20 +144,26 @@ func ToolChoiceSchema(tools []Tool, c ToolChoice) (schema string, ok bool, err e
 			Required:   []string{"name", "parameters"},
 		})
 		var top struct {
-			Defs map[string]json.RawMessage `json:"$defs"`
+			Defs        map[string]json.RawMessage `json:"$defs"`
+			Definitions map[string]json.RawMessage `json:"definitions"`
 		}
 		_ = json.Unmarshal(p, &top)
-		for k, v := range top.Defs {
-			if old, ok := schemaDoc.Defs[k]; ok {
-				if !sameJSON(old, v) {
-					return "", false, fmt.Errorf("tool %q: definition %q conflicts with another tool's", t.Name, k)
+		for _, h := range []struct {
+			from map[string]json.RawMessage
+			to   *map[string]json.RawMessage
+		}{{top.Defs, &schemaDoc.Defs}, {top.Definitions, &schemaDoc.Definitions}} {
+			for k, v := range h.from {
+				if old, ok := (*h.to)[k]; ok {
+					if !sameJSON(old, v) {
+						return "", false, fmt.Errorf("tool %q: definition %q conflicts with another tool's", t.Name, k)
+					}
+					continue
 				}
-				continue
+				if *h.to == nil {
+					*h.to = map[string]json.RawMessage{}
+				}
+				(*h.to)[k] = v
 			}
-			if schemaDoc.Defs == nil {
-				schemaDoc.Defs = map[string]json.RawMessage{}
-			}
-			schemaDoc.Defs[k] = v
 		}
 	}
 	var b bytes.Buffer
@@ -174,47 +185,22 @@ func sameJSON(a, b json.RawMessage) bool {
 	return bytes.Equal(xa, ya)
 }
 
-// ParseConstrained reads output produced under ToolChoiceSchema back into
-// calls, as SMG does: a named function's output is its arguments; a
-// required array gives one call per {name, parameters} item (items
-// without both are skipped). ok is false when the text does not parse:
-// the caller returns it as content.
+// ParseConstrained reads a whole output produced under ToolChoiceSchema
+// back into calls, through the same parser a streamed reply uses
+// (toolcall.NewConstrained): a named function's output is its arguments;
+// a required array gives one call per {name, parameters} item (items
+// without both are skipped). ok is false when the text is not the forced
+// JSON: the caller returns it as content.
 func ParseConstrained(text string, c ToolChoice, newID func(name string, index int) string) ([]delta.Call, bool) {
+	if !c.Constrained() {
+		return nil, false
+	}
 	if newID == nil {
 		newID = func(string, int) string { return "" }
 	}
-	compact := func(raw []byte) string {
-		var b bytes.Buffer
-		if json.Compact(&b, raw) != nil {
-			return "{}"
-		}
-		return b.String()
+	res := delta.Parse(toolcall.NewConstrained(c.Mode, c.Name, toolcall.Options{NewID: newID}), text)
+	if delta.TrimSpace(res.Content) != "" || len(res.Calls) == 0 {
+		return nil, false
 	}
-	switch c.Mode {
-	case "function":
-		var v json.RawMessage
-		if json.Unmarshal([]byte(text), &v) != nil {
-			return nil, false
-		}
-		return []delta.Call{{Index: 0, ID: newID(c.Name, 0), Name: c.Name, Arguments: compact(v)}}, true
-	case "required":
-		var items []json.RawMessage
-		if json.Unmarshal([]byte(text), &items) != nil {
-			return nil, false
-		}
-		var out []delta.Call
-		for _, it := range items {
-			var o struct {
-				Name       *string         `json:"name"`
-				Parameters json.RawMessage `json:"parameters"`
-			}
-			if json.Unmarshal(it, &o) != nil || o.Name == nil || o.Parameters == nil {
-				continue
-			}
-			i := len(out)
-			out = append(out, delta.Call{Index: i, ID: newID(*o.Name, i), Name: *o.Name, Arguments: compact(o.Parameters)})
-		}
-		return out, true
-	}
-	return nil, false
+	return res.Calls, true
 }

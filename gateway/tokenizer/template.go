@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -33,7 +34,32 @@ func (t *Tokenizer) SetChatTemplate(src string) error {
 		return err
 	}
 	t.chatTemplate = tmpl
+	t.chatTemplateText = src
 	return nil
+}
+
+// ChatTemplateUses reports whether the chat template reads the variable
+// name (a chat_template_kwargs switch such as enable_thinking or
+// reasoning_effort): the identifier appears in its source as a whole word.
+func (t *Tokenizer) ChatTemplateUses(name string) bool {
+	src := t.chatTemplateText
+	for i := 0; name != "" && i <= len(src)-len(name); {
+		j := strings.Index(src[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(name)
+		if (j == 0 || !identByte(src[j-1])) && (end == len(src) || !identByte(src[end])) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
+}
+
+func identByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // ApplyChatTemplate renders a conversation to prompt text the way

@@ -34,6 +34,7 @@ type Tokenizer struct {
 	eos []int32
 
 	chatTemplate       *jinja.Template
+	chatTemplateText   string // its source, for ChatTemplateUses
 	ChatTemplateSource string // where the template came from, for logs
 }
 

@@ -595,3 +595,16 @@ func TestSegmentCache(t *testing.T) {
 		t.Fatal("cache entry was modified through a returned slice")
 	}
 }
+
+// ChatTemplateUses finds a template variable as a whole word only.
+func TestChatTemplateUses(t *testing.T) {
+	tk := &Tokenizer{}
+	if err := tk.SetChatTemplate(`{%- if enable_thinking is defined and not enable_thinking %}x{% endif %}{{ my_reasoning_effort2 }}`); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"enable_thinking": true, "reasoning_effort": false, "my_reasoning_effort2": true, "thinking": false, "": false} {
+		if got := tk.ChatTemplateUses(name); got != want {
+			t.Errorf("ChatTemplateUses(%q) = %v", name, got)
+		}
+	}
+}

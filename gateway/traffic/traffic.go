@@ -18,6 +18,8 @@ package traffic
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -41,7 +43,14 @@ const kindDecode = "decode"
 const (
 	maxIDLen   = 128
 	maxPathLen = 256
+	// maxEngineRIDs bounds the engine rids on one access line: n > 1 and
+	// retries mint one each; beyond this many the line says how many more.
+	maxEngineRIDs = 16
 )
+
+// StatusClientClosed is the access line's status of a request whose
+// client went away before its answer was complete (nginx's 499).
+const StatusClientClosed = 499
 
 // Options configure a Book. Zero values are sensible.
 type Options struct {
@@ -127,6 +136,10 @@ type Rec struct {
 
 	// Guarded by b.mu.
 	id         string
+	engineRIDs []string // every rid sent to an engine for this request
+	moreRIDs   int      // engine rids past maxEngineRIDs
+	reason     string   // why it failed (the error code sent)
+	abandoned  bool     // the client went away first
 	roles      []roleRef
 	first      bool
 	ttft       time.Duration
@@ -168,6 +181,58 @@ func (r *Rec) ID(id string) {
 	if r.id == "" {
 		r.id = id
 	}
+	r.b.mu.Unlock()
+}
+
+// EngineRID records a rid the dispatch sent to the engines for this
+// request (both PD legs share it; an encode leg's is "<rid>-enc-<i>"):
+// the access line lists them all, so one id joins the gateway's line to
+// the engines' lines of the same request (an n > 1 request and each retry
+// mint their own).
+func (r *Rec) EngineRID(rid string) {
+	if r == nil || rid == "" {
+		return
+	}
+	if len(rid) > maxIDLen {
+		rid = rid[:maxIDLen]
+	}
+	r.b.mu.Lock()
+	if len(r.engineRIDs) < maxEngineRIDs {
+		r.engineRIDs = append(r.engineRIDs, rid)
+	} else {
+		r.moreRIDs++
+	}
+	r.b.mu.Unlock()
+}
+
+// Reason records why the request failed, as the error code sent to the
+// client ("no_decode_worker"); the first one stays. Every 5xx access line
+// carries one (reason=).
+func (r *Rec) Reason(code string) {
+	if r == nil || code == "" {
+		return
+	}
+	if len(code) > maxIDLen {
+		code = code[:maxIDLen]
+	}
+	r.b.mu.Lock()
+	if r.reason == "" {
+		r.reason = code
+	}
+	r.b.mu.Unlock()
+}
+
+// Gone records that the request's context ended with err: when that is
+// the client going away (context.Canceled, not a deadline), the request
+// was abandoned, and its access line says 499 instead of the status the
+// gateway had begun to send. An abandoned request is not an error of the
+// deployment: it does not count in the error rates.
+func (r *Rec) Gone(err error) {
+	if r == nil || !errors.Is(err, context.Canceled) {
+		return
+	}
+	r.b.mu.Lock()
+	r.abandoned = true
 	r.b.mu.Unlock()
 }
 
@@ -323,7 +388,10 @@ func (r *Rec) End(status int) {
 	}
 	r.ended = true
 	now := b.elapsed()
-	failed := status >= 400 || r.failed != ""
+	if r.abandoned && status < 400 {
+		status = StatusClientClosed
+	}
+	failed := status >= 400 && status != StatusClientClosed || r.failed != ""
 	if r.counted {
 		sec := second(now)
 		count := func(a *acct) {
@@ -343,7 +411,8 @@ func (r *Rec) End(status int) {
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed}
+		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs}
+	line.engineRIDs = strings.Join(r.engineRIDs, ",")
 	if r.first {
 		line.ttft = r.ttft
 	}
@@ -359,13 +428,22 @@ func (r *Rec) End(status int) {
 }
 
 // access is one request's access line. Never the prompt, the output or a
-// header beyond the request id: the line is safe to share.
+// header beyond the request id: the line is safe to share. Its fields, in
+// this order (README.md "The gateway's access line"): method, path,
+// status (499: the client went away first), prompt_tokens,
+// completion_tokens, latency_ms, ttft_ms (once a token came), rid (the
+// client's x-request-id, else the gateway's), engine_rids (every rid the
+// engines saw: grep one in the engine logs), roles, reason (the error
+// code of a failed request; always on a 5xx), error (a stream that broke
+// after its 200). Fields others add go after these.
 type access struct {
 	method, path       string
 	status             int
 	prompt, completion int
 	latency, ttft      time.Duration
 	id, roles, failed  string
+	engineRIDs, reason string
+	moreRIDs           int
 }
 
 func (a access) write(log *slog.Logger) {
@@ -373,7 +451,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 11)
+	attrs := make([]slog.Attr, 0, 13)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -388,7 +466,26 @@ func (a access) write(log *slog.Logger) {
 	if roles == "" {
 		roles = GatewayRole
 	}
-	attrs = append(attrs, slog.String("rid", a.id), slog.String("roles", roles))
+	attrs = append(attrs, slog.String("rid", a.id))
+	if a.engineRIDs != "" {
+		rids := a.engineRIDs
+		if a.moreRIDs > 0 {
+			rids += fmt.Sprintf(",+%d", a.moreRIDs)
+		}
+		attrs = append(attrs, slog.String("engine_rids", rids))
+	}
+	attrs = append(attrs, slog.String("roles", roles))
+	reason := a.reason
+	if reason == "" && a.status >= 500 {
+		// Every 5xx says why; without a code, the status's own name.
+		reason = strings.ReplaceAll(strings.ToLower(http.StatusText(a.status)), " ", "_")
+		if reason == "" {
+			reason = "server_error"
+		}
+	}
+	if reason != "" && a.status >= 400 {
+		attrs = append(attrs, slog.String("reason", reason))
+	}
 	if a.failed != "" {
 		attrs = append(attrs, slog.String("error", a.failed))
 	}

@@ -2,6 +2,8 @@ package traffic
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -418,5 +420,70 @@ func TestAccessLineInjection(t *testing.T) {
 	out := strings.TrimSuffix(buf.String(), "\n")
 	if strings.Contains(out, "\n") || len(out) > 800 {
 		t.Fatalf("%d bytes, %d lines:\n%s", len(out), strings.Count(out, "\n")+1, out)
+	}
+}
+
+// The access line joins the engines' logs (every engine rid of the
+// request: n > 1 and retries mint several, bounded), says 499 for a
+// request its client abandoned (not 200 with 0 tokens, and not an error
+// of the deployment), and names the reason of every 5xx.
+func TestAccessLineRIDsAbandonAndReason(t *testing.T) {
+	var buf bytes.Buffer
+	clk := newClock()
+	b := New(Options{Now: clk.Now, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+
+	r := b.Begin("POST", "/v1/chat/completions")
+	r.ID("req-1")
+	r.EngineRID("chatcmpl-a-0-k1")
+	r.EngineRID("chatcmpl-a-1-k2")
+	r.Role("decode", "decode-0")
+	r.End(200)
+
+	gone := b.Begin("POST", "/v1/chat/completions")
+	gone.Role("decode", "decode-0")
+	gone.Gone(context.DeadlineExceeded) // a deadline is not the client leaving
+	gone.Gone(context.Canceled)
+	gone.End(200)
+
+	r = b.Begin("POST", "/generate")
+	r.Reason("no_decode_worker")
+	r.End(503)
+	b.Begin("POST", "/generate").End(502) // no code sent: the status's name
+	r = b.Begin("POST", "/v1/completions")
+	r.Reason("invalid_request")
+	r.End(400)
+
+	many := b.Begin("POST", "/v1/completions")
+	for i := range maxEngineRIDs + 3 {
+		many.EngineRID(fmt.Sprintf("cmpl-x-%d", i))
+	}
+	many.End(200)
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	for i, want := range [][]string{
+		{"status=200", "rid=req-1 engine_rids=chatcmpl-a-0-k1,chatcmpl-a-1-k2 roles=decode-0"},
+		{"level=INFO", "status=499", "roles=decode-0"},
+		{"level=WARN", "status=503", "reason=no_decode_worker"},
+		{"status=502", "reason=bad_gateway"},
+		{"status=400", "reason=invalid_request"},
+		{"engine_rids=cmpl-x-0,", ",cmpl-x-15,+3 "},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			}
+		}
+	}
+	if strings.Contains(lines[1], "reason=") || strings.Contains(lines[0], "reason=") {
+		t.Errorf("a reason on a line that did not fail: %q %q", lines[0], lines[1])
+	}
+	clk.Set(time.Second + time.Millisecond)
+	tot, rows := b.Status()
+	// 503, 502 and 400 are errors; the abandoned request is not.
+	if tot.Errors != 3 || row(rows, "decode-0").Errors != 0 {
+		t.Fatalf("errors: total %d, decode-0 %d; want 3 and 0", tot.Errors, row(rows, "decode-0").Errors)
 	}
 }

@@ -86,6 +86,12 @@ func FuzzDecodeOutput(f *testing.F) {
 		})
 		fixedPoint(t, b, DecodeFullOutput, EncodeFullOutput, nil)
 		_, _ = DecodeOutputFrames([][]byte{b})
+		if a, err := DecodeAnyOutput(b); err == nil {
+			for i := range a.Batch.RIDs {
+				_, _, _, _ = a.TopLogprobs(i)
+				_, _, _, _ = a.PromptLogprobs(i)
+			}
+		}
 	})
 }
 

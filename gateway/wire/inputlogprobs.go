@@ -115,6 +115,11 @@ func readNullableTokenColumn(raw Raw) ([][]int32, error) {
 type AnyOutput struct {
 	Batch OutputBatch
 	Full  *FullOutputBatch
+
+	// The top-logprob columns, decoded once by DecodeAnyOutput.
+	topRead bool
+	topVal  [][][]float64
+	topIdx  [][][]int32
 }
 
 // PromptLogprobs returns rid i's input logprobs when the message carried
@@ -146,8 +151,8 @@ func (a AnyOutput) AbortMessage(i int) string {
 
 // DecodeAnyOutputFrames decodes one message of the output PULL in either
 // variant, by its tag: the slim BatchTokenIDOutSlim every engine sends,
-// or the full BatchTokenIDOut a prefill sends for prompt logprobs (tsd's
-// design). The sentinel yields ErrEngineDead; extra frames are ignored.
+// or the full BatchTokenIDOut an engine sends for prompt or top-k
+// logprobs (tsd's design). The sentinel yields ErrEngineDead; extra frames are ignored.
 // A gateway that reads the lane with this instead of DecodeOutputFrames
 // accepts both.
 func DecodeAnyOutputFrames(frames [][]byte) (AnyOutput, error) {
@@ -187,5 +192,14 @@ func DecodeAnyOutput(frame []byte) (AnyOutput, error) {
 	if _, _, err := f.InputLogprobs(); err != nil {
 		return AnyOutput{}, fmt.Errorf("decode output: %s: %w", TagOutputFull, err)
 	}
-	return AnyOutput{Batch: o, Full: &f}, nil
+	a := AnyOutput{Batch: o, Full: &f, topRead: true}
+	if a.topVal, a.topIdx, err = f.OutputTopLogprobs(); err != nil {
+		return AnyOutput{}, fmt.Errorf("decode output: %s: %w", TagOutputFull, err)
+	}
+	for i := range f.RIDs {
+		if _, _, _, err := a.TopLogprobs(i); err != nil {
+			return AnyOutput{}, fmt.Errorf("decode output: %s: %w", TagOutputFull, err)
+		}
+	}
+	return a, nil
 }

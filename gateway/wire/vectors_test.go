@@ -32,8 +32,8 @@ func loadVectors(tb testing.TB) []vector {
 	if err := json.Unmarshal(data, &file); err != nil {
 		tb.Fatalf("parse vectors: %v", err)
 	}
-	if len(file.Vectors) != 17 {
-		tb.Fatalf("want 17 vectors, got %d", len(file.Vectors))
+	if len(file.Vectors) != 19 {
+		tb.Fatalf("want 19 vectors, got %d", len(file.Vectors))
 	}
 	return file.Vectors
 }
@@ -133,11 +133,14 @@ func roundTripData(socket string, f [][]byte) ([]byte, error) {
 		if IsShutdownSentinel(f[0]) {
 			return EncodeShutdownSentinel(), nil
 		}
-		o, err := DecodeOutputFrames(f)
+		a, err := DecodeAnyOutputFrames(f)
 		if err != nil {
 			return nil, err
 		}
-		return EncodeOutput(o)
+		if a.Full != nil {
+			return EncodeFullOutput(*a.Full)
+		}
+		return EncodeOutput(a.Batch)
 	}
 	m, err := DecodeInputFrames(f)
 	if err != nil {

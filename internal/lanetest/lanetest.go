@@ -54,6 +54,10 @@ type Result struct {
 	PromptLogprobIDs []int32
 	AbortMessage     string
 	FullMessages     int
+	// TopLogprobs and TopLogprobIDs are each token's top-k alternatives
+	// (full variant, tsd's design), one entry per token that had them.
+	TopLogprobs   [][]float64
+	TopLogprobIDs [][]int32
 }
 
 // State is a snapshot of what the frontend has seen.
@@ -297,6 +301,12 @@ func (f *Frontend) serveOutput() {
 					if msg := ao.AbortMessage(i); msg != "" {
 						r.AbortMessage = msg
 					}
+					if v, ids, ok, err := ao.TopLogprobs(i); err != nil {
+						f.state.Errors = append(f.state.Errors, "top logprobs of "+rid+": "+err.Error())
+					} else if ok {
+						r.TopLogprobs = append(r.TopLogprobs, v...)
+						r.TopLogprobIDs = append(r.TopLogprobIDs, ids...)
+					}
 				}
 				if o.FinishedReasons[i] != wire.FinishRunning {
 					r.Finish, r.Done = o.FinishedReasons[i], true
@@ -404,6 +414,8 @@ func (r *Result) clone() Result {
 	c.Logprobs = append([]float64(nil), r.Logprobs...)
 	c.PromptLogprobs = append([]float64(nil), r.PromptLogprobs...)
 	c.PromptLogprobIDs = append([]int32(nil), r.PromptLogprobIDs...)
+	c.TopLogprobs = append([][]float64(nil), r.TopLogprobs...)
+	c.TopLogprobIDs = append([][]int32(nil), r.TopLogprobIDs...)
 	return c
 }
 

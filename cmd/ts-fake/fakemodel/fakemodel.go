@@ -3,7 +3,10 @@
 // predict exactly what a ts-fake engine will answer.
 package fakemodel
 
-import "hash/crc32"
+import (
+	"hash/crc32"
+	"math"
+)
 
 // Seed is the engine's default sampling seed for a request without one:
 // CRC-32 (zlib) of the rid's UTF-8 bytes (docs/protocol.md §5.4).
@@ -59,10 +62,7 @@ func (p Params) Token(i int) int {
 	if p.Reply != nil && i == len(p.Reply) && p.EOS >= 0 {
 		return p.EOS
 	}
-	lo, n := 0, p.Vocab
-	if p.TokenMin > 0 && p.TokenMin < p.Vocab {
-		lo, n = p.TokenMin, p.Vocab-p.TokenMin
-	}
+	lo, n := p.TokenRange()
 	tok := lo + Token(p.Seed, i, n)
 	// Filler never spells EOS: seeds come from rids, which are random, so
 	// a filler EOS would end a random completion early once in a few
@@ -72,6 +72,40 @@ func (p Params) Token(i int) int {
 		tok = lo + (tok-lo+1)%n
 	}
 	return tok
+}
+
+// TokenRange is the ids filler tokens are drawn from: [lo, lo+n).
+func (p Params) TokenRange() (lo, n int) {
+	lo, n = 0, p.Vocab
+	if p.TokenMin > 0 && p.TokenMin < p.Vocab {
+		lo, n = p.TokenMin, p.Vocab-p.TokenMin
+	}
+	return lo, n
+}
+
+// TopLogprobs are the fake k most likely alternatives at generated
+// position i whose sampled token is tok, most likely first: the sampled
+// token itself with Logprob(seed, i), then its neighbours tok+1, tok+2, …
+// (wrapping inside [lo, lo+n)) sharing the rest of the probability
+// geometrically (a half of it, a quarter, …), so the values are a true
+// distribution's and the sampled token always leads (its share is at
+// least e^-1, more than half the rest).
+func TopLogprobs(seed uint32, i, tok, k, lo, n int) (vals []float64, ids []int) {
+	if n <= 0 {
+		lo, n = 0, 1
+	}
+	k = min(k, n)
+	lp := Logprob(seed, i)
+	rest := 1 - math.Exp(lp)
+	vals, ids = make([]float64, 0, k), make([]int, 0, k)
+	vals, ids = append(vals, lp), append(ids, tok)
+	share := rest
+	for j := 1; j < k; j++ {
+		share /= 2
+		vals = append(vals, math.Log(share))
+		ids = append(ids, lo+((tok-lo+j)%n+n)%n)
+	}
+	return vals, ids
 }
 
 // Finish reports whether the completion ends at token i (0-based) and with

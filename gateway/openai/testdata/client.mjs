@@ -67,8 +67,14 @@ await scenario('stop', async () => {
   return { content: r.choices[0].message.content, finish: r.choices[0].finish_reason, streamed };
 });
 
+await scenario('top_logprobs', async () => {
+  const r = await client.chat.completions.create({ model: 'demo', messages, logprobs: true, top_logprobs: 3 });
+  const entries = r.choices[0].logprobs.content;
+  return { tokens: entries.length, alternatives: entries.map((e) => e.top_logprobs.length), leads: entries.every((e) => e.top_logprobs[0].token === e.token) };
+});
+
 await scenario('bad_request', async () => {
-  await client.chat.completions.create({ model: 'demo', messages, logprobs: true, top_logprobs: 5 });
+  await client.chat.completions.create({ model: 'demo', messages, logprobs: true, top_logprobs: 21 });
   return { thrown: false };
 });
 

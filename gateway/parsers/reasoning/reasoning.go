@@ -5,10 +5,11 @@
 //
 // Every parser here is a think block: a start and an end marker. Whether
 // the reply starts inside the block depends on the chat template: when
-// the rendered prompt already opened it (DeepSeek-R1, Qwen3-Thinking-2507,
-// or any template with thinking enabled that writes the start marker
-// itself) the model's first token is thinking. Options.PromptOpened says
-// so per request; OpenedIn computes it from the rendered prompt.
+// the template's generation prompt already opened it (DeepSeek-R1,
+// Qwen3-Thinking-2507, or any template with thinking enabled that writes
+// the start marker itself) the model's first token is thinking.
+// Options.PromptOpened says so per request; OpenedIn computes it from the
+// generation prompt (never from the user's text, which may hold markers).
 //
 // Harmony's analysis channel (GPT-OSS) is parsed with its tool calls, by
 // toolcall.NewHarmony; package parsers picks it for "gpt_oss".

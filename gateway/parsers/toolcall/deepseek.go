@@ -25,6 +25,7 @@ const (
 //	```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 func deepseekV3Format() *format {
 	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
+		next: nextMarkedCall([]string{"```", dsCallEnd}, deepseekV3Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
 			return dsCalls(body, func(call string) (found, bool) {
 				_, rest, ok := strings.Cut(call, dsSep)
@@ -48,6 +49,7 @@ func deepseekV3Format() *format {
 //	<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 func deepseekV31Format() *format {
 	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
+		next: nextMarkedCall([]string{dsCallEnd}, deepseekV31Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
 			return dsCalls(body, func(call string) (found, bool) {
 				name, args, ok := strings.Cut(call, dsSep)

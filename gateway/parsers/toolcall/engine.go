@@ -1,10 +1,15 @@
 // Package toolcall turns a model's reply text into content and OpenAI tool
 // calls, one parser per model family (one file each), named as SMG names
 // them (see New). Every parser streams: Push takes detokenized text in any
-// chunking and holds back what might be the start of a marker; a call is
-// emitted once it is complete (first its id and name, then its whole
-// arguments), and a call that does not parse is kept as content, never
-// dropped.
+// chunking and holds back what might be the start of a marker. In the
+// families whose arguments are a JSON object (stream.go: hermes/qwen,
+// llama, json, DeepSeek V3/V3.1, Kimi K2, and the grammar-forced output of
+// a constrained tool_choice) and in Qwen3-Coder's XML calls (xmlstream.go)
+// a call goes out as it decodes: its id and name once known, then argument
+// fragments as they arrive, as SMG streams them; a call cut short
+// (max_tokens) keeps the arguments it got. The other families emit a call
+// once it is complete. A call that does not
+// parse before it was committed is kept as content, never dropped.
 //
 // The formats need the model's special tokens in the text (Kimi's
 // <|tool_calls_section_begin|>, DeepSeek's <｜tool▁calls▁begin｜>, Llama's
@@ -69,6 +74,11 @@ type format struct {
 	special bool // needs special tokens in the text
 	// ids, when set, overrides how a call gets its id.
 	ids func(f found, index int, o *Options) string
+	// next, when set, streams calls as they decode (stream.go): it finds
+	// the next call in the open region's text since the previous one.
+	next nextCall
+	// xml, when set, streams XML-style calls as they decode (xmlstream.go).
+	xml *xmlMarkers
 }
 
 // blockStream runs a format over a streamed reply.
@@ -86,6 +96,7 @@ type blockStream struct {
 	scanned  int      // bytes of region already searched for the close marker
 	markers  []string // every marker the jail watches outside a region
 	anywhere []string // opens and drops: markers found at any position
+	rs       regionStream
 }
 
 func newBlock(f *format, o Options) *blockStream {
@@ -151,6 +162,7 @@ func (s *blockStream) run(final bool) []delta.Delta {
 					s.inRegion, s.open = true, m
 					s.region = append(s.region[:0], s.buf...)
 					s.buf = ""
+					s.rs = regionStream{}
 				}
 				continue
 			}
@@ -167,35 +179,51 @@ func (s *blockStream) run(final bool) []delta.Delta {
 			s.buf = s.buf[len(s.buf)-keep:]
 			return out
 		}
-		var body string
-		switch {
-		case s.f.close == "":
-			if !final {
-				return out
-			}
-			body, s.region = string(s.region), s.region[:0]
-		default:
-			j := bytes.Index(s.region[s.scanned:], []byte(s.f.close))
-			if j >= 0 {
+		j := -1
+		if s.f.close != "" {
+			if j = bytes.Index(s.region[s.scanned:], []byte(s.f.close)); j >= 0 {
 				j += s.scanned
 			}
-			if j < 0 {
-				if !final {
-					// Next time, search only where a close marker could
-					// still start (a long call streams in many chunks).
-					s.scanned = max(0, len(s.region)-len(s.f.close)+1)
-					return out
-				}
-				// A region the reply never closed (cut by max_tokens, or
-				// malformed) is content.
-				out = s.content(out, s.pre+s.open+string(s.region))
-				s.region, s.inRegion, s.pre, s.scanned = s.region[:0], false, "", 0
-				continue
-			}
-			body, s.buf = string(s.region[:j]), string(s.region[j+len(s.f.close):])
-			s.region = s.region[:0]
 		}
+		// Stream what is decided: up to the close marker, or (while it
+		// may still come) short of a tail that could begin it.
+		limit := len(s.region)
+		switch {
+		case j >= 0:
+			limit = j
+		case s.f.close != "" && !final:
+			tail := s.region[max(0, len(s.region)-len(s.f.close)):]
+			limit -= delta.HeldPrefix(string(tail), s.f.close)
+		}
+		out = s.stream(out, limit)
+		if j < 0 && !final {
+			if s.f.close != "" {
+				// Next time, search only where a close marker could
+				// still start (a long call streams in many chunks).
+				s.scanned = max(0, len(s.region)-len(s.f.close)+1)
+			}
+			return out
+		}
+		streamed := s.rs.calls > 0 || s.rs.inArgs
+		var body string
+		switch {
+		case j >= 0:
+			body, s.buf = string(s.region[:j]), string(s.region[j+len(s.f.close):])
+		case s.f.close == "" || streamed:
+			body = string(s.region)
+		default:
+			// A region the reply never closed (cut by max_tokens, or
+			// malformed) and nothing of it streamed: content.
+			out = s.content(out, s.pre+s.open+string(s.region))
+			s.region, s.inRegion, s.pre, s.scanned = s.region[:0], false, "", 0
+			continue
+		}
+		s.region = s.region[:0]
 		s.inRegion, s.scanned = false, 0
+		if streamed {
+			out = s.endStream(out, body)
+			continue
+		}
 		// A region that opens again inside itself: what precedes the last
 		// opener was an unclosed (malformed) call, kept as content.
 		if k, m := lastOf(body, s.f.opens); k >= 0 {
@@ -211,19 +239,30 @@ func (s *blockStream) run(final bool) []delta.Delta {
 		}
 		s.sp.Flush(false)
 		for _, c := range calls {
-			id := c.id
-			if s.f.ids != nil {
-				id = s.f.ids(c, s.calls, &s.o)
-			} else if id == "" {
-				id = s.o.id(c.name, s.calls)
-			}
-			out = append(out,
-				delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: s.calls, ID: id, Name: c.name}},
-				delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: s.calls, Arguments: c.args}})
-			s.calls++
+			out = s.emitCall(out, c)
 		}
 		s.seen = true
 	}
+}
+
+// callID is the id call number s.calls gets.
+func (s *blockStream) callID(c found) string {
+	switch {
+	case s.f.ids != nil:
+		return s.f.ids(c, s.calls, &s.o)
+	case c.id != "":
+		return c.id
+	}
+	return s.o.id(c.name, s.calls)
+}
+
+// emitCall emits a whole call: its id and name, then its arguments.
+func (s *blockStream) emitCall(out []delta.Delta, c found) []delta.Delta {
+	out = append(out,
+		delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: s.calls, ID: s.callID(c), Name: c.name}},
+		delta.Delta{Kind: delta.ToolCall, Call: &delta.CallDelta{Index: s.calls, Arguments: c.args}})
+	s.calls++
+	return out
 }
 
 func lastOf(s string, markers []string) (int, string) {

@@ -13,7 +13,7 @@ import (
 // token; several calls are separated by ";". A bare object is a call only
 // when it opens the reply; "arguments" is accepted for "parameters".
 func llamaFormat() *format {
-	return &format{opens: []string{"<|python_tag|>"}, startOpens: []string{"{"}, special: true,
+	return &format{opens: []string{"<|python_tag|>"}, startOpens: []string{"{"}, special: true, next: nextJSONCall(';'),
 		parse: func(open, body string, _ *Options) ([]found, bool) {
 			if open == "{" {
 				body = "{" + body
@@ -57,7 +57,7 @@ func jsonCallList(body string) ([]found, bool) {
 // API-style model names): the reply is one call object or an array of
 // them, {"name": ..., "arguments"|"parameters": {...}}.
 func jsonFormat() *format {
-	return &format{startOpens: []string{"{", "["},
+	return &format{startOpens: []string{"{", "["}, next: nextJSONCall(';'),
 		parse: func(open, body string, _ *Options) ([]found, bool) {
 			body = open + body
 			if open == "[" {

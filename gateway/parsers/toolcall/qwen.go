@@ -18,7 +18,7 @@ import (
 // accepted for "arguments", and arguments written as a JSON string holding
 // an object are unwrapped.
 func qwenFormat() *format {
-	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseJSONCall}
+	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseJSONCall, next: nextJSONCall(0)}
 }
 
 func parseJSONCall(_, body string, _ *Options) ([]found, bool) {
@@ -71,7 +71,7 @@ func jsonCall(raw string) (found, bool) {
 // Values are trimmed; a value is JSON when it reads as JSON and the tool's
 // schema does not declare the property a string.
 func qwenXMLFormat() *format {
-	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseQwenXML}
+	return &format{opens: []string{"<tool_call>"}, close: "</tool_call>", parse: parseQwenXML, xml: qwenXMLMarkers}
 }
 
 func parseQwenXML(_, body string, o *Options) ([]found, bool) {

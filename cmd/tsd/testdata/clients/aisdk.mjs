@@ -5,7 +5,7 @@ import { generateText, generateObject, streamText, tool, stepCountIs } from 'ai'
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer } from './lib.mjs';
+import { run, check, checkTop, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer } from './lib.mjs';
 
 const compat = createOpenAICompatible({ name: 'tsd', baseURL, apiKey, fetch: recordingFetch, supportsStructuredOutputs: true });
 // json_object instead of json_schema: what a provider without structured
@@ -93,6 +93,22 @@ await run('aisdk', [
     const r = await generateObject({ model: compatJSONMode(model), schema: citySchema, prompt: prompts.city, maxRetries: 0 });
     check(typeof r.object.city === 'string', 'an object of the schema', r.object);
     return r.object;
+  }],
+  ['chat_top_logprobs', async () => {
+    // The openai provider's chat model: providerOptions logprobs N sends
+    // logprobs and top_logprobs; the entries come back in providerMetadata.
+    const r = await generateText({ model: openai.chat(model), prompt: prompts.hello, maxRetries: 0, providerOptions: { openai: { logprobs: 3 } } });
+    check(r.text === helloReply, 'the reply', r.text);
+    return checkTop(r.providerMetadata && r.providerMetadata.openai && r.providerMetadata.openai.logprobs, 3, 'chat');
+  }],
+  ['responses_top_logprobs', async () => {
+    // The Responses model asks include message.output_text.logprobs and
+    // top_logprobs; one list of entries per output_text part.
+    const r = await generateText({ model: openai(model), prompt: prompts.hello, maxRetries: 0, providerOptions: { openai: { logprobs: 2 } } });
+    check(r.text === helloReply, 'the reply', r.text);
+    const parts = r.providerMetadata && r.providerMetadata.openai && r.providerMetadata.openai.logprobs;
+    check(Array.isArray(parts) && parts.length >= 1, 'logprobs per output_text part', r.providerMetadata);
+    return checkTop(parts.flat(), 2, 'responses');
   }],
   ['responses_generateText', async () => {
     const r = await generateText({ model: openai(model), prompt: prompts.hello, maxRetries: 0 });

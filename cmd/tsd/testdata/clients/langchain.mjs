@@ -4,7 +4,7 @@ import { ChatOpenAI } from '@langchain/openai';
 import { tool } from '@langchain/core/tools';
 import { HumanMessage, AIMessage, ToolMessage } from '@langchain/core/messages';
 import { z } from 'zod';
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply } from './lib.mjs';
+import { run, check, checkTop, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply } from './lib.mjs';
 
 const chat = new ChatOpenAI({ model, apiKey, maxRetries: 0, timeout: 30000, configuration: { baseURL, fetch: recordingFetch } });
 
@@ -32,6 +32,15 @@ await run('langchain', [
     const msg = await tuned.invoke([['system', 'You are terse.'], ['human', prompts.hello]]);
     check(msg.content === helloReply, 'the reply', msg.content);
     return msg.usage_metadata;
+  }],
+  ['invoke_top_logprobs', async () => {
+    const withLogprobs = new ChatOpenAI({
+      model, apiKey, maxRetries: 0, timeout: 30000, configuration: { baseURL, fetch: recordingFetch }, logprobs: true, topLogprobs: 3,
+    });
+    const msg = await withLogprobs.invoke(prompts.hello);
+    check(msg.content === helloReply, 'the reply', msg.content);
+    const lp = msg.response_metadata && msg.response_metadata.logprobs;
+    return checkTop(lp && lp.content, 3, 'langchain');
   }],
   ['bindTools_invoke', async () => {
     const msg = await chat.bindTools([getWeather, getTime]).invoke(prompts.weather);

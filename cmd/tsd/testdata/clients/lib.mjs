@@ -124,6 +124,20 @@ export const prompts = {
   think: 'Think first: which city is the capital of France?',
 };
 export const helloReply = 'Hello from tsd.';
+
+// checkTop checks logprob entries in OpenAI's chat / Responses shape
+// ({token, logprob, top_logprobs: [{token, logprob}]}): every token has k
+// alternatives, most likely first, and ts-fake's sampled token leads them.
+export function checkTop(entries, k, what) {
+  check(Array.isArray(entries) && entries.length > 0, what + ': logprob entries', entries);
+  for (const e of entries) {
+    const alts = e.top_logprobs || e.topLogprobs;
+    check(Array.isArray(alts) && alts.length === k, what + ': ' + k + ' alternatives per token', e);
+    check(alts[0].token === e.token && alts[0].logprob === e.logprob, what + ': the sampled token leads', e);
+    for (let j = 1; j < k; j++) check(alts[j].logprob <= alts[j - 1].logprob, what + ': alternatives most likely first', alts);
+  }
+  return { tokens: entries.length, first: entries[0] };
+}
 export const toolResultReply = 'It is sunny in Paris.';
 // The think rule's reply, split by the reasoning parser.
 export const thinkReasoning = 'The capital of France is Paris.';

@@ -1,7 +1,7 @@
 // The official openai npm client against tsd's gateway. TSD_OPENAI_PKG
 // picks the installed copy: "openai" (latest), or "openai4", "openai5",
 // "openai6" (the last of each major, npm aliases in package.json).
-import { run, check, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer, weatherParams, timeParams, citySchema } from './lib.mjs';
+import { run, check, checkTop, recordingFetch, baseURL, apiKey, model, prompts, helloReply, toolResultReply, thinkReasoning, thinkAnswer, weatherParams, timeParams, citySchema } from './lib.mjs';
 
 const pkg = process.env.TSD_OPENAI_PKG || 'openai';
 const { default: OpenAI } = await import(pkg);
@@ -120,6 +120,39 @@ await run(pkg, [
     const m = r.choices[0].message;
     check(m.content === thinkAnswer && m.reasoning_content === thinkReasoning, 'content and reasoning_content split', m);
     return m;
+  }],
+  ['chat_top_logprobs', async () => {
+    const r = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompts.hello }], logprobs: true, top_logprobs: 3 });
+    check(r.choices[0].message.content === helloReply, 'the reply', r.choices[0]);
+    return checkTop(r.choices[0].logprobs.content, 3, 'chat');
+  }],
+  ['chat_top_logprobs_stream', async () => {
+    const stream = await client.chat.completions.create({ model, messages: [{ role: 'user', content: prompts.hello }], logprobs: true, top_logprobs: 2, stream: true });
+    const entries = [];
+    let text = '';
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices || []) {
+        if (ch.delta && ch.delta.content) text += ch.delta.content;
+        if (ch.logprobs && ch.logprobs.content) entries.push(...ch.logprobs.content);
+      }
+    }
+    check(text === helloReply, 'the streamed reply', text);
+    return checkTop(entries, 2, 'chat stream');
+  }],
+  ['completions_logprobs', async () => {
+    const r = await client.completions.create({ model, prompt: prompts.hello, max_tokens: 6, logprobs: 2 });
+    const lp = r.choices[0].logprobs;
+    check(lp && lp.tokens.length > 0 && lp.top_logprobs.length === lp.tokens.length, 'tokens and top_logprobs', lp);
+    lp.top_logprobs.forEach((m, i) => {
+      check(m && Object.keys(m).length >= 2 && m[lp.tokens[i]] === lp.token_logprobs[i], 'the top 2 and the sampled token', { token: lp.tokens[i], top: m });
+    });
+    return { tokens: lp.tokens.length, first: lp.top_logprobs[0] };
+  }],
+  ['responses_top_logprobs', async () => {
+    const r = await client.responses.create({ model, input: prompts.hello, include: ['message.output_text.logprobs'], top_logprobs: 2 });
+    const msg = (r.output || []).find((o) => o.type === 'message');
+    check(msg && r.output_text === helloReply, 'the reply', r.output);
+    return checkTop(msg.content[0].logprobs, 2, 'responses');
   }],
   ['responses_create', async () => {
     const r = await client.responses.create({ model, input: prompts.hello });

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"golang.org/x/sys/unix"
+
+	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/supervisor"
+)
+
+// Progress while a verb waits (tsd up -d, tsd restart --wait and
+// --rolling): with real weights a start takes minutes. On a terminal the
+// roles' phases and the engines' progress bars (weights, CUDA graphs) are
+// a block redrawn in place, as docker compose draws its services; off a
+// terminal there is one plain line per phase change and never a redraw.
+// Both are fed by the snapshot stream of the control socket, as the
+// dashboard's remote backend is.
+
+// progressView prints what the waited-on roles are doing. Not safe for
+// concurrent use: one goroutine feeds it.
+type progressView struct {
+	w     io.Writer
+	tty   bool
+	width int               // the terminal's columns (tty)
+	only  map[string]bool   // the roles to show (nil: every role)
+	last  map[string]string // plain: the phase line last printed per role
+	clock map[string]span   // how long each role's start has taken
+	drawn int               // tty: lines of the block on screen
+	cur   snapshot.Snapshot
+}
+
+func newProgressView(w io.Writer, tty bool, roles []string) *progressView {
+	v := &progressView{w: w, tty: tty, width: 80, last: map[string]string{}, clock: map[string]span{}}
+	if len(roles) > 0 {
+		v.only = map[string]bool{}
+		for _, r := range roles {
+			v.only[r] = true
+		}
+	}
+	if f, ok := w.(*os.File); ok && tty {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			v.width = int(ws.Col)
+		}
+	}
+	return v
+}
+
+// prime records roles' current phases as already told: a verb that just
+// asked for a change does not print the state it started from.
+func (v *progressView) prime(roles []snapshot.RoleStatus) {
+	for _, r := range roles {
+		if r.Name != "" && (v.only == nil || v.only[r.Name]) {
+			v.last[r.Name] = phaseKey(r)
+		}
+	}
+}
+
+// shown is the roles of s the view follows, in plan order.
+func (v *progressView) shown(s snapshot.Snapshot) []snapshot.RoleStatus {
+	var out []snapshot.RoleStatus
+	for _, r := range s.Roles {
+		if v.only == nil || v.only[r.Name] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// update folds in a snapshot: plain lines for what changed, or (tty) the
+// block redrawn.
+func (v *progressView) update(s snapshot.Snapshot, now time.Time) {
+	if len(s.Roles) == 0 {
+		return // nothing streamed yet
+	}
+	v.cur = s
+	for _, r := range v.shown(s) {
+		v.clock[r.Name] = v.clock[r.Name].next(r.State, now)
+	}
+	if !v.tty {
+		for _, l := range phaseChanges(v.last, v.shown(s)) {
+			fmt.Fprintln(v.w, l)
+		}
+		return
+	}
+	v.redraw(now)
+}
+
+// say prints one line of the verb's own (a rolling restart's step) above
+// the block.
+func (v *progressView) say(line string, now time.Time) {
+	if !v.tty {
+		fmt.Fprintln(v.w, line)
+		return
+	}
+	v.clear()
+	fmt.Fprintln(v.w, line)
+	if len(v.cur.Roles) > 0 {
+		v.redraw(now)
+	}
+}
+
+// clear moves to the block's first line and erases it.
+func (v *progressView) clear() {
+	if v.drawn > 0 {
+		fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.drawn)
+		v.drawn = 0
+	}
+}
+
+func (v *progressView) redraw(now time.Time) {
+	lines := progressBlock(v.shown(v.cur), v.clock, now)
+	var b strings.Builder
+	if v.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
+	}
+	for _, l := range lines {
+		// A wrapped line would break the count of lines to go back up.
+		b.WriteString("\x1b[2K" + ansi.Truncate(l, v.width-1, "…") + "\n")
+	}
+	b.WriteString("\x1b[J")
+	_, _ = io.WriteString(v.w, b.String())
+	v.drawn = len(lines)
+}
+
+// span is how long a role's start took or has taken so far: from when it
+// was first seen on its way (not ready) to when it settled (ready,
+// failed, stopped). A role ready all along has none.
+type span struct{ from, to time.Time }
+
+func settled(state string) bool {
+	return state == snapshot.StateReady || state == snapshot.StateFailed || state == snapshot.StateStopped
+}
+
+// next is the span after seeing the role in state at now.
+func (s span) next(state string, now time.Time) span {
+	switch {
+	case !settled(state) && (s.from.IsZero() || !s.to.IsZero()):
+		return span{from: now} // on its way (again)
+	case settled(state) && !s.from.IsZero() && s.to.IsZero():
+		s.to = now
+	}
+	return s
+}
+
+// took is the span's length at now ("" when it has none).
+func (s span) took(now time.Time) string {
+	if s.from.IsZero() {
+		return ""
+	}
+	end := now
+	if !s.to.IsZero() {
+		end = s.to
+	}
+	return supervisor.HumanDuration(end.Sub(s.from).Round(100 * time.Millisecond))
+}
+
+// phaseKey is what a plain line is printed for: the state and the
+// startup phase (not the progress within it).
+func phaseKey(r snapshot.RoleStatus) string {
+	s := r.State
+	// The phase is a startup milestone: it says something only while the
+	// role starts (a stopping role still carries its last one, "ready").
+	if r.Phase != "" && r.Phase != r.State && (r.State == snapshot.StateStarting || r.State == snapshot.StateHandshaking) {
+		s += " · " + r.Phase
+	}
+	if r.State == snapshot.StateFailed && r.Reason != "" {
+		s += ": " + r.Reason
+	}
+	return s
+}
+
+// phaseChanges is the plain lines for the roles whose phase changed since
+// last (which it updates): "decode: starting · loading weights".
+func phaseChanges(last map[string]string, roles []snapshot.RoleStatus) []string {
+	var out []string
+	for _, r := range roles {
+		k := phaseKey(r)
+		if last[r.Name] == k {
+			continue
+		}
+		last[r.Name] = k
+		out = append(out, r.Name+": "+k)
+	}
+	return out
+}
+
+// progressBarWidth is the width of a progress bar in the block.
+const progressBarWidth = 20
+
+// progressBlock is the terminal block: one line per role with a mark, its
+// state and phase, the engine's progress bar while it reports one, and
+// how long its start has taken.
+//
+//	⠿ prefill   starting · loading weights  ████████░░░░░░░░░░░░ 2/5   4s
+//	✔ decode    ready                                                  6s
+func progressBlock(roles []snapshot.RoleStatus, clock map[string]span, now time.Time) []string {
+	nameW, stateW := 0, 0
+	texts := make([]string, len(roles))
+	for i, r := range roles {
+		nameW = max(nameW, len(r.Name))
+		texts[i] = phaseKey(r)
+		if r.State == snapshot.StateFailed {
+			texts[i] = r.State // the reason goes at the end of the line
+		}
+		stateW = max(stateW, ansi.StringWidth(texts[i]))
+	}
+	out := make([]string, len(roles))
+	for i, r := range roles {
+		mark := "⠿"
+		switch r.State {
+		case snapshot.StateReady:
+			mark = "✔"
+		case snapshot.StateFailed:
+			mark = "✘"
+		case snapshot.StateStopped:
+			mark = "-"
+		}
+		bar := strings.Repeat(" ", progressBarWidth+6)
+		if p := r.Progress; p != nil && r.State != snapshot.StateReady {
+			n := max(0, min(int(p.Frac*progressBarWidth+0.5), progressBarWidth))
+			text := p.Text
+			if text == "" {
+				text = fmt.Sprintf("%d%%", int(p.Frac*100+0.5))
+			}
+			bar = fmt.Sprintf("%s%s %-5s", strings.Repeat("█", n), strings.Repeat("░", progressBarWidth-n), text)
+		}
+		line := fmt.Sprintf("%s %-*s  %-*s  %s %6s", mark, nameW, r.Name, stateW, texts[i], bar, clock[r.Name].took(now))
+		if r.State == snapshot.StateFailed && r.Reason != "" {
+			line += "  " + r.Reason
+		}
+		out[i] = strings.TrimRight(line, " ")
+	}
+	return out
+}
