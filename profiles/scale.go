@@ -163,3 +163,7 @@ func (p *Plan) LocalPorts() []int {
 	}
 	return out
 }
+
+// ReadSource reads a profile file for Parse, bounded like Load (a file
+// past MaxProfileBytes is refused by Parse, never read whole).
+func ReadSource(path string) ([]byte, error) { return readProfile(path) }

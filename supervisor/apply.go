@@ -226,7 +226,7 @@ func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
 	var next applied
 	switch {
 	case req.Profile != "":
-		data, err := os.ReadFile(req.Profile)
+		data, err := profiles.ReadSource(req.Profile)
 		if err != nil {
 			return nil, fmt.Errorf("read profile: %w", err)
 		}
@@ -642,7 +642,7 @@ func (s *Supervisor) stopAndWait(ctx context.Context, j *applyJob, name string) 
 	if err := s.Stop(name); err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
-	_, err := s.awaitRole(ctx, j, name, processGone)
+	_, err := s.awaitRole(ctx, name, processGone)
 	return err
 }
 
@@ -683,7 +683,7 @@ func (s *Supervisor) applyRename(ctx context.Context, j *applyJob, pp *planPatch
 	if err := s.command(st.Was, event{Kind: evRename, Name: st.Name}); err != nil {
 		return fmt.Errorf("rename %s: %w", st.Was, err)
 	}
-	r, err := s.awaitRole(ctx, nil, st.Name, func(snapshot.RoleStatus) (bool, error) { return true, nil })
+	r, err := s.awaitRole(ctx, st.Name, func(snapshot.RoleStatus) (bool, error) { return true, nil })
 	if err != nil {
 		return err
 	}
@@ -814,7 +814,7 @@ func (s *Supervisor) applyRestart(ctx context.Context, j *applyJob, pp *planPatc
 // the restart policy answers is waited out.
 func (s *Supervisor) awaitReady(ctx context.Context, j *applyJob, name string, restarts int) error {
 	start := s.now()
-	r, err := s.awaitRole(ctx, j, name, func(r snapshot.RoleStatus) (bool, error) {
+	r, err := s.awaitRole(ctx, name, func(r snapshot.RoleStatus) (bool, error) {
 		if restarts >= 0 && r.Restarts <= restarts {
 			return false, nil
 		}
@@ -833,26 +833,15 @@ func (s *Supervisor) awaitReady(ctx context.Context, j *applyJob, name string, r
 	return nil
 }
 
-// awaitRole waits until cond says name's status is done (or fails), and
-// tells j each state the role passes through on the way.
-func (s *Supervisor) awaitRole(ctx context.Context, j *applyJob, name string, cond func(snapshot.RoleStatus) (bool, error)) (snapshot.RoleStatus, error) {
+// awaitRole waits until cond says name's status is done (or fails). The
+// states it passes through on the way are the role's own events.
+func (s *Supervisor) awaitRole(ctx context.Context, name string, cond func(snapshot.RoleStatus) (bool, error)) (snapshot.RoleStatus, error) {
 	cur, ch, cancel := s.Subscribe()
 	defer cancel()
-	last := ""
 	check := func(snap snapshot.Snapshot) (snapshot.RoleStatus, bool, error) {
 		r, ok := roleIn(snap, name)
 		if !ok {
 			return r, false, nil
-		}
-		if shown := r.State + ": " + r.Reason; j != nil && shown != last {
-			if last != "" {
-				line := name + " " + r.State
-				if r.Reason != "" {
-					line += ": " + r.Reason
-				}
-				j.say(s, "%s", line)
-			}
-			last = shown
 		}
 		done, err := cond(r)
 		return r, done, err
