@@ -17,7 +17,7 @@ type planCmd struct {
 	// Running prints the plan a daemon runs now: tsd up's, as tsd apply
 	// and tsd scale changed it (docs/architecture.md §4.3).
 	Running bool `name:"running" help:"Print what a running deployment runs now (after tsd apply and tsd scale), not what PROFILE would plan."`
-	JSON    bool   `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
+	JSON    bool `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
 	// ShowSecrets prints env values and flags that look secret (TOKEN,
 	// KEY, SECRET, PASSWORD in the name) instead of ***.
 	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`

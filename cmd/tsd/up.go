@@ -834,8 +834,8 @@ type telemetryDecorator struct {
 	t       *telemetry.Telemetry
 	plan    *profiles.Plan
 	current func() *profiles.Plan // the plan that runs now (tsd apply changes it); nil: plan
-	roles []telemetry.RoleInfo
-	steps *slurmSteps // nil unless --launcher slurm
+	roles   []telemetry.RoleInfo
+	steps   *slurmSteps // nil unless --launcher slurm
 }
 
 func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
