@@ -80,8 +80,9 @@ type Options struct {
 	QueueTimeout time.Duration
 	// OnEvent hears verdicts worth showing on the dashboard's event list:
 	// kind "panic" (a recovered panic; msg says where; role ""), "stall"
-	// (a rank of role judged stalled; msg names role, rank and why) and
-	// "readmit" (a stalled rank spoke again). Called from gateway
+	// (a rank of role judged stalled; msg names role, rank and why),
+	// "readmit" (a stalled rank spoke again) and "breaker" (a worker's
+	// circuit breaker changed state; msg says from, to and why). Called from gateway
 	// goroutines, never under a gateway lock; it must not block for long.
 	// tsd hands it the deployment's event log, built before the gateway
 	// (supervisor.EventLog).
@@ -201,7 +202,7 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
 	}
-	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic,
+	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
 		if p != "" && !dispatch.Known(p) {
@@ -522,6 +523,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		TTFTp99:   tot.TTFTp99,
 		ITLp50:    tot.ITLp50,
 		ITLp99:    tot.ITLp99,
+		Breakers:  g.disp.Breakers(),
 	}
 }
 

@@ -32,6 +32,8 @@ type metrics struct {
 	panics        *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	queued        *prometheus.CounterVec
+	attempts      *prometheus.CounterVec
+	cbTransitions *prometheus.CounterVec
 
 	// traffic is the one account of request outcomes (issue 19): its
 	// series are on /metrics and Status reads the same counters.
@@ -74,6 +76,10 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_events_total", Help: "Gateway verdicts reported as events (panic, stall, readmit), by kind."}, []string{"kind"})
 	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_queued_total", Help: "Requests that waited for a routable worker, by outcome (routed, timeout, client_gone)."}, []string{"outcome"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_attempt_failures_total", Help: "Failed attempts of requests, by what failed (refused, died, stalled, ended, aborted, encode, fatal) and what followed (retry, migrate, fail, continue)."}, []string{"failure", "verdict"})
+	m.cbTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "smg_worker_cb_transitions_total", Help: "Circuit breaker state transitions, by worker, from and to."}, []string{"worker", "from", "to"})
 	var roles []string
 	for _, w := range g.lane.Workers() {
 		roles = append(roles, w.Role())
@@ -82,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, workerCollector{g}, m.traffic} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, workerCollector{g}, m.traffic} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -94,7 +100,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 // collectors, so /metrics and the tests read them here).
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
-		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued}
+		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued,
+		Attempts: m.attempts, BreakerTransitions: m.cbTransitions}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at
@@ -111,7 +118,15 @@ var (
 	descRanks = prometheus.NewDesc("tsd_worker_ranks", "Engine ranks per worker by handshake state.",
 		[]string{"worker", "worker_type", "state"}, nil)
 	descInflight = prometheus.NewDesc("tsd_gateway_requests_active", "Generations in flight in the gateway.", nil, nil)
-	descQueued   = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
+	// Breakers (docs/protocol.md §11.9): SMG's coded gauge, and one per
+	// state that is 1 for the state a worker's breaker is in.
+	descCBState = prometheus.NewDesc("smg_worker_cb_state", "Circuit breaker state per worker (0=closed, 1=open, 2=half_open).",
+		[]string{"worker"}, nil)
+	descCBStates = prometheus.NewDesc("tsd_worker_breaker_state", "1 for the state each worker's circuit breaker is in, 0 for the others.",
+		[]string{"worker", "state"}, nil)
+	descCBFailures = prometheus.NewDesc("smg_worker_cb_consecutive_failures", "The current run of consecutive failures per worker.",
+		[]string{"worker"}, nil)
+	descQueued = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
 )
 
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -121,11 +136,26 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRanks
 	ch <- descInflight
 	ch <- descQueued
+	ch <- descCBState
+	ch <- descCBStates
+	ch <- descCBFailures
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.disp.InFlight()))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
+	for _, b := range c.g.disp.Breakers() {
+		code := map[string]float64{snapshot.BreakerClosed: 0, snapshot.BreakerOpen: 1, snapshot.BreakerHalfOpen: 2}[b.State]
+		ch <- prometheus.MustNewConstMetric(descCBState, prometheus.GaugeValue, code, b.Role)
+		ch <- prometheus.MustNewConstMetric(descCBFailures, prometheus.GaugeValue, float64(b.Failures), b.Role)
+		for _, st := range []string{snapshot.BreakerClosed, snapshot.BreakerOpen, snapshot.BreakerHalfOpen} {
+			v := 0.0
+			if st == b.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descCBStates, prometheus.GaugeValue, v, b.Role, st)
+		}
+	}
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(total), w.Role(), w.Kind())

@@ -75,6 +75,39 @@ type GatewayPlan struct {
 	ReasoningParser string       `json:"reasoning_parser"`
 	LogFile         string       `json:"log_file"`
 	Workers         []WorkerPlan `json:"workers"`
+	// Retry and CircuitBreaker (gateway.retry, gateway.circuit_breaker).
+	// Their zero values, as a hand-written plan has them, mean no retry,
+	// no migration and no breaker.
+	Retry          RetryPlan          `json:"retry"`
+	CircuitBreaker CircuitBreakerPlan `json:"circuit_breaker"`
+}
+
+// RetryPlan is gateway.retry, SMG's retry knobs under SMG's names plus
+// migration (docs/protocol.md §11.9).
+type RetryPlan struct {
+	// MaxRetries counts attempts as SMG does: the first try is one, so 5
+	// is the first try and four more; 1 (or 0) never retries.
+	MaxRetries int `json:"max_retries"`
+	// The delay before attempt a+1 (a counted from 0) is
+	// min(InitialBackoffMS × BackoffMultiplier^a, MaxBackoffMS) ×
+	// (1 + U[-JitterFactor, +JitterFactor]).
+	InitialBackoffMS  int     `json:"initial_backoff_ms"`
+	MaxBackoffMS      int     `json:"max_backoff_ms"`
+	BackoffMultiplier float64 `json:"backoff_multiplier"`
+	JitterFactor      float64 `json:"jitter_factor"`
+	// Migrate continues a stream whose decode died after tokens were sent
+	// on another decode (a new PD pair fed the prompt plus those tokens).
+	Migrate bool `json:"migrate"`
+}
+
+// CircuitBreakerPlan is gateway.circuit_breaker, SMG's knobs under SMG's
+// names (docs/protocol.md §11.9). FailureThreshold 0 (a hand-written
+// plan) means no breaker.
+type CircuitBreakerPlan struct {
+	FailureThreshold    int `json:"failure_threshold"`
+	SuccessThreshold    int `json:"success_threshold"`
+	TimeoutDurationSecs int `json:"timeout_duration_secs"`
+	WindowDurationSecs  int `json:"window_duration_secs"`
 }
 
 // PolicyPlan names the worker-selection policy per role kind.

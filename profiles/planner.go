@@ -641,6 +641,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		ReasoningParser: reasonP,
 		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
 		Workers:         []WorkerPlan{},
+		Retry:           g.Retry,
+		CircuitBreaker:  g.CircuitBreaker,
 	}
 }
 

@@ -85,6 +85,12 @@ type Gateway struct {
 	// (parsers.DefaultFor, as `ts serve` picks them).
 	ToolCallParser  string
 	ReasoningParser string
+	// Retry and CircuitBreaker are gateway.retry and
+	// gateway.circuit_breaker (SMG's knobs and defaults): how a request
+	// whose legs failed is sent again, and when a failing worker leaves
+	// routing for a while.
+	Retry          RetryPlan
+	CircuitBreaker CircuitBreakerPlan
 }
 
 // Health is how tsd judges a running role that has stopped making

@@ -18,6 +18,7 @@ package profiles
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -175,6 +176,25 @@ func floatKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *
 	}}
 }
 
+// numKey reads a number in [lo, hi] (floatKey's range is open below).
+func numKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *float64) row[T] {
+	return row[T]{Key: key, Type: fmt.Sprintf("number %g-%g", lo, hi), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+		if !isScalar(f.n) {
+			l.errf(f, "must be a number")
+			return
+		}
+		v, err := strconv.ParseFloat(scalarText(f.n), 64)
+		switch {
+		case err != nil || math.IsNaN(v):
+			l.errf(f, "must be a number, got %q", scalarText(f.n))
+		case v < lo || v > hi:
+			l.errf(f, "must be between %g and %g, got %g", lo, hi, v)
+		default:
+			*get(t) = v
+		}
+	}}
+}
+
 func enumKey[T any](key string, choices []string, def, doc string, get func(*T) *string) row[T] {
 	return row[T]{Key: key, Type: strings.Join(choices, " | "), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
 		s := l.str(f)
@@ -244,6 +264,8 @@ var (
 	mooncakeSection section[Mooncake]
 	gatewaySection  section[Gateway]
 	policySection   section[PolicyPlan]
+	retrySection    section[RetryPlan]
+	breakerSection  section[CircuitBreakerPlan]
 	roleSection     section[Role]
 	restartSection  section[Restart]
 	healthSection   section[Health]
@@ -295,6 +317,28 @@ func init() {
 		policyKey(KindEncode, "consistent_hashing", func(p *PolicyPlan) *string { return &p.Encode }),
 	}}
 
+	// SMG's retry and circuit-breaker knobs, names and defaults
+	// (docs/protocol.md §11.9), with SMG's validation ranges.
+	retrySection = section[RetryPlan]{Path: "gateway.retry", Rows: []row[RetryPlan]{
+		intKey("max_retries", 1, 100, "5", "attempts per request, counted as SMG counts them: the first try is one (5 = the first try and up to four more; 1 = never again); a retry or a migration each take one", func(r *RetryPlan) *int { return &r.MaxRetries }),
+		intKey("initial_backoff_ms", 1, 3_600_000, "50", "delay before the second attempt; each later one is backoff_multiplier times the last", func(r *RetryPlan) *int { return &r.InitialBackoffMS }),
+		intKey("max_backoff_ms", 1, 3_600_000, "30000", "cap of the growing delay", func(r *RetryPlan) *int { return &r.MaxBackoffMS }),
+		numKey("backoff_multiplier", 1, 100, "1.5", "growth of the delay per attempt", func(r *RetryPlan) *float64 { return &r.BackoffMultiplier }),
+		numKey("jitter_factor", 0, 1, "0.2", "each delay is scaled by 1 + a uniform draw in [-jitter_factor, +jitter_factor]", func(r *RetryPlan) *float64 { return &r.JitterFactor }),
+		boolKey("migrate", "true", "a stream whose decode dies after tokens were sent continues on another decode (prefilled with the prompt plus the tokens sent), in the same response", func(r *RetryPlan) *bool { return &r.Migrate }),
+	}, finish: func(l *loader, at field, r *RetryPlan, _ map[string]field) {
+		if r.MaxBackoffMS < r.InitialBackoffMS {
+			l.errf(at, "max_backoff_ms (%d) is below initial_backoff_ms (%d)", r.MaxBackoffMS, r.InitialBackoffMS)
+		}
+	}}
+
+	breakerSection = section[CircuitBreakerPlan]{Path: "gateway.circuit_breaker", Rows: []row[CircuitBreakerPlan]{
+		intKey("failure_threshold", 1, 1_000_000, "10", "consecutive failed requests (within window_duration_secs) that open a worker's breaker: it leaves routing", func(c *CircuitBreakerPlan) *int { return &c.FailureThreshold }),
+		intKey("success_threshold", 1, 1_000_000, "3", "consecutive successes in half-open that close it again", func(c *CircuitBreakerPlan) *int { return &c.SuccessThreshold }),
+		intKey("timeout_duration_secs", 1, 86_400, "60", "seconds an open breaker waits before half-open (requests are admitted again; one failure reopens it)", func(c *CircuitBreakerPlan) *int { return &c.TimeoutDurationSecs }),
+		intKey("window_duration_secs", 1, 86_400, "120", "a run of failures older than this from its first is forgotten (SMG accepts the key but does not use it)", func(c *CircuitBreakerPlan) *int { return &c.WindowDurationSecs }),
+	}}
+
 	gatewaySection = section[Gateway]{Path: "gateway", Rows: []row[Gateway]{
 		strKey("host", DefaultGatewayHost, "HTTP listen address of the OpenAI API", func(g *Gateway) *string { return &g.Host }),
 		intKey("port", 1, 65535, strconv.Itoa(DefaultGatewayPort), "HTTP listen port", func(g *Gateway) *int { return &g.Port }),
@@ -323,6 +367,8 @@ func init() {
 		parserKey("reasoning_parser", "the model family's, as `ts serve` picks it (passthrough for most)", "how a think block is split into reasoning_content (SMG's names: qwen3, qwen3_thinking, deepseek_r1, deepseek_v31, glm45, kimi, kimi_k3, harmony, inkling, passthrough); a parser other than passthrough is passed to the engines as --reasoning-parser too", func(g *Gateway) *string { return &g.ReasoningParser }),
 		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After; also how long a request beyond max_concurrent waits before 429", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),
 		intKey("max_concurrent", 0, 1<<20, "0", "generation requests (/generate, /v1/chat/completions, /v1/completions) served at once; more wait up to queue_timeout, then get 429 with Retry-After; 0 = unlimited", func(g *Gateway) *int { return &g.MaxConcurrent }),
+		subKey("retry", "how a request whose legs failed is sent again (SMG's knobs), and mid-stream migration", &retrySection, func(g *Gateway) *RetryPlan { return &g.Retry }),
+		subKey("circuit_breaker", "when a failing worker leaves routing for a while (SMG's knobs)", &breakerSection, func(g *Gateway) *CircuitBreakerPlan { return &g.CircuitBreaker }),
 		{Key: "cors_origins", Type: "list of origins", DefaultDoc: "none", Doc: "browser origins (scheme://host[:port], or \"*\" for any) answered with CORS headers, preflight OPTIONS included; empty = no CORS", read: func(l *loader, f field, g *Gateway) {
 			if list, ok := l.strList(f); ok {
 				for _, o := range list {

@@ -97,6 +97,30 @@ type GatewayStatus struct {
 	TTFTp99 time.Duration `json:"-"`
 	ITLp50  time.Duration `json:"-"`
 	ITLp99  time.Duration `json:"-"`
+	// Breakers is each routed worker's circuit breaker (prefill and
+	// decode role instances), empty when gateway.circuit_breaker is off.
+	Breakers []BreakerStatus `json:"breakers,omitempty"`
+}
+
+// Circuit-breaker states, SMG's names (docs/protocol.md §11.9).
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// BreakerStatus is one worker's circuit breaker as the gateway holds it.
+type BreakerStatus struct {
+	Role  string `json:"role"`
+	State string `json:"state"` // BreakerClosed, BreakerOpen or BreakerHalfOpen
+	// Failures is the current run of consecutive failures; Successes the
+	// run of successes while half-open.
+	Failures  int       `json:"failures"`
+	Successes int       `json:"successes,omitempty"`
+	Since     time.Time `json:"since"`            // when State was entered
+	Until     time.Time `json:"until,omitempty"`  // open: when it goes half-open
+	Reason    string    `json:"reason,omitempty"` // why it is in State
+	Opened    int       `json:"times_opened"`     // since this run of the engine registered
 }
 
 // RoleTraffic is one role's share of the gateway's traffic. Its

@@ -91,6 +91,9 @@ func (p *inspectorPage) lines() []string {
 	}
 	out = append(out, wrapParts("  ", "  ", []string{"pid " + pid, "up " + uptime, fmt.Sprintf("restarts %d", r.Restarts),
 		"GPUs " + gpuText(&p.m.snap, r), "routed " + yesNo(r.Routed)}, " · ", p.w)...)
+	if l := breakerLine(&p.m.snap, r.Name, now); l != "" {
+		out = append(out, l)
+	}
 	if r.Reason != "" || r.ExitCode != nil {
 		l := "  reason: " + orDash(liveReason(r))
 		if r.ExitCode != nil {

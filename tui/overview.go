@@ -460,7 +460,7 @@ func (p *overviewPage) columns() []column {
 			name = max(name+2, len(r.Group)+6)
 		}
 		p.nameW = max(p.nameW, name)
-		p.stateW = max(p.stateW, width(stateText(r, now)))
+		p.stateW = max(p.stateW, width(stateText(r, now)+breakerMark(&p.m.snap, r.Name)))
 		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
 	}
 	for _, d := range p.rows {
@@ -486,7 +486,10 @@ func (p *overviewPage) columns() []column {
 		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 3, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
 			return gpuText(&p.m.snap, r), plain
 		}},
-		{"STATE", stateW, false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+		{"STATE", stateW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
+			if mark := breakerMark(&p.m.snap, r.Name); mark != "" {
+				return stateText(r, now) + mark, pWarn
+			}
 			return stateText(r, now), statePaint(r.State)
 		}},
 		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {

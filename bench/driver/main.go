@@ -73,6 +73,7 @@ type options struct {
 	jsonOut                                     string
 	idle                                        time.Duration
 	skipGo, skipServe                           bool
+	rel                                         relOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -94,6 +95,11 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "window of the idle-CPU measurement (CPU time is counted in 10 ms ticks: 30 s resolves 0.03% of a core)")
 	fs.BoolVar(&o.skipGo, "skip-go", false, "skip the Go benchmark rows")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
+	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
+	fs.IntVar(&o.rel.kills, "rel-kills", 10, "reliability: SIGKILLs of decode-0 per run")
+	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
+	fs.Float64Var(&o.rel.tokensPerS, "rel-tokens-per-s", 50, "reliability: ts-fake's tokens per second per stream (streams must outlive a kill)")
+	fs.BoolVar(&o.rel.skip, "skip-reliability", false, "skip the reliability rows")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -477,11 +483,16 @@ func run(o options) error {
 		controlRow{"idle CPU, 8 roles: tsd + guardians", fmt.Sprintf("%.2f%% of a core", both), fmt.Sprintf("target ≤ %.1f%%: %s", idleTarget, verdict)})
 	d8.srv.stop(30 * time.Second)
 
+	var rel []relRow
+	if !o.rel.skip {
+		rel = runReliability(o.rel, l, tsd, fake, work)
+	}
+
 	var gob []goResult
 	if !o.skipGo {
 		gob = runGoBenches(o)
 	}
-	md := render(e, l, o, rows, ctl, gob)
+	md := render(e, l, o, rows, ctl, gob, renderReliability(rel, o.rel))
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
@@ -490,7 +501,7 @@ func run(o options) error {
 	}
 	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
-		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob); err != nil {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)
@@ -506,7 +517,8 @@ func fmtDur(d time.Duration) string {
 }
 
 // writeJSON dumps every figure, for comparing runs by script.
-func writeJSON(path string, e env, l layout, rows []loadRow, ctl []controlRow, gob []goResult) error {
+// extra holds further sections' figures, by name.
+func writeJSON(path string, e env, l layout, rows []loadRow, ctl []controlRow, gob []goResult, extra map[string]any) error {
 	type serve struct {
 		Target, Backend, Error string
 		Concurrency, Requests  int
@@ -527,7 +539,8 @@ func writeJSON(path string, e env, l layout, rows []loadRow, ctl []controlRow, g
 		Serving                   []serve
 		Control                   []control
 		GoBenchmarks              []gobench
-	}{Date: e.date, Commit: e.commit, CPU: e.cpu, Layout: l.describe(), Cores: e.cores, LoadAverage: e.load}
+		Extra                     map[string]any `json:",omitempty"`
+	}{Date: e.date, Commit: e.commit, CPU: e.cpu, Layout: l.describe(), Cores: e.cores, LoadAverage: e.load, Extra: extra}
 	for _, r := range rows {
 		out.Serving = append(out.Serving, serve{r.Target, r.Backend, r.Err, r.C, r.N, r.CPU.Seconds(), r.ClientCPU.Seconds(), r.cpuPerToken(), r.S})
 	}

@@ -6,8 +6,10 @@ import (
 	"strings"
 )
 
-// render is the results file: pure, from the measured rows.
-func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []goResult) string {
+// render is the results file: pure, from the measured rows. extra are
+// further sections, already rendered (the reliability rows), placed
+// before the Go benchmarks.
+func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []goResult, extra ...string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# tsd benchmarks\n\n")
@@ -84,6 +86,10 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 			p("| %s | %s | %s |\n", c.name, c.value, c.note)
 		}
 		p("\n")
+	}
+
+	for _, x := range extra {
+		b.WriteString(x)
 	}
 
 	if len(gob) > 0 {

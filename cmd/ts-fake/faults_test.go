@@ -319,3 +319,25 @@ func TestDecodeHeartbeatFailsFast(t *testing.T) {
 		t.Fatalf("decode with a dead prefill: %+v %v", r, err)
 	}
 }
+
+// A rank finishes its first K requests with abort and no tokens, then
+// serves: a worker that fails for a while and recovers (the gateway's
+// circuit-breaker tests flap a decode with it).
+func TestAbortRequests(t *testing.T) {
+	t.Parallel()
+	fe, _ := readyFake(t, 1, "--fake-abort-requests", "2")
+	ctx := ctxFor(t, 30*time.Second)
+	for i, want := range []string{"abort", "abort", "length"} {
+		rid := "a" + string(rune('0'+i))
+		if err := fe.Submit(0, req(rid, 3, false)); err != nil {
+			t.Fatal(err)
+		}
+		r, err := fe.Result(ctx, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Finish != want || (want == "abort" && len(r.Tokens) != 0) || (want == "length" && len(r.Tokens) != 3) {
+			t.Fatalf("request %d: %+v, want %s", i, r, want)
+		}
+	}
+}

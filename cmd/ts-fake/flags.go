@@ -148,6 +148,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-exit-after-requests", kind: kValue, used: true, help: "the engine exits with --fake-exit-code when a rank received its K-th request"},
 	{name: "fake-hang-after", kind: kValue, used: true, help: "ranks stop reading and stepping this long after their handshake"},
 	{name: "fake-hang-after-requests", kind: kValue, used: true, help: "a rank stops reading and stepping after its K-th request"},
+	{name: "fake-abort-requests", kind: kValue, used: true, help: "a rank finishes its first K requests with abort at once, no tokens (a worker failing for a while, then well again)"},
 	{name: "fake-crash-rank", kind: kValue, used: true, help: "DP rank that crashes (default -1: none)"},
 	{name: "fake-crash-after", kind: kValue, used: true, help: "when that rank crashes, counted from its handshake (default 0)"},
 	{name: "fake-crash-mode", kind: kValue, used: true, help: "exception (log, sentinel, exit 1; default) | kill (SIGKILL itself, no sentinel)"},
@@ -283,6 +284,7 @@ type config struct {
 	exitAfterReqs    int
 	hangAfter        time.Duration
 	hangAfterReqs    int
+	abortReqs        int
 	crashRank        int
 	crashAfter       time.Duration
 	crashMode        string
@@ -527,6 +529,7 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.exitAfterReqs = l.int("fake-exit-after-requests", 0)
 	c.hangAfter = l.dur("fake-hang-after", 0)
 	c.hangAfterReqs = l.int("fake-hang-after-requests", 0)
+	c.abortReqs = l.int("fake-abort-requests", 0)
 	c.crashRank = l.int("fake-crash-rank", -1)
 	c.crashAfter = l.dur("fake-crash-after", 0)
 	c.crashMode = l.str("fake-crash-mode", "exception")

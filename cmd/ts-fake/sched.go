@@ -365,6 +365,11 @@ func (e *engine) add(g wire.GenerateRequest) {
 		e.finishNow(q, "abort")
 		return
 	}
+	if k := e.cfg.abortReqs; k > 0 && e.received <= k {
+		e.r.log.warn("ts-fake.py:1", "fake: request %s aborted (--fake-abort-requests: %d of the first %d)", q.rid, e.received, k)
+		e.finishNow(q, "abort")
+		return
+	}
 	if e.cfg.mode == "prefill" || e.cfg.mode == "decode" {
 		if g.BootstrapRoom == nil {
 			e.r.log.errorf("request_handler.py:441", "Request %s has no bootstrap_room in %s mode", q.rid, e.cfg.mode)

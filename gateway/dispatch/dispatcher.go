@@ -54,15 +54,31 @@ type Metrics struct {
 	Finishes    *prometheus.CounterVec // reason
 	Selection   *prometheus.CounterVec // worker, worker_type, identity
 	Queued      *prometheus.CounterVec // outcome
+	// Attempts counts failed attempts by what failed and what followed
+	// (retry, migrate, fail, continue); BreakerTransitions each breaker
+	// state change (SMG's smg_worker_cb_transitions_total).
+	Attempts           *prometheus.CounterVec // failure, verdict
+	BreakerTransitions *prometheus.CounterVec // worker, from, to
 }
 
 func (m *Metrics) reqError(kind string) { m.ReqErrors.WithLabelValues(kind).Inc() }
 
-func (m *Metrics) dispatched(pre, dec leg, promptTokens int) {
+// dispatched counts a request whose first attempt is under way.
+func (m *Metrics) dispatched(promptTokens int) {
 	m.Requests.Inc()
 	m.InTokens.Add(float64(promptTokens))
+}
+
+// selected counts an attempt's worker choice.
+func (m *Metrics) selected(pre, dec leg) {
 	m.Selection.WithLabelValues(pre.w.Role(), pre.w.Kind(), strconv.Itoa(pre.id)).Inc()
 	m.Selection.WithLabelValues(dec.w.Role(), dec.w.Kind(), strconv.Itoa(dec.id)).Inc()
+}
+
+func (m *Metrics) attemptFailed(f Failure, v Verdict) {
+	if m.Attempts != nil {
+		m.Attempts.WithLabelValues(f.String(), v.String()).Inc()
+	}
 }
 
 func (m *Metrics) finished(reason string, d time.Duration) {
@@ -84,6 +100,11 @@ type Config struct {
 	// OnPanic reports a panic a recover boundary caught (logged, counted
 	// in tsd_gateway_panics_total, an event).
 	OnPanic func(where string, v any, stack []byte)
+	// OnEvent hears verdicts worth showing on the dashboard's event list:
+	// kind "breaker" (a worker's circuit breaker changed state). nil: none.
+	OnEvent func(kind, role, msg string)
+	// Now is the breakers' clock; nil: time.Now.
+	Now func() time.Time
 }
 
 // Dispatcher implements gen.Engine over the lane's workers.
@@ -102,6 +123,9 @@ type Dispatcher struct {
 
 	inflight atomic.Int64
 	rng      *lockedRand
+
+	retry    RetryConfig  // gateway.retry
+	breakers *breakerBook // gateway.circuit_breaker; nil when off
 }
 
 // pool is the workers of one PD kind with its policy and pick counter.
@@ -149,8 +173,34 @@ func New(cfg Config) *Dispatcher {
 		}
 	}
 	g.prefill.policy, g.decode.policy = cfg.Plan.Gateway.Policy.Prefill, cfg.Plan.Gateway.Policy.Decode
+	if g.opts.RequestTimeout <= 0 {
+		g.opts.RequestTimeout = 30 * time.Minute
+	}
+	g.retry = RetryConfigOf(cfg.Plan.Gateway.Retry)
+	var roles []string
+	for _, w := range cfg.Lane.Workers() {
+		roles = append(roles, w.Role())
+	}
+	g.breakers = newBreakerBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles, cfg.Now, func(role, from, to, reason string) {
+		if m := g.metrics.BreakerTransitions; m != nil {
+			m.WithLabelValues(role, from, to).Inc()
+		}
+		if cfg.OnEvent != nil {
+			cfg.OnEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
+		}
+	})
+	if g.breakers != nil {
+		go func() {
+			defer g.recoverHere("circuit breakers", nil)
+			g.breakers.run(cfg.Lane, g.shutdown)
+		}()
+	}
 	return g
 }
+
+// Breakers is every worker's circuit breaker, by role (none when
+// gateway.circuit_breaker is off).
+func (g *Dispatcher) Breakers() []snapshot.BreakerStatus { return g.breakers.status() }
 
 // Ready reports whether at least one prefill and one decode rank are
 // registered and routed, and in EPD mode one encode worker's rank 0.
@@ -216,6 +266,13 @@ func (l *lockedRand) Uint64() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.r.Uint64()
+}
+
+// Float64 is uniform in [0, 1).
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
 }
 
 var _ gen.Engine = (*Dispatcher)(nil)

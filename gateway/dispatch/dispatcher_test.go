@@ -25,11 +25,13 @@ func testMetrics() *Metrics {
 		Requests:    prometheus.NewCounter(prometheus.CounterOpts{Name: "requests"}),
 		ReqErrors:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "errors"}, []string{"error_type"}),
 		ReqDuration: h("duration"), TTFT: h("ttft"), RouterTTFT: h("router_ttft"), ITL: h("itl"),
-		InTokens:  prometheus.NewCounter(prometheus.CounterOpts{Name: "in"}),
-		OutTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "out"}),
-		Finishes:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "finishes"}, []string{"reason"}),
-		Selection: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "selection"}, []string{"worker", "worker_type", "identity"}),
-		Queued:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "queued"}, []string{"outcome"}),
+		InTokens:           prometheus.NewCounter(prometheus.CounterOpts{Name: "in"}),
+		OutTokens:          prometheus.NewCounter(prometheus.CounterOpts{Name: "out"}),
+		Finishes:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "finishes"}, []string{"reason"}),
+		Selection:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "selection"}, []string{"worker", "worker_type", "identity"}),
+		Queued:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "queued"}, []string{"outcome"}),
+		Attempts:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "attempts"}, []string{"failure", "verdict"}),
+		BreakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cb_transitions"}, []string{"worker", "from", "to"}),
 	}
 }
 

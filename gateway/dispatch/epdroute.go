@@ -83,7 +83,7 @@ func encodeRank(w *lane.Worker) (int, bool) {
 }
 
 func (g *Dispatcher) EncodeRing() *epd.Ring {
-	names := g.encodeReady()
+	names := g.encodeRoutable(g.breakers.current())
 	key := strings.Join(names, "\x00")
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()

@@ -147,9 +147,17 @@ type Rec struct {
 	completion int
 	failed     string
 	ended      bool
+	retries    int  // attempts after the first (retries and migrations)
+	migrated   bool // a migration continued the stream on another decode
 }
 
-type roleRef struct{ kind, name string }
+// roleRef is a role that served one of the request's legs; legs counts
+// those still in flight there (Leave takes one back), and the request is
+// in flight on the role while it is above 0.
+type roleRef struct {
+	kind, name string
+	legs       int
+}
 
 // Begin starts the record of one request; End must follow.
 func (b *Book) Begin(method, path string) *Rec {
@@ -249,9 +257,15 @@ func (r *Rec) Role(kind, name string) {
 	if r.ended {
 		return
 	}
-	for _, x := range r.roles {
-		if x.name == name {
-			return // n > 1 samples dispatch more legs to the same roles
+	for i := range r.roles {
+		if x := &r.roles[i]; x.name == name {
+			// n > 1 samples, or a later attempt, dispatch more legs to
+			// the same roles.
+			if x.legs == 0 && r.counted {
+				b.row(name).inflight++
+			}
+			x.legs++
+			return
 		}
 	}
 	if r.counted {
@@ -260,7 +274,31 @@ func (r *Rec) Role(kind, name string) {
 		}
 		b.row(name).inflight++
 	}
-	r.roles = append(r.roles, roleRef{kind, name})
+	r.roles = append(r.roles, roleRef{kind, name, 1})
+}
+
+// Leave takes back one leg on role name: an attempt that failed there
+// (docs/protocol.md §11.9) while the request goes on elsewhere. The
+// request leaves the role's in flight once none of its legs is there; it
+// still counts on the role when it ends.
+func (r *Rec) Leave(name string) {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended {
+		return
+	}
+	for i := range r.roles {
+		if x := &r.roles[i]; x.name == name && x.legs > 0 {
+			if x.legs--; x.legs == 0 && r.counted {
+				b.row(name).inflight--
+			}
+			return
+		}
+	}
 }
 
 // Prompt records the prompt's length in tokens (n > 1 samples share it).
@@ -352,6 +390,20 @@ func (r *Rec) ITL(role string, d time.Duration) {
 	}
 }
 
+// Attempts records how many more attempts than the first the dispatch
+// made (retries and migrations, docs/protocol.md §11.9) and whether one
+// was a migration, for the access line. The last call stays.
+func (r *Rec) Attempts(retries int, migrated bool) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		r.retries, r.migrated = max(r.retries, retries), r.migrated || migrated
+	}
+	r.b.mu.Unlock()
+}
+
 // Fail marks the request failed with an error code although its HTTP
 // status may already be 200 (a stream that broke after its headers). The
 // first code stays.
@@ -394,24 +446,26 @@ func (r *Rec) End(status int) {
 	failed := status >= 400 && status != StatusClientClosed || r.failed != ""
 	if r.counted {
 		sec := second(now)
-		count := func(a *acct) {
+		count := func(a *acct, inflight bool) {
 			a.requests++
 			a.reqs.add(sec, 1)
-			a.inflight--
+			if inflight {
+				a.inflight--
+			}
 			if failed {
 				a.errors++
 			}
 		}
-		count(&b.total)
+		count(&b.total, true)
 		if len(r.roles) == 0 {
-			count(b.roles[GatewayRole])
+			count(b.roles[GatewayRole], true)
 		}
 		for _, x := range r.roles {
-			count(b.roles[x.name])
+			count(b.roles[x.name], x.legs > 0)
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs}
+		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs, retries: r.retries, migrated: r.migrated}
 	line.engineRIDs = strings.Join(r.engineRIDs, ",")
 	if r.first {
 		line.ttft = r.ttft
@@ -435,7 +489,9 @@ func (r *Rec) End(status int) {
 // client's x-request-id, else the gateway's), engine_rids (every rid the
 // engines saw: grep one in the engine logs), roles, reason (the error
 // code of a failed request; always on a 5xx), error (a stream that broke
-// after its 200). Fields others add go after these.
+// after its 200), retries (attempts after the first: retries and
+// migrations, docs/protocol.md §11.9), migrated (0 or 1). Fields others
+// add go after these.
 type access struct {
 	method, path       string
 	status             int
@@ -444,6 +500,8 @@ type access struct {
 	id, roles, failed  string
 	engineRIDs, reason string
 	moreRIDs           int
+	retries            int
+	migrated           bool
 }
 
 func (a access) write(log *slog.Logger) {
@@ -451,7 +509,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 13)
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -489,6 +547,13 @@ func (a access) write(log *slog.Logger) {
 	if a.failed != "" {
 		attrs = append(attrs, slog.String("error", a.failed))
 	}
+	// retries and migrated (docs/protocol.md §11.9) are on every line, so
+	// a grep for retries=0 means what it says.
+	migrated := 0
+	if a.migrated {
+		migrated = 1
+	}
+	attrs = append(attrs, slog.Int("retries", a.retries), slog.Int("migrated", migrated))
 	log.LogAttrs(context.Background(), level, "access", attrs...)
 }
 

@@ -423,6 +423,53 @@ func TestAccessLineInjection(t *testing.T) {
 	}
 }
 
+// A retried or migrated request (docs/protocol.md §11.9) leaves the in
+// flight of the roles its failed attempt ran on, counts on every role
+// that served it when it ends, and says retries= and migrated= on its
+// access line; two legs on one role leave it only when both have.
+func TestAttemptsLeaveAndAccessLine(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Now: newClock().Now, Roles: []string{"prefill", "decode-0", "decode-1"}, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/generate")
+	r.Role("prefill", "prefill")
+	r.Role("decode", "decode-0")
+	inFlight := func(name string) int {
+		_, rows := b.Status()
+		return row(rows, name).InFlight
+	}
+	r.Leave("prefill")
+	r.Leave("decode-0")
+	r.Leave("decode-0") // once is all it had
+	if inFlight("decode-0") != 0 || inFlight("prefill") != 0 {
+		t.Fatalf("after the failed attempt: decode-0 %d prefill %d in flight", inFlight("decode-0"), inFlight("prefill"))
+	}
+	r.Role("prefill", "prefill")
+	r.Role("decode", "decode-1")
+	r.Role("decode", "decode-1") // a second sample on the same decode
+	r.Leave("decode-1")
+	if inFlight("decode-1") != 1 || inFlight("prefill") != 1 {
+		t.Fatalf("the second attempt: decode-1 %d prefill %d in flight", inFlight("decode-1"), inFlight("prefill"))
+	}
+	r.Attempts(1, true)
+	r.End(200)
+	tot, rows := b.Status()
+	if tot.InFlight != 0 || row(rows, "decode-1").InFlight != 0 || row(rows, "prefill").InFlight != 0 || row(rows, "decode-0").InFlight != 0 {
+		t.Fatalf("in flight after the end: total %d rows %+v", tot.InFlight, rows)
+	}
+	if tot.Requests != 1 || row(rows, "decode-0").Errors != 0 {
+		t.Fatalf("requests %d", tot.Requests)
+	}
+	if line := buf.String(); !strings.Contains(line, "roles=prefill,decode-0,decode-1 retries=1 migrated=1") {
+		t.Fatalf("access line %q", line)
+	}
+	buf.Reset()
+	r2 := b.Begin("POST", "/generate")
+	r2.End(400)
+	if line := buf.String(); !strings.Contains(line, "roles=gateway retries=0 migrated=0") {
+		t.Fatalf("access line of a request with one attempt %q", line)
+	}
+}
+
 // The access line joins the engines' logs (every engine rid of the
 // request: n > 1 and retries mint several, bounded), says 499 for a
 // request its client abandoned (not 200 with 0 tokens, and not an error
