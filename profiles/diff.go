@@ -400,6 +400,8 @@ var gatewaySettings = map[string]string{
 	"tool_call_parser": settingFixed,
 	"reasoning_parser": settingFixed,
 	"log_file":         settingFixed,
+	"retry":            settingLive,
+	"circuit_breaker":  settingLive,
 	"workers":          settingSkip,
 }
 
