@@ -127,6 +127,10 @@ type Gateway struct {
 	shutOnce sync.Once
 	notes    []string
 
+	// settings are the gateway settings it serves by now: the plan's,
+	// then each tsd apply's (live.go).
+	settings atomic.Pointer[profiles.GatewayPlan]
+
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
 	views     map[string]snapshot.RoleView // the supervisor's last view of each role (SetRole); under mu
@@ -212,6 +216,8 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	if p := plan.Gateway.Policy.Encode; g.disp.EPDMode() && p != "" && p != "consistent_hashing" {
 		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
 	}
+	first := plan.Gateway
+	g.settings.Store(&first)
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux
@@ -524,6 +530,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		ITLp50:    tot.ITLp50,
 		ITLp99:    tot.ITLp99,
 		Breakers:  g.disp.Breakers(),
+		Policy:    g.policyStatus(),
 	}
 }
 

@@ -100,6 +100,16 @@ type GatewayStatus struct {
 	// Breakers is each routed worker's circuit breaker (prefill and
 	// decode role instances), empty when gateway.circuit_breaker is off.
 	Breakers []BreakerStatus `json:"breakers,omitempty"`
+	// Policy is the routing policy per role kind the gateway routes by
+	// now (tsd apply changes it live); nil without a gateway.
+	Policy *PolicyStatus `json:"policy,omitempty"`
+}
+
+// PolicyStatus is the gateway's live routing policy per role kind.
+type PolicyStatus struct {
+	Prefill string `json:"prefill"`
+	Decode  string `json:"decode"`
+	Encode  string `json:"encode,omitempty"`
 }
 
 // Circuit-breaker states, SMG's names (docs/protocol.md §11.9).

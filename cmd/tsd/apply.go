@@ -264,3 +264,18 @@ func applyWithProgress(ctx context.Context, cl *supervisor.ControlClient, before
 		}
 	}
 }
+
+// applyLine is tsd status's line for the last apply: while it runs, and
+// when it failed (a finished one is not news).
+func applyLine(a *snapshot.ApplyStatus) string {
+	if a == nil {
+		return ""
+	}
+	switch a.State {
+	case snapshot.ApplyRunning:
+		return fmt.Sprintf("apply of revision %s running: step %d/%d, %s", a.Revision, min(a.Done+1, a.Steps), a.Steps, a.Step)
+	case snapshot.ApplyFailed:
+		return fmt.Sprintf("apply of revision %s failed: %s (tsd apply again completes it)", a.Revision, a.Error)
+	}
+	return ""
+}

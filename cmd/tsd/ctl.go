@@ -316,6 +316,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if s.Gateway.Note != "" {
 		fmt.Fprintf(w, "  %s\n", s.Gateway.Note)
 	}
+	if line := applyLine(s.Apply); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
 	for _, r := range s.Roles {

@@ -124,15 +124,19 @@ type Dispatcher struct {
 	inflight atomic.Int64
 	rng      *lockedRand
 
-	retry    RetryConfig  // gateway.retry
-	breakers *breakerBook // gateway.circuit_breaker; nil when off
+	// live is the settings tsd apply may change (live.go): read once by
+	// each request, swapped whole.
+	live     atomic.Pointer[liveConfig]
+	breakers bookRef // gateway.circuit_breaker; no book while off
+	liveMu   sync.Mutex // one Reconfigure at a time (the book's swap)
+	now      func() time.Time
+	onEvent  func(kind, role, msg string)
 }
 
 // pool is the workers of one PD kind with its policy and pick counter.
 type pool struct {
 	workers []*lane.Worker
-	src     []rankSource // the same workers, as routing reads them
-	policy  string
+	src     []rankSource  // the same workers, as routing reads them
 	seq     atomic.Uint64 // picks so far: the round-robin position
 }
 
@@ -172,29 +176,17 @@ func New(cfg Config) *Dispatcher {
 			g.encode = append(g.encode, w)
 		}
 	}
-	g.prefill.policy, g.decode.policy = cfg.Plan.Gateway.Policy.Prefill, cfg.Plan.Gateway.Policy.Decode
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
-	g.retry = RetryConfigOf(cfg.Plan.Gateway.Retry)
+	g.live.Store(&liveConfig{retry: RetryConfigOf(cfg.Plan.Gateway.Retry), queueTimeout: g.opts.QueueTimeout,
+		prefillPolicy: cfg.Plan.Gateway.Policy.Prefill, decodePolicy: cfg.Plan.Gateway.Policy.Decode})
 	var roles []string
 	for _, w := range cfg.Lane.Workers() {
 		roles = append(roles, w.Role())
 	}
-	g.breakers = newBreakerBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles, cfg.Now, func(role, from, to, reason string) {
-		if m := g.metrics.BreakerTransitions; m != nil {
-			m.WithLabelValues(role, from, to).Inc()
-		}
-		if cfg.OnEvent != nil {
-			cfg.OnEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
-		}
-	})
-	if g.breakers != nil {
-		go func() {
-			defer g.recoverHere("circuit breakers", nil)
-			g.breakers.run(cfg.Lane, g.shutdown)
-		}()
-	}
+	g.now, g.onEvent = cfg.Now, cfg.OnEvent
+	g.startBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles)
 	return g
 }
 

@@ -150,7 +150,8 @@ func (g *Dispatcher) pick(room uint64, av avoid, view *breakerView) (pre, dec le
 	if h := g.opts.HookPick; h != nil {
 		h()
 	}
-	p, d, room, err := chooseLegs(g.prefill.policy, g.decode.policy, g.allowed(&g.prefill, av, view), g.allowed(&g.decode, av, view),
+	live := g.live.Load()
+	p, d, room, err := chooseLegs(live.prefillPolicy, live.decodePolicy, g.allowed(&g.prefill, av, view), g.allowed(&g.decode, av, view),
 		g.prefill.seq.Add(1)-1, g.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
 	if err != nil {
 		return pre, dec, room, err
@@ -396,6 +397,7 @@ func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (
 func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, av avoid) (pre, dec leg, _ uint64, _ *breakerView, _ error) {
 	var timeout <-chan time.Time
 	waited := false
+	wait := g.live.Load().queueTimeout // as the request found it
 	for {
 		changed := g.lane.Changed() // before looking, so no change is missed
 		view := g.breakers.current()
@@ -411,11 +413,11 @@ func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, a
 				return pre, dec, r, view, nil
 			}
 		}
-		if g.opts.QueueTimeout < 0 {
+		if wait < 0 {
 			return pre, dec, room, view, err
 		}
 		if timeout == nil {
-			t := time.NewTimer(g.opts.QueueTimeout)
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			timeout = t.C
 			waited = true
@@ -428,7 +430,7 @@ func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, a
 		case <-timeout:
 			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited %s for one)", g.opts.QueueTimeout)
+			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
 			return pre, dec, room, view, &re
 		case <-ctx.Done():
 			g.metrics.Queued.WithLabelValues("client_gone").Inc()

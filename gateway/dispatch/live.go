@@ -1,0 +1,164 @@
+package dispatch
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// The dispatch's live settings (tsd apply, docs/architecture.md §4.3):
+// routing policies, retry knobs, the queue timeout and the circuit
+// breakers' knobs. A request reads liveConfig once (its flight keeps the
+// retry knobs it started with); a change swaps the whole value.
+
+// liveConfig is what tsd apply may change while requests run.
+type liveConfig struct {
+	retry                       RetryConfig
+	queueTimeout                time.Duration // negative: no wait
+	prefillPolicy, decodePolicy string
+}
+
+// Reconfigure takes p's policies, retry and breaker knobs, and the queue
+// timeout (as the gateway resolved it) for requests admitted from now on.
+// Breakers keep their state under new knobs; switched on, every worker's
+// starts closed; switched off, routing ignores them.
+func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Duration) error {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	cfg := BreakerConfigOf(p.CircuitBreaker)
+	b := g.breakers.p.Load()
+	switch {
+	case b != nil && cfg.Enabled():
+		if !b.send(bookCmd{cfg: &cfg}, g.shutdown) {
+			return fmt.Errorf("circuit breakers: the gateway is shutting down")
+		}
+	case b != nil:
+		g.breakers.p.Store(nil)
+		close(b.quit)
+	case cfg.Enabled():
+		g.startBook(cfg, g.roleNames())
+	}
+	g.live.Store(&liveConfig{retry: RetryConfigOf(p.Retry), queueTimeout: queueTimeout,
+		prefillPolicy: p.Policy.Prefill, decodePolicy: p.Policy.Decode})
+	return nil
+}
+
+// roleNames is every worker's role, in the lane's order.
+func (g *Dispatcher) roleNames() []string {
+	var roles []string
+	for _, w := range g.lane.Workers() {
+		roles = append(roles, w.Role())
+	}
+	return roles
+}
+
+// startBook starts a breaker book for roles (none when cfg is off).
+func (g *Dispatcher) startBook(cfg BreakerConfig, roles []string) {
+	b := newBreakerBook(cfg, roles, g.now, func(role, from, to, reason string) {
+		if m := g.metrics.BreakerTransitions; m != nil {
+			m.WithLabelValues(role, from, to).Inc()
+		}
+		if g.onEvent != nil {
+			g.onEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
+		}
+	})
+	if b == nil {
+		return
+	}
+	g.breakers.p.Store(b)
+	go func() {
+		defer g.recoverHere("circuit breakers", nil)
+		b.run(g.lane, g.shutdown)
+	}()
+}
+
+// bookRef is the dispatcher's breaker book; tsd apply swaps it when it
+// turns breakers on or off.
+type bookRef struct{ p atomic.Pointer[breakerBook] }
+
+func (r *bookRef) on() bool                                { return r.p.Load() != nil }
+func (r *bookRef) current() *breakerView                   { return r.p.Load().current() }
+func (r *bookRef) report(o outcome, stop <-chan struct{})  { r.p.Load().report(o, stop) }
+func (r *bookRef) status() []snapshot.BreakerStatus        { return r.p.Load().status() }
+func (r *bookRef) command(c bookCmd, stop <-chan struct{}) { r.p.Load().send(c, stop) }
+
+// bookCmd is one change to the book, made on its goroutine: new knobs,
+// or a worker added, removed or renamed (tsd apply).
+type bookCmd struct {
+	cfg      *BreakerConfig
+	add      string
+	remove   string
+	from, to string // rename
+	done     chan struct{}
+}
+
+// send hands c to the book's goroutine and waits until it is applied;
+// false when the book or the gateway has stopped (a nil book: nothing to
+// do).
+func (b *breakerBook) send(c bookCmd, stop <-chan struct{}) bool {
+	if b == nil {
+		return true
+	}
+	c.done = make(chan struct{})
+	select {
+	case b.ctl <- c:
+	case <-b.done:
+		return false
+	case <-stop:
+		return false
+	}
+	select {
+	case <-c.done:
+		return true
+	case <-b.done:
+		return false
+	}
+}
+
+// command applies c on the book's goroutine and publishes the view.
+func (b *breakerBook) command(c bookCmd) {
+	defer close(c.done)
+	if c.cfg != nil {
+		b.cfg = *c.cfg
+	}
+	old := b.view.Load()
+	v := &breakerView{entries: make(map[string]breakerEntry, len(old.entries)+1), cfg: b.cfg, next: make(chan struct{})}
+	for k, x := range old.entries {
+		v.entries[k] = x
+	}
+	switch {
+	case c.add != "":
+		if _, ok := v.entries[c.add]; !ok {
+			v.entries[c.add] = breakerEntry{b: Breaker{State: snapshot.BreakerClosed, Since: b.now()}}
+			b.roles = append(b.roles, c.add)
+		}
+	case c.remove != "":
+		delete(v.entries, c.remove)
+		b.roles = without(b.roles, c.remove)
+	case c.from != "":
+		if e, ok := v.entries[c.from]; ok {
+			delete(v.entries, c.from)
+			v.entries[c.to] = e
+		}
+		for i, r := range b.roles {
+			if r == c.from {
+				b.roles[i] = c.to
+			}
+		}
+	}
+	b.view.Store(v)
+	close(old.next)
+}
+
+func without(s []string, x string) []string {
+	out := s[:0:0]
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
