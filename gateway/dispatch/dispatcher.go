@@ -127,7 +127,7 @@ type Dispatcher struct {
 	// live is the settings tsd apply may change (live.go): read once by
 	// each request, swapped whole.
 	live     atomic.Pointer[liveConfig]
-	breakers bookRef // gateway.circuit_breaker; no book while off
+	breakers bookRef    // gateway.circuit_breaker; no book while off
 	liveMu   sync.Mutex // one Reconfigure at a time (the book's swap)
 	now      func() time.Time
 	onEvent  func(kind, role, msg string)
