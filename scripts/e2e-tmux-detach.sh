@@ -5,7 +5,8 @@
 # engine keep running with the same PIDs and the gateway still answers; a
 # dashboard attached from a new session is killed with SIGKILL: nothing
 # changes; `tsd attach` from a third session shows the same roles with the
-# same start times; q + enter detaches and leaves them running; `tsd stop`
+# same start times; q + enter (the prompt's default, d) detaches and
+# leaves them running; `tsd stop`
 # ends everything with nothing left.
 #
 # Exits non-zero and prints the captured screen on failure.
@@ -168,7 +169,7 @@ for role in $(echo "$before" | awk '{print $1}'); do
 	screen | grep -Eq "^[▸ ]*$role " || fail "role $role not on the attached dashboard"
 done
 keys q
-wait_for 'detach\? [0-9]+ running role\(s\) keep running' "the detach prompt"
+wait_for 'quit: d detach, [0-9]+ running role\(s\) keep running' "the detach prompt"
 keys Enter
 wait_for 'tsd exited with status 0' "the dashboard to detach"
 screen | grep -q "detached; $NAME keeps running" || fail "no detach message"

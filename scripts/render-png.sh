@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerate the dashboard pictures in docs/: bring up the demo deployment
 # (ts-fake engines, simulated GPUs) under tmux with scripts/screenshot.sh,
-# send one test request, capture the overview, the rank inspector and the
-# logs page with colours, and paint each capture to a PNG with
+# send one test request, capture the overview, the rank inspector, the
+# logs page, the split view and the describe view with colours, and paint
+# each capture to a PNG with
 # scripts/ansipng (pure Go; no browser, no terminal emulator).
 #
 # Usage: scripts/render-png.sh [-o DIR] [-s WIDTHxHEIGHT]
@@ -20,7 +21,7 @@ while getopts "o:s:" opt; do
 	case $opt in
 	o) DEST=$OPTARG ;;
 	s) SIZE=$OPTARG ;;
-	*) sed -n '2,13p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,14p' "$0" >&2; exit 2 ;;
 	esac
 done
 W=${SIZE%x*} H=${SIZE#*x}
@@ -46,7 +47,7 @@ fi
 scripts/screenshot.sh -o "$WORK/shots" -s "${W}x${H}" -d "$RUNDIR" -t \
 	-w ' [1-9][0-9]*\.[0-9]/[0-9.]+ GiB' -w '· [1-9][0-9]* req ·' >/dev/null
 mkdir -p "$DEST"
-for page in overview inspector logs; do
+for page in overview inspector logs split describe; do
 	"$WORK/ansipng" -cols "$W" -rows "$H" -o "$DEST/$page.png" "$WORK/shots/$page.ansi"
 	echo "$DEST/$page.png"
 done

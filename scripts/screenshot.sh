@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Capture the dashboard's pages as text: bring up the demo deployment of
 # ts-fake engines under tmux, wait until every role is ready, and save the
-# overview, the rank inspector, the logs page and the help page, each as
+# overview, the rank inspector, the logs page, the help page, the split
+# view and the describe view, each as
 # NAME.txt (plain) and NAME.ansi (with colours; view with `cat`;
 # scripts/render-png.sh turns them into PNGs).
 #
@@ -90,7 +91,15 @@ shot() {
 # The profile's relative paths resolve against its folder; ports move off
 # the defaults so a running demo or test does not collide with this one.
 PORT=$((30000 + RANDOM % 2700)) DIST=$((10000 + (RANDOM % 19) * 100))
-sed -e "s#\.\./\.\./#$ROOT/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
+# With a fixed run dir the checkout is reached through a link in it, so
+# the paths on screen (the model's, in the describe view) name no folder
+# of this machine.
+SRC=$ROOT
+if [[ -n $RUNDIR ]]; then
+	ln -s "$ROOT" "$TMP/src"
+	SRC=$TMP/src
+fi
+sed -e "s#\.\./\.\./#$SRC/#g" -e "s/^\(  port:\) 8000/\1 $PORT/" \
 	-e "s/^\(    kind: prefill\)$/\1\n    bootstrap_port: $((DIST + 60))\n    dist_init_port: $DIST/" \
 	-e "s/^\(    kind: decode\)$/\1\n    dist_init_port: $((DIST + 30))/" \
 	"$PROFILE_SRC" >"$TMP/$(basename "$PROFILE_SRC")"
@@ -116,11 +125,25 @@ shot logs
 tm send-keys -t "$T" '?'
 wait_for '\[help\]'
 shot help
+# Back to the overview one page at a time (an escape with a key right
+# after it reads as alt+key).
 tm send-keys -t "$T" Escape
 wait_for '\[logs\]'
+tm send-keys -t "$T" Escape
+wait_for '\[inspector\]'
+tm send-keys -t "$T" Escape
+wait_for '\[overview\]'
+tm send-keys -t "$T" x
+wait_for '^logs: '
+shot split
+tm send-keys -t "$T" x d
+wait_for 'command line \(secrets masked\)'
+shot describe
+tm send-keys -t "$T" Escape
+wait_for '\[overview\]'
 tm send-keys -t "$T" q
-wait_for 'quit tsd\?'
-tm send-keys -t "$T" y
+wait_for 'quit: s stop all'
+tm send-keys -t "$T" s
 wait_for 'tsd exited with status 0'
 
 # Nothing of the run may outlive it: the pane's shell (sleeping) is the

@@ -50,6 +50,9 @@ type Snapshot struct {
 	ProfileRevision string `json:"profile_revision,omitempty"`
 	// Apply is the last tsd apply or tsd scale, while it runs and after.
 	Apply *ApplyStatus `json:"apply,omitempty"`
+	// History is the daemon's trend rings, only in the first Snapshot of
+	// a watch that asked for them (docs/protocol.md, the control socket).
+	History *History `json:"history,omitempty"`
 }
 
 // ApplyStatus is the last change made to a running deployment (tsd apply,
@@ -314,4 +317,34 @@ type LogLine struct {
 	Stream string    `json:"stream,omitempty"` // stdout | stderr, when known
 	Text   string    `json:"text"`             // as written (may hold ANSI), no newline
 	Note   bool      `json:"note,omitempty"`   // written by tsd, not by the engine
+}
+
+// History is the recent past the daemon keeps (snapshot/trend): samples
+// of the gateway's rates, load and latencies and of every GPU, one per
+// period. The control socket sends it in the first Snapshot of a watch
+// that asks for it, so a dashboard that attaches shows the past at once;
+// every other Snapshot leaves it nil.
+type History struct {
+	PeriodMS int64 `json:"period_ms"` // the sample period
+	// TimesMS are the samples' times (Unix milliseconds), oldest first.
+	TimesMS []int64       `json:"times_ms"`
+	Series  []TrendSeries `json:"series"`
+	// Rates is the rates' smoothing as of the newest snapshot folded, so
+	// the dashboard goes on exactly where the daemon is.
+	Rates *TrendRates `json:"rates,omitempty"`
+}
+
+// TrendRates is the gateway's smoothed rates and when they were last
+// updated.
+type TrendRates struct {
+	ReqPerSec float64   `json:"req_per_sec"`
+	TokPerSec float64   `json:"tok_per_sec"`
+	At        time.Time `json:"at"`
+}
+
+// TrendSeries is one trend's samples, aligned with the newest of
+// History.TimesMS (a GPU seen later has fewer).
+type TrendSeries struct {
+	Name   string    `json:"name"` // e.g. "req/s", "gpu0 util"
+	Values []float64 `json:"values"`
 }

@@ -24,7 +24,8 @@ import (
 // attached dashboard use it (docs/architecture.md: the dashboard is a client).
 //
 //	GET  /v1/status                     the Snapshot as JSON
-//	GET  /v1/watch                      newline-delimited Snapshots, the current one first
+//	GET  /v1/watch[?history=1]          newline-delimited Snapshots, the current one first
+//	                                    (history: it carries the trend rings, snapshot.History)
 //	POST /v1/restart?role=R[&now=1]     Restart(R) (now: no drain); role "" = RestartAll
 //	POST /v1/restart?rolling=1&role=R[&now=1]  RollingRestart(R): one line per
 //	                                    step as it happens, then "ok" or "error: ..."
@@ -38,6 +39,7 @@ import (
 //	                                    the backlog first (possibly [])
 //	     [&tail=N][&since=RFC3339]      only the backlog's last N lines / lines since
 //	POST /v1/save-log?role=R&path=P     SaveLog(R, P) in the daemon; answers the path
+//	GET  /v1/describe?role=R            Describe(R): the role as planned (snapshot.RoleSpec, secrets masked)
 //	POST /v1/test-request               one request through the gateway (JSON reply)
 //
 // Errors are plain text with a 4xx/5xx status. Commands are rows of
@@ -182,6 +184,7 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) { s.serveLogs(w, r, quit) })
 	mux.HandleFunc("POST /v1/test-request", s.serveTestRequest)
 	s.applyRoutes(mux, quit) // POST /v1/apply, GET /v1/plan (controlapply.go)
+	mux.HandleFunc("GET /v1/describe", s.serveDescribe)
 	verbs := func(w http.ResponseWriter, r *http.Request) {
 		cmd, ok := controlCommands[r.PathValue("verb")]
 		if !ok {

@@ -25,6 +25,11 @@ import (
 func (s *Supervisor) serveWatch(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
 	cur, ch, cancel := s.Subscribe()
 	defer cancel()
+	if r.URL.Query().Get("history") == "1" {
+		// The trend rings ride on the first snapshot only: an attaching
+		// dashboard shows the past at once, then folds the stream itself.
+		cur.History = s.History()
+	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	fl, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w) // Encode ends each value with a newline
@@ -196,7 +201,17 @@ func (s *Supervisor) serveTestRequest(w http.ResponseWriter, r *http.Request) {
 // until ctx ends or the daemon stops (the channel is then closed). The
 // first Snapshot is returned directly so a caller knows the daemon answered.
 func (c *ControlClient) Watch(ctx context.Context) (snapshot.Snapshot, <-chan snapshot.Snapshot, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/watch")
+	return c.watch(ctx, "/v1/watch")
+}
+
+// WatchHistory is Watch with the daemon's trend rings in the first
+// Snapshot's History (what `tsd attach` shows at once).
+func (c *ControlClient) WatchHistory(ctx context.Context) (snapshot.Snapshot, <-chan snapshot.Snapshot, error) {
+	return c.watch(ctx, "/v1/watch?history=1")
+}
+
+func (c *ControlClient) watch(ctx context.Context, path string) (snapshot.Snapshot, <-chan snapshot.Snapshot, error) {
+	resp, err := c.do(ctx, http.MethodGet, path)
 	if err != nil {
 		return snapshot.Snapshot{}, nil, err
 	}

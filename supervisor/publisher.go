@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 )
 
 // MaxEvents bounds Snapshot.Events.
@@ -38,8 +39,12 @@ type publisher struct {
 	roles  map[int]snapshot.RoleStatus
 	events []snapshot.Event
 	seq    uint64
-
-	over chan struct{} // closed when loop has ended
+	// trends are the deployment's recent past (snapshot/trend), folded
+	// from every snapshot published: they outlive every dashboard, and a
+	// watch that asks gets them in its first snapshot.
+	trends  *trend.Set
+	histReq chan chan *snapshot.History
+	stopped chan struct{} // closed when loop returns
 
 	mu     sync.Mutex
 	cur    snapshot.Snapshot
@@ -48,7 +53,8 @@ type publisher struct {
 }
 
 func newPublisher(s *Supervisor) *publisher {
-	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{}, over: make(chan struct{})}
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{},
+		trends: trend.New(s.opts.TrendPeriod, 0), histReq: make(chan chan *snapshot.History), stopped: make(chan struct{})}
 	if s.events != nil {
 		p.logged = s.events.ch
 	}
@@ -149,8 +155,14 @@ func (p *publisher) build() snapshot.Snapshot {
 // loop runs until stop is closed, then publishes a last snapshot and
 // closes every subscriber's channel.
 func (p *publisher) loop(stop <-chan struct{}) {
-	tick := time.NewTicker(100 * time.Millisecond)
+	defer close(p.stopped)
+	const every = 100 * time.Millisecond
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	// Gateway rates and telemetry change on their own: refresh once a
+	// trend period (a second by default) even when no role changed, so
+	// every period has its sample.
+	refresh := max(1, int(p.trends.Period()/every))
 	dirty := false
 	n := 0
 	for {
@@ -162,7 +174,7 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			p.apply(m)
 			dirty = true
 			if m.ring != nil || m.flushed != nil {
-				p.publish(p.build())
+				p.publishFold(p.build())
 				dirty = false
 			}
 			if m.ring != nil {
@@ -171,12 +183,12 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			if m.flushed != nil {
 				close(m.flushed)
 			}
+		case reply := <-p.histReq:
+			reply <- p.trends.History()
 		case <-tick.C:
 			n++
-			// Gateway rates and telemetry change on their own: refresh
-			// once a second even when no role changed.
-			if dirty || (n%10 == 0 && (p.sup.gw != nil || p.sup.opts.Telemetry != nil)) {
-				p.publish(p.build())
+			if dirty || (n%refresh == 0 && (p.sup.gw != nil || p.sup.opts.Telemetry != nil)) {
+				p.publishFold(p.build())
 				dirty = false
 			}
 		case <-stop:
@@ -209,7 +221,6 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			}
 			p.subs = nil
 			p.mu.Unlock()
-			close(p.over)
 			return
 		}
 	}
@@ -221,13 +232,39 @@ func (p *publisher) sync() {
 	ch := make(chan struct{})
 	select {
 	case p.in <- pubMsg{flushed: ch}:
-	case <-p.over:
+	case <-p.stopped:
 		return
 	}
 	select {
 	case <-ch:
-	case <-p.over:
+	case <-p.stopped:
 	}
+}
+
+// publishFold publishes s and folds it into the trends (loop only).
+func (p *publisher) publishFold(s snapshot.Snapshot) {
+	p.publish(s)
+	p.trends.Fold(s)
+}
+
+// historyWait bounds how long a watch waits for the loop to copy the
+// trends (it answers between two messages; a loop that has not started
+// or has ended answers nothing).
+const historyWait = 2 * time.Second
+
+// history is a copy of the trend rings, from the loop that owns them;
+// nil once the loop has ended.
+func (p *publisher) history() *snapshot.History {
+	reply := make(chan *snapshot.History, 1)
+	t := time.NewTimer(historyWait)
+	defer t.Stop()
+	select {
+	case p.histReq <- reply:
+		return <-reply
+	case <-p.stopped:
+	case <-t.C:
+	}
+	return nil
 }
 
 func (p *publisher) publish(s snapshot.Snapshot) {

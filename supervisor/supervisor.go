@@ -121,6 +121,10 @@ type Options struct {
 	// OnEvent, if set, sees every event as it is recorded (headless output).
 	// It runs on the publisher goroutine and must not block.
 	OnEvent func(snapshot.Event)
+	// TrendPeriod is the trend rings' sample period (snapshot/trend;
+	// default a second, for ten minutes of samples). Tests shorten it so
+	// that minutes of samples take seconds.
+	TrendPeriod time.Duration
 	// Events is the deployment's event log, built before the gateway
 	// that writes into it too (NewEventLog); nil: a private one.
 	Events *EventLog
@@ -544,6 +548,10 @@ func (s *Supervisor) Event(role, msg string) { s.events.Add(role, msg) }
 
 // Snapshot returns the latest published Snapshot.
 func (s *Supervisor) Snapshot() snapshot.Snapshot { return s.pub.current() }
+
+// History is a copy of the daemon's trend rings (snapshot/trend): what a
+// dashboard that attaches shows of the past. nil once Run has ended.
+func (s *Supervisor) History() *snapshot.History { return s.pub.history() }
 
 // Plan returns the plan that runs now: tsd up's, as each apply step
 // changed it (`tsd plan --running`). Callers must not modify it.

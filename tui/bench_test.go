@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
@@ -41,8 +42,8 @@ func BenchmarkFrameOverview(b *testing.B) {
 
 // The overview with full histories: 16 roles × 4 ranks (every one a row:
 // no groups fold them away), the gateway's per-role traffic columns, and
-// every trend ring at its whole capacity (historyCap snapshots 500 ms
-// apart: 12.5 minutes, more than the 10-minute window).
+// every trend ring at its whole capacity (snapshots 500 ms apart for more
+// than the 10-minute window: a sample a second).
 func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 	m := benchModel(b, 10000)
 	press(m, "esc")
@@ -50,7 +51,7 @@ func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 	if len(s.Roles) != 16 || len(s.Roles[15].Ranks) != 4 {
 		b.Fatalf("%d roles, %d ranks", len(s.Roles), len(s.Roles[15].Ranks))
 	}
-	for i := 1; i <= historyCap; i++ {
+	for i := 1; i <= 2*trend.DefaultCap+4; i++ {
 		s.Time = t0.Add(time.Duration(i) * 500 * time.Millisecond)
 		s.Gateway.ReqPerSec = float64(i % 17)
 		s.Gateway.TTFTp99 = time.Duration(i%40) * time.Millisecond
@@ -60,11 +61,9 @@ func BenchmarkFrameOverviewFullTrends(b *testing.B) {
 		}
 		m.setSnapshot(s)
 	}
-	if n := m.trends.req.len(); n != historyCap || m.trends.gpuUtil[3].len() != historyCap {
-		b.Fatalf("histories hold %d samples, want %d", n, historyCap)
-	}
-	if time.Duration(historyCap)*500*time.Millisecond < historyWindow {
-		b.Fatal("the histories cover less than the trends window")
+	set := m.trends.set
+	if n := set.Len(); n != trend.DefaultCap || set.Get(trend.GPUUtil(3)).Len() != trend.DefaultCap {
+		b.Fatalf("histories hold %d samples, want %d", n, trend.DefaultCap)
 	}
 	benchRender(b, m)
 }

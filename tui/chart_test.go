@@ -1,13 +1,12 @@
 package tui
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
@@ -61,53 +60,8 @@ func TestBrailleChart(t *testing.T) {
 	}
 }
 
-// Pins: the ring keeps the newest cap samples in order, and since() cuts
-// by time from the newest sample.
-func TestSeriesRing(t *testing.T) {
-	s := newSeries(4)
-	t0 := time.Unix(1000, 0)
-	for i := 0; i < 6; i++ {
-		s.add(t0.Add(time.Duration(i)*time.Second), float64(i))
-	}
-	if s.len() != 4 || s.last() != 5 {
-		t.Fatalf("len %d last %g", s.len(), s.last())
-	}
-	if got := s.since(time.Hour); len(got) != 4 || got[0] != 2 || got[3] != 5 {
-		t.Fatalf("since(1h) = %v", got)
-	}
-	if got := s.since(time.Second); len(got) != 2 || got[0] != 4 {
-		t.Fatalf("since(1s) = %v", got)
-	}
-	// buckets agrees with bucketMax over since.
-	for _, n := range []int{1, 2, 3, 4, 9} {
-		want := bucketMax(s.since(time.Hour), n)
-		got := s.buckets(time.Hour, n)
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("buckets(%d) = %v, bucketMax = %v", n, got, want)
-		}
-	}
-}
-
-// Pins: a steady rate sampled at uneven intervals reads steady, and a step
-// is followed at the half-life's pace, whatever the cadence.
-func TestEWMA(t *testing.T) {
-	e := ewma{hl: 2 * time.Second}
-	t0 := time.Unix(0, 0)
-	at := t0
-	for _, dt := range []time.Duration{0, 100 * time.Millisecond, 900 * time.Millisecond, 3 * time.Second, 50 * time.Millisecond} {
-		at = at.Add(dt)
-		if v := e.add(at, 3.8); v != 3.8 {
-			t.Fatalf("steady 3.8 read %g", v)
-		}
-	}
-	// A step to 0: after one half-life the reading is half way.
-	if v := e.add(at.Add(2*time.Second), 0); v < 1.89 || v > 1.91 {
-		t.Fatalf("after one half-life: %g", v)
-	}
-}
-
 func BenchmarkBrailleChart200(b *testing.B) {
-	vals := make([]float64, historyCap)
+	vals := make([]float64, trend.DefaultCap)
 	for i := range vals {
 		vals[i] = float64(i % 97)
 	}

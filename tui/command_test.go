@@ -12,15 +12,27 @@ import (
 )
 
 // Pins: every verb, its aliases and its argument rules; unknown verbs and
-// roles get a hint.
+// roles get a hint; a replica group restarts as a group and is refused
+// elsewhere with what to type.
 func TestParseCommand(t *testing.T) {
-	roles := []string{"prefill-0", "decode-0", "decode-1"}
+	roles := commandTarget{roles: []string{"prefill-0", "decode-0", "decode-1"}, groups: []string{"decode"}}
 	for _, c := range []struct {
 		line      string
 		verb, arg string
 		err       string
 	}{
 		{":restart decode-1", "restart", "decode-1", ""},
+		{":restart --now decode-1", "restart", "decode-1", ""},
+		{":restart decode", "restart", "decode", ""},
+		{":stop decode", "", "", "decode is a replica group: name one instance (decode-0, decode-1)"},
+		{":stop decode-0 --now", "stop", "decode-0", ""},
+		{":describe decode-0", "describe", "decode-0", ""},
+		{":d prefill-0", "describe", "prefill-0", ""},
+		{":sort", "sort", "", ""},
+		{":sort restarts asc", "sort", "restarts", ""},
+		{":sort rst", "sort", "restarts", ""},
+		{":sort infl sideways", "", "", `is not asc or desc`},
+		{":split", "split", "", ""},
 		{"r decode-0", "restart", "decode-0", ""},
 		{":stop prefill-0", "stop", "prefill-0", ""},
 		{":start decode-0", "start", "decode-0", ""},
@@ -29,6 +41,7 @@ func TestParseCommand(t *testing.T) {
 		{":l decode-1", "logs", "decode-1", ""},
 		{":inspect decode-0", "inspect", "decode-0", ""},
 		{":sort state", "sort", "state", ""},
+		{":sort name", "sort", "role", ""},
 		{":q", "quit", "", ""},
 		{":help", "help", "", ""},
 		{":", "", "", "empty command"},
@@ -59,7 +72,11 @@ func TestCommandLine(t *testing.T) {
 	if !strings.Contains(plain(m), ":restart decode-0█") {
 		t.Fatalf("command line not shown:\n%s", plain(m))
 	}
-	runCmd(t, m, press(m, "enter"))
+	// A typed restart asks as r does.
+	if cmd := press(m, "enter"); cmd != nil || !strings.Contains(plain(m), "restart decode-0? ") {
+		t.Fatalf(":restart acted without asking:\n%s", plain(m))
+	}
+	runCmd(t, m, press(m, "y"))
 	if got := f.Calls(); len(got) != 1 || got[0] != "restart decode-0" {
 		t.Fatalf("calls %v", got)
 	}

@@ -20,7 +20,7 @@ type eventsPage struct {
 
 	filter    string
 	inputting bool
-	input     string
+	input     lineInput
 }
 
 func newEventsPage(m *Model) *eventsPage { return &eventsPage{m: m, follow: true} }
@@ -67,13 +67,9 @@ func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
 		case tea.KeyEscape:
 			p.inputting = false
 		case tea.KeyEnter:
-			p.inputting, p.filter, p.follow = false, strings.TrimSpace(p.input), true
-		case tea.KeyBackspace:
-			if r := []rune(p.input); len(r) > 0 {
-				p.input = string(r[:len(r)-1])
-			}
+			p.inputting, p.filter, p.follow = false, strings.TrimSpace(p.input.text), true
 		default:
-			p.input += k.Text
+			p.input.edit(k)
 		}
 		return nil
 	}
@@ -99,7 +95,7 @@ func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
 	case key.Matches(k, keys.Bottom):
 		p.follow = true
 	case key.Matches(k, keys.Filter):
-		p.inputting, p.input = true, p.filter
+		p.inputting, p.input = true, lineInput{text: p.filter}
 	}
 	return nil
 }
@@ -139,7 +135,7 @@ func (p *eventsPage) View() string {
 		for len(out) < p.h-1 {
 			out = append(out, "")
 		}
-		out = append(out[:p.h-1], st.Prompt.Render("filter: ")+p.input+"█")
+		out = append(out[:p.h-1], st.Prompt.Render("filter: ")+fitInput(p.input.text, max(p.w-8, 1)))
 	}
 	return screen(out, p.w, p.h)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
-var sizes = []struct{ w, h int }{{120, 40}, {80, 24}}
+var sizes = []struct{ w, h int }{{120, 40}, {80, 24}, {200, 60}}
 
 // The overview shows gateway, every role's state word and the GPU panel at
 // both sizes without colour.
@@ -113,6 +113,25 @@ func TestTinyWindows(t *testing.T) {
 		press(m, "esc", "?")
 		checkFrame(t, m.render(), sz.w, sz.h)
 		press(m, "esc", "esc", "esc", "r")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		// The split view, the describe view, a filter being typed and the
+		// command line with its completions.
+		press(m, "n")
+		if cmd := press(m, "x"); cmd != nil {
+			m.Update(cmd())
+		}
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "x")
+		if cmd := press(m, "d"); cmd != nil {
+			m.Update(cmd())
+		}
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", "/")
+		typeText(m, "decode")
+		checkFrame(t, m.render(), sz.w, sz.h)
+		press(m, "esc", ":")
+		typeText(m, "restart d")
+		press(m, "tab")
 		checkFrame(t, m.render(), sz.w, sz.h)
 	}
 }

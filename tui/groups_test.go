@@ -86,8 +86,8 @@ func TestReplicaGroups(t *testing.T) {
 		t.Fatal("enter did not open the group")
 	}
 	press(m, "up", "r")
-	if m.confirmAction != nil || !strings.Contains(m.flash, "prefill has 2 replicas") {
-		t.Fatalf("r on a summary: flash %q, confirm %v", m.flash, m.confirmAction != nil)
+	if m.confirm != nil || !strings.Contains(m.flash, "prefill has 2 replicas") {
+		t.Fatalf("r on a summary: flash %q, confirm %v", m.flash, m.confirm != nil)
 	}
 	// :inspect of a member of a closed group opens the group.
 	press(m, "left")

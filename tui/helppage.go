@@ -35,6 +35,69 @@ func (p *helpPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
+// helpColumns lays the sections out side by side in as many columns as
+// the width allows, stacking sections in order within a column so the
+// columns come out about as tall as each other.
+func helpColumns(secs [][]string, w int) []string {
+	widthOf := func(ls []string) int {
+		n := 0
+		for _, l := range ls {
+			n = max(n, textWidthANSI(l))
+		}
+		return n
+	}
+	total := 0
+	for _, s := range secs {
+		total += len(s) + 1
+	}
+	var groups [][]string
+	for n := len(secs); n >= 1; n-- {
+		// Fill each column up to an even share of the lines, in order.
+		target := (total + n - 1) / n
+		groups = groups[:0]
+		var cur []string
+		for i, s := range secs {
+			left := len(secs) - i       // sections not placed yet, this one included
+			cols := n - len(groups) - 1 // columns after this one
+			if len(cur) > 0 && len(groups) < n-1 && (len(cur)+len(s) > target || left <= cols) {
+				groups = append(groups, cur)
+				cur = nil
+			}
+			if len(cur) > 0 {
+				cur = append(cur, "")
+			}
+			cur = append(cur, s...)
+		}
+		groups = append(groups, cur)
+		width := 0
+		for _, g := range groups {
+			width += widthOf(g) + 3
+		}
+		if width-3 <= w || n == 1 {
+			break
+		}
+	}
+	widths := make([]int, len(groups))
+	rows := 0
+	for i, g := range groups {
+		widths[i] = widthOf(g)
+		rows = max(rows, len(g))
+	}
+	var lines []string
+	for r := 0; r < rows; r++ {
+		var b strings.Builder
+		for i, g := range groups {
+			cell := ""
+			if r < len(g) {
+				cell = g[r]
+			}
+			b.WriteString(fit(cell, widths[i]) + "   ")
+		}
+		lines = append(lines, strings.TrimRight(b.String(), " "))
+	}
+	return lines
+}
+
 func (p *helpPage) View() string {
 	st := p.m.c.Styles
 	secs := p.m.c.Keys.helpSections()
@@ -53,53 +116,9 @@ func (p *helpPage) View() string {
 		}
 		cols = append(cols, col)
 	}
-	widths := make([]int, len(cols))
-	total := 0
-	for i, c := range cols {
-		for _, l := range c {
-			widths[i] = max(widths[i], textWidthANSI(l))
-		}
-		total += widths[i] + 3
-	}
-	var lines []string
-	if total <= p.w {
-		rows := 0
-		for _, c := range cols {
-			rows = max(rows, len(c))
-		}
-		for r := 0; r < rows; r++ {
-			var b strings.Builder
-			for i, c := range cols {
-				cell := ""
-				if r < len(c) {
-					cell = c[r]
-				}
-				b.WriteString(fit(cell, widths[i]) + "   ")
-			}
-			lines = append(lines, strings.TrimRight(b.String(), " "))
-		}
-	} else {
-		// Two columns: global+overview+inspector on the left, logs on the right.
-		left := append(append(append([]string{}, cols[0]...), ""), cols[1]...)
-		left = append(append(left, ""), cols[2]...)
-		right := cols[3]
-		lw := 0
-		for _, l := range left {
-			lw = max(lw, textWidthANSI(l))
-		}
-		for r := 0; r < max(len(left), len(right)); r++ {
-			l, rr := "", ""
-			if r < len(left) {
-				l = left[r]
-			}
-			if r < len(right) {
-				rr = right[r]
-			}
-			lines = append(lines, strings.TrimRight(fit(l, lw)+"   "+rr, " "))
-		}
-	}
+	lines := helpColumns(cols, p.w)
 	lines = append(lines, "")
-	for _, l := range wrapParts("", "", []string{"find (/) is plain text, case-insensitive unless it has capitals;",
+	for _, l := range wrapParts("", "", []string{"on the overview / filters the roles by a plain substring;", "in the logs find (/) is plain text, case-insensitive unless it has capitals;",
 		"filter (&) is a Go regexp, ! inverts it, an empty one clears it;", "esc cancels typing."}, " ", p.w) {
 		lines = append(lines, st.Faint.Render(l))
 	}

@@ -17,6 +17,12 @@ type KeyMap struct {
 	Sort    key.Binding
 	Events  key.Binding
 
+	// Answers of a confirm prompt besides Yes and No: each means one
+	// thing in every prompt.
+	Now     key.Binding // do it without the drain (the CLI's --now)
+	Detach  key.Binding // the quit prompt: leave, the deployment keeps running
+	StopAll key.Binding // the quit prompt: stop every role and the daemon
+
 	// Moving around.
 	Up       key.Binding
 	Down     key.Binding
@@ -34,6 +40,11 @@ type KeyMap struct {
 	RestartAll key.Binding
 	Expand     key.Binding
 	Collapse   key.Binding
+	Describe   key.Binding
+	Split      key.Binding
+	RoleFilter key.Binding
+	// SortReverse flips the order o chose.
+	SortReverse key.Binding
 
 	// Logs page.
 	Find       key.Binding
@@ -66,9 +77,13 @@ func DefaultKeyMap() KeyMap {
 		Yes:  b([]string{"y", "Y"}, "y", "confirm"),
 		No:   b([]string{"n", "N", "esc"}, "n", "cancel"),
 
-		Command: b([]string{":"}, ":", "command (:restart ROLE, :logs gateway…)"),
-		Sort:    b([]string{"o"}, "o", "sort table"),
+		Command: b([]string{":"}, ":", "command line (tab completes, ↑/↓ history)"),
+		Sort:    b([]string{"o"}, "o", "sort by the next column"),
 		Events:  b([]string{"v"}, "v", "events"),
+
+		Now:     b([]string{"!"}, "!", "now (skip the drain)"),
+		Detach:  b([]string{"d", "D"}, "d", "detach (keep running)"),
+		StopAll: b([]string{"s", "S"}, "s", "stop every role"),
 
 		Up:       b([]string{"up", "k"}, "↑/k", "up"),
 		Down:     b([]string{"down", "j"}, "↓/j", "down"),
@@ -85,6 +100,11 @@ func DefaultKeyMap() KeyMap {
 		RestartAll: b([]string{"R"}, "R", "rolling restart"),
 		Expand:     b([]string{"right"}, "→", "open replicas/ranks"),
 		Collapse:   b([]string{"left"}, "←", "close"),
+		Describe:   b([]string{"d"}, "d", "describe (argv, env, ports, restart policy)"),
+		Split:      b([]string{"x"}, "x", "split (table + live log)"),
+		RoleFilter: b([]string{"/"}, "/", "filter roles"),
+
+		SortReverse: b([]string{"O"}, "O", "reverse the sort"),
 
 		Find:       b([]string{"/"}, "/", "find"),
 		Next:       b([]string{"n"}, "n", "next match"),
@@ -108,10 +128,11 @@ func DefaultKeyMap() KeyMap {
 // same bindings the pages match.
 func (k KeyMap) helpSections() []helpSection {
 	return []helpSection{
-		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No}},
-		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Expand, k.Collapse, k.Logs, k.MergedLogs, k.Restart, k.StopStart, k.RestartAll, k.Sort, k.Events}},
+		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No, k.Now, k.Detach, k.StopAll}},
+		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Expand, k.Collapse, k.Logs, k.MergedLogs, k.Describe, k.Split,
+			k.Restart, k.StopStart, k.RestartAll, k.RoleFilter, k.Sort, k.SortReverse, k.Events}},
 		{"events", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Filter}},
-		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Restart, k.StopStart, k.RestartAll}},
+		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Describe, k.Restart, k.StopStart, k.RestartAll}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
 			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,
 			k.Save, k.NextSource, k.PrevSource, k.MergedLogs}},

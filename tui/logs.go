@@ -57,12 +57,13 @@ type logsPage struct {
 	filterText string
 	filterErr  string
 
-	input     inputKind
-	inputText string
+	input inputKind
+	in    lineInput // the find or filter being typed
 }
 
 func newLogsPage(m *Model, max int) *logsPage {
-	return &logsPage{m: m, buf: newLogBuf(max), follow: true}
+	m.logGen++
+	return &logsPage{m: m, buf: newLogBuf(max), follow: true, gen: m.logGen}
 }
 
 func (p *logsPage) SetSize(w, h int) { p.w, p.h = w, h }
@@ -103,7 +104,10 @@ func (p *logsPage) close() {
 		p.logDone = nil
 	}
 	p.logCh = nil
-	p.gen++
+	// Generations are the model's, shared by both log views, so a message
+	// finds its view by generation alone (Model.logPageOf).
+	p.m.logGen++
+	p.gen = p.m.logGen
 }
 
 func (p *logsPage) Update(msg tea.Msg) tea.Cmd {
@@ -203,9 +207,9 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, keys.PrevError):
 		p.jumpError(topIdx, false)
 	case key.Matches(k, keys.Find):
-		p.input, p.inputText = inputFind, ""
+		p.input, p.in = inputFind, lineInput{}
 	case key.Matches(k, keys.Filter):
-		p.input, p.inputText = inputFilter, p.filterText
+		p.input, p.in = inputFilter, lineInput{text: p.filterText}
 	case key.Matches(k, keys.Inverse):
 		if p.buf.filter != nil {
 			p.buf.setFilter(p.buf.filter, !p.buf.inverse)
@@ -276,7 +280,7 @@ func (p *logsPage) inputKey(k tea.KeyPressMsg) tea.Cmd {
 		p.input = inputNone
 		return nil
 	case tea.KeyEnter:
-		kind, text := p.input, p.inputText
+		kind, text := p.input, p.in.text
 		p.input = inputNone
 		if kind == inputFind {
 			p.setFind(text)
@@ -284,17 +288,8 @@ func (p *logsPage) inputKey(k tea.KeyPressMsg) tea.Cmd {
 			p.setFilter(text)
 		}
 		return nil
-	case tea.KeyBackspace:
-		if r := []rune(p.inputText); len(r) > 0 {
-			p.inputText = string(r[:len(r)-1])
-		}
-		return nil
 	}
-	if k.Text != "" && k.Mod&^tea.ModShift == 0 {
-		p.inputText += k.Text
-	} else if k.Code == tea.KeySpace {
-		p.inputText += " "
-	}
+	p.in.edit(k)
 	return nil
 }
 
@@ -646,7 +641,7 @@ func (p *logsPage) View() string {
 		for len(out) < p.h-1 {
 			out = append(out, "")
 		}
-		out = append(out[:p.h-1], st.Prompt.Render(prompt)+p.inputText+"█")
+		out = append(out[:p.h-1], st.Prompt.Render(prompt)+fitInput(p.in.text, max(p.w-width(prompt), 1)))
 	}
 	return screen(out, p.w, p.h)
 }

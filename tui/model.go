@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ const (
 	pageLogs
 	pageHelp
 	pageEvents
+	pageDescribe
 )
 
 // page is the component contract: a page gets its size, handles the keys
@@ -65,36 +67,38 @@ type Model struct {
 	b    Backend
 	opts Options
 
-	snap    snapshot.Snapshot
-	hasSnap bool
+	snap     snapshot.Snapshot
+	planSnap snapshot.Snapshot // snap as the backend sent it (the plan's order)
+	hasSnap  bool
 
 	trends    *trends // the past, folded from every snapshot
 	overview  *overviewPage
 	inspector *inspectorPage
 	logs      *logsPage
+	splitLog  *logsPage // the split view's live log of the selected role
+	split     bool      // the overview shows the table with splitLog under it
+	logGen    int       // the last log subscription generation handed out (both log views)
+	describe  *describePage
 	events    *eventsPage
 	help      *helpPage
 	focus     pageID
 	back      []pageID // where esc returns to
 
-	confirmPrompt string
-	confirmAction tea.Cmd
-	confirmWhat   string
-	confirmQuit   bool // q (or ctrl+c) again also confirms
-	// confirmAlt is a second answer to the prompt (the quit prompt's
-	// detach or stop), on confirmAltKeys.
-	confirmAlt       tea.Cmd
-	confirmAltWhat   string
-	confirmAltKeys   []string
-	confirmAltHelp   string
-	confirmEnter     bool // enter also confirms (the prompt's default)
-	stopChosen       bool // the user chose to stop the deployment on quit
-	daemonGone       bool // the status stream ended (Detach)
+	confirm          *confirmPrompt // the open question, if any
+	stopChosen       bool           // the user chose to stop the deployment on quit
+	daemonGone       bool           // the status stream ended (Detach)
 	flash            string
 	pending          *pendingRestart
 	cmdline          bool      // the : command line is open
-	cmdText          string    // what is typed on it
-	sortBy           string    // the roles table's order ("" = the plan's)
+	cmd              lineInput // what is typed on it
+	cmdHist          []string  // commands run, oldest first (up/down recall them)
+	histAt           int       // the history entry shown (len(cmdHist): the line being typed)
+	histDraft        string    // the line being typed while history is browsed
+	tabCands         []string  // what Tab offered last (shown in the footer)
+	tabAt            int       // the candidate Tab cycled to (-1: none yet)
+	tabBase          string    // the line before Tab cycling began
+	sortBy           string    // the roles table's order: a column id ("" = the plan's)
+	sortDesc         bool      // largest (or last) first
 	footKey, footVal string    // the footer as last drawn, and what it was drawn for
 	flashSeen        string    // the flash as the last tick saw it
 	flashAt          time.Time // when that tick first saw it
@@ -118,12 +122,22 @@ func New(b Backend, opts Options) *Model {
 	}
 	m.trends = newTrends()
 	m.events = newEventsPage(m)
-	if opts.Detach {
+	switch {
+	case opts.ReadOnly:
+		m.c.Keys.Quit.SetHelp("q", "quit (detach)")
+		// An observer cannot act on the deployment: the keys are off, so
+		// the help bar and the ? page say so, and the commands refuse.
+		for _, b := range []*key.Binding{&m.c.Keys.Restart, &m.c.Keys.StopStart, &m.c.Keys.RestartAll} {
+			b.SetEnabled(false)
+		}
+	case opts.Detach:
 		m.c.Keys.Quit.SetHelp("q", "quit (detach, or stop every role)")
 	}
 	m.overview = &overviewPage{m: m}
 	m.inspector = &inspectorPage{m: m}
 	m.logs = newLogsPage(m, opts.LogLines)
+	m.splitLog = newLogsPage(m, splitLogLines)
+	m.describe = &describePage{m: m}
 	m.help = &helpPage{m: m}
 	m.helpBar = help.New()
 	m.helpBar.Styles.ShortKey = m.c.Styles.HelpKey
@@ -152,6 +166,8 @@ func (m *Model) page(id pageID) page {
 		return m.help
 	case pageEvents:
 		return m.events
+	case pageDescribe:
+		return m.describe
 	}
 	return m.overview
 }
@@ -162,7 +178,7 @@ const chromeLines = 3
 func (m *Model) setSize(w, h int) {
 	m.c.Width, m.c.Height = w, h
 	bh := max(h-chromeLines, 1)
-	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents} {
+	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents, pageDescribe} {
 		m.page(id).SetSize(w, bh)
 	}
 	m.helpBar.SetWidth(w)
@@ -231,8 +247,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.flash = fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.path)
 		}
 		return m, nil
-	case logSubscribedMsg, logBatchMsg, logClosedMsg:
-		return m, m.logs.Update(msg)
+	case logSubscribedMsg:
+		return m, m.logPageOf(msg.gen).Update(msg)
+	case logBatchMsg:
+		return m, m.logPageOf(msg.gen).Update(msg)
+	case logClosedMsg:
+		return m, m.logPageOf(msg.gen).Update(msg)
+	case describedMsg:
+		return m, m.describe.Update(msg)
 	}
 	return m, nil
 }
@@ -245,9 +267,16 @@ func (m *Model) rearmSnap() tea.Cmd {
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
+	if s.History != nil {
+		// The daemon's trend rings (the first snapshot of an attach): fold
+		// them once, keep none of it in the snapshot.
+		m.trends.fold(s)
+		s.History = nil
+	}
+	m.planSnap = s
 	if m.sortBy != "" {
 		// Snapshots are shared and immutable: sort a copy.
-		s.Roles = sortedRoles(s.Roles, m.sortBy)
+		s.Roles = sortRoles(&s, m.c.Now(), m.sortBy, m.sortDesc)
 	}
 	m.snap, m.hasSnap = s, true
 	m.trends.fold(s)
@@ -301,23 +330,8 @@ func (m *Model) checkRestarted() {
 // key handles what is global and routes everything else to the focused page.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	keys := &m.c.Keys
-	if m.confirmAction != nil {
-		switch {
-		case key.Matches(k, keys.Yes), m.confirmQuit && key.Matches(k, keys.Quit), m.confirmEnter && k.String() == "enter":
-			act := m.confirmAction
-			m.flash = m.confirmWhat + "…"
-			m.clearConfirm()
-			return act
-		case m.confirmAlt != nil && oneOf(k.String(), m.confirmAltKeys):
-			act := m.confirmAlt
-			m.flash = m.confirmAltWhat + "…"
-			m.clearConfirm()
-			return act
-		case key.Matches(k, keys.No):
-			m.clearConfirm()
-			m.flash = "cancelled"
-		}
-		return nil
+	if m.confirm != nil {
+		return m.confirmKey(k)
 	}
 	if m.cmdline {
 		return m.cmdKey(k)
@@ -328,18 +342,12 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(k, keys.Command):
-		m.cmdline, m.cmdText = true, ""
-		return nil
-	case key.Matches(k, keys.Quit) && m.opts.Detach:
-		m.askQuitDetach()
+		m.cmdline, m.cmd = true, lineInput{}
+		m.histAt, m.histDraft = len(m.cmdHist), ""
+		m.tabCands, m.tabAt = nil, -1
 		return nil
 	case key.Matches(k, keys.Quit):
-		if n := m.runningRoles(); n > 0 {
-			m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n]", n), "quitting", tea.Quit)
-			m.confirmQuit = true
-			return nil
-		}
-		return tea.Quit
+		return m.askQuit()
 	case key.Matches(k, keys.Help):
 		if m.focus == pageHelp {
 			m.goBack()
@@ -350,8 +358,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, keys.Back):
 		if m.focus != pageOverview {
 			m.goBack()
+			return nil
 		}
-		return nil
 	case key.Matches(k, keys.Test):
 		if m.testing {
 			m.flash = "test request already running"
@@ -364,124 +372,227 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	return p.Update(k)
 }
 
-// cmdKey edits the : command line; enter runs it, esc closes it.
+// cmdHistMax bounds the : command history.
+const cmdHistMax = 50
+
+// cmdKey edits the : command line: enter runs it, esc closes it, up and
+// down walk the history, tab completes the word being typed (again:
+// the next candidate).
 func (m *Model) cmdKey(k tea.KeyPressMsg) tea.Cmd {
-	switch k.Code {
-	case tea.KeyEscape:
+	switch k.String() {
+	case "esc":
 		m.cmdline = false
 		return nil
-	case tea.KeyEnter:
+	case "enter":
 		m.cmdline = false
-		return m.runCommand(m.cmdText)
-	case tea.KeyBackspace:
-		if r := []rune(m.cmdText); len(r) > 0 {
-			m.cmdText = string(r[:len(r)-1])
-		} else {
-			m.cmdline = false
+		line := strings.TrimSpace(m.cmd.text)
+		if line != "" && (len(m.cmdHist) == 0 || m.cmdHist[len(m.cmdHist)-1] != line) {
+			m.cmdHist = append(m.cmdHist, line)
+			if len(m.cmdHist) > cmdHistMax {
+				m.cmdHist = m.cmdHist[len(m.cmdHist)-cmdHistMax:]
+			}
 		}
+		return m.runCommand(line)
+	case "up":
+		if m.histAt > 0 {
+			if m.histAt == len(m.cmdHist) {
+				m.histDraft = m.cmd.text
+			}
+			m.histAt--
+			m.cmd.text = m.cmdHist[m.histAt]
+		}
+		m.tabCands = nil
 		return nil
+	case "down":
+		if m.histAt < len(m.cmdHist) {
+			m.histAt++
+			if m.histAt == len(m.cmdHist) {
+				m.cmd.text = m.histDraft
+			} else {
+				m.cmd.text = m.cmdHist[m.histAt]
+			}
+		}
+		m.tabCands = nil
+		return nil
+	case "tab", "shift+tab":
+		m.tab(k.String() == "shift+tab")
+		return nil
+	case "backspace":
+		if m.cmd.text == "" {
+			m.cmdline = false // backspace on an empty line closes it, as vim's does
+			return nil
+		}
 	}
-	if k.Text != "" {
-		m.cmdText += k.Text
+	if m.cmd.edit(k) {
+		m.tabCands, m.tabAt = nil, -1
 	}
 	return nil
 }
 
-// runCommand does what a : command says. A typed command is explicit, so
-// it acts without a confirm prompt (quit still asks while roles run).
-func (m *Model) runCommand(line string) tea.Cmd {
-	names := make([]string, len(m.snap.Roles))
-	for i, r := range m.snap.Roles {
-		names[i] = r.Name
+// tab completes the command line: the first tab grows the word to what
+// every candidate shares; with several left, each next tab puts the next
+// one in its place (shift+tab the previous).
+func (m *Model) tab(back bool) {
+	tg := m.commandTargets()
+	if m.tabCands != nil && len(m.tabCands) > 1 {
+		n := len(m.tabCands)
+		switch {
+		case m.tabAt < 0 && back:
+			m.tabAt = n - 1
+		case m.tabAt < 0:
+			m.tabAt = 0
+		case back:
+			m.tabAt = (m.tabAt + n - 1) % n
+		default:
+			m.tabAt = (m.tabAt + 1) % n
+		}
+		typing, _ := completions(m.tabBase, tg)
+		m.cmd.text = strings.TrimSuffix(m.tabBase, typing) + m.tabCands[m.tabAt]
+		return
 	}
-	c, err := parseCommand(line, names)
+	out, cands := completeLine(m.cmd.text, tg)
+	m.cmd.text = out
+	m.tabCands, m.tabAt, m.tabBase = cands, -1, out
+	if len(cands) == 0 {
+		m.flash = "nothing to complete"
+	}
+}
+
+// commandTargets are the names a command line may use now.
+func (m *Model) commandTargets() commandTarget {
+	var tg commandTarget
+	size := map[string]int{}
+	for _, r := range m.snap.Roles {
+		tg.roles = append(tg.roles, r.Name)
+		if r.Group != "" {
+			size[r.Group]++
+		}
+	}
+	for _, r := range m.snap.Roles {
+		if size[r.Group] > 1 && !contains(tg.groups, r.Group) && !contains(tg.roles, r.Group) {
+			tg.groups = append(tg.groups, r.Group)
+		}
+	}
+	sort.Strings(tg.roles)
+	sort.Strings(tg.groups)
+	return tg
+}
+
+// runCommand does what a : command says. Restart and stop ask as r and s
+// do: a typed line is as easy to get wrong as a key.
+func (m *Model) runCommand(line string) tea.Cmd {
+	c, err := parseCommand(line, m.commandTargets())
 	if err != nil {
 		m.flash = err.Error()
 		return nil
 	}
-	b := m.b
+	role := func() (snapshot.RoleStatus, bool) {
+		for _, r := range m.snap.Roles {
+			if r.Name == c.arg {
+				return r, true
+			}
+		}
+		return snapshot.RoleStatus{}, false
+	}
 	switch c.verb {
 	case "restart":
-		m.flash = "restart " + c.arg + "…"
-		return func() tea.Msg {
-			err := b.Restart(c.arg)
-			msg := controlDoneMsg{what: "restart " + c.arg, err: err}
-			if err == nil {
-				msg.restarted = c.arg
+		if c.group {
+			m.rollingGroup(c.arg)
+			return nil
+		}
+		if r, ok := role(); ok {
+			m.askRestart(r)
+			if c.now && m.confirm != nil {
+				m.confirm = m.nowOnly(m.confirm)
 			}
-			return msg
 		}
 	case "stop":
-		return m.run("stop "+c.arg, func() error { return b.Stop(c.arg) })
+		if r, ok := role(); ok {
+			m.askStop(r)
+			if c.now && m.confirm != nil {
+				m.confirm = m.nowOnly(m.confirm)
+			}
+		}
 	case "start":
-		return m.run("start "+c.arg, func() error { return b.Start(c.arg) })
+		if m.refuseReadOnly("start " + c.arg) {
+			return nil
+		}
+		b, name := m.b, c.arg
+		return m.run("start "+name, func() error { return b.Start(name) })
 	case "logs":
 		return m.navigate(pageLogs, c.arg)
-	case "inspect":
+	case "inspect", "describe":
 		for i, r := range m.snap.Roles {
 			if r.Name == c.arg {
 				m.overview.selectRole(i)
 			}
 		}
+		if c.verb == "describe" {
+			return m.navigate(pageDescribe, c.arg)
+		}
 		return m.navigate(pageInspector, c.arg)
 	case "sort":
-		m.setSort(c.arg)
+		m.setSort(c.arg, c.desc)
+	case "split":
+		m.toggleSplit()
+		return m.splitLogCmd()
 	case "help":
 		return m.navigate(pageHelp, "")
 	case "events":
 		return m.navigate(pageEvents, "")
 	case "quit":
-		return m.key(tea.KeyPressMsg{Code: 'q', Text: "q"})
+		return m.askQuit()
 	}
 	return nil
 }
 
-// setSort orders the roles table by key ("" = the plan's order), keeping
-// the selected role selected.
-func (m *Model) setSort(by string) {
-	m.sortBy = by
-	m.setSnapshot(m.snap)
+// nowOnly turns a restart or stop prompt into its --now form: y does
+// what ! would (a typed --now was the answer to the drain question).
+func (m *Model) nowOnly(c *confirmPrompt) *confirmPrompt {
+	if len(c.answers) < 2 {
+		return c
+	}
+	now := c.answers[1]
+	now.b = m.c.Keys.Yes
+	text := strings.Replace(c.text, "? ", " now? ", 1)
+	text = strings.Replace(text, " [y/n · ! now, no drain]", " [y/n]", 1)
+	text = strings.Replace(text, "drains first", "ends at once", 1)
+	text = strings.Replace(text, "drain first", "end at once", 1)
+	return &confirmPrompt{text: text, def: -1, answers: []answer{now}}
+}
+
+// cmdlineHelp is the footer while the : line is open: what Tab offered
+// (the one it put in place marked), else the keys and the verbs.
+func (m *Model) cmdlineHelp() string {
+	st := m.c.Styles
+	if len(m.tabCands) > 1 {
+		parts := make([]string, len(m.tabCands))
+		for i, c := range m.tabCands {
+			if i == m.tabAt {
+				c = st.HelpKey.Render("[" + c + "]")
+			}
+			parts[i] = c
+		}
+		return fit(st.HelpDesc.Render("tab: ")+strings.Join(parts, " "), m.c.Width)
+	}
+	return fit(st.HelpDesc.Render("enter run · esc cancel · tab complete · ↑/↓ history · ctrl+u/ctrl+w erase · verbs: "+strings.Join(verbNames(), " ")), m.c.Width)
+}
+
+// setSort orders the roles table by a column ("" = the plan's order),
+// keeping the selected role selected. The plan's order is restored from
+// the newest snapshot the backend sent, not the sorted copy.
+func (m *Model) setSort(by string, desc bool) {
+	m.sortBy, m.sortDesc = by, desc
+	m.setSnapshot(m.planSnap)
 	if by == "" {
 		m.flash = "roles in plan order"
-	} else {
-		m.flash = "roles sorted by " + by
+		return
 	}
-}
-
-func (m *Model) runningRoles() int {
-	n := 0
-	for _, r := range m.snap.Roles {
-		if running(r.State) {
-			n++
-		}
+	dir := "ascending"
+	if desc {
+		dir = "descending"
 	}
-	return n
-}
-
-// ask shows a y/n question; yes says what is happening and runs action.
-func (m *Model) ask(prompt, what string, action tea.Cmd) {
-	m.confirmPrompt, m.confirmWhat, m.confirmAction = prompt, what, action
-}
-
-func (m *Model) clearConfirm() {
-	m.confirmPrompt, m.confirmAction, m.confirmQuit = "", nil, false
-	m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp, m.confirmEnter = nil, "", nil, "", false
-}
-
-// askQuitDetach is the quit prompt of a dashboard attached to a daemon:
-// leaving detaches (the deployment keeps running) unless the user picks
-// stop; with StopOnQuit (make demo) stop is the default and d detaches.
-func (m *Model) askQuitDetach() {
-	n := m.runningRoles()
-	stop := m.stopDeploymentCmd()
-	if m.opts.StopOnQuit {
-		m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n · d detach]", n), "stopping the deployment", stop)
-		m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp = tea.Quit, "detaching", []string{"d", "D"}, "detach"
-	} else {
-		m.ask(fmt.Sprintf("detach? %d running role(s) keep running [y/n · s stop them all]", n), "detaching", tea.Quit)
-		m.confirmAlt, m.confirmAltWhat, m.confirmAltKeys, m.confirmAltHelp = stop, "stopping the deployment", []string{"s", "S"}, "stop all"
-	}
-	m.confirmQuit, m.confirmEnter = true, true
+	m.flash = "roles sorted by " + by + " (" + dir + "; o next column, O reverses)"
 }
 
 // stopDeploymentCmd stops the whole deployment through the backend, then
@@ -500,15 +611,6 @@ func (m *Model) stopDeploymentCmd() tea.Cmd {
 	}
 }
 
-func oneOf(s string, set []string) bool {
-	for _, x := range set {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
-
 // navigate switches pages; the logs page subscribes to its source.
 func (m *Model) navigate(to pageID, role string) tea.Cmd {
 	if to == m.focus && to != pageLogs {
@@ -523,6 +625,8 @@ func (m *Model) navigate(to pageID, role string) tea.Cmd {
 		m.inspector.open(role)
 	case pageLogs:
 		return m.logs.open(role)
+	case pageDescribe:
+		return m.describe.open(role)
 	}
 	return nil
 }
@@ -537,6 +641,9 @@ func (m *Model) goBack() {
 	}
 	if from == pageLogs && m.focus != pageLogs {
 		m.logs.close()
+	}
+	if from == pageDescribe {
+		m.describe.role = "" // a late answer is dropped
 	}
 }
 
@@ -574,6 +681,7 @@ func (m *Model) closeSubscriptions() {
 		m.snapCancel()
 	}
 	m.logs.close()
+	m.splitLog.close()
 }
 
 // View renders the whole screen at the size last given.
@@ -598,24 +706,36 @@ func (m *Model) title() string {
 func (m *Model) render() string {
 	w, h := m.c.Width, m.c.Height
 	st := m.c.Styles
+	// The message line: one line, but a confirm question wraps onto up to
+	// three (taking the page's last lines), so what it warns of is read
+	// whole before the answer.
+	var msg []string
+	switch {
+	case m.cmdline:
+		msg = []string{st.Prompt.Render(":") + fitInput(m.cmd.text, max(w-1, 0))}
+	case m.confirm != nil:
+		ql := wrapText("", "  ", m.confirm.text, w)
+		if len(ql) > 3 || h < 12 {
+			ql = []string{fit(m.confirm.text, w)}
+		}
+		for _, l := range ql {
+			msg = append(msg, st.Prompt.Render(fit(l, w)))
+		}
+	default:
+		msg = []string{fit(m.flash, w)}
+	}
+	bodyH := h - 1 - len(msg)
 	lines := make([]string, 0, h)
 	lines = append(lines, m.titleLine())
 	body := m.page(m.focus).View()
 	lines = append(lines, strings.Split(body, "\n")...)
-	if len(lines) > h-2 {
-		lines = lines[:max(h-2, 0)]
+	if len(lines) > bodyH {
+		lines = lines[:max(bodyH, 0)]
 	}
-	for len(lines) < h-2 {
+	for len(lines) < bodyH {
 		lines = append(lines, "")
 	}
-	switch {
-	case m.cmdline:
-		lines = append(lines, st.Prompt.Render(":")+fit(m.cmdText+"█", max(w-1, 0)))
-	case m.confirmAction != nil:
-		lines = append(lines, st.Prompt.Render(fit(m.confirmPrompt, w)))
-	default:
-		lines = append(lines, fit(m.flash, w))
-	}
+	lines = append(lines, msg...)
 	lines = append(lines, m.helpLine())
 	return screen(lines, w, h)
 }
@@ -635,19 +755,28 @@ func (m *Model) titleLine() string {
 		name = "tsd · " + name
 	}
 	parts := []string{st.Title.Render(name)}
-	if m.snap.Profile != "" {
-		parts = append(parts, m.snap.Profile)
-	}
 	if !m.hasSnap {
 		parts = append(parts, "waiting for status…")
 	} else {
 		parts = append(parts, fmt.Sprintf("%d/%d roles ready", ready, total))
 	}
-	pageName := [...]string{"overview", "inspector", "logs", "help", "events"}[m.focus]
+	if m.opts.ReadOnly {
+		parts = append(parts, st.Warn.Render("read-only"))
+	}
+	// The profile's path last: when the line is too long, it is what gets
+	// cut.
+	if m.snap.Profile != "" {
+		parts = append(parts, m.snap.Profile)
+	}
+	pageName := [...]string{"overview", "inspector", "logs", "help", "events", "describe"}[m.focus]
 	left := strings.Join(parts, " · ")
 	right := "[" + pageName + "]"
 	gap := m.c.Width - ansi.StringWidth(left) - len(right)
 	if gap < 1 {
+		// A long profile path gives way before the page's name does.
+		if room := m.c.Width - len(right) - 1; room >= 20 {
+			return ansi.Truncate(left, room, "…") + " " + right
+		}
 		return fit(left, m.c.Width)
 	}
 	return left + strings.Repeat(" ", gap) + right
@@ -674,16 +803,11 @@ func (m *Model) expireFlash(now time.Time) {
 // are always shown; page keys that do not fit give way. A confirm prompt
 // shows only the keys that work there.
 func (m *Model) helpLine() string {
-	k := m.c.Keys
-	if m.confirmAction != nil {
-		bs := []key.Binding{k.Yes, k.No}
-		if m.confirmAlt != nil && len(m.confirmAltKeys) > 0 {
-			bs = append(bs, key.NewBinding(key.WithKeys(m.confirmAltKeys...), key.WithHelp(m.confirmAltKeys[0], m.confirmAltHelp)))
-		}
-		return m.helpBar.ShortHelpView(shortBindings(bs))
+	if m.confirm != nil {
+		return m.confirmHelp()
 	}
 	if m.cmdline {
-		return m.c.Styles.HelpDesc.Render("enter run · esc cancel · verbs: " + strings.Join(verbNames(), " "))
+		return m.cmdlineHelp()
 	}
 	page := shortBindings(m.page(m.focus).ShortHelp())
 	// The footer only changes with the width and the page's keys; drawing
@@ -710,6 +834,11 @@ func (m *Model) footer(page []key.Binding) string {
 	k := m.c.Keys
 	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
 	sep := m.helpBar.ShortSeparator
+	if m.opts.ReadOnly {
+		// An observer's dashboard says so where the keys are: r, s and R
+		// are not there.
+		tail = m.c.Styles.Warn.Render("read-only") + sep + tail
+	}
 	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
 	var head string
 	for n := len(page); n > 0; n-- {
@@ -730,13 +859,16 @@ func (m *Model) footer(page []key.Binding) string {
 	return head + sep + tail
 }
 
-// shortBindings keeps each binding's first words only: the bar has room
-// for short words; the ? page has the rest.
+// shortBindings keeps each enabled binding's first words only: the bar
+// has room for short words; the ? page has the rest.
 func shortBindings(bs []key.Binding) []key.Binding {
-	short := make([]key.Binding, len(bs))
-	for i, b := range bs {
+	short := make([]key.Binding, 0, len(bs))
+	for _, b := range bs {
+		if !b.Enabled() {
+			continue
+		}
 		h := b.Help()
-		short[i] = key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(h.Key, shortDesc(h.Desc)))
+		short = append(short, key.NewBinding(key.WithKeys(b.Keys()...), key.WithHelp(h.Key, shortDesc(h.Desc))))
 	}
 	return short
 }
@@ -772,7 +904,7 @@ func sourceName(role string) string {
 
 // mouseClick selects the clicked role row on the overview.
 func (m *Model) mouseClick(ev tea.Mouse) tea.Cmd {
-	if ev.Button != tea.MouseLeft || m.focus != pageOverview || m.cmdline || m.confirmAction != nil {
+	if ev.Button != tea.MouseLeft || m.focus != pageOverview || m.cmdline || m.confirm != nil {
 		return nil
 	}
 	// Screen row 0 is the title; the page body starts below it.
@@ -793,7 +925,7 @@ func (m *Model) mouseWheel(ev tea.Mouse) tea.Cmd {
 	default:
 		return nil
 	}
-	if m.cmdline || m.confirmAction != nil || m.page(m.focus).Capturing() {
+	if m.cmdline || m.confirm != nil || m.page(m.focus).Capturing() {
 		return nil
 	}
 	steps := 1

@@ -25,7 +25,7 @@ func TestRestartConfirmCallsBackend(t *testing.T) {
 	if cmd := press(m, "r"); cmd != nil {
 		t.Fatal("r must only ask, not act")
 	}
-	if !strings.Contains(plain(m), "restart decode-0? 1 request in flight drains first [y/n]") {
+	if !strings.Contains(plain(m), "restart decode-0? "+inFlightText(m.snap.Roles[1].InFlight)+" [y/n · ! now, no drain]") {
 		t.Fatalf("no confirm prompt on screen:\n%s", plain(m))
 	}
 	if len(f.Calls()) != 0 {
@@ -91,7 +91,7 @@ func TestRollingRestartConfirm(t *testing.T) {
 	if cmd := press(m, "R"); cmd != nil {
 		t.Fatal("R must only ask")
 	}
-	want := "rolling restart of " + strings.Join(names, ", ") + " (one at a time, each drained)? " + inFlightText(inFlight) + " [y/n]"
+	want := "rolling restart of " + strings.Join(names, ", ") + " (one at a time, each drained)? " + inFlightText(inFlight) + " [y/n · ! now, no drain]"
 	if !strings.Contains(plain(m), want) {
 		t.Fatalf("no prompt %q:\n%s", want, plain(m))
 	}
@@ -378,8 +378,8 @@ func TestTypingDoesNotTriggerKeys(t *testing.T) {
 		t.Fatal("q while typing produced a command")
 	}
 	press(m, "t", "?")
-	if m.logs.inputText != "qt?" || m.confirmAction != nil || m.focus != pageLogs {
-		t.Fatalf("input %q confirm %v focus %v", m.logs.inputText, m.confirmAction != nil, m.focus)
+	if m.logs.in.text != "qt?" || m.confirm != nil || m.focus != pageLogs {
+		t.Fatalf("input %q confirm %v focus %v", m.logs.in.text, m.confirm != nil, m.focus)
 	}
 	press(m, "esc")
 	if m.logs.input != inputNone || m.focus != pageLogs {
@@ -387,7 +387,7 @@ func TestTypingDoesNotTriggerKeys(t *testing.T) {
 	}
 	// ctrl+c is never text: it asks to quit even while typing.
 	press(m, "/", "ctrl+c")
-	if m.confirmAction == nil || !m.confirmQuit {
+	if m.confirm == nil || !m.confirm.quitKey {
 		t.Fatal("ctrl+c while typing did not ask to quit")
 	}
 }

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -25,17 +23,20 @@ type overviewPage struct {
 	// role's replicas, "r:NAME" for an instance's ranks), per role.
 	open map[string]bool
 	rows []dispRow // the last layout (reused)
-	// Per row while a frame renders: what the ROLE cell says and the
-	// gateway's accounting for the row (nil: none).
-	curLabel   string
-	curTraffic *snapshot.RoleTraffic
-	curGPUMem  []gpuMem // a group's memory per GPU; nil: the row's own
-	traffic    map[string]*snapshot.RoleTraffic
-	painters   *[numPaints]painter
-	// The widest name, state and GPU cells seen so far: columns only ever
-	// widen, so a role changing state does not shift every column.
-	nameW, stateW, gpuW int
-	tableY, tableRows   int // where the last frame drew the table's rows
+	// This frame's table (cells, layout), reused between frames; the
+	// layout itself remembers nothing (fitColumns).
+	frame             frameTable
+	fits              []colFit
+	traffic           map[string]*snapshot.RoleTraffic
+	painters          *[numPaints]painter
+	tableY, tableRows int // where the last frame drew the table's rows
+
+	// The / filter: filter is the one applied (enter), shownFilter what
+	// the table shows now (lower case; it follows the typing).
+	filtering   bool
+	input       lineInput
+	filter      string
+	shownFilter string
 }
 
 // rowAt maps a row of the page body to the table row drawn there.
@@ -50,7 +51,12 @@ func (p *overviewPage) rowAt(y int) (int, bool) {
 
 // layout lays out the table rows for the current snapshot.
 func (p *overviewPage) layout() []dispRow {
-	p.rows = buildRows(&p.m.snap, p.open, p.rows)
+	var keep func(int) bool
+	if q := p.shownFilter; q != "" {
+		roles := p.m.snap.Roles
+		keep = func(i int) bool { return roleMatches(&roles[i], q) }
+	}
+	p.rows = buildRows(&p.m.snap, p.open, p.rows, keep)
 	return p.rows
 }
 
@@ -135,7 +141,7 @@ func (p *overviewPage) toggle(d dispRow, open bool) {
 }
 
 func (p *overviewPage) SetSize(w, h int) { p.w, p.h = w, h }
-func (p *overviewPage) Capturing() bool  { return false }
+func (p *overviewPage) Capturing() bool  { return p.filtering }
 
 func (p *overviewPage) ShortHelp() []key.Binding {
 	k := p.m.c.Keys
@@ -160,40 +166,50 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 	if !ok {
 		return nil
 	}
+	if p.filtering {
+		return p.filterKey(k)
+	}
 	keys := p.m.c.Keys
 	rows := p.layout()
 	cur := p.cursor(rows)
 	switch {
 	case key.Matches(k, keys.Up):
 		p.setCursor(rows, cur-1)
-		return nil
+		return p.m.splitLogCmd()
 	case key.Matches(k, keys.Down):
 		p.setCursor(rows, cur+1)
-		return nil
+		return p.m.splitLogCmd()
 	case key.Matches(k, keys.Top):
 		p.setCursor(rows, 0)
-		return nil
+		return p.m.splitLogCmd()
 	case key.Matches(k, keys.Bottom):
 		p.setCursor(rows, len(rows)-1)
-		return nil
+		return p.m.splitLogCmd()
 	case key.Matches(k, keys.MergedLogs):
 		return p.m.navigate(pageLogs, "")
 	case key.Matches(k, keys.Events):
 		return p.m.navigate(pageEvents, "")
 	case key.Matches(k, keys.Sort):
-		// o cycles: plan order, then each sort key.
-		next := ""
-		if p.m.sortBy == "" {
-			next = sortKeys[0]
-		} else {
-			for i, k := range sortKeys {
-				if k == p.m.sortBy && i+1 < len(sortKeys) {
-					next = sortKeys[i+1]
-				}
-			}
-		}
-		p.m.setSort(next)
+		p.nextSort()
 		return nil
+	case key.Matches(k, keys.SortReverse):
+		if p.m.sortBy == "" {
+			p.m.flash = "the table is in the plan's order: o sorts it by a column"
+			return nil
+		}
+		p.m.setSort(p.m.sortBy, !p.m.sortDesc)
+		return nil
+	case key.Matches(k, keys.RoleFilter):
+		p.filtering, p.input = true, lineInput{text: p.filter}
+		return nil
+	case key.Matches(k, keys.Back):
+		if p.filter != "" {
+			p.setFilter("")
+		}
+		return nil
+	case key.Matches(k, keys.Split):
+		p.m.toggleSplit()
+		return p.m.splitLogCmd()
 	}
 	if len(rows) == 0 {
 		return nil
@@ -213,7 +229,7 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		case d.group != "":
 			p.toggle(dispRow{kind: rowGroup, group: d.group}, false)
 		}
-		return nil
+		return p.m.splitLogCmd()
 	}
 	if d.kind == rowGroup {
 		// A summary acts on the whole role: enter opens it, R restarts
@@ -222,8 +238,8 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		case key.Matches(k, keys.Inspect):
 			p.toggle(d, !p.open["g:"+d.group])
 		case key.Matches(k, keys.RestartAll):
-			rollingAsk(p.m, s.Roles[d.role])
-		case key.Matches(k, keys.Logs, keys.Restart, keys.StopStart):
+			p.m.rollingKind(s.Roles[d.role])
+		case key.Matches(k, keys.Logs, keys.Restart, keys.StopStart, keys.Describe):
 			p.m.flash = d.group + " has " + itoa(len(d.members)) + " replicas: → opens them, then pick one"
 		}
 		return nil
@@ -231,37 +247,53 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 	return roleKey(p.m, k, s.Roles[d.role])
 }
 
-// rollingAsk asks for a rolling restart of every role of r's kind: one
-// at a time, each ready again before the next, so the others carry the
-// traffic.
-func rollingAsk(m *Model, r snapshot.RoleStatus) {
-	var names []string
-	inFlight := 0
-	for _, o := range m.snap.Roles {
-		if o.Kind == r.Kind && !o.Remote {
-			names = append(names, o.Name)
-			inFlight += o.InFlight
-		}
-	}
-	if len(names) == 0 {
-		m.flash = r.Name + " runs elsewhere; tsd cannot restart it"
+// nextSort is o: the plan's order, then each column in table order (in
+// its own first direction), then the plan's order again.
+func (p *overviewPage) nextSort() {
+	ids := columnIDs()
+	if p.m.sortBy == "" {
+		p.m.setSort(ids[0], tableColumns[0].desc)
 		return
 	}
-	kind, b := r.Kind, m.b
-	what := "rolling restart of " + strings.Join(names, ", ")
-	m.ask(fmt.Sprintf("%s (one at a time, each drained)? %s [y/n]", what, inFlightText(inFlight)), what,
-		control(what, func() error { return b.RollingRestart(context.Background(), kind, false, nil) }))
+	for i, id := range ids {
+		if id == p.m.sortBy {
+			if i+1 < len(ids) {
+				p.m.setSort(ids[i+1], tableColumns[i+1].desc)
+				return
+			}
+		}
+	}
+	p.m.setSort("", false)
 }
 
-// inFlightText says how many requests a restart or stop would drain.
-func inFlightText(n int) string {
-	switch n {
-	case 0:
-		return "no request in flight"
-	case 1:
-		return "1 request in flight drains first"
+// filterKey edits the / filter: it applies as it is typed; enter keeps
+// it, esc puts back the one before.
+func (p *overviewPage) filterKey(k tea.KeyPressMsg) tea.Cmd {
+	switch k.String() {
+	case "esc":
+		p.filtering = false
+		p.setFilter(p.filter)
+		return nil
+	case "enter":
+		p.filtering = false
+		p.setFilter(strings.TrimSpace(p.input.text))
+		return p.m.splitLogCmd()
 	}
-	return fmt.Sprintf("%d requests in flight drain first", n)
+	p.input.edit(k)
+	p.applyFilter(strings.TrimSpace(p.input.text))
+	return nil
+}
+
+// setFilter keeps q as the overview's filter.
+func (p *overviewPage) setFilter(q string) {
+	p.filter = q
+	p.applyFilter(q)
+}
+
+// applyFilter shows only the rows matching q (while it is typed, too).
+func (p *overviewPage) applyFilter(q string) {
+	p.shownFilter = strings.ToLower(q)
+	p.clamp()
 }
 
 // roleKey handles the keys that act on one role; the overview and the
@@ -275,26 +307,18 @@ func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
 		return m.navigate(pageInspector, name)
 	case key.Matches(k, keys.Logs):
 		return m.navigate(pageLogs, name)
+	case key.Matches(k, keys.Describe):
+		return m.navigate(pageDescribe, name)
 	case key.Matches(k, keys.Restart):
-		m.ask(fmt.Sprintf("restart %s? %s [y/n]", name, inFlightText(r.InFlight)), "restart "+name, func() tea.Msg {
-			err := b.Restart(name)
-			msg := controlDoneMsg{what: "restart " + name, err: err}
-			if err == nil {
-				msg.restarted = name
-			}
-			return msg
-		})
+		m.askRestart(r)
 	case key.Matches(k, keys.StopStart):
 		if running(r.State) {
-			// Stopping a serving role loses its capacity (and, with real
-			// weights, minutes to bring it back): ask first.
-			m.ask(fmt.Sprintf("stop %s? %s [y/n]", name, inFlightText(r.InFlight)), "stop "+name,
-				control("stop "+name, func() error { return b.Stop(name) }))
+			m.askStop(r)
 			return nil
 		}
 		return m.run("start "+name, func() error { return b.Start(name) })
 	case key.Matches(k, keys.RestartAll):
-		rollingAsk(m, r)
+		m.rollingKind(r)
 	}
 	return nil
 }
@@ -302,77 +326,27 @@ func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
 func (p *overviewPage) View() string {
 	m := p.m
 	st := m.c.Styles
-	s := &m.snap
 	out := p.gatewayLines()
+	rows := p.layout()
+	cur := p.cursor(rows)
+	detail := p.detailLines(rows, cur)
+	if fl := p.filterLine(len(rows)); fl != "" {
+		out = append(out, fl)
+	}
+	if m.split {
+		return p.splitView(out, rows, cur, detail)
+	}
 	gpu := p.gpuLines()
 	// The table gets its rows first, but never squeezes the GPU panel below
 	// a summary; events only fill rows nobody else wants.
-	fixed := len(out) + 1 + 1 // table header, blank line before the GPUs
-	rows := p.layout()
-	cur := p.cursor(rows)
-	detail := p.detailLine(rows, cur)
-	if detail != "" {
-		fixed++
-	}
+	fixed := len(out) + 1 + 1 + len(detail) // table header, blank line before the GPUs
 	want := max(len(rows), 1)
 	if short := min(want, 3) - (p.h - fixed - len(gpu)); short > 0 {
 		gpu = gpu[:max(1, len(gpu)-short)]
 	}
 	tableRows := max(1, min(want, p.h-fixed-len(gpu)))
-	p.indexTraffic()
-	cols := p.columns()
-	ps := p.paints()
-	out = append(out, ps[pHeader].wrap(fit(p.row(cols, nil, false, false), p.w)))
-	if cur < p.offset {
-		p.offset = cur
-	}
-	if cur >= p.offset+tableRows {
-		p.offset = cur - tableRows + 1
-	}
-	p.offset = max(0, min(p.offset, len(rows)-tableRows))
-	p.tableY, p.tableRows = len(out), tableRows
-	shown := 0
-	for i := p.offset; i < len(rows) && shown < tableRows; i++ {
-		d := rows[i]
-		var r *snapshot.RoleStatus
-		var tmp snapshot.RoleStatus
-		switch d.kind {
-		case rowGroup:
-			tmp = groupStatus(s, d)
-			r = &tmp
-			p.curTraffic = groupTraffic(p.traffic, s, d.members)
-			p.curGPUMem = groupGPUMem(s, d.members)
-		case rowRank:
-			tmp = rankStatus(&s.Roles[d.role], d.rank)
-			r = &tmp
-			p.curTraffic = nil
-		default:
-			r = &s.Roles[d.role]
-			p.curTraffic = p.traffic[r.Name]
-		}
-		if d.kind != rowGroup {
-			p.curGPUMem = nil
-		}
-		p.curLabel = rowLabel(s, d, p.open)
-		var line string
-		if i == cur {
-			line = ps[pSelected].wrap(fit(p.row(cols, r, false, true), p.w))
-		} else {
-			line = p.row(cols, r, true, false)
-		}
-		out = append(out, line)
-		shown++
-	}
-	if len(s.Roles) == 0 {
-		out = append(out, st.Faint.Render("  no roles yet"))
-		shown++
-	}
-	for ; shown < tableRows; shown++ {
-		out = append(out, "")
-	}
-	if detail != "" {
-		out = append(out, detail)
-	}
+	out = p.appendTable(out, rows, cur, tableRows)
+	out = append(out, detail...)
 	out = append(out, "")
 	out = append(out, gpu...)
 	events := p.eventLines()
@@ -385,7 +359,7 @@ func (p *overviewPage) View() string {
 		if len(events) > 0 {
 			keep = min(len(events)+1, max(3, room/2))
 		}
-		if tl := m.trends.lines(st, "gpu", p.w, room-keep); len(tl) > 0 {
+		if tl := m.trends.lines(st, p.paints(), strings.ToLower(deviceLabel(m.snap.GPUInfo)), p.w, room-keep); len(tl) > 0 {
 			out = append(out, "")
 			out = append(out, tl...)
 		}
@@ -402,6 +376,113 @@ func (p *overviewPage) View() string {
 	return screen(out, p.w, p.h)
 }
 
+// splitMinLog is the least the split view's log pane keeps.
+const splitMinLog = 5
+
+// splitView is the table over the selected role's live log (x): the
+// log pane takes what the table leaves, at least about half the page.
+func (p *overviewPage) splitView(out []string, rows []dispRow, cur int, detail []string) string {
+	st := p.m.c.Styles
+	fixed := len(out) + 1 + len(detail) // the table's header
+	logH := max(splitMinLog, (p.h-fixed)/2)
+	tableRows := max(1, min(max(len(rows), 1), p.h-fixed-logH))
+	out = p.appendTable(out, rows, cur, tableRows)
+	out = append(out, detail...)
+	logH = p.h - len(out)
+	if logH < 2 {
+		return screen(out, p.w, p.h)
+	}
+	lp := p.m.splitLog
+	if lp.source == "" {
+		d := rows[min(cur, max(len(rows)-1, 0))]
+		msg := "  select a role for its log"
+		if len(rows) > 0 && d.kind == rowGroup {
+			msg = "  " + d.group + " has " + itoa(len(d.members)) + " replicas: → opens them, then select one for its log"
+		}
+		out = append(out, st.Title.Render("log"), st.Faint.Render(msg))
+		return screen(out, p.w, p.h)
+	}
+	lp.SetSize(p.w, logH)
+	out = append(out, lp.View())
+	return screen(strings.Split(strings.Join(out, "\n"), "\n"), p.w, p.h)
+}
+
+// appendTable draws the table's header and tableRows rows from p.offset,
+// scrolled so the selected row cur shows.
+func (p *overviewPage) appendTable(out []string, rows []dispRow, cur, tableRows int) []string {
+	st := p.m.c.Styles
+	t := p.buildTable(rows)
+	ps := p.paints()
+	out = append(out, ps[pHeader].wrap(fit(p.renderRow(t, -1, false, false), p.w)))
+	if cur < p.offset {
+		p.offset = cur
+	}
+	if cur >= p.offset+tableRows {
+		p.offset = cur - tableRows + 1
+	}
+	p.offset = max(0, min(p.offset, len(rows)-tableRows))
+	p.tableY, p.tableRows = len(out), tableRows
+	shown := 0
+	for i := p.offset; i < len(rows) && shown < tableRows; i++ {
+		var line string
+		if i == cur {
+			line = ps[pSelected].wrap(fit(p.renderRow(t, i, false, true), p.w))
+		} else {
+			line = p.renderRow(t, i, true, false)
+		}
+		out = append(out, line)
+		shown++
+	}
+	switch {
+	case len(p.m.snap.Roles) == 0:
+		out = append(out, st.Faint.Render("  no roles yet"))
+		shown++
+	case len(rows) == 0:
+		out = append(out, st.Faint.Render("  no role matches the filter (esc clears it)"))
+		shown++
+	}
+	for ; shown < tableRows; shown++ {
+		out = append(out, "")
+	}
+	return out
+}
+
+// filterLine is the / filter as it stands: being typed, or applied ("" when
+// there is none).
+func (p *overviewPage) filterLine(n int) string {
+	st := p.m.c.Styles
+	if !p.filtering && p.filter == "" {
+		return ""
+	}
+	roles := 0
+	for _, d := range p.rows {
+		switch d.kind {
+		case rowRole:
+			roles++
+		case rowGroup:
+			if !p.open["g:"+d.group] {
+				roles += len(d.members)
+			}
+		}
+	}
+	count := fmt.Sprintf(" · %d of %d roles", roles, len(p.m.snap.Roles))
+	if p.filtering {
+		return fit(st.Prompt.Render("filter: ")+inputTail(p.input.text, max(p.w-8-len(count), 1))+count, p.w)
+	}
+	return fit(st.Prompt.Render("filter ")+fmt.Sprintf("%q", p.filter)+count+st.Faint.Render(" · / edits, esc clears"), p.w)
+}
+
+// roleMatches is the / filter: q (lower case) in the role's name, group,
+// kind, state, phase, reason or GPUs.
+func roleMatches(r *snapshot.RoleStatus, q string) bool {
+	for _, f := range []string{r.Name, r.Group, r.Kind, r.State, r.Phase, r.Reason} {
+		if strings.Contains(strings.ToLower(f), q) {
+			return true
+		}
+	}
+	return strings.Contains(strings.Join(r.GPUs, ","), q)
+}
+
 func (p *overviewPage) gatewayLines() []string {
 	st := p.m.c.Styles
 	g := p.m.snap.Gateway
@@ -415,7 +496,7 @@ func (p *overviewPage) gatewayLines() []string {
 	}
 	// Rates as the trends smooth them (raw per-snapshot rates jitter).
 	reqRate, tokRate := g.ReqPerSec, g.TokPerSec
-	if p.m.trends.req.len() > 0 {
+	if p.m.trends.set.Len() > 0 {
 		reqRate, tokRate = p.m.trends.smoothed()
 	}
 	parts = append(parts, ready,
@@ -438,293 +519,81 @@ func (p *overviewPage) gatewayLines() []string {
 	return wrapParts("", "  ", parts, " · ", p.w)
 }
 
-// column is one roles-table column. Optional columns are dropped, lowest
-// priority first, when the window is narrow.
-type column struct {
-	title    string
-	width    int
-	right    bool
-	priority int // 0: always shown
-	cell     func(p *overviewPage, r *snapshot.RoleStatus) (string, paint)
-}
-
-func (p *overviewPage) columns() []column {
-	const plain = pPlain
-	now := p.m.c.Now()
-	p.nameW, p.stateW, p.gpuW = max(p.nameW, 4), max(p.stateW, 5), max(p.gpuW, 4)
-	for i := range p.m.snap.Roles {
-		r := &p.m.snap.Roles[i]
-		name := len(r.Name)
-		if r.Group != "" {
-			// Listed under its group (indented), or the group's "+ NAME ×N".
-			name = max(name+2, len(r.Group)+6)
-		}
-		p.nameW = max(p.nameW, name)
-		p.stateW = max(p.stateW, width(stateText(r, now)+breakerMark(&p.m.snap, r.Name)))
-		p.gpuW = max(p.gpuW, len(gpuText(&p.m.snap, r)))
-	}
-	for _, d := range p.rows {
+// detailLines spell out trouble in full under the table (the REASON
+// cell is often too narrow for it), wrapped, never cut: the selected
+// row's (why it failed, stalled or crashed, or waits in backoff), then
+// every other failed role's, which the operator must act on whatever is
+// selected. At most maxDetail lines; past them a line says how many more
+// failed.
+func (p *overviewPage) detailLines(rows []dispRow, cur int) []string {
+	s := &p.m.snap
+	st := p.m.c.Styles
+	var out []string
+	selected := ""
+	if cur < len(rows) && rows[cur].kind != rowRank {
+		d := rows[cur]
+		r := &s.Roles[d.role]
 		if d.kind == rowGroup {
-			g := groupStatus(&p.m.snap, d)
-			p.stateW = max(p.stateW, width(stateText(&g, now)))
+			g := groupStatus(s, d)
+			r = &g
+		} else {
+			selected = r.Name
 		}
-	}
-	stateMax := 28
-	if p.w >= 120 {
-		stateMax = 36
-	}
-	nameW, stateW, gpuW := min(p.nameW, 24), min(p.stateW, stateMax), min(p.gpuW, 11)
-	all := []column{
-		{"ROLE", nameW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			return p.curLabel, plain
-		}},
-		{"KIND", 7, false, 3, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			return r.Kind, plain
-		}},
-		// Which GPUs a role holds outranks its traffic figures, so the
-		// gateway's per-role columns never push it off a 120-column screen.
-		{deviceLabel(p.m.snap.GPUInfo) + "S", gpuW, false, 3, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			return gpuText(&p.m.snap, r), plain
-		}},
-		{"STATE", stateW, false, 0, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if mark := breakerMark(&p.m.snap, r.Name); mark != "" {
-				return stateText(r, now) + mark, pWarn
-			}
-			return stateText(r, now), statePaint(r.State)
-		}},
-		{"UPTIME", 6, true, 2, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if r.StartedAt.IsZero() || !running(r.State) {
-				return "-", plain
-			}
-			return humanDuration(now.Sub(r.StartedAt)), plain
-		}},
-		{"RST", 3, true, 1, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if r.Restarts > 0 {
-				return itoa(r.Restarts), pWarn
-			}
-			return "0", plain
-		}},
-		{"RANKS", 5, true, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if r.RanksExpected == 0 {
-				return "-", plain
-			}
-			s := fmt.Sprintf("%d/%d", r.RanksRegistered, r.RanksExpected)
-			if r.RanksRegistered == r.RanksExpected {
-				return s, pGood
-			}
-			return s, pBusy
-		}},
-		{"INFL", 4, true, 2, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if t := p.curTraffic; t != nil {
-				return itoa(t.InFlight), plain // the gateway's count, as /metrics has it
-			}
-			return itoa(r.InFlight), plain
-		}},
-		{"CPU", 5, true, 5, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if r.Proc == nil {
-				return "-", plain
-			}
-			return ftoa(r.Proc.CPUPercent, 0) + "%", plain
-		}},
-		{"RSS", 9, true, 6, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if r.Proc == nil {
-				return "-", plain
-			}
-			return humanBytes(r.Proc.RSSBytes), plain
-		}},
-		{"GPU MEM", 9, true, 5, func(p *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-			if t, ok := noTelemetryCell(r); ok {
-				return t, pFaint
-			}
-			if p.curGPUMem != nil {
-				return gpuMemCell(p.curGPUMem, 0), plain
-			}
-			if r.Name == "" {
-				return "", plain // a rank row
-			}
-			return gpuMemCell(roleGPUMem(&p.m.snap, r.Name), r.GPUMemB), plain
-		}},
-	}
-	if len(p.m.snap.Gateway.Roles) > 0 {
-		// The gateway's own per-role accounting: what /metrics says.
-		traffic := []column{
-			{"REQ/S", 6, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
-				if t := p.curTraffic; t != nil {
-					return ftoa(t.ReqPerS, 1), plain
-				}
-				return "-", plain
-			}},
-			{"TOK/S", 7, true, 3, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
-				if t := p.curTraffic; t != nil {
-					return ftoa(t.TokPerS, 0), plain
-				}
-				return "-", plain
-			}},
-			{"ERR", 4, true, 2, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
-				if t := p.curTraffic; t != nil {
-					if t.Errors > 0 {
-						return utoa(t.Errors), pBad
-					}
-					return "0", plain
-				}
-				return "-", plain
-			}},
-			{"TTFT p50/99", 11, true, 4, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
-				if t := p.curTraffic; t != nil && t.TTFTp99 > 0 {
-					return fmtLatency(t.TTFTp50) + "/" + fmtLatency(t.TTFTp99), plain
-				}
-				return "-", plain
-			}},
-			{"ITL p50/99", 11, true, 5, func(p *overviewPage, _ *snapshot.RoleStatus) (string, paint) {
-				if t := p.curTraffic; t != nil && t.ITLp99 > 0 {
-					return fmtLatency(t.ITLp50) + "/" + fmtLatency(t.ITLp99), plain
-				}
-				return "-", plain
-			}},
+		var style lipgloss.Style
+		ok := true
+		switch r.State {
+		case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
+			style = st.Bad
+		case snapshot.StateBackoff:
+			style = st.Warn
+		default:
+			ok = false
 		}
-		// After INFL: load first, then the process columns.
-		for i, c := range all {
-			if c.title == "INFL" {
-				all = append(all[:i+1], append(traffic, all[i+1:]...)...)
-				break
+		if ok && r.Reason != "" {
+			name := ""
+			if d.kind != rowGroup {
+				name = r.Name + " " + r.State + ": " // a group's reason already names its member
+			}
+			for _, l := range wrapText("  ↳ ", "    ", name+liveReason(r), p.w) {
+				out = append(out, style.Render(l))
+			}
+			if d.kind == rowGroup {
+				selected = strings.SplitN(r.Reason, ":", 2)[0]
 			}
 		}
 	}
-	const gutter, minReason = 2, 12
-	total := func(cs []column) int {
-		t := gutter + minReason
-		for _, c := range cs {
-			t += c.width + 1
+	var blocks [][]string
+	for i := range s.Roles {
+		r := &s.Roles[i]
+		if r.State == snapshot.StateFailed && r.Reason != "" && r.Name != selected {
+			blocks = append(blocks, wrapText("  ↳ ", "    ", r.Name+" failed: "+r.Reason, p.w))
 		}
-		return t
 	}
-	for lvl := 6; lvl > 0 && total(all) > p.w; lvl-- {
-		kept := all[:0:0]
-		for _, c := range all {
-			if c.priority < lvl {
-				kept = append(kept, c)
-			}
-		}
-		all = kept
+	if len(out) > maxDetail {
+		out = append(out[:maxDetail-1], st.Bad.Render("    … (the events and the inspector have the rest)"))
 	}
-	used := gutter
-	for _, c := range all {
-		used += c.width + 1
-	}
-	all = append(all, column{"REASON", max(p.w-used, 0), false, 0, func(_ *overviewPage, r *snapshot.RoleStatus) (string, paint) {
-		if r.LogError != "" {
-			// Its log cannot be written (a full disk): the engine runs on,
-			// but nothing it says is kept until writes work again.
-			return strings.TrimSuffix(r.LogError+"; "+r.Reason, "; "), pBad
+	more := 0
+	for i, b := range blocks {
+		room := maxDetail - len(out)
+		if i < len(blocks)-1 {
+			room-- // keep a line to say how many more there are
 		}
-		reason := liveReason(r)
-		if r.State == snapshot.StateFailed || r.State == snapshot.StateStalled {
-			return reason, pBad // what the operator must act on stands out
-		}
-		return reason, pFaint
-	}})
-	return all
-}
-
-// row renders one table line; r == nil renders the header.
-func (p *overviewPage) row(cols []column, r *snapshot.RoleStatus, styled, selected bool) string {
-	var b strings.Builder
-	if r != nil && selected {
-		b.WriteString("▸ ")
-	} else {
-		b.WriteString("  ")
-	}
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		if r == nil {
-			if c.right {
-				b.WriteString(fitRight(c.title, c.width))
-			} else {
-				b.WriteString(fit(c.title, c.width))
-			}
+		if more > 0 || len(b) > room {
+			more++
 			continue
 		}
-		text, style := c.cell(p, r)
-		var cell string
-		if c.right {
-			cell = fitRight(text, c.width)
-		} else {
-			cell = fit(text, c.width)
+		for _, l := range b {
+			out = append(out, st.Bad.Render(l))
 		}
-		if i == len(cols)-1 {
-			cell = strings.TrimRight(cell, " ")
-		}
-		if styled && style != pPlain {
-			cell = p.paints()[style].wrap(cell)
-		}
-		b.WriteString(cell)
 	}
-	return strings.TrimRight(b.String(), " ")
+	if more > 0 {
+		out = append(out, st.Bad.Render(fmt.Sprintf("  ↳ %d more failed: select one for why", more)))
+	}
+	return out
 }
 
-// stateText is the state word, always printed, with the startup phase;
-// a draining role says how much is left and for how long (a stalled
-// one's why is in the REASON column).
-func stateText(r *snapshot.RoleStatus, now time.Time) string {
-	s := r.State
-	if s == "" {
-		s = "unknown"
-	}
-	switch {
-	case r.State == snapshot.StateDraining && !r.DrainDeadline.IsZero():
-		left := max(r.DrainDeadline.Sub(now), 0)
-		return fmt.Sprintf("%s · %d in flight · %s left", s, r.DrainInFlight, humanDuration(left.Round(time.Second)))
-	case r.State == snapshot.StateBackoff && !r.NextTryAt.IsZero():
-		return s + " · next try in " + countdown(r.NextTryAt, now)
-	case r.Progress != nil && (r.State == snapshot.StateStarting || r.State == snapshot.StateHandshaking):
-		return s + " " + progressText(r.Progress)
-	case r.Phase != "" && r.State != snapshot.StateReady:
-		s += " · " + r.Phase
-	}
-	return s
-}
-
-// detailLine spells out the selected row's trouble in full under the
-// table (the REASON cell is often too narrow for it): why it failed,
-// stalled or crashed, or waits in backoff. "" when there is none.
-func (p *overviewPage) detailLine(rows []dispRow, cur int) string {
-	if cur >= len(rows) || rows[cur].kind == rowRank {
-		return ""
-	}
-	s := &p.m.snap
-	d := rows[cur]
-	r := &s.Roles[d.role]
-	if d.kind == rowGroup {
-		g := groupStatus(s, d)
-		r = &g
-	}
-	st := p.m.c.Styles
-	var style lipgloss.Style
-	switch r.State {
-	case snapshot.StateFailed, snapshot.StateStalled, snapshot.StateCrashed:
-		style = st.Bad
-	case snapshot.StateBackoff:
-		style = st.Warn
-	default:
-		return ""
-	}
-	if r.Reason == "" {
-		return ""
-	}
-	name := r.Name
-	if d.kind == rowGroup {
-		name = "" // a group's reason already names its member
-	} else {
-		name += " " + r.State + ": "
-	}
-	text := "  ↳ " + name + liveReason(r)
-	if ansi.StringWidth(text) > p.w {
-		text = ansi.Truncate(text, p.w, "…")
-	}
-	return style.Render(text)
-}
+// maxDetail bounds the detail lines under the table.
+const maxDetail = 4
 
 // liveReason is the reason without the backoff delay as first set ("next
 // try in 16s"): the STATE text counts down to NextTryAt instead.
@@ -745,29 +614,6 @@ func countdown(t, now time.Time) string {
 		return "0s"
 	}
 	return humanDuration((left + time.Second - 1).Truncate(time.Second))
-}
-
-// progressBarW is the width of a startup progress bar in the STATE cell.
-const progressBarW = 8
-
-// progressText is a startup step with the engine's own progress through
-// it: "weights ██████░░ 5/11".
-func progressText(p *snapshot.Progress) string {
-	name := p.Phase
-	switch name {
-	case "loading weights":
-		name = "weights"
-	case "graph capture":
-		name = "graphs"
-	}
-	n := int(p.Frac*progressBarW + 0.5)
-	n = max(0, min(n, progressBarW))
-	text := p.Text
-	if text == "" {
-		text = itoa(int(p.Frac*100+0.5)) + "%"
-	}
-	// The bar and the count first: a narrow STATE column cuts the name.
-	return strings.Repeat("█", n) + strings.Repeat("░", progressBarW-n) + " " + text + " " + name
 }
 
 // indexTraffic maps role names to the gateway's per-role accounting for
@@ -834,11 +680,17 @@ func (p *overviewPage) gpuLines() []string {
 		if roles == "" {
 			roles = st.Faint.Render("unused")
 		}
-		l := fmt.Sprintf("  %-2d %s util %s %s  mem %s %s  %s  %s  %s",
-			g.Index, fit(g.Name, nameW),
-			p.bar(float64(g.UtilPct), barW), fitRight(itoa(g.UtilPct)+"%", 4),
-			p.bar(memPct, barW), fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15),
-			fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4), roles)
+		// Coloured by load as nvitop does: green light, yellow moderate,
+		// red heavy (utilThresholds, memThresholds).
+		util := p.bar(float64(g.UtilPct), barW, loadPaint(float64(g.UtilPct), "util")) + " " + fitRight(itoa(g.UtilPct)+"%", 4)
+		mem := p.bar(memPct, barW, loadPaint(memPct, "mem")) + " " + fitRight(gib(g.MemUsedB)+"/"+gib(g.MemTotalB)+" GiB", 15)
+		power, temp := fitRight(ftoa(g.PowerW, 0)+" W", 5), fitRight(itoa(g.TempC)+"°C", 4)
+		l := fmt.Sprintf("  %-2d %s util %s  mem %s  %s  %s  %s", g.Index, fit(g.Name, nameW), util, mem, power, temp, roles)
+		if width(l) > p.w {
+			// A narrow window: the roles on the card matter more than its
+			// power and temperature.
+			l = fmt.Sprintf("  %-2d %s util %s  mem %s  %s", g.Index, fit(g.Name, nameW), util, mem, roles)
+		}
 		lines = append(lines, l)
 	}
 	return lines

@@ -102,9 +102,9 @@ func width(s string) int {
 		default:
 			r, size := utf8.DecodeRuneInString(s[i:])
 			// Box drawing, blocks, geometric shapes, arrows, braille,
-			// the middle dot, ×, −, …, °: one cell each, no combining.
+			// the middle dot, ×, −, –, …, °: one cell each, no combining.
 			if !(r >= 0x2500 && r <= 0x25ff || r >= 0x2800 && r <= 0x28ff || r >= 0x2190 && r <= 0x21ff ||
-				r == '·' || r == '×' || r == '−' || r == '…' || r == '°' || r == '▸') {
+				r == '·' || r == '×' || r == '−' || r == '–' || r == '…' || r == '°' || r == '▸') {
 				return ansi.StringWidth(s)
 			}
 			n++
@@ -114,13 +114,13 @@ func width(s string) int {
 	return n
 }
 
-// bar is Styles.bar with the cached painters.
-func (p *overviewPage) bar(pct float64, w int) string {
+// bar is Styles.bar with the cached painters, its filled part in fill.
+func (p *overviewPage) bar(pct float64, w int, fill paint) string {
 	if w < 1 {
 		return ""
 	}
 	pct = max(0, min(pct, 100))
 	n := int(pct/100*float64(w) + 0.5)
 	ps := p.paints()
-	return ps[pBarFilled].wrap(strings.Repeat("█", n)) + ps[pBarEmpty].wrap(strings.Repeat("░", w-n))
+	return ps[fill].wrap(strings.Repeat("█", n)) + ps[pBarEmpty].wrap(strings.Repeat("░", w-n))
 }

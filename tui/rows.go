@@ -47,8 +47,10 @@ func (d dispRow) expandable(s *snapshot.Snapshot) bool {
 
 // buildRows lays the table out from the roles in table order: a group row
 // where a group's first instance stands, its members under it when open,
-// and each open instance's ranks under the instance.
-func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow) []dispRow {
+// and each open instance's ranks under the instance. keep (nil: every
+// role) filters instances; a group stays while any member does, with
+// only those.
+func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow, keep func(i int) bool) []dispRow {
 	rows := dst[:0]
 	size := map[string]int{}
 	for i := range s.Roles {
@@ -69,19 +71,25 @@ func buildRows(s *snapshot.Snapshot, open map[string]bool, dst []dispRow) []disp
 	for i := range s.Roles {
 		g := s.Roles[i].Group
 		if g == "" || size[g] < 2 {
-			addRole(i, "")
+			if keep == nil || keep(i) {
+				addRole(i, "")
+			}
 			continue
 		}
 		if placed[g] {
 			continue
 		}
-		placed[g] = true
 		var members []int
 		for j := i; j < len(s.Roles); j++ {
-			if s.Roles[j].Group == g {
+			if s.Roles[j].Group == g && (keep == nil || keep(j)) {
 				members = append(members, j)
 			}
 		}
+		placed[g] = true
+		if len(members) == 0 {
+			continue // the filter hides every member
+		}
+		i := members[0]
 		rows = append(rows, dispRow{kind: rowGroup, role: i, group: g, members: members})
 		if open["g:"+g] {
 			for _, j := range members {

@@ -2,111 +2,81 @@ package tui
 
 import (
 	"fmt"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 )
 
-// trends is the dashboard's memory of the past: the gateway's rates and
-// load and every GPU's utilisation and memory, folded from each snapshot
-// into bounded rings (view state only; the daemon keeps no history).
+// trends is the dashboard's view of the past: the daemon's trend rings
+// (snapshot/trend) as its first snapshot brought them, then every
+// snapshot folded in with the same code, so attaching shows the past at
+// once and a detach loses nothing.
 type trends struct {
-	last     time.Time
-	reqRate  ewma
-	tokRate  ewma
-	req      *series
-	tok      *series
-	inflight *series
-	queued   *series
-	// The gateway's latency percentiles over its last minute, in ms.
-	ttft50, ttft99, itl50, itl99 *series
-	gpuUtil                      map[int]*series // by GPU index
-	gpuMem                       map[int]*series // percent of the card
-	bar                          *painter        // the sparklines' colour
+	set    *trend.Set
+	daemon bool     // the rings came from the daemon (an attach)
+	bar    *painter // the sparklines' colour
 }
 
-// rateHalfLife smooths the gateway's per-snapshot rates: long enough that
-// a steady load reads steady, short enough that a stop shows within a few
-// seconds.
-const rateHalfLife = 2 * time.Second
+func newTrends() *trends { return &trends{set: trend.New(trend.DefaultPeriod, trend.DefaultCap)} }
 
-func newTrends() *trends {
-	return &trends{
-		reqRate: ewma{hl: rateHalfLife}, tokRate: ewma{hl: rateHalfLife},
-		req: newSeries(historyCap), tok: newSeries(historyCap), inflight: newSeries(historyCap),
-		queued: newSeries(historyCap), ttft50: newSeries(historyCap), ttft99: newSeries(historyCap),
-		itl50: newSeries(historyCap), itl99: newSeries(historyCap),
-		gpuUtil: map[int]*series{}, gpuMem: map[int]*series{},
-	}
-}
-
-// fold takes one snapshot; snapshots without a time, or not newer than
-// the last one folded, are ignored (a resubscription repeats the current).
+// fold takes one snapshot; one that carries the daemon's history (the
+// first of an attach) replaces the rings with it.
 func (t *trends) fold(s snapshot.Snapshot) {
-	if s.Time.IsZero() || !s.Time.After(t.last) {
-		return
+	if s.History != nil {
+		t.set, t.daemon = trend.FromHistory(s.History, trend.DefaultCap), true
 	}
-	t.last = s.Time
-	g := s.Gateway
-	t.req.add(s.Time, t.reqRate.add(s.Time, g.ReqPerSec))
-	t.tok.add(s.Time, t.tokRate.add(s.Time, g.TokPerSec))
-	t.inflight.add(s.Time, float64(g.InFlight))
-	t.queued.add(s.Time, float64(g.Queued))
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	t.ttft50.add(s.Time, ms(g.TTFTp50))
-	t.ttft99.add(s.Time, ms(g.TTFTp99))
-	t.itl50.add(s.Time, ms(g.ITLp50))
-	t.itl99.add(s.Time, ms(g.ITLp99))
-	for _, gpu := range s.GPUs {
-		if t.gpuUtil[gpu.Index] == nil {
-			t.gpuUtil[gpu.Index] = newSeries(historyCap)
-			t.gpuMem[gpu.Index] = newSeries(historyCap)
-		}
-		t.gpuUtil[gpu.Index].add(s.Time, float64(gpu.UtilPct))
-		mem := 0.0
-		if gpu.MemTotalB > 0 {
-			mem = float64(gpu.MemUsedB) / float64(gpu.MemTotalB) * 100
-		}
-		t.gpuMem[gpu.Index].add(s.Time, mem)
-	}
+	t.set.Fold(s)
 }
 
 // smoothed are the gateway's rates as the trends read them now.
-func (t *trends) smoothed() (reqPerSec, tokPerSec float64) {
-	return t.req.last(), t.tok.last()
-}
+func (t *trends) smoothed() (reqPerSec, tokPerSec float64) { return t.set.Smoothed() }
+
+// trendKind says how a series' numbers read.
+type trendKind uint8
+
+const (
+	trendCount trendKind = iota // req/s, tok/s, in flight: plain numbers
+	trendMS                     // latencies in milliseconds
+	trendPct                    // GPU util and memory, 0..100
+)
 
 // trendRow is one line of the trends panel.
 type trendRow struct {
 	label string
-	s     *series
-	top   float64 // 0: scale to the window's largest value
-	value string
+	s     *trend.Series
+	kind  trendKind
+	prec  int // decimals of a count
 }
 
 func (t *trends) rows(device string) []trendRow {
 	out := []trendRow{
-		{"req/s", t.req, 0, ftoa(t.req.last(), 1)},
-		{"tok/s", t.tok, 0, ftoa(t.tok.last(), 0)},
-		{"in flight", t.inflight, 0, fmt.Sprintf("%.0f", t.inflight.last())},
-		{"queued", t.queued, 0, fmt.Sprintf("%.0f", t.queued.last())},
-		{"ttft p50", t.ttft50, 0, msText(t.ttft50.last())},
-		{"ttft p99", t.ttft99, 0, msText(t.ttft99.last())},
-		{"itl p50", t.itl50, 0, msText(t.itl50.last())},
-		{"itl p99", t.itl99, 0, msText(t.itl99.last())},
+		{"req/s", t.set.Get(trend.ReqPerSec), trendCount, 1},
+		{"tok/s", t.set.Get(trend.TokPerSec), trendCount, 0},
+		{"in flight", t.set.Get(trend.InFlight), trendCount, 0},
+		{"queued", t.set.Get(trend.Queued), trendCount, 0},
+		{"ttft p50", t.set.Get(trend.TTFTp50), trendMS, 0},
+		{"ttft p99", t.set.Get(trend.TTFTp99), trendMS, 0},
+		{"itl p50", t.set.Get(trend.ITLp50), trendMS, 0},
+		{"itl p99", t.set.Get(trend.ITLp99), trendMS, 0},
 	}
-	idx := make([]int, 0, len(t.gpuUtil))
-	for i := range t.gpuUtil {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	for _, i := range idx {
+	for _, i := range t.set.GPUs() {
 		out = append(out,
-			trendRow{fmt.Sprintf("%s%d util", device, i), t.gpuUtil[i], 100, fmt.Sprintf("%.0f%%", t.gpuUtil[i].last())},
-			trendRow{fmt.Sprintf("%s%d mem", device, i), t.gpuMem[i], 100, fmt.Sprintf("%.0f%%", t.gpuMem[i].last())})
+			trendRow{fmt.Sprintf("%s%d util", device, i), t.set.Get(trend.GPUUtil(i)), trendPct, 0},
+			trendRow{fmt.Sprintf("%s%d mem", device, i), t.set.Get(trend.GPUMem(i)), trendPct, 0})
 	}
 	return out
+}
+
+func (r trendRow) text(v float64) string {
+	switch r.kind {
+	case trendMS:
+		return msText(v)
+	case trendPct:
+		return fmt.Sprintf("%.0f%%", v)
+	}
+	return ftoa(v, r.prec)
 }
 
 // msText is a latency in milliseconds in the dashboard's one duration
@@ -115,32 +85,70 @@ func msText(ms float64) string {
 	return snapshot.FormatDuration(time.Duration(ms * float64(time.Millisecond)))
 }
 
+// Widths of a trends line: label, the newest value, the window's range.
+const trendLabelW, trendValueW, trendRangeW = 12, 8, 13
+
 // lines renders at most rows lines of width w: a heading, then one
-// sparkline per trend over the last 10 minutes, the gateway's first.
-func (t *trends) lines(st Styles, device string, w, rows int) []string {
-	if rows < 2 || w < 30 || t.req.len() == 0 {
+// sparkline per trend over the window the rings keep, the gateway's
+// first. Each line ends with the newest value and the window's range
+// (smallest–largest): a sparkline is scaled to its largest value, so a
+// flat 20 ms line draws full bars and the range says it is flat. GPU
+// lines are coloured by load as their bars are.
+func (t *trends) lines(st Styles, ps *[numPaints]painter, device string, w, rows int) []string {
+	set := t.set
+	if rows < 2 || w < 40 || set.Len() == 0 {
 		return nil
 	}
-	span := time.Duration(0)
-	if n := t.req.len(); n > 1 {
-		first, _ := t.req.at(0)
-		last, _ := t.req.at(n - 1)
-		span = min(last.Sub(first), historyWindow)
+	span := min(set.Span(), set.Window())
+	about := " · last " + humanDuration(span) + " · a sample each " + snapshot.FormatDuration(set.Period())
+	if t.daemon {
+		about += " · kept by the daemon"
 	}
-	out := []string{st.Title.Render("trends") + st.Faint.Render(" · last "+humanDuration(span))}
-	const labelW, valueW = 12, 8
-	sparkW := w - labelW - valueW - 4
+	head := st.Title.Render("trends") + st.Faint.Render(about)
+	out := []string{head}
+	sparkW := w - trendLabelW - trendValueW - trendRangeW - 4
 	if t.bar == nil {
 		b := painterOf(st.BarFilled) // Render measures the whole line: once is enough
 		t.bar = &b
 	}
-	bar := *t.bar
 	for _, r := range t.rows(device) {
 		if len(out) == rows {
 			break
 		}
-		spark := sparkline(r.s.buckets(historyWindow, sparkW), sparkW, r.top)
-		out = append(out, fmt.Sprintf("  %-*s%s %*s", labelW, r.label, bar.wrap(spark), valueW, r.value))
+		cells, lo, hi := r.s.Buckets(set.Window(), sparkW)
+		top := 0.0
+		bar := *t.bar
+		if r.kind == trendPct {
+			top = 100 // a card's share reads against the whole card
+			bar = ps[loadPaint(r.s.Last(), r.label)]
+		}
+		spark := sparkline(cells, sparkW, top)
+		rng := r.text(lo) + "–" + r.text(hi)
+		out = append(out, "  "+fit(r.label, trendLabelW)+bar.wrap(spark)+" "+fitRight(r.text(r.s.Last()), trendValueW)+" "+
+			ps[pFaint].wrap(fitRight(rng, trendRangeW)))
 	}
 	return out
+}
+
+// Load thresholds (percent), as nvitop colours a GPU: light below the
+// first, moderate below the second, heavy from it.
+var (
+	utilThresholds = [2]float64{10, 75}
+	memThresholds  = [2]float64{10, 80}
+)
+
+// loadPaint colours a GPU's utilisation or memory share by threshold:
+// green light, yellow moderate, red heavy.
+func loadPaint(pct float64, label string) paint {
+	th := utilThresholds
+	if strings.HasSuffix(label, "mem") {
+		th = memThresholds
+	}
+	switch {
+	case pct < th[0]:
+		return pGood
+	case pct < th[1]:
+		return pBusy
+	}
+	return pBad
 }

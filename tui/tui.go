@@ -29,6 +29,11 @@ type Backend interface {
 	SubscribeLogs(role string) (backlog []snapshot.LogLine, ch <-chan []snapshot.LogLine, cancel func(), err error)
 	Restart(role string) error
 	Stop(role string) error
+	// RestartNow and StopNow are Restart and Stop that, with now, end the
+	// role's in-flight requests at once instead of draining them (the
+	// CLI's --now).
+	RestartNow(role string, now bool) error
+	StopNow(role string, now bool) error
 	Start(role string) error
 	RestartAll() error
 	// RollingRestart restarts the instances of target (instance, replica
@@ -64,8 +69,12 @@ type Options struct {
 	// the dashboard quits when the daemon's status stream ends.
 	Detach bool
 	// StopOnQuit, with Detach, makes stopping the default answer of the
-	// quit prompt and detach the other (make demo keeps quitting = stop).
+	// quit prompt (enter, q again); d still detaches and s still stops
+	// (make demo keeps quitting = stop).
 	StopOnQuit bool
+	// ReadOnly is an observer's dashboard (tsd attach --readonly): no
+	// restart, stop or start, from keys or commands; q detaches at once.
+	ReadOnly bool
 	// ProgramOptions are passed to tea.NewProgram after the ones above
 	// (tests use tea.WithWindowSize, tea.WithColorProfile...).
 	ProgramOptions []tea.ProgramOption

@@ -32,6 +32,9 @@ type attachTarget struct {
 	pid    int    // the daemon (0: unknown)
 	// gone is closed when the daemon exits, where known (our own child).
 	gone <-chan struct{}
+	// readOnly: an observer's dashboard (attach --readonly): no restart,
+	// stop or start from it, in the dashboard or through its backend.
+	readOnly bool
 }
 
 // spawnDaemon starts the supervisor as a daemon: `tsd up --headless
@@ -87,6 +90,9 @@ func (c upCmd) spawnDaemon() error {
 	}
 	if c.NoGateway {
 		args = append(args, "--no-gateway")
+	}
+	if c.TrendPeriod > 0 {
+		args = append(args, "--trend-period="+c.TrendPeriod.String())
 	}
 	if c.PlanJSON != "" {
 		abs, _ := filepath.Abs(c.PlanJSON)
@@ -233,7 +239,10 @@ func attachDashboard(t attachTarget, stopOnQuit bool) error {
 		return &exitError{code: 3, msg: fmt.Sprintf("tsd: cannot attach to %s: %v", t.name, err)}
 	}
 	defer b.Close()
-	out, err := tui.RunOutcome(ctx, b, tui.Options{SaveDir: t.logDir, Detach: true, StopOnQuit: stopOnQuit})
+	if t.readOnly {
+		b.SetReadOnly()
+	}
+	out, err := tui.RunOutcome(ctx, b, tui.Options{SaveDir: t.logDir, Detach: true, StopOnQuit: stopOnQuit, ReadOnly: t.readOnly})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -296,6 +305,7 @@ func waitPIDGone(pid int, limit time.Duration) bool {
 type attachCmd struct {
 	ctlTarget
 	StopOnQuit bool   `name:"stop-on-quit" help:"Quitting stops the deployment unless you pick detach."`
+	ReadOnly   bool   `name:"readonly" help:"Watch only: no restart, stop or start keys (for observers)."`
 	Target     string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
 }
 
@@ -307,5 +317,8 @@ func (c attachCmd) Run() error {
 	if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
 		return &exitError{code: 2, msg: "tsd: attach needs a terminal (use tsd status --watch or tsd logs -f without one)"}
 	}
-	return runDashboard(attachTarget{name: tg.name, socket: tg.socket, logDir: tg.logDir, pid: tg.pid}, c.StopOnQuit)
+	if c.ReadOnly && c.StopOnQuit {
+		return &exitError{code: 2, msg: "tsd: attach --readonly cannot --stop-on-quit: a read-only dashboard stops nothing"}
+	}
+	return runDashboard(attachTarget{name: tg.name, socket: tg.socket, logDir: tg.logDir, pid: tg.pid, readOnly: c.ReadOnly}, c.StopOnQuit)
 }

@@ -13,77 +13,14 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// masked replaces a secret value.
-const masked = "***"
+// The rules are profiles' (profiles/secrets.go), shared with the
+// dashboard's describe view.
+const masked = profiles.Masked
 
-// secretName reports whether a variable or flag name looks like it holds a
-// secret: it contains TOKEN, KEY, SECRET or PASSWORD (any case).
-func secretName(name string) bool {
-	u := strings.ToUpper(name)
-	for _, w := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD"} {
-		if strings.Contains(u, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// secretFlag reports whether a command-line flag name (without dashes)
-// names a secret: its last word is token, key, secret, password or
-// passwd ("hf-token", "api-key"; not "fake-token-min", whose value is a
-// count).
-func secretFlag(name string) bool {
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' || r == '.' })
-	if len(words) == 0 {
-		return false
-	}
-	switch words[len(words)-1] {
-	case "token", "key", "apikey", "secret", "password", "passwd":
-		return true
-	}
-	return false
-}
-
-// maskEnv returns env with secret-looking values masked.
-func maskEnv(env map[string]string) map[string]string {
-	if env == nil {
-		return nil
-	}
-	out := make(map[string]string, len(env))
-	for k, v := range env {
-		if secretName(k) && v != "" {
-			v = masked
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// maskArgv masks the values of secret-looking flags: "--hf-token X" and
-// "--api-key=X".
-func maskArgv(argv []string) []string {
-	if argv == nil {
-		return nil
-	}
-	out := append([]string(nil), argv...)
-	for i := 0; i < len(out); i++ {
-		a := out[i]
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !secretFlag(name) {
-			continue
-		}
-		if hasVal {
-			out[i] = a[:strings.IndexByte(a, '=')+1] + masked
-		} else if i+1 < len(out) && !strings.HasPrefix(out[i+1], "-") {
-			out[i+1] = masked
-			i++
-		}
-	}
-	return out
-}
+func secretName(name string) bool                     { return profiles.SecretName(name) }
+func secretFlag(name string) bool                     { return profiles.SecretFlag(name) }
+func maskEnv(env map[string]string) map[string]string { return profiles.MaskEnv(env) }
+func maskArgv(argv []string) []string                 { return profiles.MaskArgv(argv) }
 
 // maskedPlan is a copy of plan whose roles' env and argv are masked.
 func maskedPlan(plan *profiles.Plan) *profiles.Plan {

@@ -59,7 +59,10 @@ type upCmd struct {
 	NoProgress time.Duration `name:"no-progress" default:"15m" help:"Stop a starting role that logs nothing and reaches no milestone for this long."`
 	LogLines   int           `name:"log-lines" default:"10000" help:"Lines of each role's log kept in memory."`
 	StatusFD   int           `name:"status-fd" hidden:"" help:"Internal: the daemon reports its start on this file descriptor."`
-	Launcher   string        `enum:"local,slurm" default:"local" help:"How roles start: local (this host) or slurm (each role a step of the Slurm job tsd runs in)."`
+	// TrendPeriod shortens the daemon's trend sample period (default 1s,
+	// ten minutes of samples) so tests cover minutes of trends in seconds.
+	TrendPeriod time.Duration `name:"trend-period" hidden:"" help:"Internal (tests): the trend rings' sample period, 100ms or more."`
+	Launcher    string        `enum:"local,slurm" default:"local" help:"How roles start: local (this host) or slurm (each role a step of the Slurm job tsd runs in)."`
 }
 
 // Run picks the shape: with a terminal (or -d) `tsd up` starts the
@@ -67,6 +70,9 @@ type upCmd struct {
 // so closing the terminal (an SSH drop) leaves the deployment running;
 // --headless, no terminal, or the daemon itself run the supervisor here.
 func (c upCmd) Run() error {
+	if c.TrendPeriod != 0 && c.TrendPeriod < 100*time.Millisecond {
+		return &exitError{code: 2, msg: fmt.Sprintf("tsd: --trend-period %s: at least 100ms (the publisher's tick)", c.TrendPeriod)}
+	}
 	if c.StatusFD == 0 && (c.Detach || (!c.Headless && isTerminal(os.Stdout) && isTerminal(os.Stdin) && runDashboard != nil)) {
 		return c.spawnDaemon()
 	}
@@ -320,6 +326,7 @@ func (c upCmd) runSupervisor() error {
 		ProfileSource: src.data,
 		ApplyFacts:    func() (profiles.HostFacts, error) { return applyFacts(tel), nil },
 		OnPlan:        func(p *profiles.Plan) { claimPorts(p) },
+		TrendPeriod:   c.TrendPeriod,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {

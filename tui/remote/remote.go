@@ -6,6 +6,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -25,9 +26,28 @@ type Backend struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	first *watch            // the watch Dial opened, handed to the first Subscribe
-	last  snapshot.Snapshot // the newest snapshot any watch read
+	mu       sync.Mutex
+	first    *watch            // the watch Dial opened, handed to the first Subscribe
+	last     snapshot.Snapshot // the newest snapshot any watch read
+	readOnly bool              // SetReadOnly: every control call is refused here
+}
+
+// ErrReadOnly is what a read-only backend answers every control call.
+var ErrReadOnly = errors.New("read-only dashboard (tsd attach --readonly): restart, stop and start are off")
+
+// SetReadOnly makes every control call (restart, stop, start, stop the
+// deployment) fail with ErrReadOnly before it reaches the daemon: an
+// observer's dashboard cannot act, whatever its keys say.
+func (b *Backend) SetReadOnly() {
+	b.mu.Lock()
+	b.readOnly = true
+	b.mu.Unlock()
+}
+
+func (b *Backend) refused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.readOnly
 }
 
 type watch struct {
@@ -39,6 +59,7 @@ type watch struct {
 var (
 	_ tui.Backend           = (*Backend)(nil)
 	_ tui.DeploymentStopper = (*Backend)(nil)
+	_ tui.Describer         = (*Backend)(nil)
 )
 
 // Dial connects to the daemon at socket and reads its current Snapshot, so
@@ -52,6 +73,7 @@ func Dial(ctx context.Context, socket string) (*Backend, error) {
 		return nil, err
 	}
 	b.first, b.last = w, w.cur
+	b.last.History = nil // kept once, by the dashboard that folds it
 	return b, nil
 }
 
@@ -60,7 +82,9 @@ func Dial(ctx context.Context, socket string) (*Backend, error) {
 func (b *Backend) open(ctx context.Context) (*watch, error) {
 	wctx, cancel := context.WithCancel(b.ctx)
 	stop := context.AfterFunc(ctx, cancel)
-	cur, ch, err := b.c.Watch(wctx)
+	// The first snapshot brings the daemon's trend rings: the dashboard
+	// shows the past at once (snapshot.History).
+	cur, ch, err := b.c.WatchHistory(wctx)
 	if !stop() && ctx.Err() != nil && err == nil {
 		err = ctx.Err()
 	}
@@ -136,11 +160,29 @@ func (b *Backend) SubscribeLogs(role string) ([]snapshot.LogLine, <-chan []snaps
 }
 
 func (b *Backend) command(verb, role string) error {
+	if b.refused() {
+		return ErrReadOnly
+	}
 	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
 	defer cancel()
 	_, err := b.c.Command(ctx, verb, url.Values{"role": {role}})
 	return err
 }
+
+func (b *Backend) commandNow(verb, role string, now bool) error {
+	if !now || b.refused() {
+		return b.command(verb, role)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
+	defer cancel()
+	_, err := b.c.Command(ctx, verb, url.Values{"role": {role}, "now": {"1"}})
+	return err
+}
+
+// RestartNow and StopNow are the control socket's restart and stop with
+// now=1 (no drain).
+func (b *Backend) RestartNow(role string, now bool) error { return b.commandNow("restart", role, now) }
+func (b *Backend) StopNow(role string, now bool) error    { return b.commandNow("stop", role, now) }
 
 func (b *Backend) Restart(role string) error { return b.command("restart", role) }
 func (b *Backend) Stop(role string) error    { return b.command("stop", role) }
@@ -150,6 +192,9 @@ func (b *Backend) RestartAll() error         { return b.command("restart", "") }
 // RollingRestart restarts target's instances one at a time in the daemon,
 // passing on each progress line.
 func (b *Backend) RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error {
+	if b.refused() {
+		return ErrReadOnly
+	}
 	return b.c.RollingRestart(ctx, target, now, progress)
 }
 
@@ -171,4 +216,12 @@ func (b *Backend) SaveLog(role, path string) (string, error) {
 // gateway (it knows the model name and the API key).
 func (b *Backend) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	return b.c.TestRequest(ctx)
+}
+
+// Describe implements tui.Describer: the role as the daemon planned it,
+// secrets masked there.
+func (b *Backend) Describe(role string) (snapshot.RoleSpec, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
+	defer cancel()
+	return b.c.Describe(ctx, role)
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,8 +80,13 @@ func TestRemoteBackend(t *testing.T) {
 	}
 	defer b.Close()
 
-	_, snaps, unsub := b.Subscribe()
+	cur, snaps, unsub := b.Subscribe()
 	defer unsub()
+	// The first snapshot brings the daemon's trend rings; the backend
+	// keeps none of it.
+	if cur.History == nil || cur.History.PeriodMS != 1000 || b.Snapshot().History != nil {
+		t.Fatalf("first snapshot's history %+v", cur.History)
+	}
 	waitRole := func(what string, pred func(snapshot.RoleStatus) bool) snapshot.RoleStatus {
 		t.Helper()
 		for {
@@ -129,6 +135,37 @@ func TestRemoteBackend(t *testing.T) {
 	if err := b.Restart("nope"); err == nil || !strings.Contains(err.Error(), "unknown role") {
 		t.Fatalf("restart nope: %v", err)
 	}
+	// --now through the socket: the role comes back without a drain.
+	second := waitRoleOrNow(t, b, snaps, ctx, ready)
+	if err := b.RestartNow("decode", true); err != nil {
+		t.Fatal(err)
+	}
+	waitRole("ready after restart --now", func(r snapshot.RoleStatus) bool { return ready(r) && r.PID != second.PID })
+	if spec, err := b.Describe("decode"); err != nil || spec.Kind != profiles.KindDecode || len(spec.Argv) != 3 {
+		t.Fatalf("describe: %+v %v", spec, err)
+	}
+	// A read-only backend refuses every control call before the daemon.
+	ro, err := Dial(ctx, plan.ControlSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.SetReadOnly()
+	for what, call := range map[string]func() error{
+		"restart":     func() error { return ro.Restart("decode") },
+		"restart now": func() error { return ro.RestartNow("decode", true) },
+		"stop":        func() error { return ro.StopNow("decode", false) },
+		"start":       func() error { return ro.Start("decode") },
+		"rolling":     func() error { return ro.RollingRestart(ctx, "decode", false, nil) },
+		"stop all":    ro.StopDeployment,
+	} {
+		if err := call(); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("read-only %s: %v", what, err)
+		}
+	}
+	if _, err := ro.Describe("decode"); err != nil {
+		t.Errorf("read-only describe: %v", err)
+	}
+	ro.Close()
 	saved, err := b.SaveLog("decode", filepath.Join(dir, "saved.log"))
 	if err != nil {
 		t.Fatal(err)

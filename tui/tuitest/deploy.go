@@ -40,7 +40,6 @@ func Deployment(roles, ranks, gpus int, now time.Time) snapshot.Snapshot {
 			LogFile:         ".tsd/logs/" + name + ".log",
 			RanksExpected:   ranks,
 			RanksRegistered: ranks,
-			InFlight:        i % 5,
 			Routed:          true, // encode too: the gateway routes images to it in epd mode
 			Proc:            &snapshot.ProcStatus{CPUPercent: float64(10 + i*7%90), RSSBytes: uint64(512+i*64) << 20, Threads: 20 + i, PIDs: []int{40000 + i*100, 40001 + i*100}},
 		}
@@ -83,6 +82,12 @@ func Deployment(roles, ranks, gpus int, now time.Time) snapshot.Snapshot {
 			r.Restarts = 1
 			r.Reason = "crashed (exit code 137), restarted after 2s backoff"
 			r.StartedAt = now.Add(-95 * time.Second)
+		}
+		// A role's in flight is its ranks' (the lane counts per rank, and
+		// the publisher sums them), as in a real snapshot.
+		r.InFlight = 0
+		for _, rk := range r.Ranks {
+			r.InFlight += rk.InFlight
 		}
 		s.Roles = append(s.Roles, r)
 	}
@@ -218,4 +223,49 @@ func Troubled(s snapshot.Snapshot, now time.Time, i, j, k int) snapshot.Snapshot
 		}
 	})
 	return s
+}
+
+// Spec is a deterministic plan for role r, as the daemon's describe
+// answers it (secrets already masked): a ts serve command line with its
+// env, ports and restart policy.
+func Spec(r snapshot.RoleStatus) snapshot.RoleSpec {
+	gpus := strings.Join(r.GPUs, ",")
+	env := []snapshot.EnvVar{
+		{Name: "CUDA_VISIBLE_DEVICES", Value: gpus},
+		{Name: "CUDA_DEVICE_ORDER", Value: "PCI_BUS_ID"},
+		{Name: "HF_TOKEN", Value: "***"},
+		{Name: "NO_PROXY", Value: "*"},
+		{Name: "PYTHONUNBUFFERED", Value: "1"},
+		{Name: "no_proxy", Value: "*"},
+	}
+	argv := []string{"ts", "serve", "--headless", "--model", "/models/Qwen2.5-0.5B-Instruct",
+		"--disaggregation-mode", r.Kind, "--tp-size", "1", "--dp-size", fmt.Sprint(r.RanksExpected),
+		"--dist-init-addr", "127.0.0.1:12500", "--smg-handshake-endpoint", "tcp://127.0.0.1:24817",
+		"--api-key", "***", "--gpu-memory-utilization", "0.85"}
+	var line strings.Builder
+	for _, e := range env {
+		v := e.Value
+		if strings.ContainsAny(v, "*") {
+			v = "'" + v + "'"
+		}
+		line.WriteString(e.Name + "=" + v + " ")
+	}
+	for i, a := range argv {
+		if i > 0 {
+			line.WriteByte(' ')
+		}
+		if strings.ContainsAny(a, "*") {
+			a = "'" + a + "'"
+		}
+		line.WriteString(a)
+	}
+	return snapshot.RoleSpec{
+		Name: r.Name, Group: r.Group, Kind: r.Kind, Host: "local", Local: true,
+		GPUs: r.GPUs, TP: 1, DP: r.RanksExpected, Argv: argv, Env: env, CommandLine: line.String(),
+		Worker: r.Worker, Handshake: "tcp://127.0.0.1:24817", DistInitAddr: "127.0.0.1:12500",
+		PortCluster: []int{12500, 12501, 12502, 12503, 12504, 12505, 12506}, LogFile: r.LogFile,
+		Restart: snapshot.RestartSpec{Policy: "on-failure", Backoff: "2s", MaxBackoff: "1m0s", ResetAfter: "10m0s",
+			BudgetCount: 5, BudgetWindow: "10m0s", StopGrace: "10s", DrainTimeout: "30s"},
+		StallAction: "restart",
+	}
 }

@@ -33,6 +33,8 @@ type Fake struct {
 	TestLatency time.Duration
 	// Dropped counts log batches a full subscriber channel refused.
 	Dropped int
+	// Specs answer Describe; a role without one gets Spec of its status.
+	Specs map[string]snapshot.RoleSpec
 }
 
 type logSub struct {
@@ -201,7 +203,23 @@ func (f *Fake) record(call string) error {
 func (f *Fake) Restart(role string) error { return f.record("restart " + role) }
 func (f *Fake) Stop(role string) error    { return f.record("stop " + role) }
 func (f *Fake) Start(role string) error   { return f.record("start " + role) }
-func (f *Fake) RestartAll() error         { return f.record("restart-all") }
+
+// RestartNow records "restart ROLE", or "restart --now ROLE" with now.
+func (f *Fake) RestartNow(role string, now bool) error {
+	if now {
+		return f.record("restart --now " + role)
+	}
+	return f.record("restart " + role)
+}
+
+// StopNow records "stop ROLE", or "stop --now ROLE" with now.
+func (f *Fake) StopNow(role string, now bool) error {
+	if now {
+		return f.record("stop --now " + role)
+	}
+	return f.record("stop " + role)
+}
+func (f *Fake) RestartAll() error { return f.record("restart-all") }
 
 // RollingRestart records the call and returns at once.
 func (f *Fake) RollingRestart(_ context.Context, target string, now bool, _ func(string)) error {
@@ -232,3 +250,19 @@ func (f *Fake) TestRequest(ctx context.Context) (string, time.Duration, error) {
 
 // StopDeployment records the call (the Detach quit prompt's stop answer).
 func (f *Fake) StopDeployment() error { return f.record("stop-deployment") }
+
+// Describe answers the role's plan: Specs[role], else Spec of the role in
+// the current snapshot.
+func (f *Fake) Describe(role string) (snapshot.RoleSpec, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.Specs[role]; ok {
+		return s, nil
+	}
+	for _, r := range f.snap.Roles {
+		if r.Name == role {
+			return Spec(r), nil
+		}
+	}
+	return snapshot.RoleSpec{}, fmt.Errorf("describe: unknown role %q", role)
+}

@@ -58,6 +58,11 @@ func (s *sim) Stop(role string) error {
 	return nil
 }
 
+// RestartNow and StopNow move the role as Restart and Stop do (the
+// simulation has no requests to drain).
+func (s *sim) RestartNow(role string, _ bool) error { return s.Restart(role) }
+func (s *sim) StopNow(role string, _ bool) error    { return s.Stop(role) }
+
 func (s *sim) Start(role string) error {
 	_ = s.Fake.Start(role)
 	s.plan(role, snapshot.StateStarting, snapshot.StateHandshaking, snapshot.StateReady)
