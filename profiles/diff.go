@@ -272,7 +272,7 @@ func engineChanges(o, n *RolePlan) []FieldChange {
 			out = append(out, FieldChange{Field: f.name, From: a, To: b})
 		}
 	}
-	if removed, added := argvDiff(maskArgv(o.Argv), maskArgv(n.Argv)); removed != "" || added != "" {
+	if removed, added := argvDiff(MaskArgv(o.Argv), MaskArgv(n.Argv)); removed != "" || added != "" {
 		out = append(out, FieldChange{Field: "argv", From: removed, To: added})
 	}
 	keys := map[string]bool{}
@@ -296,7 +296,7 @@ func engineChanges(o, n *RolePlan) []FieldChange {
 	sort.Strings(names)
 	for _, k := range names {
 		a, b := o.Env[k], n.Env[k]
-		if secretLike(k) {
+		if SecretName(k) {
 			a, b = maskSet(a), maskSet(b)
 			if a == b {
 				b += " (changed)"
@@ -500,46 +500,10 @@ func argvDiff(a, b []string) (removed, added string) {
 	return strings.Join(rm, " "), strings.Join(ad, " ")
 }
 
-// secretLike reports whether a variable name looks like it holds a
-// secret (TOKEN, KEY, SECRET or PASSWORD in it): the diff never shows
-// such values.
-func secretLike(name string) bool {
-	u := strings.ToUpper(name)
-	for _, w := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD"} {
-		if strings.Contains(u, w) {
-			return true
-		}
-	}
-	return false
-}
-
+// maskSet shows a secret's value as set or not, never the value.
 func maskSet(v string) string {
 	if v == "" {
 		return ""
 	}
-	return "***"
-}
-
-// maskArgv masks the value after a secret-looking flag
-// ("--hf-token X", "--api-key=X") so the diff never prints it.
-func maskArgv(argv []string) []string {
-	out := make([]string, len(argv))
-	copy(out, argv)
-	for i := 0; i < len(out); i++ {
-		a := out[i]
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, hasEq := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !secretLike(name) {
-			continue
-		}
-		if hasEq {
-			out[i] = a[:strings.Index(a, "=")+1] + "***"
-		} else if i+1 < len(out) {
-			out[i+1] = "***"
-			i++
-		}
-	}
-	return out
+	return Masked
 }

@@ -296,7 +296,7 @@ func TestArgvDiff(t *testing.T) {
 		{"ts serve --a --b", "ts serve --b", "--a", ""},
 		{"--hf-token abc", "--hf-token def", "", ""},
 	} {
-		rm, ad := argvDiff(maskArgv(strings.Fields(c.a)), maskArgv(strings.Fields(c.b)))
+		rm, ad := argvDiff(MaskArgv(strings.Fields(c.a)), MaskArgv(strings.Fields(c.b)))
 		if rm != c.removed || ad != c.adds {
 			t.Errorf("%q → %q: -%q +%q, want -%q +%q", c.a, c.b, rm, ad, c.removed, c.adds)
 		}
