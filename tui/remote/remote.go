@@ -237,4 +237,3 @@ func (b *Backend) Scale(ctx context.Context, entry string, replicas int, gpus []
 	req := supervisor.ApplyRequest{Scale: map[string]int{entry: replicas}, GPUs: gpus}
 	return b.c.Apply(ctx, req, false, nil, nil)
 }
-
