@@ -29,6 +29,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -130,6 +131,10 @@ type Gateway struct {
 	// settings are the gateway settings it serves by now: the plan's,
 	// then each tsd apply's (live.go).
 	settings atomic.Pointer[profiles.GatewayPlan]
+	// kv follows the prefill engines' KV events (nil: none publishes);
+	// stopKV ends it, set by Bind.
+	kv     *kvevents.Subscriber
+	stopKV func()
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
@@ -202,11 +207,16 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: api_key_env %s is empty or unset", env)
 		}
 	}
+	g.kv = newKVEvents(plan, opts.Logger, g.ReportPanic)
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
 	}
-	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event,
+	var kv dispatch.KVIndex // a nil *Subscriber must stay a nil interface
+	if g.kv != nil {
+		kv = g.kv
+	}
+	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
 		if p != "" && !dispatch.Known(p) {
@@ -299,6 +309,9 @@ func (g *Gateway) Bind(ctx context.Context) error {
 	}
 	g.listener = l
 	g.bound = true
+	// The engines bind their KV event sockets as they start; following
+	// them begins now and retries quietly until they are up.
+	g.stopKV = g.startKVEvents()
 	return nil
 }
 
@@ -347,6 +360,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			if err := b.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("close rendezvous of %s: %w", role, err))
 			}
+		}
+		if g.stopKV != nil {
+			g.stopKV()
+			g.stopKV = nil
 		}
 		if g.bound {
 			if err := g.lane.Close(); err != nil {
@@ -507,6 +524,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 	// issue 19: the numbers are the traffic account's, the same /metrics
 	// reports (gateway/traffic), with one row per role.
 	tot, roles := g.metrics.traffic.Status()
+	g.kvRows(roles)
 	notes := g.notes
 	if n := g.disp.EncodeNote(); n != "" {
 		notes = append([]string{n}, notes...)

@@ -88,7 +88,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, workerCollector{g}, m.traffic} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, workerCollector{g}, m.traffic, kvCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

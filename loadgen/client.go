@@ -69,11 +69,15 @@ func (b Backend) Body(model string, p Prompt) ([]byte, error) {
 			"stream": true, "stream_options": map[string]any{"include_usage": true},
 		})
 	}
-	if p.Text == "" {
+	if p.Text == "" && p.messages == nil {
 		return nil, errors.New("/v1/chat/completions needs text prompts: this dataset has token ids only")
 	}
+	msgs := p.messages
+	if msgs == nil {
+		msgs = []chatMessage{{Role: "user", Content: p.Text}}
+	}
 	return json.Marshal(map[string]any{
-		"model": model, "messages": []map[string]string{{"role": "user", "content": p.Text}},
+		"model": model, "messages": msgs,
 		"max_tokens": p.OutputLen, "min_tokens": p.OutputLen, "ignore_eos": true,
 		"stream": true, "stream_options": map[string]any{"include_usage": true},
 	})
@@ -118,44 +122,91 @@ func hasOutput(b Backend, event []byte) bool {
 
 type usageEvent struct {
 	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens *int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	} `json:"usage"`
+	// /generate reports the engine's count in meta_info.
+	MetaInfo *struct {
+		CachedTokens *int `json:"cached_tokens"`
+	} `json:"meta_info"`
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
 }
 
+// cached is the event's cached prompt tokens, if it reports them.
+func (u *usageEvent) cached() (int, bool) {
+	if u.Usage != nil && u.Usage.PromptTokensDetails != nil && u.Usage.PromptTokensDetails.CachedTokens != nil {
+		return *u.Usage.PromptTokensDetails.CachedTokens, true
+	}
+	if u.MetaInfo != nil && u.MetaInfo.CachedTokens != nil {
+		return *u.MetaInfo.CachedTokens, true
+	}
+	return 0, false
+}
+
+// outputEvent is what answer collection reads of an output event.
+type outputEvent struct {
+	Choices []struct {
+		Text  string `json:"text"`
+		Delta struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+	} `json:"choices"`
+	OutputIDs []int32 `json:"output_ids"`
+}
+
+// answer is what a request generated, kept for a conversation's next turn.
+type answer struct {
+	text string
+	ids  []int32
+}
+
 // Do sends one request and reads its stream to the end. It never returns
 // an error: failures are in the Result.
 func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend, model string, p Prompt) Result {
+	r, _ := do(ctx, hc, baseURL, apiKey, b, model, p, false)
+	return r
+}
+
+// do is Do, also collecting the generated text or ids when collect (a
+// conversation's next turn sends them back).
+func do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend, model string, p Prompt, collect bool) (Result, answer) {
 	r := Result{PromptTokens: p.InputLen}
+	var ans answer
+	var text strings.Builder
 	body, err := b.Body(model, p)
 	if err != nil {
 		r.Err = err.Error()
-		return r
+		return r, ans
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+b.Path(), bytes.NewReader(body))
 	if err != nil {
 		r.Err = err.Error()
-		return r
+		return r, ans
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	if apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
+	if p.RoutingKey != "" {
+		req.Header.Set("X-SMG-Routing-Key", p.RoutingKey)
+	}
 	r.Start = time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
 		r.Err = "POST " + b.Path() + ": " + err.Error()
-		return r
+		return r, ans
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		r.Err = fmt.Sprintf("POST %s: %s: %s", b.Path(), resp.Status, bytes.TrimSpace(msg))
-		return r
+		return r, ans
 	}
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	r.ITL = make([]time.Duration, 0, max(0, p.OutputLen-1))
@@ -183,13 +234,23 @@ func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend,
 				}
 				last = now
 				chunks++
+				if collect {
+					var o outputEvent
+					if json.Unmarshal(ev, &o) == nil {
+						ans.ids = append(ans.ids, o.OutputIDs...)
+						for _, c := range o.Choices {
+							text.WriteString(c.Text)
+							text.WriteString(c.Delta.Content)
+						}
+					}
+				}
 			}
 			if !done && (bytes.Contains(ev, markUsage) || bytes.Contains(ev, markError)) {
 				var u usageEvent
 				if json.Unmarshal(ev, &u) == nil {
 					if u.Error != nil {
 						r.Err = "stream error: " + u.Error.Message
-						return r
+						return r, ans
 					}
 					if u.Usage != nil {
 						usageTokens = u.Usage.CompletionTokens
@@ -197,13 +258,16 @@ func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend,
 							r.PromptTokens = u.Usage.PromptTokens
 						}
 					}
+					if n, ok := u.cached(); ok {
+						r.CachedTokens, r.HasCached = n, true
+					}
 				}
 			}
 		}
 		if err != nil {
 			if !done {
 				r.Err = "stream ended before [DONE]: " + err.Error()
-				return r
+				return r, ans
 			}
 			break
 		}
@@ -211,12 +275,13 @@ func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend,
 	r.Latency = time.Since(r.Start)
 	if chunks == 0 {
 		r.Err = "no output chunk before [DONE]"
-		return r
+		return r, ans
 	}
 	r.OutputTokens = chunks
 	if usageTokens >= 0 {
 		r.OutputTokens = usageTokens
 	}
 	r.OK = true
-	return r
+	ans.text = text.String()
+	return r, ans
 }

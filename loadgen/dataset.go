@@ -25,6 +25,29 @@ type Prompt struct {
 	IDs       []int32
 	InputLen  int // expected prompt tokens (exact for IDs, approximate for Text)
 	OutputLen int // tokens asked for (max_tokens, with ignore_eos)
+	// Turns are a conversation's later questions (multi-turn datasets):
+	// turn t sends the conversation so far (every question before it and
+	// the answer it got) and Turns[t-1]. Each turn is one request.
+	Turns []Turn
+	// RoutingKey, when set, goes out as X-SMG-Routing-Key (SMG's header
+	// for sticky routing), on every turn.
+	RoutingKey string
+
+	// messages is a chat turn's whole conversation (set by Run for
+	// multi-turn chat); nil: one user message of Text.
+	messages []chatMessage
+}
+
+// Turn is one later question of a conversation.
+type Turn struct {
+	Text      string
+	IDs       []int32
+	OutputLen int
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // RandomOptions shape the random dataset.

@@ -41,6 +41,11 @@ type Result struct {
 	Latency      time.Duration // to the end of the stream
 	PromptTokens int           // from the server's usage (else the dataset's)
 	OutputTokens int           // from the server's usage (else chunks counted)
+	// CachedTokens are the prompt tokens the engine found in its prefix
+	// cache (usage.prompt_tokens_details.cached_tokens, or /generate's
+	// meta_info.cached_tokens), when the server reports them (HasCached).
+	CachedTokens int
+	HasCached    bool
 }
 
 // Stats are mean, median, standard deviation and 99th percentile in ms.
@@ -93,6 +98,12 @@ type Summary struct {
 	MedianE2ELatencyms float64  `json:"median_e2e_latency_ms"`
 	P99E2ELatencyms    float64  `json:"p99_e2e_latency_ms"`
 	Errors             []string `json:"errors,omitempty"` // the first few distinct failures
+
+	// The prefix cache: prompt tokens the engines found cached, and their
+	// share of the input tokens of the requests that reported them
+	// (omitted when the server reports none).
+	TotalCachedTokens *int     `json:"total_cached_tokens,omitempty"`
+	CachedTokenShare  *float64 `json:"cached_token_share,omitempty"`
 }
 
 // Summarize computes the metrics of a run that took dur. TPOT is per
@@ -103,6 +114,8 @@ type Summary struct {
 func Summarize(rs []Result, dur time.Duration) Summary {
 	var s Summary
 	var ttft, tpot, itl, e2e []float64
+	var cached, cachedIn int
+	reported := false
 	seen := map[string]bool{}
 	var first, last time.Time
 	for _, r := range rs {
@@ -117,6 +130,11 @@ func Summarize(rs []Result, dur time.Duration) Summary {
 		s.Completed++
 		s.TotalInputTokens += r.PromptTokens
 		s.TotalOutputTokens += r.OutputTokens
+		if r.HasCached {
+			cachedIn += r.PromptTokens
+			cached += r.CachedTokens
+			reported = true
+		}
 		ttft = append(ttft, ms(r.TTFT))
 		e2e = append(e2e, ms(r.Latency))
 		if r.OutputTokens > 1 {
@@ -149,6 +167,13 @@ func Summarize(rs []Result, dur time.Duration) Summary {
 	st = stats(e2e)
 	s.MeanE2ELms, s.MedianE2ELms, s.StdE2ELms, s.P99E2ELms = st.Mean, st.Median, st.Std, st.P99
 	s.MeanE2ELatencyms, s.MedianE2ELatencyms, s.P99E2ELatencyms = st.Mean, st.Median, st.P99
+	if reported {
+		share := 0.0
+		if cachedIn > 0 {
+			share = float64(cached) / float64(cachedIn)
+		}
+		s.TotalCachedTokens, s.CachedTokenShare = &cached, &share
+	}
 	return s
 }
 

@@ -56,6 +56,10 @@ func (s Summary) WriteTable(w io.Writer) {
 	row("Peak output token throughput (tok/s):", s.MaxOutputTokensPerS)
 	row("Peak concurrent requests:", s.MaxConcurrentReqs)
 	row("Total token throughput (tok/s):", s.TotalTokenThroughput)
+	if s.CachedTokenShare != nil {
+		row("Total cached prompt tokens:", *s.TotalCachedTokens)
+		row("Cached-token share:", *s.CachedTokenShare)
+	}
 	for _, m := range []struct {
 		title, name string
 		st          Stats

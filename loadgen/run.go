@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -29,8 +30,11 @@ type Config struct {
 }
 
 // Run sends every prompt and returns the results in prompt order with the
-// run's wall time (first send to last finish). Cancelling ctx stops it:
-// requests not yet sent count as failed.
+// run's wall time (first send to last finish). A prompt with Turns is a
+// conversation: its turns go out one after another, each once the answer
+// before it is in, holding one concurrency slot throughout, and each is
+// one result (in turn order). Cancelling ctx stops it: requests not yet
+// sent count as failed.
 func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 	if c.BaseURL == "" {
 		return nil, 0, errors.New("no target: pass --base-url or a profile")
@@ -61,14 +65,18 @@ func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 		defer hc.CloseIdleConnections()
 	}
 	arrive := Arrivals(len(c.Prompts), c.RequestRate, c.Seed)
-	results := make([]Result, len(c.Prompts))
+	results := make([][]Result, len(c.Prompts))
+	total := 0
+	for _, p := range c.Prompts {
+		total += 1 + len(p.Turns)
+	}
 	var sem chan struct{}
 	if c.MaxConcurrency > 0 {
 		sem = make(chan struct{}, c.MaxConcurrency)
 	}
 	// Progress is reported while requests are still being sent: with a
 	// concurrency limit most finish before the last one goes out.
-	finished := make(chan int, len(c.Prompts))
+	finished := make(chan int, total)
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
@@ -76,7 +84,7 @@ func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 		for range finished {
 			n++
 			if c.Progress != nil {
-				c.Progress(n, len(c.Prompts))
+				c.Progress(n, total)
 			}
 		}
 	}()
@@ -106,25 +114,86 @@ send:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			n := 0 // requests of this conversation reported finished
+			done := func() { n++; finished <- i }
 			defer func() {
 				// A client bug must not take the whole run down.
 				if v := recover(); v != nil {
-					results[i] = Result{Err: fmt.Sprintf("panic: %v", v)}
+					rs := results[i]
+					for len(rs) < 1+len(p.Turns) {
+						rs = append(rs, Result{Err: fmt.Sprintf("panic: %v", v)})
+					}
+					results[i] = rs
+					for n < 1+len(p.Turns) {
+						done()
+					}
 				}
 				if sem != nil {
 					<-sem
 				}
-				finished <- i
 			}()
-			results[i] = Do(ctx, hc, c.BaseURL, c.APIKey, c.Backend, c.Model, p)
+			results[i] = converse(ctx, hc, c, p, done)
 		}()
 	}
 	wg.Wait()
 	close(finished)
 	<-progressDone
 	dur := time.Since(start)
-	for i := sent; i < len(results); i++ {
-		results[i] = Result{Err: "not sent: " + context.Cause(ctx).Error()}
+	out := make([]Result, 0, total)
+	for i, rs := range results {
+		if i >= sent {
+			rs = nil
+			for range 1 + len(c.Prompts[i].Turns) {
+				rs = append(rs, Result{Err: "not sent: " + context.Cause(ctx).Error()})
+			}
+		}
+		out = append(out, rs...)
 	}
-	return results, dur, nil
+	return out, dur, nil
+}
+
+// converse sends p, then each of its turns with the conversation so far
+// (docs: Prompt.Turns), calling done after each request. A failed turn
+// ends the conversation: the turns after it fail unsent.
+func converse(ctx context.Context, hc *http.Client, c Config, p Prompt, done func()) []Result {
+	if len(p.Turns) == 0 {
+		r := Do(ctx, hc, c.BaseURL, c.APIKey, c.Backend, c.Model, p)
+		done()
+		return []Result{r}
+	}
+	out := make([]Result, 0, 1+len(p.Turns))
+	cur := p
+	cur.Turns = nil
+	msgs := []chatMessage{{Role: "user", Content: p.Text}}
+	for t := 0; ; t++ {
+		if c.Backend == Chat {
+			cur.messages = msgs
+		}
+		r, ans := do(ctx, hc, c.BaseURL, c.APIKey, c.Backend, c.Model, cur, t < len(p.Turns))
+		out = append(out, r)
+		done()
+		if t == len(p.Turns) {
+			return out
+		}
+		if !r.OK {
+			for range p.Turns[t:] {
+				out = append(out, Result{Err: fmt.Sprintf("not sent: turn %d of the conversation failed", t)})
+				done()
+			}
+			return out
+		}
+		// The next turn: everything so far, the answer, the next question.
+		q := p.Turns[t]
+		msgs = append(msgs, chatMessage{Role: "assistant", Content: ans.text}, chatMessage{Role: "user", Content: q.Text})
+		next := Prompt{OutputLen: q.OutputLen, RoutingKey: p.RoutingKey}
+		next.Text = cur.Text + ans.text + "\n\n" + q.Text
+		if cur.IDs != nil {
+			next.IDs = append(append(append(make([]int32, 0, len(cur.IDs)+len(ans.ids)+len(q.IDs)), cur.IDs...), ans.ids...), q.IDs...)
+		}
+		next.InputLen = len(next.IDs)
+		if next.IDs == nil {
+			next.InputLen = cur.InputLen + r.OutputTokens + len(strings.Fields(q.Text))
+		}
+		cur = next
+	}
 }

@@ -318,3 +318,20 @@ func TestGatewayFieldsClassified(t *testing.T) {
 		}
 	}
 }
+
+// TestStablePlannerKeepsKVEventPorts: a continued prefill publishes its
+// KV events where it did, and a new one gets ports of its own.
+func TestStablePlannerKeepsKVEventPorts(t *testing.T) {
+	src := edit(t, applyBase, "  port: 8000\n", "  port: 8000\n  policy: {prefill: kv_aware}\n")
+	base := planFrom(t, src, nil)
+	base.Roles[0].KVEvents.Port, base.Roles[0].KVEvents.ReplayPort = 9300, 9302 // as an earlier apply left it
+	two := edit(t, src, "    gpus: [0, 1]\n    dp: 2\n", "    replicas: 2\n    gpus: [[0, 1], [4, 5]]\n    dp: 2\n")
+	next := planFrom(t, two, base)
+	p0, p1 := roleNamed(t, next, "prefill-0"), roleNamed(t, next, "prefill-1")
+	if p0.KVEvents == nil || p0.KVEvents.Port != 9300 {
+		t.Fatalf("prefill-0's KV events %+v, want port 9300 kept", p0.KVEvents)
+	}
+	if p1.KVEvents == nil || p1.KVEvents.Port >= 9300 && p1.KVEvents.Port < 9304 {
+		t.Fatalf("prefill-1's KV events %+v collide with prefill-0's", p1.KVEvents)
+	}
+}

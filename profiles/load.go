@@ -651,6 +651,7 @@ var plannedFlags = map[string]string{
 	"--node-rank":              "set by tsd from the role's nodes: (--launcher slurm); without Slurm, one role per node with host:",
 	"--base-gpu-id":            "set the devices with the role's gpus:",
 	"--dist-init-addr":         "set it with the role's dist_init_port:",
+	"--kv-events-config":       "set it with the role's kv_events: (and kv_events_port:), so the gateway knows where to follow the events",
 	"--data-parallel-address":  "set it with the role's worker:",
 	"--data-parallel-rpc-port": "set it with the role's worker:",
 	"--zmq-engine-index":       "set it with the role's engine_index:",

@@ -129,6 +129,36 @@ type WorkerPlan struct {
 	DP          int    `json:"dp"`
 	EngineIndex int    `json:"engine_index"`
 	Remote      bool   `json:"remote"` // engine runs on another host; tsd does not spawn it
+	// KVEvents is where the engine's DP ranks publish their KV cache
+	// events, when it does (prefill roles with kv_events).
+	KVEvents *KVEventsPlan `json:"kv_events,omitempty"`
+}
+
+// KVEventsPlan is one engine's KV event sockets (docs/protocol.md §16):
+// the --kv-events-config it is given, and per DP rank where the gateway
+// dials its publisher and its replay socket (upstream adds the DP rank to
+// both configured ports).
+type KVEventsPlan struct {
+	Config     string   `json:"config"`      // the JSON of --kv-events-config
+	Port       int      `json:"port"`        // DP rank r publishes on Port + r
+	ReplayPort int      `json:"replay_port"` // and answers replays on ReplayPort + r
+	Publish    []string `json:"publish"`     // tcp://HOST:PORT per DP rank, as the gateway dials it
+	Replay     []string `json:"replay"`      // the same for the replay sockets
+}
+
+// Ports lists every port the engine binds for its KV events.
+func (k *KVEventsPlan) Ports() []int {
+	if k == nil {
+		return nil
+	}
+	var out []int
+	for r := range k.Publish {
+		out = append(out, k.Port+r)
+	}
+	for r := range k.Replay {
+		out = append(out, k.ReplayPort+r)
+	}
+	return out
 }
 
 // RolePlan is one role instance (after replica expansion).
@@ -155,6 +185,7 @@ type RolePlan struct {
 	Bootstrap            string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
 	BootstrapPort        int               `json:"bootstrap_port,omitempty"`
 	LogFile              string            `json:"log_file"`
+	KVEvents             *KVEventsPlan     `json:"kv_events,omitempty"` // prefill roles with kv_events
 	Restart              RestartPlan       `json:"restart"`
 	// StallAction (health.stall_action): restart | wait.
 	StallAction string `json:"stall_action"`

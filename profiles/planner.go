@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,7 +110,11 @@ const (
 	distInitStep          = 100
 	firstPrefillBootstrap = 8998
 	firstEncodeBootstrap  = 18995
-	localNS               = "\x00local"
+	// firstKVEvents is where planned KV event ports start: clear of the
+	// bootstrap ports below, the dist-init zones above and the test port
+	// band 4100-8899, and never TokenSpeed's shared default 5557.
+	firstKVEvents = 9100
+	localNS       = "\x00local"
 )
 
 // distInitCandidates lists planned dist-init bases in preference order,
@@ -162,6 +167,10 @@ type inst struct {
 	// nil for a new one; keptWorker: its worker came from keep.
 	keep       *RolePlan
 	keptWorker bool
+	kvOn       bool // the engine publishes KV events
+	kv         int  // their first port
+	kvKey      string
+	kvSet      bool
 }
 
 type reservation struct {
@@ -315,6 +324,7 @@ func (pl *planner) plan() *Plan {
 	pl.reserveFixedPorts(insts)
 	pl.planBootstrapPorts(insts)
 	pl.planDistInit(insts)
+	pl.planKVEvents(insts)
 	pl.transferWarnings(insts)
 	pl.deviceRules(plan.Accelerator, insts)
 	plan.Gateway = pl.gatewayPlan(pl.gatewayMode(insts), logDir)
@@ -324,7 +334,7 @@ func (pl *planner) plan() *Plan {
 		plan.Gateway.Workers = append(plan.Gateway.Workers, WorkerPlan{
 			Role: rp.Name, Kind: rp.Kind, URL: rp.Worker, Handshake: rp.Handshake,
 			Input: in.worker.Input(), Output: in.worker.Output(), Bootstrap: rp.Bootstrap,
-			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local,
+			DP: rp.DP, EngineIndex: rp.EngineIndex, Remote: !rp.Local, KVEvents: rp.KVEvents,
 		})
 	}
 	if pl.facts.Slurm != nil {
@@ -443,6 +453,104 @@ func (pl *planner) reserveFixedPorts(insts []*inst) {
 	for _, in := range insts {
 		pl.reserveBootstrap(in)
 	}
+	for _, in := range insts {
+		pl.reserveKVEvents(in)
+	}
+}
+
+// kvEventsSpan is how many ports an engine's KV events take: a PUB and a
+// replay ROUTER per DP rank.
+func kvEventsSpan(dp int) int { return 2 * dp }
+
+// KVEventsOn reports whether a role's engine publishes KV events: its
+// kv_events, else (a prefill) whether the prefill policy routes on them.
+func KVEventsOn(p *Profile, r *Role) bool {
+	if r.Kind != KindPrefill {
+		return false
+	}
+	if r.KVEvents != nil {
+		return *r.KVEvents
+	}
+	return p.Gateway.Policy.Prefill == PolicyKVAware || slices.ContainsFunc(r.KVEventsPorts, func(p int) bool { return p > 0 })
+}
+
+// PolicyKVAware is the prefill policy that routes on the engines' KV events.
+const PolicyKVAware = "kv_aware"
+
+// reserveKVEvents reserves an explicit kv_events_port's range.
+func (pl *planner) reserveKVEvents(in *inst) {
+	r := in.role
+	in.kvOn = KVEventsOn(pl.p, r)
+	if !in.kvOn {
+		return
+	}
+	if b := nth(r.KVEventsPorts, in.k); b > 0 {
+		in.kv, in.kvSet = b, true
+		in.kvKey = replicaKey(in.key+".kv_events_port", in.k, r.Replicas)
+		hi := b + kvEventsSpan(r.DP) - 1
+		if hi > 65535 {
+			pl.err(in.kvKey, "the KV event ports %d-%d run past 65535", b, hi)
+			return
+		}
+		pl.warnRange(in.kvKey, "KV event ports", b, hi)
+		pl.reserve(reservation{in.ns, b, hi, "KV event ports of " + in.name, in.kvKey})
+	} else if in.keep != nil && in.keep.KVEvents != nil && in.keep.KVEvents.Port > 0 {
+		// A continued instance publishes where it did (docs/architecture.md §4.3).
+		b := in.keep.KVEvents.Port
+		in.kv, in.kvSet = b, true
+		in.kvKey = in.key + ".kv_events_port"
+		pl.reserve(reservation{in.ns, b, b + kvEventsSpan(r.DP) - 1, "KV event ports of " + in.name, in.kvKey})
+	}
+}
+
+// planKVEvents picks the KV event ports the profile leaves open: a block
+// of 2 × dp from 9100 up, clear of every reservation and free.
+func (pl *planner) planKVEvents(insts []*inst) {
+	for _, in := range insts {
+		if !in.kvOn || in.kvSet {
+			continue
+		}
+		in.kvKey = in.key + ".kv_events_port"
+		span := kvEventsSpan(in.role.DP)
+		found := false
+		for b := firstKVEvents; b+span-1 < HandshakeBandLo; b++ {
+			if pl.conflict(in.ns, b, b+span-1) != nil {
+				continue
+			}
+			ports := make([]int, span)
+			for i := range ports {
+				ports[i] = b + i
+			}
+			if !pl.free(in.ns, ports...) {
+				continue
+			}
+			in.kv, found = b, true
+			pl.res = append(pl.res, reservation{in.ns, b, b + span - 1, "KV event ports of " + in.name, in.kvKey})
+			break
+		}
+		if !found {
+			pl.err(in.kvKey, "no %d free consecutive ports for KV events between %d and %d; set kv_events_port", span, firstKVEvents, HandshakeBandLo-1)
+		}
+	}
+}
+
+// kvEventsPlan is the engine's --kv-events-config and the gateway's dial
+// addresses: the engine binds every interface ("*", which is also what
+// makes TokenSpeed bind rather than connect), the gateway dials the
+// engine's host.
+func kvEventsPlan(in *inst) *KVEventsPlan {
+	if !in.kvOn || in.kv == 0 {
+		return nil
+	}
+	dp := in.role.DP
+	k := &KVEventsPlan{Port: in.kv, ReplayPort: in.kv + dp}
+	k.Config = fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, k.Port, k.ReplayPort)
+	host := bootstrapHost(in.role)
+	for r := range dp {
+		k.Publish = append(k.Publish, "tcp://"+net.JoinHostPort(host, strconv.Itoa(k.Port+r)))
+		k.Replay = append(k.Replay, "tcp://"+net.JoinHostPort(host, strconv.Itoa(k.ReplayPort+r)))
+	}
+	return k
 }
 
 func (pl *planner) reserveHandshake(in *inst) {
@@ -774,6 +882,7 @@ func (pl *planner) rolePlan(in *inst, logDir, accel string) RolePlan {
 		rp.BootstrapPort = in.boot
 		rp.Bootstrap = net.JoinHostPort(bootstrapHost(r), strconv.Itoa(in.boot))
 	}
+	rp.KVEvents = kvEventsPlan(in)
 	rp.Argv = roleArgv(pl.p, in, rp)
 	rp.Env = roleEnv(pl.p.Engine.Env, r.Env, gpus, accel)
 	return rp
@@ -860,6 +969,9 @@ func roleArgv(p *Profile, in *inst, rp RolePlan) []string {
 	argv = append(argv, "--zmq-engine-index", strconv.Itoa(r.EngineIndex))
 	if r.GPUMemoryUtilization > 0 {
 		argv = append(argv, "--gpu-memory-utilization", strconv.FormatFloat(r.GPUMemoryUtilization, 'f', -1, 64))
+	}
+	if rp.KVEvents != nil {
+		argv = append(argv, "--kv-events-config", rp.KVEvents.Config)
 	}
 	argv = append(argv, engineReasoningArgs(p, r)...)
 	argv = append(argv, p.Engine.Args...)

@@ -123,7 +123,8 @@ type addFunc = func(sev Severity, role, format string, args ...any)
 
 // preflightPorts: the gateway binds its listener and every handshake (and
 // prefill rendezvous when it hosts them); local engines bind their
-// dist-init clusters and bootstrap ports. Each must be free now.
+// dist-init clusters, bootstrap ports and KV event ports. Each must be
+// free now.
 func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 	type want struct {
 		port      int
@@ -155,6 +156,9 @@ func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 		}
 		if r.BootstrapPort > 0 && !(r.Kind == KindPrefill && tsdBoot) {
 			wants = append(wants, want{r.BootstrapPort, r.Name, "bootstrap port"})
+		}
+		for _, p := range r.KVEvents.Ports() {
+			wants = append(wants, want{p, r.Name, "KV event port"})
 		}
 	}
 	checked := map[int]bool{}

@@ -136,6 +136,12 @@ type Role struct {
 	// the Slurm job (ascending, distinct; one task on each, tp × dp split
 	// evenly); nil when it runs on one. Exclusive with Node.
 	Nodes []int
+	// KVEvents is the role's kv_events: nil leaves it to the prefill
+	// policy (on under kv_aware); only prefill roles publish them.
+	KVEvents *bool
+	// KVEventsPorts are explicit first KV event ports, one per replica
+	// (0: planned).
+	KVEventsPorts []int
 }
 
 // Local reports whether tsd spawns this role itself.
@@ -231,7 +237,7 @@ func DefaultPolicy() PolicyPlan {
 // names, docs/protocol.md). The gateway may implement a subset and must
 // refuse the others at start with a clear message.
 var Policies = map[string][]string{
-	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket"},
+	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket", "kv_aware"},
 	KindDecode:  {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual"},
 	KindEncode:  {"consistent_hashing", "round_robin", "random"},
 }

@@ -157,6 +157,7 @@ func (p *Plan) LocalPorts() []int {
 			continue
 		}
 		out = append(out, r.PortCluster...)
+		out = append(out, r.KVEvents.Ports()...)
 		if r.BootstrapPort > 0 {
 			out = append(out, r.BootstrapPort)
 		}

@@ -434,6 +434,22 @@ func init() {
 			}
 			r.BootstrapPorts = perReplicaInts(l, f, r.Replicas, "bootstrap_port")
 		}},
+		{Key: "kv_events", Type: "true | false", DefaultDoc: "true for a prefill when gateway.policy.prefill is kv_aware", Doc: "the engine publishes its KV cache events (--kv-events-config, docs/protocol.md §16) and the gateway follows them: kv_aware routes on them, the dashboard shows each rank's cached blocks; prefill roles only", read: func(l *loader, f field, r *Role) {
+			if v, ok := l.boolv(f); ok {
+				if v && r.Kind != KindPrefill {
+					l.errf(f, "kv events are followed from prefill engines only; a %s role has no use for them", r.Kind)
+					return
+				}
+				r.KVEvents = &v
+			}
+		}},
+		{Key: "kv_events_port", Type: "integer 1-65535", DefaultDoc: "planned from 9100", Doc: "first port of the engine's KV event sockets (one per replica): DP rank r publishes on port + r and answers replays on port + dp + r", read: func(l *loader, f field, r *Role) {
+			if r.Kind != KindPrefill {
+				l.errf(f, "kv events are followed from prefill engines only; kv_events_port is for prefill roles")
+				return
+			}
+			r.KVEventsPorts = perReplicaInts(l, f, r.Replicas, "kv_events_port")
+		}},
 	}, finish: finishRole}
 
 	topSection = section[Profile]{Path: "", Rows: []row[Profile]{
@@ -685,10 +701,13 @@ func finishRole(l *loader, at field, r *Role, m map[string]field) {
 	if _, ok := m["gpus"]; !ok {
 		l.errf(at, "missing gpus: list the %d GPU(s) this role uses (tp × dp)", r.TP*r.DP)
 	}
-	for _, s := range []*[]int{&r.DistInitPorts, &r.BootstrapPorts} {
+	for _, s := range []*[]int{&r.DistInitPorts, &r.BootstrapPorts, &r.KVEventsPorts} {
 		if len(*s) != r.Replicas {
 			*s = make([]int, r.Replicas)
 		}
+	}
+	if pf, ok := m["kv_events_port"]; ok && r.KVEvents != nil && !*r.KVEvents {
+		l.errf(pf, "kv_events is false: no KV event sockets to place (drop kv_events_port, or set kv_events: true)")
 	}
 	if len(r.Workers) != r.Replicas {
 		r.Workers = make([]string, r.Replicas)

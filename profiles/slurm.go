@@ -78,6 +78,16 @@ func (pl *planner) slurm(plan *Plan, insts []*inst) {
 			rp.Bootstrap = net.JoinHostPort(addr, strconv.Itoa(in.boot))
 			wp.Bootstrap = rp.Bootstrap
 		}
+		if k := rp.KVEvents; k != nil {
+			// DP rank r publishes from the node running its first
+			// global rank, r·tp (tp × dp ranks split evenly over nodes).
+			ppn := max(1, in.role.TP*in.role.DP/len(placed[i]))
+			for r := range k.Publish {
+				host := job.Addrs[placed[i][min(len(placed[i])-1, r*in.role.TP/ppn)]]
+				k.Publish[r] = "tcp://" + net.JoinHostPort(host, strconv.Itoa(k.Port+r))
+				k.Replay[r] = "tcp://" + net.JoinHostPort(host, strconv.Itoa(k.ReplayPort+r))
+			}
+		}
 		setFlag(rp.Argv, "--dist-init-addr", rp.DistInitAddr)
 		setFlag(rp.Argv, "--data-parallel-address", w.DialHost())
 		if len(nodes) > 1 {

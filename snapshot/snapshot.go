@@ -148,7 +148,40 @@ type RoleTraffic struct {
 	TTFTp99  time.Duration `json:"-"`
 	ITLp50   time.Duration `json:"-"`
 	ITLp99   time.Duration `json:"-"`
+
+	// The prefix cache (prefill roles): CachedShare is the share of the
+	// prompt tokens it prefilled over the traffic window that its engine
+	// found cached (the prefill output's cached_tokens / prompt tokens);
+	// PromptTokS is those prompt tokens per second (0: no prefill in the
+	// window, so no share to show). Cache has one entry per DP rank, with
+	// the blocks the gateway's KV event index holds for it.
+	CachedShare float64     `json:"cached_share,omitempty"`
+	PromptTokS  float64     `json:"prompt_tok_per_sec,omitempty"`
+	Cache       []RankCache `json:"cache,omitempty"`
+	// KVEvents says how the gateway follows the engine's KV events:
+	// "" it publishes none and none is needed, "live", or "absent" with
+	// KVNote saying why (then kv_aware routes it by cache_aware).
+	KVEvents string `json:"kv_events,omitempty"`
+	KVNote   string `json:"kv_note,omitempty"`
 }
+
+// RankCache is one attention-DP rank's prefix cache as the gateway sees
+// it: the traffic account's cached-token share, and the blocks its KV
+// events say it holds.
+type RankCache struct {
+	DPRank       int     `json:"dp_rank"`
+	CachedShare  float64 `json:"cached_share"`
+	PromptTokS   float64 `json:"prompt_tok_per_sec"`
+	CachedBlocks int     `json:"cached_blocks"`
+	BlockSize    int     `json:"block_size,omitempty"`
+	KVLive       bool    `json:"kv_live,omitempty"`
+}
+
+// KV event states of RoleTraffic.KVEvents.
+const (
+	KVEventsLive   = "live"
+	KVEventsAbsent = "absent"
+)
 
 // RoleStatus is one role instance.
 type RoleStatus struct {

@@ -115,6 +115,9 @@ func (p *inspectorPage) lines() []string {
 		load = append(load, "GPU mem "+humanBytes(r.GPUMemB))
 	}
 	out = append(out, wrapParts("  ", "  ", load, " · ", p.w)...)
+	if c := p.cacheParts(r.Name); len(c) > 0 {
+		out = append(out, wrapParts("  ", "  ", c, " · ", p.w)...)
+	}
 	out = append(out, "  worker "+orDash(r.Worker))
 	if r.LogFile != "" {
 		out = append(out, "  log "+r.LogFile)
@@ -128,6 +131,40 @@ func (p *inspectorPage) lines() []string {
 		out = append(out, p.rankLines(&r.Ranks[i], now)...)
 	}
 	return out
+}
+
+// cacheParts describe a prefill's prefix cache: the share of its prompt
+// tokens found cached over the traffic window, its KV events, and per DP
+// rank the blocks they say it holds and the rank's own share.
+func (p *inspectorPage) cacheParts(role string) []string {
+	var t *snapshot.RoleTraffic
+	for i := range p.m.snap.Gateway.Roles {
+		if p.m.snap.Gateway.Roles[i].Role == role {
+			t = &p.m.snap.Gateway.Roles[i]
+		}
+	}
+	if t == nil || len(t.Cache) == 0 && t.KVEvents == "" {
+		return nil
+	}
+	share := "-"
+	if t.PromptTokS > 0 {
+		share = ftoa(t.CachedShare*100, 0) + "%"
+	}
+	parts := []string{"prefix cache " + share + " of prompt tokens cached"}
+	switch t.KVEvents {
+	case snapshot.KVEventsLive:
+		parts = append(parts, "kv events live")
+	case snapshot.KVEventsAbsent:
+		parts = append(parts, p.m.c.Styles.Busy.Render(t.KVNote))
+	}
+	for _, c := range t.Cache {
+		s := "-"
+		if c.PromptTokS > 0 {
+			s = ftoa(c.CachedShare*100, 0) + "%"
+		}
+		parts = append(parts, fmt.Sprintf("dp %d: %d blocks, %s", c.DPRank, c.CachedBlocks, s))
+	}
+	return parts
 }
 
 func (p *inspectorPage) rankLines(k *snapshot.RankStatus, now time.Time) []string {

@@ -237,6 +237,16 @@ func groupTraffic(tr map[string]*snapshot.RoleTraffic, s *snapshot.Snapshot, mem
 		out.Errors += t.Errors
 		out.TTFTp50, out.TTFTp99 = max(out.TTFTp50, t.TTFTp50), max(out.TTFTp99, t.TTFTp99)
 		out.ITLp50, out.ITLp99 = max(out.ITLp50, t.ITLp50), max(out.ITLp99, t.ITLp99)
+		// The group's cache share weighs each member by its prompt
+		// tokens; one member without events makes the group's absent.
+		if len(t.Cache) > 0 {
+			out.Cache = append(out.Cache, t.Cache...)
+			out.CachedShare = (out.CachedShare*out.PromptTokS + t.CachedShare*t.PromptTokS) / max(out.PromptTokS+t.PromptTokS, 1e-9)
+			out.PromptTokS += t.PromptTokS
+		}
+		if t.KVEvents != "" && out.KVEvents != snapshot.KVEventsAbsent {
+			out.KVEvents, out.KVNote = t.KVEvents, t.KVNote
+		}
 	}
 	if !any {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/snapshot/trend"
 )
 
 // rowCtx is one table row as its cells read it.
@@ -13,8 +14,10 @@ type rowCtx struct {
 	r       *snapshot.RoleStatus
 	traffic *snapshot.RoleTraffic // the gateway's accounting for the row (nil: none)
 	gpuMem  []gpuMem              // a group's memory per GPU; nil: the row's own
-	label   string                // what the ROLE cell says
-	kind    rowKind
+	// rankCache is a rank row's prefix cache (nil: another row, or none).
+	rankCache *snapshot.RankCache
+	label     string // what the ROLE cell says
+	kind      rowKind
 }
 
 // column is one roles-table column: its heading, how its cells read a
@@ -31,6 +34,7 @@ type column struct {
 	shrinkAt []int // the priorities at which its shorter forms take over
 	max      int   // widest the column grows (0: no bound)
 	traffic  bool  // only while the gateway reports per-role traffic
+	cache    bool  // only while some prefill has a prefix cache to show
 	fill     bool  // takes the rest of the line
 	cell     func(p *overviewPage, x *rowCtx, c *cell)
 	// key orders roles by the column; num reports a number (sorted
@@ -187,6 +191,12 @@ var tableColumns = []column{
 			c.set("-", pPlain)
 		},
 		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return float64(t.ITLp99) }), desc: true},
+	// The prefills' prefix caches: the share of their prompt tokens the
+	// engine found cached, per role and per rank, or why kv_aware cannot
+	// see them ("kv absent").
+	{id: "cache", title: "CACHE", right: true, priority: 4, traffic: true, cache: true,
+		cell: func(_ *overviewPage, x *rowCtx, c *cell) { c.set(cacheCell(x)) },
+		key:  trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.CachedShare }), desc: true},
 	{id: "cpu", title: "CPU", right: true, priority: 5,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
 			if x.r.Proc == nil {
@@ -275,7 +285,7 @@ func columnIDs() []string {
 // sortAliases are the older or shorter names :sort also takes.
 var sortAliases = map[string]string{
 	"name": "role", "rst": "restarts", "infl": "inflight", "req/s": "reqs", "tok/s": "toks",
-	"err": "errors", "gpu": "gpus", "mem": "gpumem", "up": "uptime",
+	"err": "errors", "gpu": "gpus", "mem": "gpumem", "up": "uptime", "cached": "cache",
 }
 
 // findColumn is the column a sort name (or alias) means.
@@ -354,9 +364,10 @@ func (p *overviewPage) buildTable(rows []dispRow) *frameTable {
 	t := &p.frame
 	s := &p.m.snap
 	hasTraffic := len(s.Gateway.Roles) > 0
+	_, hasCache := trend.CachedShare(s.Gateway.Roles)
 	t.cols = t.cols[:0]
 	for i, c := range tableColumns {
-		if c.traffic && !hasTraffic {
+		if c.traffic && !hasTraffic || c.cache && !hasCache {
 			continue
 		}
 		t.cols = append(t.cols, i)
@@ -425,6 +436,7 @@ func (p *overviewPage) rowContext(d dispRow, x *rowCtx, tmp *snapshot.RoleStatus
 	case rowRank:
 		*tmp = rankStatus(&s.Roles[d.role], d.rank)
 		x.r = tmp
+		x.rankCache = rankCache(p.traffic[s.Roles[d.role].Name], s.Roles[d.role].Ranks[d.rank].DPRank)
 	default:
 		x.r = &s.Roles[d.role]
 		x.traffic = p.traffic[x.r.Name]
@@ -555,4 +567,38 @@ type keyCtx struct {
 	s   *snapshot.Snapshot
 	r   *snapshot.RoleStatus
 	t   *snapshot.RoleTraffic // the gateway's accounting for it (nil: none)
+}
+
+// cacheCell is a prefill's cached-token share over the traffic window
+// (a rank row: its rank's), or "kv absent" when kv_aware must route it by
+// cache_aware.
+func cacheCell(x *rowCtx) (string, paint) {
+	if c := x.rankCache; c != nil {
+		if c.PromptTokS <= 0 {
+			return "-", pPlain
+		}
+		return ftoa(c.CachedShare*100, 0) + "%", pPlain
+	}
+	t := x.traffic
+	switch {
+	case t == nil || len(t.Cache) == 0 && t.KVEvents == "":
+		return "-", pPlain
+	case t.KVEvents == snapshot.KVEventsAbsent:
+		return kvAbsentShort, pWarn
+	case t.PromptTokS <= 0:
+		return "-", pPlain
+	}
+	return ftoa(t.CachedShare*100, 0) + "%", pPlain
+}
+
+// kvAbsentShort is the overview's form of the gateway's "kv events
+// absent: routing by cache_aware" (the inspector shows the whole note).
+const kvAbsentShort = "kv absent"
+
+// rankCache is DP rank dp's prefix cache in a role's traffic row.
+func rankCache(t *snapshot.RoleTraffic, dp int) *snapshot.RankCache {
+	if t == nil || dp < 0 || dp >= len(t.Cache) {
+		return nil
+	}
+	return &t.Cache[dp]
 }

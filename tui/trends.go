@@ -17,6 +17,9 @@ type trends struct {
 	set    *trend.Set
 	daemon bool     // the rings came from the daemon (an attach)
 	bar    *painter // the sparklines' colour
+	// cache: some prefill has a prefix cache to show (its "cached" line
+	// is drawn from then on).
+	cache bool
 }
 
 func newTrends() *trends { return &trends{set: trend.New(trend.DefaultPeriod, trend.DefaultCap)} }
@@ -28,6 +31,9 @@ func (t *trends) fold(s snapshot.Snapshot) {
 		t.set, t.daemon = trend.FromHistory(s.History, trend.DefaultCap), true
 	}
 	t.set.Fold(s)
+	if _, ok := trend.CachedShare(s.Gateway.Roles); ok {
+		t.cache = true
+	}
 }
 
 // smoothed are the gateway's rates as the trends read them now.
@@ -60,6 +66,9 @@ func (t *trends) rows(device string) []trendRow {
 		{"ttft p99", t.set.Get(trend.TTFTp99), trendMS, 0},
 		{"itl p50", t.set.Get(trend.ITLp50), trendMS, 0},
 		{"itl p99", t.set.Get(trend.ITLp99), trendMS, 0},
+	}
+	if t.cache {
+		out = append(out, trendRow{"cached", t.set.Get(trend.Cached), trendPct, 0})
 	}
 	for _, i := range t.set.GPUs() {
 		out = append(out,

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tsd-project/tsd/gateway/kvevents"
 )
 
 // flagKind says how a flag consumes argv.
@@ -88,23 +90,23 @@ var engineFlags = []flagSpec{
 	{name: "base-gpu-id", kind: kValue, used: true, help: "first CUDA device (fake GPU memory holder)"},
 	{name: "gpu-id-step", kind: kValue, help: "ignored upstream on this path"},
 	{name: "gpu-memory-utilization", kind: kValue, help: "GPU memory fraction"},
-	{name: "max-total-tokens", kind: kValue, help: "KV pool override"},
+	{name: "max-total-tokens", kind: kValue, used: true, help: "KV pool of each DP rank in tokens: the prefix cache's capacity, least recently used pages evicted beyond it (default 262144)"},
 	{name: "max-prefill-tokens", kind: kValue, help: "max prefill tokens"},
 	{name: "max-cudagraph-capture-size", kind: kValue, help: "decode graph sizes"},
 	{name: "cudagraph-capture-sizes", kind: kList, help: "decode graph sizes"},
 	{name: "prefill-graph-capture-sizes", kind: kList, help: "prefill graph sizes"},
 	{name: "disable-prefill-graph", kind: kBool, help: "prefill graphs off"},
 	{name: "enforce-eager", kind: kBool, help: "no CUDA graphs"},
-	{name: "enable-prefix-caching", kind: kBool, help: "prefix caching on"},
-	{name: "no-enable-prefix-caching", kind: kBool, help: "prefix caching off"},
-	{name: "disable-prefix-caching", kind: kBool, help: "newer TokenSpeed only"},
+	{name: "enable-prefix-caching", kind: kBool, used: true, help: "prefix caching on (the default)"},
+	{name: "no-enable-prefix-caching", kind: kBool, used: true, help: "prefix caching off: cached_tokens stays 0, no KV events"},
+	{name: "disable-prefix-caching", kind: kBool, used: true, help: "newer TokenSpeed's spelling of --no-enable-prefix-caching"},
 	{name: "disable-kvstore", kind: kBool, help: "host-RAM KV store off"},
 	{name: "kvstore-ratio", kind: kValue, help: "KV store size ratio"},
 	{name: "kvstore-size", kind: kValue, help: "KV store size GB"},
 	{name: "pdlb-url", kind: kValue, help: "unused by tsd"},
 	{name: "host", kind: kValue, help: "unused in headless mode"},
 	{name: "port", kind: kValue, help: "unused in headless mode"},
-	{name: "kv-events-config", kind: kValue, help: "KV events"},
+	{name: "kv-events-config", kind: kValue, used: true, help: "JSON: with enable_kv_cache_events true, each DP rank publishes its KV cache events on a ZMQ PUB at endpoint (port + dp rank) with a replay ROUTER at replay_endpoint (docs/protocol.md §16)"},
 	{name: "rl-control-port", kind: kValue, help: "RL control port"},
 	{name: "attention-backend", kind: kValue, help: "attention backend"},
 	{name: "moe-backend", kind: kValue, help: "MoE backend"},
@@ -159,6 +161,9 @@ var fakeFlags = []flagSpec{
 	{name: "fake-ignore-sigterm", kind: kBool, used: true, help: "launcher and ranks ignore SIGTERM (only SIGKILL stops them)"},
 	{name: "fake-replies", kind: kValue, used: true, help: "FILE of prompt-substring -> reply rules (JSON array of {match, reply}, JSON object, or MATCH<TAB>REPLY lines): a matching prompt's completion spells the reply, then EOS"},
 	{name: "fake-gpu-mem-mb", kind: kValue, used: true, help: "each rank holds N MB on its CUDA device through a python3+torch child (skipped with a log line without torch/GPU)"},
+	{name: "fake-prefill-us-per-token", kind: kValue, used: true, help: "simulated prefill time per uncached prompt token, microseconds; a rank computes one prompt at a time (default 0: free)"},
+	{name: "fake-kv-events-drop", kind: kValue, used: true, help: "each rank's N-th KV event batch is buffered for replay but not sent on its PUB, as a PUB past its high-water mark drops it (default 0: none)"},
+	{name: "fake-kv-clear-after-requests", kind: kValue, used: true, help: "a rank clears its prefix cache (one AllBlocksCleared event) when it receives its K-th request (default 0: never)"},
 }
 
 type parsedArgs struct {
@@ -296,6 +301,13 @@ type config struct {
 	gpuMemMB         int
 	tokenizer        string
 	replies          []replyRule
+
+	maxTotalTokens    int              // KV pool per DP rank, tokens
+	prefixCaching     bool             // the prefix cache is on
+	kvEvents          *kvevents.Config // --kv-events-config when it enables publishing
+	prefillUsPerToken float64          // simulated prefill cost per uncached prompt token
+	kvDropAt          int              // the N-th event batch is not sent
+	kvClearAfter      int              // clear the cache at the K-th request
 
 	unknown []string
 }
@@ -482,6 +494,20 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	default:
 		return c, valueError{fmt.Sprintf("dtype %q is not supported by the msgpack lane (bfloat16, float16, float32)", c.dtype)}
 	}
+	c.maxTotalTokens = l.int("max-total-tokens", kvCacheTokens)
+	if c.maxTotalTokens < 1 {
+		return c, valueError{fmt.Sprintf("--max-total-tokens %d must be positive", c.maxTotalTokens)}
+	}
+	c.prefixCaching = !l.bool("no-enable-prefix-caching", false) && !l.bool("disable-prefix-caching", false)
+	if cfg, ok := l.raw("kv-events-config"); ok && cfg != "" {
+		kc, err := kvevents.ParseConfig(cfg)
+		if err != nil {
+			return c, valueError{err.Error()}
+		}
+		if kc.Enabled() {
+			c.kvEvents = &kc
+		}
+	}
 	c.logprobs = l.bool("enable-output-logprobs", false)
 	c.streamInterval = l.int("stream-interval", 1)
 	c.baseGPU = l.int("base-gpu-id", 0)
@@ -547,6 +573,12 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	c.malformedAt = l.int("fake-malformed-at", 1)
 	c.ignoreSigterm = l.bool("fake-ignore-sigterm", false)
 	c.gpuMemMB = l.int("fake-gpu-mem-mb", 0)
+	c.prefillUsPerToken = l.float("fake-prefill-us-per-token", 0)
+	if c.prefillUsPerToken < 0 {
+		return c, usageError{"--fake-prefill-us-per-token must not be negative"}
+	}
+	c.kvDropAt = l.int("fake-kv-events-drop", 0)
+	c.kvClearAfter = l.int("fake-kv-clear-after-requests", 0)
 	c.tokenizer = l.str("tokenizer", "")
 	if f := l.str("fake-replies", ""); f != "" {
 		rules, err := loadReplies(f)

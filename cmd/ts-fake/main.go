@@ -3,8 +3,9 @@
 // process tree and log milestones, the real ZMQ lane and bootstrap
 // rendezvous, deterministic tokens, and fault knobs. See README.md.
 //
-// It may import only protocol packages (gateway/wire, gateway/bootstrap)
-// so it can never share a bug with the gateway's lane code.
+// It may import only protocol packages (gateway/wire, gateway/bootstrap,
+// gateway/kvevents) so it can never share a bug with the gateway's lane
+// code.
 package main
 
 import (

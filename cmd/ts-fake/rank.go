@@ -15,6 +15,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
+	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -24,7 +25,8 @@ const initTimeout = 600 * time.Second
 // fakeVersion goes into vllm_version ("tokenspeed-<version>").
 const fakeVersion = "tokenspeed-0.0.0+ts-fake"
 
-// kvCacheTokens is the fake KV pool size reported in the registration.
+// kvCacheTokens is the fake KV pool of each DP rank when
+// --max-total-tokens does not set it.
 const kvCacheTokens = 262144
 
 // rank is one scheduler process. Only TP rank 0 of each DP group (the
@@ -76,16 +78,47 @@ func runRank(cfg config, global int) int {
 		select {} // followers receive work by broadcast upstream; here they idle until signalled
 	}
 
+	// The KV event publisher exists from the scheduler's start, before
+	// the handshake, as upstream creates it with the scheduler.
+	pub := r.startKVEvents()
+	if pub != nil {
+		defer pub.Close()
+	}
 	in, err := r.handshake()
 	if err != nil {
 		r.fatal(err)
 	}
 	r.registerPrefill(transfer)
 	r.report("ready")
-	e := newEngine(r, in, transfer)
+	e := newEngine(r, in, transfer, pub)
 	r.armCrash()
 	e.run()
 	return 0
+}
+
+// startKVEvents binds this DP rank's KV event publisher (ports offset by
+// the rank, docs/protocol.md §16.2) when --kv-events-config enables it.
+func (r *rank) startKVEvents() *kvevents.Publisher {
+	kc := r.cfg.kvEvents
+	if kc == nil {
+		return nil
+	}
+	pub, err := kvevents.NewPublisher(*kc, r.dpRank, func(err error) {
+		r.log.errorf("kv_events.py:331", "Error in publisher thread: %v", err)
+	})
+	if err != nil {
+		r.fatal(err)
+	}
+	ep, rep := pub.Endpoints()
+	r.log.info("kv_events.py:226", "Starting ZMQ publisher thread (endpoint %s, replay %s)", ep, orNone(rep))
+	return pub
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // report tells the launcher something through the status pipe.
@@ -179,7 +212,7 @@ func (r *rank) startup() *gpuHolder {
 	if cfg.mode == "encode" {
 		l.info("encode_loop.py:74", "EPD encode embedding cache: L1(VRAM)=4096 MiB, L2(DRAM)=0 MiB")
 	} else {
-		l.info("memory_pool.py:311", "KV Cache is allocated. #tokens: %d, K size: 8.00 GB, V size: 8.00 GB", kvCacheTokens)
+		l.info("memory_pool.py:311", "KV Cache is allocated. #tokens: %d, K size: 8.00 GB, V size: 8.00 GB", cfg.maxTotalTokens)
 	}
 	sleep(ph.kv)
 	if r.global == 0 {
@@ -203,7 +236,7 @@ func (r *rank) startup() *gpuHolder {
 		l.info("model_executor.py:233", "GPU memory summary (rank %d, gpu %d, GB):\n  total 79.10 | weights 17.25 | kv cache 16.00 | graphs 1.20 | free 44.65", r.global, r.global%(cfg.world/cfg.nnodes)+cfg.baseGPU)
 	}
 	sleep(ph.sched)
-	l.info("scheduler.py:188", "Scheduler config: prefix_granularity=%d num_device_pages=%d max_batch_size=%d", cfg.prefixGranularity, kvCacheTokens/max(cfg.prefixGranularity, 1), cfg.maxNumSeqs/cfg.dp)
+	l.info("scheduler.py:188", "Scheduler config: prefix_granularity=%d num_device_pages=%d max_batch_size=%d disable_prefix_cache=%v", cfg.prefixGranularity, cfg.maxTotalTokens/max(cfg.prefixGranularity, 1), cfg.maxNumSeqs/cfg.dp, !cfg.prefixCaching)
 	l.info("scheduler.py:192", "Single-request token limit: %d", cfg.maxModelLen)
 	return holder
 }
@@ -339,9 +372,9 @@ func (r *rank) registration() wire.Registration {
 	cfg := r.cfg
 	g := wire.DefaultRegistration()
 	gran := cfg.prefixGranularity
-	kv := kvCacheTokens
+	kv := cfg.maxTotalTokens
 	g.MaxModelLen = cfg.maxModelLen
-	g.NumGPUBlocks = kvCacheTokens / max(gran, 1)
+	g.NumGPUBlocks = kv / max(gran, 1)
 	g.PrefixGranularity = &gran
 	g.Dtype = cfg.dtype
 	g.VllmVersion = fakeVersion

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/bootstrap"
+	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -18,11 +19,12 @@ import (
 type reqState int
 
 const (
-	stWaiting   reqState = iota // admitted, waiting for a batch slot
-	stFetching                  // decode: waiting for the prefill's KV
-	stRunning                   // generating one token per step
-	stSending                   // prefill: first token sampled, KV being fetched by decode
-	stEmbedding                 // EPD prefill: waiting for image embeddings from encode servers
+	stWaiting    reqState = iota // admitted, waiting for a batch slot
+	stFetching                   // decode: waiting for the prefill's KV
+	stRunning                    // generating one token per step
+	stSending                    // prefill: first token sampled, KV being fetched by decode
+	stEmbedding                  // EPD prefill: waiting for image embeddings from encode servers
+	stPrefilling                 // its uncached prompt tokens are being computed (--fake-prefill-us-per-token)
 )
 
 // request is one rid in the scheduler. Only the scheduler goroutine
@@ -43,8 +45,11 @@ type request struct {
 	cancel     context.CancelFunc
 	firstToken *int // decode: the prefill's token from the KV
 	inputIDs   []int32
-	promptLP   int // prefill: logprob_start_len of a prompt-logprob request; -1 none
-	topN       int // top-k alternatives per token asked (return_logprob with top_logprobs_num); 0 none
+	promptLP   int           // prefill: logprob_start_len of a prompt-logprob request; -1 none
+	topN       int           // top-k alternatives per token asked (return_logprob with top_logprobs_num); 0 none
+	cached     int           // prompt tokens found in the prefix cache at admission
+	pinned     []*cachedPage // cache pages it uses (never evicted meanwhile)
+	readyAt    time.Time     // stPrefilling: when its prompt is computed
 }
 
 // pdResult comes back from a transfer goroutine.
@@ -102,10 +107,15 @@ type engine struct {
 	batches  int // output batches sent
 	hung     bool
 	vocab    *fakemodel.Vocab // see vocabulary
+
+	cache     *prefixCache        // nil: no prefix cache (decode, encode, caching off)
+	kvPub     *kvevents.Publisher // nil: no KV events
+	kvBatches int                 // event batches made (--fake-kv-events-drop)
+	busyUntil time.Time           // prompts are computed one at a time
 }
 
-func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer) *engine {
-	return &engine{
+func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kvevents.Publisher) *engine {
+	e := &engine{
 		r: r, cfg: r.cfg, in: in, transfer: t,
 		inbox:   make(chan wire.InputMessage, 256),
 		encIn:   make(chan encodeMsg, 256),
@@ -115,7 +125,19 @@ func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer) *engine {
 		aborted: map[string]time.Time{},
 		cap:     max(1, r.cfg.maxNumSeqs/r.cfg.dp),
 		clients: map[string]*bootstrap.Client{},
+		kvPub:   pub,
 	}
+	if hasPrefixCache(r.cfg) {
+		e.cache = newPrefixCache(r.cfg.prefixGranularity, r.cfg.maxTotalTokens, pub != nil)
+	}
+	return e
+}
+
+// hasPrefixCache: prefill and plain engines reuse prompt prefixes; a
+// decode receives its KV from the prefill and an encode has no KV cache
+// (docs/protocol.md §16.6).
+func hasPrefixCache(cfg config) bool {
+	return cfg.prefixCaching && (cfg.mode == "prefill" || cfg.mode == "null") && cfg.prefixGranularity > 0
 }
 
 // run never returns: the process ends by signal, crash or launcher.
@@ -130,6 +152,7 @@ func (e *engine) run() {
 		period = time.Duration(float64(time.Second) / e.cfg.tokensPerS)
 	}
 	timer := time.NewTimer(time.Hour)
+	ready := time.NewTimer(time.Hour)
 	next := time.Now()
 	for {
 		if e.hung {
@@ -137,7 +160,19 @@ func (e *engine) run() {
 			select {}
 		}
 		if !e.hasWork() {
-			e.take(nil, hangTimer)
+			// Nothing to step until something arrives or a prompt being
+			// computed is done.
+			var due <-chan time.Time
+			if t, ok := e.nextReady(); ok {
+				ready.Reset(time.Until(t))
+				due = ready.C
+			}
+			if e.take(due, hangTimer) {
+				e.drain()
+				if !e.hung {
+					e.step()
+				}
+			}
 			next = time.Now()
 			continue
 		}
@@ -199,16 +234,36 @@ func (e *engine) drain() {
 	}
 }
 
+// hasWork says a step now would do something: an output to send, a
+// request running, or one waiting with a slot free for it.
 func (e *engine) hasWork() bool {
 	if len(e.pending) > 0 {
 		return true
 	}
+	busy, waiting := 0, false
 	for _, q := range e.order {
-		if q.state == stWaiting || q.state == stRunning {
+		switch q.state {
+		case stRunning:
 			return true
+		case stWaiting:
+			waiting = true
+		case stFetching, stSending, stPrefilling:
+			busy++
 		}
 	}
-	return false
+	return waiting && busy < e.cap
+}
+
+// nextReady is when the next prompt being computed is done.
+func (e *engine) nextReady() (time.Time, bool) {
+	var t time.Time
+	ok := false
+	for _, q := range e.order {
+		if q.state == stPrefilling && (!ok || q.readyAt.Before(t)) {
+			t, ok = q.readyAt, true
+		}
+	}
+	return t, ok
 }
 
 // readInput decodes the input DEALER; what fails to decode is dropped with
@@ -258,6 +313,11 @@ func (e *engine) handle(m wire.InputMessage) {
 		if k := e.cfg.hangAfterReqs; k > 0 && e.received >= k {
 			e.hung = true
 		}
+		if k := e.cfg.kvClearAfter; k > 0 && e.received == k && e.cache != nil {
+			e.r.log.warn("ts-fake.py:1", "fake: clearing the prefix cache (--fake-kv-clear-after-requests)")
+			e.cache.clear()
+			e.publishKV()
+		}
 	}
 }
 
@@ -281,6 +341,10 @@ func (e *engine) abort(rid string) {
 func (e *engine) remove(q *request) {
 	if q.cancel != nil {
 		q.cancel()
+	}
+	if e.cache != nil {
+		e.cache.unpin(q.pinned)
+		q.pinned = nil
 	}
 	delete(e.reqs, q.rid)
 	for i, o := range e.order {
@@ -405,8 +469,14 @@ func (e *engine) finishNow(q *request, reason string) {
 }
 
 func (e *engine) logFinish(rid string, prompt, completion int, reason string) {
+	e.logFinishCached(rid, prompt, completion, 0, reason)
+}
+
+// logFinishCached is the finish line with the prompt tokens the prefix
+// cache held (request_stats' cache_tokens upstream).
+func (e *engine) logFinishCached(rid string, prompt, completion, cached int, reason string) {
 	if e.cfg.logRequests {
-		e.r.log.info("request_handler.py:512", "Req: %s Finish! prompt_tokens=%d, completion_tokens=%d, finish_reason=%s", rid, prompt, completion, reason)
+		e.r.log.info("request_handler.py:512", "Req: %s Finish! prompt_tokens=%d, completion_tokens=%d, cached_tokens=%d, finish_reason=%s", rid, prompt, completion, cached, reason)
 	}
 }
 
@@ -556,14 +626,14 @@ func (e *engine) handlePD(res pdResult) {
 			o.inVal, o.inIdx = promptLogprobs(q.inputIDs, q.promptLP)
 		}
 		e.pending = append(e.pending, o)
-		e.logFinish(q.rid, q.promptLen, 1, reason)
+		e.logFinishCached(q.rid, q.promptLen, 1, q.cached, reason)
 	}
 }
 
 // entry builds q's output columns from its unsent tokens.
 func (e *engine) entry(q *request, reason string) outEntry {
 	ids := append([]int{}, q.tokens[q.sent:]...)
-	o := outEntry{rid: q.rid, ids: ids, finish: reason, prompt: q.promptLen, completed: len(q.tokens)}
+	o := outEntry{rid: q.rid, ids: ids, finish: reason, prompt: q.promptLen, completed: len(q.tokens), cached: q.cached}
 	if q.logprob {
 		o.lpVal = make([]float64, len(ids))
 		o.lpIdx = ids
@@ -600,9 +670,10 @@ func emitNow(q *request) bool {
 // step is one scheduler iteration: admit, give every running request one
 // token, send one batch with everything worth reporting.
 func (e *engine) step() {
+	now := time.Now()
 	running := 0
 	for _, q := range e.order {
-		if q.state == stRunning || q.state == stFetching || q.state == stSending {
+		if q.state == stRunning || q.state == stFetching || q.state == stSending || q.state == stPrefilling {
 			running++
 		}
 	}
@@ -615,7 +686,11 @@ func (e *engine) step() {
 				continue
 			}
 			running++
+			e.admitRunning(q, now)
+		}
+		if q.state == stPrefilling && !now.Before(q.readyAt) {
 			q.state = stRunning
+			e.computed(q)
 		}
 		if q.state != stRunning {
 			continue
@@ -634,7 +709,8 @@ func (e *engine) step() {
 		if reason != "" {
 			batch = append(batch, e.entry(q, reason))
 			done = append(done, q)
-			e.logFinish(q.rid, q.promptLen, len(q.tokens), reason)
+			e.logFinishCached(q.rid, q.promptLen, len(q.tokens), q.cached, reason)
+			e.finished(q)
 			continue
 		}
 		if emitNow(q) {
@@ -647,6 +723,87 @@ func (e *engine) step() {
 	if len(batch) > 0 {
 		e.send(batch)
 	}
+	e.publishKV()
+}
+
+// admitRunning gives a waiting request its slot: the prefix cache finds
+// what of its prompt is computed already; the rest costs
+// --fake-prefill-us-per-token each, computed after the prompts before it
+// (one at a time, as one GPU does). A decode request has no prompt to
+// compute: its KV comes from the prefill.
+func (e *engine) admitRunning(q *request, now time.Time) {
+	q.state = stRunning
+	if e.cfg.mode != "prefill" && e.cfg.mode != "null" {
+		return
+	}
+	if e.cache != nil {
+		q.cached, q.pinned = e.cache.match(q.inputIDs)
+	}
+	if us := e.cfg.prefillUsPerToken; us > 0 {
+		cost := time.Duration(float64(q.promptLen-q.cached) * us * float64(time.Microsecond))
+		start := now
+		if e.busyUntil.After(start) {
+			start = e.busyUntil
+		}
+		q.readyAt = start.Add(cost)
+		e.busyUntil = q.readyAt
+		if e.cfg.logRequests {
+			e.r.log.info("scheduler.py:402", "fake: prefill of %s: %d uncached prompt tokens, %s", q.rid, q.promptLen-q.cached, cost)
+		}
+		if q.readyAt.After(now) {
+			q.state = stPrefilling
+			return
+		}
+	}
+	e.computed(q)
+}
+
+// computed: q's prompt is in the KV cache now; its whole pages are
+// cached (a prefill's prompt plus its first token, less the last token,
+// is the prompt: docs/protocol.md §16.6).
+func (e *engine) computed(q *request) {
+	if e.cache == nil {
+		return
+	}
+	pins := e.cache.store(q.inputIDs, len(q.inputIDs)/e.cache.page)
+	e.cache.unpin(q.pinned)
+	q.pinned = pins
+}
+
+// finished: a plain (non-PD) engine also caches the pages its output
+// filled, all but the last token's.
+func (e *engine) finished(q *request) {
+	if e.cache == nil || e.cfg.mode != "null" {
+		return
+	}
+	all := make([]int32, 0, len(q.inputIDs)+len(q.tokens))
+	all = append(all, q.inputIDs...)
+	for _, t := range q.tokens {
+		all = append(all, int32(t))
+	}
+	pins := e.cache.store(all, (len(all)-1)/e.cache.page)
+	e.cache.unpin(q.pinned)
+	q.pinned = pins
+}
+
+// publishKV sends what the cache did since the last batch as one
+// KVEventBatch, as the engine does after each scheduler step.
+func (e *engine) publishKV() {
+	if e.cache == nil || e.kvPub == nil {
+		return
+	}
+	evs := e.cache.takeEvents()
+	if len(evs) == 0 {
+		return
+	}
+	b := kvevents.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: evs, DPRank: e.r.dpRank, HasDPRank: true}
+	e.kvBatches++
+	if e.kvBatches == e.cfg.kvDropAt {
+		e.r.log.warn("ts-fake.py:1", "fake: KV event batch %d not sent on the PUB (--fake-kv-events-drop)", e.kvBatches-1)
+		e.kvPub.PublishUnsent(b)
+		return
+	}
+	e.kvPub.Publish(b)
 }
 
 // send writes one output batch (and, once, a malformed frame before it

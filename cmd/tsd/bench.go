@@ -32,7 +32,7 @@ type benchCmd struct {
 	Port           int     `name:"port" help:"Server port, with --host (default host 127.0.0.1)."`
 	Backend        string  `name:"backend" default:"chat" help:"chat (/v1/chat/completions), completions (/v1/completions) or generate (/generate, token ids); upstream's names openai-chat, openai, sglang also work."`
 	Model          string  `name:"model" help:"Model name sent in requests (default: the server's first in /v1/models)."`
-	DatasetName    string  `name:"dataset-name" default:"random" enum:"random,file" help:"random, or file (with --dataset-path)."`
+	DatasetName    string  `name:"dataset-name" default:"random" enum:"random,file,generated-shared-prefix" help:"random, file (with --dataset-path), or generated-shared-prefix (--gsp-*: groups of prompts sharing a system prompt; --num-prompts does not apply)."`
 	DatasetPath    string  `name:"dataset-path" help:"Prompt file: one prompt per line, plain text or JSONL with prompt/text/input_ids (and output_len)."`
 	NumPrompts     int     `name:"num-prompts" default:"1000" help:"Requests to send."`
 	InputLen       int     `name:"random-input-len" default:"1024" help:"Prompt tokens per random request."`
@@ -47,6 +47,18 @@ type benchCmd struct {
 	OutputFile     string  `name:"output-file" help:"Write the results as JSON here."`
 	DisableTqdm    bool    `name:"disable-tqdm" help:"No progress bar (plain progress lines are still printed off a terminal)."`
 	APIKeyEnv      string  `name:"api-key-env" default:"OPENAI_API_KEY" help:"Environment variable holding a bearer token, if set."`
+
+	// generated-shared-prefix, with upstream bench_serving's names and
+	// defaults.
+	GSPNumGroups       int     `name:"gsp-num-groups" default:"64" help:"generated-shared-prefix: system prompts (groups)."`
+	GSPPromptsPerGroup int     `name:"gsp-prompts-per-group" default:"16" help:"generated-shared-prefix: prompts sharing each system prompt."`
+	GSPSystemPromptLen int     `name:"gsp-system-prompt-len" default:"2048" help:"generated-shared-prefix: system prompt tokens."`
+	GSPQuestionLen     int     `name:"gsp-question-len" default:"128" help:"generated-shared-prefix: question tokens after the system prompt (and per later turn)."`
+	GSPOutputLen       int     `name:"gsp-output-len" default:"256" help:"generated-shared-prefix: output tokens per request."`
+	GSPRangeRatio      float64 `name:"gsp-range-ratio" default:"1.0" help:"generated-shared-prefix: lengths drawn from [len·r, len] (1: exact)."`
+	GSPNumTurns        int     `name:"gsp-num-turns" default:"1" help:"generated-shared-prefix: turns per conversation; each turn sends the conversation so far (questions and answers) plus a new question."`
+	GSPOrdered         bool    `name:"gsp-ordered" help:"generated-shared-prefix: keep the prompts in group order (default: shuffled)."`
+	GSPSendRoutingKey  bool    `name:"gsp-send-routing-key" help:"generated-shared-prefix: send X-SMG-Routing-Key, one key per group."`
 }
 
 func (c benchCmd) Run() error {
@@ -75,6 +87,10 @@ func (c benchCmd) Run() error {
 		prompts, err = loadgen.LoadFile(c.DatasetPath, c.NumPrompts, out)
 	case c.DatasetName == "file":
 		err = errors.New("--dataset-name file needs --dataset-path")
+	case c.DatasetName == "generated-shared-prefix":
+		prompts, err = loadgen.GeneratedSharedPrefix(loadgen.SharedPrefixOptions{NumGroups: c.GSPNumGroups, PromptsPerGroup: c.GSPPromptsPerGroup,
+			SystemPromptLen: c.GSPSystemPromptLen, QuestionLen: c.GSPQuestionLen, OutputLen: c.GSPOutputLen, RangeRatio: c.GSPRangeRatio,
+			NumTurns: c.GSPNumTurns, Ordered: c.GSPOrdered, RoutingKey: c.GSPSendRoutingKey, Seed: c.Seed})
 	default:
 		prompts, err = loadgen.Random(loadgen.RandomOptions{N: c.NumPrompts, InputLen: in, OutputLen: out, RangeRatio: c.RangeRatio, Seed: c.Seed})
 	}
@@ -98,12 +114,21 @@ func (c benchCmd) Run() error {
 			return err
 		}
 	}
+	requests := 0
+	for _, p := range prompts {
+		requests += 1 + len(p.Turns)
+	}
 	fmt.Printf("Target %s (%s), model %s, %d prompts, request rate %s, max concurrency %d\n",
 		base, backend.Path(), model, len(prompts), c.RequestRate, c.MaxConcurrency)
+	if c.DatasetName == "generated-shared-prefix" {
+		fmt.Printf("generated-shared-prefix: %d groups × %d prompts, system prompt %d tokens, question %d, output %d, %d turn(s): %d requests\n",
+			c.GSPNumGroups, c.GSPPromptsPerGroup, c.GSPSystemPromptLen, c.GSPQuestionLen, c.GSPOutputLen, c.GSPNumTurns, requests)
+	}
 	if c.NumWarmups > 0 {
 		warm := make([]loadgen.Prompt, c.NumWarmups)
 		for i := range warm {
 			warm[i] = prompts[0]
+			warm[i].Turns = nil // one request each
 		}
 		fmt.Printf("Warming up with %d requests...\n", len(warm))
 		rs, _, err := loadgen.Run(ctx, loadgen.Config{BaseURL: base, Backend: backend, Model: model, APIKey: apiKey,
@@ -125,7 +150,7 @@ func (c benchCmd) Run() error {
 		return fmt.Errorf("run benchmark: %w", err)
 	}
 	s := loadgen.Summarize(rs, dur)
-	s.Meta(time.Now().UTC().Format("20060102-150405"), string(backend), base, model, len(prompts), rate, c.MaxConcurrency)
+	s.Meta(time.Now().UTC().Format("20060102-150405"), string(backend), base, model, requests, rate, c.MaxConcurrency)
 	s.WriteTable(os.Stdout)
 	if c.OutputFile != "" {
 		if err := s.WriteJSON(c.OutputFile); err != nil {

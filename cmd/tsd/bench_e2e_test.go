@@ -175,3 +175,42 @@ func TestE2EBenchByName(t *testing.T) {
 		t.Fatalf("want a wrong-name error, got %v:\n%s", err, b)
 	}
 }
+
+// TestE2EBenchSharedPrefixConversations: `tsd bench` with the
+// generated-shared-prefix dataset in multi-turn mode through the real
+// gateway: every turn of every conversation is one request the gateway
+// counts, and a cached-token share, when the gateway reports cached
+// tokens, is a share.
+func TestE2EBenchSharedPrefixConversations(t *testing.T) {
+	d, profile, base := startBenchProfile(t)
+	for _, backend := range []string{"chat", "generate"} {
+		req0, _ := gatewayCounters(t, base)
+		out := filepath.Join(t.TempDir(), "r.json")
+		cmd := exec.Command(tsdBin, "bench", profile, "--backend", backend, "--dataset-name", "generated-shared-prefix",
+			"--gsp-num-groups", "2", "--gsp-prompts-per-group", "3", "--gsp-system-prompt-len", "40", "--gsp-question-len", "6",
+			"--gsp-output-len", "4", "--gsp-num-turns", "3", "--max-concurrency", "3", "--output-file", out)
+		cmd.Dir = d.dir
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tsd bench %s: %v\n%s\ntsd:\n%s", backend, err, b, d.output())
+		}
+		if !strings.Contains(string(b), "generated-shared-prefix: 2 groups × 3 prompts, system prompt 40 tokens, question 6, output 4, 3 turn(s): 18 requests") {
+			t.Errorf("%s: no dataset line:\n%s", backend, b)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		req1, _ := gatewayCounters(t, base)
+		if r["completed"].(float64) != 18 || r["num_prompts"].(float64) != 18 || req1-req0 != 18 {
+			t.Errorf("%s: completed %v of %v, gateway counted %d; want 18\n%s", backend, r["completed"], r["num_prompts"], req1-req0, b)
+		}
+		if sh, ok := r["cached_token_share"].(float64); ok && (sh < 0 || sh > 1) {
+			t.Errorf("%s: cached_token_share %g", backend, sh)
+		}
+	}
+}

@@ -319,6 +319,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if line := applyLine(s.Apply); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	for _, t := range s.Gateway.Roles {
+		if t.KVEvents == snapshot.KVEventsAbsent {
+			fmt.Fprintf(w, "  %s: %s\n", t.Role, t.KVNote)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
 	for _, r := range s.Roles {

@@ -177,13 +177,14 @@ func TestPlanPorts(t *testing.T) {
 			{URL: "ipc:///run/x", Handshake: "tcp://127.0.0.1:21000", Bootstrap: "127.0.0.1:8998"},
 			{URL: "tcp://127.0.0.1:9100", Handshake: "tcp://127.0.0.1:21001"},
 		}},
-		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998}},
+		Roles: []profiles.RolePlan{{PortCluster: []int{12000, 12001}, BootstrapPort: 8998,
+			KVEvents: &profiles.KVEventsPlan{Port: 9200, ReplayPort: 9202, Publish: []string{"a", "b"}, Replay: []string{"c", "d"}}}},
 	}
 	got := map[int]bool{}
 	for _, n := range planPorts(p) {
 		got[n] = true
 	}
-	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001} {
+	for _, want := range []int{8000, 21000, 8998, 9100, 21001, 12000, 12001, 9200, 9201, 9202, 9203} {
 		if !got[want] {
 			t.Errorf("port %d not claimed (%v)", want, got)
 		}
@@ -215,5 +216,21 @@ func TestRenderStatusDrainAndStall(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRenderStatusKVAbsent: a prefill whose KV events kv_aware cannot
+// follow says so in `tsd status`, as its JSON does.
+func TestRenderStatusKVAbsent(t *testing.T) {
+	s := snapshot.Snapshot{Name: "kv", Gateway: snapshot.GatewayStatus{URL: "http://127.0.0.1:8000", Roles: []snapshot.RoleTraffic{
+		{Role: "prefill", KVEvents: snapshot.KVEventsAbsent, KVNote: "kv events absent: routing by cache_aware (rank 0: publisher not connected)"},
+		{Role: "prefill-1", KVEvents: snapshot.KVEventsLive},
+	}}}
+	var b strings.Builder
+	if err := renderStatus(&b, s, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "  prefill: kv events absent: routing by cache_aware (rank 0: publisher not connected)\n") || strings.Contains(b.String(), "prefill-1:") {
+		t.Fatalf("status:\n%s", b.String())
 	}
 }

@@ -118,6 +118,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 		if r.Bootstrap != "" {
 			fmt.Fprintf(&b, "  bootstrap:  %s\n", r.Bootstrap)
 		}
+		if k := r.KVEvents; k != nil {
+			fmt.Fprintf(&b, "  kv events:  %s, replay %s\n", strings.Join(k.Publish, " "), strings.Join(k.Replay, " "))
+		}
 		if r.Local {
 			fmt.Fprintf(&b, "  log:        %s\n", r.LogFile)
 		}

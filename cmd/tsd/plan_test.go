@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,5 +223,34 @@ func TestValidateWarnsRemoteLane(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "runs on another host: its lane (handshake, input, output sockets) is unauthenticated") {
 		t.Fatalf("no remote-lane warning:\n%s", errOut.String())
+	}
+}
+
+// Pins: `tsd plan` shows where a kv_aware prefill publishes its KV events
+// (per DP rank, and its replay sockets), and its pasteable command
+// carries the --kv-events-config JSON intact.
+func TestPlanShowsKVEvents(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "kv.yaml")
+	if err := os.WriteFile(prof, []byte("model: /m\ngateway: {policy: {prefill: kv_aware}}\nroles:\n  - {name: prefill, gpus: [0, 1], dp: 2}\n  - {name: decode, gpus: [2]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, plan, errs := profiles.LoadPlan(prof, testFacts())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var b bytes.Buffer
+	if err := renderPlan(&b, plan); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "  kv events:  tcp://127.0.0.1:9100 tcp://127.0.0.1:9101, replay tcp://127.0.0.1:9102 tcp://127.0.0.1:9103\n") {
+		t.Fatalf("plan output lacks the kv events line:\n%s", out)
+	}
+	pf, _ := plan.Role("prefill")
+	words := shellWords(t, pf.CommandLine())
+	i := slices.Index(words, "--kv-events-config")
+	if i < 0 || i+1 >= len(words) || words[i+1] != pf.KVEvents.Config {
+		t.Fatalf("command line %q does not carry the config %s", pf.CommandLine(), pf.KVEvents.Config)
 	}
 }

@@ -224,6 +224,7 @@ func planPorts(p *profiles.Plan) []int {
 		if r.BootstrapPort > 0 {
 			out = append(out, r.BootstrapPort)
 		}
+		out = append(out, r.KVEvents.Ports()...)
 	}
 	return out
 }

@@ -7,6 +7,18 @@
 // bits, so every decision is reproducible in a table test.
 package dispatch
 
+// KVIndex is what the kv_aware policy reads of the engines' own KV events.
+type KVIndex interface {
+	// Match reports, for the worker named by its role instance name (as in
+	// the plan, e.g. "prefill" or "prefill-1"), how many leading tokens of
+	// prompt each of its attention-DP ranks holds in its prefix cache
+	// according to the engine's KV events (perRank[i] is DP rank i; a
+	// multiple of the engine's page size), and whether that worker's
+	// events are live (subscribed, no unrecovered gap). live=false means
+	// route that worker by cache_aware and say so on screen.
+	Match(worker string, prompt []int32) (perRank []int, live bool)
+}
+
 // Policy names as the profile spells them.
 const (
 	RoundRobin = "round_robin"

@@ -105,6 +105,10 @@ type Config struct {
 	OnEvent func(kind, role, msg string)
 	// Now is the breakers' clock; nil: time.Now.
 	Now func() time.Time
+	// KV is the index of the engines' KV events the kv_aware policy reads;
+	// nil means no KV events at all: kv_aware falls back to cache_aware
+	// for every worker.
+	KV KVIndex
 }
 
 // Dispatcher implements gen.Engine over the lane's workers.

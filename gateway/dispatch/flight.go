@@ -688,6 +688,8 @@ func (f *flight) onPrefill(pr legResult) bool {
 		ev := gen.Event{PromptTokens: pr.out.PromptTokens, Finish: &gen.Finish{Reason: gen.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}}
 		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "prefill_aborted", ev: &ev,
 			avoid: []*lane.Worker{pw, f.cur.dec.w}, blame: []*lane.Worker{pw}})
+	default:
+		recordPrefill(f.rec, f.cur.ls.ps, pr.out)
 	}
 	return false
 }

@@ -43,3 +43,14 @@ func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, 
 	}
 	rec.Tokens(role, n)
 }
+
+// recordPrefill records a prefill leg that ended well: its prompt tokens
+// and how many of them its rank's prefix cache held (cached_tokens), on
+// that DP rank.
+func recordPrefill(rec *traffic.Rec, ps *lane.Stream, out lane.Output) {
+	if rec == nil {
+		return
+	}
+	w := ps.Worker()
+	rec.Prefill(w.Role(), ps.Identity-w.Plan().EngineIndex, out.PromptTokens, out.CachedTokens)
+}

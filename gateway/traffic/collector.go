@@ -31,7 +31,8 @@ var (
 // Describe implements prometheus.Collector.
 func (b *Book) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRoleRequests, descRoleErrors, descRoleTokens, descRoleActive,
-		descRoleTTFT, descRoleITL, descRequests, descErrors, descTokens, descActive} {
+		descRoleTTFT, descRoleITL, descRequests, descErrors, descTokens, descActive,
+		descPrefillPrompt, descPrefillCached, descPrefillShare} {
 		ch <- d
 	}
 }
@@ -59,6 +60,7 @@ func (b *Book) Collect(ch chan<- prometheus.Metric) {
 		ms = append(ms, prometheus.MustNewConstHistogram(descRoleTTFT, a.ttftH.count, a.ttftH.sum, a.ttftH.cumulative(), name))
 		ms = append(ms, prometheus.MustNewConstHistogram(descRoleITL, a.itlH.count, a.itlH.sum, a.itlH.cumulative(), name))
 	}
+	ms = b.cacheMetrics(ms, second(b.elapsed()))
 	b.mu.Unlock()
 	// Sent outside the lock: the registry reads ch at its own pace.
 	for _, m := range ms {

@@ -75,10 +75,11 @@ type Book struct {
 	start time.Time
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	order []string // rows in snapshot order, GatewayRole first
-	roles map[string]*acct
-	total acct // every counted request once
+	mu     sync.Mutex
+	order  []string // rows in snapshot order, GatewayRole first
+	roles  map[string]*acct
+	total  acct                    // every counted request once
+	caches map[string][]*cacheAcct // prefill roles' prefix caches, by DP rank (cache.go)
 }
 
 // acct is one row's counters.
@@ -591,6 +592,7 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 		ttft = append(ttft, a.ttft.recent(now))
 		itl = append(itl, a.itl.recent(now))
 	}
+	b.cacheRows(rows, sec)
 	b.mu.Unlock()
 	// Sorted outside the lock: the requests' records never wait for it.
 	for i := range rows {

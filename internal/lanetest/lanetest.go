@@ -43,6 +43,7 @@ type Result struct {
 	Finish      string    // terminal reason ("" while running)
 	Prompt      int
 	Completion  int // cumulative, from the last message
+	Cached      int // cached_tokens of the last message
 	Messages    int // output batches that carried this rid
 	EngineIndex int // engine_index of the last batch carrying it
 	Done        bool
@@ -289,6 +290,9 @@ func (f *Frontend) serveOutput() {
 					r.Logprobs = append(r.Logprobs, o.OutputTokenLogprobsVal[i]...)
 				}
 				r.Prompt, r.Completion, r.EngineIndex = o.PromptTokens[i], o.CompletionTokens[i], o.EngineIndex
+				if len(o.CachedTokens) > i {
+					r.Cached = o.CachedTokens[i]
+				}
 				r.Messages++
 				if ao.Full != nil {
 					r.FullMessages++

@@ -37,9 +37,31 @@ const (
 	TTFTp99   = "ttft p99"
 	ITLp50    = "itl p50"
 	ITLp99    = "itl p99"
+	// Cached is the share of the prefills' prompt tokens their engines
+	// found in the prefix cache over the traffic window, in percent,
+	// weighted by each prefill role's prompt tokens.
+	Cached = "cached"
 )
 
-var gatewaySeries = []string{ReqPerSec, TokPerSec, InFlight, Queued, TTFTp50, TTFTp99, ITLp50, ITLp99}
+var gatewaySeries = []string{ReqPerSec, TokPerSec, InFlight, Queued, TTFTp50, TTFTp99, ITLp50, ITLp99, Cached}
+
+// CachedShare is the prompt-weighted cached-token share of the prefill
+// roles in rows; ok is false when no role has a prefix cache to show.
+func CachedShare(rows []snapshot.RoleTraffic) (share float64, ok bool) {
+	var prompt, cached float64
+	for _, r := range rows {
+		if len(r.Cache) == 0 {
+			continue
+		}
+		ok = true
+		prompt += r.PromptTokS
+		cached += r.PromptTokS * r.CachedShare
+	}
+	if prompt > 0 {
+		share = cached / prompt
+	}
+	return share, ok
+}
 
 // GPUUtil and GPUMem name GPU i's series (percent of the card).
 func GPUUtil(i int) string { return fmt.Sprintf("gpu%d util", i) }
@@ -151,6 +173,7 @@ func (t *Set) Fold(s snapshot.Snapshot) bool {
 	}{
 		{ReqPerSec, req}, {TokPerSec, tok}, {InFlight, float64(g.InFlight)}, {Queued, float64(g.Queued)},
 		{TTFTp50, ms(g.TTFTp50)}, {TTFTp99, ms(g.TTFTp99)}, {ITLp50, ms(g.ITLp50)}, {ITLp99, ms(g.ITLp99)},
+		{Cached, cachedPct(g.Roles)},
 	} {
 		t.byName[x.name].push(at, round(x.v))
 	}
@@ -177,6 +200,11 @@ func (t *Set) Fold(s snapshot.Snapshot) bool {
 		}
 	}
 	return true
+}
+
+func cachedPct(rows []snapshot.RoleTraffic) float64 {
+	share, _ := CachedShare(rows)
+	return share * 100
 }
 
 func (t *Set) hasGPU(i int) bool {

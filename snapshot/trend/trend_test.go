@@ -102,7 +102,7 @@ func TestGPUSeriesAligned(t *testing.T) {
 	for _, s := range set.Series() {
 		names = append(names, s.Name)
 	}
-	if fmt.Sprint(names[8:]) != "[gpu0 util gpu0 mem gpu1 util gpu1 mem]" {
+	if fmt.Sprint(names[len(gatewaySeries):]) != "[gpu0 util gpu0 mem gpu1 util gpu1 mem]" {
 		t.Fatalf("series order %v", names)
 	}
 }
@@ -212,5 +212,29 @@ func TestMaxGPUs(t *testing.T) {
 	}
 	if n := len(set.GPUs()); n != MaxGPUs {
 		t.Fatalf("%d GPU series, want at most %d", n, MaxGPUs)
+	}
+}
+
+// The "cached" series is the prompt-weighted cached-token share of the
+// prefill roles, in percent; 0 while no prefill has a prefix cache.
+func TestCachedSeries(t *testing.T) {
+	set := New(time.Second, 10)
+	s := snap(t0, 1)
+	set.Fold(s)
+	if v := set.Get(Cached).Last(); v != 0 {
+		t.Fatalf("no cache: %g", v)
+	}
+	s = snap(t0.Add(time.Second), 1)
+	s.Gateway.Roles = []snapshot.RoleTraffic{
+		{Role: "prefill-0", PromptTokS: 300, CachedShare: 0.9, Cache: []snapshot.RankCache{{}}},
+		{Role: "prefill-1", PromptTokS: 100, CachedShare: 0.1, Cache: []snapshot.RankCache{{}}},
+		{Role: "decode"},
+	}
+	set.Fold(s)
+	if v := set.Get(Cached).Last(); v != 70 {
+		t.Fatalf("cached %g, want 70 (300·0.9 + 100·0.1 over 400)", v)
+	}
+	if _, ok := CachedShare(s.Gateway.Roles[2:]); ok {
+		t.Fatal("a decode has a cache to show")
 	}
 }
