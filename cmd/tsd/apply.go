@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
@@ -279,3 +280,9 @@ func applyLine(a *snapshot.ApplyStatus) string {
 	}
 	return ""
 }
+
+// The embedded gateway changes live (docs/architecture.md §4.3).
+var (
+	_ supervisor.LiveGateway = (*gateway.Gateway)(nil)
+	_ supervisor.LiveGateway = problemGateway{}
+)

@@ -121,9 +121,10 @@ type Dispatcher struct {
 	shutdown  <-chan struct{}
 	queuedNow *atomic.Int64
 
-	prefill, decode pool
-	encode          []*lane.Worker
-	enc             encodeRouting
+	// ps is the workers routed to, by kind: swapped whole when tsd apply
+	// adds or removes one (live.go); a request takes it once.
+	ps  atomic.Pointer[pools]
+	enc encodeRouting
 
 	inflight atomic.Int64
 	rng      *lockedRand
@@ -137,17 +138,27 @@ type Dispatcher struct {
 	onEvent  func(kind, role, msg string)
 }
 
-// pool is the workers of one PD kind with its policy and pick counter.
+// pools are the workers of each kind.
+type pools struct {
+	prefill, decode pool
+	encode          []*lane.Worker
+}
+
+// pool is the workers of one PD kind and its pick counter (shared by the
+// pools values a change makes).
 type pool struct {
 	workers []*lane.Worker
-	src     []rankSource  // the same workers, as routing reads them
-	seq     atomic.Uint64 // picks so far: the round-robin position
+	src     []rankSource   // the same workers, as routing reads them
+	seq     *atomic.Uint64 // picks so far: the round-robin position
 }
 
 func (p *pool) add(w *lane.Worker) {
 	p.workers = append(p.workers, w)
 	p.src = append(p.src, w)
 }
+
+// pools is the worker set now.
+func (g *Dispatcher) pools() *pools { return g.ps.Load() }
 
 // routable counts the pool's workers that have a routable rank.
 func (p *pool) routable() int {
@@ -170,16 +181,11 @@ func New(cfg Config) *Dispatcher {
 	if g.onPanic == nil {
 		g.onPanic = func(string, any, []byte) {}
 	}
+	ps := &pools{prefill: pool{seq: &atomic.Uint64{}}, decode: pool{seq: &atomic.Uint64{}}}
 	for _, w := range cfg.Lane.Workers() {
-		switch w.Kind() {
-		case profiles.KindPrefill:
-			g.prefill.add(w)
-		case profiles.KindDecode:
-			g.decode.add(w)
-		case profiles.KindEncode:
-			g.encode = append(g.encode, w)
-		}
+		ps.add(w)
 	}
+	g.ps.Store(ps)
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
@@ -210,8 +216,9 @@ func (g *Dispatcher) Ready() bool {
 
 // Health counts routable prefill and decode workers and all of them.
 func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
-	prefill, decode = g.prefill.routable(), g.decode.routable()
-	return prefill, decode, prefill + decode, len(g.prefill.workers) + len(g.decode.workers)
+	ps := g.pools()
+	prefill, decode = ps.prefill.routable(), ps.decode.routable()
+	return prefill, decode, prefill + decode, len(ps.prefill.workers) + len(ps.decode.workers)
 }
 
 // InFlight is how many generations the dispatch is running now.
@@ -221,7 +228,8 @@ func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
 // decode ranks (a prompt must fit both legs), 0 when none reported one.
 func (g *Dispatcher) MaxModelLen() int {
 	best := 0
-	for _, ws := range [][]*lane.Worker{g.prefill.workers, g.decode.workers} {
+	ps := g.pools()
+	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers} {
 		for _, w := range ws {
 			for _, st := range w.Ranks() {
 				if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {

@@ -58,14 +58,14 @@ func closedDrop(why string) *EncodeDrop {
 
 // epdMode reports whether images are routed to encode workers.
 func (g *Dispatcher) EPDMode() bool {
-	return g.mode == profiles.ModeEPD && len(g.encode) > 0
+	return g.mode == profiles.ModeEPD && len(g.pools().encode) > 0
 }
 
 // encodeReady counts encode workers whose DP rank 0 (the rank that takes
 // encode requests) is registered and routed.
 func (g *Dispatcher) encodeReady() []string {
 	var names []string
-	for _, w := range g.encode {
+	for _, w := range g.pools().encode {
 		if _, ok := encodeRank(w); ok {
 			names = append(names, w.Role())
 		}
@@ -114,7 +114,7 @@ func (g *Dispatcher) ImageSupport() error {
 		return nil
 	}
 	why := "gateway mode " + g.mode
-	if len(g.encode) == 0 {
+	if len(g.pools().encode) == 0 {
 		why = "no encode role"
 	}
 	return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "messages",
@@ -241,13 +241,13 @@ func encodeFailure(r encodeResult) error {
 // encodeNote describes encode routing for the status line.
 func (g *Dispatcher) EncodeNote() string {
 	switch {
-	case len(g.encode) == 0:
+	case len(g.pools().encode) == 0:
 		return ""
 	case g.mode != profiles.ModeEPD:
 		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
-	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.encode))
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.pools().encode))
 }
 
 // encodeDropped is the drop a watcher of role holds: closed once the

@@ -150,13 +150,13 @@ func (g *Dispatcher) pick(room uint64, av avoid, view *breakerView) (pre, dec le
 	if h := g.opts.HookPick; h != nil {
 		h()
 	}
-	live := g.live.Load()
-	p, d, room, err := chooseLegs(live.prefillPolicy, live.decodePolicy, g.allowed(&g.prefill, av, view), g.allowed(&g.decode, av, view),
-		g.prefill.seq.Add(1)-1, g.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
+	live, ps := g.live.Load(), g.pools() // one worker set for the choice and its indexes
+	p, d, room, err := chooseLegs(live.prefillPolicy, live.decodePolicy, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view),
+		ps.prefill.seq.Add(1)-1, ps.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
 	if err != nil {
 		return pre, dec, room, err
 	}
-	return leg{w: g.prefill.workers[p.worker], id: p.identity}, leg{w: g.decode.workers[d.worker], id: d.identity}, room, nil
+	return leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room, nil
 }
 
 // pickWorker applies a policy over the workers that have a routable rank

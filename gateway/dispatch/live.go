@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -161,4 +162,86 @@ func without(s []string, x string) []string {
 		}
 	}
 	return out
+}
+
+// add puts w in its kind's pool (building pools: the value is not yet
+// shared).
+func (ps *pools) add(w *lane.Worker) {
+	switch w.Kind() {
+	case profiles.KindPrefill:
+		ps.prefill.add(w)
+	case profiles.KindDecode:
+		ps.decode.add(w)
+	case profiles.KindEncode:
+		ps.encode = append(ps.encode, w)
+	}
+}
+
+// clone is a copy whose slices a change may grow or cut.
+func (ps *pools) clone() *pools {
+	c := &pools{prefill: pool{seq: ps.prefill.seq}, decode: pool{seq: ps.decode.seq}}
+	for _, w := range ps.prefill.workers {
+		c.prefill.add(w)
+	}
+	for _, w := range ps.decode.workers {
+		c.decode.add(w)
+	}
+	c.encode = append(c.encode, ps.encode...)
+	return c
+}
+
+// AddWorker routes to w from now on (it is routable once its ranks
+// register and its view says so), with a closed breaker.
+func (g *Dispatcher) AddWorker(w *lane.Worker) {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	g.breakers.command(bookCmd{add: w.Role()}, g.shutdown)
+	ps := g.pools().clone()
+	ps.add(w)
+	g.ps.Store(ps)
+}
+
+// RemoveWorker stops routing to role's worker; requests on it have ended
+// (the supervisor drained and stopped it first).
+func (g *Dispatcher) RemoveWorker(role string) {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	old := g.pools()
+	ps := &pools{prefill: pool{seq: old.prefill.seq}, decode: pool{seq: old.decode.seq}}
+	for _, ws := range [][]*lane.Worker{old.prefill.workers, old.decode.workers, old.encode} {
+		for _, w := range ws {
+			if w.Role() != role {
+				ps.add(w)
+			}
+		}
+	}
+	g.ps.Store(ps)
+	g.breakers.command(bookCmd{remove: role}, g.shutdown)
+	g.enc.mu.Lock()
+	delete(g.enc.drops, role)
+	delete(g.enc.down, role)
+	delete(g.enc.pending, role)
+	g.enc.mu.Unlock()
+}
+
+// RenameWorker follows a worker the lane renamed: its breaker and encode
+// state move to the new name (the pools hold the worker itself).
+func (g *Dispatcher) RenameWorker(from, to string) {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	g.breakers.command(bookCmd{from: from, to: to}, g.shutdown)
+	g.enc.mu.Lock()
+	defer g.enc.mu.Unlock()
+	if d, ok := g.enc.drops[from]; ok {
+		delete(g.enc.drops, from)
+		g.enc.drops[to] = d
+	}
+	if why, ok := g.enc.down[from]; ok {
+		delete(g.enc.down, from)
+		g.enc.down[to] = why
+	}
+	if n, ok := g.enc.pending[from]; ok {
+		delete(g.enc.pending, from)
+		g.enc.pending[to] = n
+	}
 }
