@@ -261,3 +261,54 @@ func TestE2EApplyFailsHalfWay(t *testing.T) {
 		t.Fatalf("tsd up: %v\n%s", err, d.output())
 	}
 }
+
+// TestE2EScale: tsd scale adds a replica on the GPU given and removes it
+// again, touching nothing else; the profile file is not rewritten, and
+// tsd plan --running shows what runs.
+func TestE2EScale(t *testing.T) {
+	d, base, _ := startApplyProfile(t, decodeOne, "")
+	file, err := os.ReadFile(filepath.Join(d.dir, "p.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := d.status()
+	if out, err := d.ctl("scale", "decode=2"); err == nil || !strings.Contains(out, "--gpus") {
+		t.Fatalf("scale onto unknown GPUs: %v\n%s", err, out)
+	}
+	out, err := d.ctl("scale", "--yes", "--gpus", "2", "decode=2")
+	if err != nil {
+		t.Fatalf("tsd scale decode=2: %v\n%s", err, out)
+	}
+	s := d.status()
+	if got := strings.Join(roleNames(s), ","); got != "prefill,decode-0,decode-1" {
+		t.Fatalf("roles %s", got)
+	}
+	if pidsOf(s)["decode-0"] != pidsOf(before)["decode"] || pidsOf(s)["prefill"] != pidsOf(before)["prefill"] {
+		t.Fatalf("pids %v → %v", pidsOf(before), pidsOf(s))
+	}
+	if s.ProfileRevision == before.ProfileRevision {
+		t.Fatal("the revision did not change with the scale")
+	}
+	plan, err := d.ctl("plan", "--running", "--json")
+	if err != nil || !strings.Contains(plan, `"name": "decode-1"`) || !strings.Contains(plan, `"CUDA_VISIBLE_DEVICES": "2"`) {
+		t.Fatalf("tsd plan --running --json: %v\n%s", err, plan)
+	}
+	if now, _ := os.ReadFile(filepath.Join(d.dir, "p.yaml")); string(now) != string(file) {
+		t.Fatal("tsd scale rewrote the profile file")
+	}
+	generate(t, base)
+	if out, err := d.ctl("scale", "--yes", "decode=1"); err != nil {
+		t.Fatalf("tsd scale decode=1: %v\n%s", err, out)
+	}
+	s = d.status()
+	if got := strings.Join(roleNames(s), ","); got != "prefill,decode" || pidsOf(s)["decode"] != pidsOf(before)["decode"] {
+		t.Fatalf("after scaling back: %s %v", got, pidsOf(s))
+	}
+	if s.ProfileRevision != before.ProfileRevision {
+		t.Fatalf("revision %s, want the file's %s again", s.ProfileRevision, before.ProfileRevision)
+	}
+	d.ctl("stop")
+	if err := d.wait(); err != nil {
+		t.Fatalf("tsd up: %v\n%s", err, d.output())
+	}
+}
