@@ -88,6 +88,10 @@ func (a *applied) scaledText() string {
 	return strings.Join(parts, ";")
 }
 
+// APIKey is the key the gateway checks now: the daemon's $api_key_env at
+// start, then what each apply gave it ("" when none).
+func (s *Supervisor) APIKey() string { return *s.apiKey.Load() }
+
 // ErrApplyRunning refuses a second apply while one runs.
 var ErrApplyRunning = errors.New("an apply is in progress")
 

@@ -299,7 +299,7 @@ func (c upCmd) runSupervisor() error {
 	// (days): the engines' own lines are in their rotated log files, so
 	// it keeps only tsd's notes and events.
 	out.notesOnly = daemon
-	tester := dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	tester := &dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
 		tester.gatewayURL = ""
 	}
@@ -334,6 +334,7 @@ func (c upCmd) runSupervisor() error {
 		return err
 	}
 	decorator.current = sup.Plan
+	tester.key = sup.APIKey // tsd apply may change it
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
@@ -452,12 +453,13 @@ type dashboardBackend struct {
 	gatewayURL string
 	model      string
 	apiKeyEnv  string
+	key        func() string // the key the gateway checks now; nil: $apiKeyEnv
 }
 
 // TestRequest sends one short chat completion through the gateway and
 // reports the reply. Without the OpenAI front end (no tokenizer) it falls
 // back to a token-level /generate.
-func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
+func (b *dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	if b.gatewayURL == "" {
 		return "", 0, errors.New("no gateway")
 	}
@@ -508,13 +510,17 @@ type chatReply struct {
 	} `json:"usage"`
 }
 
-func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+func (b *dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key := os.Getenv(b.apiKeyEnv); b.apiKeyEnv != "" && key != "" {
+	key := os.Getenv(b.apiKeyEnv)
+	if b.key != nil {
+		key = b.key()
+	}
+	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
