@@ -128,13 +128,13 @@ type Gateway struct {
 	shutOnce sync.Once
 	notes    []string
 
-	// settings are the gateway settings it serves by now: the plan's,
-	// then each tsd apply's (live.go).
-	settings atomic.Pointer[profiles.GatewayPlan]
 	// kv follows the prefill engines' KV events (nil: none publishes);
 	// stopKV ends it, set by Bind.
 	kv     *kvevents.Subscriber
 	stopKV func()
+	// settings are the gateway settings it serves by now: the plan's,
+	// then each tsd apply's (live.go).
+	settings atomic.Pointer[profiles.GatewayPlan]
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
@@ -218,14 +218,6 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
-	for kind, p := range map[string]string{"prefill": plan.Gateway.Policy.Prefill, "decode": plan.Gateway.Policy.Decode} {
-		if p != "" && !dispatch.Known(p) {
-			g.notes = append(g.notes, fmt.Sprintf("%s policy %s: using round_robin", kind, p))
-		}
-	}
-	if p := plan.Gateway.Policy.Encode; g.disp.EPDMode() && p != "" && p != "consistent_hashing" {
-		g.notes = append(g.notes, fmt.Sprintf("encode policy %s: using consistent_hashing", p))
-	}
 	first := plan.Gateway
 	g.settings.Store(&first)
 	g.door = g.newDoor(apiKey)

@@ -28,11 +28,11 @@ func newGenerateChunkEnc(id string) *generateChunkEnc {
 	return &generateChunkEnc{meta: m, buf: make([]byte, 0, 512)}
 }
 
-// chunk is one framed event (data: …\n\n): the new token ids, the prompt
-// and cumulative completion counts and, when finish is set, the finish,
+// chunk is one framed event (data: …\n\n): the new token ids, the prompt,
+// cumulative completion and cached-prompt counts and, when finish is set, the finish,
 // e2e (seconds) and the usage. ok is false only for a non-finite e2e,
 // which json.Marshal refuses too.
-func (e *generateChunkEnc) chunk(ids []int32, prompt, completion int, finish *gen.Finish, e2e float64) (_ []byte, ok bool) {
+func (e *generateChunkEnc) chunk(ids []int32, prompt, completion, cached int, finish *gen.Finish, e2e float64) (_ []byte, ok bool) {
 	b := append(e.buf[:0], `data: {"output_ids":[`...)
 	for i, id := range ids {
 		if i > 0 {
@@ -56,6 +56,8 @@ func (e *generateChunkEnc) chunk(ids []int32, prompt, completion int, finish *ge
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
+	b = append(b, `,"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
 	b = append(b, `,"e2e_latency":`...)
 	if finish == nil {
 		b = append(b, '0')

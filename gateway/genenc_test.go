@@ -53,7 +53,7 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	counts := [][2]int{{0, 0}, {1, 1}, {3, 32}, {123456, 7}, {math.MaxInt32, math.MaxInt32}}
 	check := func(enc *generateChunkEnc, id string, ev gen.Event, e2e float64) {
 		t.Helper()
-		got, ok := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.Finish, e2e)
+		got, ok := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e)
 		if want := marshalGenerate(t, ev, id, e2e); !ok || string(got) != want {
 			t.Fatalf("id %q %+v e2e %v:\n got %s (ok %v)\nwant %s", id, ev, e2e, got, ok, want)
 		}
@@ -62,7 +62,7 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 		enc := newGenerateChunkEnc(id)
 		for _, ids := range [][]int32{nil, {42}} {
 			for _, f := range []*gen.Finish{nil, {Reason: "stop"}} {
-				check(enc, id, gen.Event{TokenIDs: ids, PromptTokens: 5, OutputTokens: 1, Finish: f}, 0.25)
+				check(enc, id, gen.Event{TokenIDs: ids, PromptTokens: 5, OutputTokens: 1, CachedTokens: 3, Finish: f}, 0.25)
 			}
 		}
 	}
@@ -70,7 +70,7 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	for _, ids := range genEncIDLists() {
 		for _, c := range counts {
 			for _, f := range genEncFinishes() {
-				check(enc, "gen-0123456789abc", gen.Event{TokenIDs: ids, PromptTokens: c[0], OutputTokens: c[1], Finish: f}, 1.5e-3)
+				check(enc, "gen-0123456789abc", gen.Event{TokenIDs: ids, PromptTokens: c[0], OutputTokens: c[1], CachedTokens: c[0] / 2, Finish: f}, 1.5e-3)
 			}
 		}
 	}
@@ -80,7 +80,7 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	// Only a finished event carries e2e_latency; json.Marshal refuses a
 	// non-finite one, and so does the encoder.
 	for _, e2e := range []float64{math.NaN(), math.Inf(1)} {
-		if _, ok := enc.chunk([]int32{1}, 1, 1, &gen.Finish{Reason: "stop"}, e2e); ok {
+		if _, ok := enc.chunk([]int32{1}, 1, 1, 0, &gen.Finish{Reason: "stop"}, e2e); ok {
 			t.Fatalf("e2e %v encoded", e2e)
 		}
 		if _, err := json.Marshal(generateChunk(gen.Event{Finish: &gen.Finish{Reason: "stop"}}, "x", nil, e2e)); err == nil {
@@ -94,11 +94,11 @@ func TestGenerateChunkEncNoAllocs(t *testing.T) {
 	enc := newGenerateChunkEnc("gen-0123456789abc")
 	ids := [][]int32{{151644}, {1, 2, 3, 4}, nil}
 	fin := &gen.Finish{Reason: "abort", Message: "deadline <exceeded>"}
-	enc.chunk(make([]int32, 64), 1, 1, fin, 1)
+	enc.chunk(make([]int32, 64), 1, 1, 0, fin, 1)
 	i := 0
 	if n := testing.AllocsPerRun(1000, func() {
-		_, _ = enc.chunk(ids[i%len(ids)], 17, i, nil, 0)
-		_, _ = enc.chunk(ids[0], 17, i, fin, 0.0123)
+		_, _ = enc.chunk(ids[i%len(ids)], 17, i, 0, nil, 0)
+		_, _ = enc.chunk(ids[0], 17, i, 4, fin, 0.0123)
 		i++
 	}); n != 0 {
 		t.Fatalf("%v allocations per event, want 0", n)
@@ -110,7 +110,7 @@ func BenchmarkGenerateChunkEnc(b *testing.B) {
 	ids := []int32{151644}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		_, _ = enc.chunk(ids, 17, i, nil, 0)
+		_, _ = enc.chunk(ids, 17, i, 0, nil, 0)
 	}
 }
 

@@ -257,6 +257,7 @@ type metaJSON struct {
 	FinishReason     *finishJSON `json:"finish_reason"`
 	PromptTokens     int         `json:"prompt_tokens"`
 	CompletionTokens int         `json:"completion_tokens"`
+	CachedTokens     int         `json:"cached_tokens"` // as SGLang: prompt tokens the prefill found cached
 	E2ELatency       float64     `json:"e2e_latency"`
 	OutputLogprobs   [][2]any    `json:"output_token_logprobs,omitempty"`
 	InputLogprobs    [][2]any    `json:"input_token_logprobs,omitempty"`
@@ -341,6 +342,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
+	req.RoutingKey = r.Header.Get(gen.RoutingKeyHeader)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -380,6 +382,7 @@ func (g *Gateway) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.MetaInfo.PromptTokens = ev.PromptTokens
 		resp.MetaInfo.CompletionTokens = ev.OutputTokens
+		resp.MetaInfo.CachedTokens = ev.CachedTokens
 		if ev.Finish != nil {
 			resp.MetaInfo.FinishReason = &finishJSON{Type: ev.Finish.Reason, Message: ev.Finish.Message}
 		}
@@ -426,7 +429,7 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 			// no further event is already waiting, so a burst of ready
 			// events costs one flush, not one each. The last event (Finish:
 			// none follows, gen.Event) goes out with data: [DONE]'s flush.
-			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.Finish, e2e); encoded {
+			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e); encoded {
 				ok = out.Write(event)
 			} else {
 				ok = false
@@ -449,7 +452,7 @@ func (g *Gateway) streamGenerate(w http.ResponseWriter, events <-chan gen.Event,
 // generateChunk is a stream event as a struct for json.Marshal: the shape
 // of the rare events (logprobs) generateChunkEnc does not write.
 func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) generateResp {
-	chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens,
+	chunk := generateResp{OutputIDs: ev.TokenIDs, MetaInfo: metaJSON{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens, CachedTokens: ev.CachedTokens,
 		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs),
 		OutputTopLogprobs: topTriples(ev.TopLogprobs)}}
 	if chunk.OutputIDs == nil {

@@ -53,8 +53,9 @@ func queueWait(d profiles.Duration) time.Duration {
 	return d.D()
 }
 
-// policyStatus is the routing policy the gateway routes by now.
+// policyStatus is the routing policy the gateway routes by now
+// (defaults resolved).
 func (g *Gateway) policyStatus() *snapshot.PolicyStatus {
-	p := g.settings.Load().Policy
-	return &snapshot.PolicyStatus{Prefill: p.Prefill, Decode: p.Decode, Encode: p.Encode}
+	pre, dec, enc := g.disp.Policies()
+	return &snapshot.PolicyStatus{Prefill: pre, Decode: dec, Encode: enc}
 }

@@ -32,6 +32,7 @@ type metrics struct {
 	panics        *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	queued        *prometheus.CounterVec
+	routes        *prometheus.CounterVec
 	attempts      *prometheus.CounterVec
 	cbTransitions *prometheus.CounterVec
 
@@ -76,6 +77,9 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_events_total", Help: "Gateway verdicts reported as events (panic, stall, readmit), by kind."}, []string{"kind"})
 	m.queued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_queued_total", Help: "Requests that waited for a routable worker, by outcome (routed, timeout, client_gone)."}, []string{"outcome"})
+	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_route_decisions_total", Help: "Routing decisions by role kind, policy and reason (cache_hit, cache_miss, balance, kv_hit, fallback_cache_hit, sticky, ...; docs/profiles.md \"Routing policies\")."},
+		[]string{"kind", "policy", "reason"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_attempt_failures_total", Help: "Failed attempts of requests, by what failed (refused, died, stalled, ended, aborted, encode, fatal) and what followed (retry, migrate, fail, continue)."}, []string{"failure", "verdict"})
 	m.cbTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -88,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, workerCollector{g}, m.traffic, kvCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, workerCollector{g}, m.traffic, kvCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -101,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
 		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued,
-		Attempts: m.attempts, BreakerTransitions: m.cbTransitions}
+		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at
@@ -127,6 +131,8 @@ var (
 	descCBFailures = prometheus.NewDesc("smg_worker_cb_consecutive_failures", "The current run of consecutive failures per worker.",
 		[]string{"worker"}, nil)
 	descQueued = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
+	descTree   = prometheus.NewDesc("tsd_gateway_routing_tree_tokens", "Prompt tokens cache_aware's radix tree keeps (also kv_aware's fallback), by role kind: about 4 bytes each (docs/profiles.md, Routing policies).",
+		[]string{"kind"}, nil)
 )
 
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -136,6 +142,7 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descRanks
 	ch <- descInflight
 	ch <- descQueued
+	ch <- descTree
 	ch <- descCBState
 	ch <- descCBStates
 	ch <- descCBFailures
@@ -144,6 +151,9 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInflight, prometheus.GaugeValue, float64(c.g.disp.InFlight()))
 	ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(c.g.queuedNow.Load()))
+	for kind, n := range c.g.disp.TreeTokens() {
+		ch <- prometheus.MustNewConstMetric(descTree, prometheus.GaugeValue, float64(n), kind)
+	}
 	for _, b := range c.g.disp.Breakers() {
 		code := map[string]float64{snapshot.BreakerClosed: 0, snapshot.BreakerOpen: 1, snapshot.BreakerHalfOpen: 2}[b.State]
 		ch <- prometheus.MustNewConstMetric(descCBState, prometheus.GaugeValue, code, b.Role)

@@ -401,6 +401,11 @@ var gatewaySettings = map[string]string{
 	"reasoning_parser": settingFixed,
 	"log_file":         settingFixed,
 	"retry":            settingLive,
+	"cache_aware":      settingLive, // the routing policies' knobs: the router keeps unchanged pools' state
+	"kv_aware":         settingLive,
+	"prefix_hash":      settingLive,
+	"manual":           settingLive,
+	"bucket":           settingLive,
 	"circuit_breaker":  settingLive,
 	"workers":          settingSkip,
 }

@@ -52,13 +52,21 @@ const (
 
 // GatewayPlan is what the embedded gateway binds and serves.
 type GatewayPlan struct {
-	Listen          string     `json:"listen"` // host:port of the OpenAI HTTP API
-	URL             string     `json:"url"`    // http://host:port
-	Mode            string     `json:"mode"`   // pd | epd
-	Policy          PolicyPlan `json:"policy"`
-	APIKeyEnv       string     `json:"api_key_env,omitempty"`
-	BootstrapServer string     `json:"bootstrap_server"` // engine | tsd
-	ImageURLs       bool       `json:"image_urls"`       // http(s) image_url parts are fetched
+	Listen string     `json:"listen"` // host:port of the OpenAI HTTP API
+	URL    string     `json:"url"`    // http://host:port
+	Mode   string     `json:"mode"`   // pd | epd
+	Policy PolicyPlan `json:"policy"`
+	// CacheAware, KVAware, PrefixHash, Manual and Bucket are the knobs of the
+	// policies some pool uses (docs/profiles.md "Routing policies"); nil
+	// when none does.
+	CacheAware      *CacheAwarePlan `json:"cache_aware,omitempty"`
+	KVAware         *KVAwarePlan    `json:"kv_aware,omitempty"`
+	PrefixHash      *PrefixHashPlan `json:"prefix_hash,omitempty"`
+	Manual          *ManualPlan     `json:"manual,omitempty"`
+	Bucket          *BucketPlan     `json:"bucket,omitempty"`
+	APIKeyEnv       string          `json:"api_key_env,omitempty"`
+	BootstrapServer string          `json:"bootstrap_server"` // engine | tsd
+	ImageURLs       bool            `json:"image_urls"`       // http(s) image_url parts are fetched
 	// StallTimeout (health.stall_timeout): a rank with requests in flight
 	// that sends nothing this long is reported stalled.
 	StallTimeout Duration `json:"stall_timeout"`

@@ -731,7 +731,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		urlHost = "127.0.0.1"
 	}
 	toolP, reasonP := ReplyParsers(pl.p)
-	return GatewayPlan{
+	gp := GatewayPlan{
 		Listen:          net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
 		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
 		Mode:            mode,
@@ -752,6 +752,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		Retry:           g.Retry,
 		CircuitBreaker:  g.CircuitBreaker,
 	}
+	routingPlans(&gp, g.Policy, g.Routing)
+	return gp
 }
 
 // NVLinkVars are the Mooncake variables that force its intra-node NVLink

@@ -56,10 +56,12 @@ type Mooncake struct {
 
 // Gateway is the embedded gateway's configuration.
 type Gateway struct {
-	Host            string
-	Port            int
-	Mode            string // auto | pd | epd
-	Policy          PolicyPlan
+	Host   string
+	Port   int
+	Mode   string // auto | pd | epd
+	Policy PolicyPlan
+	// Routing holds the knobs of the policies that have them.
+	Routing         Routing
 	APIKeyEnv       string
 	BootstrapServer string // engine | tsd
 	// ImageURLs lets chat image parts name http(s) URLs the gateway
@@ -234,8 +236,9 @@ func DefaultPolicy() PolicyPlan {
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's
-// names, docs/protocol.md). The gateway may implement a subset and must
-// refuse the others at start with a clear message.
+// names plus tsd's kv_aware, docs/profiles.md "Routing policies"). The
+// gateway implements every one of them (gateway/routing, and the encode
+// choice in gateway/dispatch; a test there holds it to that).
 var Policies = map[string][]string{
 	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket", "kv_aware"},
 	KindDecode:  {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual"},

@@ -178,7 +178,11 @@ func floatKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *
 
 // numKey reads a number in [lo, hi] (floatKey's range is open below).
 func numKey[T any](key string, lo, hi float64, def, doc string, get func(*T) *float64) row[T] {
-	return row[T]{Key: key, Type: fmt.Sprintf("number %g-%g", lo, hi), Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
+	typ := fmt.Sprintf("number %g-%g", lo, hi)
+	if hi >= 1e6 { // no real upper bound: the docs say so
+		typ = fmt.Sprintf("number ≥ %g", lo)
+	}
+	return row[T]{Key: key, Type: typ, Default: def, Doc: doc, read: func(l *loader, f field, t *T) {
 		if !isScalar(f.n) {
 			l.errf(f, "must be a number")
 			return
@@ -344,6 +348,11 @@ func init() {
 		intKey("port", 1, 65535, strconv.Itoa(DefaultGatewayPort), "HTTP listen port", func(g *Gateway) *int { return &g.Port }),
 		enumKey("mode", []string{ModeAuto, ModePD, ModeEPD}, ModeAuto, "auto = epd when an encode role exists", func(g *Gateway) *string { return &g.Mode }),
 		subKey("policy", "how the gateway picks a worker of each kind", &policySection, func(g *Gateway) *PolicyPlan { return &g.Policy }),
+		subKey("cache_aware", "cache_aware's knobs (and kv_aware's, which falls back to it); see Routing policies", &cacheAwareSection, func(g *Gateway) *CacheAwarePlan { return &g.Routing.CacheAware }),
+		subKey("kv_aware", "kv_aware's own knobs (its balance and fallback are cache_aware's)", &kvAwareSection, func(g *Gateway) *KVAwarePlan { return &g.Routing.KVAware }),
+		subKey("prefix_hash", "prefix_hash's knobs", &prefixHashSection, func(g *Gateway) *PrefixHashPlan { return &g.Routing.PrefixHash }),
+		subKey("manual", "manual's knobs (sticky by the X-SMG-Routing-Key header)", &manualSection, func(g *Gateway) *ManualPlan { return &g.Routing.Manual }),
+		subKey("bucket", "bucket's knobs (prefill only)", &bucketSection, func(g *Gateway) *BucketPlan { return &g.Routing.Bucket }),
 		{Key: "api_key_env", Type: "env var name", Doc: "name of an env var holding the bearer token; empty = no auth", read: func(l *loader, f field, g *Gateway) {
 			g.APIKeyEnv = l.str(f)
 			if g.APIKeyEnv != "" && !envName.MatchString(g.APIKeyEnv) {

@@ -73,6 +73,7 @@ type options struct {
 	jsonOut                                     string
 	idle                                        time.Duration
 	skipGo, skipServe                           bool
+	skipRouting                                 bool
 	rel                                         relOptions
 }
 
@@ -95,6 +96,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "window of the idle-CPU measurement (CPU time is counted in 10 ms ticks: 30 s resolves 0.03% of a core)")
 	fs.BoolVar(&o.skipGo, "skip-go", false, "skip the Go benchmark rows")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
+	fs.BoolVar(&o.skipRouting, "skip-routing", false, "skip the routing rows (cached-token share and TTFT by policy)")
 	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
 	fs.IntVar(&o.rel.kills, "rel-kills", 10, "reliability: SIGKILLs of decode-0 per run")
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
@@ -483,6 +485,10 @@ func run(o options) error {
 		controlRow{"idle CPU, 8 roles: tsd + guardians", fmt.Sprintf("%.2f%% of a core", both), fmt.Sprintf("target ≤ %.1f%%: %s", idleTarget, verdict)})
 	d8.srv.stop(30 * time.Second)
 
+	var routingMD string
+	if !o.skipRouting {
+		routingMD = routingSection(l, tsd, fake, work)
+	}
 	var rel []relRow
 	if !o.rel.skip {
 		rel = runReliability(o.rel, l, tsd, fake, work)
@@ -492,7 +498,7 @@ func run(o options) error {
 	if !o.skipGo {
 		gob = runGoBenches(o)
 	}
-	md := render(e, l, o, rows, ctl, gob, renderReliability(rel, o.rel))
+	md := render(e, l, o, rows, ctl, gob, renderReliability(rel, o.rel)) + routingMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}

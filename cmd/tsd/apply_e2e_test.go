@@ -185,6 +185,11 @@ func TestE2EApplyUnderLoad(t *testing.T) {
 	if s.Gateway.Policy == nil || s.Gateway.Policy.Prefill != "random" {
 		t.Fatalf("the gateway's policy now: %+v", s.Gateway.Policy)
 	}
+	// The next requests are routed by it: their access lines say so.
+	generate(t, base)
+	if logs, err := d.ctl("logs", "-n", "40", "gateway"); err != nil || !strings.Contains(logs, "route=random") {
+		t.Fatalf("no access line routed by the new policy: %v\n%s", err, logs)
+	}
 
 	// Back to one replica: decode-1 drains and stops, decode-0 is decode again.
 	write(decodeOne+"    args: [--fake-tokens-per-s, \"250\"]\n", "  policy: {prefill: random}\n")

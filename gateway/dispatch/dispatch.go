@@ -1,10 +1,10 @@
 // Package dispatch is the gateway's generation dispatch: the Dispatcher
 // (dispatcher.go) behind gen.Engine, which validates a request, picks its
 // PD/EPD legs, submits them and drives each request's flight
-// (generate.go, epdroute.go). Its routing decisions are pure functions
-// (this file): worker choice per policy, decode rank choice, and bootstrap
-// rooms (docs/protocol.md §8). The caller supplies counters and random
-// bits, so every decision is reproducible in a table test.
+// (generate.go, epdroute.go). Which worker and DP rank take a leg is
+// gateway/routing's decision (route.go turns the lane's ranks into its
+// view and its choice into legs); the bootstrap room follows the chosen
+// prefill rank (this file, docs/protocol.md §8.3).
 package dispatch
 
 // KVIndex is what the kv_aware policy reads of the engines' own KV events.
@@ -17,58 +17,6 @@ type KVIndex interface {
 	// events are live (subscribed, no unrecovered gap). live=false means
 	// route that worker by cache_aware and say so on screen.
 	Match(worker string, prompt []int32) (perRank []int, live bool)
-}
-
-// Policy names as the profile spells them.
-const (
-	RoundRobin = "round_robin"
-	LeastLoad  = "least_load"
-	Random     = "random"
-)
-
-// Known reports whether policy is implemented here; the gateway falls back
-// to round_robin (and says so) for the others SMG has (cache_aware,
-// consistent_hashing, power_of_two, ...).
-func Known(policy string) bool {
-	switch policy {
-	case RoundRobin, LeastLoad, Random:
-		return true
-	}
-	return false
-}
-
-// Candidate is one routable worker or rank as a policy sees it.
-type Candidate struct {
-	InFlight int
-}
-
-// Pick returns the index of the chosen candidate, or -1 when there is
-// none. seq is the caller's monotonically increasing pick counter for that
-// pool (round-robin position and least_load tie-breaker); rnd is random
-// bits for the random policy.
-func Pick(policy string, cands []Candidate, seq, rnd uint64) int {
-	n := uint64(len(cands))
-	if n == 0 {
-		return -1
-	}
-	switch policy {
-	case LeastLoad:
-		// Scan from the round-robin position so ties rotate instead of
-		// piling onto the first candidate.
-		start := seq % n
-		best := int(start)
-		for k := uint64(1); k < n; k++ {
-			i := int((start + k) % n)
-			if cands[i].InFlight < cands[best].InFlight {
-				best = i
-			}
-		}
-		return best
-	case Random:
-		return int(rnd % n)
-	default:
-		return int(seq % n)
-	}
 }
 
 // MaxRoom is the exclusive upper bound of bootstrap rooms: SMG draws rooms

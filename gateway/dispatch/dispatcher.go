@@ -19,6 +19,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -54,6 +55,9 @@ type Metrics struct {
 	Finishes    *prometheus.CounterVec // reason
 	Selection   *prometheus.CounterVec // worker, worker_type, identity
 	Queued      *prometheus.CounterVec // outcome
+	// Routes counts routing decisions by kind (prefill, decode), policy
+	// and reason (gateway/routing's reasons: cache_hit, balance, ...).
+	Routes *prometheus.CounterVec
 	// Attempts counts failed attempts by what failed and what followed
 	// (retry, migrate, fail, continue); BreakerTransitions each breaker
 	// state change (SMG's smg_worker_cb_transitions_total).
@@ -100,15 +104,15 @@ type Config struct {
 	// OnPanic reports a panic a recover boundary caught (logged, counted
 	// in tsd_gateway_panics_total, an event).
 	OnPanic func(where string, v any, stack []byte)
+	// KV is the index of the engines' KV events the kv_aware policy reads;
+	// nil means no KV events at all: kv_aware falls back to cache_aware
+	// for every worker.
+	KV KVIndex
 	// OnEvent hears verdicts worth showing on the dashboard's event list:
 	// kind "breaker" (a worker's circuit breaker changed state). nil: none.
 	OnEvent func(kind, role, msg string)
 	// Now is the breakers' clock; nil: time.Now.
 	Now func() time.Time
-	// KV is the index of the engines' KV events the kv_aware policy reads;
-	// nil means no KV events at all: kv_aware falls back to cache_aware
-	// for every worker.
-	KV KVIndex
 }
 
 // Dispatcher implements gen.Engine over the lane's workers.
@@ -129,11 +133,17 @@ type Dispatcher struct {
 	inflight atomic.Int64
 	rng      *lockedRand
 
-	// live is the settings tsd apply may change (live.go): read once by
-	// each request, swapped whole.
+	// router owns the routing state of both PD pools (gateway/routing);
+	// kv feeds kv_aware.
+	router *routing.Router
+	kv     KVIndex
+	// encSeq is the encode round-robin position.
+	encSeq atomic.Uint64
+	// live is the settings tsd apply may change (live.go): policies,
+	// retry knobs, the queue timeout; read once by each request.
 	live     atomic.Pointer[liveConfig]
 	breakers bookRef    // gateway.circuit_breaker; no book while off
-	liveMu   sync.Mutex // one Reconfigure at a time (the book's swap)
+	liveMu   sync.Mutex // one Reconfigure or worker change at a time
 	now      func() time.Time
 	onEvent  func(kind, role, msg string)
 }
@@ -144,21 +154,19 @@ type pools struct {
 	encode          []*lane.Worker
 }
 
-// pool is the workers of one PD kind and its pick counter (shared by the
-// pools values a change makes).
+// pools is the worker set now.
+func (g *Dispatcher) pools() *pools { return g.ps.Load() }
+
+// pool is the workers of one PD kind.
 type pool struct {
 	workers []*lane.Worker
-	src     []rankSource   // the same workers, as routing reads them
-	seq     *atomic.Uint64 // picks so far: the round-robin position
+	src     []rankSource // the same workers, as routing reads them
 }
 
 func (p *pool) add(w *lane.Worker) {
 	p.workers = append(p.workers, w)
 	p.src = append(p.src, w)
 }
-
-// pools is the worker set now.
-func (g *Dispatcher) pools() *pools { return g.ps.Load() }
 
 // routable counts the pool's workers that have a routable rank.
 func (p *pool) routable() int {
@@ -181,16 +189,25 @@ func New(cfg Config) *Dispatcher {
 	if g.onPanic == nil {
 		g.onPanic = func(string, any, []byte) {}
 	}
-	ps := &pools{prefill: pool{seq: &atomic.Uint64{}}, decode: pool{seq: &atomic.Uint64{}}}
+	ps := &pools{}
 	for _, w := range cfg.Lane.Workers() {
 		ps.add(w)
 	}
 	g.ps.Store(ps)
+	g.kv = cfg.KV
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
-	g.live.Store(&liveConfig{retry: RetryConfigOf(cfg.Plan.Gateway.Retry), queueTimeout: g.opts.QueueTimeout,
-		prefillPolicy: cfg.Plan.Gateway.Policy.Prefill, decodePolicy: cfg.Plan.Gateway.Policy.Decode})
+	lc := liveOf(cfg.Plan.Gateway, g.opts.QueueTimeout)
+	g.live.Store(lc)
+	g.router = routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+		OnPanic: g.onPanic})
+	if cfg.Shutdown != nil {
+		go func() {
+			<-cfg.Shutdown
+			g.router.Close()
+		}()
+	}
 	var roles []string
 	for _, w := range cfg.Lane.Workers() {
 		roles = append(roles, w.Role())
@@ -198,6 +215,24 @@ func New(cfg Config) *Dispatcher {
 	g.now, g.onEvent = cfg.Now, cfg.OnEvent
 	g.startBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles)
 	return g
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Close stops the routing goroutine (the gateway's Shutdown does it
+// through Config.Shutdown; tests that build a Dispatcher without one call
+// Close).
+func (g *Dispatcher) Close() { g.router.Close() }
+
+// Policies are the prefill, decode and encode policies in use.
+func (g *Dispatcher) Policies() (prefill, decode, encode string) {
+	lc := g.live.Load()
+	return lc.prefillPolicy, lc.decodePolicy, lc.encodePolicy
 }
 
 // Breakers is every worker's circuit breaker, by role (none when

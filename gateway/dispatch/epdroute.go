@@ -12,6 +12,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
@@ -91,6 +92,49 @@ func (g *Dispatcher) EncodeRing() *epd.Ring {
 		g.enc.ring, g.enc.key = epd.NewRing(names, 0), key
 	}
 	return g.enc.ring
+}
+
+// encodePicker is the encode policy's chooser over the routable
+// encoders, less those av holds when another is routable (a retry's
+// images go elsewhere): consistent hashing on the image's content (so a
+// repeated image meets its cached embedding), or round_robin / random
+// over them.
+func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
+	encPolicy := g.live.Load().encodePolicy
+	if encPolicy != routing.RoundRobin && encPolicy != routing.Random {
+		return g.encodeRingAvoiding(av)
+	}
+	names := g.encodeRoutable(g.breakers.current())
+	var keep []string
+	for _, n := range names {
+		if w, ok := g.lane.Worker(n); !ok || !av[w] {
+			keep = append(keep, n)
+		}
+	}
+	if len(keep) > 0 {
+		names = keep
+	}
+	seq := g.rng.Uint64()
+	if encPolicy == routing.RoundRobin {
+		seq = g.encSeq.Add(1) - 1
+	}
+	return &encodeCycle{names: names, seq: seq}
+}
+
+// encodeCycle picks names[seq], then the next for each further image of
+// the same request.
+type encodeCycle struct {
+	names []string
+	seq   uint64
+	n     uint64
+}
+
+func (c *encodeCycle) Pick(string) string {
+	if len(c.names) == 0 {
+		return ""
+	}
+	c.n++
+	return c.names[(c.seq+c.n-1)%uint64(len(c.names))]
 }
 
 // encoderAddr is where the prefill fetches an encode worker's embeddings:
@@ -247,7 +291,7 @@ func (g *Dispatcher) EncodeNote() string {
 		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
-	return fmt.Sprintf("encode: %d/%d worker(s) ready, consistent_hashing", n, len(g.pools().encode))
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.pools().encode), g.live.Load().encodePolicy)
 }
 
 // encodeDropped is the drop a watcher of role holds: closed once the

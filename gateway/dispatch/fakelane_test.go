@@ -19,6 +19,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -56,7 +57,7 @@ type fakeLane struct {
 func newFakeLane(t *testing.T, edit func(*profiles.GatewayPlan), roles ...[2]string) *fakeLane {
 	t.Helper()
 	dir := t.TempDir()
-	plan := &profiles.Plan{Name: "t", Gateway: profiles.GatewayPlan{Mode: profiles.ModePD, Policy: profiles.PolicyPlan{Prefill: RoundRobin, Decode: RoundRobin}}}
+	plan := &profiles.Plan{Name: "t", Gateway: profiles.GatewayPlan{Mode: profiles.ModePD, Policy: profiles.PolicyPlan{Prefill: routing.RoundRobin, Decode: routing.RoundRobin}}}
 	for i, r := range roles {
 		wp := profiles.WorkerPlan{Role: r[0], Kind: r[1], DP: 1, URL: "ipc://" + filepath.Join(dir, strconv.Itoa(i)), Handshake: "tcp://127.0.0.1:0"}
 		if r[1] == profiles.KindPrefill {

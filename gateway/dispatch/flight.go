@@ -55,12 +55,14 @@ func fatal(metric string, err error) *attemptErr {
 // decision decides on exactly what was read (chooseLegs reads each source
 // once).
 type readRanks struct {
+	name  string
 	ranks []lane.RankLoad
 	dp    int
 }
 
 func (r readRanks) Routable() []lane.RankLoad { return r.ranks }
 func (r readRanks) DPSize() int               { return max(r.dp, 1) }
+func (r readRanks) Role() string              { return r.name }
 
 // allowed is the pool as one routing decision may see it: a worker whose
 // breaker is open is left out, and so are the workers this request's
@@ -74,10 +76,10 @@ func (g *Dispatcher) allowed(p *pool, av avoid, view *breakerView) []rankSource 
 	other := false
 	for i, w := range p.workers {
 		if !view.allows(w.Role()) {
-			out[i] = readRanks{}
+			out[i] = readRanks{name: w.Role()}
 			continue
 		}
-		rr := readRanks{ranks: p.src[i].Routable(), dp: p.src[i].DPSize()}
+		rr := readRanks{name: w.Role(), ranks: p.src[i].Routable(), dp: p.src[i].DPSize()}
 		out[i] = rr
 		if !av[w] && len(rr.ranks) > 0 {
 			other = true
@@ -86,7 +88,7 @@ func (g *Dispatcher) allowed(p *pool, av avoid, view *breakerView) []rankSource 
 	if other {
 		for i, w := range p.workers {
 			if av[w] {
-				out[i] = readRanks{}
+				out[i] = readRanks{name: w.Role()}
 			}
 		}
 	}
@@ -197,6 +199,7 @@ type flight struct {
 	releases  []func() // pending embeddings this attempt holds (DrainCount)
 
 	preDone, succeeded bool
+	cached             cachedCount // the current attempt's cached prompt tokens (usage)
 }
 
 type legResult struct {
@@ -238,7 +241,7 @@ func (f *flight) try() *attemptErr {
 	f.attempts++
 	f.streaming = false
 	*f.sent = (*f.sent)[:0]
-	pre, dec, room, view, err := g.pickQueued(f.ctx, Room(g.rng.Uint64()), len(f.req.Images) > 0, f.avoid)
+	pre, dec, room, ri, view, err := g.pickQueued(f.ctx, &f.req, Room(g.rng.Uint64()), f.avoid)
 	if err != nil {
 		switch {
 		case f.parent.Err() != nil:
@@ -261,6 +264,7 @@ func (f *flight) try() *attemptErr {
 	}
 	g.metrics.selected(pre, dec)
 	recordLegs(f.parent, pre, dec, ls.encs, len(f.orig.InputIDs))
+	g.noteRoute(f.parent, ri, ls.ps, ls.ds)
 	if f.began.IsZero() {
 		f.began = ls.start
 	}
@@ -342,6 +346,7 @@ func (f *flight) arm() {
 	f.preCh, f.decCh = make(chan legResult, 1), make(chan legResult, 1)
 	f.decWake, f.preWake = f.cur.ls.ds.Wake(), nil
 	f.preDone, f.succeeded, f.streaming = false, false, false
+	f.cached = cachedCount{}
 	f.encLeft, f.encCh, f.deathCh = len(f.cur.ls.encs), nil, nil
 	f.watched, f.stopWatch, f.stopOnce, f.releases = map[*lane.Worker]bool{}, make(chan struct{}), &sync.Once{}, nil
 	if f.encLeft > 0 {
@@ -672,6 +677,7 @@ func (f *flight) onEncoderDeath(d encodeDeath) bool {
 func (f *flight) onPrefill(pr legResult) bool {
 	f.preCh = nil
 	f.preDone = true
+	f.cached.prefill(pr)
 	f.stopWatching()
 	f.deathCh = nil
 	f.cur.ls.ds.Expect() // its KV is ready (or the attempt ends below)
@@ -711,8 +717,9 @@ func (f *flight) onDecode(dr legResult) bool {
 	if o.PromptTokens > 0 && f.base == 0 {
 		f.promptTk = o.PromptTokens // a migration's prompt holds the tokens sent: the client's stays
 	}
+	f.cached.decode(o)
 	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP,
-		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs)}
+		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs), CachedTokens: f.cached.n}
 	if o.Finished == wire.FinishAbort || o.Finished == wire.FinishError {
 		// The engine ended the stream itself: before any token reached the
 		// client it is worth another pair; after, the client sees it.
@@ -727,6 +734,8 @@ func (f *flight) onDecode(dr legResult) bool {
 		f.streaming = true
 	}
 	if o.Finished != "" {
+		f.awaitPrefillCount()
+		ev.CachedTokens = f.cached.n
 		f.finish(ev, o.Finished, now)
 		return true
 	}

@@ -77,113 +77,6 @@ func validate(r *gen.Request) error {
 	return nil
 }
 
-// leg is one chosen engine rank for one request.
-type leg struct {
-	w  *lane.Worker
-	id int
-}
-
-// rankSource is what routing reads of a worker: its routable ranks and
-// its DP size. *lane.Worker implements it; tests use a fake whose ranks
-// vanish between calls.
-type rankSource interface {
-	Routable() []lane.RankLoad
-	DPSize() int
-}
-
-// legChoice is a routing decision: the index of the worker in its pool
-// and the engine identity on it.
-type legChoice struct{ worker, identity int }
-
-// errNoPrefill and errNoDecode are the refusals while no worker of a
-// kind can take a request; Generate waits for one (QueueTimeout) first.
-var (
-	errNoPrefill = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
-	errNoDecode  = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
-)
-
-// chooseLegs is one routing decision over one read of each worker's
-// routable ranks: each worker's Routable is called exactly once, so ranks
-// that vanish meanwhile can make a later Submit fail cleanly but never
-// make the choice index an empty list (the 1P-dp2 kill test's
-// "index out of range [-1]"). The prefill leg goes to DP rank room mod dp,
-// or the room moves to a rank that is up.
-func chooseLegs(pPolicy, dPolicy string, pre, dec []rankSource, pSeq, dSeq, pRnd, dRnd, room uint64) (p, d legChoice, _ uint64, _ error) {
-	pw, pranks := pickWorker(pPolicy, pre, pSeq, pRnd)
-	if pw < 0 {
-		return p, d, room, errNoPrefill
-	}
-	dw, dranks := pickWorker(dPolicy, dec, dSeq, dRnd)
-	if dw < 0 {
-		return p, d, room, errNoDecode
-	}
-	dp := pre[pw].DPSize()
-	want := PrefillRank(room, dp)
-	p = legChoice{worker: pw, identity: -1}
-	for _, r := range pranks {
-		if r.DPRank == want {
-			p.identity = r.Identity
-		}
-	}
-	if p.identity < 0 {
-		// The room's rank is down: move the room to a rank that is up, so
-		// the decode still fetches from room mod dp.
-		i := Pick(LeastLoad, rankCandidates(pranks), room, 0)
-		p.identity = pranks[i].Identity
-		room = RoomForRank(room, dp, pranks[i].DPRank)
-	}
-	d = legChoice{worker: dw, identity: dranks[Pick(LeastLoad, rankCandidates(dranks), room, 0)].Identity}
-	return p, d, room, nil
-}
-
-func rankCandidates(ranks []lane.RankLoad) []Candidate {
-	c := make([]Candidate, len(ranks))
-	for i, r := range ranks {
-		c[i] = Candidate{InFlight: r.InFlight}
-	}
-	return c
-}
-
-// pick chooses the prefill rank (room mod dp) and the decode rank among
-// the workers av and the breakers allow (allowed).
-func (g *Dispatcher) pick(room uint64, av avoid, view *breakerView) (pre, dec leg, _ uint64, _ error) {
-	if h := g.opts.HookPick; h != nil {
-		h()
-	}
-	live, ps := g.live.Load(), g.pools() // one worker set for the choice and its indexes
-	p, d, room, err := chooseLegs(live.prefillPolicy, live.decodePolicy, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view),
-		ps.prefill.seq.Add(1)-1, ps.decode.seq.Add(1)-1, g.rng.Uint64(), g.rng.Uint64(), room)
-	if err != nil {
-		return pre, dec, room, err
-	}
-	return leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room, nil
-}
-
-// pickWorker applies a policy over the workers that have a routable rank
-// (a worker's load is its in-flight count) and returns the chosen index
-// with the ranks it was chosen on, or -1.
-func pickWorker(policy string, ws []rankSource, seq, rnd uint64) (int, []lane.RankLoad) {
-	var live []int
-	var ranks [][]lane.RankLoad
-	var c []Candidate
-	for i, w := range ws {
-		if rs := w.Routable(); len(rs) > 0 {
-			n := 0
-			for _, r := range rs {
-				n += r.InFlight
-			}
-			live = append(live, i)
-			ranks = append(ranks, rs)
-			c = append(c, Candidate{InFlight: n})
-		}
-	}
-	i := Pick(policy, c, seq, rnd)
-	if i < 0 {
-		return -1, nil
-	}
-	return live[i], ranks[i]
-}
-
 func splitBootstrap(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -313,7 +206,7 @@ func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, 
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.encodeRingAvoiding(av), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.encodePicker(av), g.encoderAddr, room, g.rng.Uint64); err != nil {
 			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()})
 		}
 		q.MultimodalInputs = p.legs.Prefill
@@ -392,11 +285,13 @@ func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (
 // state, a role's routing) and each breaker change wakes it to try again,
 // and the client going away or the deadline ends the wait. Then the
 // refusal is a 503 that says how long it waited; every 503 carries
-// Retry-After. It returns the breakers' view it routed by, which the
-// request's outcomes are reported against.
-func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, av avoid) (pre, dec leg, _ uint64, _ *breakerView, _ error) {
+// Retry-After. It returns the routing decision's details and the
+// breakers' view it routed by, which the request's outcomes are reported
+// against.
+func (g *Dispatcher) pickQueued(ctx context.Context, r *gen.Request, room uint64, av avoid) (pre, dec leg, _ uint64, ri routeInfo, _ *breakerView, _ error) {
 	var timeout <-chan time.Time
 	waited := false
+	images := len(r.Images) > 0
 	wait := g.live.Load().queueTimeout // as the request found it
 	for {
 		changed := g.lane.Changed() // before looking, so no change is missed
@@ -405,16 +300,16 @@ func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, a
 		if images && len(g.encodeRoutable(view)) == 0 {
 			err = errNoEncode
 		} else {
-			var r uint64
-			if pre, dec, r, err = g.pick(room, av, view); err == nil {
+			var moved uint64
+			if pre, dec, moved, ri, err = g.pick(r, room, av, view); err == nil {
 				if waited {
 					g.metrics.Queued.WithLabelValues("routed").Inc()
 				}
-				return pre, dec, r, view, nil
+				return pre, dec, moved, ri, view, nil
 			}
 		}
 		if wait < 0 {
-			return pre, dec, room, view, err
+			return pre, dec, room, ri, view, err
 		}
 		if timeout == nil {
 			t := time.NewTimer(wait)
@@ -431,12 +326,12 @@ func (g *Dispatcher) pickQueued(ctx context.Context, room uint64, images bool, a
 			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
 			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
-			return pre, dec, room, view, &re
+			return pre, dec, room, ri, view, &re
 		case <-ctx.Done():
 			g.metrics.Queued.WithLabelValues("client_gone").Inc()
-			return pre, dec, room, view, ctx.Err()
+			return pre, dec, room, ri, view, ctx.Err()
 		case <-g.shutdown:
-			return pre, dec, room, view, err
+			return pre, dec, room, ri, view, err
 		}
 	}
 }

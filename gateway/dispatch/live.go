@@ -2,10 +2,12 @@ package dispatch
 
 import (
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -17,18 +19,35 @@ import (
 
 // liveConfig is what tsd apply may change while requests run.
 type liveConfig struct {
-	retry                       RetryConfig
-	queueTimeout                time.Duration // negative: no wait
-	prefillPolicy, decodePolicy string
+	retry                                     RetryConfig
+	queueTimeout                              time.Duration // negative: no wait
+	prefillPolicy, decodePolicy, encodePolicy string
+	routing                                   routing.Config
 }
 
-// Reconfigure takes p's policies, retry and breaker knobs, and the queue
-// timeout (as the gateway resolved it) for requests admitted from now on.
-// Breakers keep their state under new knobs; switched on, every worker's
-// starts closed; switched off, routing ignores them.
+// liveOf is the plan's live settings, policies defaulted.
+func liveOf(p profiles.GatewayPlan, queueTimeout time.Duration) *liveConfig {
+	return &liveConfig{retry: RetryConfigOf(p.Retry), queueTimeout: queueTimeout, routing: routingConfig(p),
+		prefillPolicy: orDefault(p.Policy.Prefill, routing.RoundRobin), decodePolicy: orDefault(p.Policy.Decode, routing.RoundRobin),
+		encodePolicy: orDefault(p.Policy.Encode, routing.ConsistentHashing)}
+}
+
+// Reconfigure takes p's policies and their knobs, retry and breaker
+// knobs, and the queue timeout (as the gateway resolved it) for requests
+// admitted from now on. The router keeps the state of a pool whose
+// policy and knobs stay (its radix tree, sticky keys); breakers keep
+// their state under new knobs; switched on, every worker's starts
+// closed; switched off, routing ignores them.
 func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Duration) error {
 	g.liveMu.Lock()
 	defer g.liveMu.Unlock()
+	next := liveOf(p, queueTimeout)
+	cur := g.live.Load()
+	if next.prefillPolicy != cur.prefillPolicy || next.decodePolicy != cur.decodePolicy || !reflect.DeepEqual(next.routing, cur.routing) {
+		if err := g.router.Reconfigure(routing.Options{Prefill: next.prefillPolicy, Decode: next.decodePolicy, Config: next.routing}); err != nil {
+			return fmt.Errorf("routing policies: %w", err)
+		}
+	}
 	cfg := BreakerConfigOf(p.CircuitBreaker)
 	b := g.breakers.p.Load()
 	switch {
@@ -42,8 +61,7 @@ func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Durat
 	case cfg.Enabled():
 		g.startBook(cfg, g.roleNames())
 	}
-	g.live.Store(&liveConfig{retry: RetryConfigOf(p.Retry), queueTimeout: queueTimeout,
-		prefillPolicy: p.Policy.Prefill, decodePolicy: p.Policy.Decode})
+	g.live.Store(next)
 	return nil
 }
 
@@ -179,7 +197,7 @@ func (ps *pools) add(w *lane.Worker) {
 
 // clone is a copy whose slices a change may grow or cut.
 func (ps *pools) clone() *pools {
-	c := &pools{prefill: pool{seq: ps.prefill.seq}, decode: pool{seq: ps.decode.seq}}
+	c := &pools{}
 	for _, w := range ps.prefill.workers {
 		c.prefill.add(w)
 	}
@@ -207,7 +225,7 @@ func (g *Dispatcher) RemoveWorker(role string) {
 	g.liveMu.Lock()
 	defer g.liveMu.Unlock()
 	old := g.pools()
-	ps := &pools{prefill: pool{seq: old.prefill.seq}, decode: pool{seq: old.decode.seq}}
+	ps := &pools{}
 	for _, ws := range [][]*lane.Worker{old.prefill.workers, old.decode.workers, old.encode} {
 		for _, w := range ws {
 			if w.Role() != role {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -16,7 +17,7 @@ import (
 func TestReconfigure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	gw := profiles.GatewayPlan{Mode: profiles.ModePD, Policy: profiles.PolicyPlan{Prefill: RoundRobin, Decode: RoundRobin},
+	gw := profiles.GatewayPlan{Mode: profiles.ModePD, Policy: profiles.PolicyPlan{Prefill: routing.RoundRobin, Decode: routing.RoundRobin},
 		CircuitBreaker: profiles.CircuitBreakerPlan{FailureThreshold: 3, SuccessThreshold: 1, TimeoutDurationSecs: 30, WindowDurationSecs: 60}}
 	for i, r := range [][2]string{{"prefill", profiles.KindPrefill}, {"decode", profiles.KindDecode}} {
 		gw.Workers = append(gw.Workers, profiles.WorkerPlan{Role: r[0], Kind: r[1], DP: 1, URL: "ipc://" + filepath.Join(dir, string(rune('a'+i))), Handshake: "tcp://127.0.0.1:0"})

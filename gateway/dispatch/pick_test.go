@@ -2,14 +2,19 @@ package dispatch
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/routing"
+	"github.com/tsd-project/tsd/profiles"
 )
 
 // vanishing is a worker whose ranks are there at the first read and gone
 // at every later one: a rank SIGKILLed while a request is routed.
 type vanishing struct {
+	name  string
 	ranks []lane.RankLoad
 	dp    int
 	reads int
@@ -25,6 +30,21 @@ func (v *vanishing) Routable() []lane.RankLoad {
 
 func (v *vanishing) DPSize() int { return v.dp }
 
+func (v *vanishing) Role() string {
+	if v.name == "" {
+		return "w"
+	}
+	return v.name
+}
+
+func testRouter(t *testing.T, prefill, decode string) *routing.Router {
+	t.Helper()
+	var n uint64
+	r := routing.NewRouter(routing.Options{Prefill: prefill, Decode: decode, Rand: func() uint64 { n++; return n }})
+	t.Cleanup(r.Close)
+	return r
+}
+
 // Regression (1P dp 2 + 2D, 50 SIGKILLs): routing read the prefill's
 // ranks twice, the second read came back empty and Pick's -1
 // indexed the slice, killing tsd with "index out of range [-1]". One read
@@ -34,8 +54,9 @@ func TestChooseLegsReadsRanksOnce(t *testing.T) {
 	t.Parallel()
 	pre := &vanishing{ranks: []lane.RankLoad{{Identity: 1, DPRank: 1}}, dp: 2}
 	dec := &vanishing{ranks: []lane.RankLoad{{Identity: 0, DPRank: 0}}, dp: 1}
-	room := uint64(10) // wants prefill DP rank 0, which is down
-	p, d, r, err := chooseLegs(RoundRobin, LeastLoad, []rankSource{pre}, []rankSource{dec}, 0, 0, 0, 0, room)
+	room := uint64(10) // maps to prefill DP rank 0, which is down
+	p, d, r, _, err := chooseLegs(testRouter(t, routing.RoundRobin, routing.LeastLoad), nil, false, routing.Request{Prompt: []int32{1}},
+		[]rankSource{pre}, []rankSource{dec}, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,34 +69,45 @@ func TestChooseLegsReadsRanksOnce(t *testing.T) {
 }
 
 // chooseLegs' rows: refusals while a kind has no routable rank, the room
-// kept when its rank is up, moved when not, and the least loaded decode
-// rank.
+// moved to the chosen prefill rank, and each policy's rank.
 func TestChooseLegs(t *testing.T) {
 	t.Parallel()
 	up := func(ranks ...lane.RankLoad) *vanishing { return &vanishing{ranks: ranks, dp: len(ranks)} }
 	for _, tc := range []struct {
-		name     string
-		pre, dec []rankSource
-		room     uint64
-		wantErr  error
-		wantP    legChoice
-		wantD    legChoice
-		wantRoom uint64
+		name       string
+		pPol, dPol string
+		pre, dec   []rankSource
+		room       uint64
+		wantErr    error
+		wantP      legChoice
+		wantD      legChoice
+		wantRoom   uint64
 	}{
 		{name: "no prefill", pre: nil, dec: []rankSource{up(lane.RankLoad{})}, wantErr: errNoPrefill},
 		{name: "prefill ranks all gone", pre: []rankSource{&vanishing{dp: 1}}, dec: []rankSource{up(lane.RankLoad{})}, wantErr: errNoPrefill},
 		{name: "no decode", pre: []rankSource{up(lane.RankLoad{})}, dec: []rankSource{&vanishing{dp: 1}}, wantErr: errNoDecode},
-		{name: "room's rank up", pre: []rankSource{up(lane.RankLoad{Identity: 4, DPRank: 0}, lane.RankLoad{Identity: 5, DPRank: 1})},
-			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 7, wantP: legChoice{0, 5}, wantD: legChoice{0, 0}, wantRoom: 7},
-		{name: "room moved to a rank that is up", pre: []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 4, DPRank: 0}}, dp: 2}},
+		{name: "room kept when it maps to the chosen rank", pre: []rankSource{up(lane.RankLoad{Identity: 4, DPRank: 0}, lane.RankLoad{Identity: 5, DPRank: 1})},
+			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 6, wantP: legChoice{0, 4}, wantD: legChoice{0, 0}, wantRoom: 6},
+		{name: "room moved to the chosen rank", pre: []rankSource{up(lane.RankLoad{Identity: 4, DPRank: 0}, lane.RankLoad{Identity: 5, DPRank: 1})},
 			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 7, wantP: legChoice{0, 4}, wantD: legChoice{0, 0}, wantRoom: 6},
-		{name: "least loaded decode rank", pre: []rankSource{up(lane.RankLoad{Identity: 0})},
+		{name: "room moved to the only rank up", pre: []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 5, DPRank: 1}}, dp: 2}},
+			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 8, wantP: legChoice{0, 5}, wantD: legChoice{0, 0}, wantRoom: 9},
+		{name: "least_load decode rank", dPol: routing.LeastLoad, pre: []rankSource{up(lane.RankLoad{Identity: 0})},
 			dec:   []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 2, InFlight: 5}, {Identity: 3, DPRank: 1, InFlight: 1}}, dp: 2}},
 			wantP: legChoice{0, 0}, wantD: legChoice{0, 3}},
+		{name: "least_load prefill rank", pPol: routing.LeastLoad, pre: []rankSource{&vanishing{ranks: []lane.RankLoad{{Identity: 2, InFlight: 5}, {Identity: 3, DPRank: 1, InFlight: 1}}, dp: 2}},
+			dec: []rankSource{up(lane.RankLoad{Identity: 0})}, room: 10, wantP: legChoice{0, 3}, wantD: legChoice{0, 0}, wantRoom: 11},
 		{name: "second decode worker when the first has none", pre: []rankSource{up(lane.RankLoad{Identity: 0})},
 			dec: []rankSource{&vanishing{dp: 1}, up(lane.RankLoad{Identity: 9})}, wantP: legChoice{0, 0}, wantD: legChoice{1, 9}},
 	} {
-		p, d, room, err := chooseLegs(RoundRobin, LeastLoad, tc.pre, tc.dec, 0, 0, 0, 0, tc.room)
+		pPol, dPol := tc.pPol, tc.dPol
+		if pPol == "" {
+			pPol = routing.RoundRobin
+		}
+		if dPol == "" {
+			dPol = routing.RoundRobin
+		}
+		p, d, room, _, err := chooseLegs(testRouter(t, pPol, dPol), nil, false, routing.Request{Prompt: []int32{1, 2}}, tc.pre, tc.dec, tc.room)
 		if tc.wantErr != nil {
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.wantErr)
@@ -85,5 +117,91 @@ func TestChooseLegs(t *testing.T) {
 		if err != nil || p != tc.wantP || d != tc.wantD || room != tc.wantRoom {
 			t.Errorf("%s: %+v %+v room %d %v; want %+v %+v room %d", tc.name, p, d, room, err, tc.wantP, tc.wantD, tc.wantRoom)
 		}
+	}
+}
+
+// fakeKV is a KV index with fixed answers per worker.
+type fakeKV map[string]struct {
+	perRank []int
+	live    bool
+}
+
+func (f fakeKV) Match(worker string, _ []int32) ([]int, bool) {
+	e := f[worker]
+	return e.perRank, e.live
+}
+
+// kv_aware reads the index per worker: the rank holding the prompt takes
+// it while its events are live; the access fields say why; a worker
+// whose events are absent is routed by the tree.
+func TestChooseLegsKVAware(t *testing.T) {
+	t.Parallel()
+	r := testRouter(t, routing.KVAware, routing.RoundRobin)
+	since := time.Now()
+	pre := func() []rankSource {
+		return []rankSource{&vanishing{name: "prefill", dp: 4, ranks: []lane.RankLoad{
+			{Identity: 0, DPRank: 0, Since: since}, {Identity: 1, DPRank: 1, Since: since}, {Identity: 2, DPRank: 2, Since: since}, {Identity: 3, DPRank: 3, Since: since}}}}
+	}
+	dec := func() []rankSource {
+		return []rankSource{&vanishing{name: "decode", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}
+	}
+	prompt := make([]int32, 64)
+	kv := fakeKV{"prefill": {perRank: []int{0, 0, 48, 16}, live: true}}
+	p, _, room, ri, err := chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	if err != nil || p.identity != 2 || room%4 != 2 || ri.pre.Reason != routing.ReasonKVHit || ri.pre.Match != 48 || ri.preRank != 2 || ri.preWeight != 16 || ri.decWeight != 64 {
+		t.Fatalf("live: %+v room %d %+v %v", p, room, ri, err)
+	}
+	// The same prompt with the events gone: the tree saw it go to rank 2.
+	kv["prefill"] = struct {
+		perRank []int
+		live    bool
+	}{nil, false}
+	p, _, _, ri, err = chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	if err != nil || p.identity != 2 || ri.pre.Reason != routing.FallbackPrefix+routing.ReasonCacheHit {
+		t.Fatalf("absent: %+v %+v %v", p, ri, err)
+	}
+	// No index at all (Config.KV nil) is the same fallback.
+	p, _, _, ri, err = chooseLegs(r, nil, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	if err != nil || p.identity != 2 || !routing.IsFallback(ri.pre.Reason) {
+		t.Fatalf("no index: %+v %+v %v", p, ri, err)
+	}
+}
+
+// Every policy name the profile accepts for prefill and decode is one
+// the gateway implements: none falls back to another.
+func TestEveryProfilePolicyIsImplemented(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
+		for _, p := range profiles.Policies[kind] {
+			if !routing.Known(p) {
+				t.Errorf("%s policy %q is accepted by the profile but not implemented", kind, p)
+			}
+		}
+	}
+	for _, p := range profiles.Policies[profiles.KindEncode] {
+		switch p {
+		case routing.ConsistentHashing, routing.RoundRobin, routing.Random:
+		default:
+			t.Errorf("encode policy %q is accepted by the profile but not implemented", p)
+		}
+	}
+}
+
+// The encode policies other than consistent_hashing: round_robin starts
+// each request at the next encoder and gives its further images the ones
+// after it; an empty set picks nobody (PlanLegs refuses then).
+func TestEncodeCycle(t *testing.T) {
+	t.Parallel()
+	names := []string{"encode-0", "encode-1", "encode-2"}
+	c := &encodeCycle{names: names, seq: 4}
+	var got []string
+	for range 4 {
+		got = append(got, c.Pick("any-hash"))
+	}
+	if want := []string{"encode-1", "encode-2", "encode-0", "encode-1"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("picked %v, want %v", got, want)
+	}
+	if (&encodeCycle{}).Pick("h") != "" {
+		t.Fatal("an empty set picked someone")
 	}
 }

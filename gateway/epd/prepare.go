@@ -137,11 +137,18 @@ type Legs struct {
 	Decode  *wire.MultimodalInputs
 }
 
-// PlanLegs picks each item's encoder on ring, mints its room (distinct from
-// the PD room) and builds the encode requests and the prefill/decode
+// Picker chooses the encode worker of an image from its content hash: a
+// *Ring (consistent_hashing, the default), or the gateway's round_robin
+// and random encode policies.
+type Picker interface {
+	Pick(hash string) string
+}
+
+// PlanLegs picks each item's encoder with ring, mints its room (distinct
+// from the PD room) and builds the encode requests and the prefill/decode
 // multimodal inputs. addr gives a worker's embedding rendezvous
 // (registration, else Plan); false means it is unknown (not ready).
-func PlanLegs(rid string, p Prepared, ring *Ring, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
+func PlanLegs(rid string, p Prepared, ring Picker, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
 	n := len(p.Items)
 	l := Legs{Workers: make([]string, n), Rooms: MintItemRooms(n, pdRoom, rnd)}
 	encs := make([]Encoder, n)

@@ -64,7 +64,16 @@ type Request struct {
 	LogprobStartLen int  // >= 0: prompt logprobs from this position (prefill leg only); -1 none
 
 	Images []Image
+
+	// RoutingKey is the client's X-SMG-Routing-Key header, SMG's sticky
+	// routing key (the manual and consistent_hashing policies route by
+	// it); "" when the client sent none.
+	RoutingKey string
 }
+
+// RoutingKeyHeader is SMG's sticky-routing header; front ends copy it
+// into Request.RoutingKey.
+const RoutingKeyHeader = "X-SMG-Routing-Key"
 
 // Finish reasons as front ends report them.
 const (
@@ -98,8 +107,12 @@ type Event struct {
 	PromptLogprobs []float64      // once, on the first event, when requested (PD: from prefill)
 	PromptTokens   int
 	OutputTokens   int // cumulative
-	Finish         *Finish
-	Err            error // the generation failed (engine died, deadline, ...)
+	// CachedTokens is how many prompt tokens the engine found in its
+	// prefix cache: the prefill leg's count, where the prompt is computed
+	// (the decode's until the prefill's is known). Final on the last event.
+	CachedTokens int
+	Finish       *Finish
+	Err          error // the generation failed (engine died, deadline, ...)
 }
 
 // ErrTopLogprobsUnsupported: the engine answered a top-logprob request

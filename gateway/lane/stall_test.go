@@ -251,3 +251,51 @@ func TestSetHeld(t *testing.T) {
 		t.Fatal("lifted worker not routable")
 	}
 }
+
+// A stream's weight counts in its rank's in-flight tokens until it ends
+// (terminal output or abort), whatever ends it.
+func TestStreamWeighCountsUntilTheEnd(t *testing.T) {
+	t.Parallel()
+	_, w, r, _ := stallLane(t, time.Minute, &eventLog{})
+	tokens := func() int {
+		rs := w.Routable()
+		if len(rs) != 1 {
+			t.Fatalf("routable %+v", rs)
+		}
+		return rs[0].InFlightTokens
+	}
+	s1, err := w.Submit(0, "rid-1", []byte{0x90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := w.Submit(0, "rid-2", []byte{0x90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Weigh(100)
+	s2.Weigh(30)
+	s2.Weigh(-5) // ignored
+	if got := tokens(); got != 130 {
+		t.Fatalf("in-flight tokens %d, want 130", got)
+	}
+	if rs := w.Routable(); rs[0].Since.IsZero() {
+		t.Fatalf("no registration time: %+v", rs[0])
+	}
+	s2.Abort(nil)
+	if got := tokens(); got != 100 {
+		t.Fatalf("after an abort: %d, want 100", got)
+	}
+	r.emit(t, "rid-1", []int32{7}, "stop", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if o, err := s1.Recv(ctx); err != nil || o.Finished == "" {
+		t.Fatalf("rid-1: %+v %v", o, err)
+	}
+	if got := tokens(); got != 0 {
+		t.Fatalf("after the finish: %d, want 0", got)
+	}
+	s1.Weigh(50) // an ended stream weighs nothing
+	if got := tokens(); got != 0 {
+		t.Fatalf("weighing an ended stream: %d", got)
+	}
+}

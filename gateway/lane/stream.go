@@ -21,10 +21,27 @@ type Stream struct {
 	wake  chan struct{}
 
 	owed bool // counted in its rank's owed output; guarded by w.mu
+	// tokens is the stream's weight in its rank's in-flight tokens (Weigh);
+	// guarded by w.mu.
+	tokens int
 }
 
 func newStream(w *Worker, rid string, identity int) *Stream {
 	return &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
+}
+
+// Weigh counts n tokens in the stream's rank's in-flight tokens
+// (RankLoad.InFlightTokens) until the stream ends: the load routing
+// weighs (gateway/routing). A stream that already ended weighs nothing.
+func (s *Stream) Weigh(n int) {
+	w := s.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.streams[s.RID] != s || n <= 0 {
+		return
+	}
+	s.tokens += n
+	w.inflightTok[s.Identity] += n
 }
 
 // Worker is the worker the stream runs on.

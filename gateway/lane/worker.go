@@ -70,8 +70,11 @@ type Worker struct {
 	held     string // why the supervisor judged the role stalled (SetHeld); "" when not
 	streams  map[string]*Stream
 	inflight map[int]int
-	total    int
-	closed   bool
+	// inflightTok is, per identity, the tokens its streams were weighed
+	// at (Stream.Weigh): routing's in-flight token load.
+	inflightTok map[int]int
+	total       int
+	closed      bool
 
 	lastOut atomic.Int64 // unix nanos of the last output (or of going busy)
 	sendQ   *queue[sendJob]
@@ -108,15 +111,16 @@ type sendJob struct {
 
 func newWorker(l *Lane, p profiles.WorkerPlan) *Worker {
 	w := &Worker{
-		lane:     l,
-		plan:     p,
-		ranks:    map[int]*rank{},
-		expected: p.DP,
-		routed:   true,
-		streams:  map[string]*Stream{},
-		inflight: map[int]int{},
-		sendQ:    newQueue[sendJob](),
-		stop:     make(chan struct{}),
+		lane:        l,
+		plan:        p,
+		ranks:       map[int]*rank{},
+		expected:    p.DP,
+		routed:      true,
+		streams:     map[string]*Stream{},
+		inflight:    map[int]int{},
+		inflightTok: map[int]int{},
+		sendQ:       newQueue[sendJob](),
+		stop:        make(chan struct{}),
 	}
 	name := p.Role
 	w.name.Store(&name)
@@ -922,6 +926,12 @@ func (w *Worker) removeLocked(s *Stream) bool {
 	if w.inflight[s.Identity] <= 0 {
 		delete(w.inflight, s.Identity)
 	}
+	if s.tokens != 0 {
+		if w.inflightTok[s.Identity] -= s.tokens; w.inflightTok[s.Identity] <= 0 {
+			delete(w.inflightTok, s.Identity)
+		}
+		s.tokens = 0
+	}
 	w.total--
 	return true
 }
@@ -1040,6 +1050,12 @@ type RankLoad struct {
 	Identity int
 	DPRank   int
 	InFlight int
+	// InFlightTokens is the sum of its in-flight streams' weights
+	// (Stream.Weigh): the prompt tokens routing expects them to cost.
+	InFlightTokens int
+	// Since is when the rank registered: a new value is a restarted
+	// engine, whose caches started empty.
+	Since time.Time
 }
 
 // Routable lists the registered ranks (none when the worker is not
@@ -1053,7 +1069,7 @@ func (w *Worker) Routable() []RankLoad {
 	var out []RankLoad
 	for id, r := range w.ranks {
 		if r.st.State == snapshot.RankRegistered {
-			out = append(out, RankLoad{Identity: id, DPRank: r.st.DPRank, InFlight: w.inflight[id]})
+			out = append(out, RankLoad{Identity: id, DPRank: r.st.DPRank, InFlight: w.inflight[id], InFlightTokens: w.inflightTok[id], Since: r.st.Since})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })

@@ -186,6 +186,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
 	ag, e := s.planAgent(&req.agentFields, req.Tools, req.Messages, p)
 	if e != nil {
 		writeError(w, e)
@@ -380,6 +381,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 	roleSent := make([]bool, p.n)
 	replies := make([]*replyParser, p.n) // tools.go; nil: content as generated
 	var u usage
+	var ps prompts
 	failed := false
 	for pc := range pieces {
 		if failed {
@@ -444,7 +446,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 				out.write(enc.finish(pc.index, pc.finish, pc.matched))
 			}
 			u.CompletionTokens += pc.completion
-			u.PromptTokens = pc.prompt
+			ps.add(0, pc) // n samples of one prompt
 		}
 		if len(pieces) == 0 {
 			out.flush()
@@ -458,6 +460,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 		return
 	}
 	if p.includeUsage && !failed {
+		ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		out.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
 	}

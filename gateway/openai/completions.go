@@ -147,6 +147,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
 	if e := req.grammarRequest.apply(p); e != nil {
 		writeError(w, e)
 		return
@@ -232,7 +233,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 	started := make([]bool, total)
 	offsets := make([]int, total)
 	var u usage
-	seenPrompt := map[int]bool{}
+	var ps prompts
 	failed := false
 	for pc := range pieces {
 		if failed {
@@ -264,10 +265,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 		if pc.finish != "" {
 			out.write(enc.finish(pc.index, pc.finish, pc.matched))
 			u.CompletionTokens += pc.completion
-			if g := promptOf(pc.index); !seenPrompt[g] {
-				seenPrompt[g] = true
-				u.PromptTokens += pc.prompt
-			}
+			ps.add(promptOf(pc.index), pc)
 		}
 		if len(pieces) == 0 {
 			out.flush()
@@ -280,6 +278,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 		return
 	}
 	if p.includeUsage && !failed {
+		ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		out.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{}, Usage: &u})
 	}

@@ -25,7 +25,11 @@ type fakeEngine struct {
 	failAt   int   // >0: fail the stream after this many tokens
 	startErr error // Generate itself fails
 	notReady bool
-	noTop    bool // answer top-logprob requests without alternatives (upstream's engine)
+	// cached, when set, is the prompt tokens each request finds cached,
+	// reported from its second event on (as the prefill's count reaches
+	// the gateway after the first decode tokens).
+	cached func(r gen.Request) int
+	noTop  bool // answer top-logprob requests without alternatives (upstream's engine)
 
 	mu      sync.Mutex
 	reqs    []gen.Request
@@ -68,6 +72,9 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 		out := 0
 		for i := 0; f.endless || i <= len(toks); {
 			ev := gen.Event{PromptTokens: len(r.InputIDs)}
+			if f.cached != nil && i > 0 {
+				ev.CachedTokens = f.cached(r)
+			}
 			if i == 0 && r.LogprobStartLen >= 0 {
 				// As the gateway: the prefill's prompt logprobs, none for position 0.
 				for p := r.LogprobStartLen; p < len(r.InputIDs); p++ {

@@ -50,6 +50,7 @@ type plan struct {
 	includeStop  bool
 	logprobs     bool
 	topLogprobs  int
+	routingKey   string // the X-SMG-Routing-Key header (gen.Request.RoutingKey)
 }
 
 // stopStrings accepts null, "x" or ["x", ...] (at most 4 in OpenAI; we allow 16).
@@ -200,5 +201,6 @@ func (p *plan) request(rid string, ids []int32, i int) gen.Request {
 		ReturnLogprob:   p.logprobs,
 		TopLogprobsNum:  p.engineTop(),
 		LogprobStartLen: -1,
+		RoutingKey:      p.routingKey,
 	}
 }

@@ -583,6 +583,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	run.p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
+	for i := range run.reqs {
+		run.reqs[i].RoutingKey = run.p.routingKey
+	}
 	pieces := s.runAll(ctx, run.p, run.reqs, []int{0})
 	b := &itemBuilder{obj: &run.obj}
 	if run.p.stream {
@@ -800,7 +804,7 @@ func (b *itemBuilder) finish(finish string, u usage) {
 		b.close()
 	}
 	b.obj.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+		InputTokensDetails: map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 }
 
 // streamResponse writes the Responses event stream: response.created and
@@ -858,7 +862,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc
 		}
 		b.add(ds)
 		if pc.finish != "" {
-			u.PromptTokens, u.CompletionTokens = pc.prompt, pc.completion
+			u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens = pc.prompt, pc.completion, pc.cached
 			b.finish(pc.finish, u)
 			body := s.keepResponse(run)
 			typ := "response.completed"

@@ -30,6 +30,7 @@ type piece struct {
 	matched    any    // stop string, stop token id, or nil
 	prompt     int    // prompt tokens (last piece)
 	completion int    // completion tokens (last piece)
+	cached     int    // prompt tokens found in the prefix cache (last piece)
 	err        *apiError
 }
 
@@ -130,7 +131,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		TokenStrings: p.stopByID,
 		MinTokens:    req.Sampling.MinNewTokens,
 	})
-	prompt, completion := len(req.InputIDs), 0
+	prompt, completion, cached := len(req.InputIDs), 0, 0
 	for {
 		var ev gen.Event
 		var ok bool
@@ -151,6 +152,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		if ev.PromptTokens > 0 {
 			prompt = ev.PromptTokens
 		}
+		cached = ev.CachedTokens
 		if err := gen.CheckTopLogprobs(req, ev); err != nil {
 			send(piece{index: index, err: errorf(http.StatusBadRequest, "top_logprobs_unsupported", "top_logprobs", err.Error())})
 			return
@@ -200,7 +202,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			}
 		}
 		if pc.finish != "" {
-			pc.prompt, pc.completion = prompt, completion
+			pc.prompt, pc.completion, pc.cached = prompt, completion, min(cached, prompt)
 			send(pc)
 			return
 		}
@@ -246,11 +248,46 @@ func engineError(err error, status int, code, prefix string) *apiError {
 	return errorf(status, code, "", prefix+err.Error())
 }
 
-// usage is OpenAI's usage object.
+// usage is OpenAI's usage object; prompt_tokens_details.cached_tokens is
+// always present (0 when nothing was cached).
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// prompts counts a response's prompt tokens once per prompt (n samples of
+// one prompt share it) and, per prompt, the cached tokens every one of its
+// samples found (the least of theirs: cached never exceeds the prompt, and
+// finish order does not change it).
+type prompts struct {
+	prompt, cached map[int]int
+}
+
+// add records one finished sample of prompt group g.
+func (c *prompts) add(g int, pc piece) {
+	if c.prompt == nil {
+		c.prompt, c.cached = map[int]int{}, map[int]int{}
+	}
+	if _, seen := c.prompt[g]; !seen {
+		c.prompt[g], c.cached[g] = pc.prompt, pc.cached
+		return
+	}
+	c.cached[g] = min(c.cached[g], pc.cached)
+}
+
+// into sets u's prompt and cached counts.
+func (c *prompts) into(u *usage) {
+	u.PromptTokens, u.PromptTokensDetails.CachedTokens = 0, 0
+	for g, n := range c.prompt {
+		u.PromptTokens += n
+		u.PromptTokensDetails.CachedTokens += c.cached[g]
+	}
 }
 
 // choiceState accumulates one choice for non-streaming responses.
@@ -266,7 +303,7 @@ func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf fun
 	states := make([]choiceState, n)
 	var u usage
 	var firstErr *apiError
-	seenPrompt := map[int]bool{}
+	var ps prompts
 	for pc := range pieces {
 		if pc.err != nil {
 			if firstErr == nil {
@@ -281,12 +318,10 @@ func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf fun
 		if pc.finish != "" {
 			st.finish, st.matched = pc.finish, pc.matched
 			u.CompletionTokens += pc.completion
-			if g := promptOf(pc.index); !seenPrompt[g] {
-				seenPrompt[g] = true
-				u.PromptTokens += pc.prompt
-			}
+			ps.add(promptOf(pc.index), pc)
 		}
 	}
+	ps.into(&u)
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return states, u, firstErr
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -150,6 +151,16 @@ type Rec struct {
 	ended      bool
 	retries    int  // attempts after the first (retries and migrations)
 	migrated   bool // a migration continued the stream on another decode
+	route      routeFields
+}
+
+// routeFields are the routing decision the access line shows (the
+// prefill leg's policy, reason and cache match; both legs' DP ranks).
+type routeFields struct {
+	set                     bool
+	policy, reason          string
+	match                   float64 // < 0: the policy reads no cache
+	prefillRank, decodeRank int
 }
 
 // roleRef is a role that served one of the request's legs; legs counts
@@ -300,6 +311,22 @@ func (r *Rec) Leave(name string) {
 			return
 		}
 	}
+}
+
+// Route records the routing decision for the access line: the prefill
+// leg's policy and its reason, the share of the prompt the chosen rank
+// was expected to hold (match < 0: the policy reads no cache; not shown)
+// and the DP ranks of both legs. The last call wins (a retried request
+// shows the attempt that ran).
+func (r *Rec) Route(policy, reason string, match float64, prefillRank, decodeRank int) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, prefillRank: prefillRank, decodeRank: decodeRank}
+	}
+	r.b.mu.Unlock()
 }
 
 // Prompt records the prompt's length in tokens (n > 1 samples share it).
@@ -466,7 +493,7 @@ func (r *Rec) End(status int) {
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs, retries: r.retries, migrated: r.migrated}
+		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs, retries: r.retries, migrated: r.migrated, route: r.route}
 	line.engineRIDs = strings.Join(r.engineRIDs, ",")
 	if r.first {
 		line.ttft = r.ttft
@@ -503,6 +530,7 @@ type access struct {
 	moreRIDs           int
 	retries            int
 	migrated           bool
+	route              routeFields
 }
 
 func (a access) write(log *slog.Logger) {
@@ -510,7 +538,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 15)
+	attrs := make([]slog.Attr, 0, 20)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -555,6 +583,13 @@ func (a access) write(log *slog.Logger) {
 		migrated = 1
 	}
 	attrs = append(attrs, slog.Int("retries", a.retries), slog.Int("migrated", migrated))
+	if rt := a.route; rt.set {
+		attrs = append(attrs, slog.String("route", rt.policy), slog.String("route_reason", rt.reason))
+		if rt.match >= 0 {
+			attrs = append(attrs, slog.String("match", strconv.FormatFloat(rt.match, 'f', 2, 64)))
+		}
+		attrs = append(attrs, slog.Int("prefill_rank", rt.prefillRank), slog.Int("decode_rank", rt.decodeRank))
+	}
 	log.LogAttrs(context.Background(), level, "access", attrs...)
 }
 

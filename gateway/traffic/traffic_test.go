@@ -327,6 +327,32 @@ func TestAccessLine(t *testing.T) {
 	}
 }
 
+// The routing decision rides the access line in a fixed order after
+// roles: route, route_reason, match (only for policies that read a cache)
+// and both legs' DP ranks; the last decision recorded wins.
+func TestAccessLineRoute(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/generate")
+	r.Route("round_robin", "cycle", -1, 0, 0) // a first attempt
+	r.Route("cache_aware", "cache_hit", 0.934, 1, 0)
+	r.Role("prefill", "prefill")
+	r.End(200)
+	r = b.Begin("POST", "/generate")
+	r.Route("round_robin", "cycle", -1, 3, 1)
+	r.End(200)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	if want := "roles=prefill retries=0 migrated=0 route=cache_aware route_reason=cache_hit match=0.93 prefill_rank=1 decode_rank=0"; !strings.HasSuffix(lines[0], want) {
+		t.Errorf("line %q does not end with %q", lines[0], want)
+	}
+	if want := "route=round_robin route_reason=cycle prefill_rank=3 decode_rank=1"; !strings.HasSuffix(lines[1], want) || strings.Contains(lines[1], "match=") {
+		t.Errorf("line %q does not end with %q", lines[1], want)
+	}
+}
+
 // Calls on a nil Rec (a dispatch without an HTTP request) do nothing.
 func TestNilRec(t *testing.T) {
 	var r *Rec
@@ -337,6 +363,7 @@ func TestNilRec(t *testing.T) {
 	r.Tokens("d", 1)
 	r.ITL("d", time.Millisecond)
 	r.Fail("x")
+	r.Route("random", "random", -1, 0, 0)
 	r.End(200)
 	if FromContext(t.Context()) != nil {
 		t.Fatal("a Rec from an empty context")

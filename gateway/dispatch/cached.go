@@ -1,0 +1,63 @@
+package dispatch
+
+import (
+	"context"
+
+	"github.com/tsd-project/tsd/gateway/lane"
+)
+
+// cachedCount is a request's cached prompt tokens for its usage
+// (usage.prompt_tokens_details.cached_tokens): the prefill leg's count,
+// where the prompt is computed; until the prefill's terminal output is
+// in, the decode's own report stands in (TokenSpeed hands the prefill's
+// count to the decode with the KV).
+type cachedCount struct {
+	n       int
+	fromPre bool
+}
+
+func (c *cachedCount) prefill(pr legResult) {
+	if pr.err == nil {
+		c.n, c.fromPre = pr.out.CachedTokens, true
+	}
+}
+
+func (c *cachedCount) decode(o lane.Output) {
+	if !c.fromPre && o.CachedTokens > 0 {
+		c.n = o.CachedTokens
+	}
+}
+
+// awaitPrefillCount is called when the decode leg finished before the
+// prefill's terminal output was seen (a short answer races the prefill's
+// last batch): it takes that output if it already arrived, else waits
+// for it up to the drain grace, so the usage carries the prefill's count.
+// The prefill leg is then done and is not aborted.
+func (f *flight) awaitPrefillCount() {
+	if f.preDone || f.cached.fromPre {
+		return
+	}
+	select {
+	case pr := <-f.preCh:
+		f.preCh, f.preDone = nil, true
+		f.cached.prefill(pr)
+		return
+	default:
+	}
+	if f.preWake == nil {
+		return // awaitPrompt's result is on preCh, or the leg is not read
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, f.g.opts.DrainGrace)
+	defer cancel()
+	for {
+		o, err := f.cur.ls.ps.Recv(ctx)
+		if err != nil {
+			return
+		}
+		if o.Finished != "" {
+			f.preWake, f.preDone = nil, true
+			f.cached.prefill(legResult{out: o})
+			return
+		}
+	}
+}

@@ -1,0 +1,554 @@
+package routing
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Pools: the two kinds a PD request needs a leg of.
+const (
+	PoolPrefill = iota
+	PoolDecode
+	numPools
+)
+
+// WorkerView is one worker of a pool as the caller read it: its routable
+// ranks (none: not a candidate) and, for kv_aware, whether its KV events
+// are live.
+type WorkerView struct {
+	Name  string
+	Ranks []RankView
+	Live  bool
+}
+
+// RankView is one routable rank.
+type RankView struct {
+	Identity, DPRank int
+	Reqs, Tokens     int // the gateway's in-flight requests and tokens there
+	// KV is the prompt tokens the rank holds according to its engine's KV
+	// events (read only when the worker is Live and the policy kv_aware).
+	KV int
+	// Epoch changes when the rank registers anew (a restarted engine):
+	// the tree forgets what it believed that rank held.
+	Epoch int64
+}
+
+// Request is what routing knows of a request.
+type Request struct {
+	Prompt []int32 // the whole rendered prompt's token ids
+	Key    string  // RoutingKeyHeader's value, "" none
+}
+
+// Choice is one pool's answer.
+type Choice struct {
+	Worker int // index into the WorkerView slice; -1: no routable worker
+	Rank   int // index into that worker's Ranks
+	Policy string
+	// Reason is the deciding level's reason: the rank's when the pool had
+	// one candidate worker, else the worker's.
+	Reason string
+	// Match is the prompt tokens the chosen rank is expected to hold.
+	Match int
+}
+
+// kv_aware's memory of its own decisions.
+const (
+	// RecentHalfLife: a decision's weight in Candidate.Recent halves every
+	// this many decisions of its scope.
+	RecentHalfLife = 256
+	// PendingTTL is how long kv_aware counts a prompt it routed as held by
+	// its rank although the engine's events do not show it yet (it is
+	// queued or being computed): a prompt stays between PendingTTL and
+	// twice that, by then its blocks are in the events or were evicted.
+	PendingTTL = 10 * time.Second
+	// maxPendingTokens rotates the pending tree early under heavy load:
+	// the memory bound of what it keeps.
+	maxPendingTokens = 1 << 24
+)
+
+var recentDecay = math.Pow(2, -1.0/RecentHalfLife)
+
+// Tenant names a DP rank of a worker in the tree and on rings.
+func Tenant(worker string, dpRank int) string { return fmt.Sprintf("%s#%d", worker, dpRank) }
+
+// ErrClosed is Route's answer once the Router stopped.
+var ErrClosed = errors.New("routing: the router has stopped")
+
+// Options configure a Router.
+type Options struct {
+	Prefill, Decode string // each pool's policy
+	Config          Config
+	// Now and Rand are the clock and random source; nil: the real ones.
+	// Tests inject fixed ones.
+	Now  func() time.Time
+	Rand func() uint64
+	// OnPanic hears a panic a route or a maintenance step recovered from
+	// (the request gets an error, the Router keeps running).
+	OnPanic func(where string, v any, stack []byte)
+}
+
+// Router owns the routing state of both pools (the radix trees, sticky
+// maps, bucket ranges, counters and rings) in one goroutine: Route sends
+// it the request and the candidates read just before, it decides and
+// updates its state, so two concurrent requests with the same prompt see
+// each other's insert (docs/architecture.md §3.2).
+type Router struct {
+	st    *state
+	asks  chan ask
+	done  chan struct{}
+	ended chan struct{}
+}
+
+type ask struct {
+	req      Request
+	pre, dec []WorkerView
+	fn       func(*state) // instead of a route: run this in the goroutine
+	reply    chan answer
+}
+
+type answer struct {
+	p, d Choice
+	err  error
+}
+
+// NewRouter starts the Router's goroutine; Close stops it.
+func NewRouter(o Options) *Router {
+	r := &Router{st: newState(o), asks: make(chan ask), done: make(chan struct{}), ended: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// Route chooses a rank of each pool for req. A pool without routable
+// rank gets Worker -1.
+func (r *Router) Route(req Request, pre, dec []WorkerView) (p, d Choice, err error) {
+	a := ask{req: req, pre: pre, dec: dec, reply: make(chan answer, 1)}
+	select {
+	case r.asks <- a:
+	case <-r.done:
+		return p, d, ErrClosed
+	}
+	select {
+	case ans := <-a.reply:
+		return ans.p, ans.d, ans.err
+	case <-r.ended:
+		return p, d, ErrClosed
+	}
+}
+
+// Close stops the goroutine and waits for it.
+func (r *Router) Close() {
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	<-r.ended
+}
+
+// TreeStats reports, per pool, the tokens and nodes its tree keeps (for
+// the memory bound; 0 when its policy keeps no tree). It goes through the
+// Router's goroutine like everything else.
+func (r *Router) TreeStats() (tokens, nodes [numPools]int, err error) {
+	ch := make(chan [2][numPools]int, 1)
+	fn := func(s *state) {
+		var out [2][numPools]int
+		for i, p := range s.pools {
+			if p.tree != nil {
+				out[0][i], out[1][i] = p.tree.Stored()
+			}
+		}
+		ch <- out
+	}
+	if err := r.do(fn); err != nil {
+		return tokens, nodes, err
+	}
+	out := <-ch
+	return out[0], out[1], nil
+}
+
+// do runs fn in the Router's goroutine (tests and stats).
+func (r *Router) do(fn func(*state)) error {
+	a := ask{fn: fn, reply: make(chan answer, 1)}
+	select {
+	case r.asks <- a:
+	case <-r.done:
+		return ErrClosed
+	}
+	select {
+	case ans := <-a.reply:
+		return ans.err
+	case <-r.ended:
+		return ErrClosed
+	}
+}
+
+// maintenance are the tickers of the policies in use: tree eviction,
+// sticky-key expiry, bucket adjustment (a nil channel: not in use).
+type maintenance struct {
+	evict, expire, adjust <-chan time.Time
+	stop                  []func()
+}
+
+func maintenanceOf(s *state) maintenance {
+	var m maintenance
+	tick := func(d time.Duration) <-chan time.Time {
+		t := time.NewTicker(d)
+		m.stop = append(m.stop, t.Stop)
+		return t.C
+	}
+	if s.usesTree() {
+		m.evict = tick(s.cfg.CacheAware.EvictionInterval)
+	}
+	if s.uses(Manual) {
+		m.expire = tick(s.cfg.Manual.EvictionInterval)
+	}
+	if s.uses(Bucket) {
+		m.adjust = tick(s.cfg.Bucket.AdjustInterval)
+	}
+	return m
+}
+
+func (m maintenance) end() {
+	for _, stop := range m.stop {
+		stop()
+	}
+}
+
+// Reconfigure replaces the pools' policies and knobs (tsd apply,
+// docs/architecture.md §4.3), in the Router's goroutine between two
+// routes: a pool whose policy stays, with the same knobs, keeps its state
+// (its tree, sticky keys, counters); a changed one starts afresh.
+func (r *Router) Reconfigure(o Options) error {
+	return r.do(func(s *state) { s.reconfigure(o) })
+}
+
+func (s *state) reconfigure(o Options) {
+	o.Now, o.Rand, o.OnPanic = s.now, s.rnd, s.onPanic
+	next := newState(o)
+	same := reflect.DeepEqual(next.cfg, s.cfg)
+	for i := range next.pools {
+		if same && next.pools[i].policy == s.pools[i].policy {
+			next.pools[i] = s.pools[i]
+		}
+	}
+	*s = *next
+	s.retime = true
+}
+
+func (r *Router) loop() {
+	defer close(r.ended)
+	s := r.st
+	m := maintenanceOf(s)
+	defer func() { m.end() }()
+	for {
+		evict, expire, adjust := m.evict, m.expire, m.adjust
+		select {
+		case a := <-r.asks:
+			a.reply <- s.serve(a)
+			if s.retime {
+				s.retime = false
+				m.end()
+				m = maintenanceOf(s)
+			}
+		case <-evict:
+			s.guard("tree eviction", s.evictTrees)
+		case <-expire:
+			s.guard("sticky expiry", s.expireSticky)
+		case <-adjust:
+			s.guard("bucket adjustment", s.adjustBuckets)
+		case <-r.done:
+			return
+		}
+	}
+}
+
+// state is everything the Router's goroutine owns.
+type state struct {
+	cfg     Config
+	now     func() time.Time
+	rnd     func() uint64
+	onPanic func(string, any, []byte)
+	pools   [numPools]*poolState
+	retime  bool // the policies changed: the loop's maintenance tickers follow
+}
+
+func newState(o Options) *state {
+	s := &state{cfg: o.Config.withDefaults(), now: o.Now, rnd: o.Rand, onPanic: o.OnPanic}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rnd == nil {
+		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		s.rnd = r.Uint64
+	}
+	if s.onPanic == nil {
+		s.onPanic = func(string, any, []byte) {}
+	}
+	for i, p := range []string{o.Prefill, o.Decode} {
+		if p == "" {
+			p = RoundRobin
+		}
+		ps := &poolState{policy: p, seq: map[string]uint64{}, rings: map[string]ringEntry{}, epochs: map[string]int64{}}
+		switch p {
+		case KVAware:
+			ps.tree = NewTree()
+			ps.recent = map[string]map[string]float64{}
+			ps.pending = [2]*Tree{NewTree(), NewTree()}
+		case CacheAware:
+			ps.tree = NewTree()
+		case Manual:
+			ps.sticky = newStickyMap(MaxStickyKeys)
+		case Bucket:
+			ps.buckets = map[string]*bucketState{}
+		}
+		s.pools[i] = ps
+	}
+	return s
+}
+
+func (s *state) uses(policy string) bool {
+	return s.pools[PoolPrefill].policy == policy || s.pools[PoolDecode].policy == policy
+}
+
+func (s *state) usesTree() bool { return s.uses(CacheAware) || s.uses(KVAware) }
+
+// guard runs a step behind a recover boundary: a bug in one decision
+// fails that request, never the gateway's routing.
+func (s *state) guard(where string, fn func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.onPanic("routing "+where, v, debug.Stack())
+			err = fmt.Errorf("internal error in the gateway's routing (%s; recovered: %v)", where, v)
+		}
+	}()
+	fn()
+	return nil
+}
+
+func (s *state) serve(a ask) answer {
+	if a.fn != nil {
+		return answer{err: s.guard("do", func() { a.fn(s) })}
+	}
+	var ans answer
+	ans.err = s.guard("route", func() { ans.p, ans.d = s.route(a.req, a.pre, a.dec) })
+	return ans
+}
+
+// route decides both pools.
+func (s *state) route(req Request, pre, dec []WorkerView) (p, d Choice) {
+	now := s.now()
+	return s.pools[PoolPrefill].route(s, req, pre, now), s.pools[PoolDecode].route(s, req, dec, now)
+}
+
+func (s *state) evictTrees() {
+	for _, p := range s.pools {
+		if p.tree != nil {
+			p.tree.EvictAll(s.cfg.CacheAware.MaxTreeSize)
+		}
+	}
+}
+
+func (s *state) expireSticky() {
+	for _, p := range s.pools {
+		if p.sticky != nil {
+			p.sticky.expire(s.now(), s.cfg.Manual.MaxIdle)
+		}
+	}
+}
+
+func (s *state) adjustBuckets() {
+	for _, p := range s.pools {
+		for _, b := range p.buckets {
+			b.adjust()
+		}
+	}
+}
+
+// poolState is one pool's routing state. A scope is where a decision is
+// made: "" for the choice among workers, a worker's name for the choice
+// among its ranks.
+type poolState struct {
+	policy  string
+	seq     map[string]uint64 // decisions per scope
+	rings   map[string]ringEntry
+	tree    *Tree
+	sticky  *stickyMap
+	buckets map[string]*bucketState
+	epochs  map[string]int64 // tenant → the registration its tree entries belong to
+	// kv_aware: per scope, each candidate's decayed count of decisions
+	// (Candidate.Recent); and the prompts it routed lately, newest
+	// generation first, which the engines' events may not show yet.
+	recent       map[string]map[string]float64
+	pending      [2]*Tree
+	pendingSince time.Time
+}
+
+type ringEntry struct {
+	members string
+	ring    *Ring
+}
+
+func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time) Choice {
+	c := Choice{Worker: -1, Policy: ps.policy}
+	kv := ps.policy == KVAware
+	// The tree's view of every routable rank, once per request.
+	var tenants []string
+	for _, w := range ws {
+		for _, r := range w.Ranks {
+			t := Tenant(w.Name, r.DPRank)
+			tenants = append(tenants, t)
+			if ps.tree != nil && ps.epochs[t] != r.Epoch {
+				// A new registration: that engine's cache started empty.
+				ps.tree.Evict(t, 0)
+				for _, p := range ps.pending {
+					if p != nil {
+						p.Evict(t, 0)
+					}
+				}
+				ps.epochs[t] = r.Epoch
+			}
+		}
+	}
+	var treeMatch, pendMatch []int
+	if ps.tree != nil {
+		treeMatch = ps.tree.Match(req.Prompt, tenants)
+	}
+	if kv {
+		if tok, _ := ps.pending[0].Stored(); now.Sub(ps.pendingSince) >= PendingTTL || tok > maxPendingTokens {
+			ps.pending = [2]*Tree{NewTree(), ps.pending[0]}
+			ps.pendingSince = now
+		}
+		pendMatch = ps.pending[0].Match(req.Prompt, tenants)
+		for i, m := range ps.pending[1].Match(req.Prompt, tenants) {
+			pendMatch[i] = max(pendMatch[i], m)
+		}
+	}
+	rankCands := make([][]Candidate, len(ws))
+	var cands []Candidate
+	var widx []int
+	k := 0
+	for i, w := range ws {
+		if len(w.Ranks) == 0 {
+			continue
+		}
+		wc := Candidate{Name: w.Name, Live: kv && w.Live}
+		for _, r := range w.Ranks {
+			m := 0
+			if treeMatch != nil {
+				m = treeMatch[k]
+			}
+			if kv && w.Live {
+				// The engine's events, and what was sent there since.
+				m = max(r.KV, pendMatch[k])
+			}
+			k++
+			rc := Candidate{Name: Tenant(w.Name, r.DPRank), Reqs: r.Reqs, Tokens: r.Tokens, Match: min(m, len(req.Prompt)), Live: wc.Live}
+			rankCands[i] = append(rankCands[i], rc)
+			wc.Reqs += rc.Reqs
+			wc.Tokens += rc.Tokens
+			wc.Match = max(wc.Match, rc.Match)
+		}
+		cands = append(cands, wc)
+		widx = append(widx, i)
+	}
+	if len(cands) == 0 {
+		c.Reason = ReasonNone
+		return c
+	}
+	var hash uint64
+	if ps.policy == PrefixHash {
+		hash = HashTokens(req.Prompt, s.cfg.PrefixHash.PrefixTokens)
+	}
+	wd := ps.decide(s, "", cands, req, hash, now)
+	c.Worker = widx[wd.Index]
+	w := ws[c.Worker]
+	rd := ps.decide(s, w.Name, rankCands[c.Worker], req, hash, now)
+	c.Rank = rd.Index
+	chosen := rankCands[c.Worker][rd.Index]
+	c.Match = chosen.Match
+	c.Reason = wd.Reason
+	if len(cands) == 1 {
+		c.Reason = rd.Reason
+	}
+	if kv {
+		ps.pending[0].Insert(req.Prompt, chosen.Name)
+	}
+	if ps.tree != nil {
+		ps.tree.Insert(req.Prompt, chosen.Name)
+		if lim := s.cfg.CacheAware.MaxTreeSize; ps.tree.Size(chosen.Name) > 2*lim {
+			// Between evictions a tenant may grow to twice the limit,
+			// never more: the memory bound docs/profiles.md states.
+			ps.tree.Evict(chosen.Name, lim)
+		}
+	}
+	return c
+}
+
+// decide gathers the view of one scope, decides, and records what the
+// decision changes in that scope.
+func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Request, hash uint64, now time.Time) Decision {
+	v := View{Cands: cands, Prompt: len(req.Prompt), Key: req.Key, Hash: hash, Seq: ps.seq[scope], Rnd: [2]uint64{s.rnd(), s.rnd()}}
+	switch ps.policy {
+	case ConsistentHashing, PrefixHash:
+		v.Ring = ps.ring(scope, cands)
+	case Manual:
+		if req.Key != "" {
+			v.Sticky = ps.sticky.get(stickyKey(scope, req.Key), now)
+		}
+		for i := range v.Cands {
+			v.Cands[i].Keys = ps.sticky.keys[v.Cands[i].Name]
+		}
+	case Bucket:
+		b := ps.buckets[scope]
+		if b == nil {
+			b = &bucketState{}
+			ps.buckets[scope] = b
+		}
+		v.Bucket = b.view(cands)
+	case KVAware:
+		for i := range v.Cands {
+			v.Cands[i].Recent = ps.recent[scope][v.Cands[i].Name]
+		}
+	}
+	d := Decide(ps.policy, s.cfg, v)
+	ps.seq[scope]++
+	name := cands[d.Index].Name
+	switch {
+	case ps.policy == Manual && d.Assign:
+		ps.sticky.assign(stickyKey(scope, req.Key), name, now)
+	case ps.policy == Bucket:
+		ps.buckets[scope].observe(len(req.Prompt), name, now, s.cfg.Bucket.AdjustInterval)
+	case ps.policy == KVAware:
+		r := ps.recent[scope]
+		if r == nil {
+			r = map[string]float64{}
+			ps.recent[scope] = r
+		}
+		for n := range r {
+			r[n] *= recentDecay
+		}
+		r[name]++
+	}
+	return d
+}
+
+// ring is the scope's ring over cands, rebuilt when the members change.
+func (ps *poolState) ring(scope string, cands []Candidate) *Ring {
+	names := make([]string, len(cands))
+	for i, c := range cands {
+		names[i] = c.Name
+	}
+	key := strings.Join(names, "\x00")
+	if e, ok := ps.rings[scope]; ok && e.members == key {
+		return e.ring
+	}
+	r := NewRing(names)
+	ps.rings[scope] = ringEntry{key, r}
+	return r
+}
