@@ -642,7 +642,7 @@ func processGone(r snapshot.RoleStatus) (bool, error) {
 }
 
 // stopAndWait drains and stops name and waits until its process is gone.
-func (s *Supervisor) stopAndWait(ctx context.Context, j *applyJob, name string) error {
+func (s *Supervisor) stopAndWait(ctx context.Context, name string) error {
 	if err := s.Stop(name); err != nil {
 		return fmt.Errorf("stop %s: %w", name, err)
 	}
@@ -656,7 +656,7 @@ func (s *Supervisor) applyStop(ctx context.Context, j *applyJob, pp *planPatch, 
 		return nil // gone already
 	}
 	j.say(s, "stop %s: drain its requests, stop it, unbind its sockets", st.Name)
-	if err := s.stopAndWait(ctx, j, st.Name); err != nil {
+	if err := s.stopAndWait(ctx, st.Name); err != nil {
 		return err
 	}
 	m.a.send(event{Kind: evQuit, Why: "removed by tsd apply"})
@@ -785,7 +785,7 @@ func (s *Supervisor) applyRestart(ctx context.Context, j *applyJob, pp *planPatc
 	before, _ := roleIn(s.Snapshot(), st.Name)
 	if st.Rebind {
 		j.say(s, "restart %s (%s): its worker moves, so it stops first", st.Name, st.Why)
-		if err := s.stopAndWait(ctx, j, st.Name); err != nil {
+		if err := s.stopAndWait(ctx, st.Name); err != nil {
 			return err
 		}
 		if lg := s.live(); lg != nil {
