@@ -127,29 +127,29 @@ func reportStatus(fd int, kind, text string) {
 // register plans the deployment under the registry's lock, treating the
 // ports of every other running deployment as taken, refuses a name already
 // running, and records this process. The returned function unregisters.
-func (c upCmd) register() (*profiles.Plan, func(), error) {
+func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 	reg, err := registry.Open("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warning: no deployment registry:", err)
-		plan, err := c.loadPlan(profiles.LocalHostFacts())
-		return plan, func() {}, err
+		plan, src, err := c.loadPlan(profiles.LocalHostFacts())
+		return plan, src, func() {}, err
 	}
 	unlock, err := reg.Lock()
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	defer unlock()
 	// A dead deployment's leftover engines may still hold its ports.
 	claimed, err := reg.Claimed()
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	facts := profiles.LocalHostFacts()
 	free := facts.PortFree
 	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
-	plan, err := c.loadPlan(facts)
+	plan, src, err := c.loadPlan(facts)
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	prof := plan.ProfilePath
 	if prof == "" && c.PlanJSON != "" {
@@ -167,7 +167,7 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	// starts anything (supervisor/orphans.go); another folder's would lose
 	// their only entry.
 	if err := deadNameInUse(reg, e); err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	if c.NoGateway {
 		e.GatewayURL = ""
@@ -175,12 +175,12 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	if err := reg.Add(e); err != nil {
 		var inUse *registry.InUseError
 		if errors.As(err, &inUse) {
-			return nil, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
+			return nil, upSource{}, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
 		}
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	pid := os.Getpid()
-	return plan, func() { _ = reg.Remove(e.Name, pid) }, nil
+	return plan, src, func() { _ = reg.Remove(e.Name, pid) }, nil
 }
 
 // deadNameInUse refuses to register e over a dead deployment of the same
@@ -240,7 +240,7 @@ func daemonLog(p *profiles.Plan) string {
 // runSupervisor is the supervisor and gateway in this process: the daemon
 // body, and `tsd up --headless`.
 func (c upCmd) runSupervisor() error {
-	plan, unregister, err := c.register()
+	plan, src, unregister, err := c.register()
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func (c upCmd) runSupervisor() error {
 	// (days): the engines' own lines are in their rotated log files, so
 	// it keeps only tsd's notes and events.
 	out.notesOnly = daemon
-	tester := dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	tester := &dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
 		tester.gatewayURL = ""
 	}
@@ -307,6 +307,7 @@ func (c upCmd) runSupervisor() error {
 	if plan.Launcher == profiles.LauncherSlurm {
 		steps = newSlurmSteps(plan)
 	}
+	decorator := &telemetryDecorator{t: tel, plan: plan, steps: steps}
 	opts := supervisor.Options{
 		Plan:        plan,
 		Gateway:     gw,
@@ -314,17 +315,26 @@ func (c upCmd) runSupervisor() error {
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
-		Telemetry:   &telemetryDecorator{t: tel, plan: plan, steps: steps},
+		Telemetry:   decorator,
 		OnEvent:     out.event,
 		Events:      events,
 		Runs:        runs,
 		TestRequest: tester.TestRequest,
-		TrendPeriod: c.TrendPeriod,
+		// tsd apply and tsd scale (docs/architecture.md §4.3): the
+		// profile to change, the host as a new plan sees it, and the
+		// registry's record of the ports each new plan claims.
+		Profile:       src.profile,
+		ProfileSource: src.data,
+		ApplyFacts:    func() (profiles.HostFacts, error) { return applyFacts(tel), nil },
+		OnPlan:        func(p *profiles.Plan) { claimPorts(p) },
+		TrendPeriod:   c.TrendPeriod,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
 		return err
 	}
+	decorator.current = sup.Plan
+	tester.key = sup.APIKey // tsd apply may change it
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
@@ -384,6 +394,37 @@ func (c upCmd) runSupervisor() error {
 	return nil
 }
 
+// applyFacts are the host facts tsd apply and tsd scale plan with in the
+// daemon: the ports every deployment in the registry claims are taken
+// (the supervisor counts the running plan's own as free), and the GPUs
+// telemetry sees are the ones free GPUs are picked from.
+func applyFacts(tel *telemetry.Telemetry) profiles.HostFacts {
+	facts := profiles.LocalHostFacts()
+	facts.GPUs = hostGPUs(tel, 3*time.Second)
+	if reg, err := registry.Open(""); err == nil {
+		if claimed, err := reg.Claimed(); err == nil {
+			free := facts.PortFree
+			facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
+		}
+	}
+	return facts
+}
+
+// claimPorts records in the registry the ports the daemon's plan uses
+// now, so other deployments' plans keep clear of them.
+func claimPorts(p *profiles.Plan) {
+	reg, err := registry.Open("")
+	if err != nil {
+		return
+	}
+	unlock, err := reg.Lock()
+	if err != nil {
+		return
+	}
+	defer unlock()
+	_ = reg.SetPorts(p.Name, os.Getpid(), planPorts(p))
+}
+
 // checkFakes refuses simulated devices of the other kind than the plan's
 // accelerator: roles would be handed devices the panel cannot show.
 func (c upCmd) checkFakes(plan *profiles.Plan) error {
@@ -412,12 +453,13 @@ type dashboardBackend struct {
 	gatewayURL string
 	model      string
 	apiKeyEnv  string
+	key        func() string // the key the gateway checks now; nil: $apiKeyEnv
 }
 
 // TestRequest sends one short chat completion through the gateway and
 // reports the reply. Without the OpenAI front end (no tokenizer) it falls
 // back to a token-level /generate.
-func (b dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
+func (b *dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
 	if b.gatewayURL == "" {
 		return "", 0, errors.New("no gateway")
 	}
@@ -468,13 +510,17 @@ type chatReply struct {
 	} `json:"usage"`
 }
 
-func (b dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+func (b *dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key := os.Getenv(b.apiKeyEnv); b.apiKeyEnv != "" && key != "" {
+	key := os.Getenv(b.apiKeyEnv)
+	if b.key != nil {
+		key = b.key()
+	}
+	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -547,38 +593,55 @@ func red(colour bool, s string) string {
 	return "\x1b[31m" + s + "\x1b[0m"
 }
 
-func (c upCmd) loadPlan(facts profiles.HostFacts) (*profiles.Plan, error) {
-	plan, err := c.loadPlanOnly(facts)
+// upSource is the profile a deployment's plan came from and the file's
+// bytes (tsd scale edits it, profile_revision names it); empty for a
+// plan file (--plan-json).
+type upSource struct {
+	profile *profiles.Profile
+	data    []byte
+}
+
+func (c upCmd) loadPlan(facts profiles.HostFacts) (*profiles.Plan, upSource, error) {
+	plan, src, err := c.loadPlanOnly(facts)
 	if err == nil && c.Name != "" {
 		plan.Name = c.Name
 	}
-	return plan, err
+	return plan, src, err
 }
 
-func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, error) {
+func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, upSource, error) {
 	if c.PlanJSON != "" {
 		b, err := os.ReadFile(c.PlanJSON)
 		if err != nil {
-			return nil, fmt.Errorf("read plan: %w", err)
+			return nil, upSource{}, fmt.Errorf("read plan: %w", err)
 		}
 		var p profiles.Plan
 		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, fmt.Errorf("decode plan %s: %w", c.PlanJSON, err)
+			return nil, upSource{}, fmt.Errorf("decode plan %s: %w", c.PlanJSON, err)
 		}
-		return &p, nil
+		return &p, upSource{}, nil
 	}
 	if c.Profile == "" {
-		return nil, errors.New("tsd up needs a PROFILE")
+		return nil, upSource{}, errors.New("tsd up needs a PROFILE")
 	}
 	facts, err := hostFacts(c.Launcher, c.Profile, facts, false)
 	if err != nil {
-		return nil, err
+		return nil, upSource{}, err
 	}
-	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
+	// Read once: the bytes planned are the bytes the revision names.
+	data, rerr := profiles.ReadSource(c.Profile)
+	if rerr != nil {
+		return nil, upSource{}, profileErrors(profiles.Errors{{File: c.Profile, Msg: fmt.Sprintf("read profile: %v", rerr)}})
+	}
+	p, errs := profiles.Parse(c.Profile, data)
 	if len(errs) > 0 {
-		return nil, profileErrors(errs)
+		return nil, upSource{}, profileErrors(errs)
 	}
-	return plan, nil
+	plan, errs := profiles.MakePlan(p, facts)
+	if len(errs) > 0 {
+		return nil, upSource{}, profileErrors(errs)
+	}
+	return plan, upSource{profile: p, data: data}, nil
 }
 
 // preflight runs the profiles package's host checks; warnings are printed,
@@ -782,19 +845,24 @@ func (h *headlessOut) printEvent(e snapshot.Event, idx map[string]int) {
 // telemetryDecorator folds the telemetry package's latest readings into
 // each Snapshot and keeps telemetry's role list in step with the PIDs.
 type telemetryDecorator struct {
-	t     *telemetry.Telemetry
-	plan  *profiles.Plan
-	roles []telemetry.RoleInfo
-	steps *slurmSteps // nil unless --launcher slurm
+	t       *telemetry.Telemetry
+	plan    *profiles.Plan
+	current func() *profiles.Plan // the plan that runs now (tsd apply changes it); nil: plan
+	roles   []telemetry.RoleInfo
+	steps   *slurmSteps // nil unless --launcher slurm
 }
 
 func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
 	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
 	steps := d.steps.get()
+	plan := d.plan
+	if d.current != nil {
+		plan = d.current()
+	}
 	for i, r := range s.Roles {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
-		if rp, ok := d.plan.Role(r.Name); ok {
-			info.CudaVisibleDevices = rp.Env[d.plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
+		if rp, ok := plan.Role(r.Name); ok {
+			info.CudaVisibleDevices = rp.Env[plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
 			if rp.Launcher == profiles.LauncherSlurm {
 				// The engine runs under slurmstepd, not under this pid
 				// (srun's): no process readings rather than srun's. Its

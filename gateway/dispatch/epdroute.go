@@ -59,14 +59,14 @@ func closedDrop(why string) *EncodeDrop {
 
 // epdMode reports whether images are routed to encode workers.
 func (g *Dispatcher) EPDMode() bool {
-	return g.mode == profiles.ModeEPD && len(g.encode) > 0
+	return g.mode == profiles.ModeEPD && len(g.pools().encode) > 0
 }
 
 // encodeReady counts encode workers whose DP rank 0 (the rank that takes
 // encode requests) is registered and routed.
 func (g *Dispatcher) encodeReady() []string {
 	var names []string
-	for _, w := range g.encode {
+	for _, w := range g.pools().encode {
 		if _, ok := encodeRank(w); ok {
 			names = append(names, w.Role())
 		}
@@ -100,7 +100,8 @@ func (g *Dispatcher) EncodeRing() *epd.Ring {
 // repeated image meets its cached embedding), or round_robin / random
 // over them.
 func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
-	if g.encPolicy != routing.RoundRobin && g.encPolicy != routing.Random {
+	encPolicy := g.live.Load().encodePolicy
+	if encPolicy != routing.RoundRobin && encPolicy != routing.Random {
 		return g.encodeRingAvoiding(av)
 	}
 	names := g.encodeRoutable(g.breakers.current())
@@ -114,7 +115,7 @@ func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
 		names = keep
 	}
 	seq := g.rng.Uint64()
-	if g.encPolicy == routing.RoundRobin {
+	if encPolicy == routing.RoundRobin {
 		seq = g.encSeq.Add(1) - 1
 	}
 	return &encodeCycle{names: names, seq: seq}
@@ -157,7 +158,7 @@ func (g *Dispatcher) ImageSupport() error {
 		return nil
 	}
 	why := "gateway mode " + g.mode
-	if len(g.encode) == 0 {
+	if len(g.pools().encode) == 0 {
 		why = "no encode role"
 	}
 	return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "messages",
@@ -284,13 +285,13 @@ func encodeFailure(r encodeResult) error {
 // encodeNote describes encode routing for the status line.
 func (g *Dispatcher) EncodeNote() string {
 	switch {
-	case len(g.encode) == 0:
+	case len(g.pools().encode) == 0:
 		return ""
 	case g.mode != profiles.ModeEPD:
 		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
-	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.encode), g.encPolicy)
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.pools().encode), g.live.Load().encodePolicy)
 }
 
 // encodeDropped is the drop a watcher of role holds: closed once the
