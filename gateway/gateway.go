@@ -130,6 +130,9 @@ type Gateway struct {
 	// stopKV ends it, set by Bind.
 	kv     *kvevents.Subscriber
 	stopKV func()
+	// settings are the gateway settings it serves by now: the plan's,
+	// then each tsd apply's (live.go).
+	settings atomic.Pointer[profiles.GatewayPlan]
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
@@ -213,6 +216,8 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 	}
 	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
+	first := plan.Gateway
+	g.settings.Store(&first)
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux
@@ -533,6 +538,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		ITLp50:    tot.ITLp50,
 		ITLp99:    tot.ITLp99,
 		Breakers:  g.disp.Breakers(),
+		Policy:    g.policyStatus(),
 	}
 }
 

@@ -29,7 +29,7 @@ func (g *Gateway) routes() {
 	// load) need the key like serving routes; probes stay open, and
 	// gateway.metrics_public opens /metrics for a scraper without it.
 	g.mux.Handle("GET /v1/models", g.door.Wrap(front.Route{Label: "/v1/models"}, http.HandlerFunc(g.handleModels)))
-	g.mux.Handle("GET /metrics", g.door.Wrap(front.Route{Label: "/metrics", Public: g.plan.Gateway.MetricsPublic}, promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{})))
+	g.mux.Handle("GET /metrics", g.door.Wrap(front.Route{Label: "/metrics", Metrics: true}, promhttp.HandlerFor(g.opts.Registry, promhttp.HandlerOpts{})))
 }
 
 // newDoor is the gateway's front door (gateway/front): one API-key check,
@@ -41,6 +41,7 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 	return front.New(front.Config{
 		APIKey:         apiKey,
 		CORSOrigins:    g.plan.Gateway.CORSOrigins,
+		MetricsPublic:  g.plan.Gateway.MetricsPublic,
 		Body:           &front.BodyLimits{Max: g.opts.MaxBodyBytes, ReadTimeout: g.opts.BodyReadTimeout, Budget: g.opts.MaxInflightBodies, MaxModelLen: g.bodyModelLen},
 		Admit:          front.NewLimiter(g.plan.Gateway.MaxConcurrent, g.opts.QueueTimeout, func(d int) { g.queuedNow.Add(int64(d)) }),
 		RequestTimeout: g.opts.RequestTimeout + g.opts.BodyReadTimeout,

@@ -25,24 +25,32 @@ import (
 func newKVEvents(plan *profiles.Plan, log *slog.Logger, onPanic func(string, any, []byte)) *kvevents.Subscriber {
 	var engines []kvevents.EngineConfig
 	for _, w := range plan.Gateway.Workers {
-		k := w.KVEvents
-		if k == nil || w.Kind != profiles.KindPrefill || len(k.Publish) == 0 {
-			continue
+		if c, ok := kvEngine(w); ok {
+			engines = append(engines, c)
 		}
-		c := kvevents.EngineConfig{Worker: w.Role}
-		for r, pub := range k.Publish {
-			ep := kvevents.RankEndpoints{Publish: pub}
-			if r < len(k.Replay) {
-				ep.Replay = k.Replay[r]
-			}
-			c.Ranks = append(c.Ranks, ep)
-		}
-		engines = append(engines, c)
 	}
 	if len(engines) == 0 {
 		return nil
 	}
 	return kvevents.New(engines, kvevents.Options{Logger: log.With("component", "kv-events"), OnPanic: onPanic})
+}
+
+// kvEngine is what the subscriber follows of a worker: a prefill's KV
+// event sockets, per DP rank; false when it publishes none.
+func kvEngine(w profiles.WorkerPlan) (kvevents.EngineConfig, bool) {
+	k := w.KVEvents
+	if k == nil || w.Kind != profiles.KindPrefill || len(k.Publish) == 0 {
+		return kvevents.EngineConfig{}, false
+	}
+	c := kvevents.EngineConfig{Worker: w.Role}
+	for r, pub := range k.Publish {
+		ep := kvevents.RankEndpoints{Publish: pub}
+		if r < len(k.Replay) {
+			ep.Replay = k.Replay[r]
+		}
+		c.Ranks = append(c.Ranks, ep)
+	}
+	return c, true
 }
 
 // startKVEvents dials the publishers and forwards each rank's

@@ -215,6 +215,14 @@ type RolePlan struct {
 	Srun       []string `json:"srun,omitempty"`
 	SlurmGPUs  int      `json:"slurm_gpus,omitempty"`
 	SlurmInfo  string   `json:"slurm_info,omitempty"`
+	// PlannedAs is the instance name this instance's socket path,
+	// handshake port and log file were planned under, when that is not
+	// Name: an instance renamed by tsd apply or tsd scale (decode becomes
+	// decode-0 when a second replica is added, and back) keeps its
+	// process and with it those addresses; from then on the name and the
+	// address are decoupled, and this field says so
+	// (docs/architecture.md §4.3).
+	PlannedAs string `json:"planned_as,omitempty"`
 }
 
 // LauncherSlurm is Plan.Launcher and RolePlan.Launcher for Slurm job steps.

@@ -49,6 +49,16 @@ type HostFacts struct {
 	// Slurm is the allocation tsd runs in with --launcher slurm; nil plans
 	// for this host alone.
 	Slurm *slurm.Job
+	// Running is the plan the deployment runs now (tsd apply, tsd scale);
+	// nil plans afresh. Every instance of the profile that continues a
+	// running one (same profile entry, same replica index, same host)
+	// keeps that instance's socket path, handshake, dist-init and
+	// bootstrap ports and log file wherever the profile leaves them to
+	// the planner, so an apply never moves what it does not change
+	// (docs/architecture.md §4.3). PortFree should then count the running
+	// plan's own ports as free: the kept ones are reserved here, and the
+	// ones of instances that go are released before any new one starts.
+	Running *Plan
 }
 
 // LocalHostFacts are the facts of this machine for planning: a real port
@@ -153,10 +163,14 @@ type inst struct {
 	bootKey   string
 	bootSet   bool
 	bootNS    string
-	kvOn      bool // the engine publishes KV events
-	kv        int  // their first port
-	kvKey     string
-	kvSet     bool
+	// keep is the running instance this one continues (HostFacts.Running),
+	// nil for a new one; keptWorker: its worker came from keep.
+	keep       *RolePlan
+	keptWorker bool
+	kvOn       bool // the engine publishes KV events
+	kv         int  // their first port
+	kvKey      string
+	kvSet      bool
 }
 
 type reservation struct {
@@ -305,6 +319,7 @@ func (pl *planner) plan() *Plan {
 		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
 	}
 	insts := expandInstances(p)
+	pl.matchRunning(insts)
 	pl.planWorkers(insts, runDir, shortDir)
 	pl.reserveFixedPorts(insts)
 	pl.planBootstrapPorts(insts)
@@ -381,6 +396,9 @@ func (pl *planner) planWorkers(insts []*inst, runDir, shortDir string) {
 			continue
 		}
 		in.workerKey = in.key + ".name"
+		if pl.keepWorker(in) {
+			continue
+		}
 		if len(filepath.Join(runDir, in.name))+len("-out.sock") > MaxSocketPath {
 			tooLong = true
 		}
@@ -476,6 +494,12 @@ func (pl *planner) reserveKVEvents(in *inst) {
 		}
 		pl.warnRange(in.kvKey, "KV event ports", b, hi)
 		pl.reserve(reservation{in.ns, b, hi, "KV event ports of " + in.name, in.kvKey})
+	} else if in.keep != nil && in.keep.KVEvents != nil && in.keep.KVEvents.Port > 0 {
+		// A continued instance publishes where it did (docs/architecture.md §4.3).
+		b := in.keep.KVEvents.Port
+		in.kv, in.kvSet = b, true
+		in.kvKey = in.key + ".kv_events_port"
+		pl.reserve(reservation{in.ns, b, b + kvEventsSpan(r.DP) - 1, "KV event ports of " + in.name, in.kvKey})
 	}
 }
 
@@ -544,7 +568,7 @@ func (pl *planner) reserveHandshake(in *inst) {
 		pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
 		return
 	}
-	if in.worker.Scheme == "ipc" && !pl.free(localNS, hp) {
+	if in.worker.Scheme == "ipc" && !in.keptWorker && !pl.free(localNS, hp) {
 		// Another deployment on this host holds the derived port (ten
 		// thousand buckets collide): take the next free one in the band.
 		if q := pl.nextHandshakePort(hp); q > 0 {
@@ -572,17 +596,24 @@ func (pl *planner) nextHandshakePort(hp int) int {
 func (pl *planner) reserveDistInit(in *inst) {
 	r := in.role
 	d := nth(r.DistInitPorts, in.k)
+	in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
+	kept := false
+	if d <= 0 && in.keep != nil {
+		d, kept = addrPort(in.keep.DistInitAddr), true
+		in.distKey = in.key + ".dist_init_port"
+	}
 	if d <= 0 {
 		return
 	}
 	in.dist, in.distSet = d, true
-	in.distKey = replicaKey(in.key+".dist_init_port", in.k, r.Replicas)
 	hi := d + ClusterSpan(r.DP)
 	if hi > 65535 {
 		pl.err(in.distKey, "the port cluster %d-%d runs past 65535", d, hi)
 		return
 	}
-	pl.warnRange(in.distKey, "dist-init port cluster", d, hi)
+	if !kept {
+		pl.warnRange(in.distKey, "dist-init port cluster", d, hi)
+	}
 	pl.reserve(reservation{in.ns, d, hi, "dist-init port cluster of " + in.name, in.distKey})
 }
 
@@ -606,6 +637,10 @@ func (pl *planner) reserveBootstrap(in *inst) {
 		in.bootKey = replicaKey(in.key+".bootstrap_port", in.k, r.Replicas)
 		pl.warnRange(in.bootKey, "bootstrap port", b, b)
 		pl.reserve(reservation{in.bootNS, b, b, "bootstrap port of " + in.name, in.bootKey})
+	} else if in.keep != nil && in.keep.BootstrapPort > 0 {
+		in.boot, in.bootSet = in.keep.BootstrapPort, true
+		in.bootKey = in.key + ".bootstrap_port"
+		pl.reserve(reservation{in.bootNS, in.boot, in.boot, "bootstrap port of " + in.name, in.bootKey})
 	}
 }
 
@@ -830,6 +865,14 @@ func (pl *planner) rolePlan(in *inst, logDir, accel string) RolePlan {
 	if in.worker.Scheme != "" {
 		rp.Worker = in.worker.URL()
 		rp.Handshake = in.worker.Handshake()
+	}
+	if in.keep != nil {
+		// A continued instance writes where it always has, under
+		// whatever name it has now (docs/architecture.md §4.3).
+		rp.LogFile = in.keep.LogFile
+		if as := in.keep.AddressName(); as != in.name {
+			rp.PlannedAs = as
+		}
 	}
 	if in.dist > 0 {
 		rp.DistInitAddr = "127.0.0.1:" + strconv.Itoa(in.dist)

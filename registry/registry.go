@@ -218,6 +218,36 @@ func (r *Registry) Add(e Entry) error {
 	return nil
 }
 
+// SetPorts replaces the ports of name's entry if it is pid's: a running
+// deployment changed by tsd apply or tsd scale claims what its plan uses
+// now. Call it under Lock.
+func (r *Registry) SetPorts(name string, pid int, ports []int) error {
+	p := r.file(name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	if e.PID != pid {
+		return nil // someone else's now
+	}
+	e.Ports = ports
+	if b, err = json.MarshalIndent(e, "", "  "); err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("update %s: %w", name, err)
+	}
+	return nil
+}
+
 // Remove deletes name's entry if it is pid's.
 func (r *Registry) Remove(name string, pid int) error {
 	p := r.file(name)

@@ -218,3 +218,26 @@ func TestDeadEntriesKeptWhileRecordsExist(t *testing.T) {
 		t.Fatalf("stale files left: %v", m)
 	}
 }
+
+// TestSetPorts: an applied deployment's entry claims its new ports; an
+// entry another process owns now is left alone.
+func TestSetPorts(t *testing.T) {
+	r, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Name: "d", PID: os.Getpid(), Ports: []int{8000}}
+	if err := r.Add(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetPorts("d", os.Getpid(), []int{8000, 12100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetPorts("d", os.Getpid()+1, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := r.Claimed()
+	if err != nil || !claimed[12100] || claimed[1] {
+		t.Fatalf("claimed %v %v", claimed, err)
+	}
+}

@@ -44,10 +44,35 @@ type Snapshot struct {
 	GPUs    []GPUStatus    `json:"gpus"`
 	GPUInfo GPUPanelStatus `json:"gpu_info"`
 	Events  []Event        `json:"events,omitempty"` // most recent state changes, newest last
+	// ProfileRevision names the profile the deployment runs, as tsd up or
+	// the last complete tsd apply or tsd scale gave it (twelve hex digits;
+	// "" for a deployment started from a plan file).
+	ProfileRevision string `json:"profile_revision,omitempty"`
+	// Apply is the last tsd apply or tsd scale, while it runs and after.
+	Apply *ApplyStatus `json:"apply,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
 	// a watch that asked for them (docs/protocol.md, the control socket).
 	History *History `json:"history,omitempty"`
 }
+
+// ApplyStatus is the last change made to a running deployment (tsd apply,
+// tsd scale): what it applies, where it is, and how it ended.
+type ApplyStatus struct {
+	Revision string    `json:"revision"`        // the profile revision it applies
+	State    string    `json:"state"`           // running | done | failed
+	Step     string    `json:"step,omitempty"`  // the step running now, or the one it stopped at
+	Steps    int       `json:"steps"`           // how many steps it has
+	Done     int       `json:"done"`            // how many are done
+	Error    string    `json:"error,omitempty"` // why it stopped (failed)
+	Started  time.Time `json:"started"`
+}
+
+// Apply states.
+const (
+	ApplyRunning = "running"
+	ApplyDone    = "done"
+	ApplyFailed  = "failed"
+)
 
 // GatewayStatus is the embedded gateway's headline numbers.
 type GatewayStatus struct {
@@ -78,6 +103,16 @@ type GatewayStatus struct {
 	// Breakers is each routed worker's circuit breaker (prefill and
 	// decode role instances), empty when gateway.circuit_breaker is off.
 	Breakers []BreakerStatus `json:"breakers,omitempty"`
+	// Policy is the routing policy per role kind the gateway routes by
+	// now (tsd apply changes it live); nil without a gateway.
+	Policy *PolicyStatus `json:"policy,omitempty"`
+}
+
+// PolicyStatus is the gateway's live routing policy per role kind.
+type PolicyStatus struct {
+	Prefill string `json:"prefill"`
+	Decode  string `json:"decode"`
+	Encode  string `json:"encode,omitempty"`
 }
 
 // Circuit-breaker states, SMG's names (docs/protocol.md §11.9).

@@ -123,7 +123,7 @@ func newObserved() observed {
 // returns, queueing the events they return (dispatch).
 type actor struct {
 	env    *env
-	idx    int // the role's slot in the Snapshot
+	id     int // names the actor to the publisher; never reused
 	plan   profiles.RolePlan
 	policy RestartPolicy
 	drain  time.Duration // restart.drain_timeout
@@ -142,9 +142,9 @@ type actor struct {
 	seen   observed
 }
 
-func newActor(e *env, idx int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
+func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
 	a := &actor{
-		env: e, idx: idx, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
+		env: e, id: id, plan: rp, policy: PolicyFromPlan(rp.Restart), ring: ring, file: file,
 		drain: rp.Restart.DrainTimeout.D(),
 		in: inbox{
 			cmds:   make(chan event, 16),
@@ -158,13 +158,7 @@ func newActor(e *env, idx int, rp profiles.RolePlan, expect int, ring *logRing, 
 	if a.drain <= 0 {
 		a.drain = profiles.DefaultDrainTimeout
 	}
-	facts := roleFacts{Remote: !rp.Local, Host: rp.Host, Expect: expect, StallWait: rp.StallAction == profiles.StallWait}
-	if e.gw == nil {
-		// Without a gateway the launcher's "ready" line is the best
-		// signal there is (docs/protocol.md §10.4).
-		facts.Expect = 0
-	}
-	a.lc = newLifecycle(facts)
+	a.lc = newLifecycle(factsFor(rp, expect, e.gw != nil))
 	a.st = snapshot.RoleStatus{
 		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs,
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
@@ -172,6 +166,18 @@ func newActor(e *env, idx int, rp profiles.RolePlan, expect int, ring *logRing, 
 	}
 	a.st.State, a.st.Reason = shown(a.lc)
 	return a
+}
+
+// factsFor is what the lifecycle fixes from a role's plan: expect ranks
+// must register before it is ready (ranksExpected).
+func factsFor(rp profiles.RolePlan, expect int, gateway bool) roleFacts {
+	facts := roleFacts{Remote: !rp.Local, Host: rp.Host, Expect: expect, StallWait: rp.StallAction == profiles.StallWait}
+	if !gateway {
+		// Without a gateway the launcher's "ready" line is the best
+		// signal there is (docs/protocol.md §10.4).
+		facts.Expect = 0
+	}
+	return facts
 }
 
 // ranksExpected: every attention-DP rank dials the gateway (docs/protocol.md
@@ -196,6 +202,14 @@ func (a *actor) send(ev event) bool {
 		return true
 	case <-a.done:
 		return false
+	}
+}
+
+// watchFile reports the log file's write problems in the events, under
+// the name the role has when they happen.
+func (a *actor) watchFile(s *Supervisor) {
+	if a.file != nil {
+		a.file.setOnHealth(func(msg string) { s.pub.tryEvent(s.nameOf(a), msg) })
 	}
 }
 
@@ -227,7 +241,7 @@ func (a *actor) show() {
 	a.st.State, a.st.Reason = state, reason
 	st := a.roleCopy()
 	if !changed {
-		a.env.pub.role(a.idx, st)
+		a.env.pub.role(a.id, st)
 		return
 	}
 	msg := from + " → " + state
@@ -237,7 +251,7 @@ func (a *actor) show() {
 	// The publisher records the event, publishes at once, then adds the
 	// same line to the role's log: whoever sees the line can read the new
 	// state from the Snapshot.
-	a.env.pub.in <- pubMsg{idx: a.idx, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
+	a.env.pub.in <- pubMsg{id: a.id, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
 }
 
 // sendView tells the gateway the role's view when it changed.
@@ -364,8 +378,54 @@ func (a *actor) exec(e effect) []event {
 		a.env.pub.event(a.plan.Name, e.Reason)
 	case fxShow:
 		a.show()
+	case fxAdopt:
+		a.adopt(*e.Plan)
+	case fxRename:
+		a.rename(e.Name)
 	}
 	return nil
+}
+
+// adopt takes a new plan for the instance (an apply changed it): its
+// command, environment and supervision settings from now on. Its name
+// is changed by rename alone.
+func (a *actor) adopt(rp profiles.RolePlan) {
+	rp.Name = a.plan.Name
+	a.plan = rp
+	a.policy = PolicyFromPlan(rp.Restart)
+	a.drain = rp.Restart.DrainTimeout.D()
+	if a.drain <= 0 {
+		a.drain = profiles.DefaultDrainTimeout
+	}
+	a.st.Kind, a.st.Group, a.st.GPUs, a.st.Worker, a.st.LogFile = rp.Kind, rp.Group, rp.GPUs, rp.Worker, rp.LogFile
+	a.st.RanksExpected = a.lc.Role.Expect
+	a.note("plan changed by tsd apply")
+}
+
+// rename gives the instance a new name (docs/architecture.md §4.3): the
+// gateway's worker, the runs table, the record of its group and its log
+// ring follow; its process, sockets, ports and log file stay. The runs
+// table holds both names while the gateway's worker changes, so a rank
+// connecting meanwhile is admitted under either.
+func (a *actor) rename(to string) {
+	from := a.plan.Name
+	if from == to {
+		return
+	}
+	if pid := a.env.runs.of(from); pid > 0 {
+		a.env.runs.set(to, pid)
+	}
+	if r, ok := a.env.gw.(LiveGateway); ok {
+		if err := r.RenameWorker(from, to); err != nil {
+			a.note("rename the gateway's worker %s to %s: %v", from, to, err)
+		}
+	}
+	a.env.runs.set(from, 0)
+	a.env.rec.renameGroup(from, to)
+	a.ring.rename(to)
+	a.plan.Name, a.st.Name = to, to
+	a.note("renamed from %s: the same process, socket, ports and log file", from)
+	a.env.pub.event(to, "renamed from "+from)
 }
 
 func (a *actor) cancelDelay() {
@@ -448,7 +508,7 @@ func (a *actor) spawn() []event {
 	cgroup := a.env.rec.roleCgroup(a.plan.Name)
 	argv, grace := launcherFor(&a.plan, a.env.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan, a.plan), Grace: grace,
+		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan.Load(), a.plan), Grace: grace,
 		GuardExe: a.env.guardExe, GuardArgs: a.env.guardArgs, Cgroup: cgroup,
 	}
 	onLine := captureLine(info, a.in.poke, a.env.now)

@@ -136,7 +136,7 @@ type controlServer struct {
 func (s *Supervisor) listenControl() (*controlServer, error) {
 	path := s.opts.ControlSocket
 	if path == "" {
-		path = s.plan.ControlSocket
+		path = s.Plan().ControlSocket
 	}
 	if path == "" || path == "-" {
 		return &controlServer{}, nil
@@ -183,6 +183,7 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { s.serveWatch(w, r, quit) })
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) { s.serveLogs(w, r, quit) })
 	mux.HandleFunc("POST /v1/test-request", s.serveTestRequest)
+	s.applyRoutes(mux, quit) // POST /v1/apply, GET /v1/plan (controlapply.go)
 	mux.HandleFunc("GET /v1/describe", s.serveDescribe)
 	verbs := func(w http.ResponseWriter, r *http.Request) {
 		cmd, ok := controlCommands[r.PathValue("verb")]

@@ -22,7 +22,7 @@ func TestControlWatchAndJSONLogs(t *testing.T) {
 		o.TestRequest = func(context.Context) (string, time.Duration, error) { return "hi", 7 * time.Millisecond, nil }
 	}, shRole("decode", profiles.KindDecode, readyScript))
 	r := f.wait("decode", "ready", state(snapshot.StateReady))
-	c := NewControlClient(f.sup.plan.ControlSocket)
+	c := NewControlClient(f.sup.Plan().ControlSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 

@@ -15,9 +15,10 @@ import (
 // Describe is one role instance as planned (what `tsd plan` prints for
 // it), secrets masked by profiles' rules: the dashboard's describe view.
 func (s *Supervisor) Describe(role string) (snapshot.RoleSpec, error) {
-	for i := range s.plan.Roles {
-		if s.plan.Roles[i].Name == role {
-			return roleSpec(&s.plan.Roles[i]), nil
+	plan := s.Plan()
+	for i := range plan.Roles {
+		if plan.Roles[i].Name == role {
+			return roleSpec(&plan.Roles[i]), nil
 		}
 	}
 	return snapshot.RoleSpec{}, fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))

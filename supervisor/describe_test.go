@@ -23,7 +23,7 @@ func TestControlDescribe(t *testing.T) {
 	r.GPUs, r.PortCluster, r.DistInitAddr = []string{"3"}, []int{12500, 12501, 12502, 12504}, "127.0.0.1:12500"
 	f := newFixture(t, nil, nil, r)
 	f.wait("decode", "ready", state(snapshot.StateReady))
-	c := NewControlClient(f.sup.plan.ControlSocket)
+	c := NewControlClient(f.sup.Plan().ControlSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	spec, err := c.Describe(ctx, "decode")
@@ -75,7 +75,7 @@ func TestControlWatchHistory(t *testing.T) {
 		o.Telemetry = gpuTelemetry{}
 	}, shRole("decode", profiles.KindDecode, readyScript))
 	f.wait("decode", "ready", state(snapshot.StateReady))
-	c := NewControlClient(f.sup.plan.ControlSocket)
+	c := NewControlClient(f.sup.Plan().ControlSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	plain, snaps, err := c.Watch(ctx)

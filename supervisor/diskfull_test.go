@@ -102,7 +102,7 @@ func TestLogFileHealthInSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.actors[0].file = w
+	s.roster().members[0].a.file = w
 	_, _ = w.Write([]byte("x\n"))
 	snap := s.pub.build()
 	if !strings.Contains(snap.Roles[0].LogError, "no space left") {

@@ -25,13 +25,14 @@ type env struct {
 	closing    *atomic.Bool       // tsd shuts down: ranks dropping from now on are part of it
 	guardExe   string
 	guardArgs  []string
-	plan       *profiles.Plan // the deployment's settings every role shares (api_key_env: childEnvUnset)
+	plan       *atomic.Pointer[profiles.Plan] // the deployment's settings every role shares now (api_key_env: childEnvUnset)
 }
 
 // recorder keeps the run folder's record of live process groups and gives
 // each run its own cgroup (orphans.go).
 type recorder interface {
 	recordGroup(role string, p *process, cgroup string)
+	renameGroup(from, to string)
 	dropGroup(role string)
 	roleCgroup(role string) string
 	releaseCgroup(dir string)

@@ -83,11 +83,11 @@ func TestLogFloodNeverBlocksAndStaysBounded(t *testing.T) {
 	if r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("child did not finish cleanly: %+v", r)
 	}
-	lines, bytes := f.sup.byName["decode"].ring.sizes()
+	lines, bytes := f.sup.roster().byName["decode"].ring.sizes()
 	if lines > DefaultLogLines || bytes > DefaultLogBytes {
 		t.Fatalf("ring holds %d lines / %d bytes", lines, bytes)
 	}
-	fi, err := os.Stat(f.sup.plan.Roles[0].LogFile)
+	fi, err := os.Stat(f.sup.Plan().Roles[0].LogFile)
 	if err != nil {
 		t.Fatal(err)
 	}

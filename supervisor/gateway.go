@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 
+	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -42,4 +43,27 @@ type Gateway interface {
 	Status() snapshot.GatewayStatus
 	// InFlight is the role's in-flight request count, total and per identity.
 	InFlight(role string) (total int, perIdentity map[int]int)
+}
+
+// LiveGateway is what a gateway needs for a running deployment to change
+// (tsd apply, tsd scale; docs/architecture.md §4.3). An apply that adds,
+// removes or renames a role, or changes a live gateway setting, is refused
+// when the gateway lacks it.
+type LiveGateway interface {
+	// AddWorker binds the sockets of a new role's worker (and the
+	// rendezvous it hosts for it), before its engine starts; the role is
+	// routed once its ranks register and its view says so.
+	AddWorker(w profiles.WorkerPlan) error
+	// RemoveWorker unbinds the worker of a role that has stopped: its
+	// sockets close, its ipc files go, it leaves every routing view.
+	RemoveWorker(role string) error
+	// RenameWorker gives a role's worker its new name; its sockets, ranks
+	// and requests in flight are the same ones.
+	RenameWorker(from, to string) error
+	// Reconfigure takes g's live settings in place (routing policies,
+	// retry and breaker knobs, queue and concurrency limits, the API key,
+	// CORS): requests admitted from now on see them, requests in flight
+	// finish under the settings they started with. apiKey is the key when
+	// g.APIKeyEnv names one.
+	Reconfigure(g profiles.GatewayPlan, apiKey string) error
 }

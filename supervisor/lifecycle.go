@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -88,6 +89,12 @@ type lifecycle struct {
 	Holding   bool // backoff: a GPU release wait runs alongside
 
 	Role roleFacts
+
+	// Next is the plan the next start runs, with the facts it brings
+	// (an apply's restart into a changed plan, docs/architecture.md
+	// §4.3); nil: the current plan.
+	Next     *profiles.RolePlan
+	NextRole roleFacts
 }
 
 // newLifecycle is where a role instance begins.
@@ -126,12 +133,17 @@ const (
 	evDecided                   // the restart policy answered for a crash
 	evReleased                  // a GPU release wait ended
 	evDelayDone                 // the backoff delay is over
+	evRename                    // an apply renames the instance (Name): same process, same addresses
+	evUpdate                    // an apply changes how tsd supervises it (Plan, Facts): no restart
 )
+
+// evLast is the last event kind (tests walk them all).
+const evLast = evUpdate
 
 func (k evKind) String() string {
 	return [...]string{"start", "restart", "stop", "quit", "kill", "spawned", "ready line", "ranks",
 		"proc stall", "no progress", "drained", "term timeout", "exited", "decided", "released",
-		"delay done"}[k]
+		"delay done", "rename", "update"}[k]
 }
 
 // event is one input of step with the facts it needs.
@@ -171,6 +183,13 @@ type event struct {
 	// evDrained: the drain deadline passed with requests left.
 	TimedOut bool
 	Limit    time.Duration
+
+	// evRestart: the plan the restart runs and its facts (an apply's
+	// changed instance; nil: the current plan); evUpdate: the plan to
+	// take now. evRename: the new name.
+	Plan  *profiles.RolePlan
+	Facts roleFacts
+	Name  string
 }
 
 type fxKind int
@@ -195,12 +214,14 @@ const (
 	fxNote                        // a line in the role's log (Reason)
 	fxEvent                       // a line in the event list (Reason)
 	fxShow                        // publish the state now, before the effects after it
+	fxAdopt                       // take Plan as the instance's plan (before a spawn, or at once for an update)
+	fxRename                      // take the name Name: the gateway's worker, the runs table, the log ring
 )
 
 func (k fxKind) String() string {
 	return [...]string{"spawn", "reset-budget", "cancel-backoff", "cancel-delay", "delay", "drain",
 		"end-drain", "abort", "term", "kill", "hold-gpus", "drop-hold", "wait-release", "cancel-release",
-		"decide", "forget-silent", "note", "event", "show"}[k]
+		"decide", "forget-silent", "note", "event", "show", "adopt", "rename"}[k]
 }
 
 // effect is one thing the actor does, in the order step lists them, with
@@ -211,6 +232,8 @@ type effect struct {
 	Delay  time.Duration
 	Exit   Exit
 	Ran    time.Duration
+	Plan   *profiles.RolePlan // fxAdopt
+	Name   string             // fxRename
 }
 
 func (e effect) String() string {
@@ -220,6 +243,12 @@ func (e effect) String() string {
 	}
 	if e.Delay != 0 {
 		s += "(" + e.Delay.String() + ")"
+	}
+	if e.Name != "" {
+		s += "(" + e.Name + ")"
+	}
+	if e.Plan != nil {
+		s += "(plan " + e.Plan.Name + ")"
 	}
 	return s
 }
@@ -244,6 +273,14 @@ func step(lc lifecycle, ev event) (lifecycle, []effect) {
 	if lc.Quit && (ev.Kind == evStart || ev.Kind == evRestart || ev.Kind == evDelayDone) {
 		return lc, nil // a shutting-down role never starts again
 	}
+	switch ev.Kind {
+	case evRename:
+		// Only the name moves; the process and its state stay.
+		return lc, []effect{{Kind: fxRename, Name: ev.Name}}
+	case evUpdate:
+		lc.Role.StallWait = ev.Facts.StallWait
+		return lc, []effect{{Kind: fxAdopt, Plan: ev.Plan}}
+	}
 	if lc.Role.Remote {
 		return stepRemote(lc, ev)
 	}
@@ -251,6 +288,10 @@ func step(lc lifecycle, ev event) (lifecycle, []effect) {
 	case evStart:
 		return onStart(lc)
 	case evRestart:
+		if ev.Plan != nil {
+			// The restart runs the new plan: the next start takes it.
+			lc.Next, lc.NextRole = ev.Plan, ev.Facts
+		}
 		return onRestart(lc, ev)
 	case evStop:
 		return onStop(lc, ev)
@@ -343,6 +384,10 @@ func spawn(lc lifecycle, count bool, pre ...effect) (lifecycle, []effect) {
 	lc.Delaying, lc.Holding = false, false
 	if count {
 		lc.Restarts++
+	}
+	if lc.Next != nil {
+		pre = append(pre, effect{Kind: fxAdopt, Plan: lc.Next})
+		lc.Role, lc.Next, lc.NextRole = lc.NextRole, nil, roleFacts{}
 	}
 	return lc, append(pre, fx(fxSpawn))
 }
@@ -465,7 +510,11 @@ func onQuit(lc lifecycle, ev event) (lifecycle, []effect) {
 	lc.Quit, lc.Then = true, afterQuit
 	switch lc.Phase {
 	case phPlanned, phIdle:
-		return stopped(lc)
+		next, out := stopped(lc)
+		if !kill && ev.Why != "" {
+			next.Why = ev.Why // e.g. removed by tsd apply, not the whole deployment
+		}
+		return next, out
 	case phBackoff:
 		return stopped(lc, fx(fxCancelBackoff))
 	case phReleasing:

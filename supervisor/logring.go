@@ -44,6 +44,21 @@ func newLogRing(role string, maxLines, maxBytes int) *logRing {
 	return &logRing{role: role, maxLines: maxLines, maxBytes: maxBytes, next: 1, subs: map[chan struct{}]struct{}{}}
 }
 
+// name is the role the ring's lines are written as now.
+func (r *logRing) name() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.role
+}
+
+// rename makes later lines carry the role's new name; earlier ones keep
+// the name they were written under.
+func (r *logRing) rename(role string) {
+	r.mu.Lock()
+	r.role = role
+	r.mu.Unlock()
+}
+
 // append adds lines (their Seq and Role are set here) and pokes subscribers.
 func (r *logRing) append(lines []LogLine) {
 	if len(lines) == 0 {

@@ -26,9 +26,12 @@ const LogBatchInterval = time.Second / 60
 // channel is closed after cancel.
 func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-chan []LogLine, cancel func(), err error) {
 	var rings []*logRing
+	// Every role: the roster's now, and each one an apply adds later.
+	var ros *roster
 	if role == "" {
-		for _, a := range s.actors {
-			rings = append(rings, a.ring)
+		ros = s.roster()
+		for _, m := range ros.members {
+			rings = append(rings, m.a.ring)
 		}
 	} else {
 		for _, name := range strings.Split(role, ",") {
@@ -64,9 +67,25 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 			}
 		}()
 		last := time.Time{}
+		var changed <-chan struct{}
+		if ros != nil {
+			changed = ros.superseded
+		}
 		for {
 			select {
 			case <-poke:
+			case <-changed:
+				// Follow the roster: a role added since gets its whole
+				// ring in the next batch.
+				ros = s.roster()
+				changed = ros.superseded
+				for _, m := range ros.members {
+					if !hasRing(rings, m.a.ring) {
+						rings = append(rings, m.a.ring)
+						cursors = append(cursors, 0)
+						unwatch = append(unwatch, m.a.ring.watchChan(poke))
+					}
+				}
 			case <-stop:
 				return
 			}
@@ -83,7 +102,7 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 			for i, r := range rings {
 				l, next, dropped := r.since(cursors[i], 0)
 				if dropped > 0 {
-					batch = append(batch, LogLine{Time: time.Now(), Role: r.role, Note: true,
+					batch = append(batch, LogLine{Time: time.Now(), Role: r.name(), Note: true,
 						Text: fmt.Sprintf("[tsd] %d lines skipped (reader too slow)", dropped)})
 				}
 				batch = append(batch, l...)
@@ -104,6 +123,15 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 		}
 	}()
 	return backlog, out, cancel, nil
+}
+
+func hasRing(rings []*logRing, r *logRing) bool {
+	for _, o := range rings {
+		if o == r {
+			return true
+		}
+	}
+	return false
 }
 
 func sortLines(l []LogLine) {
@@ -137,7 +165,7 @@ func (s *Supervisor) ringOf(name string) (*logRing, error) {
 	if name == GatewayLogSource {
 		return s.gwLog.ring, nil
 	}
-	a, ok := s.byName[name]
+	a, ok := s.roster().byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownRole, name)
 	}
@@ -149,8 +177,8 @@ func (s *Supervisor) ringOf(name string) (*logRing, error) {
 func (s *Supervisor) SaveLog(role, path string) (string, error) {
 	var lines []LogLine
 	if role == "" {
-		for _, a := range s.actors {
-			lines = append(lines, a.ring.all()...)
+		for _, m := range s.roster().members {
+			lines = append(lines, m.a.ring.all()...)
 		}
 		sortLines(lines)
 	} else {

@@ -41,10 +41,11 @@ type groupRecord struct {
 }
 
 func (s *Supervisor) recordDir() string {
-	if s.plan.RunDir == "" {
+	plan := s.Plan()
+	if plan.RunDir == "" {
 		return ""
 	}
-	return filepath.Join(s.plan.RunDir, "groups")
+	return filepath.Join(plan.RunDir, "groups")
 }
 
 // recordGroup writes the role's record (atomically: a half-written file
@@ -76,6 +77,14 @@ func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
 		return
 	}
 	_ = os.Rename(tmp, filepath.Join(dir, role+".json"))
+}
+
+// renameGroup moves a renamed role's record to its new name (the group
+// itself is the same).
+func (s *Supervisor) renameGroup(from, to string) {
+	if dir := s.recordDir(); dir != "" {
+		_ = os.Rename(filepath.Join(dir, from+".json"), filepath.Join(dir, to+".json"))
+	}
 }
 
 // dropGroup removes the record of a role whose group is verified empty.
@@ -349,8 +358,9 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 		case <-t.C:
 		}
 		groups := map[int]bool{}
-		for _, a := range s.actors {
-			if pid := s.runs.of(a.plan.Name); pid > 0 {
+		members := s.roster().members
+		for _, m := range members {
+			if pid := s.runs.of(m.name); pid > 0 {
 				groups[pid] = true
 			}
 		}
@@ -358,8 +368,9 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 		if len(groups) > 0 {
 			found = scan.stopped(groups)
 		}
-		for _, a := range s.actors {
-			pid := s.runs.of(a.plan.Name)
+		for _, m := range members {
+			a := m.a
+			pid := s.runs.of(m.name)
 			rep := stallReport{pid: pid, why: found[pid]}
 			if pid == 0 || last[a] == rep {
 				continue

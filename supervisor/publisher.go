@@ -12,9 +12,14 @@ import (
 const MaxEvents = 100
 
 type pubMsg struct {
-	idx   int
+	id    int // the actor's id (actor.id)
 	role  *snapshot.RoleStatus
 	event *snapshot.Event
+	// forget: the actor was removed from the roster and has ended.
+	forget bool
+	// flushed, when set, is closed once a snapshot with this message in
+	// it is published (sync).
+	flushed chan struct{}
 	// ring, with a role and an event, marks a state change: publish now
 	// (not coalesced), then note the event in the role's log.
 	ring *logRing
@@ -29,8 +34,9 @@ type publisher struct {
 	in     chan pubMsg
 	logged <-chan snapshot.Event // the deployment's EventLog; nil: none
 
-	// owned by loop
-	roles  []snapshot.RoleStatus
+	// owned by loop: each actor's last status by id (the roster says
+	// which are shown, in which order)
+	roles  map[int]snapshot.RoleStatus
 	events []snapshot.Event
 	seq    uint64
 	// trends are the deployment's recent past (snapshot/trend), folded
@@ -46,8 +52,8 @@ type publisher struct {
 	closed bool
 }
 
-func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
-	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: roles, subs: map[chan snapshot.Snapshot]struct{}{},
+func newPublisher(s *Supervisor) *publisher {
+	p := &publisher{sup: s, in: make(chan pubMsg, 1024), roles: map[int]snapshot.RoleStatus{}, subs: map[chan snapshot.Snapshot]struct{}{},
 		trends: trend.New(s.opts.TrendPeriod, 0), histReq: make(chan chan *snapshot.History), stopped: make(chan struct{})}
 	if s.events != nil {
 		p.logged = s.events.ch
@@ -56,8 +62,8 @@ func newPublisher(s *Supervisor, roles []snapshot.RoleStatus) *publisher {
 	return p
 }
 
-func (p *publisher) role(idx int, st snapshot.RoleStatus) {
-	p.in <- pubMsg{idx: idx, role: &st}
+func (p *publisher) role(id int, st snapshot.RoleStatus) {
+	p.in <- pubMsg{id: id, role: &st}
 }
 
 func (p *publisher) event(role, msg string) {
@@ -75,8 +81,11 @@ func (p *publisher) tryEvent(role, msg string) {
 }
 
 func (p *publisher) apply(m pubMsg) {
-	if m.role != nil {
-		p.roles[m.idx] = *m.role
+	switch {
+	case m.forget:
+		delete(p.roles, m.id)
+	case m.role != nil:
+		p.roles[m.id] = *m.role
 	}
 	if m.event != nil {
 		p.events = append(p.events, *m.event)
@@ -93,21 +102,35 @@ func (p *publisher) apply(m pubMsg) {
 func (p *publisher) build() snapshot.Snapshot {
 	s := p.sup
 	p.seq++
+	plan := s.Plan()
+	members := s.roster().members
 	snap := snapshot.Snapshot{
 		Seq:     p.seq,
 		Time:    s.now(),
-		Name:    s.plan.Name,
-		Profile: s.plan.ProfilePath,
-		Roles:   append([]snapshot.RoleStatus(nil), p.roles...),
+		Name:    plan.Name,
+		Profile: plan.ProfilePath,
+		Roles:   make([]snapshot.RoleStatus, 0, len(members)),
 		Events:  append([]snapshot.Event(nil), p.events...),
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "none", Note: "no telemetry"},
 	}
-	for i := range snap.Roles {
-		if i < len(s.actors) && s.actors[i].file != nil {
-			snap.Roles[i].LogError = s.actors[i].file.Health()
+	for _, m := range members {
+		st, ok := p.roles[m.a.id]
+		if !ok {
+			st = m.initial // added a moment ago: its actor has not published yet
 		}
+		if m.a.file != nil {
+			st.LogError = m.a.file.Health()
+		}
+		snap.Roles = append(snap.Roles, st)
 	}
-	snap.Gateway = snapshot.GatewayStatus{URL: s.plan.Gateway.URL, Mode: s.plan.Gateway.Mode}
+	snap.Gateway = snapshot.GatewayStatus{URL: plan.Gateway.URL, Mode: plan.Gateway.Mode}
+	if a := s.applied.Load(); a != nil {
+		snap.ProfileRevision = a.revision
+	}
+	if j := s.job.Load(); j != nil {
+		st := j.snapshotStatus()
+		snap.Apply = &st
+	}
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		for i := range snap.Roles {
@@ -150,10 +173,15 @@ func (p *publisher) loop(stop <-chan struct{}) {
 		case m := <-p.in:
 			p.apply(m)
 			dirty = true
-			if m.ring != nil {
+			if m.ring != nil || m.flushed != nil {
 				p.publishFold(p.build())
 				dirty = false
+			}
+			if m.ring != nil {
 				m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
+			}
+			if m.flushed != nil {
+				close(m.flushed)
 			}
 		case reply := <-p.histReq:
 			reply <- p.trends.History()
@@ -164,6 +192,7 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				dirty = false
 			}
 		case <-stop:
+			var flushed []chan struct{}
 		drain:
 			for {
 				select {
@@ -172,6 +201,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 					if m.ring != nil {
 						m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
 					}
+					if m.flushed != nil {
+						flushed = append(flushed, m.flushed)
+					}
 				case ev := <-p.logged:
 					p.apply(pubMsg{event: &ev})
 				default:
@@ -179,6 +211,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				}
 			}
 			p.publish(p.build())
+			for _, ch := range flushed {
+				close(ch)
+			}
 			p.mu.Lock()
 			p.closed = true
 			for ch := range p.subs {
@@ -188,6 +223,21 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			p.mu.Unlock()
 			return
 		}
+	}
+}
+
+// sync returns once a snapshot built after every message sent before it
+// is published (or the publisher has ended).
+func (p *publisher) sync() {
+	ch := make(chan struct{})
+	select {
+	case p.in <- pubMsg{flushed: ch}:
+	case <-p.stopped:
+		return
+	}
+	select {
+	case <-ch:
+	case <-p.stopped:
 	}
 }
 

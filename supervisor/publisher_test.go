@@ -12,8 +12,11 @@ import (
 // at once, a slow one only ever holds the newest, and every channel closes
 // when the publisher stops.
 func TestPublisherSnapshotThenStream(t *testing.T) {
-	s := &Supervisor{plan: &profiles.Plan{Name: "p"}, now: time.Now}
-	p := newPublisher(s, []snapshot.RoleStatus{{Name: "decode", State: snapshot.StatePlanned}})
+	s := &Supervisor{now: time.Now}
+	s.planv.Store(&profiles.Plan{Name: "p"})
+	a := &actor{id: 1}
+	s.setRoster(newRoster([]member{{name: "decode", a: a, initial: snapshot.RoleStatus{Name: "decode", State: snapshot.StatePlanned}}}))
+	p := newPublisher(s)
 	s.pub = p
 	cur, ch, cancel := p.subscribe()
 	defer cancel()
@@ -21,7 +24,7 @@ func TestPublisherSnapshotThenStream(t *testing.T) {
 		t.Fatalf("current %+v", cur)
 	}
 	for i := 0; i < 100; i++ {
-		p.roles[0].Restarts = i
+		p.roles[1] = snapshot.RoleStatus{Name: "decode", State: snapshot.StatePlanned, Restarts: i}
 		p.publish(p.build())
 	}
 	got := <-ch
@@ -39,7 +42,7 @@ func TestPublisherSnapshotThenStream(t *testing.T) {
 		t.Fatalf("late subscriber current seq %d, want %d", late.Seq, got.Seq)
 	}
 	// A published snapshot is never changed by later ones.
-	p.roles[0].State = snapshot.StateReady
+	p.roles[1] = snapshot.RoleStatus{Name: "decode", State: snapshot.StateReady}
 	p.publish(p.build())
 	if got.Roles[0].State != snapshot.StatePlanned {
 		t.Fatal("published snapshot mutated")

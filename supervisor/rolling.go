@@ -15,23 +15,24 @@ import (
 // replicas), a kind (every role of it), or "" (every local role).
 func (s *Supervisor) RollingTargets(target string) ([]string, error) {
 	var out []string
-	for _, a := range s.actors {
-		if a.plan.Local && (target == "" || a.plan.Name == target) {
-			out = append(out, a.plan.Name)
+	members := s.roster().members
+	for _, m := range members {
+		if m.local && (target == "" || m.name == target) {
+			out = append(out, m.name)
 		}
 	}
 	if len(out) > 0 && target != "" {
 		return out, nil
 	}
-	for _, match := range []func(a *actor) bool{
-		func(a *actor) bool { return target == "" },
-		func(a *actor) bool { return a.plan.Group == target },
-		func(a *actor) bool { return a.plan.Kind == target },
+	for _, match := range []func(m member) bool{
+		func(m member) bool { return target == "" },
+		func(m member) bool { return m.group == target },
+		func(m member) bool { return m.kind == target },
 	} {
 		out = out[:0]
-		for _, a := range s.actors {
-			if a.plan.Local && match(a) {
-				out = append(out, a.plan.Name)
+		for _, m := range members {
+			if m.local && match(m) {
+				out = append(out, m.name)
 			}
 		}
 		if len(out) > 0 {

@@ -148,7 +148,8 @@ func TestLeftoverGroupsAreKilledOnStart(t *testing.T) {
 	for len(groupMembers(pg)) < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // the shell forks its children after Start returns
 	}
-	s := &Supervisor{plan: &profiles.Plan{RunDir: dir}}
+	s := &Supervisor{}
+	s.planv.Store(&profiles.Plan{RunDir: dir})
 	s.recordGroup("decode", &process{pid: pg}, "")
 	// A record for a pgid whose leader has another start time now.
 	s.recordGroup("prefill", &process{pid: other.Process.Pid}, "")
@@ -193,7 +194,7 @@ func TestControlSocketRollingAndNow(t *testing.T) {
 		replica("decode-1", "decode", profiles.KindDecode, twoRanks))
 	f.wait("decode-0", "ready", state(snapshot.StateReady))
 	f.wait("decode-1", "ready", state(snapshot.StateReady))
-	c := NewControlClient(f.sup.plan.ControlSocket)
+	c := NewControlClient(f.sup.Plan().ControlSocket)
 	ctx := context.Background()
 	var lines []string
 	if err := c.RollingRestart(ctx, "decode", false, func(l string) { lines = append(lines, l) }); err != nil {

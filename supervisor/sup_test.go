@@ -197,24 +197,24 @@ func TestReadyFromLogThenShutdown(t *testing.T) {
 	if r.Phase != PhaseReady || r.PID == 0 || !r.Routed {
 		t.Fatalf("ready status %+v", r)
 	}
-	if _, err := os.Stat(f.sup.plan.ControlSocket); err != nil {
+	if _, err := os.Stat(f.sup.Plan().ControlSocket); err != nil {
 		t.Fatalf("control socket: %v", err)
 	}
-	if fi, _ := os.Stat(f.sup.plan.ControlSocket); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(f.sup.Plan().ControlSocket); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("control socket mode %v", fi.Mode().Perm())
 	}
 	if err := f.shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	assertGroupGone(t, r.PID)
-	if _, err := os.Stat(f.sup.plan.ControlSocket); !os.IsNotExist(err) {
+	if _, err := os.Stat(f.sup.Plan().ControlSocket); !os.IsNotExist(err) {
 		t.Fatalf("control socket left behind: %v", err)
 	}
 	final := f.sup.Snapshot()
 	if final.Roles[0].State != snapshot.StateStopped {
 		t.Fatalf("final state %s", final.Roles[0].State)
 	}
-	log, _ := os.ReadFile(f.sup.plan.Roles[0].LogFile)
+	log, _ := os.ReadFile(f.sup.Plan().Roles[0].LogFile)
 	if !strings.Contains(string(log), "Load weight begin") {
 		t.Fatalf("log file lacks engine output: %q", log)
 	}
@@ -584,7 +584,7 @@ func TestControlSocket(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, nil, shRole("decode", profiles.KindDecode, readyScript))
 	r := f.wait("decode", "ready", state(snapshot.StateReady))
-	c := NewControlClient(f.sup.plan.ControlSocket)
+	c := NewControlClient(f.sup.Plan().ControlSocket)
 	ctx := context.Background()
 	st, err := c.Status(ctx)
 	if err != nil {

@@ -135,20 +135,48 @@ type Options struct {
 	// dashboard's key t): one short request through the gateway.
 	TestRequest func(ctx context.Context) (reply string, latency time.Duration, err error)
 
+	// Profile and ProfileSource are the loaded profile the plan came from
+	// and the file's bytes: the base tsd scale edits and what
+	// profile_revision names. nil: the plan came from elsewhere
+	// (--plan-json), and only tsd apply of a profile changes it.
+	Profile       *profiles.Profile
+	ProfileSource []byte
+	// ApplyFacts are the host facts tsd apply and tsd scale plan with:
+	// other deployments' ports taken, the GPUs telemetry sees; nil:
+	// profiles.LocalHostFacts. The supervisor sets Running and counts the
+	// running plan's own ports as free.
+	ApplyFacts func() (profiles.HostFacts, error)
+	// OnPlan hears every running plan an apply step makes (the registry
+	// records its ports). It runs on the apply's goroutine.
+	OnPlan func(*profiles.Plan)
+
 	Now  func() time.Time // default time.Now
 	Rand func() float64   // jitter source, default math/rand/v2
 }
 
 // Supervisor runs one Plan. Create it with New, then call Run once.
 type Supervisor struct {
-	opts Options
-	plan *profiles.Plan
-	gw   Gateway
-	now  func() time.Time
-	env  *env // what every actor shares
+	opts  Options
+	planv atomic.Pointer[profiles.Plan] // the plan that runs now: tsd up's, then each apply step's
+	gw    Gateway
+	now   func() time.Time
+	env   *env // what every actor shares
 
-	actors []*actor
-	byName map[string]*actor
+	// The roster: which actors run under which names (roster.go). One
+	// goroutine (rosterLoop) changes it, through rosterCmds.
+	ros        atomic.Pointer[roster]
+	rosterCmds chan rosterCmd
+	rosterDone chan struct{} // closed when rosterLoop has ended
+	nextID     int           // the last actor id handed out (New, then rosterLoop)
+
+	// What tsd apply and tsd scale change (apply.go): the profile the
+	// deployment runs, the API key its gateway checks, the last apply.
+	applied  atomic.Pointer[applied]
+	apiKey   atomic.Pointer[string]
+	job      atomic.Pointer[applyJob]
+	jobMu    sync.Mutex    // one apply at a time
+	teardown chan struct{} // closed when Run starts tearing down
+
 	gwLog  *LogSource
 	pub    *publisher
 	events *EventLog
@@ -190,12 +218,21 @@ func New(opts Options) (*Supervisor, error) {
 		opts.StallScan = 500 * time.Millisecond
 	}
 	s := &Supervisor{
-		opts: opts, plan: opts.Plan, gw: opts.Gateway,
+		opts: opts, gw: opts.Gateway,
 		now: opts.Now, events: opts.Events, runs: opts.Runs,
-		byName:     map[string]*actor{},
+		rosterCmds: make(chan rosterCmd),
+		rosterDone: make(chan struct{}),
+		teardown:   make(chan struct{}),
 		shutdownCh: make(chan struct{}),
 		running:    make(chan struct{}),
 	}
+	s.planv.Store(opts.Plan)
+	s.applied.Store(newApplied(opts.Profile, opts.Profile, opts.ProfileSource, nil))
+	key := ""
+	if env := opts.Plan.Gateway.APIKeyEnv; env != "" {
+		key = os.Getenv(env) // what the gateway read when it was built
+	}
+	s.apiKey.Store(&key)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -206,48 +243,50 @@ func New(opts Options) (*Supervisor, error) {
 		s.runs = NewRuns()
 	}
 	s.env = s.newEnv()
-	var statuses []snapshot.RoleStatus
-	for i, rp := range s.plan.Roles {
-		if _, dup := s.byName[rp.Name]; dup {
+	var members []member
+	seen := map[string]bool{}
+	for _, rp := range opts.Plan.Roles {
+		if seen[rp.Name] {
+			closeMembers(members)
 			return nil, fmt.Errorf("plan has two roles named %q", rp.Name)
 		}
-		ring := newLogRing(rp.Name, opts.LogLines, opts.LogBytes)
-		var file *rotatingFile
-		if rp.Local && rp.LogFile != "" && !opts.NoLogFiles {
-			f, err := openRotating(rp.LogFile, opts.LogFileMax, opts.LogFileKeep)
-			if err != nil {
-				s.closeFiles()
-				return nil, fmt.Errorf("role %s: %w", rp.Name, err)
-			}
-			file = f
+		seen[rp.Name] = true
+		a, err := s.makeActor(rp)
+		if err != nil {
+			closeMembers(members)
+			return nil, err
 		}
-		a := newActor(s.env, i, rp, ranksExpected(rp, s.plan.Gateway.Mode), ring, file)
-		s.actors = append(s.actors, a)
-		s.byName[rp.Name] = a
-		statuses = append(statuses, a.st)
+		members = append(members, memberOf(a))
 	}
-	s.pub = newPublisher(s, statuses)
+	s.setRoster(newRoster(members))
+	s.pub = newPublisher(s)
 	s.env.pub = s.pub
 	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
 		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
 	} else if s.gwLog.file != nil {
 		s.gwLog.file.setOnHealth(func(msg string) { s.pub.tryEvent(GatewayLogSource, msg) })
 	}
-	for _, a := range s.actors {
-		if a.file != nil {
-			role := a.plan.Name
-			a.file.setOnHealth(func(msg string) { s.pub.tryEvent(role, msg) })
-		}
-	}
 	return s, nil
 }
 
-func (s *Supervisor) closeFiles() {
-	for _, a := range s.actors {
-		if a.file != nil {
-			a.file.Close()
+func (s *Supervisor) closeFiles() { closeMembers(s.roster().members) }
+
+func closeMembers(ms []member) {
+	for _, m := range ms {
+		if m.a.file != nil {
+			m.a.file.Close()
 		}
 	}
+}
+
+// nameOf is the name the roster knows an actor by now ("" once removed).
+func (s *Supervisor) nameOf(a *actor) string {
+	for _, m := range s.roster().members {
+		if m.a == a {
+			return m.name
+		}
+	}
+	return ""
 }
 
 // newEnv is what every actor of this supervisor shares (its publisher
@@ -256,7 +295,7 @@ func (s *Supervisor) newEnv() *env {
 	e := &env{
 		now: s.now, rand: s.opts.Rand, gw: s.gw, rec: s, runs: s.runs,
 		gpuLimit: s.opts.GPUReleaseTimeout, noProgress: s.opts.NoProgress, closing: &s.closing,
-		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: s.plan,
+		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: &s.planv,
 	}
 	if e.rand == nil {
 		e.rand = rand.Float64
@@ -292,6 +331,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	pubDone := make(chan struct{})
 	go func() { s.pub.loop(pubStop); close(pubDone) }()
 	defer func() { close(pubStop); <-pubDone }()
+	rosterStop := make(chan struct{})
+	go s.rosterLoop(rosterStop)
+	stopRoster := sync.OnceFunc(func() { close(rosterStop); <-s.rosterDone })
+	defer stopRoster()
 
 	// The control socket first: a second `tsd up` of the same profile
 	// should hear "another tsd is running", not a list of busy ports.
@@ -306,7 +349,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.pub.event("", msg)
 	}
 	if s.opts.Preflight != nil {
-		if errs := s.opts.Preflight(s.plan); len(errs) > 0 {
+		if errs := s.opts.Preflight(s.Plan()); len(errs) > 0 {
 			ctl.close()
 			return &PreflightError{Problems: errs}
 		}
@@ -342,8 +385,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			_ = os.Remove(s.cgBase)
 		}
 	}()
-	for _, a := range s.actors {
-		go a.run(true)
+	for _, m := range s.roster().members {
+		go m.a.run(true)
 	}
 	scanStop, scanDone := make(chan struct{}), make(chan struct{})
 	if s.opts.StallScan > 0 {
@@ -365,6 +408,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 	}
 	s.closing.Store(true) // ranks dropping from here on are part of the shutdown
+	close(s.teardown)     // an apply in progress stops
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.
@@ -375,11 +419,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		}
 		cancel()
 	}
-	for _, a := range s.actors {
-		a.send(event{Kind: evQuit, Why: whyQuit})
+	// No roster change from here on: every actor an apply added is in
+	// the last roster, and each one is stopped.
+	stopRoster()
+	members := s.roster().members
+	for _, m := range members {
+		m.a.send(event{Kind: evQuit, Why: whyQuit})
 	}
-	for _, a := range s.actors {
-		<-a.done
+	for _, m := range members {
+		<-m.a.done
 	}
 	stopServe()
 	if rankCancel != nil {
@@ -414,7 +462,7 @@ func (e *PreflightError) Unwrap() []error { return e.Problems }
 func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, stop, done chan struct{}) {
 	defer close(done)
 	route := func(ev snapshot.RankEvent) {
-		if a, ok := s.byName[ev.Role]; ok {
+		if a, ok := s.roster().byName[ev.Role]; ok {
 			select {
 			case a.in.ranks <- ev:
 			case <-a.done:
@@ -441,7 +489,7 @@ func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.
 // removeSockets removes ipc socket files of the plan left behind (the
 // gateway removes its own; this catches a gateway that could not).
 func (s *Supervisor) removeSockets() {
-	for _, w := range s.plan.Gateway.Workers {
+	for _, w := range s.Plan().Gateway.Workers {
 		for _, addr := range []string{w.URL, w.Input, w.Output} {
 			if path, ok := strings.CutPrefix(addr, "ipc://"); ok && path != "" {
 				if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -471,12 +519,12 @@ func (s *Supervisor) Shutdown() {
 func (s *Supervisor) RolePIDs(role string) []int { return s.runs.PIDs(role) }
 
 func (s *Supervisor) Kill() {
-	for _, a := range s.actors {
-		if pid := s.runs.of(a.plan.Name); pid > 0 {
+	for _, m := range s.roster().members {
+		if pid := s.runs.of(m.name); pid > 0 {
 			killGroupNow(pid)
 		}
 		select {
-		case a.in.cmds <- event{Kind: evKill, Why: whyKill}:
+		case m.a.in.cmds <- event{Kind: evKill, Why: whyKill}:
 		default:
 		}
 	}
@@ -505,20 +553,15 @@ func (s *Supervisor) Snapshot() snapshot.Snapshot { return s.pub.current() }
 // dashboard that attaches shows of the past. nil once Run has ended.
 func (s *Supervisor) History() *snapshot.History { return s.pub.history() }
 
-// Plan returns the plan being run.
-func (s *Supervisor) Plan() *profiles.Plan { return s.plan }
+// Plan returns the plan that runs now: tsd up's, as each apply step
+// changed it (`tsd plan --running`). Callers must not modify it.
+func (s *Supervisor) Plan() *profiles.Plan { return s.planv.Load() }
 
 // Roles lists role instance names in plan order.
-func (s *Supervisor) Roles() []string {
-	out := make([]string, len(s.actors))
-	for i, a := range s.actors {
-		out[i] = a.plan.Name
-	}
-	return out
-}
+func (s *Supervisor) Roles() []string { return s.roster().names() }
 
 func (s *Supervisor) command(role string, c event) error {
-	a, ok := s.byName[role]
+	a, ok := s.roster().byName[role]
 	if !ok {
 		return fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))
 	}
@@ -561,10 +604,10 @@ func (s *Supervisor) StopAll() error { return s.all(event{Kind: evStop, Why: why
 
 func (s *Supervisor) all(c event) error {
 	var errs []error
-	for _, a := range s.actors {
-		if a.plan.Local {
-			if !a.send(c) {
-				errs = append(errs, fmt.Errorf("%s: %w", a.plan.Name, ErrNotRunning))
+	for _, m := range s.roster().members {
+		if m.local {
+			if !m.a.send(c) {
+				errs = append(errs, fmt.Errorf("%s: %w", m.name, ErrNotRunning))
 			}
 		}
 	}

@@ -3,13 +3,14 @@ package tui
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
 // A `:` command is what has no key, or a key on another page: typed as a
 // verb and (for most) a role, like k9s's command line.
 type command struct {
-	verb string // restart | stop | start | logs | inspect | describe | sort | split | events | help | quit
+	verb string // restart | stop | start | scale | logs | inspect | describe | sort | split | events | help | quit
 	arg  string // role (or "" / "gateway" for logs, a column for sort)
 	// now: --now on restart and stop (skip the drain, as the CLI's flag).
 	now bool
@@ -19,6 +20,9 @@ type command struct {
 	// unless asc or desc was typed).
 	desc    bool
 	descSet bool
+	// replicas and gpus: scale only (ENTRY=N, --gpus G,G).
+	replicas int
+	gpus     []string
 }
 
 // commandVerbs are the verbs with the argument each takes; aliases map to
@@ -30,6 +34,7 @@ var commandVerbs = []struct {
 	{"restart", "[--now] ROLE", "restart a role (a replica group: one at a time); --now skips the drain", []string{"r"}},
 	{"stop", "[--now] ROLE", "stop a role; --now skips the drain", nil},
 	{"start", "ROLE", "start a stopped role", nil},
+	{"scale", "ENTRY=N [--gpus G,G]", "replicas of a profile entry, on free GPUs or the ones given (tsd scale; the file is not rewritten)", nil},
 	{"logs", "[ROLE]", "logs of a role; none: every role merged", []string{"l", "log"}},
 	{"inspect", "ROLE", "rank inspector of a role", []string{"i"}},
 	{"describe", "ROLE", "a role's plan: argv, env, ports, GPUs, restart policy", []string{"d", "desc"}},
@@ -47,8 +52,9 @@ const GatewaySource = "gateway"
 // commandTarget is what a command line may name: role instances and
 // replica groups.
 type commandTarget struct {
-	roles  []string
-	groups []string // replica groups of two or more instances
+	roles   []string
+	groups  []string // replica groups of two or more instances
+	entries []string // every profile entry (what :scale takes)
 }
 
 // lookupVerb finds a verb or alias.
@@ -93,6 +99,8 @@ func parseCommand(line string, tg commandTarget) (command, error) {
 		args = kept
 	}
 	switch c.verb {
+	case "scale":
+		return parseScale(c, args, tg)
 	case "sort":
 		if len(args) == 0 || len(args) == 1 && args[0] == "plan" {
 			return c, nil // the plan's order
@@ -153,6 +161,41 @@ func parseCommand(line string, tg commandTarget) (command, error) {
 		}
 	}
 	return command{}, fmt.Errorf("no role %q%s", c.arg, closest(c.arg, append(append([]string(nil), tg.roles...), tg.groups...)))
+}
+
+// parseScale reads :scale ENTRY=N [--gpus G,G].
+func parseScale(c command, args []string, tg commandTarget) (command, error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--gpus" && i+1 < len(args):
+			i++
+			c.gpus = strings.Split(args[i], ",")
+		case strings.HasPrefix(a, "--gpus="):
+			c.gpus = strings.Split(strings.TrimPrefix(a, "--gpus="), ",")
+		case strings.Contains(a, "=") && c.arg == "":
+			entry, n, _ := strings.Cut(a, "=")
+			k, err := strconv.Atoi(n)
+			if err != nil || k < 1 {
+				return command{}, fmt.Errorf(":scale %s: want ENTRY=N with N of 1 or more, e.g. decode=3", a)
+			}
+			if !contains(tg.entries, entry) {
+				return command{}, fmt.Errorf(":scale: no profile entry %q%s", entry, closest(entry, tg.entries))
+			}
+			c.arg, c.replicas = entry, k
+		default:
+			return command{}, fmt.Errorf(":scale takes ENTRY=N and --gpus G,G, not %q", a)
+		}
+	}
+	if c.arg == "" {
+		return command{}, fmt.Errorf(":scale needs ENTRY=N (e.g. :scale decode=3)")
+	}
+	for _, g := range c.gpus {
+		if g == "" {
+			return command{}, fmt.Errorf(":scale --gpus: an empty GPU")
+		}
+	}
+	return c, nil
 }
 
 // groupMembers are the instances of a replica group by the planner's
@@ -250,6 +293,12 @@ func completions(line string, tg commandTarget) (prefix string, cands []string) 
 				pool = append(pool, tg.roles...)
 				if !nowGiven {
 					pool = append(pool, "--now")
+				}
+			}
+		case "scale":
+			if named == 0 {
+				for _, e := range tg.entries {
+					pool = append(pool, e+"=")
 				}
 			}
 		case "start", "inspect", "describe":

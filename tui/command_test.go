@@ -9,13 +9,14 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/tui/tuitest"
 )
 
 // Pins: every verb, its aliases and its argument rules; unknown verbs and
 // roles get a hint; a replica group restarts as a group and is refused
 // elsewhere with what to type.
 func TestParseCommand(t *testing.T) {
-	roles := commandTarget{roles: []string{"prefill-0", "decode-0", "decode-1"}, groups: []string{"decode"}}
+	roles := commandTarget{roles: []string{"prefill-0", "decode-0", "decode-1"}, groups: []string{"decode"}, entries: []string{"decode", "prefill"}}
 	for _, c := range []struct {
 		line      string
 		verb, arg string
@@ -51,6 +52,13 @@ func TestParseCommand(t *testing.T) {
 		{":quit now", "", "", ":quit takes no argument"},
 		{":sort color", "", "", `cannot sort by "color"`},
 		{":restrat decode-0", "", "", `unknown command "restrat" (did you mean "restart"?)`},
+		{":scale decode=3", "scale", "decode", ""},
+		{":scale decode=3 --gpus 4,5", "scale", "decode", ""},
+		{":scale --gpus=4 prefill=2", "scale", "prefill", ""},
+		{":scale", "", "", ":scale needs ENTRY=N"},
+		{":scale decode=0", "", "", "N of 1 or more"},
+		{":scale dec=2", "", "", `no profile entry "dec" (did you mean "decode"?)`},
+		{":scale decode=2 x", "", "", `not "x"`},
 	} {
 		got, err := parseCommand(c.line, roles)
 		switch {
@@ -97,6 +105,28 @@ func TestCommandLine(t *testing.T) {
 	runCmd(t, m, press(m, "enter"))
 	if m.focus != pageLogs || m.logs.source != "decode-0" {
 		t.Fatalf("focus %v source %q", m.focus, m.logs.source)
+	}
+}
+
+// Pins: :scale asks (saying what starts or stops), then scales through
+// the backend; y runs it with the GPUs given.
+func TestScaleCommand(t *testing.T) {
+	t.Parallel()
+	m, f := newTestModel(t, 120, 40, tuitest.Grouped(deployment()))
+	press(m, ":")
+	typeText(m, "scale decode=5 --gpus 4")
+	if cmd := press(m, "enter"); cmd != nil || !strings.Contains(plain(m), "scale decode=5 (4 → 5: 1 new replica(s) start on GPU(s) 4") {
+		t.Fatalf(":scale acted without asking:\n%s", plain(m))
+	}
+	runCmd(t, m, press(m, "y"))
+	if got := f.Calls(); len(got) != 1 || got[0] != "scale decode=5 gpus 4" {
+		t.Fatalf("calls %v", got)
+	}
+	press(m, ":")
+	typeText(m, "scale decode=4")
+	press(m, "enter")
+	if !strings.Contains(plain(m), "decode has 4 replica(s) already") || len(f.Calls()) != 1 {
+		t.Fatalf("a scale to the same count:\n%s\ncalls %v", plain(m), f.Calls())
 	}
 }
 

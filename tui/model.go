@@ -472,9 +472,13 @@ func (m *Model) commandTargets() commandTarget {
 		if size[r.Group] > 1 && !contains(tg.groups, r.Group) && !contains(tg.roles, r.Group) {
 			tg.groups = append(tg.groups, r.Group)
 		}
+		if r.Group != "" && !r.Remote && !contains(tg.entries, r.Group) {
+			tg.entries = append(tg.entries, r.Group)
+		}
 	}
 	sort.Strings(tg.roles)
 	sort.Strings(tg.groups)
+	sort.Strings(tg.entries)
 	return tg
 }
 
@@ -519,6 +523,8 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		}
 		b, name := m.b, c.arg
 		return m.run("start "+name, func() error { return b.Start(name) })
+	case "scale":
+		m.askScale(c)
 	case "logs":
 		return m.navigate(pageLogs, c.arg)
 	case "inspect", "describe":

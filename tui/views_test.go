@@ -187,7 +187,7 @@ func TestCompleteLine(t *testing.T) {
 	}{
 		{"", "", verbNames()},
 		{"re", "restart ", []string{"restart"}},
-		{"s", "s", []string{"stop", "start", "sort", "split"}},
+		{"s", "s", []string{"stop", "start", "scale", "sort", "split"}},
 		{"st", "st", []string{"stop", "start"}},
 		{"restart d", "restart decode", []string{"decode-0", "decode-1", "decode"}},
 		{"restart p", "restart prefill-0 ", []string{"prefill-0"}},

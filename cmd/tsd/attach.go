@@ -44,7 +44,7 @@ type attachTarget struct {
 // so the no-orphans rule holds without any terminal. It waits for the
 // daemon's one status line, then attaches (or, with -d, waits for ready).
 func (c upCmd) spawnDaemon() error {
-	plan, err := c.loadPlan(profiles.StaticHostFacts())
+	plan, _, err := c.loadPlan(profiles.StaticHostFacts())
 	if err != nil {
 		return err
 	}

@@ -8,11 +8,16 @@ import (
 	"strings"
 
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/supervisor"
 )
 
 type planCmd struct {
-	Profile string `arg:"" help:"Profile YAML file."`
-	JSON    bool   `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
+	ctlTarget
+	Profile string `arg:"" optional:"" help:"Profile YAML file (with --running: the deployment's name or profile, default this directory's)."`
+	// Running prints the plan a daemon runs now: tsd up's, as tsd apply
+	// and tsd scale changed it (docs/architecture.md §4.3).
+	Running bool `name:"running" help:"Print what a running deployment runs now (after tsd apply and tsd scale), not what PROFILE would plan."`
+	JSON    bool `name:"json" help:"Print the plan as JSON (stable snake_case keys, see docs/profiles.md)."`
 	// ShowSecrets prints env values and flags that look secret (TOKEN,
 	// KEY, SECRET, PASSWORD in the name) instead of ***.
 	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
@@ -21,6 +26,12 @@ type planCmd struct {
 }
 
 func (c planCmd) Run() error {
+	if c.Running {
+		return c.running(os.Stdout, os.Stderr)
+	}
+	if c.Profile == "" {
+		return &exitError{code: 2, msg: "tsd: usage: tsd plan PROFILE, or tsd plan --running [NAME]"}
+	}
 	facts, err := hostFacts(c.Launcher, c.Profile, profiles.LocalHostFacts(), true)
 	if err != nil {
 		return err
@@ -33,6 +44,25 @@ func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
 	if len(errs) > 0 {
 		return profileErrors(errs)
 	}
+	return c.print(stdout, stderr, plan)
+}
+
+// running prints the plan the daemon runs now.
+func (c planCmd) running(stdout, stderr io.Writer) error {
+	f, err := c.locate(readVerb("tsd plan --running"), c.Profile)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := ctlContext()
+	defer cancel()
+	plan, err := supervisor.NewControlClient(f.socket).Plan(ctx)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	return c.print(stdout, stderr, plan)
+}
+
+func (c planCmd) print(stdout, stderr io.Writer, plan *profiles.Plan) error {
 	if !c.ShowSecrets {
 		plan = maskedPlan(plan)
 	}
@@ -93,6 +123,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 		}
 		if r.Local {
 			fmt.Fprintf(&b, "  log:        %s\n", r.LogFile)
+		}
+		if r.PlannedAs != "" {
+			fmt.Fprintf(&b, "  planned as: %s (renamed by tsd apply or scale: the same process keeps that name's socket, ports and log)\n", r.PlannedAs)
 		}
 	}
 	g := &plan.Gateway

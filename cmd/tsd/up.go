@@ -125,29 +125,29 @@ func reportStatus(fd int, kind, text string) {
 // register plans the deployment under the registry's lock, treating the
 // ports of every other running deployment as taken, refuses a name already
 // running, and records this process. The returned function unregisters.
-func (c upCmd) register() (*profiles.Plan, func(), error) {
+func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 	reg, err := registry.Open("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warning: no deployment registry:", err)
-		plan, err := c.loadPlan(profiles.LocalHostFacts())
-		return plan, func() {}, err
+		plan, src, err := c.loadPlan(profiles.LocalHostFacts())
+		return plan, src, func() {}, err
 	}
 	unlock, err := reg.Lock()
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	defer unlock()
 	// A dead deployment's leftover engines may still hold its ports.
 	claimed, err := reg.Claimed()
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	facts := profiles.LocalHostFacts()
 	free := facts.PortFree
 	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
-	plan, err := c.loadPlan(facts)
+	plan, src, err := c.loadPlan(facts)
 	if err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	prof := plan.ProfilePath
 	if prof == "" && c.PlanJSON != "" {
@@ -165,7 +165,7 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	// starts anything (supervisor/orphans.go); another folder's would lose
 	// their only entry.
 	if err := deadNameInUse(reg, e); err != nil {
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	if c.NoGateway {
 		e.GatewayURL = ""
@@ -173,12 +173,12 @@ func (c upCmd) register() (*profiles.Plan, func(), error) {
 	if err := reg.Add(e); err != nil {
 		var inUse *registry.InUseError
 		if errors.As(err, &inUse) {
-			return nil, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
+			return nil, upSource{}, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
 		}
-		return nil, nil, err
+		return nil, upSource{}, nil, err
 	}
 	pid := os.Getpid()
-	return plan, func() { _ = reg.Remove(e.Name, pid) }, nil
+	return plan, src, func() { _ = reg.Remove(e.Name, pid) }, nil
 }
 
 // deadNameInUse refuses to register e over a dead deployment of the same
@@ -238,7 +238,7 @@ func daemonLog(p *profiles.Plan) string {
 // runSupervisor is the supervisor and gateway in this process: the daemon
 // body, and `tsd up --headless`.
 func (c upCmd) runSupervisor() error {
-	plan, unregister, err := c.register()
+	plan, src, unregister, err := c.register()
 	if err != nil {
 		return err
 	}
@@ -298,13 +298,22 @@ func (c upCmd) runSupervisor() error {
 	out := headless.New(os.Stdout, headless.Options{Colour: tty, NotesOnly: daemon})
 	// The dashboard's test request (key t) is sent from the daemon, which
 	// knows the gateway, the model name and the API key.
-	tester := probe.Target{URL: plan.Gateway.URL, Model: plan.ServedModelName, APIKeyEnv: plan.Gateway.APIKeyEnv}
+	tester := &probe.Target{URL: plan.Gateway.URL, Model: plan.ServedModelName, APIKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
 		tester.URL = ""
 	}
 	var steps *slurmSteps // what each Slurm role's step got (cmd/tsd/slurm.go)
 	if plan.Launcher == profiles.LauncherSlurm {
 		steps = newSlurmSteps(plan)
+	}
+	// The plan that runs now (tsd apply changes it): the supervisor's,
+	// once it exists.
+	var current func() *profiles.Plan
+	planNow := func() *profiles.Plan {
+		if current != nil {
+			return current()
+		}
+		return plan
 	}
 	opts := supervisor.Options{
 		Plan:        plan,
@@ -313,17 +322,26 @@ func (c upCmd) runSupervisor() error {
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
-		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(plan, steps)),
+		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(planNow, steps)),
 		OnEvent:     out.Event,
 		Events:      events,
 		Runs:        runs,
 		TestRequest: tester.Send,
-		TrendPeriod: c.TrendPeriod,
+		// tsd apply and tsd scale (docs/architecture.md §4.3): the
+		// profile to change, the host as a new plan sees it, and the
+		// registry's record of the ports each new plan claims.
+		Profile:       src.profile,
+		ProfileSource: src.data,
+		ApplyFacts:    func() (profiles.HostFacts, error) { return applyFacts(tel), nil },
+		OnPlan:        func(p *profiles.Plan) { claimPorts(p) },
+		TrendPeriod:   c.TrendPeriod,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
 		return err
 	}
+	current = sup.Plan
+	tester.Key = sup.APIKey // tsd apply may change it
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
@@ -381,6 +399,37 @@ func (c upCmd) runSupervisor() error {
 		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
 	}
 	return nil
+}
+
+// applyFacts are the host facts tsd apply and tsd scale plan with in the
+// daemon: the ports every deployment in the registry claims are taken
+// (the supervisor counts the running plan's own as free), and the GPUs
+// telemetry sees are the ones free GPUs are picked from.
+func applyFacts(tel *telemetry.Telemetry) profiles.HostFacts {
+	facts := profiles.LocalHostFacts()
+	facts.GPUs = hostGPUs(tel, 3*time.Second)
+	if reg, err := registry.Open(""); err == nil {
+		if claimed, err := reg.Claimed(); err == nil {
+			free := facts.PortFree
+			facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
+		}
+	}
+	return facts
+}
+
+// claimPorts records in the registry the ports the daemon's plan uses
+// now, so other deployments' plans keep clear of them.
+func claimPorts(p *profiles.Plan) {
+	reg, err := registry.Open("")
+	if err != nil {
+		return
+	}
+	unlock, err := reg.Lock()
+	if err != nil {
+		return
+	}
+	defer unlock()
+	_ = reg.SetPorts(p.Name, os.Getpid(), planPorts(p))
 }
 
 // checkFakes refuses simulated devices of the other kind than the plan's
@@ -463,38 +512,55 @@ func red(colour bool, s string) string {
 	return "\x1b[31m" + s + "\x1b[0m"
 }
 
-func (c upCmd) loadPlan(facts profiles.HostFacts) (*profiles.Plan, error) {
-	plan, err := c.loadPlanOnly(facts)
+// upSource is the profile a deployment's plan came from and the file's
+// bytes (tsd scale edits it, profile_revision names it); empty for a
+// plan file (--plan-json).
+type upSource struct {
+	profile *profiles.Profile
+	data    []byte
+}
+
+func (c upCmd) loadPlan(facts profiles.HostFacts) (*profiles.Plan, upSource, error) {
+	plan, src, err := c.loadPlanOnly(facts)
 	if err == nil && c.Name != "" {
 		plan.Name = c.Name
 	}
-	return plan, err
+	return plan, src, err
 }
 
-func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, error) {
+func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, upSource, error) {
 	if c.PlanJSON != "" {
 		b, err := os.ReadFile(c.PlanJSON)
 		if err != nil {
-			return nil, fmt.Errorf("read plan: %w", err)
+			return nil, upSource{}, fmt.Errorf("read plan: %w", err)
 		}
 		var p profiles.Plan
 		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, fmt.Errorf("decode plan %s: %w", c.PlanJSON, err)
+			return nil, upSource{}, fmt.Errorf("decode plan %s: %w", c.PlanJSON, err)
 		}
-		return &p, nil
+		return &p, upSource{}, nil
 	}
 	if c.Profile == "" {
-		return nil, errors.New("tsd up needs a PROFILE")
+		return nil, upSource{}, errors.New("tsd up needs a PROFILE")
 	}
 	facts, err := hostFacts(c.Launcher, c.Profile, facts, false)
 	if err != nil {
-		return nil, err
+		return nil, upSource{}, err
 	}
-	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
+	// Read once: the bytes planned are the bytes the revision names.
+	data, rerr := profiles.ReadSource(c.Profile)
+	if rerr != nil {
+		return nil, upSource{}, profileErrors(profiles.Errors{{File: c.Profile, Msg: fmt.Sprintf("read profile: %v", rerr)}})
+	}
+	p, errs := profiles.Parse(c.Profile, data)
 	if len(errs) > 0 {
-		return nil, profileErrors(errs)
+		return nil, upSource{}, profileErrors(errs)
 	}
-	return plan, nil
+	plan, errs := profiles.MakePlan(p, facts)
+	if len(errs) > 0 {
+		return nil, upSource{}, profileErrors(errs)
+	}
+	return plan, upSource{profile: p, data: data}, nil
 }
 
 // preflight runs the profiles package's host checks; warnings are printed,
@@ -552,9 +618,10 @@ func isTerminal(f *os.File) bool {
 // under its pid (srun's), so it gets no process readings rather than
 // srun's, and its GPUs are the ones Slurm gave the step, read on this
 // node only when the step runs here.
-func telemetryWatch(plan *profiles.Plan, steps *slurmSteps) func(r *snapshot.RoleStatus) telemetry.RoleInfo {
+func telemetryWatch(planNow func() *profiles.Plan, steps *slurmSteps) func(r *snapshot.RoleStatus) telemetry.RoleInfo {
 	return func(r *snapshot.RoleStatus) telemetry.RoleInfo {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
+		plan := planNow()
 		rp, ok := plan.Role(r.Name)
 		if !ok {
 			return info

@@ -131,6 +131,7 @@ func StepBreaker(b Breaker, ev BreakerEvent, now time.Time, c BreakerConfig) (ne
 // is shared without a lock.
 type breakerView struct {
 	entries map[string]breakerEntry // by role instance
+	cfg     BreakerConfig           // the knobs it was made under (tsd apply may change them)
 	next    chan struct{}           // closed when a newer view replaces this one
 }
 
@@ -177,9 +178,12 @@ type outcome struct {
 // outcomes, registrations and timeouts through StepBreaker and publishes
 // the view after each change.
 type breakerBook struct {
-	cfg   BreakerConfig
+	cfg   BreakerConfig // owned by run once it runs
 	now   func() time.Time
 	in    chan outcome
+	ctl   chan bookCmd  // tsd apply: new knobs, workers added, removed, renamed
+	quit  chan struct{} // closed when the book is switched off
+	done  chan struct{} // closed when run has returned
 	view  atomic.Pointer[breakerView]
 	onTr  func(role, from, to, reason string) // each state change (metrics, events); on the book's goroutine
 	roles []string                            // the workers it holds, in plan order
@@ -197,8 +201,8 @@ func newBreakerBook(cfg BreakerConfig, roles []string, now func() time.Time, onT
 	if onTr == nil {
 		onTr = func(string, string, string, string) {}
 	}
-	b := &breakerBook{cfg: cfg, now: now, in: make(chan outcome, 1024), onTr: onTr, roles: roles}
-	v := &breakerView{entries: map[string]breakerEntry{}, next: make(chan struct{})}
+	b := &breakerBook{cfg: cfg, now: now, in: make(chan outcome, 1024), ctl: make(chan bookCmd), quit: make(chan struct{}), done: make(chan struct{}), onTr: onTr, roles: roles}
+	v := &breakerView{entries: map[string]breakerEntry{}, cfg: cfg, next: make(chan struct{})}
 	t := now()
 	for _, r := range roles {
 		v.entries[r] = breakerEntry{b: Breaker{State: snapshot.BreakerClosed, Since: t}}
@@ -231,6 +235,7 @@ func (b *breakerBook) report(o outcome, stop <-chan struct{}) {
 // registrations (a rank whose registration time moved is a new run of
 // its engine) until stop closes.
 func (b *breakerBook) run(l *lane.Lane, stop <-chan struct{}) {
+	defer close(b.done)
 	cur, evs, cancel := l.SubscribeRanks()
 	defer cancel()
 	registered := map[string]map[int]time.Time{}
@@ -257,6 +262,10 @@ func (b *breakerBook) run(l *lane.Lane, stop <-chan struct{}) {
 		select {
 		case <-stop:
 			return
+		case <-b.quit:
+			return
+		case c := <-b.ctl:
+			b.command(c)
 		case o := <-b.in:
 			b.apply(o.role, o.epoch, o.ev, false)
 		case ev, ok := <-evs:
@@ -292,7 +301,7 @@ func (b *breakerBook) apply(role string, epoch uint64, ev BreakerEvent, anyEpoch
 	if next == e.b && ev != BreakerRegistered {
 		return
 	}
-	v := &breakerView{entries: make(map[string]breakerEntry, len(old.entries)), next: make(chan struct{})}
+	v := &breakerView{entries: make(map[string]breakerEntry, len(old.entries)), cfg: b.cfg, next: make(chan struct{})}
 	for k, x := range old.entries {
 		v.entries[k] = x
 	}
@@ -333,7 +342,7 @@ func (b *breakerBook) status() []snapshot.BreakerStatus {
 		s := snapshot.BreakerStatus{Role: role, State: e.b.state(), Failures: e.b.Failures, Successes: e.b.Successes,
 			Since: e.b.Since, Reason: e.b.Reason, Opened: e.b.Opened}
 		if e.b.State == snapshot.BreakerOpen {
-			s.Until = e.b.Since.Add(b.cfg.Timeout)
+			s.Until = e.b.Since.Add(v.cfg.Timeout)
 		}
 		out = append(out, s)
 	}

@@ -125,9 +125,10 @@ type Dispatcher struct {
 	shutdown  <-chan struct{}
 	queuedNow *atomic.Int64
 
-	prefill, decode pool
-	encode          []*lane.Worker
-	enc             encodeRouting
+	// ps is the workers routed to, by kind: swapped whole when tsd apply
+	// adds or removes one (live.go); a request takes it once.
+	ps  atomic.Pointer[pools]
+	enc encodeRouting
 
 	inflight atomic.Int64
 	rng      *lockedRand
@@ -136,18 +137,30 @@ type Dispatcher struct {
 	// kv feeds kv_aware.
 	router *routing.Router
 	kv     KVIndex
-	// encPolicy is the encode policy; encSeq its round-robin position.
-	encPolicy string
-	encSeq    atomic.Uint64
-	retry     RetryConfig  // gateway.retry
-	breakers  *breakerBook // gateway.circuit_breaker; nil when off
+	// encSeq is the encode round-robin position.
+	encSeq atomic.Uint64
+	// live is the settings tsd apply may change (live.go): policies,
+	// retry knobs, the queue timeout; read once by each request.
+	live     atomic.Pointer[liveConfig]
+	breakers bookRef    // gateway.circuit_breaker; no book while off
+	liveMu   sync.Mutex // one Reconfigure or worker change at a time
+	now      func() time.Time
+	onEvent  func(kind, role, msg string)
 }
 
-// pool is the workers of one PD kind with its policy.
+// pools are the workers of each kind.
+type pools struct {
+	prefill, decode pool
+	encode          []*lane.Worker
+}
+
+// pools is the worker set now.
+func (g *Dispatcher) pools() *pools { return g.ps.Load() }
+
+// pool is the workers of one PD kind.
 type pool struct {
 	workers []*lane.Worker
 	src     []rankSource // the same workers, as routing reads them
-	policy  string
 }
 
 func (p *pool) add(w *lane.Worker) {
@@ -176,20 +189,18 @@ func New(cfg Config) *Dispatcher {
 	if g.onPanic == nil {
 		g.onPanic = func(string, any, []byte) {}
 	}
+	ps := &pools{}
 	for _, w := range cfg.Lane.Workers() {
-		switch w.Kind() {
-		case profiles.KindPrefill:
-			g.prefill.add(w)
-		case profiles.KindDecode:
-			g.decode.add(w)
-		case profiles.KindEncode:
-			g.encode = append(g.encode, w)
-		}
+		ps.add(w)
 	}
-	pol := cfg.Plan.Gateway.Policy
-	g.prefill.policy, g.decode.policy, g.encPolicy = orDefault(pol.Prefill, routing.RoundRobin), orDefault(pol.Decode, routing.RoundRobin), orDefault(pol.Encode, routing.ConsistentHashing)
+	g.ps.Store(ps)
 	g.kv = cfg.KV
-	g.router = routing.NewRouter(routing.Options{Prefill: g.prefill.policy, Decode: g.decode.policy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+	if g.opts.RequestTimeout <= 0 {
+		g.opts.RequestTimeout = 30 * time.Minute
+	}
+	lc := liveOf(cfg.Plan.Gateway, g.opts.QueueTimeout)
+	g.live.Store(lc)
+	g.router = routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
 		OnPanic: g.onPanic})
 	if cfg.Shutdown != nil {
 		go func() {
@@ -197,28 +208,12 @@ func New(cfg Config) *Dispatcher {
 			g.router.Close()
 		}()
 	}
-	if g.opts.RequestTimeout <= 0 {
-		g.opts.RequestTimeout = 30 * time.Minute
-	}
-	g.retry = RetryConfigOf(cfg.Plan.Gateway.Retry)
 	var roles []string
 	for _, w := range cfg.Lane.Workers() {
 		roles = append(roles, w.Role())
 	}
-	g.breakers = newBreakerBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles, cfg.Now, func(role, from, to, reason string) {
-		if m := g.metrics.BreakerTransitions; m != nil {
-			m.WithLabelValues(role, from, to).Inc()
-		}
-		if cfg.OnEvent != nil {
-			cfg.OnEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
-		}
-	})
-	if g.breakers != nil {
-		go func() {
-			defer g.recoverHere("circuit breakers", nil)
-			g.breakers.run(cfg.Lane, g.shutdown)
-		}()
-	}
+	g.now, g.onEvent = cfg.Now, cfg.OnEvent
+	g.startBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles)
 	return g
 }
 
@@ -236,7 +231,8 @@ func (g *Dispatcher) Close() { g.router.Close() }
 
 // Policies are the prefill, decode and encode policies in use.
 func (g *Dispatcher) Policies() (prefill, decode, encode string) {
-	return g.prefill.policy, g.decode.policy, g.encPolicy
+	lc := g.live.Load()
+	return lc.prefillPolicy, lc.decodePolicy, lc.encodePolicy
 }
 
 // Breakers is every worker's circuit breaker, by role (none when
@@ -255,8 +251,9 @@ func (g *Dispatcher) Ready() bool {
 
 // Health counts routable prefill and decode workers and all of them.
 func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
-	prefill, decode = g.prefill.routable(), g.decode.routable()
-	return prefill, decode, prefill + decode, len(g.prefill.workers) + len(g.decode.workers)
+	ps := g.pools()
+	prefill, decode = ps.prefill.routable(), ps.decode.routable()
+	return prefill, decode, prefill + decode, len(ps.prefill.workers) + len(ps.decode.workers)
 }
 
 // InFlight is how many generations the dispatch is running now.
@@ -266,7 +263,8 @@ func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
 // decode ranks (a prompt must fit both legs), 0 when none reported one.
 func (g *Dispatcher) MaxModelLen() int {
 	best := 0
-	for _, ws := range [][]*lane.Worker{g.prefill.workers, g.decode.workers} {
+	ps := g.pools()
+	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers} {
 		for _, w := range ws {
 			for _, st := range w.Ranks() {
 				if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {

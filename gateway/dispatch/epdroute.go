@@ -57,14 +57,14 @@ func closedDrop(why string) *EncodeDrop {
 
 // epdMode reports whether images are routed to encode workers.
 func (g *Dispatcher) EPDMode() bool {
-	return g.mode == profiles.ModeEPD && len(g.encode) > 0
+	return g.mode == profiles.ModeEPD && len(g.pools().encode) > 0
 }
 
 // encodeReady counts encode workers whose DP rank 0 (the rank that takes
 // encode requests) is registered and routed.
 func (g *Dispatcher) encodeReady() []string {
 	var names []string
-	for _, w := range g.encode {
+	for _, w := range g.pools().encode {
 		if _, ok := encodeRank(w); ok {
 			names = append(names, w.Role())
 		}
@@ -98,7 +98,8 @@ func (g *Dispatcher) EncodeRing() *epd.Ring {
 // repeated image meets its cached embedding), or round_robin / random
 // over them.
 func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
-	if g.encPolicy != routing.RoundRobin && g.encPolicy != routing.Random {
+	encPolicy := g.live.Load().encodePolicy
+	if encPolicy != routing.RoundRobin && encPolicy != routing.Random {
 		return g.encodeRingAvoiding(av)
 	}
 	names := g.encodeRoutable(g.breakers.current())
@@ -112,7 +113,7 @@ func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
 		names = keep
 	}
 	seq := g.rng.Uint64()
-	if g.encPolicy == routing.RoundRobin {
+	if encPolicy == routing.RoundRobin {
 		seq = g.encSeq.Add(1) - 1
 	}
 	return &encodeCycle{names: names, seq: seq}
@@ -155,7 +156,7 @@ func (g *Dispatcher) ImageSupport() error {
 		return nil
 	}
 	why := "gateway mode " + g.mode
-	if len(g.encode) == 0 {
+	if len(g.pools().encode) == 0 {
 		why = "no encode role"
 	}
 	return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "messages",
@@ -236,13 +237,13 @@ func encodeFailure(r encodeResult) error {
 // encodeNote describes encode routing for the status line.
 func (g *Dispatcher) EncodeNote() string {
 	switch {
-	case len(g.encode) == 0:
+	case len(g.pools().encode) == 0:
 		return ""
 	case g.mode != profiles.ModeEPD:
 		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
 	n := len(g.encodeReady())
-	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.encode), g.encPolicy)
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.pools().encode), g.live.Load().encodePolicy)
 }
 
 // encodeDropped is the drop a watcher of role holds: closed once the

@@ -151,6 +151,8 @@ type flight struct {
 	sent        *[]*lane.Stream
 	events      chan<- gen.Event
 
+	retry RetryConfig // gateway.retry as the request found it
+
 	orig gen.Request         // as the client asked
 	req  gen.Request         // what the next attempt sends (a migration's prompt and budget)
 	sp   wire.SamplingParams // req's sampling in wire form
@@ -206,7 +208,8 @@ type legResult struct {
 }
 
 func (g *Dispatcher) newFlight(parent context.Context, r gen.Request, sp wire.SamplingParams, sent *[]*lane.Stream) *flight {
-	f := &flight{g: g, parent: parent, rec: traffic.FromContext(parent), sent: sent, orig: r, req: r, sp: sp, first: true, avoid: avoid{}}
+	f := &flight{g: g, parent: parent, rec: traffic.FromContext(parent), sent: sent, orig: r, req: r, sp: sp, first: true, avoid: avoid{},
+		retry: g.live.Load().retry}
 	f.deadline = time.Now().Add(g.opts.RequestTimeout)
 	f.ctx, f.cancel = context.WithDeadline(parent, f.deadline)
 	return f
@@ -411,7 +414,7 @@ func (f *flight) decide(ae *attemptErr) (Verdict, time.Duration) {
 		}
 	}
 	a := Attempted{Attempts: f.attempts, Sent: len(f.emitted), Streaming: f.streaming, Decode: ae.decode, Left: time.Until(f.deadline)}
-	v, d, _ := DecideRetry(f.g.retry, ae.class, a, f.g.rng.Float64())
+	v, d, _ := DecideRetry(f.retry, ae.class, a, f.g.rng.Float64())
 	f.g.metrics.attemptFailed(ae.class, v)
 	return v, d
 }
@@ -419,7 +422,7 @@ func (f *flight) decide(ae *attemptErr) (Verdict, time.Duration) {
 // report tells w's breaker how a leg on it went, against the epoch it was
 // routed by.
 func (f *flight) report(w *lane.Worker, ev BreakerEvent) {
-	if f.g.breakers == nil || w == nil {
+	if !f.g.breakers.on() || w == nil {
 		return
 	}
 	f.g.breakers.report(outcome{role: w.Role(), epoch: f.cur.view.epoch(w.Role()), ev: ev}, f.g.shutdown)

@@ -298,6 +298,7 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *gen.Request, room uint64
 	var timeout <-chan time.Time
 	waited := false
 	images := len(r.Images) > 0
+	wait := g.live.Load().queueTimeout // as the request found it
 	for {
 		changed := g.lane.Changed() // before looking, so no change is missed
 		view := g.breakers.current()
@@ -313,11 +314,11 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *gen.Request, room uint64
 				return pre, dec, moved, ri, view, nil
 			}
 		}
-		if g.opts.QueueTimeout < 0 {
+		if wait < 0 {
 			return pre, dec, room, ri, view, err
 		}
 		if timeout == nil {
-			t := time.NewTimer(g.opts.QueueTimeout)
+			t := time.NewTimer(wait)
 			defer t.Stop()
 			timeout = t.C
 			waited = true
@@ -330,7 +331,7 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *gen.Request, room uint64
 		case <-timeout:
 			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited %s for one)", g.opts.QueueTimeout)
+			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
 			return pre, dec, room, ri, view, &re
 		case <-ctx.Done():
 			g.metrics.Queued.WithLabelValues("client_gone").Inc()

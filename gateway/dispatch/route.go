@@ -128,11 +128,12 @@ func (g *Dispatcher) pick(r *gen.Request, room uint64, av avoid, view *breakerVi
 		h()
 	}
 	req := routing.Request{Prompt: r.InputIDs, Key: r.RoutingKey}
-	p, d, room, ri, err := chooseLegs(g.router, g.kv, g.prefill.policy == routing.KVAware, req, g.allowed(&g.prefill, av, view), g.allowed(&g.decode, av, view), room)
+	ps, kvAware := g.pools(), g.live.Load().prefillPolicy == routing.KVAware // one worker set for the choice and its indexes
+	p, d, room, ri, err := chooseLegs(g.router, g.kv, kvAware, req, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view), room)
 	if err != nil {
 		return pre, dec, room, ri, err
 	}
-	return leg{w: g.prefill.workers[p.worker], id: p.identity}, leg{w: g.decode.workers[d.worker], id: d.identity}, room, ri, nil
+	return leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room, ri, nil
 }
 
 // noteRoute is called once the legs were submitted: each leg weighs its
@@ -162,7 +163,8 @@ func (g *Dispatcher) TreeTokens() map[string]int {
 	}
 	out := map[string]int{}
 	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
-		if p := []string{g.prefill.policy, g.decode.policy}[i]; usesCache(p) {
+		lc := g.live.Load()
+		if p := []string{lc.prefillPolicy, lc.decodePolicy}[i]; usesCache(p) {
 			out[kind] = tokens[i]
 		}
 	}

@@ -14,8 +14,8 @@ const corsHeaders = "Authorization, Content-Type, X-Request-Id"
 // (OPTIONS with Access-Control-Request-Method); true: the request was
 // answered here. With no origins configured nothing changes: a preflight
 // then meets the mux's 405 like any other OPTIONS.
-func (d *Door) cors(w http.ResponseWriter, r *http.Request) bool {
-	if len(d.cfg.CORSOrigins) == 0 {
+func (d *Door) cors(w http.ResponseWriter, r *http.Request, origins []string) bool {
+	if len(origins) == 0 {
 		return false
 	}
 	origin := r.Header.Get("Origin")
@@ -23,7 +23,7 @@ func (d *Door) cors(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-	allow, ok := AllowedOrigin(d.cfg.CORSOrigins, origin)
+	allow, ok := AllowedOrigin(origins, origin)
 	h := w.Header()
 	h.Add("Vary", "Origin")
 	if !ok {

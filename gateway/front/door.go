@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,8 @@ type Config struct {
 	APIKey string
 	// CORSOrigins are the origins answered with CORS headers ("*": any).
 	CORSOrigins []string
+	// MetricsPublic opens Route.Metrics routes without the API key.
+	MetricsPublic bool
 	// Body bounds request bodies; nil: no limits (tests).
 	Body *BodyLimits
 	// Admit bounds concurrent generation routes; nil: unlimited.
@@ -37,10 +40,37 @@ type Config struct {
 }
 
 // Door wraps routes with the front door.
-type Door struct{ cfg Config }
+type Door struct {
+	cfg  Config
+	live atomic.Pointer[Live]
+}
 
-// New builds a Door.
-func New(cfg Config) *Door { return &Door{cfg: cfg} }
+// Live is the part of the door's policy a running gateway may change
+// (tsd apply, docs/architecture.md §4.3). Each request reads it once, when
+// it arrives, and keeps what it read: a request admitted under the old
+// limiter releases its slot there, one authorized with the old key
+// finishes.
+type Live struct {
+	APIKey      string
+	CORSOrigins []string
+	Admit       *Limiter
+	// MetricsPublic opens the routes marked Route.Metrics without the key.
+	MetricsPublic bool
+}
+
+// New builds a Door; cfg's APIKey, CORSOrigins, Admit and MetricsPublic
+// are its first Live settings.
+func New(cfg Config) *Door {
+	d := &Door{cfg: cfg}
+	d.live.Store(&Live{APIKey: cfg.APIKey, CORSOrigins: cfg.CORSOrigins, Admit: cfg.Admit, MetricsPublic: cfg.MetricsPublic})
+	return d
+}
+
+// SetLive replaces the door's live settings; requests from now on see them.
+func (d *Door) SetLive(l Live) { d.live.Store(&l) }
+
+// Settings is the door's live settings now.
+func (d *Door) Settings() Live { return *d.live.Load() }
 
 // Route says how the door treats one route.
 type Route struct {
@@ -48,8 +78,10 @@ type Route struct {
 	// for every route. "": the pattern a nested ServeMux matched, method
 	// stripped.
 	Label string
-	// Public routes skip the API key (probes; /metrics with metrics_public).
+	// Public routes skip the API key (probes).
 	Public bool
+	// Metrics routes skip it while Live.MetricsPublic says so (/metrics).
+	Metrics bool
 	// Generate routes pass admission (Config.Admit).
 	Generate bool
 	// Admit, when set, decides Generate per request (a mounted mux's
@@ -98,11 +130,13 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		if d.cfg.Begin != nil {
 			r, end = d.cfg.Begin(r)
 		}
-		if d.cors(sw, r) {
+		live := d.live.Load() // this request's settings, whatever an apply does meanwhile
+		if d.cors(sw, r, live.CORSOrigins) {
 			return // preflight answered
 		}
-		if !rt.Public && d.cfg.APIKey != "" {
-			if e := Authorize(r, d.cfg.APIKey); e != nil {
+		public := rt.Public || (rt.Metrics && live.MetricsPublic)
+		if !public && live.APIKey != "" {
+			if e := Authorize(r, live.APIKey); e != nil {
 				WriteErrorUnread(sw, r, e)
 				return
 			}
@@ -124,8 +158,8 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
-		if d.cfg.Admit != nil && (rt.Generate || (rt.Admit != nil && rt.Admit(r))) {
-			release, e := d.cfg.Admit.Acquire(r.Context())
+		if live.Admit != nil && (rt.Generate || (rt.Admit != nil && rt.Admit(r))) {
+			release, e := live.Admit.Acquire(r.Context())
 			if e != nil {
 				WriteError(sw, e)
 				return

@@ -101,9 +101,12 @@ func (o Options) withDefaults() Options {
 // per rank one goroutine reads the SUB socket and one serves replays,
 // each feeding the owner's inbox.
 type Subscriber struct {
-	opts    Options
-	engines map[string]*engine // read-only after New
-	order   []string
+	opts Options
+	// set is the engines followed, by worker and in order: an immutable
+	// value, swapped under mu when tsd apply adds, removes or renames a
+	// prefill (live.go).
+	set     atomic.Pointer[engineSet]
+	mu      sync.Mutex
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -114,20 +117,15 @@ type Subscriber struct {
 func New(engines []EngineConfig, o Options) *Subscriber {
 	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Subscriber{opts: o, engines: map[string]*engine{}, ctx: ctx, cancel: cancel}
+	s := &Subscriber{opts: o, ctx: ctx, cancel: cancel}
+	set := &engineSet{engines: map[string]*engine{}}
 	for _, c := range engines {
-		if len(c.Ranks) == 0 || s.engines[c.Worker] != nil {
+		if len(c.Ranks) == 0 || set.engines[c.Worker] != nil {
 			continue
 		}
-		e := &engine{s: s, cfg: c, log: o.Logger.With("worker", c.Worker),
-			inbox: make(chan note, 16), queries: make(chan *query, 64), regs: make(chan int, 64)}
-		for range c.Ranks {
-			e.ranks = append(e.ranks, &rankState{idx: NewIndex(o.MaxTokens), replays: make(chan replayReq, 1)})
-		}
-		e.publish()
-		s.engines[c.Worker] = e
-		s.order = append(s.order, c.Worker)
+		set = set.with(c.Worker, s.newEngine(c))
 	}
+	s.set.Store(set)
 	return s
 }
 
@@ -137,15 +135,11 @@ func (s *Subscriber) Start() {
 	if !s.started.CompareAndSwap(false, true) {
 		return
 	}
-	for _, w := range s.order {
-		e := s.engines[w]
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); e.supervise("owner", e.own) }()
-		for i := range e.ranks {
-			s.wg.Add(2)
-			go func() { defer s.wg.Done(); e.supervise("reader", func() { e.readLoop(i) }) }()
-			go func() { defer s.wg.Done(); e.supervise("replayer", func() { e.replayLoop(i) }) }()
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := s.set.Load()
+	for _, w := range set.order {
+		s.run(set.engines[w])
 	}
 }
 
@@ -156,14 +150,14 @@ func (s *Subscriber) Close() {
 }
 
 // Workers are the engines followed, in configuration order.
-func (s *Subscriber) Workers() []string { return append([]string(nil), s.order...) }
+func (s *Subscriber) Workers() []string { return append([]string(nil), s.set.Load().order...) }
 
 // Match implements dispatch.KVIndex: per DP rank of worker, the leading
 // tokens of prompt its cache would reuse (whole pages, never the last
 // token), and whether the worker's events are live. An engine not
 // followed, or not live, answers (nil, false) at once.
 func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
-	e := s.engines[worker]
+	e := s.set.Load().engines[worker]
 	if e == nil {
 		return nil, false
 	}
@@ -182,7 +176,7 @@ func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 	select {
 	case e.queries <- q:
 		live = <-q.reply
-	case <-s.ctx.Done():
+	case <-e.ctx.Done():
 	}
 	q.prompt, q.per = nil, nil
 	queryPool.Put(q)
@@ -196,13 +190,13 @@ func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 // a handshake with the lane: a (re)started engine, whose cache is empty,
 // so its index is reset unless its publisher already showed a new start.
 func (s *Subscriber) Registered(worker string, dpRank int) {
-	e := s.engines[worker]
+	e := s.set.Load().engines[worker]
 	if e == nil || dpRank < 0 || dpRank >= len(e.ranks) {
 		return
 	}
 	select {
 	case e.regs <- dpRank:
-	case <-s.ctx.Done():
+	case <-e.ctx.Done():
 	}
 }
 
@@ -228,20 +222,25 @@ type RankStatus struct {
 
 // Status is every followed engine's current state.
 func (s *Subscriber) Status() []EngineStatus {
-	out := make([]EngineStatus, 0, len(s.order))
-	for _, w := range s.order {
-		out = append(out, *s.engines[w].status.Load())
+	set := s.set.Load()
+	out := make([]EngineStatus, 0, len(set.order))
+	for _, w := range set.order {
+		st := *set.engines[w].status.Load()
+		st.Worker = w // its name now (a rename moves it)
+		out = append(out, st)
 	}
 	return out
 }
 
 // StatusOf is one engine's state; ok is false when it is not followed.
 func (s *Subscriber) StatusOf(worker string) (EngineStatus, bool) {
-	e := s.engines[worker]
+	e := s.set.Load().engines[worker]
 	if e == nil {
 		return EngineStatus{}, false
 	}
-	return *e.status.Load(), true
+	st := *e.status.Load()
+	st.Worker = worker
+	return st, true
 }
 
 // --- the owner --------------------------------------------------------------
@@ -286,6 +285,8 @@ var queryPool = sync.Pool{New: func() any { return &query{reply: make(chan bool,
 
 type engine struct {
 	s       *Subscriber
+	ctx     context.Context // ends with the subscriber, or when the engine is no longer followed
+	cancel  context.CancelFunc
 	cfg     EngineConfig
 	log     *slog.Logger
 	inbox   chan note
@@ -345,7 +346,7 @@ func (e *engine) own() {
 		defer t.Stop()
 		tick = t.C
 	}
-	ctx := e.s.ctx
+	ctx := e.ctx
 	for {
 		// Queries first: Match runs per request and must not wait
 		// behind a burst of events.
@@ -374,7 +375,7 @@ func (e *engine) own() {
 // it is reported and the loop starts again (the daemon never dies of a
 // publisher).
 func (e *engine) supervise(what string, loop func()) {
-	for e.s.ctx.Err() == nil {
+	for e.ctx.Err() == nil {
 		panicked := false
 		func() {
 			defer func() {
@@ -775,7 +776,7 @@ func (e *engine) notify(n note) bool {
 	select {
 	case e.inbox <- n:
 		return true
-	case <-e.s.ctx.Done():
+	case <-e.ctx.Done():
 		return false
 	}
 }
@@ -787,7 +788,7 @@ func (e *engine) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-e.s.ctx.Done():
+	case <-e.ctx.Done():
 		return false
 	}
 }
@@ -796,7 +797,7 @@ func (e *engine) sleep(d time.Duration) bool {
 // Connection attempts while the engine starts are quiet: one line when
 // the wait begins, one when it ends.
 func (e *engine) readLoop(rank int) {
-	o, ctx, ep := e.s.opts, e.s.ctx, e.cfg.Ranks[rank].Publish
+	o, ctx, ep := e.s.opts, e.ctx, e.cfg.Ranks[rank].Publish
 	wait := o.RetryMin
 	waiting := false
 	for ctx.Err() == nil {
@@ -858,7 +859,7 @@ func (e *engine) readSub(rank int, z *zconn) (err error) {
 			err = fmt.Errorf("panic: %v", v)
 		}
 	}()
-	stop := context.AfterFunc(e.s.ctx, z.close)
+	stop := context.AfterFunc(e.ctx, z.close)
 	defer stop()
 	for {
 		frames, err := z.recv()
@@ -878,7 +879,7 @@ func (e *engine) readSub(rank int, z *zconn) (err error) {
 			n = note{rank: rank, kind: noteBadMessage, seq: m.Seq, err: err}
 		}
 		if !e.notify(n) {
-			return e.s.ctx.Err()
+			return e.ctx.Err()
 		}
 	}
 }
@@ -886,7 +887,7 @@ func (e *engine) readSub(rank int, z *zconn) (err error) {
 // replayLoop serves the owner's replay requests for rank over one DEALER
 // connection, kept open between requests.
 func (e *engine) replayLoop(rank int) {
-	ctx := e.s.ctx
+	ctx := e.ctx
 	r := e.ranks[rank]
 	var z *zconn
 	defer func() {
@@ -940,7 +941,7 @@ func (e *engine) serveReplay(rank int, z *zconn, req replayReq) (_ *zconn, answe
 			err = fmt.Errorf("panic: %v", v)
 		}
 	}()
-	o, ctx := e.s.opts, e.s.ctx
+	o, ctx := e.s.opts, e.ctx
 	ep := e.cfg.Ranks[rank].Replay
 	if z == nil {
 		if z, err = dialZMTP(ctx, ep, typeDEALER, o.Limits, o.DialTimeout); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/wire"
@@ -52,11 +53,13 @@ func RemoteLaneWarning(role string) string {
 }
 
 // bindOptions are the admission rules of one worker's sockets.
-func (l *Lane) bindOptions(p profiles.WorkerPlan) BindOptions {
+func (l *Lane) bindOptions(w *Worker) BindOptions {
+	p := w.plan
 	o := BindOptions{Role: p.Role, Logger: l.log}
 	if check := l.opts.PeerCheck; check != nil && !p.Remote {
-		role := p.Role
-		o.Check = func(peer PeerInfo) error { return check(role, peer) }
+		// Under the name the worker has when the peer connects: a role
+		// renamed by tsd apply is checked against its new name's run.
+		o.Check = func(peer PeerInfo) error { return check(w.Role(), peer) }
 	}
 	return o
 }
@@ -83,10 +86,11 @@ func peerAddrs(s Socket, identity []byte) []string {
 
 // Lane owns every worker's socket set and the rank registry.
 type Lane struct {
-	opts    Options
-	log     *slog.Logger
-	workers []*Worker
-	byRole  map[string]*Worker
+	opts Options
+	log  *slog.Logger
+	// set is the workers, swapped whole when tsd apply adds, removes or
+	// renames one (live.go); changes are made under mu.
+	set     atomic.Pointer[workerSet]
 	broker  *broker
 	changed *notifier
 
@@ -111,25 +115,17 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 	if opts.StallTimeout < 0 {
 		opts.StallTimeout = 0
 	}
-	l := &Lane{opts: opts, log: opts.Logger, byRole: map[string]*Worker{}, changed: newNotifier()}
+	l := &Lane{opts: opts, log: opts.Logger, changed: newNotifier()}
 	l.broker = newBroker(l.changed.notify)
-	handshakes := map[string]string{}
+	set := &workerSet{byRole: map[string]*Worker{}}
 	for _, p := range plans {
-		addr, err := resolveAddrs(p)
+		addr, err := set.admit(p)
 		if err != nil {
-			return nil, fmt.Errorf("worker %s: %w", p.Role, err)
+			return nil, err
 		}
-		if _, dup := l.byRole[p.Role]; dup {
-			return nil, fmt.Errorf("worker %s listed twice", p.Role)
-		}
-		if other, dup := handshakes[addr.Handshake]; dup && !strings.HasSuffix(addr.Handshake, ":0") {
-			return nil, fmt.Errorf("workers %s and %s share handshake address %s (their ipc paths derive the same port; rename one)", other, p.Role, addr.Handshake)
-		}
-		handshakes[addr.Handshake] = p.Role
-		w := newWorker(l, addr)
-		l.workers = append(l.workers, w)
-		l.byRole[p.Role] = w
+		set = set.with(newWorker(l, addr))
 	}
+	l.set.Store(set)
 	return l, nil
 }
 
@@ -196,17 +192,18 @@ func (l *Lane) Bind() error {
 	if l.bound {
 		return errors.New("lane already bound")
 	}
-	for i, w := range l.workers {
+	workers := l.Workers()
+	for i, w := range workers {
 		if err := w.bind(); err != nil {
-			for _, b := range l.workers[:i] {
+			for _, b := range workers[:i] {
 				_ = b.close()
 			}
-			return fmt.Errorf("bind worker %s: %w", w.plan.Role, err)
+			return fmt.Errorf("bind worker %s: %w", w.Role(), err)
 		}
 	}
-	for _, w := range l.workers {
+	for _, w := range workers {
 		if w.plan.Remote {
-			l.log.Warn(RemoteLaneWarning(w.plan.Role))
+			l.log.Warn(RemoteLaneWarning(w.Role()))
 		}
 		w.start()
 	}
@@ -221,9 +218,9 @@ func (l *Lane) Close() error {
 	defer l.mu.Unlock()
 	var errs []error
 	if l.bound {
-		for _, w := range l.workers {
+		for _, w := range l.Workers() {
 			if err := w.close(); err != nil {
-				errs = append(errs, fmt.Errorf("close worker %s: %w", w.plan.Role, err))
+				errs = append(errs, fmt.Errorf("close worker %s: %w", w.Role(), err))
 			}
 		}
 		l.bound = false
@@ -231,12 +228,13 @@ func (l *Lane) Close() error {
 	return errors.Join(errs...)
 }
 
-// Workers lists the workers in plan order.
-func (l *Lane) Workers() []*Worker { return l.workers }
+// Workers lists the workers in plan order (the slice is never modified:
+// a change makes a new one).
+func (l *Lane) Workers() []*Worker { return l.set.Load().workers }
 
 // Worker finds a worker by role instance name.
 func (l *Lane) Worker(role string) (*Worker, bool) {
-	w, ok := l.byRole[role]
+	w, ok := l.set.Load().byRole[role]
 	return w, ok
 }
 

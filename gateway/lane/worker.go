@@ -56,6 +56,7 @@ const (
 type Worker struct {
 	lane *Lane
 	plan profiles.WorkerPlan
+	name atomic.Pointer[string] // the role's name now (plan.Role until a rename)
 
 	hs, in, out Socket
 	initPayload []byte
@@ -121,6 +122,8 @@ func newWorker(l *Lane, p profiles.WorkerPlan) *Worker {
 		sendQ:       newQueue[sendJob](),
 		stop:        make(chan struct{}),
 	}
+	name := p.Role
+	w.name.Store(&name)
 	now := l.opts.Now()
 	for r := range p.DP {
 		id := p.EngineIndex + r
@@ -130,14 +133,19 @@ func newWorker(l *Lane, p profiles.WorkerPlan) *Worker {
 	return w
 }
 
-// Role is the role instance name; Kind is encode, prefill or decode.
-func (w *Worker) Role() string { return w.plan.Role }
+// Role is the role instance name (tsd apply may rename it); Kind is
+// encode, prefill or decode.
+func (w *Worker) Role() string { return *w.name.Load() }
 
 // Kind is the worker's role kind.
 func (w *Worker) Kind() string { return w.plan.Kind }
 
 // Plan is the worker's plan with bind addresses filled in.
-func (w *Worker) Plan() profiles.WorkerPlan { return w.plan }
+func (w *Worker) Plan() profiles.WorkerPlan {
+	p := w.plan
+	p.Role = w.Role()
+	return p
+}
 
 // Endpoints are the concrete input and output endpoints sent in INIT
 // (empty before Bind).
@@ -170,7 +178,7 @@ func (w *Worker) bind() error {
 	}
 	bind := tr.Bind
 	if ct, ok := tr.(CheckedTransport); ok {
-		o := w.lane.bindOptions(w.plan)
+		o := w.lane.bindOptions(w)
 		bind = func(k SocketKind, ep string) (Socket, error) { return ct.BindWith(k, ep, o) }
 	}
 	var err error
@@ -202,7 +210,7 @@ func (w *Worker) start() {
 			defer w.wg.Done()
 			// The loops guard each message themselves; this outer boundary
 			// restarts a loop that still panicked, unless the worker closed.
-			where := fmt.Sprintf("%s lane loop %d", w.plan.Role, i)
+			where := fmt.Sprintf("%s lane loop %d", w.Role(), i)
 			for guard(w.lane.opts.OnPanic, where, f) {
 				select {
 				case <-w.stop:
@@ -239,7 +247,7 @@ func (w *Worker) close() error {
 func (w *Worker) now() time.Time { return w.lane.opts.Now() }
 
 func (w *Worker) errf(id int, err error) error {
-	return fmt.Errorf("%s rank %d: %w", w.plan.Role, id, err)
+	return fmt.Errorf("%s rank %d: %w", w.Role(), id, err)
 }
 
 // publishLocked sends the rank's whole state to subscribers. Callers hold
@@ -251,7 +259,7 @@ func (w *Worker) publishLocked(r *rank, errMsg string) {
 		reg := *st.Registration
 		st.Registration = &reg
 	}
-	w.lane.broker.publish(snapshot.RankEvent{Role: w.plan.Role, Rank: st, Err: errMsg})
+	w.lane.broker.publish(snapshot.RankEvent{Role: w.Role(), Rank: st, Err: errMsg})
 }
 
 func (w *Worker) rankLocked(id int) *rank {
@@ -277,18 +285,18 @@ func (w *Worker) handshakeLoop() {
 		if err != nil {
 			return
 		}
-		guard(w.lane.opts.OnPanic, w.plan.Role+" handshake message", func() { w.onHandshake(f) })
+		guard(w.lane.opts.OnPanic, w.Role()+" handshake message", func() { w.onHandshake(f) })
 	}
 }
 
 func (w *Worker) onHandshake(f [][]byte) {
 	if len(f) != 2 {
-		w.lane.log.Warn("handshake message dropped: want [identity, payload]", "worker", w.plan.Role, "frames", len(f))
+		w.lane.log.Warn("handshake message dropped: want [identity, payload]", "worker", w.Role(), "frames", len(f))
 		return
 	}
 	idx, err := wire.DecodeIdentity(f[0])
 	if err != nil {
-		w.lane.log.Warn("handshake message dropped", "worker", w.plan.Role, "err", err)
+		w.lane.log.Warn("handshake message dropped", "worker", w.Role(), "err", err)
 		return
 	}
 	id := int(idx)
@@ -308,7 +316,7 @@ func (w *Worker) onHandshake(f [][]byte) {
 }
 
 func (w *Worker) rankErr(id int, msg string) {
-	w.lane.log.Warn("engine rank protocol error", "worker", w.plan.Role, "identity", id, "err", msg)
+	w.lane.log.Warn("engine rank protocol error", "worker", w.Role(), "identity", id, "err", msg)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.publishLocked(w.rankLocked(id), msg)
@@ -319,7 +327,7 @@ func (w *Worker) rankErr(id int, msg string) {
 // already know is a restarted engine: its old requests cannot complete.
 func (w *Worker) onHello(id int, identity []byte) {
 	if why := w.helloRefusal(identity); why != "" {
-		w.lane.log.Warn("engine HELLO refused", "worker", w.plan.Role, "identity", id, "peer", peerAddrs(w.hs, identity), "why", why)
+		w.lane.log.Warn("engine HELLO refused", "worker", w.Role(), "identity", id, "peer", peerAddrs(w.hs, identity), "why", why)
 		refuseHandshakePeer(w.hs, identity)
 		return
 	}
@@ -383,18 +391,18 @@ func (w *Worker) inputLoop() {
 		if err != nil {
 			return
 		}
-		guard(w.lane.opts.OnPanic, w.plan.Role+" input message", func() { w.onInput(f) })
+		guard(w.lane.opts.OnPanic, w.Role()+" input message", func() { w.onInput(f) })
 	}
 }
 
 func (w *Worker) onInput(f [][]byte) {
 	if len(f) < 2 || len(f[1]) == 0 {
-		w.lane.log.Warn("input message dropped: want [identity, registration]", "worker", w.plan.Role, "frames", len(f))
+		w.lane.log.Warn("input message dropped: want [identity, registration]", "worker", w.Role(), "frames", len(f))
 		return
 	}
 	idx, err := wire.DecodeIdentity(f[0])
 	if err != nil {
-		w.lane.log.Warn("input message dropped", "worker", w.plan.Role, "err", err)
+		w.lane.log.Warn("input message dropped", "worker", w.Role(), "err", err)
 		return
 	}
 	reg, err := wire.DecodeRegistration(f[1])
@@ -430,7 +438,7 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 				// drop it from the registry.
 				w.publishLocked(rr, fmt.Sprintf("not awaited: the engine declared identities %d..%d", base, base+d-1))
 				delete(w.ranks, rid)
-				w.lane.broker.forget(w.plan.Role, rid)
+				w.lane.broker.forget(w.Role(), rid)
 			}
 		}
 		for k := range d {
@@ -462,7 +470,7 @@ func (w *Worker) onRegistration(id int, reg wire.Registration) {
 	msg := ""
 	if len(problems) > 0 {
 		msg = fmt.Sprint(problems)
-		w.lane.log.Warn("engine registration problem", "worker", w.plan.Role, "identity", id, "err", msg)
+		w.lane.log.Warn("engine registration problem", "worker", w.Role(), "identity", id, "err", msg)
 	}
 	w.publishLocked(r, msg)
 }
@@ -530,7 +538,7 @@ func (w *Worker) Bootstrap() string {
 func (w *Worker) peerLoop(s Socket, name string) {
 	for ev := range s.Events() {
 		if name != "input" || ev.Up {
-			w.lane.log.Debug("peer connection", "worker", w.plan.Role, "socket", name, "identity", ev.Identity, "up", ev.Up)
+			w.lane.log.Debug("peer connection", "worker", w.Role(), "socket", name, "identity", ev.Identity, "up", ev.Up)
 			continue
 		}
 		idx, err := wire.DecodeIdentity(ev.Identity)
@@ -543,7 +551,7 @@ func (w *Worker) peerLoop(s Socket, name string) {
 			// its new registration must not lose its requests.
 			continue
 		}
-		guard(w.lane.opts.OnPanic, w.plan.Role+" peer event", func() { w.onDisconnect(int(idx), ErrRankDown, "input connection closed") })
+		guard(w.lane.opts.OnPanic, w.Role()+" peer event", func() { w.onDisconnect(int(idx), ErrRankDown, "input connection closed") })
 	}
 }
 
@@ -592,7 +600,7 @@ func (w *Worker) outputLoop() {
 			return
 		}
 		w.lastOut.Store(w.now().UnixNano())
-		guard(w.lane.opts.OnPanic, w.plan.Role+" output batch", func() { w.onOutput(f) })
+		guard(w.lane.opts.OnPanic, w.Role()+" output batch", func() { w.onOutput(f) })
 	}
 }
 
@@ -608,13 +616,13 @@ func (w *Worker) onOutput(f [][]byte) {
 		if !w.Routed() {
 			level = slog.LevelInfo
 		}
-		w.lane.log.Log(context.Background(), level, "engine sent ENGINE_CORE_DEAD", "worker", w.plan.Role, "expected", level == slog.LevelInfo)
+		w.lane.log.Log(context.Background(), level, "engine sent ENGINE_CORE_DEAD", "worker", w.Role(), "expected", level == slog.LevelInfo)
 		w.onWorkerDead(ErrEngineDead, "engine sent ENGINE_CORE_DEAD")
 		return
 	}
 	outs, err := decodeOutputs(f[0])
 	if err != nil {
-		w.lane.log.Warn("output batch dropped", "worker", w.plan.Role, "err", err)
+		w.lane.log.Warn("output batch dropped", "worker", w.Role(), "err", err)
 		return
 	}
 	w.route(outs)
@@ -645,7 +653,7 @@ func (w *Worker) route(outs []ridOutput) {
 			r.stalled = false
 			aborts = append(aborts, w.takeUnabortedLocked(id, r))
 			if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
-				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.plan.Role, id))
+				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.Role(), id))
 			}
 		}
 	}
@@ -666,8 +674,8 @@ func (w *Worker) route(outs []ridOutput) {
 	w.mu.Unlock()
 	w.sendPending(aborts)
 	for _, m := range readmitted {
-		w.lane.log.Info("engine rank re-admitted", "worker", w.plan.Role, "msg", m)
-		w.lane.event("readmit", w.plan.Role, m)
+		w.lane.log.Info("engine rank re-admitted", "worker", w.Role(), "msg", m)
+		w.lane.event("readmit", w.Role(), m)
 	}
 }
 
@@ -731,7 +739,7 @@ func (w *Worker) watchdog() {
 			return
 		case <-tick.C:
 		}
-		guard(w.lane.opts.OnPanic, w.plan.Role+" watchdog", func() {
+		guard(w.lane.opts.OnPanic, w.Role()+" watchdog", func() {
 			if stall > 0 {
 				w.checkStalls(stall)
 			}
@@ -740,7 +748,7 @@ func (w *Worker) watchdog() {
 			w.mu.Unlock()
 			last := time.Unix(0, w.lastOut.Load())
 			if busy && w.now().Sub(last) > silence {
-				w.lane.log.Warn("engine silent with requests in flight", "worker", w.plan.Role, "for", silence)
+				w.lane.log.Warn("engine silent with requests in flight", "worker", w.Role(), "for", silence)
 				w.onWorkerDead(ErrEngineSilent, fmt.Sprintf("no output for %s with requests in flight", silence))
 			}
 		})
@@ -785,7 +793,7 @@ func (w *Worker) checkStalls(base time.Duration) {
 			continue
 		}
 		r.stalled = true
-		msg := fmt.Sprintf("%s rank %d stalled: no output for %s with %d requests in flight", w.plan.Role, id, timeout, w.inflight[id])
+		msg := fmt.Sprintf("%s rank %d stalled: no output for %s with %d requests in flight", w.Role(), id, timeout, w.inflight[id])
 		w.refreshLocked(r, msg)
 		v := verdict{&StallError{Msg: msg}, id, w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })}
 		for _, s := range v.streams {
@@ -795,9 +803,9 @@ func (w *Worker) checkStalls(base time.Duration) {
 	}
 	w.mu.Unlock()
 	for _, v := range vs {
-		w.lane.log.Warn("engine rank stalled", "worker", w.plan.Role, "identity", v.id, "err", v.err.Msg)
+		w.lane.log.Warn("engine rank stalled", "worker", w.Role(), "identity", v.id, "err", v.err.Msg)
 		// The event first: whoever sees a request fail can find its cause.
-		w.lane.event("stall", w.plan.Role, v.err.Msg)
+		w.lane.event("stall", w.Role(), v.err.Msg)
 		for _, s := range v.streams {
 			s.fail(v.err)
 		}
@@ -809,14 +817,14 @@ func (w *Worker) sendLoop() {
 		jobs, ok := w.sendQ.wait(w.stop)
 		for _, j := range jobs {
 			var err error
-			if guard(w.lane.opts.OnPanic, w.plan.Role+" send", func() { err = w.in.Send(j.frames) }) {
+			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() { err = w.in.Send(j.frames) }) {
 				err = errors.New("internal error while sending")
 			}
 			if err != nil {
 				if j.stream != nil {
 					w.failStream(j.stream, fmt.Errorf("send request: %w", err))
 				} else {
-					w.lane.log.Debug("abort not delivered", "worker", w.plan.Role, "err", err)
+					w.lane.log.Debug("abort not delivered", "worker", w.Role(), "err", err)
 				}
 			}
 		}
@@ -863,7 +871,7 @@ func (w *Worker) submit(identity int, rid string, payload []byte, aux [][]byte, 
 		return nil, w.errf(identity, ErrRankNotReady)
 	}
 	if _, dup := w.streams[rid]; dup {
-		return nil, fmt.Errorf("%s rid %q: %w", w.plan.Role, rid, ErrDuplicateRID)
+		return nil, fmt.Errorf("%s rid %q: %w", w.Role(), rid, ErrDuplicateRID)
 	}
 	s := newStream(w, rid, identity)
 	w.streams[rid] = s
@@ -966,7 +974,7 @@ func (w *Worker) abort(s *Stream, err error) {
 func (w *Worker) sendAborts(identity int, rids []string) {
 	payload, err := encodeAbort(rids)
 	if err != nil {
-		w.lane.log.Warn("encode abort", "worker", w.plan.Role, "err", err)
+		w.lane.log.Warn("encode abort", "worker", w.Role(), "err", err)
 		return
 	}
 	w.sendQ.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})

@@ -30,6 +30,9 @@ type Target struct {
 	// APIKeyEnv names the environment variable holding the bearer key
 	// (gateway.api_key_env), read at each send; "": none.
 	APIKeyEnv string
+	// Key is the key the gateway checks now (tsd apply may change it);
+	// nil: $APIKeyEnv.
+	Key func() string
 	// Client sends the requests; nil: http.DefaultClient.
 	Client *http.Client
 }
@@ -89,7 +92,14 @@ func (t Target) post(ctx context.Context, path string, body []byte) (int, []byte
 		return 0, nil, fmt.Errorf("test request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key := os.Getenv(t.APIKeyEnv); t.APIKeyEnv != "" && key != "" {
+	key := ""
+	switch {
+	case t.Key != nil:
+		key = t.Key()
+	case t.APIKeyEnv != "":
+		key = os.Getenv(t.APIKeyEnv)
+	}
+	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	hc := t.Client

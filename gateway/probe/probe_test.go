@@ -85,6 +85,17 @@ func TestSend(t *testing.T) {
 			}
 		})
 	}
+	// The key the gateway checks now wins over the environment's.
+	t.Setenv("TSD_PROBE_TEST_KEY", "stale")
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		chatOK(w)
+	}))
+	defer srv.Close()
+	if _, _, err := (Target{URL: srv.URL, APIKeyEnv: "TSD_PROBE_TEST_KEY", Key: func() string { return "live" }}).Send(context.Background()); err != nil || got != "Bearer live" {
+		t.Fatalf("live key: Authorization %q, %v", got, err)
+	}
 	if _, _, err := (Target{}).Send(context.Background()); err == nil || err.Error() != "no gateway" {
 		t.Fatalf("no gateway: %v", err)
 	}

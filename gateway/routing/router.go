@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -187,29 +188,74 @@ func (r *Router) do(fn func(*state)) error {
 	}
 }
 
+// maintenance are the tickers of the policies in use: tree eviction,
+// sticky-key expiry, bucket adjustment (a nil channel: not in use).
+type maintenance struct {
+	evict, expire, adjust <-chan time.Time
+	stop                  []func()
+}
+
+func maintenanceOf(s *state) maintenance {
+	var m maintenance
+	tick := func(d time.Duration) <-chan time.Time {
+		t := time.NewTicker(d)
+		m.stop = append(m.stop, t.Stop)
+		return t.C
+	}
+	if s.usesTree() {
+		m.evict = tick(s.cfg.CacheAware.EvictionInterval)
+	}
+	if s.uses(Manual) {
+		m.expire = tick(s.cfg.Manual.EvictionInterval)
+	}
+	if s.uses(Bucket) {
+		m.adjust = tick(s.cfg.Bucket.AdjustInterval)
+	}
+	return m
+}
+
+func (m maintenance) end() {
+	for _, stop := range m.stop {
+		stop()
+	}
+}
+
+// Reconfigure replaces the pools' policies and knobs (tsd apply,
+// docs/architecture.md §4.3), in the Router's goroutine between two
+// routes: a pool whose policy stays, with the same knobs, keeps its state
+// (its tree, sticky keys, counters); a changed one starts afresh.
+func (r *Router) Reconfigure(o Options) error {
+	return r.do(func(s *state) { s.reconfigure(o) })
+}
+
+func (s *state) reconfigure(o Options) {
+	o.Now, o.Rand, o.OnPanic = s.now, s.rnd, s.onPanic
+	next := newState(o)
+	same := reflect.DeepEqual(next.cfg, s.cfg)
+	for i := range next.pools {
+		if same && next.pools[i].policy == s.pools[i].policy {
+			next.pools[i] = s.pools[i]
+		}
+	}
+	*s = *next
+	s.retime = true
+}
+
 func (r *Router) loop() {
 	defer close(r.ended)
 	s := r.st
-	var evict, expire, adjust <-chan time.Time
-	if s.usesTree() {
-		t := time.NewTicker(s.cfg.CacheAware.EvictionInterval)
-		defer t.Stop()
-		evict = t.C
-	}
-	if s.uses(Manual) {
-		t := time.NewTicker(s.cfg.Manual.EvictionInterval)
-		defer t.Stop()
-		expire = t.C
-	}
-	if s.uses(Bucket) {
-		t := time.NewTicker(s.cfg.Bucket.AdjustInterval)
-		defer t.Stop()
-		adjust = t.C
-	}
+	m := maintenanceOf(s)
+	defer func() { m.end() }()
 	for {
+		evict, expire, adjust := m.evict, m.expire, m.adjust
 		select {
 		case a := <-r.asks:
 			a.reply <- s.serve(a)
+			if s.retime {
+				s.retime = false
+				m.end()
+				m = maintenanceOf(s)
+			}
 		case <-evict:
 			s.guard("tree eviction", s.evictTrees)
 		case <-expire:
@@ -229,6 +275,7 @@ type state struct {
 	rnd     func() uint64
 	onPanic func(string, any, []byte)
 	pools   [numPools]*poolState
+	retime  bool // the policies changed: the loop's maintenance tickers follow
 }
 
 func newState(o Options) *state {

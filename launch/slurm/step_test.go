@@ -55,7 +55,10 @@ func (f *fakeSlurm) called() []string {
 	return out
 }
 
-func runFake(t *testing.T, script string, grace time.Duration) (*fakeSlurm, chan os.Signal, chan int, *syncBuf) {
+// runFake runs script as the step. traps are set before the step's pid is
+// written, so a scancel (which reads the pid) never reaches a shell that
+// has not yet installed them: a TERM there would kill it with 143.
+func runFake(t *testing.T, traps, script string, grace time.Duration) (*fakeSlurm, chan os.Signal, chan int, *syncBuf) {
 	t.Helper()
 	f := &fakeSlurm{pidFile: filepath.Join(t.TempDir(), "pid")}
 	sigs := make(chan os.Signal, 1)
@@ -63,7 +66,7 @@ func runFake(t *testing.T, script string, grace time.Duration) (*fakeSlurm, chan
 	out := &syncBuf{}
 	go func() {
 		done <- RunStep(StepConfig{JobID: "3", Name: "tsd.d.decode", Grace: grace, Run: f.run, Signals: sigs,
-			Srun: []string{"sh", "-c", "echo $$ > " + f.pidFile + "; " + script}, Diag: out, Out: out, PollEvery: 10 * time.Millisecond})
+			Srun: []string{"sh", "-c", traps + "echo $$ > " + f.pidFile + "; " + script}, Diag: out, Out: out, PollEvery: 10 * time.Millisecond})
 	}()
 	return f, sigs, done, out
 }
@@ -109,7 +112,7 @@ func waitStep(t *testing.T, out *syncBuf) {
 }
 
 func TestRunStepExitCode(t *testing.T) {
-	_, _, done, _ := runFake(t, "exit 3", time.Second)
+	_, _, done, _ := runFake(t, "", "exit 3", time.Second)
 	if code := <-done; code != 3 {
 		t.Fatalf("exit code %d, want srun's 3", code)
 	}
@@ -117,7 +120,7 @@ func TestRunStepExitCode(t *testing.T) {
 
 // A stop is scancel --signal=TERM of the step; a step that obeys ends it.
 func TestRunStepStopGraceful(t *testing.T) {
-	f, sigs, done, out := runFake(t, "trap 'exit 0' TERM; while :; do sleep 0.05; done", 5*time.Second)
+	f, sigs, done, out := runFake(t, "trap 'exit 0' TERM; ", "while :; do sleep 0.05; done", 5*time.Second)
 	waitStep(t, out)
 	sigs <- syscall.SIGTERM
 	if code := <-done; code != 0 {
@@ -130,7 +133,7 @@ func TestRunStepStopGraceful(t *testing.T) {
 
 // A step that ignores TERM is killed through scancel after the grace.
 func TestRunStepStopKill(t *testing.T) {
-	f, sigs, done, out := runFake(t, "trap '' TERM; while :; do sleep 0.05; done", 100*time.Millisecond)
+	f, sigs, done, out := runFake(t, "trap '' TERM; ", "while :; do sleep 0.05; done", 100*time.Millisecond)
 	waitStep(t, out)
 	sigs <- syscall.SIGTERM
 	if code := <-done; code != 128+int(syscall.SIGKILL) {
@@ -144,7 +147,7 @@ func TestRunStepStopKill(t *testing.T) {
 
 // A step Slurm cancels whose engine exits 0 on the TERM is still a crash.
 func TestRunStepCancelledBySlurm(t *testing.T) {
-	_, _, done, _ := runFake(t, "echo 'slurmstepd-n2: error: *** STEP 3.4 ON n2 CANCELLED AT 2026-12-01T10:40:15 ***' >&2; exit 0", time.Second)
+	_, _, done, _ := runFake(t, "", "echo 'slurmstepd-n2: error: *** STEP 3.4 ON n2 CANCELLED AT 2026-12-01T10:40:15 ***' >&2; exit 0", time.Second)
 	if code := <-done; code != 143 {
 		t.Fatalf("exit code %d, want 143", code)
 	}

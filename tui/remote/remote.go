@@ -60,6 +60,7 @@ var (
 	_ tui.Backend           = (*Backend)(nil)
 	_ tui.DeploymentStopper = (*Backend)(nil)
 	_ tui.Describer         = (*Backend)(nil)
+	_ tui.Scaler            = (*Backend)(nil)
 )
 
 // Dial connects to the daemon at socket and reads its current Snapshot, so
@@ -224,4 +225,15 @@ func (b *Backend) Describe(role string) (snapshot.RoleSpec, error) {
 	ctx, cancel := context.WithTimeout(b.ctx, callTimeout)
 	defer cancel()
 	return b.c.Describe(ctx, role)
+}
+
+// Scale implements tui.Scaler: the daemon plans the running profile with
+// entry's new replica count and carries it out (tsd scale); it returns
+// when that is done or with what stopped it.
+func (b *Backend) Scale(ctx context.Context, entry string, replicas int, gpus []string) error {
+	if b.refused() {
+		return ErrReadOnly
+	}
+	req := supervisor.ApplyRequest{Scale: map[string]int{entry: replicas}, GPUs: gpus}
+	return b.c.Apply(ctx, req, false, nil, nil)
 }

@@ -6,6 +6,7 @@ package tuitest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -250,6 +251,15 @@ func (f *Fake) TestRequest(ctx context.Context) (string, time.Duration, error) {
 
 // StopDeployment records the call (the Detach quit prompt's stop answer).
 func (f *Fake) StopDeployment() error { return f.record("stop-deployment") }
+
+// Scale implements tui.Scaler: recorded as "scale ENTRY=N[ gpus G,G]".
+func (f *Fake) Scale(_ context.Context, entry string, replicas int, gpus []string) error {
+	call := fmt.Sprintf("scale %s=%d", entry, replicas)
+	if len(gpus) > 0 {
+		call += " gpus " + strings.Join(gpus, ",")
+	}
+	return f.record(call)
+}
 
 // Describe answers the role's plan: Specs[role], else Spec of the role in
 // the current snapshot.

@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
+)
+
+// Live settings (tsd apply, docs/architecture.md §4.3): what a running
+// gateway takes in place. Each is an immutable value swapped whole; a
+// request reads the values it needs once, when it is admitted, so it
+// finishes under the settings it started with.
+
+// Reconfigure takes p's live settings: the API key (apiKey, when
+// p.APIKeyEnv names one), CORS origins, metrics_public, the concurrency
+// limit and queue timeout of the front door, and the dispatch's routing
+// policies, retry and breaker knobs and queue timeout.
+func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string) error {
+	if p.APIKeyEnv != "" && apiKey == "" {
+		return errors.New("gateway.api_key_env " + p.APIKeyEnv + " names an empty key")
+	}
+	if p.APIKeyEnv == "" {
+		apiKey = ""
+	}
+	cur := g.settings.Load()
+	live := g.door.Settings()
+	if p.MaxConcurrent != cur.MaxConcurrent || p.QueueTimeout != cur.QueueTimeout {
+		// Requests holding a slot of the old limiter release it there.
+		live.Admit = front.NewLimiter(p.MaxConcurrent, queueWait(p.QueueTimeout), func(d int) { g.queuedNow.Add(int64(d)) })
+	}
+	live.APIKey, live.CORSOrigins, live.MetricsPublic = apiKey, p.CORSOrigins, p.MetricsPublic
+	if err := g.disp.Reconfigure(p, queueWait(p.QueueTimeout)); err != nil {
+		return err
+	}
+	g.door.SetLive(live)
+	next := p
+	next.Workers = nil // the lane's business; settings only
+	g.settings.Store(&next)
+	g.log.Info("gateway settings changed by tsd apply", "policy_prefill", p.Policy.Prefill, "policy_decode", p.Policy.Decode,
+		"max_concurrent", p.MaxConcurrent, "queue_timeout", p.QueueTimeout.D(), "cors_origins", len(p.CORSOrigins), "api_key", apiKey != "")
+	return nil
+}
+
+// queueWait is gateway.queue_timeout as the gateway uses it: 0 is the
+// default, as New has it.
+func queueWait(d profiles.Duration) time.Duration {
+	if d == 0 {
+		return 30 * time.Second
+	}
+	return d.D()
+}
+
+// policyStatus is the routing policy the gateway routes by now
+// (defaults resolved).
+func (g *Gateway) policyStatus() *snapshot.PolicyStatus {
+	pre, dec, enc := g.disp.Policies()
+	return &snapshot.PolicyStatus{Prefill: pre, Decode: dec, Encode: enc}
+}

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// TestReconfigureAndWorkers: tsd apply's live settings reach the front
+// door and the status (the key, metrics_public, the policy), and a worker
+// added, renamed and removed shows in the lane and the traffic rows.
+func TestReconfigureAndWorkers(t *testing.T) {
+	dir := t.TempDir()
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", Mode: profiles.ModePD,
+		Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "round_robin"}}}
+	g, err := New(plan, Options{QueueTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(t.Context())
+	defer g.Shutdown(t.Context())
+	get := func(path, key string) int {
+		req, _ := http.NewRequest("GET", "http://"+g.Addr()+path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("/metrics", ""); got != 200 {
+		t.Fatalf("/metrics without a key configured: %d", got)
+	}
+	next := plan.Gateway
+	next.APIKeyEnv, next.Policy.Prefill, next.MaxConcurrent = "TSD_KEY", "random", 4
+	if err := g.Reconfigure(next, ""); err == nil {
+		t.Fatal("an api_key_env without a key was taken")
+	}
+	if err := g.Reconfigure(next, "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := get("/metrics", ""), get("/metrics", "k2"); a != 401 || b != 200 {
+		t.Fatalf("/metrics after the key: %d without, %d with", a, b)
+	}
+	next.MetricsPublic = true
+	if err := g.Reconfigure(next, "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("/metrics", ""); got != 200 {
+		t.Fatalf("/metrics with metrics_public: %d", got)
+	}
+	if p := g.Status().Policy; p == nil || p.Prefill != "random" {
+		t.Fatalf("status policy %+v", p)
+	}
+
+	wp := profiles.WorkerPlan{Role: "decode", Kind: profiles.KindDecode, DP: 1, URL: "ipc://" + filepath.Join(dir, "decode"), Handshake: "tcp://127.0.0.1:0"}
+	if err := g.AddWorker(wp); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddWorker(wp); err == nil {
+		t.Fatal("a worker added twice")
+	}
+	if err := g.RenameWorker("decode", "decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	roles := func() []string {
+		var out []string
+		for _, r := range g.Status().Roles {
+			out = append(out, r.Role)
+		}
+		return out
+	}
+	if _, ok := g.Lane().Worker("decode-0"); !ok || len(roles()) != 2 || roles()[1] != "decode-0" {
+		t.Fatalf("after the rename: rows %v", roles())
+	}
+	if err := g.RemoveWorker("decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Lane().Worker("decode-0"); ok || len(roles()) != 1 {
+		t.Fatalf("after the removal: rows %v", roles())
+	}
+}

@@ -1,0 +1,120 @@
+package gateway
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/tsd-project/tsd/gateway/bootstrap"
+	"github.com/tsd-project/tsd/profiles"
+)
+
+// Workers bound, unbound and renamed while the gateway serves (tsd apply,
+// docs/architecture.md §4.3; docs/protocol.md §1.6): the lane's worker
+// set, the dispatch's pools, the rendezvous the gateway hosts, the KV
+// event subscriber and the traffic rows follow. The supervisor adds a
+// role's worker before its engine starts, removes it once the role has
+// drained and stopped, and renames it from the role's own actor.
+
+// AddWorker binds a new role's worker: its lane sockets, and the KV
+// rendezvous when the gateway hosts them (bootstrap_server: tsd). Nothing
+// stays bound when it fails.
+func (g *Gateway) AddWorker(wp profiles.WorkerPlan) error {
+	w, err := g.lane.AddWorker(wp)
+	if err != nil {
+		return fmt.Errorf("bind the lane of %s: %w", wp.Role, err)
+	}
+	alive := &atomic.Bool{}
+	alive.Store(wp.Remote) // tsd cannot watch a remote engine's process
+	var srv *bootstrap.Server
+	if g.plan.Gateway.BootstrapServer == "tsd" && wp.Kind == profiles.KindPrefill {
+		if wp.Bootstrap == "" {
+			_ = g.lane.RemoveWorker(wp.Role)
+			return fmt.Errorf("bind rendezvous for %s: the plan gives no bootstrap address", wp.Role)
+		}
+		srv = bootstrap.NewServer(alive.Load)
+		if err := srv.Start(wp.Bootstrap); err != nil {
+			_ = g.lane.RemoveWorker(wp.Role)
+			return fmt.Errorf("bind rendezvous for %s: %w", wp.Role, err)
+		}
+	}
+	g.mu.Lock()
+	g.alive[wp.Role] = alive
+	if srv != nil {
+		g.boots[wp.Role] = srv
+	}
+	g.mu.Unlock()
+	if c, ok := kvEngine(wp); ok && g.kv != nil {
+		if err := g.kv.Add(c); err != nil {
+			g.log.Warn("KV events not followed", "role", wp.Role, "err", err)
+		}
+	} else if ok {
+		g.log.Warn("KV events not followed: the deployment started without any engine publishing them", "role", wp.Role)
+	}
+	g.metrics.traffic.AddRole(wp.Role)
+	g.disp.AddWorker(w)
+	g.log.Info("worker bound by tsd apply", "role", wp.Role, "kind", wp.Kind, "url", wp.URL)
+	return nil
+}
+
+// RemoveWorker unbinds a stopped role's worker: it leaves routing, its
+// sockets and ipc files go, its rendezvous closes.
+func (g *Gateway) RemoveWorker(role string) error {
+	g.disp.RemoveWorker(role)
+	err := g.lane.RemoveWorker(role)
+	g.mu.Lock()
+	srv := g.boots[role]
+	delete(g.boots, role)
+	delete(g.alive, role)
+	delete(g.views, role)
+	g.mu.Unlock()
+	if srv != nil {
+		if cerr := srv.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close rendezvous of %s: %w", role, cerr)
+		}
+	}
+	if g.kv != nil {
+		g.kv.Remove(role)
+	}
+	g.metrics.traffic.RemoveRole(role)
+	g.log.Info("worker unbound by tsd apply", "role", role)
+	return err
+}
+
+// RenameWorker gives a role's worker its new name; its sockets, ranks,
+// rendezvous and requests in flight are the same.
+func (g *Gateway) RenameWorker(from, to string) error {
+	if err := g.lane.RenameWorker(from, to); err != nil {
+		return err
+	}
+	g.disp.RenameWorker(from, to)
+	g.mu.Lock()
+	for _, m := range []func(){
+		func() {
+			if v, ok := g.alive[from]; ok {
+				delete(g.alive, from)
+				g.alive[to] = v
+			}
+		},
+		func() {
+			if v, ok := g.boots[from]; ok {
+				delete(g.boots, from)
+				g.boots[to] = v
+			}
+		},
+		func() {
+			if v, ok := g.views[from]; ok {
+				delete(g.views, from)
+				g.views[to] = v
+			}
+		},
+	} {
+		m()
+	}
+	g.mu.Unlock()
+	if g.kv != nil {
+		g.kv.Rename(from, to)
+	}
+	g.metrics.traffic.RenameRole(from, to)
+	g.log.Info("worker renamed by tsd apply", "from", from, "to", to)
+	return nil
+}
