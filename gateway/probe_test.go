@@ -14,7 +14,7 @@ import (
 func TestProbeThroughFrontEnds(t *testing.T) {
 	c, _ := errShapeCluster(t)
 	got, _, err := probe.Target{URL: c.base, APIKeyEnv: errShapeKeyEnv}.Send(t.Context())
-	if err != nil || !regexp.MustCompile(`^.* \(\d+ tokens, (stop|length)\)$`).MatchString(got) {
+	if err != nil || !regexp.MustCompile(`(?s)^.* \(\d+ tokens, (stop|length)\)$`).MatchString(got) {
 		t.Fatalf("chat probe: %q, %v", got, err)
 	}
 	if _, _, err := (probe.Target{URL: c.base}).Send(t.Context()); err == nil {
