@@ -17,10 +17,6 @@ import (
 // naming the offending field), rendered by front.WriteError.
 type RequestError = front.Error
 
-func badRequest(param, format string, args ...any) *RequestError {
-	return front.BadRequest(param, format, args...)
-}
-
 func (g *Gateway) routes() {
 	g.mux.Handle("GET /health", g.door.Wrap(front.Route{Label: "/health", Public: true}, http.HandlerFunc(handleHealth)))
 	g.mux.Handle("GET /liveness", g.door.Wrap(front.Route{Label: "/liveness", Public: true}, http.HandlerFunc(handleHealth)))
