@@ -20,12 +20,12 @@ func TestAPIKey(t *testing.T) {
 	os.Setenv(env, "sekret")
 	defer os.Unsetenv(env)
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env}}
-	g, err := New(plan, Options{QueueTimeout: -1, Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, withGenerate(Options{QueueTimeout: -1, Mount: func(e gen.Engine, mux *http.ServeMux) {
 		if e == nil {
 			t.Error("Mount got no engine")
 		}
 		mux.Handle("POST /v1/extra", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
-	}})
+	}}))
 	g.Handle("POST /v1/guarded", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestAPIKey(t *testing.T) {
 	// gateway.metrics_public opens /metrics (a scraper without the key),
 	// nothing else.
 	plan2 := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env, MetricsPublic: true}}
-	g2, err := New(plan2, Options{})
+	g2, err := New(plan2, withGenerate(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestAPIKey(t *testing.T) {
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
-	g, err := New(plan, Options{MaxBodyBytes: 1024})
+	g, err := New(plan, withGenerate(Options{MaxBodyBytes: 1024}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestHostedRendezvousFollowsSetAlive(t *testing.T) {
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", BootstrapServer: "tsd", Workers: []profiles.WorkerPlan{
 		{Role: "p", Kind: profiles.KindPrefill, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", Bootstrap: boot, DP: 1},
 	}}}
-	g, err := New(plan, Options{})
+	g, err := New(plan, withGenerate(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

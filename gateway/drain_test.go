@@ -117,7 +117,7 @@ func rawPD(t *testing.T, opts Options) (*Gateway, *rawRank, *rawRank) {
 		{Role: "p", Kind: profiles.KindPrefill, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", Bootstrap: "127.0.0.1:8998", DP: 1},
 		{Role: "d", Kind: profiles.KindDecode, URL: "tcp://127.0.0.1:0", Handshake: "tcp://127.0.0.1:0", DP: 1},
 	}}}
-	g, err := New(plan, opts)
+	g, err := New(plan, withGenerate(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/internal/testbin"
 	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
@@ -120,7 +121,7 @@ func newClusterWith(t testing.TB, opts Options, bootMode, mode string, edit func
 		t.Fatal(err)
 	}
 	opts.Listener = ln
-	g, err := New(plan, opts)
+	g, err := New(plan, withGenerate(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func (c *cluster) generateNotify(ctx context.Context, hc *http.Client, body stri
 		return res
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var g generateResp
+		var g generate.Response
 		if err := json.NewDecoder(resp.Body).Decode(&g); err != nil {
 			res.err = err.Error()
 			return res
@@ -343,7 +344,7 @@ func (c *cluster) generateNotify(ctx context.Context, hc *http.Client, body stri
 			break
 		}
 		var ev struct {
-			generateResp
+			generate.Response
 			Error *struct{ Message string } `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {

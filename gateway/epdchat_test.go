@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -29,13 +29,13 @@ func mountOpenAI(t testing.TB, allowHTTP bool) func(gen.Engine, *http.ServeMux) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	vis, err := openai.LoadVision(demoVL)
+	vis, err := vision.Load(demoVL)
 	if err != nil || vis == nil {
 		t.Fatalf("vision %v %v", vis, err)
 	}
 	vis.AllowHTTP = allowHTTP
 	vis.URLAllow = []string{"127.0.0.1"} // the test image server is on loopback
-	vis.URL = epd.Limits{Timeout: 3 * time.Second}
+	vis.URL = vision.URLLimits{Timeout: 3 * time.Second}
 	return func(e gen.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{Vision: vis}).Register(mux)
 	}

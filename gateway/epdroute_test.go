@@ -20,14 +20,14 @@ const demoVL = "vision/testdata/demo-vl"
 func testPNG(t testing.TB, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
 
 // imageRequest is a prompt with one anchor per image, prepared the way
-// the OpenAI front end does (epd.PrepareGen with the demo-vl model).
+// the OpenAI front end does (vision.Prepare with the demo-vl model).
 func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) gen.Request {
 	t.Helper()
 	cfg, err := vision.LoadConfig(demoVL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vt, err := epd.LoadVisionTokens(demoVL)
+	vt, err := vision.LoadTokens(demoVL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) gen.R
 	for range raws {
 		ids = append(ids, vt.Start, vt.Pad, vt.End, 3)
 	}
-	out, imgs, err := epd.PrepareGen(ids, raws, cfg, vt, vision.DefaultLimits)
+	out, imgs, err := vision.Prepare(ids, raws, cfg, vt, vision.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	owners := map[string]bool{}
 	for k := 0; k < 6; k++ {
 		img := testPNG(t, 24+4*k, 20, uint8(40*k))
-		hash, _ := epd.ItemHash(img)
+		hash, _ := vision.ItemHash(img)
 		owner := ring.Pick(hash)
 		owners[owner] = true
 		for rep := 0; rep < 2; rep++ {
@@ -175,7 +175,7 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	// The ring follows the ready set: with encode-a out of routing every
 	// image goes to encode-b; back in, the original owners return.
 	img := testPNG(t, 24, 20, 0)
-	hash, _ := epd.ItemHash(img)
+	hash, _ := vision.ItemHash(img)
 	c.g.SetRouted("encode-a", false)
 	if got := c.g.encodeRing().Pick(hash); got != "encode-b" {
 		t.Fatalf("with encode-a out: %s", got)

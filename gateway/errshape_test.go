@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
@@ -26,9 +27,10 @@ func errShapeCluster(t *testing.T) (*cluster, *tokenizer.Tokenizer) {
 		t.Fatal(err)
 	}
 	mount := func(e gen.Engine, mux *http.ServeMux) {
+		generate.New(e, generate.Options{Encode: func(s string) ([]int32, error) { return tok.Encode(s, true) }}).Register(mux)
 		openai.New(e, tok, openai.Options{Model: "fake"}).Register(mux)
 	}
-	c := newClusterWith(t, Options{Mount: mount, MaxBodyBytes: 64 << 10, Encode: func(s string) ([]int32, error) { return tok.Encode(s, true) }},
+	c := newClusterWith(t, Options{Mount: mount, MaxBodyBytes: 64 << 10},
 		"tsd", profiles.ModePD, func(p *profiles.Plan) { p.Gateway.APIKeyEnv = errShapeKeyEnv },
 		role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
 	c.waitRegistered("prefill", "decode")
@@ -166,7 +168,7 @@ func TestAdmissionContextAndText(t *testing.T) {
 
 	want, _ := tok.Encode("hello world", true)
 	a = call(t, "POST", c.base+"/generate", `{"text":"hello world","sampling_params":{"max_new_tokens":3,"ignore_eos":true,"seed":7}}`, true)
-	var resp generateResp
+	var resp generate.Response
 	if a.status != 200 || json.Unmarshal([]byte(a.body), &resp) != nil {
 		t.Fatalf("/generate text: %d %s", a.status, a.body)
 	}
@@ -176,22 +178,5 @@ func TestAdmissionContextAndText(t *testing.T) {
 	a = call(t, "POST", c.base+"/generate", `{"text":"hi","input_ids":[1]}`, true)
 	if a.status != 400 || !strings.Contains(a.body, `"param":"text"`) {
 		t.Fatalf("text and input_ids: %d %s", a.status, a.body)
-	}
-}
-
-// The byte-level pre-check refuses a text that cannot fit before the
-// tokenizer sees it.
-func TestGenerateTextBytePrecheck(t *testing.T) {
-	t.Parallel()
-	text := strings.Repeat("a", 16*MaxBytesPerToken+1)
-	b := generateBody{Text: &text}
-	called := false
-	_, err := b.toRequest(func(string) ([]int32, error) { called = true; return []int32{1}, nil }, 16)
-	re, ok := err.(*RequestError)
-	if !ok || re.Code != "context_length_exceeded" || re.Param != "text" || called {
-		t.Fatalf("%v (tokenizer called: %v)", err, called)
-	}
-	if _, err := b.toRequest(nil, 0); err == nil || !strings.Contains(err.Error(), "tokenizer") {
-		t.Fatalf("no tokenizer: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ func FuzzGenerateBody(f *testing.F) {
 		plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
 		// No worker ever registers here: a request that passes the checks
 		// is refused at once instead of queueing for one.
-		g, err := New(plan, Options{MaxBodyBytes: 1 << 20, QueueTimeout: -1})
+		g, err := New(plan, withGenerate(Options{MaxBodyBytes: 1 << 20, QueueTimeout: -1}))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func FuzzGenerateBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
-		fuzzGW.mux.ServeHTTP(rec, httptest.NewRequest("POST", "/generate", strings.NewReader(body)))
+		fuzzGW.srv.Handler.ServeHTTP(rec, httptest.NewRequest("POST", "/generate", strings.NewReader(body)))
 		var v map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 			t.Fatalf("status %d, body not a JSON object: %q", rec.Code, rec.Body.String())

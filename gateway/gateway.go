@@ -4,8 +4,9 @@
 // (docs/protocol.md §8) through its Dispatcher (gateway/dispatch) — in
 // epd mode an image request first goes to an encode server chosen by
 // consistent hashing on the image (docs/protocol.md §9.6) — and serves the
-// HTTP API (/generate, /health, /readiness, /v1/models, /metrics, plus
-// whatever front ends mount). Prompt logprobs come from the prefill leg
+// HTTP API (/health, /readiness, /v1/models, /metrics, plus the front
+// ends mounted on it: /generate from gateway/generate, the OpenAI routes
+// from gateway/openai). Prompt logprobs come from the prefill leg
 // alone (gateway/dispatch awaitPrompt).
 package gateway
 
@@ -88,15 +89,12 @@ type Options struct {
 	// tsd hands it the deployment's event log, built before the gateway
 	// (supervisor.EventLog).
 	OnEvent func(kind, role, msg string)
-	// Mount lets a front end (gateway/openai) register its routes on mux,
-	// with the gateway as its gen.Engine. The routes are served behind the
-	// gateway's fixed ones, through the same front door (gateway/front:
-	// auth, body limits, request id, CORS, admission, metrics).
+	// Mount lets the front ends (gateway/generate, gateway/openai)
+	// register their routes on mux, with the gateway as their gen.Engine.
+	// The routes are served behind the gateway's fixed ones, through the
+	// same front door (gateway/front: auth, body limits, request id, CORS,
+	// admission, metrics, the panic boundary). nil: no serving routes.
 	Mount func(engine gen.Engine, mux *http.ServeMux)
-
-	// Encode tokenizes /generate's text field with the model's tokenizer
-	// (SGLang takes text or input_ids); nil: text is refused with a 400.
-	Encode func(text string) ([]int32, error)
 
 	// Test hooks: a panic injected at a dispatch step proves the recover
 	// boundaries. nil outside tests.
@@ -370,7 +368,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 // Queues reports whether Generate waits for a routable worker instead of
 // refusing at once (QueueTimeout > 0): front ends then skip their own
 // fail-fast readiness check.
-func (g *Gateway) Queues() bool { return g.opts.QueueTimeout > 0 }
+func (g *Gateway) Queues() bool { return g.disp.Queues() }
 
 // SubscribeRanks returns every rank's current state, then each change.
 func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEvent, func()) {

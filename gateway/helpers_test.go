@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/generate"
 )
 
 type atomicInt struct{ v atomic.Int64 }
@@ -12,9 +15,22 @@ func (a *atomicInt) add(n int)  { a.v.Add(int64(n)) }
 func (a *atomicInt) get() int64 { return a.v.Load() }
 
 func genRequest(seed int64, maxTokens int) gen.Request {
-	s := gen.DefaultSampling()
-	s.MaxNewTokens = &maxTokens
-	s.IgnoreEOS = true
-	s.Seed = &seed
+	s := gen.Sampling{MaxNewTokens: &maxTokens, IgnoreEOS: true, Seed: &seed}
 	return gen.Request{InputIDs: []int32{1, 2, 3, 4}, Sampling: s, Stream: true, LogprobStartLen: -1}
+}
+
+// withGenerate mounts /generate (gateway/generate, input_ids only) as tsd
+// does (cmd/tsd frontEnds), after whatever opts mounts already, unless
+// that mounted its own /generate (one that tokenizes text, say).
+func withGenerate(opts Options) Options {
+	more := opts.Mount
+	opts.Mount = func(e gen.Engine, mux *http.ServeMux) {
+		if more != nil {
+			more(e, mux)
+		}
+		if _, p := mux.Handler(httptest.NewRequest(http.MethodPost, "/generate", nil)); p == "" {
+			generate.New(e, generate.Options{}).Register(mux)
+		}
+	}
+	return opts
 }

@@ -5,20 +5,12 @@ package gateway
 // prompt is checked against the engines' max_model_len by the dispatch
 // (gateway/dispatch limits.go).
 
-import (
-	"time"
-
-	"github.com/tsd-project/tsd/gateway/dispatch"
-	"github.com/tsd-project/tsd/gateway/front"
-)
+import "time"
 
 // Defaults of the HTTP limits (Options).
 const (
 	DefaultBodyReadTimeout   = 30 * time.Second
 	DefaultMaxInflightBodies = 256 << 20
-	// MaxBytesPerToken bounds how many body bytes one prompt token can
-	// take (front.MaxBytesPerToken).
-	MaxBytesPerToken = front.MaxBytesPerToken
 )
 
 // bodyModelLen is the context length request bodies are bounded by
@@ -34,8 +26,3 @@ func (g *Gateway) bodyModelLen() int {
 // MaxModelLen is the smallest max_model_len among registered prefill and
 // decode ranks (a prompt must fit both legs), 0 when none reported one.
 func (g *Gateway) MaxModelLen() int { return g.disp.MaxModelLen() }
-
-// CheckContext is the context-length admission rule (dispatch.CheckContext).
-func CheckContext(prompt int, maxTokens *int, maxModelLen int, promptParam, maxParam string) *front.Error {
-	return dispatch.CheckContext(prompt, maxTokens, maxModelLen, promptParam, maxParam)
-}

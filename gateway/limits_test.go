@@ -41,7 +41,7 @@ func limitGateway(t *testing.T, opts Options, release <-chan struct{}, wait time
 			fmt.Fprintln(w, "done")
 		}))
 	}
-	g, err := New(plan, opts)
+	g, err := New(plan, withGenerate(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,16 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/profiles"
 )
 
 type promptLPResp struct {
 	OutputIDs []int32 `json:"output_ids"`
 	MetaInfo  struct {
-		Input        [][2]*float64 `json:"input_token_logprobs"`
-		Output       [][2]float64  `json:"output_token_logprobs"`
-		FinishReason *finishJSON   `json:"finish_reason"`
+		Input        [][2]*float64    `json:"input_token_logprobs"`
+		Output       [][2]float64     `json:"output_token_logprobs"`
+		FinishReason *generate.Finish `json:"finish_reason"`
 	} `json:"meta_info"`
 	Error *struct{ Message string } `json:"error"`
 }

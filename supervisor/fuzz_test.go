@@ -54,6 +54,7 @@ func FuzzLineSplitter(f *testing.F) {
 func FuzzStripANSI(f *testing.F) {
 	f.Add("\x1b[38;20m[2026-08-22] - INFO - x\x1b[0m")
 	f.Add("a\x1b]0;t\x07b\x1b(B\x1b")
+	f.Add("\xec\x1b") // a stray UTF-8 lead byte before ESC
 	f.Fuzz(func(t *testing.T, s string) {
 		out := StripANSI(s)
 		if strings.IndexByte(out, 0x1b) >= 0 {

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,31 +12,12 @@ import (
 	"github.com/tsd-project/tsd/supervisor/telemetry"
 )
 
-// telSeam is what cmd/tsd's telemetryDecorator does, cut down: tell
-// telemetry the role PIDs and verify GPU release through it.
-type telSeam struct {
-	t     *telemetry.Telemetry
-	cvd   map[string]string
-	roles []telemetry.RoleInfo // publisher goroutine only
-}
-
-func (d *telSeam) Decorate(s *snapshot.Snapshot) {
-	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
-	for _, r := range s.Roles {
-		roles = append(roles, telemetry.RoleInfo{Name: r.Name, RootPID: r.PID, CudaVisibleDevices: d.cvd[r.Name]})
-	}
-	if !reflect.DeepEqual(roles, d.roles) {
-		d.roles = roles
-		d.t.SetRoles(roles)
-	}
-	rd := d.t.Latest()
-	for i := range s.Roles {
-		s.Roles[i].GPUMemB = rd.RoleGPUMem[s.Roles[i].Name]
-	}
-}
-
-func (d *telSeam) HoldGPUs(role string) func(context.Context) (bool, string) {
-	return d.t.HoldGPUs(role)
+// watchDevices is the telemetry join as tsd wires it (telemetry.Decorator),
+// with each role's CUDA_VISIBLE_DEVICES from cvd instead of a plan.
+func watchDevices(t *telemetry.Telemetry, cvd map[string]string) *telemetry.Decorator {
+	return telemetry.NewDecorator(t, func(r *snapshot.RoleStatus) telemetry.RoleInfo {
+		return telemetry.RoleInfo{Name: r.Name, RootPID: r.PID, CudaVisibleDevices: cvd[r.Name]}
+	})
 }
 
 func startTel(t *testing.T, opts telemetry.Options) *telemetry.Telemetry {
@@ -60,7 +40,7 @@ func hasGPUMem(r snapshot.RoleStatus) bool { return r.GPUMemB > 0 && r.PID != 0 
 func TestStopVerifiesGPUMemoryReleased(t *testing.T) {
 	t.Parallel()
 	tel := startTel(t, telemetry.Options{FakeGPUs: 2})
-	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "1"}}
+	seam := watchDevices(tel, map[string]string{"decode": "1"})
 	f := newFixture(t, nil, func(o *Options) { o.Telemetry = seam }, shRole("decode", profiles.KindDecode, readyScript))
 	f.wait("decode", "GPU memory held", hasGPUMem)
 
@@ -97,7 +77,7 @@ func TestStopVerifiesGPUMemoryReleased(t *testing.T) {
 func TestStopReportsGPUMemoryNotReleased(t *testing.T) {
 	t.Parallel()
 	tel := startTel(t, telemetry.Options{FakeGPUs: 1, FakeManualProcesses: true})
-	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "0"}}
+	seam := watchDevices(tel, map[string]string{"decode": "0"})
 	f := newFixture(t, nil, func(o *Options) {
 		o.Telemetry = seam
 		o.GPUReleaseTimeout = 500 * time.Millisecond
@@ -136,7 +116,7 @@ func TestStopReportsGPUMemoryNotReleased(t *testing.T) {
 func TestStopWithoutGPUsSkipsCheck(t *testing.T) {
 	t.Parallel()
 	tel := startTel(t, telemetry.Options{FakeGPUs: 1})
-	seam := &telSeam{t: tel} // no CUDA_VISIBLE_DEVICES: no GPU mapped
+	seam := watchDevices(tel, nil) // no CUDA_VISIBLE_DEVICES: no GPU mapped
 	f := newFixture(t, nil, func(o *Options) { o.Telemetry = seam }, shRole("decode", profiles.KindDecode, readyScript))
 	f.wait("decode", "ready", state(snapshot.StateReady))
 	if err := f.sup.Stop("decode"); err != nil {
@@ -154,7 +134,7 @@ func TestStopWithoutGPUsSkipsCheck(t *testing.T) {
 func TestCrashRestartWaitsForGPUMemoryRelease(t *testing.T) {
 	t.Parallel()
 	tel := startTel(t, telemetry.Options{FakeGPUs: 1, FakeManualProcesses: true})
-	seam := &telSeam{t: tel, cvd: map[string]string{"decode": "0"}}
+	seam := watchDevices(tel, map[string]string{"decode": "0"})
 	role := shRole("decode", profiles.KindDecode, readyScript)
 	role.Restart.Backoff = profiles.Duration(500 * time.Millisecond)
 	role.Restart.MaxBackoff = profiles.Duration(2 * time.Second)

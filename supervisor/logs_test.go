@@ -69,6 +69,9 @@ func TestStripANSI(t *testing.T) {
 		"cut\x1b":                                   "cut",
 		"cut\x1b[12":                                "cut",
 		"x\x1b(By":                                  "xy",
+		"\xec\x1b[1mlead\x1b[0m":                    "lead",
+		"bad \xff\xfe utf8":                         "bad \xff\xfe utf8",
+		"\x1b[1m\xffb\x1b[0m":                       "b",
 	} {
 		if got := StripANSI(in); got != want {
 			t.Errorf("StripANSI(%q) = %q, want %q", in, got, want)

@@ -4,58 +4,24 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// StripANSI removes terminal escape sequences (CSI, OSC and two-byte
-// escapes). TokenSpeed's colourful logger wraps every line in them
-// (docs/protocol.md §10.3), so milestone matching runs on the stripped text.
+// StripANSI is s without its terminal escape sequences, by x/ansi's Strip
+// (the one stripper; the dashboard's log view uses it too). TokenSpeed's
+// colourful logger wraps every line in them (docs/protocol.md §10.3), so
+// milestone matching runs on the stripped text. A line without ESC,
+// nearly every one, comes back as it is: uncopied, and with every byte
+// kept. In a line with escapes, bytes that are not UTF-8 go first: Strip
+// drops them anyway, except that a stray lead byte swallows the ESC
+// after it, which would then stay.
 func StripANSI(s string) string {
-	i := strings.IndexByte(s, 0x1b)
-	if i < 0 {
+	if strings.IndexByte(s, 0x1b) < 0 {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	b.WriteString(s[:i])
-	for i < len(s) {
-		c := s[i]
-		if c != 0x1b {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		if i+1 >= len(s) {
-			break
-		}
-		switch s[i+1] {
-		case '[': // CSI: parameters and intermediates, then a final byte 0x40–0x7e
-			j := i + 2
-			for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) {
-				j++
-			}
-			i = j + 1
-		case ']': // OSC: ends with BEL or ESC \
-			j := i + 2
-			for j < len(s) {
-				if s[j] == 0x07 {
-					j++
-					break
-				}
-				if s[j] == 0x1b && j+1 < len(s) && s[j+1] == '\\' {
-					j += 2
-					break
-				}
-				j++
-			}
-			i = j
-		case '(', ')', '*', '+', '#', '%': // charset designation: one more byte
-			i += 3
-		default:
-			i += 2
-		}
-	}
-	return b.String()
+	return ansi.Strip(strings.ToValidUTF8(s, ""))
 }
 
 // Milestone is one recognised startup step of an engine (docs/protocol.md §10.3).

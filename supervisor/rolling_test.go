@@ -105,12 +105,16 @@ func TestRollingRestartStopsOnFailure(t *testing.T) {
 	t.Parallel()
 	gw := newStubGW()
 	marker := filepath.Join(t.TempDir(), "started")
-	bad := `if [ -f ` + marker + ` ]; then echo "ValueError: cannot start twice" >&2; exit 3; fi; touch ` + marker + `; ` + twoRanks
+	bad := `if [ -f ` + marker + ` ]; then echo "ValueError: cannot start twice" >&2; exit 3; fi; touch ` + marker + `; echo marker set; ` + twoRanks
 	f := newFixture(t, gw, nil,
 		replica("decode-0", "decode", profiles.KindDecode, bad),
 		replica("decode-1", "decode", profiles.KindDecode, twoRanks))
 	f.wait("decode-0", "ready", state(snapshot.StateReady))
 	r1 := f.wait("decode-1", "ready", state(snapshot.StateReady))
+	// The stub's ranks register once the process is spawned, which can be
+	// before its shell ran touch: restarted then, the next run would find
+	// no marker, start cleanly and, never registering, wait for good.
+	f.waitLine("decode-0", "marker set")
 	gw.mu.Lock()
 	gw.silent["decode-0"] = true // its next run never registers: it crashes first
 	gw.mu.Unlock()

@@ -146,6 +146,36 @@ func (f *fixture) wait(role, what string, pred func(snapshot.RoleStatus) bool) s
 	}
 }
 
+// waitLine blocks until the role's engine printed text as a whole line
+// (tsd's own notes, which quote the command line, do not count), or fails
+// after waitLimit.
+func (f *fixture) waitLine(role, text string) {
+	f.t.Helper()
+	backlog, batches, cancel, err := f.sup.SubscribeLogs(role)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer cancel()
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	for lines := backlog; ; {
+		for _, l := range lines {
+			if !l.Note && l.Text == text {
+				return
+			}
+		}
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				f.t.Fatalf("%s: logs ended before the line %q", role, text)
+			}
+			lines = b
+		case <-deadline.C:
+			f.t.Fatalf("%s: timed out waiting for the line %q", role, text)
+		}
+	}
+}
+
 func state(s string) func(snapshot.RoleStatus) bool {
 	return func(r snapshot.RoleStatus) bool { return r.State == s }
 }

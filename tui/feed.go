@@ -8,12 +8,14 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// frame is the shortest gap between two deliveries from one stream: the
-// feeds collect for this long after the first item so the UI folds at most
-// ~60 updates a second however fast producers are.
+// frame is the shortest gap between two snapshot deliveries: the feed
+// keeps the newest snapshot that comes within this long after the first,
+// so the UI folds at most ~60 a second however fast the publisher is.
+// Log lines come batched by their producer already (waitLogs).
 const frame = time.Second / 60
 
-// maxHold caps how long a feed keeps draining a producer that never pauses.
+// maxHold caps how long the feed keeps draining a publisher that never
+// pauses.
 const maxHold = 4 * frame
 
 type (
@@ -103,9 +105,12 @@ func subscribeLogsCmd(b Backend, role string, gen int) tea.Cmd {
 	}
 }
 
-// waitLogs collects batches for one frame after the first arrives. It
-// keeps at most max lines: older ones would be pushed out of the view
-// buffer by the newer ones anyway, so copying them into the UI is waste.
+// waitLogs takes the next batch and whatever batches are already queued
+// behind it, without waiting for more: the producer batches (at most 60
+// a second, supervisor.LogBatchInterval), so this is no second batching
+// stage, only a catch-up when the UI fell behind. It keeps at most max
+// lines: older ones would be pushed out of the view buffer by the newer
+// ones anyway, so copying them into the UI is waste.
 func waitLogs(gen int, ch <-chan []snapshot.LogLine, done <-chan struct{}, max int) tea.Cmd {
 	return func() tea.Msg {
 		var batches [][]snapshot.LogLine
@@ -128,34 +133,16 @@ func waitLogs(gen int, ch <-chan []snapshot.LogLine, done <-chan struct{}, max i
 		case <-done:
 			return nil
 		}
-		start := time.Now()
-		t := time.NewTimer(frame)
-		defer t.Stop()
-		for {
-			select {
-			case b, ok := <-ch:
-				if !ok {
-					return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
-				}
-				add(b)
-				if time.Since(start) < maxHold {
-					continue
-				}
-				return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
-			default:
+		// Only what was queued already: a producer that never pauses still
+		// gets its batches to the UI.
+		for queued := len(ch); queued > 0; queued-- {
+			b, ok := <-ch
+			if !ok {
+				break // the close is seen on the next wait
 			}
-			select {
-			case b, ok := <-ch:
-				if !ok {
-					return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
-				}
-				add(b)
-			case <-t.C:
-				return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
-			case <-done:
-				return nil
-			}
+			add(b)
 		}
+		return logBatchMsg{gen: gen, batches: batches, dropped: dropped}
 	}
 }
 

@@ -24,17 +24,16 @@ const (
 	imagePad    = 151655
 )
 
-// epdCase is one image request prepared the way the gateway will: data
-// URL → bytes → patches → pad expansion → per-leg items.
+// epdCase is one image request prepared the way the gateway does: data
+// URL → bytes → patches and pad expansion (vision.Prepare) → every leg
+// (epd.BuildLegs).
 type epdCase struct {
-	rid     string
-	ids     []int32
-	items   []wire.MultimodalDataItem
-	encs    []epd.Encoder
-	rooms   []uint64
-	pdRoom  uint64
-	tokens  int
-	encReqs []wire.EncodeRequest
+	rid    string
+	ids    []int32
+	built  epd.Legs
+	rooms  []uint64 // each image's embedding room
+	pdRoom uint64
+	tokens int
 }
 
 func testPNG(t *testing.T, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
@@ -42,11 +41,7 @@ func testPNG(t *testing.T, w, h int, shade uint8) []byte { return testimg.PNG(t,
 func newEPDCase(t *testing.T, rid string, eport int, pdRoom uint64) epdCase {
 	t.Helper()
 	url := "data:image/png;base64," + base64.StdEncoding.EncodeToString(testPNG(t, 40, 30, 80))
-	raw, err := epd.ParseImageURL(url, epd.Limits{}, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, _, err := vision.Decode(raw, vision.DefaultLimits)
+	raw, err := vision.ParseImageURL(url, vision.URLLimits{}, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,33 +49,23 @@ func newEPDCase(t *testing.T, rid string, eport int, pdRoom uint64) epdCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := cfg.Preprocess(img)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prompt := []int32{10, 11, visionStart, imagePad, visionEnd, 12, 13}
-	pos, err := epd.FindImagePlaceholders(prompt, visionStart, imagePad, visionEnd, 1)
+	ids, imgs, err := vision.Prepare(prompt, [][]byte{raw}, cfg, vision.Tokens{Start: visionStart, Pad: imagePad, End: visionEnd}, vision.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := p.NumTokens(cfg.MergeSize)
-	ids, offs, err := epd.ExpandImagePads(prompt, pos, []int{n}, imagePad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hexDigest, id := epd.ItemHash(raw)
-	if w := epd.PickEncoder(hexDigest, []string{"encode"}); w != "encode" {
+	if w := epd.PickEncoder(imgs[0].Hash, []string{"encode"}); w != "encode" {
 		t.Fatalf("picked %q", w)
 	}
-	c := epdCase{rid: rid, ids: ids, pdRoom: pdRoom, tokens: n,
-		items: []wire.MultimodalDataItem{epd.ImageItem(p, id, offs[0])},
-		encs:  []epd.Encoder{{Host: "127.0.0.1", Port: eport}}}
 	seq := uint64(pdRoom)
-	c.rooms = epd.MintItemRooms(1, pdRoom, func() uint64 { seq = seq*6364136223846793005 + 1442695040888963407; return seq })
-	if c.encReqs, err = epd.BuildEncodeRequests(rid, c.items, c.encs, c.rooms); err != nil {
+	rnd := func() uint64 { seq = seq*6364136223846793005 + 1442695040888963407; return seq }
+	addr := func(string) (epd.Encoder, bool) { return epd.Encoder{Host: "127.0.0.1", Port: eport}, true }
+	built, err := epd.BuildLegs(rid, imgs, epd.NewRing([]string{"encode"}, 0), addr, pdRoom, rnd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return epdCase{rid: rid, ids: ids, built: built, rooms: []uint64{built.Encode[0].Room}, pdRoom: pdRoom,
+		tokens: imgs[0].Offset[1] - imgs[0].Offset[0]}
 }
 
 // legs are the prefill and decode requests of an EPD case.
@@ -89,12 +74,8 @@ func (c epdCase) legs(t *testing.T, bport int) (wire.GenerateRequest, wire.Gener
 	pre := pdReq(c.rid, 6, bport, c.pdRoom)
 	pre.InputIDs = c.ids
 	dec := pre
-	pitems, err := epd.PrefillItems(c.items, c.encs, c.rooms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pre.MultimodalInputs = epd.Inputs(pitems, imagePad)
-	dec.MultimodalInputs = epd.Inputs(epd.DecodeItems(c.items), imagePad)
+	pre.MultimodalInputs = c.built.Prefill
+	dec.MultimodalInputs = c.built.Decode
 	return pre, dec
 }
 
@@ -131,8 +112,7 @@ func TestEPDEncodePrefillDecode(t *testing.T) {
 	if r, ok := pfe.Peek("epd-1"); ok {
 		t.Fatalf("prefill answered before its embedding existed: %+v", r)
 	}
-	q := c.encReqs[0]
-	aux := epd.MoveFeaturesOutOfBand(&q)
+	q, aux := c.built.Encode[0].Request, c.built.Encode[0].Aux
 	if len(aux) != 1 || q.Items[0].Feature.AuxIndex != 1 {
 		t.Fatalf("pixels not moved out of band: %d frames", len(aux))
 	}

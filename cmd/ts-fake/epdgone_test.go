@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/internal/lanetest"
 )
 
@@ -61,8 +60,7 @@ func TestEPDPrefillFailsFastWhenEncodeExitsAfterLeg(t *testing.T) {
 	ctx := ctxFor(t, 90*time.Second)
 	c := newEPDCase(t, "epd-gone", eport, 11)
 	pre, dec := c.legs(t, bport)
-	q := c.encReqs[0]
-	aux := epd.MoveFeaturesOutOfBand(&q)
+	q, aux := c.built.Encode[0].Request, c.built.Encode[0].Aux
 	if err := efe.SubmitEncode(0, q, aux...); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -210,7 +211,7 @@ func chat(t *testing.T, d *deployment, base, url string) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var r chatReply
+	var r openai.ChatCompletion
 	if resp.StatusCode != 200 || json.Unmarshal(b, &r) != nil || len(r.Choices) != 1 || r.Choices[0].FinishReason == "" || r.Usage.CompletionTokens == 0 {
 		t.Fatalf("chat (image %v): %d %s\n%s", url != "", resp.StatusCode, b, d.output())
 	}

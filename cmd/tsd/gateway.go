@@ -12,8 +12,10 @@ import (
 
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/gen"
+	generateapi "github.com/tsd-project/tsd/gateway/generate" // package main's tests have a generate func
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -42,11 +44,11 @@ func (c gatewayCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	mount, encode, problem := frontEnds(plan, log)
+	mount, problem := frontEnds(plan, log)
 	if problem != "" {
 		fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd gateway: "+problem))
 	}
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount, Encode: encode,
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
 	if err != nil {
 		return err
@@ -92,23 +94,18 @@ func (c gatewayCmd) Run() error {
 	return nil
 }
 
-// openAIMount serves /v1/chat/completions and /v1/completions when the
-// plan's tokenizer loads; without one the gateway still serves the
-// token-level /generate, and problem says why in words for the screen.
-func openAIMount(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), problem string) {
-	mount, _, problem = frontEnds(plan, log)
-	return mount, problem
-}
-
-// frontEnds is openAIMount plus the tokenizer's encoder for /generate's
-// text field (nil when the tokenizer did not load). The API key is the
-// gateway's front door's to check, for the mounted routes too.
-func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), encode func(string) ([]int32, error), problem string) {
+// frontEnds mounts the serving routes: /generate always, and
+// /v1/chat/completions, /v1/completions and the rest of the OpenAI API
+// when the plan's tokenizer loads; without one /generate takes
+// input_ids only, and problem says why in words for the screen. The API
+// key is the gateway's front door's to check, for the mounted routes too.
+func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), problem string) {
 	dir := tokenizerDir(plan.Tokenizer, plan.Model)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
-		return nil, nil, fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
+		return func(e gen.Engine, mux *http.ServeMux) { generateapi.New(e, generateapi.Options{}).Register(mux) },
+			fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
 	}
 	model := plan.ServedModelName
 	if model == "" {
@@ -116,7 +113,7 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 	}
 	// A vision-language model directory (preprocessor_config.json) takes
 	// image parts in chat; the gateway routes them only in epd mode.
-	vis, err := openai.LoadVision(plan.Model)
+	vis, err := vision.Load(plan.Model)
 	if err != nil {
 		log.Warn("image input disabled: the model's vision config did not load", "model", plan.Model, "err", err)
 		vis = nil
@@ -129,14 +126,15 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 	} else if plan.Gateway.ImageURLs {
 		log.Warn("gateway.image_urls is true but the model takes no images", "model", plan.Model)
 	}
+	// SGLang's /generate tokenizes text as a completion prompt would
+	// (special tokens added).
+	encode := func(text string) ([]int32, error) { return tok.Encode(text, true) }
 	mount = func(e gen.Engine, mux *http.ServeMux) {
+		generateapi.New(e, generateapi.Options{Encode: encode}).Register(mux)
 		openai.New(e, tok, openai.Options{Model: model, Vision: vis,
 			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)
 	}
-	// SGLang's /generate tokenizes text as a completion prompt would
-	// (special tokens added).
-	encode = func(text string) ([]int32, error) { return tok.Encode(text, true) }
-	return mount, encode, ""
+	return mount, ""
 }
 
 // tokenizerDir is where the gateway reads tokenizer.json and the chat

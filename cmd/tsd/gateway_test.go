@@ -27,7 +27,11 @@ type imageEngine struct {
 	reqs []gen.Request
 }
 
-func (e *imageEngine) Ready() bool { return true }
+func (e *imageEngine) Ready() bool                     { return true }
+func (e *imageEngine) Queues() bool                    { return false }
+func (e *imageEngine) MaxModelLen() int                { return 0 }
+func (e *imageEngine) ImageSupport() error             { return nil }
+func (e *imageEngine) ReportPanic(string, any, []byte) {}
 
 func (e *imageEngine) Generate(_ context.Context, r gen.Request) (<-chan gen.Event, error) {
 	e.mu.Lock()
@@ -78,7 +82,7 @@ func TestOpenAIMountImageURLs(t *testing.T) {
 			// (gateway.image_url_allow reaches the front end).
 			plan.Gateway.ImageURLAllow = []string{"127.0.0.1"}
 		}
-		mount, _ := openAIMount(plan, slog.New(slog.DiscardHandler))
+		mount, _ := frontEnds(plan, slog.New(slog.DiscardHandler))
 		if mount == nil {
 			t.Fatal("no OpenAI mount for the demo-vl model")
 		}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,11 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +23,8 @@ import (
 
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/probe"
+	"github.com/tsd-project/tsd/headless"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
@@ -294,20 +292,29 @@ func (c upCmd) runSupervisor() error {
 		}
 	}
 
-	out := newHeadlessOut(os.Stdout, tty)
 	// A daemon's output is a file that lives as long as the deployment
 	// (days): the engines' own lines are in their rotated log files, so
 	// it keeps only tsd's notes and events.
-	out.notesOnly = daemon
-	tester := &dashboardBackend{gatewayURL: plan.Gateway.URL, model: plan.ServedModelName, apiKeyEnv: plan.Gateway.APIKeyEnv}
+	out := headless.New(os.Stdout, headless.Options{Colour: tty, NotesOnly: daemon})
+	// The dashboard's test request (key t) is sent from the daemon, which
+	// knows the gateway, the model name and the API key.
+	tester := &probe.Target{URL: plan.Gateway.URL, Model: plan.ServedModelName, APIKeyEnv: plan.Gateway.APIKeyEnv}
 	if gw == nil {
-		tester.gatewayURL = ""
+		tester.URL = ""
 	}
 	var steps *slurmSteps // what each Slurm role's step got (cmd/tsd/slurm.go)
 	if plan.Launcher == profiles.LauncherSlurm {
 		steps = newSlurmSteps(plan)
 	}
-	decorator := &telemetryDecorator{t: tel, plan: plan, steps: steps}
+	// The plan that runs now (tsd apply changes it): the supervisor's,
+	// once it exists.
+	var current func() *profiles.Plan
+	planNow := func() *profiles.Plan {
+		if current != nil {
+			return current()
+		}
+		return plan
+	}
 	opts := supervisor.Options{
 		Plan:        plan,
 		Gateway:     gw,
@@ -315,11 +322,11 @@ func (c upCmd) runSupervisor() error {
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
 		GatewayLog:  gwLog,
-		Telemetry:   decorator,
-		OnEvent:     out.event,
+		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(planNow, steps)),
+		OnEvent:     out.Event,
 		Events:      events,
 		Runs:        runs,
-		TestRequest: tester.TestRequest,
+		TestRequest: tester.Send,
 		// tsd apply and tsd scale (docs/architecture.md §4.3): the
 		// profile to change, the host as a new plan sees it, and the
 		// registry's record of the ports each new plan claims.
@@ -333,8 +340,8 @@ func (c upCmd) runSupervisor() error {
 	if err != nil {
 		return err
 	}
-	decorator.current = sup.Plan
-	tester.key = sup.APIKey // tsd apply may change it
+	current = sup.Plan
+	tester.Key = sup.APIKey // tsd apply may change it
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
@@ -367,7 +374,7 @@ func (c upCmd) runSupervisor() error {
 		}
 	}()
 
-	logsDone := out.followLogs(sup)
+	logsDone := out.Follow(sup)
 	runErr := make(chan error, 1)
 	go func() { runErr <- sup.Run(runCtx) }()
 	if daemon {
@@ -447,94 +454,6 @@ func orNVIDIA(a string) string {
 	return a
 }
 
-// dashboardBackend sends the dashboard's test request (key t) from the
-// daemon, which knows the gateway, the model name and the API key.
-type dashboardBackend struct {
-	gatewayURL string
-	model      string
-	apiKeyEnv  string
-	key        func() string // the key the gateway checks now; nil: $apiKeyEnv
-}
-
-// TestRequest sends one short chat completion through the gateway and
-// reports the reply. Without the OpenAI front end (no tokenizer) it falls
-// back to a token-level /generate.
-func (b *dashboardBackend) TestRequest(ctx context.Context) (string, time.Duration, error) {
-	if b.gatewayURL == "" {
-		return "", 0, errors.New("no gateway")
-	}
-	start := time.Now()
-	chat, _ := json.Marshal(map[string]any{
-		"model":      b.model,
-		"messages":   []map[string]string{{"role": "user", "content": "Say hello in five words."}},
-		"max_tokens": 16,
-	})
-	status, data, err := b.post(ctx, "/v1/chat/completions", chat)
-	if err == nil && status == http.StatusNotFound {
-		status, data, err = b.post(ctx, "/generate", []byte(`{"input_ids":[1,2,3,4],"sampling_params":{"max_new_tokens":8,"ignore_eos":true}}`))
-		if err == nil && status == http.StatusOK {
-			var out struct {
-				OutputIDs []int `json:"output_ids"`
-			}
-			if err := json.Unmarshal(data, &out); err != nil {
-				return "", time.Since(start), fmt.Errorf("decode test reply: %w", err)
-			}
-			return fmt.Sprintf("/generate: %d tokens %v", len(out.OutputIDs), out.OutputIDs), time.Since(start), nil
-		}
-	}
-	lat := time.Since(start)
-	if err != nil {
-		return "", lat, err
-	}
-	if status != http.StatusOK {
-		return "", lat, fmt.Errorf("test request: HTTP %d: %s", status, strings.TrimSpace(string(data)))
-	}
-	var out chatReply
-	if err := json.Unmarshal(data, &out); err != nil || len(out.Choices) == 0 {
-		return "", lat, fmt.Errorf("decode test reply: %v: %s", err, data)
-	}
-	c := out.Choices[0]
-	return fmt.Sprintf("%s (%d tokens, %s)", c.Message.Content, out.Usage.CompletionTokens, c.FinishReason), lat, nil
-}
-
-// chatReply is the part of an OpenAI chat completion tsd reads.
-type chatReply struct {
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-func (b *dashboardBackend) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.gatewayURL+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	key := os.Getenv(b.apiKeyEnv)
-	if b.key != nil {
-		key = b.key()
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("test request: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("read test reply: %w", err)
-	}
-	return resp.StatusCode, data, nil
-}
-
 // embeddedGateway is the gateway package's Gateway with the OpenAI front end
 // mounted, logging to logw (the gateway's log source: its file and its
 // ring), serving reg on /metrics, reporting its verdicts to events and
@@ -543,8 +462,8 @@ func (b *dashboardBackend) post(ctx context.Context, path string, body []byte) (
 // API is off), "" when nothing.
 func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, events *supervisor.EventLog, runs *supervisor.Runs) (gw supervisor.Gateway, problem string, err error) {
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	mount, encode, problem := frontEnds(plan, log)
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, Encode: encode,
+	mount, problem := frontEnds(plan, log)
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
 		OnEvent: events.Gateway, PeerCheck: peerCheck(plan, runs.PIDs)})
 	if err != nil {
@@ -693,210 +612,26 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-// headlessOut prints role-prefixed log lines and state changes, one whole
-// line at a time; colour only on a terminal (engine ANSI is stripped
-// otherwise).
-type headlessOut struct {
-	mu      sync.Mutex
-	w       *bufio.Writer
-	colour  bool
-	events  chan snapshot.Event
-	width   int
-	printed map[string]uint64 // last Seq printed per role
-	// notesOnly prints only tsd's own lines (the daemon's log file).
-	notesOnly bool
-}
-
-var roleColours = []string{"36", "33", "35", "32", "34", "91", "96", "93"}
-
-func newHeadlessOut(w io.Writer, colour bool) *headlessOut {
-	h := &headlessOut{w: bufio.NewWriterSize(w, 64<<10), colour: colour, events: make(chan snapshot.Event, 1024), printed: map[string]uint64{}}
-	return h
-}
-
-// event runs on the supervisor's publisher goroutine: never block it.
-// Role state changes also arrive as notes in the role's log, in order with
-// its output, so only deployment-wide events are printed from here.
-func (h *headlessOut) event(e snapshot.Event) {
-	if e.Role != "" {
-		return
-	}
-	select {
-	case h.events <- e:
-	default:
-	}
-}
-
-func (h *headlessOut) prefix(role string, idx int) string {
-	p := fmt.Sprintf("%-*s | ", h.width, role)
-	if h.colour && idx >= 0 {
-		return "\x1b[" + roleColours[idx%len(roleColours)] + "m" + p + "\x1b[0m"
-	}
-	return p
-}
-
-// followLogs prints every role's lines and the events until the
-// supervisor's streams end; the returned channel closes then.
-func (h *headlessOut) followLogs(sup *supervisor.Supervisor) chan struct{} {
-	idx := map[string]int{}
-	for i, r := range sup.Roles() {
-		idx[r] = i
-		h.width = max(h.width, len(r))
-	}
-	h.width = max(h.width, len("tsd"))
-	done := make(chan struct{})
-	backlog, batches, cancelLogs, err := sup.SubscribeLogs("")
-	if err != nil {
-		close(done)
-		return done
-	}
-	_, snaps, cancelSnaps := sup.Subscribe()
-	go func() {
-		defer close(done)
-		defer cancelLogs()
-		defer cancelSnaps()
-		h.lines(backlog, idx)
-		for {
-			select {
-			case b := <-batches:
-				h.lines(b, idx)
-			case e := <-h.events:
-				h.printEvent(e, idx)
-			case _, ok := <-snaps:
-				if !ok {
-					// Run is over: print the events and the lines still in
-					// the rings that no batch carried yet, then stop.
-				drain:
-					for {
-						select {
-						case e := <-h.events:
-							h.printEvent(e, idx)
-						default:
-							break drain
-						}
-					}
-					for _, r := range sup.Roles() {
-						all, _ := sup.Logs(r)
-						var rest []supervisor.LogLine
-						for _, l := range all {
-							if l.Seq > h.printed[r] {
-								rest = append(rest, l)
-							}
-						}
-						h.lines(rest, idx)
-					}
-					return
-				}
-			}
-		}
-	}()
-	return done
-}
-
-func (h *headlessOut) lines(ls []supervisor.LogLine, idx map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, l := range ls {
-		i, ok := idx[l.Role]
-		if !ok {
-			i = -1
-		}
-		if l.Seq > h.printed[l.Role] {
-			h.printed[l.Role] = l.Seq
-		}
-		if h.notesOnly && !l.Note {
-			continue
-		}
-		text := l.Text
-		switch {
-		case !h.colour:
-			text = supervisor.StripANSI(text)
-		case l.Note:
-			text = "\x1b[1m" + text + "\x1b[0m" // tsd's own lines stand out
-		}
-		h.w.WriteString(h.prefix(l.Role, i))
-		h.w.WriteString(text)
-		h.w.WriteByte('\n')
-	}
-	h.w.Flush()
-}
-
-func (h *headlessOut) printEvent(e snapshot.Event, idx map[string]int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	role := e.Role
-	if role == "" {
-		role = "tsd"
-	}
-	i, ok := idx[e.Role]
-	if !ok {
-		i = -1
-	}
-	msg := "== " + e.Message
-	if h.colour {
-		msg = "\x1b[1m" + msg + "\x1b[0m"
-	}
-	h.w.WriteString(h.prefix(role, i))
-	h.w.WriteString(msg)
-	h.w.WriteByte('\n')
-	h.w.Flush()
-}
-
-// telemetryDecorator folds the telemetry package's latest readings into
-// each Snapshot and keeps telemetry's role list in step with the PIDs.
-type telemetryDecorator struct {
-	t       *telemetry.Telemetry
-	plan    *profiles.Plan
-	current func() *profiles.Plan // the plan that runs now (tsd apply changes it); nil: plan
-	roles   []telemetry.RoleInfo
-	steps   *slurmSteps // nil unless --launcher slurm
-}
-
-func (d *telemetryDecorator) Decorate(s *snapshot.Snapshot) {
-	roles := make([]telemetry.RoleInfo, 0, len(s.Roles))
-	steps := d.steps.get()
-	plan := d.plan
-	if d.current != nil {
-		plan = d.current()
-	}
-	for i, r := range s.Roles {
+// telemetryWatch says what telemetry watches for each role (the GPU↔role
+// join itself is telemetry.Decorator's): its process tree and the devices
+// its plan gives it; a Slurm role's engine runs under slurmstepd, not
+// under its pid (srun's), so it gets no process readings rather than
+// srun's, and its GPUs are the ones Slurm gave the step, read on this
+// node only when the step runs here.
+func telemetryWatch(planNow func() *profiles.Plan, steps *slurmSteps) func(r *snapshot.RoleStatus) telemetry.RoleInfo {
+	return func(r *snapshot.RoleStatus) telemetry.RoleInfo {
 		info := telemetry.RoleInfo{Name: r.Name, RootPID: r.PID}
-		if rp, ok := plan.Role(r.Name); ok {
-			info.CudaVisibleDevices = rp.Env[plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
-			if rp.Launcher == profiles.LauncherSlurm {
-				// The engine runs under slurmstepd, not under this pid
-				// (srun's): no process readings rather than srun's. Its
-				// GPUs are the ones Slurm gave the step, read on this
-				// node only when the step runs here.
-				st, have := steps[r.Name]
-				info.RootPID = 0
-				info.CudaVisibleDevices = slurmRoleView(rp, st, have, &s.Roles[i])
-			}
+		plan := planNow()
+		rp, ok := plan.Role(r.Name)
+		if !ok {
+			return info
 		}
-		roles = append(roles, info)
-	}
-	if !reflect.DeepEqual(roles, d.roles) {
-		d.roles = roles
-		d.t.SetRoles(roles)
-	}
-	rd := d.t.Latest()
-	s.GPUs = rd.GPUs
-	s.GPUInfo = rd.Panel
-	for i := range s.Roles {
-		name := s.Roles[i].Name
-		if p, ok := rd.Procs[name]; ok && s.Roles[i].PID != 0 {
-			p := p
-			s.Roles[i].Proc = &p
+		info.CudaVisibleDevices = rp.Env[plan.DevicesVar()] // ASCEND_RT_VISIBLE_DEVICES on NPUs
+		if rp.Launcher == profiles.LauncherSlurm {
+			st, have := steps.get()[r.Name]
+			info.RootPID = 0
+			info.CudaVisibleDevices = slurmRoleView(rp, st, have, r)
 		}
-		s.Roles[i].GPUMemB = rd.RoleGPUMem[name]
-		if u := rd.RoleGPUUUIDs[name]; len(u) > 0 {
-			s.Roles[i].GPUUUIDs = u
-		}
+		return info
 	}
-}
-
-// HoldGPUs lets the supervisor verify that a stopped role's GPU memory is
-// released (supervisor.GPUReleaseVerifier).
-func (d *telemetryDecorator) HoldGPUs(role string) func(context.Context) (bool, string) {
-	return d.t.HoldGPUs(role)
 }

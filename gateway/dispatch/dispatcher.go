@@ -279,6 +279,14 @@ func (g *Dispatcher) MaxModelLen() int {
 	return best
 }
 
+// Queues reports whether Generate waits for a routable worker
+// (QueueTimeout > 0) instead of refusing at once.
+func (g *Dispatcher) Queues() bool { return g.opts.QueueTimeout > 0 }
+
+// ReportPanic reports a panic a front end's goroutine recovered the way
+// the dispatch's own boundaries report theirs (Config.OnPanic).
+func (g *Dispatcher) ReportPanic(where string, v any, stack []byte) { g.onPanic(where, v, stack) }
+
 // recoverHere is deferred at the top of a per-request goroutine: a panic
 // is reported and onPanic (may be nil) ends that one request cleanly.
 func (g *Dispatcher) recoverHere(where string, onPanic func(err error)) {

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/epd"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
-	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -165,51 +163,10 @@ func (g *Dispatcher) ImageSupport() error {
 		Message: "this deployment cannot take images: it routes nothing to an encode server (" + why + "); add an encode role and use gateway mode epd (or auto)"}
 }
 
-// checkImages refuses image requests the deployment cannot serve and
-// images whose spans do not fit the prompt.
-func (g *Dispatcher) checkImages(r *gen.Request) error {
-	if len(r.Images) == 0 {
-		return nil
-	}
-	if err := g.ImageSupport(); err != nil {
-		return err
-	}
-	prev := 0
-	for i, im := range r.Images {
-		rows := im.GridTHW[0] * im.GridTHW[1] * im.GridTHW[2]
-		switch {
-		case im.Offset[0] < prev || im.Offset[1] <= im.Offset[0] || im.Offset[1] > len(r.InputIDs):
-			return badRequest("images", "image %d: pad span [%d, %d) outside the prompt of %d tokens or overlapping the previous image", i, im.Offset[0], im.Offset[1], len(r.InputIDs))
-		case rows <= 0 || im.Dim <= 0 || len(im.Pixels) != rows*im.Dim:
-			return badRequest("images", "image %d: %d pixel values for a %v grid of %d values per patch", i, len(im.Pixels), im.GridTHW, im.Dim)
-		case im.Hash == "":
-			return badRequest("images", "image %d: no content hash", i)
-		}
-		for p := im.Offset[0]; p < im.Offset[1]; p++ {
-			if r.InputIDs[p] != im.PadToken {
-				return badRequest("images", "image %d: token %d at %d is not the image pad %d", i, r.InputIDs[p], p, im.PadToken)
-			}
-		}
-		prev = im.Offset[1]
-	}
-	return nil
-}
-
-// prepared turns the front end's images into what epd.PlanLegs takes.
-func prepared(r gen.Request) epd.Prepared {
-	p := epd.Prepared{InputIDs: r.InputIDs, Items: make([]wire.MultimodalDataItem, len(r.Images)), Hashes: make([]string, len(r.Images))}
-	for i, im := range r.Images {
-		p.PadID = im.PadToken
-		p.Hashes[i] = im.Hash
-		// The wire's offsets are inclusive (SGLang), gen's half-open.
-		p.Items[i] = epd.ImageItem(&vision.Patches{Grid: im.GridTHW, Dim: im.Dim, Pixels: im.Pixels}, im.ID, [2]int{im.Offset[0], im.Offset[1] - 1})
-	}
-	return p
-}
-
-// submitEncodes sends each item's EncodeRequest to DP rank 0 of its
-// encode worker (tensors out of band) and returns the streams that carry
-// their terminal outputs. On failure the ones already sent are aborted.
+// submitEncodes sends each image's encode leg (built by epd.BuildLegs,
+// its tensors out of band) to DP rank 0 of its encode worker and returns
+// the streams that carry their terminal outputs. On failure the ones
+// already sent are aborted.
 func (g *Dispatcher) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 	streams := make([]*lane.Stream, 0, len(legs.Encode))
 	fail := func(err error) ([]*lane.Stream, error) {
@@ -218,21 +175,16 @@ func (g *Dispatcher) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 		}
 		return nil, err
 	}
-	for i, q := range legs.Encode {
-		w, ok := g.lane.Worker(legs.Workers[i])
+	for i, e := range legs.Encode {
+		w, ok := g.lane.Worker(e.Worker)
 		if !ok {
-			return fail(fmt.Errorf("image %d: unknown encode worker %s", i, legs.Workers[i]))
+			return fail(fmt.Errorf("image %d: unknown encode worker %s", i, e.Worker))
 		}
 		id, ok := encodeRank(w)
 		if !ok {
 			return fail(fmt.Errorf("image %d: encode worker %s has no registered rank 0", i, w.Role()))
 		}
-		aux := epd.MoveFeaturesOutOfBand(&q)
-		payload, err := wire.EncodeEncodeRequest(q)
-		if err != nil {
-			return fail(fmt.Errorf("image %d: encode the EncodeRequest: %w", i, err))
-		}
-		s, err := w.SubmitAux(id, q.RID, payload, aux)
+		s, err := w.SubmitAux(id, e.Request.RID, e.Payload, e.Aux)
 		if err != nil {
 			return fail(fmt.Errorf("image %d: %w", i, err))
 		}

@@ -1,12 +1,13 @@
 package dispatch
 
 import (
+	"encoding/binary"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/epd"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
 
 	"github.com/tsd-project/tsd/gateway/lane"
@@ -39,24 +40,43 @@ const demoVL = "../vision/testdata/demo-vl"
 
 func testPNG(t testing.TB, w, h int, shade uint8) []byte { return testimg.PNG(t, w, h, shade) }
 
-// The dispatcher rebuilds exactly the wire items epd.PrepareImages makes
-// from the gen.Images the front end sends (half-open spans → inclusive).
-func TestPreparedMatchesPrepareImages(t *testing.T) {
+// The legs carry exactly what the intake prepared: each image's wire item
+// holds the pixels of its own decode and preprocess (float32, little
+// endian), its hash, and its pad span in the wire's inclusive form.
+func TestPreparedImagesBecomeWireItems(t *testing.T) {
 	t.Parallel()
 	a, b := testPNG(t, 40, 30, 80), testPNG(t, 16, 64, 7)
 	cfg, _ := vision.LoadConfig(demoVL)
-	vt, _ := epd.LoadVisionTokens(demoVL)
+	vt, _ := vision.LoadTokens(demoVL)
 	ids := []int32{1, vt.Start, vt.Pad, vt.End, 2, vt.Start, vt.Pad, vt.End}
-	want, err := epd.PrepareImages(ids, [][]byte{a, b}, cfg, vt, vision.DefaultLimits)
+	out, imgs, err := vision.Prepare(ids, [][]byte{a, b}, cfg, vt, vision.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, imgs, err := epd.PrepareGen(ids, [][]byte{a, b}, cfg, vt, vision.DefaultLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := prepared(gen.Request{InputIDs: out, Images: imgs})
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("items differ:\n%+v\n%+v", got.Items, want.Items)
+	for i, raw := range [][]byte{a, b} {
+		img, _, err := vision.Decode(raw, vision.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := cfg.Preprocess(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]byte, 4*len(p.Pixels))
+		for k, v := range p.Pixels {
+			binary.LittleEndian.PutUint32(want[4*k:], math.Float32bits(v))
+		}
+		_, id := vision.ItemHash(raw)
+		it := epd.ImageItem(imgs[i])
+		span := [2]int{imgs[i].Offset[0], imgs[i].Offset[1] - 1}
+		if !reflect.DeepEqual(it.Feature.Data, want) || *it.Hash != id || it.Offsets[0] != span ||
+			!reflect.DeepEqual(it.Feature.Shape, []int{p.Grid[0] * p.Grid[1] * p.Grid[2], p.Dim}) {
+			t.Fatalf("image %d: item %+v", i, it.Offsets)
+		}
+		for k := span[0]; k <= span[1]; k++ {
+			if out[k] != vt.Pad {
+				t.Fatalf("image %d: token %d at %d is no pad", i, out[k], k)
+			}
+		}
 	}
 }

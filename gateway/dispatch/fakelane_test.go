@@ -279,8 +279,7 @@ func event(t *testing.T, events <-chan gen.Event) gen.Event {
 }
 
 func request(maxTokens, minTokens int, logprobs bool) gen.Request {
-	s := gen.DefaultSampling()
-	s.MaxNewTokens, s.MinNewTokens, s.IgnoreEOS = &maxTokens, minTokens, true
+	s := gen.Sampling{MaxNewTokens: &maxTokens, MinNewTokens: minTokens, IgnoreEOS: true}
 	return gen.Request{RID: "req", InputIDs: []int32{11, 12, 13, 14}, Sampling: s, Stream: true, ReturnLogprob: logprobs, LogprobStartLen: -1}
 }
 

@@ -501,7 +501,7 @@ func (f *flight) migrate() (done bool) {
 	r.Sampling.MinNewTokens = max(0, f.orig.Sampling.MinNewTokens-sent)
 	r.LogprobStartLen = -1
 	// The client's sampling passed admission and only its budget shrank.
-	sp, _ := wireSampling(r.Sampling)
+	sp, _ := r.Sampling.Wire()
 	f.req, f.sp, f.base = r, sp, sent
 	return false
 }

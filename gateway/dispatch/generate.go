@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,38 +27,6 @@ func badRequest(param, format string, args ...any) *RequestError {
 	return front.BadRequest(param, format, args...)
 }
 
-// wireSampling turns API sampling into the normalized wire form SMG sends.
-// gen.Sampling cannot say "unset", so the zero values that are invalid on
-// the wire (top_p 0, top_k 0) mean the engine default.
-func wireSampling(s gen.Sampling) (wire.SamplingParams, error) {
-	sp := wire.DefaultSamplingParams()
-	sp.MaxNewTokens = s.MaxNewTokens
-	sp.MinNewTokens = s.MinNewTokens
-	sp.Temperature = s.Temperature
-	sp.TopP = s.TopP
-	if sp.TopP == 0 {
-		sp.TopP = 1
-	}
-	sp.TopK = s.TopK
-	if sp.TopK == 0 {
-		sp.TopK = -1
-	}
-	sp.MinP = s.MinP
-	sp.FrequencyPenalty = s.FrequencyPenalty
-	sp.PresencePenalty = s.PresencePenalty
-	sp.RepetitionPenalty = s.RepetitionPenalty
-	if len(s.StopTokenIDs) > 0 {
-		sp.StopTokenIDs = s.StopTokenIDs
-	}
-	sp.IgnoreEOS = s.IgnoreEOS
-	sp.Seed = s.Seed
-	sp.JSONSchema, sp.Regex, sp.EBNF = s.JSONSchema, s.Regex, s.EBNF
-	if err := sp.Validate(0); err != nil {
-		return sp, err
-	}
-	return sp.Normalized(), nil
-}
-
 func validate(r *gen.Request) error {
 	switch {
 	case len(r.InputIDs) == 0:
@@ -73,6 +42,36 @@ func validate(r *gen.Request) error {
 		if id < 0 {
 			return badRequest("input_ids", "input_ids[%d] = %d is negative", i, id)
 		}
+	}
+	return nil
+}
+
+// checkImages refuses image requests the deployment cannot serve and
+// images whose spans do not fit the prompt.
+func (g *Dispatcher) checkImages(r *gen.Request) error {
+	if len(r.Images) == 0 {
+		return nil
+	}
+	if err := g.ImageSupport(); err != nil {
+		return err
+	}
+	prev := 0
+	for i, im := range r.Images {
+		rows := im.GridTHW[0] * im.GridTHW[1] * im.GridTHW[2]
+		switch {
+		case im.Offset[0] < prev || im.Offset[1] <= im.Offset[0] || im.Offset[1] > len(r.InputIDs):
+			return badRequest("images", "image %d: pad span [%d, %d) outside the prompt of %d tokens or overlapping the previous image", i, im.Offset[0], im.Offset[1], len(r.InputIDs))
+		case rows <= 0 || im.Dim <= 0 || len(im.Pixels) != rows*im.Dim:
+			return badRequest("images", "image %d: %d pixel values for a %v grid of %d values per patch", i, len(im.Pixels), im.GridTHW, im.Dim)
+		case im.Hash == "":
+			return badRequest("images", "image %d: no content hash", i)
+		}
+		for p := im.Offset[0]; p < im.Offset[1]; p++ {
+			if r.InputIDs[p] != im.PadToken {
+				return badRequest("images", "image %d: token %d at %d is not the image pad %d", i, r.InputIDs[p], p, im.PadToken)
+			}
+		}
+		prev = im.Offset[1]
 	}
 	return nil
 }
@@ -159,10 +158,13 @@ func (g *Dispatcher) admit(r *gen.Request) (wire.SamplingParams, error) {
 	if err := g.checkImages(r); err != nil {
 		return wire.SamplingParams{}, err
 	}
-	if err := g.checkPromptLen(r); err != nil {
+	// A tokenized prompt the engines cannot hold, or whose max_new_tokens
+	// would run past the context, is a 400 here (a 1M-token prompt used to
+	// reach the engines and come back a 502, which clients retry).
+	if err := front.CheckContext(len(r.InputIDs), r.Sampling.MaxNewTokens, g.MaxModelLen(), "input_ids", "max_new_tokens"); err != nil {
 		return wire.SamplingParams{}, err
 	}
-	sp, err := wireSampling(r.Sampling)
+	sp, err := r.Sampling.Wire()
 	if err != nil {
 		return sp, badRequest("sampling_params", "%v", err)
 	}
@@ -206,8 +208,12 @@ func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, 
 		// EPD: each image goes to its encoder (consistent hashing on its
 		// content) under its own room; the prefill fetches the embeddings
 		// from there, the decode gets the items' metadata only.
-		if p.legs, err = epd.PlanLegs(p.rid, prepared(r), g.encodePicker(av), g.encoderAddr, room, g.rng.Uint64); err != nil {
+		p.legs, err = epd.BuildLegs(p.rid, r.Images, g.encodePicker(av), g.encoderAddr, room, g.rng.Uint64)
+		switch {
+		case errors.Is(err, epd.ErrNoEncoder):
 			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()})
+		case err != nil:
+			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
 		}
 		q.MultimodalInputs = p.legs.Prefill
 	}

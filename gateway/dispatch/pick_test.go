@@ -189,7 +189,7 @@ func TestEveryProfilePolicyIsImplemented(t *testing.T) {
 
 // The encode policies other than consistent_hashing: round_robin starts
 // each request at the next encoder and gives its further images the ones
-// after it; an empty set picks nobody (PlanLegs refuses then).
+// after it; an empty set picks nobody (BuildLegs refuses then).
 func TestEncodeCycle(t *testing.T) {
 	t.Parallel()
 	names := []string{"encode-0", "encode-1", "encode-2"}

@@ -2,20 +2,12 @@ package epd
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/jpeg"
-	"image/png"
 	"math"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
-	"time"
 
+	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -31,7 +23,7 @@ func workers(n int) []string {
 func keys(n int) []string {
 	k := make([]string, n)
 	for i := range k {
-		k[i], _ = ItemHash([]byte(fmt.Sprintf("image-%d", i)))
+		k[i], _ = vision.ItemHash([]byte(fmt.Sprintf("image-%d", i)))
 	}
 	return k
 }
@@ -125,72 +117,96 @@ func TestMintItemRooms(t *testing.T) {
 	}
 }
 
-func testItem(pixels int) wire.MultimodalDataItem {
-	p := &vision.Patches{Grid: [3]int{1, 4, 4}, Dim: 3, Pixels: make([]float32, pixels)}
-	for i := range p.Pixels {
-		p.Pixels[i] = float32(i) / 10
+// testImage is a prepared image of pixels values over a 1x4x4 grid, its
+// pads at [3, 7) of the prompt.
+func testImage(pixels int, content string) gen.Image {
+	px := make([]float32, pixels)
+	for i := range px {
+		px[i] = float32(i) / 10
 	}
-	_, id := ItemHash([]byte("img"))
-	return ImageItem(p, id, [2]int{3, 6})
+	h, id := vision.ItemHash([]byte(content))
+	return gen.Image{Hash: h, ID: id, Pixels: px, Dim: pixels / 16, GridTHW: [3]int{1, 4, 4}, Offset: [2]int{3, 7}, PadToken: 1005}
 }
 
-// Pixels go to encode only, the handshake to prefill only, metadata to all.
-func TestPerLegItems(t *testing.T) {
+func testItem(pixels int) wire.MultimodalDataItem { return ImageItem(testImage(pixels, "img")) }
+
+// Every leg of an image request in one pass: each image's encoder on the
+// ring and its own room, the encode request with its pixels (out of band
+// when big) and the client's rid, the prefill's items without pixels but
+// with the handshake naming that encoder and room, the decode's metadata
+// only; the caller's images are untouched.
+func TestBuildLegs(t *testing.T) {
 	t.Parallel()
-	items := []wire.MultimodalDataItem{testItem(48), testItem(48)}
-	encs := []Encoder{{"10.0.0.1", 9001}, {"10.0.0.2", 9002}}
-	rooms := []uint64{11, 1 << 62}
-	reqs, err := BuildEncodeRequests("chat-1", items, encs, rooms)
+	imgs := []gen.Image{testImage(96, "a"), testImage(96, "a"), testImage(48, "b")}
+	imgs[2].Offset = [2]int{8, 12}
+	ring := NewRing([]string{"enc-a", "enc-b", "enc-c"}, 0)
+	addrs := map[string]Encoder{"enc-a": {"10.0.0.1", 9001}, "enc-b": {"10.0.0.2", 9002}, "enc-c": {"10.0.0.3", 9003}}
+	addr := func(w string) (Encoder, bool) { e, ok := addrs[w]; return e, ok }
+	seq := uint64(0)
+	rnd := func() uint64 { seq += 7; return seq }
+	l, err := BuildLegs("chat-1", imgs, ring, addr, 7, rnd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, q := range reqs {
-		if q.RID != EncodeRID("chat-1", i) || *q.RequestID != "chat-1" || *q.BootstrapHost != encs[i].Host ||
-			*q.BootstrapPort != encs[i].Port || *q.BootstrapRoom != rooms[i] || len(q.Items) != 1 || q.Items[0].Feature == nil {
+	if len(l.Encode) != 3 || l.Encode[0].Worker != l.Encode[1].Worker || l.Encode[0].Worker != ring.Pick(imgs[0].Hash) {
+		t.Fatalf("workers %+v", l.Encode)
+	}
+	rooms := map[uint64]bool{7: true}
+	for i, e := range l.Encode {
+		q, enc := e.Request, addrs[e.Worker]
+		if rooms[e.Room] {
+			t.Fatalf("image %d: room %d not distinct", i, e.Room)
+		}
+		rooms[e.Room] = true
+		if q.RID != EncodeRID("chat-1", i) || *q.RequestID != "chat-1" || *q.BootstrapHost != enc.Host ||
+			*q.BootstrapPort != enc.Port || *q.BootstrapRoom != e.Room || len(q.Items) != 1 {
 			t.Fatalf("encode request %d: %+v", i, q)
 		}
-		b, err := wire.EncodeEncodeRequest(q)
-		if err != nil {
-			t.Fatal(err)
+		full := ImageItem(imgs[i])
+		// 96 values (384 bytes) go out of band, 48 (192 bytes) stay inline.
+		if big := len(full.Feature.Data) > InlineLimit; big != (len(e.Aux) == 1) || big != (q.Items[0].Feature.AuxIndex == 1) {
+			t.Fatalf("image %d: %d aux frames, feature %+v", i, len(e.Aux), q.Items[0].Feature)
 		}
-		back, err := wire.DecodeEncodeRequest(b)
-		if err != nil || !bytes.Equal(back.Items[0].Feature.Data, items[i].Feature.Data) {
-			t.Fatalf("round trip: %v", err)
+		back, err := wire.DecodeEncodeRequest(e.Payload)
+		if err != nil || back.RID != q.RID {
+			t.Fatalf("image %d: payload %v", i, err)
+		}
+		data := back.Items[0].Feature.Data
+		if len(e.Aux) == 1 {
+			data = e.Aux[0]
+		}
+		if !bytes.Equal(data, full.Feature.Data) {
+			t.Fatalf("image %d: pixels differ", i)
+		}
+		p, d := l.Prefill.Items[i], l.Decode.Items[i]
+		if p.Feature != nil || p.EncodeHandshake == nil || p.EncodeHandshake.BootstrapRoom != e.Room || p.EncodeHandshake.BootstrapPort != enc.Port ||
+			p.EncodeHandshake.BootstrapHost != enc.Host {
+			t.Fatalf("prefill item %d: %+v", i, p)
+		}
+		if d.Feature != nil || d.EncodeHandshake != nil || d.Offsets[0] != [2]int{imgs[i].Offset[0], imgs[i].Offset[1] - 1} || *d.Hash != imgs[i].ID {
+			t.Fatalf("decode item %d: %+v", i, d)
 		}
 	}
-	pre, err := PrefillItems(items, encs, rooms)
-	if err != nil {
-		t.Fatal(err)
+	if *l.Prefill.ImTokenID != 1005 || *l.Decode.ImTokenID != 1005 {
+		t.Fatal("image pad id not set on the legs")
 	}
-	dec := DecodeItems(items)
-	for i := range items {
-		if pre[i].Feature != nil || pre[i].EncodeHandshake == nil || pre[i].EncodeHandshake.BootstrapRoom != rooms[i] ||
-			pre[i].EncodeHandshake.BootstrapPort != encs[i].Port {
-			t.Fatalf("prefill item %d: %+v", i, pre[i])
-		}
-		if dec[i].Feature != nil || dec[i].EncodeHandshake != nil || dec[i].Offsets[0] != [2]int{3, 6} || *dec[i].Hash != *items[i].Hash {
-			t.Fatalf("decode item %d: %+v", i, dec[i])
-		}
-		if items[i].Feature == nil {
-			t.Fatal("per-leg views changed the caller's item")
-		}
+	if len(imgs[0].Pixels) != 96 {
+		t.Fatal("the caller's image changed")
 	}
-	if _, err := BuildEncodeRequests("r", items, encs[:1], rooms); err == nil {
-		t.Fatal("mismatched lengths accepted")
+	if _, err := BuildLegs("r", imgs, ring, func(string) (Encoder, bool) { return Encoder{}, false }, 7, rnd); err == nil {
+		t.Fatal("unknown encoder address accepted")
 	}
-	if _, err := BuildEncodeRequests("r", dec[:1], encs[:1], rooms[:1]); err == nil {
-		t.Fatal("item without pixels accepted for encode")
+	if _, err := BuildLegs("r", imgs, NewRing(nil, 0), addr, 7, rnd); err == nil {
+		t.Fatal("empty ring accepted")
+	}
+	if l, err := BuildLegs("r", nil, NewRing(nil, 0), addr, 7, rnd); err != nil || len(l.Encode) != 0 || l.Prefill != nil {
+		t.Fatalf("no images: %+v %v", l, err)
 	}
 	big := testItem(96)
 	q := wire.EncodeRequest{Items: []wire.MultimodalDataItem{big}}
 	aux := MoveFeaturesOutOfBand(&q)
 	if len(aux) != 1 || q.Items[0].Feature.AuxIndex != 1 || len(aux[0]) != 96*4 || big.Feature.AuxIndex != 0 || big.Feature.Data == nil {
 		t.Fatalf("out of band: %d frames, item %+v", len(aux), q.Items[0].Feature)
-	}
-	small := testItem(4)
-	q2 := wire.EncodeRequest{Items: []wire.MultimodalDataItem{small}}
-	if aux := MoveFeaturesOutOfBand(&q2); len(aux) != 0 {
-		t.Fatal("a small tensor left the payload")
 	}
 }
 
@@ -215,165 +231,6 @@ func TestImageItem(t *testing.T) {
 	}
 	if g := GridTHWRaw([3]int{1, 300, 70000}); !bytes.HasSuffix(g, []byte{0x01, 0xcd, 0x01, 0x2c, 0xce, 0, 1, 0x11, 0x70}) {
 		t.Fatalf("grid encoding % x", g)
-	}
-}
-
-func TestExpandImagePads(t *testing.T) {
-	t.Parallel()
-	const vs, pad, ve = 100, 101, 102
-	for _, tc := range []struct {
-		name    string
-		ids     []int32
-		counts  []int
-		want    []int32
-		offsets [][2]int
-		err     string
-	}{
-		{"one image", []int32{1, vs, pad, ve, 2}, []int{3}, []int32{1, vs, pad, pad, pad, ve, 2}, [][2]int{{2, 4}}, ""},
-		{"two images", []int32{vs, pad, ve, 7, vs, pad, ve}, []int{2, 1}, []int32{vs, pad, pad, ve, 7, vs, pad, ve}, [][2]int{{1, 2}, {6, 6}}, ""},
-		{"no images", []int32{1, 2}, nil, []int32{1, 2}, [][2]int{}, ""},
-		{"too few anchors", []int32{1, vs, pad, ve}, []int{2, 2}, nil, nil, "1 image anchors for 2 images"},
-		{"zero tokens", []int32{vs, pad, ve}, []int{0}, nil, nil, "at least 1"},
-		{"bare pad is no anchor", []int32{1, pad, 2}, []int{1}, nil, nil, "0 image anchors for 1 images"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pos, err := FindImagePlaceholders(tc.ids, vs, pad, ve, len(tc.counts))
-			var got []int32
-			var offs [][2]int
-			if err == nil {
-				got, offs, err = ExpandImagePads(tc.ids, pos, tc.counts, pad)
-			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err %v, want %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) || fmt.Sprint(offs) != fmt.Sprint(tc.offsets) {
-				t.Fatalf("got %v %v %v, want %v %v", got, offs, err, tc.want, tc.offsets)
-			}
-		})
-	}
-	for _, bad := range []struct {
-		pos    []int
-		counts []int
-	}{{[]int{5}, []int{1}}, {[]int{1, 1}, []int{1, 1}}, {[]int{0}, []int{1}}, {[]int{1}, []int{1, 2}}} {
-		if _, _, err := ExpandImagePads([]int32{9, pad, 9, pad}, bad.pos, bad.counts, pad); !errors.Is(err, ErrPlaceholders) {
-			t.Errorf("%v %v: err %v, want ErrPlaceholders", bad.pos, bad.counts, err)
-		}
-	}
-}
-
-func encodeImage(t *testing.T, format string) []byte {
-	t.Helper()
-	img := image.NewNRGBA(image.Rect(0, 0, 8, 8))
-	for i := range img.Pix {
-		img.Pix[i] = uint8(i)
-	}
-	img.Set(0, 0, color.White)
-	var b bytes.Buffer
-	var err error
-	if format == "png" {
-		err = png.Encode(&b, img)
-	} else {
-		err = jpeg.Encode(&b, img, nil)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
-func dataURL(mime string, b []byte) string {
-	return "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(b)
-}
-
-func TestParseImageURLData(t *testing.T) {
-	t.Parallel()
-	pngB, jpgB := encodeImage(t, "png"), encodeImage(t, "jpeg")
-	webp := append([]byte("RIFF\x10\x00\x00\x00WEBPVP8 "), make([]byte, 8)...)
-	for _, tc := range []struct {
-		name string
-		url  string
-		want []byte
-		err  string
-	}{
-		{"png", dataURL("image/png", pngB), pngB, ""},
-		{"jpeg", dataURL("image/jpeg", jpgB), jpgB, ""},
-		{"jpg alias", dataURL("image/jpg", jpgB), jpgB, ""},
-		{"webp", dataURL("image/webp", webp), webp, ""},
-		{"no mime", "data:;base64," + base64.StdEncoding.EncodeToString(pngB), pngB, ""},
-		{"unpadded", "data:image/png;base64," + base64.RawStdEncoding.EncodeToString(pngB), pngB, ""},
-		{"gif", dataURL("image/gif", []byte("GIF89a")), nil, `media type "image/gif" is not supported`},
-		{"not base64 flag", "data:image/png," + string(pngB[:4]), nil, "not base64"},
-		{"bad base64", "data:image/png;base64,!!!!", nil, "not valid base64"},
-		{"no comma", "data:image/png;base64", nil, "no comma"},
-		{"lying mime", dataURL("image/png", jpgB), nil, "says image/png but the bytes are jpeg"},
-		{"not an image", dataURL("image/png", []byte("hello world")), nil, "not PNG, JPEG or WebP"},
-		{"empty", dataURL("image/png", nil), nil, "empty"},
-		{"ftp", "ftp://x/y.png", nil, `scheme "ftp" is not supported`},
-		{"blank", "", nil, "empty image_url"},
-		{"http disabled", "http://127.0.0.1/x.png", nil, "disabled"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseImageURL(tc.url, Limits{}, false, nil)
-			if tc.err != "" {
-				if !errors.Is(err, vision.ErrBadImage) || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err %v, want ErrBadImage naming %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil || !bytes.Equal(got, tc.want) {
-				t.Fatalf("got %d bytes, %v", len(got), err)
-			}
-		})
-	}
-	if _, err := ParseImageURL(dataURL("image/png", pngB), Limits{MaxBytes: 20}, false, nil); err == nil || !strings.Contains(err.Error(), "over the 20-byte limit") {
-		t.Fatalf("size limit: %v", err)
-	}
-	if !errors.Is(func() error { _, err := ParseImageURL("https://x", Limits{}, false, nil); return err }(), ErrImageURLsDisabled) {
-		t.Fatal("disabled http does not wrap ErrImageURLsDisabled")
-	}
-}
-
-func TestParseImageURLHTTP(t *testing.T) {
-	t.Parallel()
-	pngB := encodeImage(t, "png")
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/ok.png":
-			w.Header().Set("Content-Type", "image/png")
-			_, _ = w.Write(pngB)
-		case "/mislabelled":
-			w.Header().Set("Content-Type", "application/octet-stream")
-			_, _ = w.Write(pngB)
-		case "/big":
-			_, _ = w.Write(bytes.Repeat([]byte{0x89}, 4096))
-		case "/slow":
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(func() { close(release); srv.Close() })
-	lim := Limits{MaxBytes: 1024, Timeout: 200 * time.Millisecond}
-	for _, tc := range []struct{ path, err string }{
-		{"/ok.png", ""}, {"/mislabelled", ""}, {"/missing", "404"}, {"/big", "over the 1024-byte limit"}, {"/slow", "longer than 200ms"},
-	} {
-		got, err := ParseImageURL(srv.URL+tc.path, lim, true, srv.Client())
-		if tc.err == "" {
-			if err != nil || !bytes.Equal(got, pngB) {
-				t.Errorf("%s: %d bytes, %v", tc.path, len(got), err)
-			}
-			continue
-		}
-		if !errors.Is(err, vision.ErrBadImage) || !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("%s: err %v, want %q", tc.path, err, tc.err)
-		}
 	}
 }
 

@@ -1,15 +1,13 @@
 package epd
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 
-	"github.com/tsd-project/tsd/gateway/vision"
+	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -21,14 +19,84 @@ type Encoder struct {
 	Port int
 }
 
-// ItemHash is an image's identity: the hex digest of its raw bytes (the
-// consistent-hashing key for PickEncoder) and the int64 the wire item's
-// hash field carries. SMG uses blake3; tsd uses SHA-256 (in the standard
-// library), which only changes which encoder a given image lands on.
-func ItemHash(raw []byte) (hexDigest string, id int64) {
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:]), int64(binary.BigEndian.Uint64(sum[:8]) >> 1)
+// Legs is what the dispatcher sends for one image request: per image its
+// encode leg, and the multimodal inputs of the prefill and the decode.
+type Legs struct {
+	Encode  []EncodeLeg
+	Prefill *wire.MultimodalInputs // no pixels; each item names its encoder and room
+	Decode  *wire.MultimodalInputs // metadata only
 }
+
+// EncodeLeg is one image's encode request, ready to send to DP rank 0 of
+// Worker: Payload first, then the Aux frames.
+type EncodeLeg struct {
+	Worker  string             // the encode worker (Ring.Pick on the image's hash)
+	Room    uint64             // the embedding's room (MintItemRooms)
+	Request wire.EncodeRequest // its big tensors out of band (MoveFeaturesOutOfBand)
+	Payload []byte             // Request, encoded
+	Aux     [][]byte           // the out-of-band tensor frames
+}
+
+// Picker chooses the encode worker of an image from its content hash: a
+// *Ring (consistent_hashing, the default), or the gateway's round_robin
+// and random encode policies.
+type Picker interface {
+	Pick(hash string) string
+}
+
+// ErrNoEncoder is wrapped when an image has no encode worker to go to
+// (none is ready, or its embedding address is not known yet): a 503, as
+// for a missing prefill or decode.
+var ErrNoEncoder = errors.New("plan encode legs: no encode worker")
+
+// BuildLegs builds every leg of an image request in one pass over its
+// images (docs/protocol.md §9): for each, ring picks a worker on the
+// image's content hash (the consistent-hashing Ring: a repeated image
+// lands where its embedding may be cached), addr says where that worker's embeddings are
+// fetched from (false: not known yet, the worker is not ready), a room of
+// its own is minted (distinct from pdRoom and the others), and the image's
+// one wire item is cut into the three views: with its pixels for the
+// encode request, with the encode_handshake for the prefill, metadata
+// only for the decode. rnd is injected so tests are deterministic.
+func BuildLegs(rid string, images []gen.Image, ring Picker, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
+	n := len(images)
+	if n == 0 {
+		return Legs{}, nil
+	}
+	rooms := MintItemRooms(n, pdRoom, rnd)
+	l := Legs{Encode: make([]EncodeLeg, n)}
+	pre := make([]wire.MultimodalDataItem, n)
+	dec := make([]wire.MultimodalDataItem, n)
+	for i, im := range images {
+		w := ring.Pick(im.Hash)
+		if w == "" {
+			return Legs{}, fmt.Errorf("%w for image %d", ErrNoEncoder, i)
+		}
+		enc, ok := addr(w)
+		if !ok {
+			return Legs{}, fmt.Errorf("%w: encode worker %s has no bootstrap address", ErrNoEncoder, w)
+		}
+		item := ImageItem(im)
+		q := wire.NewEncodeRequest(EncodeRID(rid, i), enc.Host, enc.Port, rooms[i], item)
+		parent := rid
+		q.RequestID = &parent // the client request's rid
+		aux := MoveFeaturesOutOfBand(&q)
+		payload, err := wire.EncodeEncodeRequest(q)
+		if err != nil {
+			return Legs{}, fmt.Errorf("image %d: encode the EncodeRequest: %w", i, err)
+		}
+		l.Encode[i] = EncodeLeg{Worker: w, Room: rooms[i], Request: q, Payload: payload, Aux: aux}
+		pre[i] = item.ForPrefill(wire.EncodeHandshakeInfo{BootstrapHost: enc.Host, BootstrapPort: enc.Port, BootstrapRoom: rooms[i]})
+		dec[i] = item.ForDecode()
+	}
+	pad := int(images[0].PadToken)
+	l.Prefill, l.Decode = Inputs(pre, pad), Inputs(dec, pad)
+	return l, nil
+}
+
+// EncodeRID is the rid of item i's encode request (unique on the encode
+// engine).
+func EncodeRID(rid string, i int) string { return rid + "-enc-" + strconv.Itoa(i) }
 
 // PadValue is the item's pad_value: its hash folded below 2^30, as the
 // engines derive it (SGLang's `hash % (1 << 30)`).
@@ -55,25 +123,26 @@ func MintItemRooms(n int, avoid uint64, rnd func() uint64) []uint64 {
 	return rooms
 }
 
-// ImageItem is the full wire item for one preprocessed image: pixels as a
+// ImageItem is the full wire item for one prepared image: pixels as a
 // float32 tensor [patches, dim] (inline; MoveFeaturesOutOfBand moves big
-// ones to aux frames), hash, pad_value, the pad span in the expanded prompt
-// (offset, wire form [start, end] inclusive) and image_grid_thw in
-// model_specific_data.
-func ImageItem(p *vision.Patches, id int64, offset [2]int) wire.MultimodalDataItem {
-	rows := p.Grid[0] * p.Grid[1] * p.Grid[2]
-	data := make([]byte, 4*len(p.Pixels))
-	for i, v := range p.Pixels {
+// ones to aux frames), hash, pad_value, the pad span in the expanded
+// prompt (offset, wire form [start, end] inclusive; gen's is half-open)
+// and image_grid_thw in model_specific_data.
+func ImageItem(im gen.Image) wire.MultimodalDataItem {
+	rows := im.GridTHW[0] * im.GridTHW[1] * im.GridTHW[2]
+	data := make([]byte, 4*len(im.Pixels))
+	for i, v := range im.Pixels {
 		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 	}
+	id := im.ID
 	pad := PadValue(id)
 	return wire.MultimodalDataItem{
 		Modality:          wire.ModalityImage,
 		Hash:              &id,
 		PadValue:          &pad,
-		Offsets:           [][2]int{offset},
-		Feature:           &wire.Tensor{Dtype: "float32", Shape: []int{rows, p.Dim}, Data: data},
-		ModelSpecificData: GridTHWRaw(p.Grid),
+		Offsets:           [][2]int{{im.Offset[0], im.Offset[1] - 1}},
+		Feature:           &wire.Tensor{Dtype: "float32", Shape: []int{rows, im.Dim}, Data: data},
+		ModelSpecificData: GridTHWRaw(im.GridTHW),
 	}
 }
 
@@ -99,54 +168,6 @@ func appendUint(b []byte, v uint64) []byte {
 		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
 	}
 	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
-}
-
-// BuildEncodeRequests is one EncodeRequest per item for the encode legs:
-// rid "<rid>-enc-<i>" (unique on the encode engine), request_id = the
-// client request's rid, the chosen encoder's own bootstrap host/port, the
-// item's room, and the item with its pixels.
-func BuildEncodeRequests(rid string, items []wire.MultimodalDataItem, encoders []Encoder, rooms []uint64) ([]wire.EncodeRequest, error) {
-	if len(encoders) != len(items) || len(rooms) != len(items) {
-		return nil, fmt.Errorf("build encode requests: %d items, %d encoders, %d rooms", len(items), len(encoders), len(rooms))
-	}
-	out := make([]wire.EncodeRequest, len(items))
-	for i, it := range items {
-		if it.Feature == nil {
-			return nil, fmt.Errorf("build encode requests: item %d has no pixels", i)
-		}
-		encRID := EncodeRID(rid, i)
-		q := wire.NewEncodeRequest(encRID, encoders[i].Host, encoders[i].Port, rooms[i], it)
-		parent := rid
-		q.RequestID = &parent
-		out[i] = q
-	}
-	return out, nil
-}
-
-// EncodeRID is the rid of item i's encode request.
-func EncodeRID(rid string, i int) string { return rid + "-enc-" + strconv.Itoa(i) }
-
-// PrefillItems are the items as the prefill leg carries them: no pixels,
-// each with encode_handshake naming its encoder and room.
-func PrefillItems(items []wire.MultimodalDataItem, encoders []Encoder, rooms []uint64) ([]wire.MultimodalDataItem, error) {
-	if len(encoders) != len(items) || len(rooms) != len(items) {
-		return nil, fmt.Errorf("prefill items: %d items, %d encoders, %d rooms", len(items), len(encoders), len(rooms))
-	}
-	out := make([]wire.MultimodalDataItem, len(items))
-	for i, it := range items {
-		out[i] = it.ForPrefill(wire.EncodeHandshakeInfo{BootstrapHost: encoders[i].Host, BootstrapPort: encoders[i].Port, BootstrapRoom: rooms[i]})
-	}
-	return out, nil
-}
-
-// DecodeItems are the items as the decode leg carries them: metadata only
-// (it needs the spans for placeholder padding and M-RoPE).
-func DecodeItems(items []wire.MultimodalDataItem) []wire.MultimodalDataItem {
-	out := make([]wire.MultimodalDataItem, len(items))
-	for i, it := range items {
-		out[i] = it.ForDecode()
-	}
-	return out
 }
 
 // Inputs wraps per-leg items as request field 22, with the image pad id.
@@ -177,64 +198,4 @@ func MoveFeaturesOutOfBand(q *wire.EncodeRequest) [][]byte {
 	}
 	q.Items = items
 	return aux
-}
-
-// ErrPlaceholders means the rendered prompt's image anchors do not match
-// the request's images (SMG: multimodal_prompt_contract_mismatch): a 400.
-var ErrPlaceholders = errors.New("image placeholders do not match the images")
-
-// FindImagePlaceholders returns the positions of the image anchors a
-// Qwen-VL chat template renders, `<|vision_start|><|image_pad|><|vision_end|>`:
-// every padID directly between start and end. want is the number of images;
-// a different count is ErrPlaceholders.
-func FindImagePlaceholders(ids []int32, startID, padID, endID int32, want int) ([]int, error) {
-	var pos []int
-	for i := 1; i+1 < len(ids); i++ {
-		if ids[i] == padID && ids[i-1] == startID && ids[i+1] == endID {
-			pos = append(pos, i)
-		}
-	}
-	if len(pos) != want {
-		return nil, fmt.Errorf("%w: the prompt has %d image anchors for %d images", ErrPlaceholders, len(pos), want)
-	}
-	return pos, nil
-}
-
-// ExpandImagePads replaces the single pad token at each placeholder
-// position with counts[i] copies of padID (the image's embedding length,
-// vision.Patches.NumTokens) and returns the new ids and each image's span
-// in wire form: [start, end] with end inclusive (SGLang's offsets).
-// Positions must be increasing and hold padID.
-func ExpandImagePads(ids []int32, placeholders []int, counts []int, padID int32) ([]int32, [][2]int, error) {
-	if len(placeholders) != len(counts) {
-		return nil, nil, fmt.Errorf("%w: %d placeholders for %d images", ErrPlaceholders, len(placeholders), len(counts))
-	}
-	extra := 0
-	for i, p := range placeholders {
-		switch {
-		case p < 0 || p >= len(ids):
-			return nil, nil, fmt.Errorf("%w: placeholder %d at %d is outside the prompt of %d tokens", ErrPlaceholders, i, p, len(ids))
-		case i > 0 && p <= placeholders[i-1]:
-			return nil, nil, fmt.Errorf("%w: placeholder positions not increasing", ErrPlaceholders)
-		case ids[p] != padID:
-			return nil, nil, fmt.Errorf("%w: token %d at placeholder %d is not the image pad %d", ErrPlaceholders, ids[p], p, padID)
-		case counts[i] < 1:
-			return nil, nil, fmt.Errorf("image %d needs %d pad tokens, want at least 1", i, counts[i])
-		}
-		extra += counts[i] - 1
-	}
-	out := make([]int32, 0, len(ids)+extra)
-	offsets := make([][2]int, len(placeholders))
-	prev := 0
-	for i, p := range placeholders {
-		out = append(out, ids[prev:p]...)
-		start := len(out)
-		for k := 0; k < counts[i]; k++ {
-			out = append(out, padID)
-		}
-		offsets[i] = [2]int{start, len(out) - 1}
-		prev = p + 1
-	}
-	out = append(out, ids[prev:]...)
-	return out, offsets, nil
 }

@@ -24,6 +24,28 @@ import (
 // than max_model_len × this cannot hold a prompt that fits.
 const MaxBytesPerToken = 32
 
+// CheckContext is the context-length admission rule every front end and
+// the dispatch apply: a prompt of prompt tokens must leave room for at
+// least one output token, and prompt + maxTokens (when set) must fit
+// maxModelLen (0: unknown, admitted). The 400 names both numbers and the
+// client's fields (promptParam, maxParam), before any engine sees the
+// request (an engine abort is a 5xx, which clients retry).
+func CheckContext(prompt int, maxTokens *int, maxModelLen int, promptParam, maxParam string) *Error {
+	if maxModelLen <= 0 {
+		return nil
+	}
+	if prompt >= maxModelLen {
+		return Errorf(http.StatusBadRequest, "context_length_exceeded", promptParam,
+			"the prompt has %d tokens; the engines' context length (max_model_len) is %d tokens", prompt, maxModelLen)
+	}
+	if maxTokens != nil && prompt+*maxTokens > maxModelLen {
+		return Errorf(http.StatusBadRequest, "context_length_exceeded", promptParam,
+			"the prompt has %d tokens and %s asks for %d more: %d in all, over the engines' context length (max_model_len) of %d tokens",
+			prompt, maxParam, *maxTokens, prompt+*maxTokens, maxModelLen)
+	}
+	return nil
+}
+
 // BodyLimits bounds request bodies. Set the fields before use; the
 // in-flight count is its own (atomic) state.
 type BodyLimits struct {

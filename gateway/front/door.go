@@ -358,6 +358,26 @@ func Dispatch(wrap func(http.Handler) http.Handler, muxes ...Mounted) http.Handl
 	})
 }
 
+// Serve is what an HTTP server runs behind the door: fixed's routes (each
+// wrapped by the caller, with its own Route), then each mounted front
+// end's mux, wrapped whole (its generation routes admitted by
+// GeneratePath), then a 404 or 405 in the one error shape. fixed may be
+// nil (a front end served alone, as its tests do).
+func (d *Door) Serve(fixed *http.ServeMux, mounted ...*http.ServeMux) http.Handler {
+	var muxes []Mounted
+	if fixed != nil {
+		muxes = append(muxes, Mounted{Mux: fixed})
+	}
+	for _, m := range mounted {
+		if m != nil {
+			muxes = append(muxes, Mounted{Mux: m, Handler: d.Wrap(Route{Admit: GeneratePath}, m)})
+		}
+	}
+	return Dispatch(func(h http.Handler) http.Handler {
+		return d.Wrap(Route{Label: "unmatched", Public: true}, h)
+	}, muxes...)
+}
+
 // JSONErrors answers what mux itself refuses — an unknown route (404), a
 // known path with the wrong method (405, Allow kept) — in the one error
 // shape instead of net/http's plain text.

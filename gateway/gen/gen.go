@@ -10,21 +10,24 @@ import (
 	"errors"
 )
 
-// Sampling is what a front end asks of the engine, in API terms (the
-// dispatcher normalises it for the wire, docs/protocol.md §5.3).
+// Sampling is what a front end asks of the engine, in API terms. A field
+// whose engine default is not its zero value is optional: nil means the
+// engine's default (docs/protocol.md §5.3), so a front end copies only
+// what its client sent and nobody patches "unset" afterwards. Wire is the
+// one conversion to the lane's form.
 type Sampling struct {
-	MaxNewTokens      *int    // nil: engine maximum
-	MinNewTokens      int     //
-	Temperature       float64 // default 1.0
-	TopP              float64 // default 1.0
-	TopK              int     // -1 = all
-	MinP              float64
-	FrequencyPenalty  float64
-	PresencePenalty   float64
-	RepetitionPenalty float64 // default 1.0
+	MaxNewTokens      *int     // nil: the engine's maximum
+	MinNewTokens      int      //
+	Temperature       *float64 // nil: 1
+	TopP              *float64 // nil: 1
+	TopK              *int     // nil, -1 or 0 (vLLM's "no limit"): all
+	MinP              float64  //
+	FrequencyPenalty  float64  //
+	PresencePenalty   float64  //
+	RepetitionPenalty *float64 // nil: 1
 	StopTokenIDs      []int32
 	IgnoreEOS         bool
-	Seed              *int64
+	Seed              *int64 // nil: the engine seeds from the rid
 
 	// At most one constraint (docs/protocol.md §5.3): the engine's grammar
 	// backend holds the output to it (tool_choice, response_format, and
@@ -34,17 +37,12 @@ type Sampling struct {
 	EBNF       *string
 }
 
-// DefaultSampling returns the engine defaults.
-func DefaultSampling() Sampling {
-	return Sampling{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
-}
-
 // Image is one image item already preprocessed for the model (EPD): the
 // front end decodes, preprocesses and expands the prompt's pad tokens; the
 // dispatcher routes it to an encoder and builds the per-leg wire items.
 type Image struct {
 	Hash     string    // hex content hash: consistent-hashing key for the encoder choice
-	ID       int64     // the wire item's hash (epd.ItemHash)
+	ID       int64     // the wire item's hash (vision.ItemHash)
 	Pixels   []float32 // patchified, normalised pixel values: GridTHW product rows of Dim
 	Dim      int       // values per patch row
 	GridTHW  [3]int    // temporal, height, width patch grid
@@ -129,9 +127,25 @@ func CheckTopLogprobs(r Request, ev Event) error {
 }
 
 // Engine generates. Cancelling ctx aborts the generation on every leg it
-// touches; the channel is closed after the last event.
+// touches; the channel is closed after the last event. It states all a
+// front end relies on: front ends never probe an engine for more.
 type Engine interface {
 	Generate(ctx context.Context, r Request) (<-chan Event, error)
 	// Ready reports whether at least one prefill and one decode rank are registered.
 	Ready() bool
+	// Queues reports whether Generate waits for a routable worker instead
+	// of refusing at once: a front end then skips its own fail-fast
+	// readiness check (gateway.queue_timeout).
+	Queues() bool
+	// MaxModelLen is the engines' context length in tokens, 0 while no
+	// engine has reported one: front ends refuse a prompt that cannot fit
+	// before they tokenize or dispatch it.
+	MaxModelLen() int
+	// ImageSupport says why image requests cannot be routed (nil: they
+	// can), so a front end refuses images before fetching or decoding any.
+	ImageSupport() error
+	// ReportPanic records a panic a front end's own goroutine recovered
+	// (logged with its stack, counted, shown as an event), as the
+	// engine's boundaries do for theirs.
+	ReportPanic(where string, v any, stack []byte)
 }

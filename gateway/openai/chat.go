@@ -284,34 +284,41 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	type choice struct {
-		Index        int     `json:"index"`
-		Message      message `json:"message"`
-		Logprobs     any     `json:"logprobs"`
-		FinishReason string  `json:"finish_reason"`
-		MatchedStop  any     `json:"matched_stop"`
-	}
-	resp := struct {
-		ID      string   `json:"id"`
-		Object  string   `json:"object"`
-		Created int64    `json:"created"`
-		Model   string   `json:"model"`
-		Choices []choice `json:"choices"`
-		Usage   usage    `json:"usage"`
-	}{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
+	resp := ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
 	for i, st := range states {
 		m, finish, aerr := ag.parseWhole(st.text, st.finish)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
-		c := choice{Index: i, Message: m, FinishReason: finish, MatchedStop: st.matched}
+		c := ChatChoice{Index: i, Message: m, FinishReason: finish, MatchedStop: st.matched}
 		if p.logprobs {
 			c.Logprobs = s.chatLogprobs(st.logprobs, p.topLogprobs)
 		}
 		resp.Choices = append(resp.Choices, c)
 	}
 	writeJSON(w, resp)
+}
+
+// ChatCompletion is a non-streaming chat reply (OpenAI's chat.completion
+// object): what the chat route writes, and the one shape a client of the
+// gateway reads it with.
+type ChatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   Usage        `json:"usage"`
+}
+
+// ChatChoice is one of a ChatCompletion's n choices.
+type ChatChoice struct {
+	Index        int     `json:"index"`
+	Message      Message `json:"message"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason string  `json:"finish_reason"`
+	MatchedStop  any     `json:"matched_stop"`
 }
 
 type chatLP struct {
@@ -369,7 +376,7 @@ type chatChunk struct {
 	Created int64         `json:"created"`
 	Model   string        `json:"model"`
 	Choices []chunkChoice `json:"choices"`
-	Usage   *usage        `json:"usage,omitempty"`
+	Usage   *Usage        `json:"usage,omitempty"`
 }
 
 func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, pieces <-chan piece) {
@@ -380,7 +387,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 	}
 	roleSent := make([]bool, p.n)
 	replies := make([]*replyParser, p.n) // tools.go; nil: content as generated
-	var u usage
+	var u Usage
 	var ps prompts
 	failed := false
 	for pc := range pieces {

@@ -25,7 +25,7 @@ func TestOfficialNodeClient(t *testing.T) {
 	dir := openaiClientDir(t)
 	tk := demoTokenizer(t)
 	eng := newFake(tk, reply)
-	srv := newTestServer(t, eng, Options{Model: "demo", APIKey: "test-key"})
+	srv := serveEngine(t, eng, tk, Options{Model: "demo"}, "test-key")
 	script, _ := filepath.Abs("testdata/client.mjs")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -128,7 +128,7 @@ type completionResponse struct {
 	Created int64              `json:"created"`
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage,omitempty"`
+	Usage   *Usage             `json:"usage,omitempty"`
 }
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
@@ -232,7 +232,7 @@ func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelF
 	}
 	started := make([]bool, total)
 	offsets := make([]int, total)
-	var u usage
+	var u Usage
 	var ps prompts
 	failed := false
 	for pc := range pieces {

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
@@ -33,6 +35,7 @@ type fakeEngine struct {
 
 	mu      sync.Mutex
 	reqs    []gen.Request
+	panics  []string    // where each reported panic was recovered
 	aborted chan string // rids cancelled before they finished
 }
 
@@ -41,6 +44,17 @@ func newFake(tok *tokenizer.Tokenizer, reply string) *fakeEngine {
 }
 
 func (f *fakeEngine) Ready() bool { return !f.notReady }
+
+// The rest of gen.Engine: no queueing (not ready is a 503 at once), no
+// context length known, images routable, panics kept for the test.
+func (f *fakeEngine) Queues() bool        { return false }
+func (f *fakeEngine) MaxModelLen() int    { return 0 }
+func (f *fakeEngine) ImageSupport() error { return nil }
+func (f *fakeEngine) ReportPanic(where string, _ any, _ []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.panics = append(f.panics, where)
+}
 
 func (f *fakeEngine) requests() []gen.Request {
 	f.mu.Lock()
@@ -147,9 +161,41 @@ func demoTokenizer(t testing.TB) *tokenizer.Tokenizer {
 
 func newTestServer(t testing.TB, eng *fakeEngine, opts Options) *httptest.Server {
 	t.Helper()
+	return serveEngine(t, eng, eng.tok, opts, "")
+}
+
+// serveEngine serves a Server over e behind the gateway's front door, as
+// production does (see behindDoor); key "" is no API key.
+func serveEngine(t testing.TB, e gen.Engine, tok *tokenizer.Tokenizer, opts Options, key string) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
-	New(eng, eng.tok, opts).Register(mux)
-	srv := httptest.NewServer(mux)
+	New(e, tok, opts).Register(mux)
+	srv := httptest.NewServer(behindDoor(e, key, mux))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// behindDoor is mux behind the front door (gateway/front) configured as
+// the gateway configures it: the API key when key is set, its body
+// limits, request ids, the panic boundary reporting to e. Bodies are not
+// bounded by max_model_len here (as in epd mode, where images ride in
+// them), so the tests reach this package's own prompt-length checks.
+func behindDoor(e gen.Engine, key string, mux *http.ServeMux) http.Handler {
+	return front.New(front.Config{
+		APIKey:  key,
+		Body:    &front.BodyLimits{Max: 32 << 20, ReadTimeout: 30 * time.Second, Budget: 256 << 20},
+		OnPanic: e.ReportPanic,
+	}).Serve(nil, mux)
+}
+
+// noPanics fails the test when eng reported a recovered panic: the door
+// and the runners answer a panic with a well-formed 500, which a fuzz
+// check on the answer's shape alone would take for success.
+func noPanics(t *testing.T, eng *fakeEngine) {
+	t.Helper()
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if len(eng.panics) > 0 {
+		t.Fatalf("recovered panics in %v", eng.panics)
+	}
 }

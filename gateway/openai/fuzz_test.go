@@ -11,7 +11,8 @@ import (
 
 var (
 	fuzzOnce sync.Once
-	fuzzMux  *http.ServeMux
+	fuzzMux  http.Handler
+	fuzzEng  *fakeEngine
 )
 
 // Any request body gets a well-formed answer: a JSON object (error or
@@ -19,9 +20,10 @@ var (
 func FuzzRequests(f *testing.F) {
 	fuzzOnce.Do(func() {
 		tk := demoTokenizer(f)
-		eng := newFake(tk, "Hi there. STOP")
-		fuzzMux = http.NewServeMux()
-		New(eng, tk, Options{}).Register(fuzzMux)
+		fuzzEng = newFake(tk, "Hi there. STOP")
+		mux := http.NewServeMux()
+		New(fuzzEng, tk, Options{}).Register(mux)
+		fuzzMux = behindDoor(fuzzEng, "", mux)
 	})
 	for _, s := range []string{
 		`{"messages":[{"role":"user","content":"x"}]}`,
@@ -50,6 +52,7 @@ func FuzzRequests(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		fuzzMux.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		noPanics(t, fuzzEng)
 		out := rec.Body.String()
 		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
 			if path == "/v1/responses" {

@@ -6,63 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
-	"sync"
 
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
 )
-
-// Vision enables image content parts in chat (EPD): the model's
-// preprocessor and vision tokens, and the limits on what clients send.
-type Vision struct {
-	Config vision.Config
-	Tokens epd.VisionTokens
-	// Decode bounds decoding (zero: vision.DefaultLimits).
-	Decode vision.Limits
-	// URL bounds image_url intake: bytes, and the http(s) fetch time.
-	URL epd.Limits
-	// AllowHTTP fetches http(s) image URLs; off, only data: URLs are taken.
-	AllowHTTP bool
-	// URLAllow lists hosts, IPs and CIDR prefixes that image URLs may
-	// reach although loopback, private, link-local, CGNAT, multicast,
-	// unspecified or metadata addresses are refused (gateway.image_url_allow).
-	URLAllow []string
-	// Client fetches http(s) images; nil: a proxy-less client that
-	// refuses non-public destinations at connect time (imagefetch.go).
-	Client *http.Client
-
-	clientOnce sync.Once
-	guarded    *http.Client
-}
-
-// LoadVision reads a model directory's preprocessor_config.json and
-// vision token ids. A directory without preprocessor_config.json is a
-// text-only model: nil, nil.
-func LoadVision(modelDir string) (*Vision, error) {
-	if _, err := os.Stat(filepath.Join(modelDir, "preprocessor_config.json")); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	cfg, err := vision.LoadConfig(modelDir)
-	if err != nil {
-		return nil, fmt.Errorf("load vision preprocessor: %w", err)
-	}
-	vt, err := epd.LoadVisionTokens(modelDir)
-	if err != nil {
-		return nil, fmt.Errorf("load vision tokens: %w", err)
-	}
-	return &Vision{Config: cfg, Tokens: vt, Decode: vision.DefaultLimits}, nil
-}
-
-// imageEngine is an engine that can say up front whether it routes images
-// (the gateway: only with an encode role in epd mode).
-type imageEngine interface {
-	ImageSupport() error
-}
 
 func isImagePart(t string) bool {
 	return t == "image_url" || t == "input_image" || t == "image"
@@ -152,17 +100,16 @@ func (s *Server) checkImageSupport() *apiError {
 	if s.opts.Vision == nil {
 		return errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "this model takes no images (its directory has no preprocessor_config.json)")
 	}
-	if ie, ok := s.engine.(imageEngine); ok {
-		if err := ie.ImageSupport(); err != nil {
-			return engineError(err, http.StatusBadRequest, "multimodal_not_supported", "")
-		}
+	if err := s.engine.ImageSupport(); err != nil {
+		return engineError(err, http.StatusBadRequest, "multimodal_not_supported", "")
 	}
 	return nil
 }
 
-// prepareImages fetches or decodes each image, preprocesses it for the
-// model and expands the prompt's anchors; every problem with an image is a
-// 400 naming it, and nothing reaches an engine.
+// prepareImages hands the images to the model's intake (gateway/vision:
+// fetch or decode, preprocess, expand the prompt's anchors); every
+// problem with an image is a 400 naming it, and nothing reaches an
+// engine.
 func (s *Server) prepareImages(ctx context.Context, ids []int32, urls []string) ([]int32, []gen.Image, *apiError) {
 	if len(urls) == 0 {
 		return ids, nil, nil
@@ -170,30 +117,9 @@ func (s *Server) prepareImages(ctx context.Context, ids []int32, urls []string) 
 	if e := s.checkImageSupport(); e != nil {
 		return nil, nil, e
 	}
-	v := s.opts.Vision
-	raws := make([][]byte, len(urls))
-	for k, u := range urls {
-		remote := v.AllowHTTP && isRemoteURL(u)
-		var client *http.Client
-		if remote {
-			client = v.fetchClient()
-		}
-		b, err := epd.ParseImageURLContext(ctx, u, v.URL, v.AllowHTTP, client)
-		if err != nil {
-			if remote {
-				return nil, nil, errorf(http.StatusBadRequest, "invalid_image", "messages", imageFetchError(k))
-			}
-			return nil, nil, errorf(http.StatusBadRequest, "invalid_image", "messages", fmt.Sprintf("image %d: %v", k, err))
-		}
-		raws[k] = b
-	}
-	lim := v.Decode
-	if lim == (vision.Limits{}) {
-		lim = vision.DefaultLimits
-	}
-	out, imgs, err := epd.PrepareGen(ids, raws, v.Config, v.Tokens, lim)
+	out, imgs, err := s.opts.Vision.Images(ctx, ids, urls)
 	switch {
-	case errors.Is(err, epd.ErrPlaceholders):
+	case errors.Is(err, vision.ErrPlaceholders):
 		return nil, nil, errorf(http.StatusBadRequest, "multimodal_prompt_contract_mismatch", "messages", err.Error())
 	case errors.Is(err, vision.ErrBadImage):
 		return nil, nil, errorf(http.StatusBadRequest, "invalid_image", "messages", err.Error())

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 )
 
 const demoVLDir = "../vision/testdata/demo-vl"
@@ -78,27 +78,23 @@ func (f imgFake) ImageSupport() error { return f.support }
 
 func vlServer(t *testing.T, support error, allowHTTP bool) (*fakeEngine, string) {
 	t.Helper()
-	return vlServerWith(t, support, func(v *Vision) { v.AllowHTTP = allowHTTP })
+	return vlServerWith(t, support, func(v *vision.Intake) { v.AllowHTTP = allowHTTP })
 }
 
-func vlServerWith(t *testing.T, support error, set func(*Vision)) (*fakeEngine, string) {
+func vlServerWith(t *testing.T, support error, set func(*vision.Intake)) (*fakeEngine, string) {
 	t.Helper()
 	tk, err := tokenizer.Load(demoVLDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := LoadVision(demoVLDir)
+	v, err := vision.Load(demoVLDir)
 	if err != nil || v == nil {
 		t.Fatalf("vision %v %v", v, err)
 	}
-	v.URL = epd.Limits{Timeout: 2 * time.Second}
+	v.URL = vision.URLLimits{Timeout: 2 * time.Second}
 	set(v)
 	eng := newFake(tk, "A picture.")
-	mux := http.NewServeMux()
-	New(imgFake{eng, support}, tk, Options{Vision: v}).Register(mux)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return eng, srv.URL
+	return eng, serveEngine(t, imgFake{eng, support}, tk, Options{Vision: v}, "").URL
 }
 
 // An image part becomes one anchor expanded to the image's pad tokens and
@@ -177,7 +173,7 @@ func TestChatImagesRefused(t *testing.T) {
 	if len(eng.requests()) != 0 {
 		t.Fatal("engine got the request")
 	}
-	if v, err := LoadVision("../tokenizer/testdata/demo"); v != nil || err != nil {
+	if v, err := vision.Load("../tokenizer/testdata/demo"); v != nil || err != nil {
 		t.Fatalf("text-only model dir: %v %v", v, err)
 	}
 	if !strings.Contains(string(body), "encode") {
@@ -187,7 +183,8 @@ func TestChatImagesRefused(t *testing.T) {
 
 var (
 	fuzzVLOnce sync.Once
-	fuzzVLMux  *http.ServeMux
+	fuzzVLMux  http.Handler
+	fuzzVLEng  *fakeEngine
 )
 
 // Chat bodies with image parts on a vision model always get a JSON object
@@ -198,12 +195,14 @@ func FuzzImageChat(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		v, err := LoadVision(demoVLDir)
+		v, err := vision.Load(demoVLDir)
 		if err != nil {
 			f.Fatal(err)
 		}
-		fuzzVLMux = http.NewServeMux()
-		New(newFake(tk, "ok"), tk, Options{Vision: v}).Register(fuzzVLMux)
+		fuzzVLEng = newFake(tk, "ok")
+		mux := http.NewServeMux()
+		New(fuzzVLEng, tk, Options{Vision: v}).Register(mux)
+		fuzzVLMux = behindDoor(fuzzVLEng, "", mux)
 	})
 	small := dataURL("image/png", pngBytes(f, 8, 8))
 	for _, s := range []string{
@@ -218,6 +217,7 @@ func FuzzImageChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
 		fuzzVLMux.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body)))
+		noPanics(t, fuzzVLEng)
 		out := rec.Body.String()
 		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
 			if !strings.HasSuffix(out, "data: [DONE]\n\n") {

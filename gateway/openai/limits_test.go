@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -20,10 +18,7 @@ func TestPromptTextCheckedBeforeTokenizing(t *testing.T) {
 	t.Parallel()
 	tk := demoTokenizer(t)
 	eng := newFake(tk, "ok")
-	mux := http.NewServeMux()
-	New(shortContext{eng}, tk, Options{}).Register(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := serveEngine(t, shortContext{eng}, tk, Options{}, "")
 	long := strings.Repeat("a", 16*32+1)
 	for path, body := range map[string]string{
 		"/v1/completions":      `{"prompt":"` + long + `","max_tokens":1}`,

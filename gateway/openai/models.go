@@ -9,10 +9,10 @@ import (
 // GET /v1/models/{id} and the Responses API (responses.go).
 func (s *Server) registerAgentRoutes(mux *http.ServeMux) {
 	// {id...}: model ids hold slashes (Qwen/Qwen3-8B).
-	mux.Handle("GET /v1/models/{id...}", s.guard(s.modelByID, false))
-	mux.Handle("POST /v1/responses", s.guard(s.createResponse, true))
-	mux.Handle("GET /v1/responses/{id}", s.guard(s.getResponse, false))
-	mux.Handle("DELETE /v1/responses/{id}", s.guard(s.deleteResponse, false))
+	mux.HandleFunc("GET /v1/models/{id...}", s.modelByID)
+	mux.Handle("POST /v1/responses", s.generation(s.createResponse))
+	mux.HandleFunc("GET /v1/responses/{id}", s.getResponse)
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.deleteResponse)
 }
 
 // modelByID answers OpenAI's model retrieval: the served model, or 404

@@ -90,7 +90,7 @@ type chatResp struct {
 		FinishReason string `json:"finish_reason"`
 		MatchedStop  any    `json:"matched_stop"`
 	} `json:"choices"`
-	Usage usage `json:"usage"`
+	Usage Usage `json:"usage"`
 }
 
 // Non-streaming chat renders the template, counts usage and reports EOS as stop.
@@ -118,7 +118,7 @@ func TestChatNonStreaming(t *testing.T) {
 		t.Fatalf("engine got %v, want %v", reqs[0].InputIDs, want)
 	}
 	sp := reqs[0].Sampling
-	if sp.Temperature != 0.5 || sp.TopK != 5 || sp.Seed == nil || *sp.Seed != 7 || !reqs[0].ReturnLogprob {
+	if sp.Temperature == nil || *sp.Temperature != 0.5 || sp.TopK == nil || *sp.TopK != 5 || sp.Seed == nil || *sp.Seed != 7 || !reqs[0].ReturnLogprob {
 		t.Fatalf("sampling %+v", sp)
 	}
 	toks, _ := tk.Encode("Hello! How are you today?", false)
@@ -375,12 +375,13 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// Bearer auth from an env var; engine-not-ready and start failures map to 503.
+// Bearer auth at the front door (the key comes from gateway.api_key_env,
+// gateway/auth_test.go); engine-not-ready and start failures map to 503.
 func TestAuthAndAvailability(t *testing.T) {
-	t.Setenv("TSD_TEST_OPENAI_KEY", "sekret")
+	t.Parallel()
 	tk := demoTokenizer(t)
 	eng := newFake(tk, "ok")
-	srv := newTestServer(t, eng, Options{APIKeyEnv: "TSD_TEST_OPENAI_KEY"})
+	srv := serveEngine(t, eng, tk, Options{}, "sekret")
 	body := `{"prompt":"x"}`
 	resp, b := post(t, srv.URL+"/v1/completions", body)
 	wantError(t, resp, b, 401, "API key")

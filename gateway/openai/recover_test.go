@@ -46,14 +46,16 @@ func (p *panicky) ReportPanic(where string, v any, _ []byte) {
 
 // A panic in a runner goroutine (the engine's Generate) or in a handler
 // fails that request with a 500 in OpenAI's error shape, is reported to
-// the engine, and the next request is served.
+// the engine, and the next request is served. A runner is this package's
+// own goroutine, so it recovers there; a handler's panic is the front
+// door's to catch, as in production (gateway/front).
 func TestPanicsFailOneRequest(t *testing.T) {
 	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		eng := &panicky{fakeEngine: newFake(demoTokenizer(t), "hello there"), readyPanics: !stream}
 		mux := http.NewServeMux()
 		New(eng, eng.tok, Options{}).Register(mux)
-		srv := httptest.NewServer(mux)
+		srv := httptest.NewServer(behindDoor(eng, "", mux))
 		body := `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":4,"stream":` + map[bool]string{false: "false", true: "true"}[stream] + `}`
 		want := []string{"openai runner"}
 		if !stream {
@@ -62,7 +64,7 @@ func TestPanicsFailOneRequest(t *testing.T) {
 			if resp.StatusCode != 500 || !strings.Contains(string(b), `"code":"internal_error"`) || !strings.Contains(string(b), "injected handler panic") {
 				t.Fatalf("handler panic: %d %s", resp.StatusCode, b)
 			}
-			want = []string{"openai POST /v1/chat/completions", "openai runner"}
+			want = []string{"http POST /v1/chat/completions", "openai runner"}
 		}
 		resp, b := post(t, srv.URL+"/v1/chat/completions", body)
 		if resp.StatusCode != 500 || !strings.Contains(string(b), `"code":"internal_error"`) || !strings.Contains(string(b), "injected dispatch panic") {

@@ -80,7 +80,7 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 	if s.opts.Model != "" && c.Model != "" && c.Model != s.opts.Model {
 		return nil, errorf(http.StatusNotFound, "model_not_found", "model", fmt.Sprintf("No worker available for model '%s'", c.Model))
 	}
-	p := &plan{model: c.Model, n: 1, stream: c.Stream, skipSpecial: true, sampling: gen.DefaultSampling()}
+	p := &plan{model: c.Model, n: 1, stream: c.Stream, skipSpecial: true}
 	if p.model == "" {
 		p.model = s.opts.Model
 	}
@@ -112,25 +112,17 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 		sp.MaxNewTokens = &v
 	}
 	sp.MinNewTokens = c.MinTokens
+	sp.Temperature, sp.TopP, sp.TopK, sp.RepetitionPenalty = c.Temperature, c.TopP, c.TopK, c.RepetitionPenalty
 	for _, f := range []struct {
 		v   *float64
 		dst *float64
 	}{
-		{c.Temperature, &sp.Temperature},
-		{c.TopP, &sp.TopP},
 		{c.MinP, &sp.MinP},
 		{c.FrequencyPenalty, &sp.FrequencyPenalty},
 		{c.PresencePenalty, &sp.PresencePenalty},
-		{c.RepetitionPenalty, &sp.RepetitionPenalty},
 	} {
 		if f.v != nil {
 			*f.dst = *f.v
-		}
-	}
-	if c.TopK != nil {
-		sp.TopK = *c.TopK
-		if sp.TopK == 0 {
-			sp.TopK = -1 // vLLM's "no limit"
 		}
 	}
 	// One validation table (gen.SamplingLimits, the engine's limits);

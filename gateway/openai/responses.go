@@ -784,7 +784,7 @@ func (b *itemBuilder) add(ds []delta.Delta) {
 // finish closes the last item and settles status and usage: a reply cut
 // by max_output_tokens leaves the response and the item it cut
 // "incomplete", as OpenAI reports them.
-func (b *itemBuilder) finish(finish string, u usage) {
+func (b *itemBuilder) finish(finish string, u Usage) {
 	if len(b.lps) > 0 {
 		switch it := b.lastText; {
 		case b.cur != nil && b.cur.Type == "message":
@@ -836,7 +836,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc
 		event("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil})
 		return
 	}
-	var u usage
+	var u Usage
 	for pc := range pieces {
 		if pc.err != nil {
 			cancel()

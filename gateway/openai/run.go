@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -64,20 +63,9 @@ func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexe
 	return out
 }
 
-// panicReporter is how the engine (the gateway) counts and reports a
-// recovered panic, without this package importing it.
-type panicReporter interface {
-	ReportPanic(where string, v any, stack []byte)
-}
-
-func (s *Server) reportPanic(where string, v any) {
-	stack := debug.Stack()
-	if r, ok := s.engine.(panicReporter); ok {
-		r.ReportPanic(where, v, stack)
-		return
-	}
-	log.Printf("openai: recovered panic in %s: %v\n%s", where, v, stack)
-}
+// reportPanic hands a recovered panic to the engine (the gateway counts
+// and reports it with the others).
+func (s *Server) reportPanic(where string, v any) { s.engine.ReportPanic(where, v, debug.Stack()) }
 
 func (s *Server) recoverRunner(ctx context.Context, index int, out chan<- piece) {
 	v := recover()
@@ -248,16 +236,19 @@ func engineError(err error, status int, code, prefix string) *apiError {
 	return errorf(status, code, "", prefix+err.Error())
 }
 
-// usage is OpenAI's usage object; prompt_tokens_details.cached_tokens is
-// always present (0 when nothing was cached).
-type usage struct {
+// Usage is a reply's token counts (OpenAI's usage object);
+// prompt_tokens_details.cached_tokens is always present (0 when nothing
+// was cached).
+type Usage struct {
 	PromptTokens        int                 `json:"prompt_tokens"`
 	CompletionTokens    int                 `json:"completion_tokens"`
 	TotalTokens         int                 `json:"total_tokens"`
-	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
 }
 
-type promptTokensDetails struct {
+// PromptTokensDetails is how much of the prompt the engines' prefix
+// cache held.
+type PromptTokensDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
@@ -282,7 +273,7 @@ func (c *prompts) add(g int, pc piece) {
 }
 
 // into sets u's prompt and cached counts.
-func (c *prompts) into(u *usage) {
+func (c *prompts) into(u *Usage) {
 	u.PromptTokens, u.PromptTokensDetails.CachedTokens = 0, 0
 	for g, n := range c.prompt {
 		u.PromptTokens += n
@@ -299,9 +290,9 @@ type choiceState struct {
 }
 
 // collect gathers every piece; the first error cancels the rest.
-func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf func(index int) int) ([]choiceState, usage, *apiError) {
+func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf func(index int) int) ([]choiceState, Usage, *apiError) {
 	states := make([]choiceState, n)
-	var u usage
+	var u Usage
 	var firstErr *apiError
 	var ps prompts
 	for pc := range pieces {

@@ -11,13 +11,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/vision"
 )
 
 // Options configures a Server.
@@ -25,21 +24,14 @@ type Options struct {
 	// Model is the name reported in responses; requests naming another
 	// model get 404 model_not_found. Empty accepts any name.
 	Model string
-	// APIKeyEnv names an environment variable holding the bearer key;
-	// when it is set and non-empty every route needs
-	// "Authorization: Bearer <key>".
-	APIKeyEnv string
-	// APIKey is used when APIKeyEnv is empty (tests, embedding).
-	APIKey string
 	// MaxN caps n (and prompts × n for batch completions); 0 means 16.
 	MaxN int
-	// MaxBodyBytes caps request bodies; 0 means 32 MiB.
-	MaxBodyBytes int64
 	// Now is the clock for "created"; nil means time.Now.
 	Now func() time.Time
-	// Vision enables image content parts (LoadVision); nil: the model
-	// takes no images and image parts get a 400.
-	Vision *Vision
+	// Vision is the model's image intake (vision.Load): it enables image
+	// content parts; nil: the model takes no images and image parts get
+	// a 400.
+	Vision *vision.Intake
 	// ToolCallParser and ReasoningParser name the reply parsers
 	// (gateway/parsers; profile keys gateway.tool_call_parser and
 	// gateway.reasoning_parser). "" or "passthrough": none.
@@ -57,7 +49,6 @@ type Server struct {
 	engine gen.Engine
 	tok    *tokenizer.Tokenizer
 	opts   Options
-	key    string
 	// responses keeps /v1/responses results for previous_response_id
 	// (responses.go).
 	responses *responseStore
@@ -68,15 +59,8 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.MaxN <= 0 {
 		opts.MaxN = 16
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 32 << 20
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	key := opts.APIKey
-	if opts.APIKeyEnv != "" {
-		key = os.Getenv(opts.APIKeyEnv)
 	}
 	if opts.ResponsesMax <= 0 {
 		opts.ResponsesMax = 1024
@@ -84,102 +68,32 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.ResponsesMaxBytes <= 0 {
 		opts.ResponsesMaxBytes = 64 << 20
 	}
-	return &Server{engine: engine, tok: tok, opts: opts, key: key, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
+	return &Server{engine: engine, tok: tok, opts: opts, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
 }
 
 // Register mounts the serving routes on mux: /v1/chat/completions,
 // /v1/completions, and the gateway-local /v1/tokenize and /v1/detokenize.
+// The routes expect the gateway's front door around mux (gateway/front:
+// API key, body limits, request id, admission, the panic boundary); this
+// package adds none of its own.
 func (s *Server) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/chat/completions", s.guard(s.chat, true))
-	mux.Handle("POST /v1/completions", s.guard(s.completions, true))
-	mux.Handle("POST /v1/tokenize", s.guard(s.tokenize, false))
-	mux.Handle("POST /v1/detokenize", s.guard(s.detokenize, false))
+	mux.Handle("POST /v1/chat/completions", s.generation(s.chat))
+	mux.Handle("POST /v1/completions", s.generation(s.completions))
+	mux.HandleFunc("POST /v1/tokenize", s.tokenize)
+	mux.HandleFunc("POST /v1/detokenize", s.detokenize)
 	s.registerAgentRoutes(mux) // models.go: /v1/models/{id}, /v1/responses
 }
 
-// guard applies auth (when this server has its own key: standalone; the
-// gateway's front door authenticates mounted routes), the body limit and
-// (for generation) the readiness check. Errors are the front door's.
-func (s *Server) guard(h func(http.ResponseWriter, *http.Request), needEngine bool) http.Handler {
-	return http.HandlerFunc(func(hw http.ResponseWriter, r *http.Request) {
-		w := &headerWatch{ResponseWriter: hw}
-		defer s.recoverHandler(r, w)
-		if s.key != "" {
-			if e := front.Authorize(r, s.key); e != nil {
-				writeError(w, e)
-				return
-			}
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-		if needEngine && !s.engine.Ready() && !queues(s.engine) {
+// generation refuses a route that starts generations while no engine can
+// take one, unless the engine queues such requests itself.
+func (s *Server) generation(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.engine.Ready() && !s.engine.Queues() {
 			writeError(w, errorf(http.StatusServiceUnavailable, "no_engine_ready", "", "no prefill/decode engine is ready yet"))
 			return
 		}
 		h(w, r)
 	})
-}
-
-// queues reports an engine that waits for a ready worker itself
-// (gateway.Options.QueueTimeout): then not being ready is no reason to
-// refuse at once.
-func queues(e gen.Engine) bool {
-	q, ok := e.(interface{ Queues() bool })
-	return ok && q.Queues()
-}
-
-// headerWatch remembers whether the response has started, so a recovered
-// panic knows whether it can still send a 500.
-type headerWatch struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (w *headerWatch) WriteHeader(code int) {
-	w.wrote = true
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *headerWatch) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *headerWatch) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *headerWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recoverHandler is the per-request boundary of every route: a panic
-// fails that request with a 500 in OpenAI's error shape while nothing was
-// sent, with an error event on a started event stream, and cuts the
-// connection otherwise; the server serves on.
-func (s *Server) recoverHandler(r *http.Request, w *headerWatch) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler {
-		panic(v)
-	}
-	route := r.Pattern
-	if route == "" {
-		route = r.URL.Path
-	}
-	s.reportPanic("openai "+route, v)
-	e := errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while serving %s (the gateway recovered: %v)", r.URL.Path, v))
-	switch {
-	case !w.wrote:
-		writeError(w, e)
-	case strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
-		b, _ := json.Marshal(e.JSON())
-		_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
-		w.Flush()
-	default:
-		panic(http.ErrAbortHandler)
-	}
 }
 
 // maxBytesPerToken bounds the text bytes one prompt token can stand for;
@@ -190,12 +104,7 @@ const maxBytesPerToken = front.MaxBytesPerToken
 
 // maxModelLen is the engines' context length when the engine knows it
 // (the gateway: from registrations), else 0.
-func (s *Server) maxModelLen() int {
-	if ml, ok := s.engine.(interface{ MaxModelLen() int }); ok {
-		return ml.MaxModelLen()
-	}
-	return 0
-}
+func (s *Server) maxModelLen() int { return s.engine.MaxModelLen() }
 
 // checkTextLen refuses a prompt text that cannot fit the engines'
 // context, when the engine knows it.
@@ -211,19 +120,7 @@ func (s *Server) checkTextLen(text, param string) *apiError {
 // fit the engines' context: before dispatch, so the client gets a 400
 // naming both numbers instead of an engine abort (a 5xx it retries).
 func (s *Server) checkContext(prompt int, p *plan, param string) *apiError {
-	n := s.maxModelLen()
-	if n <= 0 {
-		return nil
-	}
-	if prompt >= n {
-		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
-			fmt.Sprintf("the prompt has %d tokens; the engines' context length (max_model_len) is %d tokens", prompt, n))
-	}
-	if m := p.sampling.MaxNewTokens; m != nil && prompt+*m > n {
-		return errorf(http.StatusBadRequest, "context_length_exceeded", param,
-			fmt.Sprintf("the prompt has %d tokens and max_tokens asks for %d more: %d in all, over the engines' context length (max_model_len) of %d tokens", prompt, *m, prompt+*m, n))
-	}
-	return nil
+	return front.CheckContext(prompt, p.sampling.MaxNewTokens, s.maxModelLen(), param, "max_tokens")
 }
 
 // apiError is the front door's one error type (gateway/front).

@@ -391,7 +391,9 @@ func (r *replyParser) finishReason(f string) string {
 }
 
 // message is a non-streaming chat message with the parsed parts.
-type message struct {
+// Message is an assistant message of a non-streaming chat reply: the
+// text, the reasoning and the tool calls the reply parsers found.
+type Message struct {
 	Role             string                 `json:"role"`
 	Content          *string                `json:"content"`
 	ReasoningContent *string                `json:"reasoning_content,omitempty"`
@@ -400,8 +402,8 @@ type message struct {
 }
 
 // parseWhole parses a finished reply for a non-streaming response.
-func (a *agent) parseWhole(text, finish string) (message, string, *apiError) {
-	m := message{Role: "assistant"}
+func (a *agent) parseWhole(text, finish string) (Message, string, *apiError) {
+	m := Message{Role: "assistant"}
 	if a == nil || !a.active {
 		m.Content = &text
 		return m, finish, nil

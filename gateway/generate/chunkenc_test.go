@@ -1,4 +1,4 @@
-package gateway
+package generate
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/jsonenc/jsontest"
 )
 
-// marshalGenerate is the event streamGenerate sent for ev through
+// marshalGenerate is the event the stream sent for ev through
 // json.Marshal before generateChunkEnc (and still sends with logprobs).
 func marshalGenerate(t testing.TB, ev gen.Event, id string, e2e float64) string {
 	t.Helper()
@@ -46,7 +46,7 @@ func genEncFinishes() []*gen.Finish {
 }
 
 // The encoder's events are byte for byte what json.Marshal of the
-// generateResp chunk gives, over every escape class in the id, the finish
+// Response chunk gives, over every escape class in the id, the finish
 // reason and message, every float form of e2e_latency, and id lists of
 // every length and sign.
 func TestGenerateChunkEncMatchesMarshal(t *testing.T) {

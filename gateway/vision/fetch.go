@@ -1,4 +1,4 @@
-package openai
+package vision
 
 // Guarded fetching of http(s) image URLs (gateway.image_urls). A client
 // names the URL, so without a guard the gateway is a proxy into its own
@@ -117,32 +117,25 @@ func (g urlGuard) client(timeout time.Duration) *http.Client {
 	}
 }
 
-// imageFetchError is the one text every failed http(s) image fetch gets:
+// fetchFailure is the one text every failed http(s) image fetch gets:
 // refused address, closed port, timeout, HTTP error and non-image bodies
 // read the same, so the API is no port scanner of the gateway's network.
-func imageFetchError(k int) string {
+func fetchFailure(k int) string {
 	return fmt.Sprintf("image %d: the image URL could not be fetched as a PNG, JPEG or WebP image (the URL must be public, answer 200 within the time limit and stay under the size limit); send it as a data: URL instead", k)
 }
 
-// isRemoteURL reports an http(s) URL (anything else is a data: URL or
-// refused before any fetch).
-func isRemoteURL(u string) bool {
-	l := strings.ToLower(strings.TrimSpace(u))
-	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
-}
-
-// fetchClient is the Vision's HTTP client: Client when set (tests,
+// fetchClient is the intake's HTTP client: Client when set (tests,
 // embedding), else one guarded client built on first use.
-func (v *Vision) fetchClient() *http.Client {
-	if v.Client != nil {
-		return v.Client
+func (in *Intake) fetchClient() *http.Client {
+	if in.Client != nil {
+		return in.Client
 	}
-	v.clientOnce.Do(func() {
-		to := v.URL.Timeout
+	in.clientOnce.Do(func() {
+		to := in.URL.Timeout
 		if to <= 0 {
 			to = 10 * time.Second
 		}
-		v.guarded = newURLGuard(v.URLAllow).client(to)
+		in.guarded = newURLGuard(in.URLAllow).client(to)
 	})
-	return v.guarded
+	return in.guarded
 }

@@ -1,4 +1,8 @@
-package epd
+package vision
+
+// Image URL intake: OpenAI's image_url, a data: URL or (only where the
+// profile allows, gateway.image_urls) an http(s) URL fetched through the
+// address guard (fetch.go).
 
 import (
 	"bytes"
@@ -10,24 +14,22 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/tsd-project/tsd/gateway/vision"
 )
 
-// Limits bound image intake before decoding.
-type Limits struct {
-	MaxBytes int64         // decoded image size (0: vision.DefaultLimits.MaxBytes)
+// URLLimits bound image URL intake before decoding.
+type URLLimits struct {
+	MaxBytes int64         // decoded image size (0: DefaultLimits.MaxBytes)
 	Timeout  time.Duration // whole http(s) fetch (0: 10 s)
 }
 
-func (l Limits) maxBytes() int64 {
+func (l URLLimits) maxBytes() int64 {
 	if l.MaxBytes > 0 {
 		return l.MaxBytes
 	}
-	return int64(vision.DefaultLimits.MaxBytes)
+	return int64(DefaultLimits.MaxBytes)
 }
 
-func (l Limits) timeout() time.Duration {
+func (l URLLimits) timeout() time.Duration {
 	if l.Timeout > 0 {
 		return l.Timeout
 	}
@@ -39,21 +41,21 @@ func (l Limits) timeout() time.Duration {
 var ErrImageURLsDisabled = errors.New("http(s) image URLs are disabled on this gateway; send the image as a data: URL")
 
 func bad(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{vision.ErrBadImage}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadImage}, args...)...)
 }
 
 // ParseImageURL returns the raw bytes of an OpenAI image_url: a data: URL
 // (base64 PNG, JPEG or WebP) or, only when allowHTTP, an http(s) URL fetched
 // with client (nil: a client without proxy) within lim. Every error about
-// the image or its URL wraps vision.ErrBadImage and names the problem, so
+// the image or its URL wraps ErrBadImage and names the problem, so
 // the front end answers 400.
-func ParseImageURL(url string, lim Limits, allowHTTP bool, client *http.Client) ([]byte, error) {
+func ParseImageURL(url string, lim URLLimits, allowHTTP bool, client *http.Client) ([]byte, error) {
 	return ParseImageURLContext(context.Background(), url, lim, allowHTTP, client)
 }
 
 // ParseImageURLContext is ParseImageURL bounded by ctx as well (the client
 // request's context).
-func ParseImageURLContext(ctx context.Context, url string, lim Limits, allowHTTP bool, client *http.Client) ([]byte, error) {
+func ParseImageURLContext(ctx context.Context, url string, lim URLLimits, allowHTTP bool, client *http.Client) ([]byte, error) {
 	scheme, rest, ok := strings.Cut(url, ":")
 	if !ok {
 		if url == "" {
@@ -66,7 +68,7 @@ func ParseImageURLContext(ctx context.Context, url string, lim Limits, allowHTTP
 		return parseDataURL(rest, lim.maxBytes())
 	case "http", "https":
 		if !allowHTTP {
-			return nil, fmt.Errorf("%w: %w", vision.ErrBadImage, ErrImageURLsDisabled)
+			return nil, fmt.Errorf("%w: %w", ErrBadImage, ErrImageURLsDisabled)
 		}
 		return fetchImage(ctx, url, lim, client)
 	}
@@ -152,7 +154,7 @@ func checkMagic(b []byte, mime string) error {
 
 var noProxyClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
 
-func fetchImage(ctx context.Context, url string, lim Limits, client *http.Client) ([]byte, error) {
+func fetchImage(ctx context.Context, url string, lim URLLimits, client *http.Client) ([]byte, error) {
 	if client == nil {
 		client = noProxyClient
 	}

@@ -1,4 +1,4 @@
-package gateway
+package generate
 
 import (
 	"strconv"
@@ -13,7 +13,7 @@ import (
 // latency and usage, appended into one reused buffer. A streamed token
 // then costs no allocation here (docs/architecture.md: zero allocations
 // per token on the steady path). The bytes are exactly json.Marshal's of
-// the generateResp chunk it replaces (genenc_test.go checks that); events
+// the Response chunk it replaces (chunkenc_test.go checks that); events
 // carrying logprobs still go through json.Marshal.
 type generateChunkEnc struct {
 	meta []byte // `]`,`"meta_info":{"id":…,"finish_reason":`

@@ -1,15 +1,13 @@
-package epd
+package vision
 
 import (
 	"errors"
 	"testing"
-
-	"github.com/tsd-project/tsd/gateway/vision"
 )
 
 // Whatever a client puts in image_url, ParseImageURL either returns bytes
 // that start like a PNG, JPEG or WebP within the limit, or an error that
-// wraps vision.ErrBadImage (a 400, never a 500 or a panic).
+// wraps ErrBadImage (a 400, never a 500 or a panic).
 func FuzzParseImageURL(f *testing.F) {
 	for _, s := range []string{
 		"data:image/png;base64,iVBORw0KGgo=", "data:image/jpeg;base64,/9j/4AAQ", "data:image/webp;base64,UklGRhAAAABXRUJQ",
@@ -19,9 +17,9 @@ func FuzzParseImageURL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, url string) {
-		b, err := ParseImageURL(url, Limits{MaxBytes: 4096}, false, nil)
+		b, err := ParseImageURL(url, URLLimits{MaxBytes: 4096}, false, nil)
 		if err != nil {
-			if !errors.Is(err, vision.ErrBadImage) {
+			if !errors.Is(err, ErrBadImage) {
 				t.Fatalf("error %v does not wrap ErrBadImage", err)
 			}
 			return

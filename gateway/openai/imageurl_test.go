@@ -4,38 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
-)
 
-func TestURLGuardAddresses(t *testing.T) {
-	t.Parallel()
-	g := newURLGuard(nil)
-	for _, c := range []struct {
-		addr string
-		ok   bool
-	}{
-		{"127.0.0.1", false}, {"127.8.9.1", false}, {"::1", false},
-		{"10.1.2.3", false}, {"172.16.0.1", false}, {"172.31.255.255", false}, {"192.168.1.1", false},
-		{"169.254.169.254", false}, {"fd00:ec2::254", false}, {"fe80::1", false},
-		{"100.64.0.1", false}, {"100.127.255.254", false},
-		{"224.0.0.1", false}, {"ff02::1", false}, {"0.0.0.0", false}, {"::", false}, {"255.255.255.255", false},
-		{"::ffff:127.0.0.1", false}, {"::ffff:10.0.0.1", false},
-		{"8.8.8.8", true}, {"172.32.0.1", true}, {"100.128.0.1", true}, {"2606:4700::1111", true},
-	} {
-		if got := g.allowedAddr(netip.MustParseAddr(c.addr)); got != c.ok {
-			t.Errorf("%s allowed=%v, want %v", c.addr, got, c.ok)
-		}
-	}
-	a := newURLGuard([]string{"10.0.0.0/8", "127.0.0.1", "images.internal"})
-	if !a.allowedAddr(netip.MustParseAddr("10.9.9.9")) || !a.allowedAddr(netip.MustParseAddr("127.0.0.1")) || a.allowedAddr(netip.MustParseAddr("127.0.0.2")) {
-		t.Error("allowlist prefixes not applied")
-	}
-	if !a.hosts["images.internal"] {
-		t.Error("allowlist host not kept")
-	}
-}
+	"github.com/tsd-project/tsd/gateway/vision"
+)
 
 func errorMessage(t *testing.T, body []byte) string {
 	t.Helper()
@@ -72,22 +45,22 @@ func TestImageURLsRefusePrivateAddresses(t *testing.T) {
 	defer redir.Close()
 	redirURL := strings.Replace(redir.URL, "127.0.0.1", "localhost", 1) + "/r"
 
-	eng, guarded := vlServerWith(t, nil, func(v *Vision) { v.AllowHTTP = true })
+	eng, guarded := vlServerWith(t, nil, func(v *vision.Intake) { v.AllowHTTP = true })
 	resp, body := post(t, guarded+"/v1/chat/completions", chatWithImage(img.URL+"/cat.png"))
 	wantError(t, resp, body, 400, "could not be fetched")
 	refused := errorMessage(t, body)
 
-	_, byHost := vlServerWith(t, nil, func(v *Vision) { v.AllowHTTP = true; v.URLAllow = []string{"localhost"} })
+	_, byHost := vlServerWith(t, nil, func(v *vision.Intake) { v.AllowHTTP = true; v.URLAllow = []string{"localhost"} })
 	resp, body = post(t, byHost+"/v1/chat/completions", chatWithImage(redirURL))
 	wantError(t, resp, body, 400, "could not be fetched")
 
 	// Control: with the target allowed too, the same redirect works.
-	_, both := vlServerWith(t, nil, func(v *Vision) { v.AllowHTTP = true; v.URLAllow = []string{"localhost", "127.0.0.1"} })
+	_, both := vlServerWith(t, nil, func(v *vision.Intake) { v.AllowHTTP = true; v.URLAllow = []string{"localhost", "127.0.0.1"} })
 	if resp, body := post(t, both+"/v1/chat/completions", chatWithImage(redirURL)); resp.StatusCode != 200 {
 		t.Fatalf("redirect with both ends allowed: %d %s", resp.StatusCode, body)
 	}
 
-	_, allowed := vlServerWith(t, nil, func(v *Vision) { v.AllowHTTP = true; v.URLAllow = []string{"127.0.0.0/8"} })
+	_, allowed := vlServerWith(t, nil, func(v *vision.Intake) { v.AllowHTTP = true; v.URLAllow = []string{"127.0.0.0/8"} })
 	resp, body = post(t, allowed+"/v1/chat/completions", chatWithImage(img.URL+"/cat.png"))
 	if resp.StatusCode != 200 {
 		t.Fatalf("allowlisted fetch: %d %s", resp.StatusCode, body)

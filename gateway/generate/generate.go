@@ -1,0 +1,177 @@
+// Package generate serves SGLang's token-level /generate over a
+// gen.Engine: input_ids (or text the model's tokenizer encodes) in,
+// output ids out, as one JSON answer or SSE events (docs/protocol.md
+// §11). It is mounted on the gateway like the OpenAI front end
+// (gateway/openai), behind the same front door (gateway/front: API key,
+// body limits, request id, admission, the panic boundary).
+package generate
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/gen"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Encode tokenizes the text field with the model's tokenizer (SGLang
+	// takes text or input_ids); nil: text is refused with a 400.
+	Encode func(text string) ([]int32, error)
+}
+
+// Server is the /generate front end. Safe for concurrent use.
+type Server struct {
+	engine gen.Engine
+	opts   Options
+}
+
+// New builds a Server; mount it with Register.
+func New(engine gen.Engine, opts Options) *Server { return &Server{engine: engine, opts: opts} }
+
+// Register mounts POST /generate on mux.
+func (s *Server) Register(mux *http.ServeMux) { mux.HandleFunc("POST /generate", s.handle) }
+
+// handle serves SGLang's token-level /generate: a JSON answer, or
+// SSE events (incremental output_ids) ending with data: [DONE].
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	var body generateBody
+	if e := front.Decode(r, &body, generateFields); e != nil {
+		front.WriteError(w, e)
+		return
+	}
+	req, err := body.toRequest(s.opts.Encode, s.engine.MaxModelLen())
+	if err != nil {
+		front.WriteError(w, err)
+		return
+	}
+	if req.RID == "" {
+		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
+	}
+	req.RoutingKey = r.Header.Get(gen.RoutingKeyHeader)
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	start := time.Now()
+	events, err := s.engine.Generate(ctx, req)
+	if err != nil {
+		front.WriteError(w, err)
+		return
+	}
+	id := req.RID
+	if body.Stream {
+		stream(w, events, id, start, cancel, req)
+		return
+	}
+	resp := Response{OutputIDs: []int32{}, MetaInfo: Meta{ID: id}}
+	var lps []float64
+	for ev := range events {
+		if ev.Err != nil {
+			cancel()
+			for range events {
+			}
+			front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: ev.Err.Error()})
+			return
+		}
+		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+			cancel()
+			for range events {
+			}
+			front.WriteError(w, topLogprobsError(err))
+			return
+		}
+		resp.OutputIDs = append(resp.OutputIDs, ev.TokenIDs...)
+		lps = append(lps, ev.Logprobs...)
+		resp.MetaInfo.OutputTopLogprobs = append(resp.MetaInfo.OutputTopLogprobs, topTriples(ev.TopLogprobs)...)
+		if ev.PromptLogprobs != nil {
+			resp.MetaInfo.InputLogprobs = logprobPairs(promptIDs(req), ev.PromptLogprobs)
+		}
+		resp.MetaInfo.PromptTokens = ev.PromptTokens
+		resp.MetaInfo.CompletionTokens = ev.OutputTokens
+		resp.MetaInfo.CachedTokens = ev.CachedTokens
+		if ev.Finish != nil {
+			resp.MetaInfo.FinishReason = &Finish{Type: ev.Finish.Reason, Message: ev.Finish.Message}
+		}
+	}
+	if resp.MetaInfo.FinishReason == nil {
+		front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: "generation ended without a finish"})
+		return
+	}
+	resp.MetaInfo.E2ELatency = time.Since(start).Seconds()
+	resp.MetaInfo.OutputLogprobs = logprobPairs(resp.OutputIDs, lps)
+	resp.Usage = &Usage{resp.MetaInfo.PromptTokens, resp.MetaInfo.CompletionTokens, resp.MetaInfo.PromptTokens + resp.MetaInfo.CompletionTokens}
+	front.WriteJSON(w, http.StatusOK, resp)
+}
+
+func stream(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), req gen.Request) {
+	prompt := promptIDs(req)
+	out := front.NewSSE(w)
+	out.Start()
+	enc := newGenerateChunkEnc(id)
+	ok, refused := true, false
+	for ev := range events {
+		if !ok || refused {
+			continue // the request ctx is cancelled by now; drain to the close
+		}
+		if ev.Err != nil {
+			out.Fail(front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", ev.Err.Error()))
+			if ok = !out.Failed(); !ok {
+				cancel()
+			}
+			continue
+		}
+		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+			out.Fail(topLogprobsError(err))
+			ok, refused = !out.Failed(), true
+			cancel()
+			continue
+		}
+		var e2e float64
+		if ev.Finish != nil {
+			e2e = time.Since(start).Seconds()
+		}
+		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 && len(ev.TopLogprobs) == 0 {
+			// The token path: written into the SSE buffer and flushed once
+			// no further event is already waiting, so a burst of ready
+			// events costs one flush, not one each. The last event (Finish:
+			// none follows, gen.Event) goes out with data: [DONE]'s flush.
+			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e); encoded {
+				ok = out.Write(event)
+			} else {
+				ok = false
+			}
+			if ok && ev.Finish == nil && len(events) == 0 {
+				out.Flush()
+			}
+		} else {
+			ok = out.Send(generateChunk(ev, id, prompt, e2e))
+		}
+		if !ok {
+			cancel() // client gone: abort both legs now
+		}
+	}
+	if ok {
+		out.Done()
+	}
+}
+
+// generateChunk is a stream event as a struct for json.Marshal: the shape
+// of the rare events (logprobs) generateChunkEnc does not write.
+func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) Response {
+	chunk := Response{OutputIDs: ev.TokenIDs, MetaInfo: Meta{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens, CachedTokens: ev.CachedTokens,
+		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs),
+		OutputTopLogprobs: topTriples(ev.TopLogprobs)}}
+	if chunk.OutputIDs == nil {
+		chunk.OutputIDs = []int32{}
+	}
+	if ev.Finish != nil {
+		chunk.MetaInfo.FinishReason = &Finish{Type: ev.Finish.Reason, Message: ev.Finish.Message}
+		chunk.MetaInfo.E2ELatency = e2e
+		chunk.Usage = &Usage{ev.PromptTokens, ev.OutputTokens, ev.PromptTokens + ev.OutputTokens}
+	}
+	return chunk
+}
