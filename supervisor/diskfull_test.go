@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -325,10 +326,21 @@ func TestFullTmpfsLogDeletedResumes(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = w.Write([]byte("after rm\n"))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("no new log file after rm: %v", err)
+	// Linux's tmpfs frees a removed, closed file at once; gVisor's (the
+	// GPU host's sandbox) frees it a moment later, so the first writes
+	// after the rm can still meet a full disk. Each failed one is counted
+	// in the marker; write until a line lands, or give up at a deadline.
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, _ = w.Write([]byte("after rm\n"))
+		b, err = os.ReadFile(path)
+		if err == nil && strings.HasSuffix(string(b), "after rm\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line reached a new log file within 10 s of the rm: %q, %v (health %q)", b, err, w.Health())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if !strings.HasPrefix(string(b), "[tsd] ") || !strings.Contains(string(b), "lines lost") || !strings.HasSuffix(string(b), "after rm\n") {
 		t.Fatalf("new file %q", b)
