@@ -77,6 +77,7 @@ type options struct {
 	rel                                         relOptions
 	// The gateway's share of TTFT (C=1) and the scaling rows.
 	shareN, scaleN, loadCores int
+	requestsAll               int // -requests as one number for every C
 	scale                     []int
 	skipShare                 bool
 }
@@ -109,7 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.shareN, "share-requests", 300, "requests of each C=1 run that reads the gateway's share of TTFT (gw_us) from tsd's access lines")
 	fs.BoolVar(&o.skipShare, "skip-share", false, "skip the gateway-share-of-TTFT rows")
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
-	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, else 10240)")
+	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
 	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -138,6 +139,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	o.requests = map[int]int{}
 	if n, err := strconv.Atoi(*reqs); err == nil {
+		o.requestsAll = n
 		for _, c := range o.conc {
 			o.requests[c] = n
 		}

@@ -42,13 +42,17 @@ func (r scaleRow) busy() float64 {
 	return r.TSDCPU.Seconds() / r.Wall.Seconds()
 }
 
-// scaleRequests is how many requests each scaling run sends.
+// scaleRequests is how many requests each scaling run sends: -scale-requests,
+// else -requests' figure for C=512 (or its one figure for all), else 20 × 512.
 func scaleRequests(o options) int {
 	if o.scaleN > 0 {
 		return o.scaleN
 	}
 	if n := o.requests[512]; n > 0 {
 		return n
+	}
+	if o.requestsAll > 0 {
+		return o.requestsAll
 	}
 	return 20 * 512
 }
