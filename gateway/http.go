@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/traffic"
 )
 
@@ -52,9 +53,14 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 		Begin: func(r *http.Request) (*http.Request, func(int, string)) {
 			rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)
 			rec.ID(front.RequestID(r.Context()))
+			times := reqtime.FromContext(r.Context())
+			rec.Times(times)
 			return r.WithContext(traffic.NewContext(r.Context(), rec)), func(status int, code string) {
 				rec.Reason(code)
 				rec.End(status)
+				if b, ok := times.Breakdown(); ok {
+					g.metrics.gwAdded.Observe(b.Total.Seconds())
+				}
 			}
 		},
 	})

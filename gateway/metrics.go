@@ -39,7 +39,16 @@ type metrics struct {
 	// traffic is the one account of request outcomes (issue 19): its
 	// series are on /metrics and Status reads the same counters.
 	traffic *traffic.Book
+
+	// gwAdded is the gateway's own share of each stream's time to first
+	// token (gateway/reqtime: accept → legs sent, first token → first
+	// byte), the access line's gw_us.
+	gwAdded prometheus.Histogram
 }
+
+// gwAddedBuckets resolve the gateway's share of TTFT from 25 µs (a
+// tokenizer-cache hit) to 100 ms (a request queued behind others).
+var gwAddedBuckets = []float64{25e-6, 50e-6, 75e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, .001, .002, .005, .01, .025, .1}
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
@@ -89,6 +98,12 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		roles = append(roles, w.Role())
 	}
 	m.traffic = traffic.New(traffic.Options{Roles: roles, Logger: g.log})
+	m.gwAdded = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tsd_gateway_added_ttft_seconds", Help: "The gateway's own share of a stream's time to first token: HTTP accept to legs sent, plus first token from the lane to first byte written (the access line's gw_us).",
+		Buckets: gwAddedBuckets})
+	if err := reg.Register(m.gwAdded); err != nil {
+		return nil, err
+	}
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,

@@ -11,6 +11,10 @@ type layout struct {
 	why                        string
 	tsd, engines, load         string // taskset -c lists; empty when not pinned
 	tsdN, enginesN, loadN, all int
+	// loadSlices split the load cores over several load generator
+	// processes (planScale); empty: one process on all of them.
+	loadSlices []string
+	loadSliceN []int
 }
 
 func planCores(pin string, n, tsdN int, haveTaskset bool) layout {
@@ -59,4 +63,66 @@ func (l layout) wrap(cores string, argv ...string) []string {
 		return argv
 	}
 	return append([]string{"taskset", "-c", cores}, argv...)
+}
+
+// planScale lays out one run of the scaling rows: tsd on tsdN cores, the
+// ts-fake engines after them, the load generator on the last cores.
+// loadN 0 gives the load generator every core the engines leave (they
+// take a third of the rest, 1 to 8); a load of more than 4 cores is split
+// over several `tsd bench` processes of about 4 cores each, so no one
+// process's scheduling is the limit. Not pinned (why says so) when pin
+// is off, taskset is missing, auto on fewer than 8 cores, or too few
+// cores for tsdN plus an engine core and a load core.
+func planScale(pin string, n, tsdN, loadN int, haveTaskset bool) layout {
+	l := layout{all: n}
+	rest := n - tsdN
+	switch {
+	case pin == "off":
+		l.why = "-pin off"
+		return l
+	case !haveTaskset:
+		l.why = "taskset not found"
+		return l
+	case n < 8 && pin == "auto":
+		l.why = fmt.Sprintf("%d cores, fewer than 8: tsd cannot have %d of its own", n, tsdN)
+		return l
+	case rest < 2 || loadN > rest-1:
+		l.why = fmt.Sprintf("%d cores: too few for %d tsd cores, an engine core and %s", n, tsdN, plural(max(1, loadN), "load core"))
+		return l
+	}
+	if loadN > 0 {
+		l.loadN = loadN
+		l.enginesN = min(8, rest-loadN)
+	} else {
+		l.enginesN = min(8, max(1, rest/3))
+		l.loadN = rest - l.enginesN
+	}
+	l.pinned = true
+	l.tsdN = tsdN
+	l.tsd = span(0, tsdN)
+	l.engines = span(tsdN, l.enginesN)
+	first := n - l.loadN
+	l.load = span(first, l.loadN)
+	procs := max(1, l.loadN/4)
+	for i := range procs {
+		k := l.loadN / procs
+		if i == procs-1 {
+			k = l.loadN - k*(procs-1)
+		}
+		l.loadSlices = append(l.loadSlices, span(first, k))
+		l.loadSliceN = append(l.loadSliceN, k)
+		first += k
+	}
+	l.why = fmt.Sprintf("pinned with taskset: tsd on cores %s, ts-fake engines on %s, load generator on %s (%s)", l.tsd, l.engines, l.load, plural(procs, "process"))
+	return l
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	if what == "process" {
+		return fmt.Sprintf("%d processes", n)
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

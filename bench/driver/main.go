@@ -75,6 +75,11 @@ type options struct {
 	skipGo, skipServe                           bool
 	skipRouting                                 bool
 	rel                                         relOptions
+	// The gateway's share of TTFT (C=1) and the scaling rows.
+	shareN, scaleN, loadCores int
+	requestsAll               int // -requests as one number for every C
+	scale                     []int
+	skipShare                 bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -102,8 +107,28 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
 	fs.Float64Var(&o.rel.tokensPerS, "rel-tokens-per-s", 50, "reliability: ts-fake's tokens per second per stream (streams must outlive a kill)")
 	fs.BoolVar(&o.rel.skip, "skip-reliability", false, "skip the reliability rows")
+	fs.IntVar(&o.shareN, "share-requests", 300, "requests of each C=1 run that reads the gateway's share of TTFT (gw_us) from tsd's access lines")
+	fs.BoolVar(&o.skipShare, "skip-share", false, "skip the gateway-share-of-TTFT rows")
+	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
+	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
+	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if strings.TrimSpace(*scale) != "" {
+		for _, s := range strings.Split(*scale, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || k < 1 {
+				return o, fmt.Errorf("-scale %q: want positive core counts", *scale)
+			}
+			o.scale = append(o.scale, k)
+		}
+	}
+	if o.shareN < 1 {
+		return o, fmt.Errorf("-share-requests %d: want at least 1", o.shareN)
+	}
+	if o.loadCores < 0 || o.scaleN < 0 {
+		return o, fmt.Errorf("-load-cores %d, -scale-requests %d: want 0 or more", o.loadCores, o.scaleN)
 	}
 	for _, s := range strings.Split(*concs, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
@@ -114,6 +139,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	o.requests = map[int]int{}
 	if n, err := strconv.Atoi(*reqs); err == nil {
+		o.requestsAll = n
 		for _, c := range o.conc {
 			o.requests[c] = n
 		}
@@ -213,13 +239,10 @@ func (r loadRow) perToken(d time.Duration) float64 {
 
 // runLoad drives base with `tsd bench` (on the load cores) and measures
 // pid's CPU over the run.
-func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int) loadRow {
+func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int, extra ...string) loadRow {
 	row := loadRow{Backend: backend, C: c, N: n}
-	out := filepath.Join(work, fmt.Sprintf("%s-%s-c%d-%d.json", filepath.Base(base), backend, c, time.Now().UnixNano()))
-	argv := l.wrap(l.load, tsd, "bench", "--base-url", base, "--backend", backend, "--model", "demo",
-		"--num-prompts", strconv.Itoa(n), "--max-concurrency", strconv.Itoa(c),
-		"--random-input-len", strconv.Itoa(o.inLen), "--random-output-len", strconv.Itoa(o.outLen),
-		"--output-file", out, "--disable-tqdm")
+	argv := l.wrap(l.load, loadArgv(o, tsd, work, base, backend, c, n, extra...)...)
+	out := argv[len(argv)-len(extra)-2]
 	t0, err := cpuTicks(pid)
 	if err != nil {
 		row.Err = err.Error()
@@ -250,6 +273,18 @@ func runLoad(o options, l layout, tsd, work, base, backend string, c, n, pid int
 	fmt.Printf("  %-8s C=%-4d %8.0f tok/s %7.0f req/s  TTFT p50 %.2f ms  cpu %.2f µs/token (client %.2f) %s\n",
 		backend, c, row.S.OutputThroughput, row.S.RequestThroughput, row.S.MedianTTFTms, row.cpuPerToken(), row.perToken(row.ClientCPU), row.Err)
 	return row
+}
+
+// loadArgv is one `tsd bench` run against base: n requests, at most c in
+// flight, the JSON summary into a fresh file in work (the argument before
+// "--disable-tqdm"); extra flags (a dataset file) go last.
+func loadArgv(o options, tsd, work, base, backend string, c, n int, extra ...string) []string {
+	out := filepath.Join(work, fmt.Sprintf("%s-%s-c%d-%d.json", filepath.Base(base), backend, c, time.Now().UnixNano()))
+	argv := []string{tsd, "bench", "--base-url", base, "--backend", backend, "--model", "demo",
+		"--num-prompts", strconv.Itoa(n), "--max-concurrency", strconv.Itoa(c),
+		"--random-input-len", strconv.Itoa(o.inLen), "--random-output-len", strconv.Itoa(o.outLen),
+		"--output-file", out, "--disable-tqdm"}
+	return append(argv, extra...)
 }
 
 // profileText is a PD profile of unpaced ts-fake engines: nprefill
@@ -411,6 +446,8 @@ func run(o options) error {
 
 	var rows []loadRow
 	var ctl []controlRow
+	var share []shareRow
+	var scale []scaleRow
 	if !o.skipServe {
 		fmt.Println("tsd: 1 prefill + 1 decode ts-fake, unpaced")
 		d, err := startDeployment(o, l, tsd, fake, work, "pd", 1, 1)
@@ -453,6 +490,9 @@ func run(o options) error {
 			}
 		}
 		b.stop(5 * time.Second)
+		if !o.skipShare {
+			share = runShare(o, l, tsd, work, d)
+		}
 		if dur, err := d.restart(tsd, "decode-0"); err != nil {
 			ctl = append(ctl, controlRow{"`tsd restart decode` → re-admitted", "failed", err.Error()})
 		} else {
@@ -485,6 +525,10 @@ func run(o options) error {
 		controlRow{"idle CPU, 8 roles: tsd + guardians", fmt.Sprintf("%.2f%% of a core", both), fmt.Sprintf("target ≤ %.1f%%: %s", idleTarget, verdict)})
 	d8.srv.stop(30 * time.Second)
 
+	if !o.skipServe && len(o.scale) > 0 {
+		scale = runScale(o, tsd, fake, work, runtime.NumCPU(), tsErr == nil)
+	}
+
 	var routingMD string
 	if !o.skipRouting {
 		routingMD = routingSection(l, tsd, fake, work)
@@ -498,7 +542,8 @@ func run(o options) error {
 	if !o.skipGo {
 		gob = runGoBenches(o)
 	}
-	md := render(e, l, o, rows, ctl, gob, renderReliability(rel, o.rel)) + routingMD
+	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o), renderScale(scale, o),
+		renderReliability(rel, o.rel)) + routingMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
@@ -507,7 +552,7 @@ func run(o options) error {
 	}
 	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
-		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel}); err != nil {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/traffic"
 )
 
@@ -17,6 +18,7 @@ import (
 // every leg was submitted: from then on it counts on them, not on the
 // gateway row.
 func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTokens int) {
+	reqtime.Mark(ctx, reqtime.LegsSent) // the engine's share of TTFT starts here
 	rec := traffic.FromContext(ctx)
 	if rec == nil {
 		return
@@ -30,7 +32,8 @@ func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTo
 }
 
 // recordOutput records one output of the decode leg on role carrying n
-// tokens: the first token's time, or the gap since the last output spread
+// tokens: the first token's time (also the request's reqtime.FirstToken,
+// stamped by the record), or the gap since the last output spread
 // over its tokens.
 func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, n int) {
 	if rec == nil || n <= 0 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/tsd-project/tsd/gateway/reqtime"
 )
 
 // Config is the front door's policy. Zero values mean "off".
@@ -108,6 +110,9 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		// The request's moments (gateway/reqtime), in the writer's own
+		// allocation: accept now, first byte by the writer itself.
+		sw.times.Mark(reqtime.Accept)
 		label := func() string { return routeLabel(rt.Label, r) }
 		var end func(int, string)
 		defer func() {
@@ -126,7 +131,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		defer d.recoverHTTP(func() *http.Request { return r }, label, sw)
 		id := requestID(r)
 		sw.Header().Set("X-Request-Id", id)
-		r = r.WithContext(context.WithValue(r.Context(), idKey{}, id))
+		r = r.WithContext(reqtime.NewContext(context.WithValue(r.Context(), idKey{}, id), &sw.times))
 		if d.cfg.Begin != nil {
 			r, end = d.cfg.Begin(r)
 		}
@@ -167,6 +172,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			defer release()
 		}
 		h.ServeHTTP(sw, r)
+		sw.wrote() // a reply net/http flushes only now
 	})
 }
 
@@ -265,10 +271,27 @@ func where(r *http.Request, label string) string {
 }
 
 // statusWriter records the status for the metrics and the panic boundary,
-// adds Retry-After to every 503 and keeps Flush reachable for SSE.
+// adds Retry-After to every 503, keeps Flush reachable for SSE and stamps
+// the request's first byte (reqtime.FirstByte): the first flush of an
+// event stream after the first token came.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	times  reqtime.Stamps
+	byte1  bool // FirstByte stamped, or never will be (not a stream)
+}
+
+// wrote stamps the first byte once the first token is in and what went
+// out was an event stream (a JSON reply's first byte waits for the whole
+// generation: it says nothing of the time to first token).
+func (w *statusWriter) wrote() {
+	if w.byte1 || !w.times.Has(reqtime.FirstToken) {
+		return
+	}
+	w.byte1 = true
+	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		w.times.Mark(reqtime.FirstByte)
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -291,6 +314,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+	if !w.byte1 {
+		w.wrote()
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 )
 
 // Options configures a Server.
@@ -49,6 +50,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		front.WriteError(w, err)
 		return
 	}
+	reqtime.Mark(r.Context(), reqtime.Tokenized)
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}

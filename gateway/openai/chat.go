@@ -11,6 +11,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -254,6 +255,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
 		return
 	}
+	reqtime.Mark(r.Context(), reqtime.Tokenized)
 	ids, images, e := s.prepareImages(r.Context(), ids, urls)
 	if e != nil {
 		writeError(w, e)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 )
 
 type completionRequest struct {
@@ -168,6 +169,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	reqtime.Mark(r.Context(), reqtime.Tokenized)
 	total := len(prompts) * p.n
 	if total > 4*s.opts.MaxN {
 		writeError(w, badRequest("prompt", fmt.Sprintf("prompts × n = %d exceeds %d", total, 4*s.opts.MaxN)))

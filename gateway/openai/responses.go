@@ -11,6 +11,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -490,6 +491,7 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
 	}
+	reqtime.Mark(ctx, reqtime.Tokenized)
 	ids, images, e := s.prepareImages(ctx, ids, urls)
 	if e != nil {
 		return nil, e

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -135,6 +136,7 @@ type Rec struct {
 	method  string
 	path    string
 	begin   time.Duration
+	times   *reqtime.Stamps // set once, before the request is dispatched (Times)
 
 	// Guarded by b.mu.
 	id         string
@@ -185,6 +187,16 @@ func (b *Book) Begin(method, path string) *Rec {
 	}
 	b.mu.Unlock()
 	return r
+}
+
+// Times gives the record the request's stamps (gateway/reqtime): the
+// first token is stamped there too, and the access line shows the
+// gateway's share of the time to first token. Call it before the request
+// is dispatched, from the goroutine that began it.
+func (r *Rec) Times(st *reqtime.Stamps) {
+	if r != nil {
+		r.times = st
+	}
 }
 
 // ID sets the request id the access line shows; the first one set stays
@@ -352,6 +364,7 @@ func (r *Rec) FirstToken() {
 	if r.ended || r.first {
 		return
 	}
+	r.times.Mark(reqtime.FirstToken)
 	now := b.elapsed()
 	r.first, r.ttft = true, now-r.begin
 	if !r.counted {
@@ -498,6 +511,7 @@ func (r *Rec) End(status int) {
 	if r.first {
 		line.ttft = r.ttft
 	}
+	line.gw, line.gwSet = r.times.Breakdown()
 	names := make([]string, len(r.roles))
 	for i, x := range r.roles {
 		names[i] = x.name
@@ -519,7 +533,9 @@ func (r *Rec) End(status int) {
 // code of a failed request; always on a 5xx), error (a stream that broke
 // after its 200), retries (attempts after the first: retries and
 // migrations, docs/protocol.md §11.9), migrated (0 or 1). Fields others
-// add go after these.
+// add go after these: the routing decision, then, on a stream that got
+// its first token, the gateway's share of the time to it (gw_us, and its
+// stages gw_tok_us, gw_send_us, gw_write_us: gateway/reqtime).
 type access struct {
 	method, path       string
 	status             int
@@ -530,6 +546,8 @@ type access struct {
 	moreRIDs           int
 	retries            int
 	migrated           bool
+	gw                 reqtime.Breakdown
+	gwSet              bool
 	route              routeFields
 }
 
@@ -538,7 +556,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 20)
+	attrs := make([]slog.Attr, 0, 24)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -589,6 +607,10 @@ func (a access) write(log *slog.Logger) {
 			attrs = append(attrs, slog.String("match", strconv.FormatFloat(rt.match, 'f', 2, 64)))
 		}
 		attrs = append(attrs, slog.Int("prefill_rank", rt.prefillRank), slog.Int("decode_rank", rt.decodeRank))
+	}
+	if a.gwSet {
+		attrs = append(attrs, slog.Int64("gw_us", a.gw.Total.Microseconds()), slog.Int64("gw_tok_us", a.gw.Tok.Microseconds()),
+			slog.Int64("gw_send_us", a.gw.Send.Microseconds()), slog.Int64("gw_write_us", a.gw.Write.Microseconds()))
 	}
 	log.LogAttrs(context.Background(), level, "access", attrs...)
 }
