@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -350,9 +351,20 @@ type addedVocab struct {
 	rawTokens []*AddedToken
 }
 
+// trieNode's children are found by IndexByte over keys: most nodes have
+// one child, and a map per byte was most of the cost of scanning a chat
+// for its added tokens.
 type trieNode struct {
-	next map[byte]*trieNode
+	keys []byte
+	kids []*trieNode
 	tok  *AddedToken
+}
+
+func (n *trieNode) child(c byte) *trieNode {
+	if i := bytes.IndexByte(n.keys, c); i >= 0 {
+		return n.kids[i]
+	}
+	return nil
 }
 
 type trie struct {
@@ -364,13 +376,11 @@ func (tr *trie) add(a *AddedToken) {
 	tr.first[a.Content[0]] = true
 	n := &tr.root
 	for i := 0; i < len(a.Content); i++ {
-		if n.next == nil {
-			n.next = map[byte]*trieNode{}
-		}
-		c := n.next[a.Content[i]]
+		c := n.child(a.Content[i])
 		if c == nil {
 			c = &trieNode{}
-			n.next[a.Content[i]] = c
+			n.keys = append(n.keys, a.Content[i])
+			n.kids = append(n.kids, c)
 		}
 		n = c
 	}
@@ -385,7 +395,7 @@ func (tr *trie) longestAt(s string, i int) *AddedToken {
 	n := &tr.root
 	var best *AddedToken
 	for j := i; j < len(s); j++ {
-		n = n.next[s[j]]
+		n = n.child(s[j])
 		if n == nil {
 			break
 		}
@@ -475,6 +485,13 @@ func splitTrie(tr *trie, text string, normalized bool) []segment {
 // they agree on where every added token is.
 func (tr *trie) next(text string, start, i int) (a *AddedToken, mStart, mEnd int) {
 	for i < len(text) {
+		if !tr.first[text[i]] {
+			// A token's first byte is never a UTF-8 continuation byte, so
+			// stepping bytes here lands on the same rune starts stepping
+			// runes would.
+			i++
+			continue
+		}
 		a = tr.longestAt(text, i)
 		if a == nil || (a.SingleWord && !singleWordOK(text, i, i+len(a.Content))) {
 			_, n := utf8.DecodeRuneInString(text[i:])
