@@ -28,7 +28,7 @@ func TestStatusJSONGolden(t *testing.T) {
 			URL: "http://127.0.0.1:8000", Mode: "pd", Ready: true, ReqPerSec: 12.5, TokPerSec: 1830,
 			Requests: 4211, Errors: 3, InFlight: 9, Queued: 1,
 			TokenizerCache: &snapshot.TokenizerCacheStatus{HitRate: 0.75, L0Hits: 1200, L1Hits: 1958, Misses: 1053, UsedBytes: 18 << 20, MaxBytes: 64 << 20},
-			TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond,
+			TTFTp50:        84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond,
 			ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond,
 			Roles: []snapshot.RoleTraffic{
 				{Role: "gateway", Errors: 1},
