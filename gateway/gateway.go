@@ -32,6 +32,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -95,6 +96,9 @@ type Options struct {
 	// same front door (gateway/front: auth, body limits, request id, CORS,
 	// admission, metrics, the panic boundary). nil: no serving routes.
 	Mount func(engine gen.Engine, mux *http.ServeMux)
+	// TokenizerCache is the prompt cache the mounted front ends encode
+	// through, for /metrics and Status; nil: none.
+	TokenizerCache *tokenizer.Cache
 
 	// Test hooks: a panic injected at a dispatch step proves the recover
 	// boundaries. nil outside tests.
@@ -539,6 +543,8 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		ITLp99:    tot.ITLp99,
 		Breakers:  g.disp.Breakers(),
 		Policy:    g.policyStatus(),
+
+		TokenizerCache: g.tokenizerCacheStatus(),
 	}
 }
 

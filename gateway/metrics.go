@@ -104,6 +104,11 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	if err := reg.Register(m.gwAdded); err != nil {
 		return nil, err
 	}
+	if c := g.opts.TokenizerCache; c != nil && c.Stats().Enabled {
+		if err := reg.Register(tokenizerCacheCollector{g.opts.TokenizerCache}); err != nil {
+			return nil, err
+		}
+	}
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,

@@ -408,6 +408,10 @@ var gatewaySettings = map[string]string{
 	"bucket":           settingLive,
 	"circuit_breaker":  settingLive,
 	"workers":          settingSkip,
+
+	// The cache is built with the front ends, once: a new size takes a
+	// new `tsd up`.
+	"tokenizer_cache_mb": settingFixed,
 }
 
 // How a change of each plan-wide field is taken (Plan, by JSON name); the

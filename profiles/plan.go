@@ -77,6 +77,9 @@ type GatewayPlan struct {
 	MetricsPublic bool     `json:"metrics_public,omitempty"`  // /metrics without the API key
 	MaxConcurrent int      `json:"max_concurrent,omitempty"`  // generation requests served at once; 0 unlimited
 	CORSOrigins   []string `json:"cors_origins,omitempty"`    // browser origins allowed; "*" any
+	// TokenizerCacheMB (gateway.tokenizer_cache_mb): the prompt tokenizer
+	// cache's budget in MiB; 0 off.
+	TokenizerCacheMB int `json:"tokenizer_cache_mb"`
 	// ToolCallParser and ReasoningParser are the reply parsers the OpenAI
 	// API runs, defaults resolved ("passthrough": none).
 	ToolCallParser  string       `json:"tool_call_parser"`

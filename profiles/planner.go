@@ -752,6 +752,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		Retry:           g.Retry,
 		CircuitBreaker:  g.CircuitBreaker,
 	}
+	gp.TokenizerCacheMB = g.TokenizerCacheMB
 	routingPlans(&gp, g.Policy, g.Routing)
 	return gp
 }

@@ -82,6 +82,9 @@ type Gateway struct {
 	// CORSOrigins are the browser origins allowed to call the API ("*":
 	// any); empty: no CORS headers.
 	CORSOrigins []string
+	// TokenizerCacheMB is the byte budget of the prompt tokenizer cache
+	// (gateway/tokenizer/cache.go) in MiB; 0 turns it off.
+	TokenizerCacheMB int
 	// ToolCallParser and ReasoningParser name the gateway's reply parsers
 	// (gateway/parsers, SMG's spelling); empty: the model family's default
 	// (parsers.DefaultFor, as `ts serve` picks them).

@@ -309,6 +309,13 @@ roles:
   - {name: prefill, gpus: [0]}
   - {name: decode, gpus: [1]}
 `, "gateway.queue_timeout", `must be positive`},
+		{"tokenizer_cache_mb negative", `model: m
+gateway:
+  tokenizer_cache_mb: -1 #<
+roles:
+  - {name: prefill, gpus: [0]}
+  - {name: decode, gpus: [1]}
+`, "gateway.tokenizer_cache_mb", `must be between 0 and 1048576, got -1`},
 		{"drain_timeout on a role", `model: m
 roles:
   - {name: prefill, gpus: [0]}

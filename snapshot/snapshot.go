@@ -106,6 +106,24 @@ type GatewayStatus struct {
 	// Policy is the routing policy per role kind the gateway routes by
 	// now (tsd apply changes it live); nil without a gateway.
 	Policy *PolicyStatus `json:"policy,omitempty"`
+	// TokenizerCache is the prompt tokenizer cache's account; nil when
+	// there is none (no tokenizer, or gateway.tokenizer_cache_mb: 0).
+	TokenizerCache *TokenizerCacheStatus `json:"tokenizer_cache,omitempty"`
+}
+
+// TokenizerCacheStatus is the gateway's prompt tokenizer cache since
+// start (gateway/tokenizer/cache.go): prompts found whole (L0), found in
+// part (L1: pieces cut after the chat template's special tokens), or not
+// at all.
+type TokenizerCacheStatus struct {
+	HitRate   float64 `json:"hit_rate"` // (l0_hits + l1_hits) / prompts, 0..1
+	L0Hits    uint64  `json:"l0_hits"`
+	L1Hits    uint64  `json:"l1_hits"`
+	Misses    uint64  `json:"misses"`
+	UsedBytes int64   `json:"used_bytes"`
+	MaxBytes  int64   `json:"max_bytes"`
+	// L1Off says why only whole prompts are cached for this tokenizer.
+	L1Off string `json:"l1_off,omitempty"`
 }
 
 // PolicyStatus is the gateway's live routing policy per role kind.

@@ -44,11 +44,11 @@ func (c gatewayCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	mount, problem := frontEnds(plan, log)
+	mount, prompts, problem := frontEnds(plan, log)
 	if problem != "" {
 		fmt.Fprintln(os.Stderr, red(isTerminal(os.Stderr), "tsd gateway: "+problem))
 	}
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount,
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Mount: mount, TokenizerCache: prompts,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D()})
 	if err != nil {
 		return err
@@ -99,13 +99,19 @@ func (c gatewayCmd) Run() error {
 // when the plan's tokenizer loads; without one /generate takes
 // input_ids only, and problem says why in words for the screen. The API
 // key is the gateway's front door's to check, for the mounted routes too.
-func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), problem string) {
+// prompts is the prompt cache both front ends encode through
+// (gateway.tokenizer_cache_mb), nil without a tokenizer.
+func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), prompts *tokenizer.Cache, problem string) {
 	dir := tokenizerDir(plan.Tokenizer, plan.Model)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
-		return func(e gen.Engine, mux *http.ServeMux) { generateapi.New(e, generateapi.Options{}).Register(mux) },
+		return func(e gen.Engine, mux *http.ServeMux) { generateapi.New(e, generateapi.Options{}).Register(mux) }, nil,
 			fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
+	}
+	prompts = tokenizer.NewCache(tok, int64(plan.Gateway.TokenizerCacheMB)<<20)
+	if st := prompts.Stats(); st.Enabled && st.L1Off != "" {
+		log.Info("tokenizer cache: whole prompts only (L1 off)", "why", st.L1Off)
 	}
 	model := plan.ServedModelName
 	if model == "" {
@@ -128,13 +134,13 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 	}
 	// SGLang's /generate tokenizes text as a completion prompt would
 	// (special tokens added).
-	encode := func(text string) ([]int32, error) { return tok.Encode(text, true) }
+	encode := func(text string) ([]int32, error) { return prompts.Encode(text, true) }
 	mount = func(e gen.Engine, mux *http.ServeMux) {
 		generateapi.New(e, generateapi.Options{Encode: encode}).Register(mux)
-		openai.New(e, tok, openai.Options{Model: model, Vision: vis,
+		openai.New(e, tok, openai.Options{Model: model, Vision: vis, TokenizerCache: prompts,
 			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)
 	}
-	return mount, ""
+	return mount, prompts, ""
 }
 
 // tokenizerDir is where the gateway reads tokenizer.json and the chat

@@ -82,7 +82,7 @@ func TestOpenAIMountImageURLs(t *testing.T) {
 			// (gateway.image_url_allow reaches the front end).
 			plan.Gateway.ImageURLAllow = []string{"127.0.0.1"}
 		}
-		mount, _ := frontEnds(plan, slog.New(slog.DiscardHandler))
+		mount, _, _ := frontEnds(plan, slog.New(slog.DiscardHandler))
 		if mount == nil {
 			t.Fatal("no OpenAI mount for the demo-vl model")
 		}

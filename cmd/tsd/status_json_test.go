@@ -35,6 +35,7 @@ func TestStatusJSONGolden(t *testing.T) {
 				{Role: "decode", ReqPerS: 12.5, TokPerS: 1830, InFlight: 7, Errors: 2,
 					TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond, ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond},
 			},
+			TokenizerCache: &snapshot.TokenizerCacheStatus{HitRate: 0.75, L0Hits: 1200, L1Hits: 1958, Misses: 1053, UsedBytes: 18 << 20, MaxBytes: 64 << 20},
 		},
 		Roles: []snapshot.RoleStatus{
 			{Name: "prefill", Kind: "prefill", GPUs: []string{"0"}, State: snapshot.StateReady, Phase: "ready", PID: 4242,

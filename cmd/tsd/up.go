@@ -462,8 +462,8 @@ func orNVIDIA(a string) string {
 // API is off), "" when nothing.
 func embeddedGateway(plan *profiles.Plan, reg *prometheus.Registry, logw io.Writer, events *supervisor.EventLog, runs *supervisor.Runs) (gw supervisor.Gateway, problem string, err error) {
 	log := slog.New(slog.NewTextHandler(logw, nil))
-	mount, problem := frontEnds(plan, log)
-	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount,
+	mount, prompts, problem := frontEnds(plan, log)
+	g, err := gateway.New(plan, gateway.Options{Logger: log, Registry: reg, Mount: mount, TokenizerCache: prompts,
 		StallTimeout: plan.Gateway.StallTimeout.D(), QueueTimeout: plan.Gateway.QueueTimeout.D(),
 		OnEvent: events.Gateway, PeerCheck: peerCheck(plan, runs.PIDs)})
 	if err != nil {

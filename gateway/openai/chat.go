@@ -250,7 +250,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		in.AddGenerationPrompt = false
 		return s.tok.ApplyChatTemplate(in)
 	})
-	ids, err := s.tok.Encode(text, false)
+	ids, err := s.promptCache.Encode(text, false)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
 		return

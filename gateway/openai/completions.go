@@ -50,7 +50,7 @@ func (s *Server) prompts(raw json.RawMessage) (texts []string, ids [][]int32, e 
 			if e := s.checkTextLen(t, "prompt"); e != nil {
 				return nil, nil, e
 			}
-			enc, err := s.tok.Encode(t, true)
+			enc, err := s.promptCache.Encode(t, true)
 			if err != nil {
 				return nil, nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
 			}

@@ -487,7 +487,7 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 		chatIn.AddGenerationPrompt = false
 		return s.tok.ApplyChatTemplate(chatIn)
 	})
-	ids, err := s.tok.Encode(text, false)
+	ids, err := s.promptCache.Encode(text, false)
 	if err != nil {
 		return nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// first out; 0 means 1024 responses and 64 MiB.
 	ResponsesMax      int
 	ResponsesMaxBytes int64
+	// TokenizerCache encodes prompts (gateway.tokenizer_cache_mb); it must
+	// be in front of the Server's tokenizer. nil: prompts are encoded
+	// uncached.
+	TokenizerCache *tokenizer.Cache
 }
 
 // Server is the OpenAI front end. Safe for concurrent use.
@@ -49,6 +53,9 @@ type Server struct {
 	engine gen.Engine
 	tok    *tokenizer.Tokenizer
 	opts   Options
+	// promptCache encodes every prompt (chat, completions, responses,
+	// tokenize): opts.TokenizerCache, or a cache of no size.
+	promptCache *tokenizer.Cache
 	// responses keeps /v1/responses results for previous_response_id
 	// (responses.go).
 	responses *responseStore
@@ -68,7 +75,11 @@ func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.ResponsesMaxBytes <= 0 {
 		opts.ResponsesMaxBytes = 64 << 20
 	}
-	return &Server{engine: engine, tok: tok, opts: opts, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
+	pc := opts.TokenizerCache
+	if pc == nil || pc.Tokenizer() != tok {
+		pc = tokenizer.NewCache(tok, 0)
+	}
+	return &Server{engine: engine, tok: tok, opts: opts, promptCache: pc, responses: newResponseStore(opts.ResponsesMax, opts.ResponsesMaxBytes)}
 }
 
 // Register mounts the serving routes on mux: /v1/chat/completions,

@@ -54,7 +54,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ids, err := s.tok.Encode(text, addSpecial)
+	ids, err := s.promptCache.Encode(text, addSpecial)
 	if err != nil {
 		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
 		return

@@ -3,7 +3,9 @@ package tokenizer
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenizer/testcache"
@@ -110,4 +112,116 @@ func BenchmarkEncodeAgentPrompt(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// agentChat is a rendered ChatML conversation of about 2 KB in the shape
+// agentic traffic has: a shared system prompt with tool schemas, then a
+// history that grows a turn at a time. tail makes the newest user turn
+// unique.
+func agentChat(turns int, tail string) string {
+	var sb strings.Builder
+	sb.WriteString("<|im_start|>system\nYou are a coding agent working in a Go repository. Use the tools; read before you write; keep changes small.\n# Tools\n")
+	for _, tool := range []string{"read_file", "grep", "run", "edit_file"} {
+		sb.WriteString(`{"type": "function", "function": {"name": "` + tool + `", "description": "` + tool + ` on the workspace; paths are relative to the repository root", "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "pattern": {"type": "string"}}, "required": ["path"]}}}` + "\n")
+	}
+	sb.WriteString("<|im_end|>\n")
+	for i := 0; i < turns; i++ {
+		sb.WriteString("<|im_start|>user\nStep " + strconv.Itoa(i) + ": look at gateway/tokenizer/cache.go and tell me where the budget is enforced.<|im_end|>\n")
+		sb.WriteString("<|im_start|>assistant\n<tool_call>\n{\"name\": \"grep\", \"arguments\": {\"path\": \"gateway/tokenizer\", \"pattern\": \"max\"}}\n</tool_call><|im_end|>\n")
+	}
+	sb.WriteString("<|im_start|>user\nAnd now? " + tail + "<|im_end|>\n<|im_start|>assistant\n")
+	return sb.String()
+}
+
+// The prompt-cache benchmarks (bench/driver/gobench.go lists them): a
+// ~2 KB agent chat encoded without the cache (the BPE word cache warm, as
+// in a serving gateway), through it on a miss (a new system prompt each
+// time), an L0 hit (the same prompt again) and an L1 hit (the same
+// history, a new last turn each time).
+func BenchmarkPromptUncached(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	p := agentChat(4, "")
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tk.Encode(p, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPromptCacheMiss(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	c := NewCache(tk, 64<<20)
+	p := agentChat(4, "")
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		if _, err := c.Encode(strconv.Itoa(n)+p, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPromptCacheL0(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	c := NewCache(tk, 64<<20)
+	p := agentChat(4, "")
+	if _, err := c.Encode(p, false); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Encode(p, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPromptCacheL1(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	c := NewCache(tk, 64<<20)
+	if _, err := c.Encode(agentChat(4, "first"), false); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(agentChat(4, ""))))
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		if _, err := c.Encode(agentChat(4, strconv.Itoa(n)), false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if st := c.Stats(); st.L1Hits < uint64(n) {
+		b.Fatalf("want every round an L1 hit: %+v", st)
+	}
+}
+
+// BenchmarkPromptCacheParallel is the L0 and L1 mix from every core at
+// once: the cost of the cache's one mutex under contention.
+func BenchmarkPromptCacheParallel(b *testing.B) {
+	tk := loadReal(b, testcache.Qwen3)
+	c := NewCache(tk, 64<<20)
+	p := agentChat(4, "")
+	if _, err := c.Encode(p, false); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var seq atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			q := p
+			if n := seq.Add(1); n%2 == 0 {
+				q = agentChat(4, strconv.FormatInt(n, 10))
+			}
+			if _, err := c.Encode(q, false); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -123,6 +123,7 @@ func parseTokenizerJSON(file string, data []byte, cacheWords int) (*Tokenizer, e
 	if t.post, err = parsePostProcessor(file, "post_processor", raw.PostProcessor); err != nil {
 		return nil, err
 	}
+	t.pieceOff = pipelineCrossesPieces(raw.Normalizer, raw.PreTokenizer)
 	t.added = newAddedVocab(raw.AddedTokens)
 	t.buildIDTable(raw.AddedTokens)
 	for i := range t.post.single {

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,11 @@ type Tokenizer struct {
 	ModelVocabSize int
 
 	eos []int32
+
+	// pieceOff says why the cache may not cut this tokenizer's input at
+	// added tokens (its normalizer or pre-tokenizer may act across them,
+	// cache.go); "" when it may.
+	pieceOff string
 
 	chatTemplate       *jinja.Template
 	chatTemplateText   string // its source, for ChatTemplateUses
@@ -118,15 +124,9 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 			}
 		}
 	}
-	for _, seg := range t.added.split(text, t.normalizer) {
-		if seg.id >= 0 {
-			ids = append(ids, seg.id)
-			continue
-		}
-		var err error
-		if ids, err = t.encodeSegment(ids, seg); err != nil {
-			return nil, err
-		}
+	ids, err := t.appendBody(ids, text)
+	if err != nil {
+		return nil, err
 	}
 	if addSpecial {
 		seen := false
@@ -136,6 +136,24 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 			} else if seen {
 				ids = append(ids, p.id)
 			}
+		}
+	}
+	return ids, nil
+}
+
+// appendBody appends the ids of text without the post-processor's
+// tokens: the added-token split, then each plain segment on its own.
+// That it is a fold over segments is what the cache's L1 relies on
+// (cache.go): cutting text after a raw added token cuts its ids there.
+func (t *Tokenizer) appendBody(ids []int32, text string) ([]int32, error) {
+	for _, seg := range t.added.split(text, t.normalizer) {
+		if seg.id >= 0 {
+			ids = append(ids, seg.id)
+			continue
+		}
+		var err error
+		if ids, err = t.encodeSegment(ids, seg); err != nil {
+			return nil, err
 		}
 	}
 	return ids, nil
@@ -330,11 +348,23 @@ type addedVocab struct {
 	byContent map[string]int32
 	raw       *trie // tokens with normalized=false: matched on raw text
 	norm      *trie // normalized=true: matched after normalization
+	rawTokens []*AddedToken
 }
 
+// trieNode's children are found by IndexByte over keys: most nodes have
+// one child, and a map per byte was most of the cost of scanning a chat
+// for its added tokens.
 type trieNode struct {
-	next map[byte]*trieNode
+	keys []byte
+	kids []*trieNode
 	tok  *AddedToken
+}
+
+func (n *trieNode) child(c byte) *trieNode {
+	if i := bytes.IndexByte(n.keys, c); i >= 0 {
+		return n.kids[i]
+	}
+	return nil
 }
 
 type trie struct {
@@ -346,13 +376,11 @@ func (tr *trie) add(a *AddedToken) {
 	tr.first[a.Content[0]] = true
 	n := &tr.root
 	for i := 0; i < len(a.Content); i++ {
-		if n.next == nil {
-			n.next = map[byte]*trieNode{}
-		}
-		c := n.next[a.Content[i]]
+		c := n.child(a.Content[i])
 		if c == nil {
 			c = &trieNode{}
-			n.next[a.Content[i]] = c
+			n.keys = append(n.keys, a.Content[i])
+			n.kids = append(n.kids, c)
 		}
 		n = c
 	}
@@ -367,7 +395,7 @@ func (tr *trie) longestAt(s string, i int) *AddedToken {
 	n := &tr.root
 	var best *AddedToken
 	for j := i; j < len(s); j++ {
-		n = n.next[s[j]]
+		n = n.child(s[j])
 		if n == nil {
 			break
 		}
@@ -398,6 +426,7 @@ func newAddedVocab(tokens []AddedToken) *addedVocab {
 				v.raw = &trie{}
 			}
 			v.raw.add(a)
+			v.rawTokens = append(v.rawTokens, a)
 		}
 	}
 	return v
@@ -431,14 +460,45 @@ func splitTrie(tr *trie, text string, normalized bool) []segment {
 	}
 	var out []segment
 	start := 0 // start of pending plain text
-	for i := 0; i < len(text); {
-		a := tr.longestAt(text, i)
+	for {
+		a, mStart, mEnd := tr.next(text, start, start)
+		if a == nil {
+			break
+		}
+		if mStart > start {
+			out = append(out, segment{text: text[start:mStart], id: -1, normalized: normalized})
+		}
+		out = append(out, segment{id: a.ID})
+		start = mEnd
+	}
+	if start < len(text) {
+		out = append(out, segment{text: text[start:], id: -1, normalized: normalized})
+	}
+	return out
+}
+
+// next finds the first added token matched at or after i,
+// leftmost-longest, honouring single_word and lstrip/rstrip (the match
+// [mStart, mEnd) swallows adjacent whitespace, but lstrip never reaches
+// back before start, where the pending plain text begins). nil: none.
+// splitTrie and the cache's piece cuts (cache.go) both scan with it, so
+// they agree on where every added token is.
+func (tr *trie) next(text string, start, i int) (a *AddedToken, mStart, mEnd int) {
+	for i < len(text) {
+		if !tr.first[text[i]] {
+			// A token's first byte is never a UTF-8 continuation byte, so
+			// stepping bytes here lands on the same rune starts stepping
+			// runes would.
+			i++
+			continue
+		}
+		a = tr.longestAt(text, i)
 		if a == nil || (a.SingleWord && !singleWordOK(text, i, i+len(a.Content))) {
 			_, n := utf8.DecodeRuneInString(text[i:])
 			i += n
 			continue
 		}
-		mStart, mEnd := i, i+len(a.Content)
+		mStart, mEnd = i, i+len(a.Content)
 		if a.LStrip {
 			for mStart > start {
 				r, n := utf8.DecodeLastRuneInString(text[start:mStart])
@@ -457,16 +517,9 @@ func splitTrie(tr *trie, text string, normalized bool) []segment {
 				mEnd += n
 			}
 		}
-		if mStart > start {
-			out = append(out, segment{text: text[start:mStart], id: -1, normalized: normalized})
-		}
-		out = append(out, segment{id: a.ID})
-		start, i = mEnd, mEnd
+		return a, mStart, mEnd
 	}
-	if start < len(text) {
-		out = append(out, segment{text: text[start:], id: -1, normalized: normalized})
-	}
-	return out
+	return nil, 0, 0
 }
 
 func singleWordOK(s string, from, to int) bool {
