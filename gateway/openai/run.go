@@ -125,6 +125,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 	})
 	prompt, completion, cached := len(req.InputIDs), 0, 0
 	owed := false // a piece went out with more set, and nothing after it yet
+	var tj textJoin
 	for {
 		ev, ok := st.Next()
 		if !ok {
@@ -151,6 +152,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			pc.logprobs = promptTokenLogprobs(req, ev.PromptLogprobs) // echo: prompt first
 		}
 		stopped := false
+		tj.reset()
 		for i, id := range ev.TokenIDs {
 			completion++
 			if p.logprobs {
@@ -165,7 +167,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				pc.logprobs = append(pc.logprobs, t)
 			}
 			r := sd.Step(id)
-			pc.text += r.Text
+			tj.add(r.Text)
 			if r.Stopped {
 				stopped = true
 				pc.finish = gen.FinishStop
@@ -173,6 +175,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				break
 			}
 		}
+		pc.text = tj.text()
 		if !stopped && ev.Finish != nil {
 			switch ev.Finish.Reason {
 			case gen.FinishStop, gen.FinishLength:
@@ -208,6 +211,38 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			}
 		}
 	}
+}
+
+// textJoin joins the texts of one output's tokens: one token's text is
+// the detokenizer's own string (no copy), several are joined in one
+// reused buffer and copied out once, so an output costs at most one
+// allocation here however many tokens it carries.
+type textJoin struct {
+	first string
+	buf   []byte
+	parts int
+}
+
+func (j *textJoin) reset() { j.first, j.buf, j.parts = "", j.buf[:0], 0 }
+
+func (j *textJoin) add(s string) {
+	switch {
+	case s == "":
+	case j.parts == 0:
+		j.first, j.parts = s, 1
+	case j.parts == 1:
+		j.buf = append(append(j.buf[:0], j.first...), s...)
+		j.parts = 2
+	default:
+		j.buf = append(j.buf, s...)
+	}
+}
+
+func (j *textJoin) text() string {
+	if j.parts <= 1 {
+		return j.first
+	}
+	return string(j.buf)
 }
 
 // matchedValue is what matched_stop reports: the stop string the client
