@@ -497,6 +497,12 @@ func (g *Gateway) InFlight(role string) (int, map[int]int) {
 	return w.InFlight()
 }
 
+// Stream dispatches r, read in the caller's goroutine (gateway/dispatch
+// Dispatcher.Stream).
+func (g *Gateway) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+	return g.disp.Stream(ctx, r)
+}
+
 // Generate dispatches r (gateway/dispatch Dispatcher.Generate).
 func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
 	return g.disp.Generate(ctx, r)

@@ -68,6 +68,7 @@ var goSpecs = []goSpec{
 	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
 	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
 	{"gateway.test", "gateway", "BenchmarkChatSSE", "chat SSE path per token, one process: stepping fake ranks → lane → gateway → /v1/chat/completions stream → HTTP client (CPU and allocations include the fake ranks and the client)", "1000x"},
+	{"gateway.test", "gateway", "BenchmarkDecodePathChat|BenchmarkDecodePathGenerate", "decode path alone, per token: lane output reader → dispatch → chat / /generate SSE writer, in-memory lane transport and a discarding writer (allocs/token: steady state, request setup in allocs/req; allocs/msg: per output message, the lane's decode included)", "300x"},
 	{"tokenizer.test", "gateway/tokenizer", "BenchmarkEncodeDemo|BenchmarkEncodeQwen3$|BenchmarkDecodeStreamStep", "tokenizer (Qwen3 only when its tokenizer.json is in the test cache)", ""},
 	{"tokenizer.test", "gateway/tokenizer", "BenchmarkPrompt", "prompt tokenizer cache, a 2 KB agent chat (Qwen3): uncached, cache miss, L0 hit, L1 hit (same history, new last turn), L0/L1 mix on every core", ""},
 	{"supervisor.test", "supervisor", "BenchmarkLogCapture", "log ingest from a child's pipe (100 MB of 1000-byte lines)", "1x"},

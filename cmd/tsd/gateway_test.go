@@ -33,6 +33,14 @@ func (e *imageEngine) MaxModelLen() int                { return 0 }
 func (e *imageEngine) ImageSupport() error             { return nil }
 func (e *imageEngine) ReportPanic(string, any, []byte) {}
 
+func (e *imageEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+	ch, err := e.Generate(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return gen.FromChannel(ch), nil
+}
+
 func (e *imageEngine) Generate(_ context.Context, r gen.Request) (<-chan gen.Event, error) {
 	e.mu.Lock()
 	e.reqs = append(e.reqs, r)

@@ -138,10 +138,11 @@ type attempt struct {
 	left     bool         // its legs were taken out of the traffic account's in flight
 }
 
-// flight is one dispatched request as run drives it, in steps: its
-// attempts, what has been seen of the current one's legs, and where its
-// events go. Until start only generate's goroutine touches it, then only
-// run's (docs/architecture.md §3.2).
+// flight is one dispatched request as Next drives it, in steps: its
+// attempts, what has been seen of the current one's legs, and the event
+// the last step produced. Only the goroutine reading it touches it: the
+// one that called Stream, or Generate's (docs/architecture.md §3.2). It
+// is the request's gen.Streamer.
 type flight struct {
 	g           *Dispatcher
 	parent, ctx context.Context
@@ -149,7 +150,14 @@ type flight struct {
 	deadline    time.Time
 	rec         *traffic.Rec // the request's record in the traffic account (gateway/traffic)
 	sent        *[]*lane.Stream
-	events      chan<- gen.Event
+
+	// out is the event the last step produced, for Next to return (has);
+	// more holds any further one a step produced (rare: one step emits
+	// at most one in practice). running: the first Next armed the legs;
+	// over: the request ended and its end was accounted (end).
+	out                gen.Event
+	more               []gen.Event
+	has, running, over bool
 
 	retry RetryConfig // gateway.retry as the request found it
 
@@ -176,9 +184,9 @@ type flight struct {
 
 	cur attempt
 
-	// Both legs are read in run's own select (lane.Stream.Wake and Poll),
-	// not by a reader goroutine per leg: an n=1 request costs the handler
-	// and run's goroutine. pollLegs moves what arrived into preCh (the
+	// Both legs are read in step's own select (lane.Stream.Wake and Poll),
+	// not by a reader goroutine per leg: an n=1 request costs only the
+	// goroutine calling Next. pollLegs moves what arrived into preCh (the
 	// prefill's terminal output; its other outputs carry nothing the
 	// client needs) and decCh (the decode's next output), each holding at
 	// most one result for the select to take.
@@ -288,57 +296,122 @@ func (f *flight) try() *attemptErr {
 	return nil
 }
 
-// start hands the first attempt to run's goroutine (runSafe).
-func (f *flight) start() <-chan gen.Event {
+// start makes the flight the request's Streamer: Next drives it from here.
+func (f *flight) start() {
 	g := f.g
 	g.inflight.Add(1)
 	g.metrics.dispatched(len(f.orig.InputIDs))
-	events := make(chan gen.Event, 16)
-	f.events = events
 	*f.sent = nil
-	f.sent = new([]*lane.Stream) // run owns the legs now, later attempts' too
-	go g.runSafe(f)
-	return events
+	f.sent = new([]*lane.Stream) // the flight owns the legs now, later attempts' too
 }
 
-// runSafe is run behind the request's recover boundary: a panic ends this
-// one request with an error event and aborts its legs. It owns the end of
-// events and the in-flight count, which run's own defers must not touch
-// (a deferred close would run before the recover and the error event
-// would be sent on a closed channel).
-func (g *Dispatcher) runSafe(f *flight) {
-	defer close(f.events)
-	defer g.inflight.Add(-1)
-	defer f.cancel()
-	defer g.recoverHere("request", func(err error) {
+// Next runs the flight until it produces the next event: it relays
+// decode outputs, watches the prefill and encode legs, and on a failure,
+// client cancel or the deadline ends the attempt and makes the next one
+// or ends the request. Behind the request's recover boundary: a panic
+// ends this one request with an error event and aborts its legs.
+func (f *flight) Next() (ev gen.Event, ok bool) {
+	if f.has {
+		return f.pop(), true
+	}
+	if f.over {
+		return gen.Event{}, false
+	}
+	defer f.g.recoverHere("request", func(err error) {
 		f.abortAttempt(err)
-		g.metrics.reqError("panic")
+		f.g.metrics.reqError("panic")
 		f.rec.Fail("panic")
-		select {
-		case f.events <- gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}:
-		case <-f.parent.Done():
-		}
+		f.out, f.more, f.has = gen.Event{}, nil, false
+		f.end()
+		ev, ok = gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}, true
 	})
-	f.run()
+	if !f.running {
+		f.running = true
+		if h := f.g.opts.HookRun; h != nil {
+			h()
+		}
+		f.arm()
+	}
+	for !f.has {
+		f.pollLegs()
+		if len(f.decCh) > 0 && f.preCh == nil && f.ctx.Err() == nil {
+			// The steady path: a decode output is waiting and nothing
+			// else can be (the prefill is done; a deadline or cancel is
+			// seen by step's select once none is waiting): relay it
+			// without a select.
+			if f.onDecode(<-f.decCh) {
+				f.end()
+				break
+			}
+			continue
+		}
+		if f.step() {
+			f.end()
+			break
+		}
+	}
+	if f.has {
+		return f.pop(), true
+	}
+	return gen.Event{}, false
 }
 
-// run drives the request: it relays decode outputs, watches the prefill
-// and encode legs, and on a failure, client cancel or the deadline ends
-// the attempt and makes the next one or ends the request.
-func (f *flight) run() {
-	if h := f.g.opts.HookRun; h != nil {
-		h()
+func (f *flight) pop() gen.Event {
+	ev := f.out
+	f.out, f.has = gen.Event{}, false
+	if len(f.more) > 0 {
+		f.out, f.has = f.more[0], true
+		f.more = f.more[1:]
 	}
-	defer f.noteAttempts()
-	defer f.endEncodes()
-	defer f.stopWatching()
-	f.arm()
-	for {
-		f.pollLegs()
-		if f.step() {
-			return
-		}
+	return ev
+}
+
+// Buffered reports an event Next returns without waiting: one already
+// produced, or a decode output queued.
+func (f *flight) Buffered() bool {
+	if f.has {
+		return true
 	}
+	if f.over || !f.running {
+		return false
+	}
+	return len(f.decCh) > 0 || (f.decWake != nil && f.cur.ls.ds.Buffered())
+}
+
+// Close ends a request its reader walked away from (the client went, a
+// local stop, an error front-end side): as the client's cancel does, its
+// legs are aborted and it is counted gone (logged 499).
+func (f *flight) Close() {
+	if f.over {
+		return
+	}
+	defer f.g.recoverHere("request close", nil)
+	err := f.parent.Err()
+	if err == nil {
+		err = context.Canceled
+	}
+	f.abortAttempt(err)
+	f.g.metrics.reqError("client_disconnected")
+	f.rec.Gone(err)
+	f.out, f.more, f.has = gen.Event{}, nil, false
+	f.end()
+}
+
+// end accounts the request's end once: its attempts on the access line,
+// encode legs still running, the embedding watch, the deadline's timer,
+// the in-flight count.
+func (f *flight) end() {
+	if f.over {
+		return
+	}
+	f.over = true
+	if f.running {
+		f.noteAttempts()
+		f.endEncodes()
+		f.stopWatching()
+	}
+	f.cancel()
+	f.g.inflight.Add(-1)
 }
 
 // arm sets up run's view of the current attempt's legs.
@@ -598,13 +671,14 @@ func (f *flight) stopWatching() {
 	})
 }
 
+// emit hands ev to Next.
 func (f *flight) emit(ev gen.Event) bool {
-	select {
-	case f.events <- ev:
+	if f.has {
+		f.more = append(f.more, ev)
 		return true
-	case <-f.parent.Done():
-		return false
 	}
+	f.out, f.has = ev, true
+	return true
 }
 
 func (f *flight) fail(kind string, ev gen.Event) {
@@ -724,7 +798,8 @@ func (f *flight) onDecode(dr legResult) bool {
 		// The engine ended the stream itself: before any token reached the
 		// client it is worth another pair; after, the client sees it.
 		ev.Finish = finishOf(o.Finished)
-		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "engine_abort", ev: &ev, finished: true, decode: true,
+		last := ev // its own copy: ev stays off the heap on the token path
+		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "engine_abort", ev: &last, finished: true, decode: true,
 			avoid: []*lane.Worker{f.cur.pre.w, dw}, blame: []*lane.Worker{dw}})
 	}
 	now := time.Now()

@@ -437,3 +437,38 @@ func waitBreakerSeen(t *testing.T, d *Dispatcher) {
 		}
 	}
 }
+
+// A stream its reader closes mid-generation (the client went, a local
+// stop) ends as a client cancel does: counted client_disconnected, out of
+// the in-flight count, and Next has nothing more.
+func TestStreamCloseEndsTheRequest(t *testing.T) {
+	t.Parallel()
+	fl := newFakeLane(t, nil, onePTwoD...)
+	st, err := fl.d.Stream(context.Background(), request(8, 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := fl.ranks["prefill"]
+	p := pre.next()
+	dec, d := fl.decodeOf("decode-0", "decode-1")
+	pre.prefillDone(p)
+	dec.emit(d.RID, 4, []int32{1, 5}, nil, "", 2)
+	ev, ok := st.Next()
+	if !ok || ev.Err != nil || !slices.Equal(ev.TokenIDs, []int32{1, 5}) {
+		t.Fatalf("first event %+v ok %v", ev, ok)
+	}
+	if n := fl.d.InFlight(); n != 1 {
+		t.Fatalf("in flight %d while streaming", n)
+	}
+	st.Close()
+	st.Close() // idempotent
+	if ev, ok := st.Next(); ok {
+		t.Fatalf("Next after Close gave %+v", ev)
+	}
+	if n := fl.d.InFlight(); n != 0 {
+		t.Fatalf("in flight %d after Close", n)
+	}
+	if n := testutil.ToFloat64(fl.m.ReqErrors.WithLabelValues("client_disconnected")); n != 1 {
+		t.Fatalf("client_disconnected counted %v times", n)
+	}
+}

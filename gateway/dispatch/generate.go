@@ -91,12 +91,14 @@ func splitBootstrap(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// Generate dispatches r to a prefill and a decode rank with one bootstrap
-// room and streams the decode leg's tokens. Cancelling ctx (client gone)
-// aborts both legs; so does either leg's abort or error, and the request
-// deadline. The channel always ends with an event carrying Finish or Err.
-func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan gen.Event, err error) {
-	// Generate runs in its caller's goroutine (an HTTP handler, an OpenAI
+// Stream dispatches r to a prefill and a decode rank with one bootstrap
+// room; the decode leg's tokens are read with the Streamer's Next, which
+// drives the request's flight (its legs, retries and migration) in the
+// caller's goroutine. Cancelling ctx (client gone) aborts both legs; so
+// does either leg's abort or error, and the request deadline. The last
+// event carries Finish or Err.
+func (g *Dispatcher) Stream(ctx context.Context, r gen.Request) (st gen.Streamer, err error) {
+	// Stream runs in its caller's goroutine (an HTTP handler, an OpenAI
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
 	var sent []*lane.Stream
@@ -111,9 +113,40 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan
 			s.Abort(perr)
 		}
 		g.metrics.reqError("panic")
-		events, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
+		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
-	return g.generate(ctx, r, &sent)
+	f, err := g.generate(ctx, r, &sent)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Generate is Stream read by a goroutine of its own into a channel that
+// is closed after the last event.
+func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+	st, err := g.Stream(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	events := make(chan gen.Event, 16)
+	go func() {
+		defer close(events)
+		defer st.Close()
+		defer g.recoverHere("request channel", nil) // Next recovers its own; this guards the loop
+		for {
+			ev, ok := st.Next()
+			if !ok {
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events, nil
 }
 
 // generate dispatches one request in steps: admit (validate it) → its
@@ -121,9 +154,10 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (events <-chan
 // worker → encode each leg's request with a fresh rid and room → submit
 // the legs → with prompt logprobs asked, await the prefill's), retried as
 // gateway.retry says while each failure is still a clean error before any
-// response → start its flight, which drives the attempt and any later
-// one (flight.go). Only the failure that ends the request is counted.
-func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (<-chan gen.Event, error) {
+// response → start its flight, which Next drives through the attempt and
+// any later one (flight.go). Only the failure that ends the request is
+// counted.
+func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (*flight, error) {
 	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
 	sp, err := g.admit(&r)
 	if err != nil {
@@ -134,7 +168,7 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 	started := false
 	defer func() {
 		if !started {
-			f.cancel() // a failure or a panic: run never owns the flight
+			f.cancel() // a failure or a panic: Next never owns the flight
 		}
 	}()
 	if ae := f.launch(); ae != nil {
@@ -146,7 +180,8 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 		return nil, ae.err
 	}
 	started = true
-	return f.start(), nil
+	f.start()
+	return f, nil
 }
 
 // admit checks a request before any worker is chosen and returns its

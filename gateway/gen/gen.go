@@ -126,10 +126,34 @@ func CheckTopLogprobs(r Request, ev Event) error {
 	return nil
 }
 
+// Streamer is one generation read in its caller's goroutine: whatever
+// drives the generation (the dispatcher's flight: its legs, retries,
+// migration) runs inside Next, so a token goes from the lane's reader to
+// the front end's writer with one wake-up and no goroutine between them
+// (docs/architecture.md §14). One goroutine at a time calls it.
+type Streamer interface {
+	// Next waits for the next event; ok is false once the last one (Finish
+	// or Err set) was returned. Cancelling the context the stream was
+	// started with ends it (every leg aborted).
+	Next() (ev Event, ok bool)
+	// Buffered reports whether Next has output to return without
+	// waiting: a writer flushes once nothing more is ready, so outputs
+	// that arrived together cost one flush.
+	Buffered() bool
+	// Close ends the generation, aborting every leg of one still running
+	// as cancelling its context does. Idempotent; always call it.
+	Close()
+}
+
 // Engine generates. Cancelling ctx aborts the generation on every leg it
-// touches; the channel is closed after the last event. It states all a
-// front end relies on: front ends never probe an engine for more.
+// touches. It states all a front end relies on: front ends never probe
+// an engine for more.
 type Engine interface {
+	// Stream starts a generation read with Next in the caller's goroutine.
+	Stream(ctx context.Context, r Request) (Streamer, error)
+	// Generate is Stream read by a goroutine of its own into a channel,
+	// closed after the last event, for callers that select on several
+	// generations.
 	Generate(ctx context.Context, r Request) (<-chan Event, error)
 	// Ready reports whether at least one prefill and one decode rank are registered.
 	Ready() bool
@@ -148,4 +172,39 @@ type Engine interface {
 	// (logged with its stack, counted, shown as an event), as the
 	// engine's boundaries do for theirs.
 	ReportPanic(where string, v any, stack []byte)
+}
+
+// FromChannel is a Streamer over a channel of events (an engine that
+// generates in a goroutine of its own, such as a test's fake). Close
+// drains what is left in the background, so the producer never blocks.
+func FromChannel(ch <-chan Event) Streamer { return &chanStream{ch: ch} }
+
+type chanStream struct {
+	ch     <-chan Event
+	closed bool // ch was read to its close
+	done   bool // Close was called
+}
+
+func (c *chanStream) Next() (Event, bool) {
+	if c.closed {
+		return Event{}, false
+	}
+	ev, ok := <-c.ch
+	if !ok {
+		c.closed = true
+	}
+	return ev, ok
+}
+
+func (c *chanStream) Buffered() bool { return !c.closed && len(c.ch) > 0 }
+
+func (c *chanStream) Close() {
+	if c.done || c.closed {
+		return
+	}
+	c.done = true
+	go func() {
+		for range c.ch {
+		}
+	}()
 }

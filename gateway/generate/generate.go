@@ -59,30 +59,34 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	start := time.Now()
-	events, err := s.engine.Generate(ctx, req)
+	// Read in this goroutine: the dispatch's flight runs inside Next, so
+	// a token goes from the lane's reader to this writer with one wake-up
+	// (docs/architecture.md §14).
+	st, err := s.engine.Stream(ctx, req)
 	if err != nil {
 		front.WriteError(w, err)
 		return
 	}
+	defer st.Close()
 	id := req.RID
 	if body.Stream {
-		stream(w, events, id, start, cancel, req)
+		stream(w, st, id, start, cancel, req)
 		return
 	}
 	resp := Response{OutputIDs: []int32{}, MetaInfo: Meta{ID: id}}
 	var lps []float64
-	for ev := range events {
+	for {
+		ev, ok := st.Next()
+		if !ok {
+			break
+		}
 		if ev.Err != nil {
 			cancel()
-			for range events {
-			}
 			front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: ev.Err.Error()})
 			return
 		}
 		if err := gen.CheckTopLogprobs(req, ev); err != nil {
 			cancel()
-			for range events {
-			}
 			front.WriteError(w, topLogprobsError(err))
 			return
 		}
@@ -109,44 +113,46 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, resp)
 }
 
-func stream(w http.ResponseWriter, events <-chan gen.Event, id string, start time.Time, cancel func(), req gen.Request) {
+func stream(w http.ResponseWriter, st gen.Streamer, id string, start time.Time, cancel func(), req gen.Request) {
 	prompt := promptIDs(req)
 	out := front.NewSSE(w)
 	out.Start()
 	enc := newGenerateChunkEnc(id)
-	ok, refused := true, false
-	for ev := range events {
-		if !ok || refused {
-			continue // the request ctx is cancelled by now; drain to the close
+	ok := true
+	for ok {
+		ev, more := st.Next()
+		if !more {
+			break
 		}
 		if ev.Err != nil {
 			out.Fail(front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", ev.Err.Error()))
 			if ok = !out.Failed(); !ok {
 				cancel()
 			}
-			continue
+			continue // the error is the last event
 		}
 		if err := gen.CheckTopLogprobs(req, ev); err != nil {
 			out.Fail(topLogprobsError(err))
-			ok, refused = !out.Failed(), true
+			ok = !out.Failed()
 			cancel()
-			continue
+			break // the handler's Close aborts the legs
 		}
 		var e2e float64
 		if ev.Finish != nil {
 			e2e = time.Since(start).Seconds()
 		}
 		if len(ev.Logprobs) == 0 && len(ev.PromptLogprobs) == 0 && len(ev.TopLogprobs) == 0 {
-			// The token path: written into the SSE buffer and flushed once
-			// no further event is already waiting, so a burst of ready
-			// events costs one flush, not one each. The last event (Finish:
-			// none follows, gen.Event) goes out with data: [DONE]'s flush.
+			// The token path: every token of one wire output is one event
+			// and one write, flushed once no further output is already
+			// waiting, so outputs that arrived together cost one flush.
+			// The last event (Finish: none follows, gen.Event) goes out
+			// with data: [DONE]'s flush.
 			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e); encoded {
 				ok = out.Write(event)
 			} else {
 				ok = false
 			}
-			if ok && ev.Finish == nil && len(events) == 0 {
+			if ok && ev.Finish == nil && !st.Buffered() {
 				out.Flush()
 			}
 		} else {

@@ -79,28 +79,9 @@ func (s *Stream) fail(err error) {
 // io.EOF; a failed stream returns its error once queued outputs are read.
 func (s *Stream) Recv(ctx context.Context) (Output, error) {
 	for {
-		s.mu.Lock()
-		if s.head < len(s.items) {
-			// A head index instead of reslicing from the front: that
-			// shrinks the array's capacity, and the next deliver would
-			// allocate a new one (an allocation per token when the reader
-			// keeps up). Drained, the queue starts again at the front.
-			o := s.items[s.head]
-			s.items[s.head] = Output{}
-			s.head++
-			if s.head == len(s.items) {
-				s.items, s.head = s.items[:0], 0
-			}
-			s.mu.Unlock()
-			return o, nil
-		}
-		err, ended := s.err, s.ended
-		s.mu.Unlock()
-		if err != nil {
-			return Output{}, err
-		}
-		if ended {
-			return Output{}, io.EOF
+		o, ok, err := s.Poll()
+		if ok {
+			return o, err
 		}
 		select {
 		case <-s.wake:
@@ -108,6 +89,23 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 			return Output{}, ctx.Err()
 		}
 	}
+}
+
+// takeLocked pops the oldest queued output. A head index instead of
+// reslicing from the front: that shrinks the array's capacity, and the
+// next deliver would allocate a new one (an allocation per token when the
+// reader keeps up). Drained, the queue starts again at the front.
+func (s *Stream) takeLocked() (Output, bool) {
+	if s.head == len(s.items) {
+		return Output{}, false
+	}
+	o := s.items[s.head]
+	s.items[s.head] = Output{}
+	s.head++
+	if s.head == len(s.items) {
+		s.items, s.head = s.items[:0], 0
+	}
+	return o, true
 }
 
 // Abort ends the stream with err (ErrAborted when nil) and, if the engine
@@ -145,10 +143,7 @@ func (s *Stream) Wake() <-chan struct{} { return s.wake }
 func (s *Stream) Poll() (o Output, ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.items) > 0 {
-		o = s.items[0]
-		s.items[0] = Output{}
-		s.items = s.items[1:]
+	if o, ok := s.takeLocked(); ok {
 		return o, true, nil
 	}
 	if s.err != nil {
@@ -158,4 +153,11 @@ func (s *Stream) Poll() (o Output, ok bool, err error) {
 		return Output{}, true, io.EOF
 	}
 	return Output{}, false, nil
+}
+
+// Buffered reports whether an output is queued: Poll has one to return.
+func (s *Stream) Buffered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.head < len(s.items)
 }

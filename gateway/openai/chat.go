@@ -276,6 +276,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	created := s.opts.Now().Unix()
+	if p.stream && p.n == 1 {
+		s.streamOne(ctx, w, cancel, p, ag, id, created, reqs[0])
+		return
+	}
 	pieces := s.runAll(ctx, p, reqs, idx)
 	if p.stream {
 		s.streamChat(w, cancel, p, ag, id, created, pieces)
@@ -381,97 +385,154 @@ type chatChunk struct {
 	Usage   *Usage        `json:"usage,omitempty"`
 }
 
+// chatStream writes one chat stream: a piece at a time, from the
+// handler goroutine only.
+type chatStream struct {
+	s        *Server
+	out      *sse
+	enc      *chatChunkEnc
+	cancel   context.CancelFunc
+	p        *plan
+	ag       *agent
+	id       string
+	created  int64
+	roleSent []bool
+	replies  []*replyParser // tools.go; nil: content as generated
+	u        Usage
+	ps       prompts
+	failed   bool
+}
+
+func (s *Server) newChatStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64) *chatStream {
+	return &chatStream{s: s, out: newSSE(w), enc: newChatChunkEnc(id, created, p.model), cancel: cancel, p: p, ag: ag, id: id, created: created,
+		roleSent: make([]bool, p.n), replies: make([]*replyParser, p.n)}
+}
+
+// streamChat writes the stream of the pieces of n > 1 samples, each
+// from its own runner.
 func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, pieces <-chan piece) {
-	out := newSSE(w)
-	enc := newChatChunkEnc(id, created, p.model)
-	chunk := func(c chunkChoice) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{c}}
-	}
-	roleSent := make([]bool, p.n)
-	replies := make([]*replyParser, p.n) // tools.go; nil: content as generated
-	var u Usage
-	var ps prompts
-	failed := false
+	cs := s.newChatStream(w, cancel, p, ag, id, created)
 	for pc := range pieces {
-		if failed {
-			continue
-		}
-		if pc.err != nil {
-			failed = true
-			cancel()
-			out.fail(pc.err)
-			continue
-		}
-		// Events go out through enc (no json.Marshal, no allocation) and
-		// unflushed; one flush covers every piece already waiting, so a
-		// burst of tokens costs one write, not one per token.
-		if !roleSent[pc.index] {
-			roleSent[pc.index] = true
-			out.write(enc.role(pc.index))
-		}
-		rp := replies[pc.index]
-		if rp == nil && ag.active {
-			var aerr *apiError
-			if rp, aerr = ag.newReply(); aerr != nil {
-				failed = true
-				cancel()
-				out.fail(aerr)
-				continue
-			}
-			replies[pc.index] = rp
-		}
-		if rp != nil {
-			ds := rp.push(pc.text)
-			if pc.finish != "" {
-				ds = append(ds, rp.finish()...)
-			}
-			deltas := streamDeltas(ds)
-			if len(deltas) == 0 && len(pc.logprobs) > 0 {
-				deltas = []chunkDelta{{}}
-			}
-			for k, d := range deltas {
-				c := chunkChoice{Index: pc.index, Delta: d}
-				if k == 0 && p.logprobs {
-					c.Logprobs = s.chatLogprobs(pc.logprobs, p.topLogprobs)
-				}
-				out.send(chunk(c))
-			}
-		} else if pc.text != "" || len(pc.logprobs) > 0 {
-			if p.logprobs {
-				text := pc.text
-				c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
-				c.Logprobs = s.chatLogprobs(pc.logprobs, p.topLogprobs)
-				out.send(chunk(c))
-			} else {
-				out.write(enc.content(pc.index, pc.text))
-			}
-		}
-		if pc.finish != "" {
-			if rp != nil {
-				// A parsed reply may end in tool_calls (tools.go).
-				f := rp.finishReason(pc.finish)
-				out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
-			} else {
-				out.write(enc.finish(pc.index, pc.finish, pc.matched))
-			}
-			u.CompletionTokens += pc.completion
-			ps.add(0, pc) // n samples of one prompt
-		}
-		if len(pieces) == 0 {
+		cs.take(pc, len(pieces) > 0)
+	}
+	cs.end()
+}
+
+// streamOne writes the stream of one sample read in the handler's own
+// goroutine: the engine's output reaches this writer with one wake-up
+// and no goroutine between (docs/architecture.md §14).
+func (s *Server) streamOne(ctx context.Context, w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, req gen.Request) {
+	cs := s.newChatStream(w, cancel, p, ag, id, created)
+	emit := func(pc piece) bool {
+		cs.take(pc, pc.more)
+		return !cs.failed && !cs.out.failed
+	}
+	func() {
+		// The runner's boundary, as runAll's goroutine has it: a panic in
+		// the engine's stream or the stop decoder fails this request.
+		defer s.recoverRunner(0, emit)
+		s.runSample(ctx, p, req, 0, emit)
+	}()
+	cs.end()
+}
+
+// take writes one piece; more: another is already waiting, so the write
+// is left unflushed (one flush covers them all).
+func (cs *chatStream) take(pc piece, more bool) {
+	if cs.failed {
+		return
+	}
+	out, enc, p := cs.out, cs.enc, cs.p
+	chunk := func(c chunkChoice) chatChunk {
+		return chatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: p.model, Choices: []chunkChoice{c}}
+	}
+	if pc.err != nil {
+		cs.failed = true
+		cs.cancel()
+		out.fail(pc.err)
+		return
+	}
+	if pc.flush {
+		if !more {
 			out.flush()
 		}
-		if out.failed {
-			// Client went away: abort every sample.
-			cancel()
+		return
+	}
+	// Events go out through enc (no json.Marshal, no allocation) and
+	// unflushed; one flush covers every piece already waiting, so a
+	// burst of tokens costs one write, not one per token.
+	if !cs.roleSent[pc.index] {
+		cs.roleSent[pc.index] = true
+		out.write(enc.role(pc.index))
+	}
+	rp := cs.replies[pc.index]
+	if rp == nil && cs.ag.active {
+		var aerr *apiError
+		if rp, aerr = cs.ag.newReply(); aerr != nil {
+			cs.failed = true
+			cs.cancel()
+			out.fail(aerr)
+			return
+		}
+		cs.replies[pc.index] = rp
+	}
+	if rp != nil {
+		ds := rp.push(pc.text)
+		if pc.finish != "" {
+			ds = append(ds, rp.finish()...)
+		}
+		deltas := streamDeltas(ds)
+		if len(deltas) == 0 && len(pc.logprobs) > 0 {
+			deltas = []chunkDelta{{}}
+		}
+		for k, d := range deltas {
+			c := chunkChoice{Index: pc.index, Delta: d}
+			if k == 0 && p.logprobs {
+				c.Logprobs = cs.s.chatLogprobs(pc.logprobs, p.topLogprobs)
+			}
+			out.send(chunk(c))
+		}
+	} else if pc.text != "" || len(pc.logprobs) > 0 {
+		if p.logprobs {
+			text := pc.text
+			c := chunkChoice{Index: pc.index, Delta: chunkDelta{Content: &text}}
+			c.Logprobs = cs.s.chatLogprobs(pc.logprobs, p.topLogprobs)
+			out.send(chunk(c))
+		} else {
+			out.write(enc.content(pc.index, pc.text))
 		}
 	}
+	if pc.finish != "" {
+		if rp != nil {
+			// A parsed reply may end in tool_calls (tools.go).
+			f := rp.finishReason(pc.finish)
+			out.send(chunk(chunkChoice{Index: pc.index, Delta: chunkDelta{}, FinishReason: &f, MatchedStop: pc.matched}))
+		} else {
+			out.write(enc.finish(pc.index, pc.finish, pc.matched))
+		}
+		cs.u.CompletionTokens += pc.completion
+		cs.ps.add(0, pc) // n samples of one prompt
+	}
+	if !more {
+		out.flush()
+	}
+	if out.failed {
+		// Client went away: abort every sample.
+		cs.cancel()
+	}
+}
+
+// end closes the stream: the usage chunk when asked, then [DONE].
+func (cs *chatStream) end() {
+	out, p := cs.out, cs.p
 	if out.failed && !out.started {
 		return
 	}
-	if p.includeUsage && !failed {
-		ps.into(&u)
+	if p.includeUsage && !cs.failed {
+		u := cs.u
+		cs.ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		out.send(chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
+		out.send(chatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
 	}
 	out.done()
 }

@@ -62,6 +62,18 @@ func (f *fakeEngine) requests() []gen.Request {
 	return slices.Clone(f.reqs)
 }
 
+func (f *fakeEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+	return streamOf(f.Generate(ctx, r))
+}
+
+// streamOf is a test engine's Stream over its Generate.
+func streamOf(ch <-chan gen.Event, err error) (gen.Streamer, error) {
+	if err != nil {
+		return nil, err
+	}
+	return gen.FromChannel(ch), nil
+}
+
 func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
 	if f.startErr != nil {
 		return nil, f.startErr

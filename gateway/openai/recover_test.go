@@ -31,6 +31,10 @@ func (p *panicky) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event
 	return p.fakeEngine.Generate(ctx, r)
 }
 
+func (p *panicky) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+	return streamOf(p.Generate(ctx, r))
+}
+
 func (p *panicky) Ready() bool {
 	if p.readyPanics && p.readys.Add(1) == 1 {
 		panic("injected handler panic")

@@ -31,19 +31,42 @@ type piece struct {
 	completion int    // completion tokens (last piece)
 	cached     int    // prompt tokens found in the prefix cache (last piece)
 	err        *apiError
+	// more: the engine already has the next output (gen.Streamer's
+	// Buffered), so a writer reading in the runner's goroutine leaves this
+	// piece unflushed; flush alone marks the point where a piece left so
+	// has nothing after it (the output that followed made no text).
+	more, flush bool
+}
+
+// toChannel is a runner's emit over a channel to the handler goroutine,
+// which has its own rule for flushing (nothing more queued): flush-only
+// pieces are not sent.
+func toChannel(ctx context.Context, out chan<- piece) func(piece) bool {
+	return func(pc piece) bool {
+		if pc.flush {
+			return true
+		}
+		select {
+		case out <- pc:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // runAll starts one runner per request; the channel closes when all are done.
 func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexes []int) <-chan piece {
 	out := make(chan piece, 16)
+	emit := toChannel(ctx, out)
 	if len(reqs) == 1 {
 		// n = 1: the runner closes the channel itself, no closer goroutine
 		// (with the gateway's run reading both legs in one select, the
 		// request costs the handler, this runner and the dispatch's run).
 		go func() {
 			defer close(out)
-			defer s.recoverRunner(ctx, indexes[0], out)
-			s.runSample(ctx, p, reqs[0], indexes[0], out)
+			defer s.recoverRunner(indexes[0], emit)
+			s.runSample(ctx, p, reqs[0], indexes[0], emit)
 		}()
 		return out
 	}
@@ -55,8 +78,8 @@ func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexe
 			// A runner is a per-request goroutine nothing above recovers: a
 			// panic in it (the engine's dispatch, the stop decoder) must
 			// fail this one choice with a 500, not end the daemon.
-			defer s.recoverRunner(ctx, indexes[k], out)
-			s.runSample(ctx, p, reqs[k], indexes[k], out)
+			defer s.recoverRunner(indexes[k], emit)
+			s.runSample(ctx, p, reqs[k], indexes[k], emit)
 		}()
 	}
 	go func() { wg.Wait(); close(out) }()
@@ -67,49 +90,30 @@ func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexe
 // and reports it with the others).
 func (s *Server) reportPanic(where string, v any) { s.engine.ReportPanic(where, v, debug.Stack()) }
 
-func (s *Server) recoverRunner(ctx context.Context, index int, out chan<- piece) {
+func (s *Server) recoverRunner(index int, emit func(piece) bool) {
 	v := recover()
 	if v == nil {
 		return
 	}
 	s.reportPanic("openai runner", v)
-	pc := piece{index: index, err: errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while generating (the gateway recovered: %v)", v))}
-	select {
-	case out <- pc:
-	case <-ctx.Done():
-	}
+	emit(piece{index: index, err: errorf(http.StatusInternalServerError, "internal_error", "", fmt.Sprintf("internal error while generating (the gateway recovered: %v)", v))})
 }
 
-// runSample drives one generation through the stop decoder. A local stop
-// (stop string, or a stop/EOS token the engine did not finish on) cancels
-// the generation so the engine aborts it instead of running on.
-func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, index int, out chan<- piece) {
+// runSample drives one generation through the stop decoder, reading the
+// engine's stream in this goroutine, and hands each piece to emit (false:
+// nobody listens any more). A local stop (stop string, or a stop/EOS
+// token the engine did not finish on) ends the generation so the engine
+// aborts it instead of running on.
+func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, index int, emit func(piece) bool) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	send := func(pc piece) bool {
-		select {
-		case out <- pc:
-			return true
-		case <-parent.Done():
-			return false
-		}
-	}
-	ch, err := s.engine.Generate(ctx, req)
+	send := emit
+	st, err := s.engine.Stream(ctx, req)
 	if err != nil {
 		send(piece{index: index, err: engineError(err, http.StatusServiceUnavailable, "worker_failed_to_start", "start generation: ")})
 		return
 	}
-	closed := false
-	defer func() {
-		if !closed {
-			// The engine may still be sending; never leave it blocked.
-			cancel()
-			go func() {
-				for range ch {
-				}
-			}()
-		}
-	}()
+	defer st.Close() // a generation still running is aborted
 	sd := s.tok.NewStopDecoder(tokenizer.StopConfig{
 		Strings:      p.stops,
 		TokenIDs:     req.Sampling.StopTokenIDs,
@@ -120,16 +124,14 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		MinTokens:    req.Sampling.MinNewTokens,
 	})
 	prompt, completion, cached := len(req.InputIDs), 0, 0
+	owed := false // a piece went out with more set, and nothing after it yet
+	var tj textJoin
 	for {
-		var ev gen.Event
-		var ok bool
-		select {
-		case ev, ok = <-ch:
-		case <-parent.Done():
-			return
-		}
+		ev, ok := st.Next()
 		if !ok {
-			closed = true
+			if parent.Err() != nil {
+				return
+			}
 			send(piece{index: index, err: errorf(http.StatusBadGateway, "worker_stream_failed", "", "engine stream ended without a finish")})
 			return
 		}
@@ -150,6 +152,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			pc.logprobs = promptTokenLogprobs(req, ev.PromptLogprobs) // echo: prompt first
 		}
 		stopped := false
+		tj.reset()
 		for i, id := range ev.TokenIDs {
 			completion++
 			if p.logprobs {
@@ -164,7 +167,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				pc.logprobs = append(pc.logprobs, t)
 			}
 			r := sd.Step(id)
-			pc.text += r.Text
+			tj.add(r.Text)
 			if r.Stopped {
 				stopped = true
 				pc.finish = gen.FinishStop
@@ -172,6 +175,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 				break
 			}
 		}
+		pc.text = tj.text()
 		if !stopped && ev.Finish != nil {
 			switch ev.Finish.Reason {
 			case gen.FinishStop, gen.FinishLength:
@@ -195,11 +199,50 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			return
 		}
 		if pc.text != "" || len(pc.logprobs) > 0 {
+			pc.more = st.Buffered()
+			owed = pc.more
 			if !send(pc) {
+				return
+			}
+		} else if owed && !st.Buffered() {
+			owed = false
+			if !send(piece{index: index, flush: true}) {
 				return
 			}
 		}
 	}
+}
+
+// textJoin joins the texts of one output's tokens: one token's text is
+// the detokenizer's own string (no copy), several are joined in one
+// reused buffer and copied out once, so an output costs at most one
+// allocation here however many tokens it carries.
+type textJoin struct {
+	first string
+	buf   []byte
+	parts int
+}
+
+func (j *textJoin) reset() { j.first, j.buf, j.parts = "", j.buf[:0], 0 }
+
+func (j *textJoin) add(s string) {
+	switch {
+	case s == "":
+	case j.parts == 0:
+		j.first, j.parts = s, 1
+	case j.parts == 1:
+		j.buf = append(append(j.buf[:0], j.first...), s...)
+		j.parts = 2
+	default:
+		j.buf = append(j.buf, s...)
+	}
+}
+
+func (j *textJoin) text() string {
+	if j.parts <= 1 {
+		return j.first
+	}
+	return string(j.buf)
 }
 
 // matchedValue is what matched_stop reports: the stop string the client
