@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // freeCluster8 is freeCluster for a dp-2 engine, whose cluster reaches D+7.

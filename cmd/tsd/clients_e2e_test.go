@@ -7,7 +7,7 @@ package main
 // structured-output, top-logprob and /v1/responses scenarios against `tsd up
 // --headless` on ts-fake. The clients are pinned in
 // testdata/clients/package.json (+ lock) and installed into the test
-// cache (internal/npmtest), never into the repo.
+// cache (testkit/npmtest), never into the repo.
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/npmtest"
+	"github.com/tsd-project/tsd/testkit/npmtest"
 )
 
 // clientReplies are ts-fake's --fake-replies rules, tried in order against

@@ -22,10 +22,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tsd-project/tsd/internal/testbin"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testbin"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 var (
@@ -531,7 +531,7 @@ func TestE2EIgnoredSIGTERM(t *testing.T) {
 // again once the asker closes it), and two deployments planned on one port
 // fail their preflight.
 // freePort is reserved against every other test, in this binary and the
-// others running beside it (internal/testports).
+// others running beside it (testkit/testports).
 func freePort(t *testing.T) int {
 	t.Helper()
 	return testports.Port(t)

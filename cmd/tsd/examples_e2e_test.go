@@ -27,8 +27,8 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/tsd-project/tsd/gateway/openai"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // fakeExample loads profiles/examples/<name>, applies the changes every
