@@ -84,7 +84,7 @@ type Gateway struct {
 	CORSOrigins []string
 	// ToolCallParser and ReasoningParser name the gateway's reply parsers
 	// (gateway/parsers, SMG's spelling); empty: the model family's default
-	// (parsers.DefaultFor, as `ts serve` picks them).
+	// (parsernames.DefaultFor, as `ts serve` picks them).
 	ToolCallParser  string
 	ReasoningParser string
 	// Retry and CircuitBreaker are gateway.retry and

@@ -29,7 +29,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/tsd-project/tsd/gateway/parsers"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 // row is one key of a section whose values are stored into a T.
@@ -227,9 +227,9 @@ func parserKey[T any](key, def, doc string, get func(*T) *string) row[T] {
 		s := l.str(f)
 		var err error
 		if key == "tool_call_parser" {
-			err = parsers.Validate(s, "")
+			err = parsernames.Validate(s, "")
 		} else {
-			err = parsers.Validate("", s)
+			err = parsernames.Validate("", s)
 		}
 		if err != nil {
 			l.errf(f, "%v", err)
