@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles/parsernames"
+	"github.com/tsd-project/tsd/slurm"
 )
 
 // GPU is one device of the host, as telemetry reports it.

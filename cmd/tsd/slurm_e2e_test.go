@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/slurm"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/testkit/slurmtest"
 )
