@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -44,9 +44,9 @@ func detachedPlan(t *testing.T, name string) (dir, planPath string) {
 // registered is name's registry entry (the real per-user registry: the
 // daemon under test registers there so its ports are claimed against
 // every other tsd; names are unique per test).
-func registered(t *testing.T, name string) registry.Entry {
+func registered(t *testing.T, name string) daemons.Entry {
 	t.Helper()
-	reg, err := registry.Open("")
+	reg, err := daemons.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func registered(t *testing.T, name string) registry.Entry {
 		}
 	}
 	t.Fatalf("%s not in the registry (%+v)", name, live)
-	return registry.Entry{}
+	return daemons.Entry{}
 }
 
 // TestE2EDetachedKill9: `tsd up -d` returns once every role is ready, with
