@@ -105,13 +105,10 @@ func TestE2EDetachedKill9(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &s); err != nil {
 		t.Fatal(err)
 	}
-	var pids, pgids []int
 	for _, r := range s.Roles {
 		if r.State != snapshot.StateReady || r.PID <= 0 {
 			t.Fatalf("after up -d: %+v", r)
 		}
-		pgids = append(pgids, r.PID)
-		pids = append(pids, groupProcs(r.PID)...)
 	}
 	if out, err := ctl("up", "-d", "--no-gateway", "--plan-json", planPath); err == nil || !strings.Contains(out, "already running") {
 		t.Fatalf("second up of %s: %v\n%s", name, err, out)
@@ -164,7 +161,7 @@ func TestE2EDetachedKill9(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &s); err != nil {
 		t.Fatal(err)
 	}
-	pids, pgids = nil, nil
+	var pids, pgids []int
 	for _, r := range s.Roles {
 		pgids = append(pgids, r.PID)
 		pids = append(pids, groupProcs(r.PID)...)

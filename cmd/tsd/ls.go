@@ -64,9 +64,6 @@ func (c lsCmd) Run() error {
 	if c.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		if rows == nil {
-			rows = []lsRow{}
-		}
 		return enc.Encode(rows)
 	}
 	if len(rows) == 0 {
