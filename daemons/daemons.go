@@ -85,9 +85,6 @@ func Open(dir string) (*Registry, error) {
 	return &Registry{dir: dir}, nil
 }
 
-// Path is the registry's folder.
-func (r *Registry) Path() string { return r.dir }
-
 // Lock takes the registry's exclusive lock; the returned function drops it.
 // Hold it from the checks (name free, ports unclaimed) to Add.
 func (r *Registry) Lock() (func(), error) {

@@ -241,3 +241,6 @@ func TestSetPorts(t *testing.T) {
 		t.Fatalf("claimed %v %v", claimed, err)
 	}
 }
+
+// Path is the registry's folder.
+func (r *Registry) Path() string { return r.dir }

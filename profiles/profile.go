@@ -208,31 +208,12 @@ const (
 	GatewayLogName = "gateway"
 )
 
-// DefaultCommand is the engine command when the profile names none.
-func DefaultCommand() []string {
-	var e Engine
-	engineSection.setDefaults(&e)
-	return e.Command
-}
-
 // DefaultRestart is the restart policy when the profile sets none (the
 // restart section's defaults).
 func DefaultRestart() Restart {
 	var r Restart
 	restartSection.setDefaults(&r)
 	return r
-}
-
-// DefaultHealth is the stall handling when the profile sets none.
-func DefaultHealth() Health {
-	return Health{StallAction: StallRestart, StallTimeout: DefaultStallTimeout}
-}
-
-// DefaultPolicy is the worker-selection policy per kind.
-func DefaultPolicy() PolicyPlan {
-	var p PolicyPlan
-	policySection.setDefaults(&p)
-	return p
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's

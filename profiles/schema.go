@@ -799,24 +799,3 @@ func (s *section[T]) docRows(prefix string, seen map[docSection]bool) []DocRow {
 	}
 	return out
 }
-
-// SchemaRows lists every profile key with its type, default and doc line,
-// in file order: what docs/profiles.md's key table shows.
-func SchemaRows() []DocRow {
-	return topSection.docRows("", map[docSection]bool{})
-}
-
-// KeyTable renders SchemaRows as the Markdown table in docs/profiles.md.
-func KeyTable() string {
-	var b strings.Builder
-	b.WriteString("| key | type | default | what it does |\n|---|---|---|---|\n")
-	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-	for _, r := range SchemaRows() {
-		def := r.Default
-		if def == "" {
-			def = "—"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Key, esc(r.Type), esc(def), esc(r.Doc))
-	}
-	return b.String()
-}

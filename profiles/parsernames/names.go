@@ -96,14 +96,6 @@ func ToolNames() []string {
 // ReasoningNames lists every name and alias Reasoning accepts, sorted.
 func ReasoningNames() []string { return sorted(reasonings, "passthrough") }
 
-// ToolParsers lists the canonical tool-call parser names, sorted: each is
-// one format of gateway/parsers/toolcall.
-func ToolParsers() []string { return canonical(tools) }
-
-// ReasoningParsers lists the canonical reasoning parser names, sorted:
-// each is one family of gateway/parsers/reasoning.
-func ReasoningParsers() []string { return canonical(reasonings) }
-
 // Validate checks parser names (for profile or flag validation): "" as a
 // tool means none.
 func Validate(tool, reasoning string) error {
@@ -120,17 +112,6 @@ func sorted(m map[string]string, extra ...string) []string {
 	n := append([]string(nil), extra...)
 	for k := range m {
 		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
-
-func canonical(m map[string]string) []string {
-	var n []string
-	for k, v := range m {
-		if k == v {
-			n = append(n, k)
-		}
 	}
 	sort.Strings(n)
 	return n
