@@ -90,7 +90,7 @@ func TestGPUMemPerCard(t *testing.T) {
 	}
 }
 
-// Pins (issue 15): a role whose log cannot be written says so in red in
+// Pins: a role whose log cannot be written says so in red in
 // the REASON column, ahead of its reason.
 func TestLogErrorShown(t *testing.T) {
 	s := tuitest.Deployment(2, 1, 1, t0)

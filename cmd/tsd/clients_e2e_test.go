@@ -1,6 +1,6 @@
 package main
 
-// Issue 17's first done-when, end to end: three npm clients we did not
+// The OpenAI API as real clients read it, end to end: three npm clients we did not
 // write (the official `openai` package, 4.x, 5.x, 6.x and latest;
 // Vercel's AI SDK through @ai-sdk/openai-compatible and @ai-sdk/openai;
 // LangChain's @langchain/openai) run their tool-calling, reasoning,

@@ -634,7 +634,7 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	}
 	generate(t, base)
 
-	// Issue 19: the gateway is a log source (`tsd logs gateway`, its 0600
+	// The gateway is a log source (`tsd logs gateway`, its 0600
 	// file) with one access line per request, and the status counts the
 	// requests on the roles that served them.
 	if out, err := d.ctl("logs", "gateway"); err != nil || strings.Count(out, "msg=access") != 2 || !strings.Contains(out, "roles=prefill,decode") {

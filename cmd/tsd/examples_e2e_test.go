@@ -1,7 +1,7 @@
 package main
 
 // End-to-end runs of the shipped EPD example profiles themselves (seed-epd
-// and 1e1p2d, issue 10) through `tsd up --headless` on ts-fake. The only
+// and 1e1p2d) through `tsd up --headless` on ts-fake. The only
 // changes are the ones one GPU-less machine needs; fakeExample documents
 // each of them.
 

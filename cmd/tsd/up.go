@@ -276,7 +276,7 @@ func (c upCmd) runSupervisor() error {
 	runs := supervisor.NewRuns()
 	// The gateway's log (its warnings, one access line per request) is a
 	// log source of its own: rotated like a role's, and served as
-	// "gateway" to `tsd logs` and the dashboard (issue 19).
+	// "gateway" to `tsd logs` and the dashboard.
 	var gwLog *supervisor.LogSource
 	if newGateway != nil && !c.NoGateway {
 		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile}); err != nil {
