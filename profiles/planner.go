@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tsd-project/tsd/gateway/parsers"
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/profiles/parsernames"
+	"github.com/tsd-project/tsd/slurm"
 )
 
 // GPU is one device of the host, as telemetry reports it.
@@ -905,12 +905,12 @@ func bootstrapHost(r *Role) string {
 
 // ReplyParsers is the gateway's tool-call and reasoning parser: the
 // profile's, else the model family's default as `ts serve` picks it
-// (parsers.DefaultFor reads the model's config.json when it is a local
+// (parsernames.DefaultFor reads the model's config.json when it is a local
 // directory).
 func ReplyParsers(p *Profile) (tool, reasoning string) {
 	tool, reasoning = p.Gateway.ToolCallParser, p.Gateway.ReasoningParser
 	if tool == "" || reasoning == "" {
-		dt, dr := parsers.DefaultFor(p.Model)
+		dt, dr := parsernames.DefaultFor(p.Model)
 		if tool == "" {
 			tool = dt
 		}

@@ -434,7 +434,7 @@ func (m *Model) cmdKey(k tea.KeyPressMsg) tea.Cmd {
 // one in its place (shift+tab the previous).
 func (m *Model) tab(back bool) {
 	tg := m.commandTargets()
-	if m.tabCands != nil && len(m.tabCands) > 1 {
+	if len(m.tabCands) > 1 {
 		n := len(m.tabCands)
 		switch {
 		case m.tabAt < 0 && back:
