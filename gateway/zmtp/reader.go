@@ -108,7 +108,7 @@ func (z *Reader) header(keep int) (flags byte, size uint64, hlen, shift int, err
 	}
 	flags = z.buf[z.r]
 	if flags&^(FlagMore|FlagLong|FlagCommand) != 0 {
-		return 0, 0, 0, shift, protoErr("reserved flag bits set (%#x)", flags)
+		return 0, 0, 0, shift, protoErr("invalid frame flags 0x%02x", flags)
 	}
 	if flags&FlagLong == 0 {
 		return flags, uint64(z.buf[z.r+1]), 2, shift, nil

@@ -41,7 +41,7 @@ var ErrProtocol = errors.New("zmtp")
 // ProtocolError is a protocol violation; errors.Is(err, ErrProtocol) holds.
 type ProtocolError struct{ Msg string }
 
-func (e *ProtocolError) Error() string { return "zmtp: " + e.Msg }
+func (e *ProtocolError) Error() string { return e.Msg }
 
 // Unwrap makes errors.Is(err, ErrProtocol) hold.
 func (e *ProtocolError) Unwrap() error { return ErrProtocol }
@@ -82,10 +82,10 @@ func CheckSignature(g []byte) error {
 		return protoErr("greeting of %d bytes", len(g))
 	}
 	if g[0] != 0xff || g[9]&1 != 1 {
-		return protoErr("bad greeting signature")
+		return protoErr("peer is not a ZMTP 3 peer (bad signature)")
 	}
 	if g[10] < 3 {
-		return protoErr("unsupported version %d.%d", g[10], g[11])
+		return protoErr("peer speaks ZMTP %d.%d, want 3.x", g[10], g[11])
 	}
 	return nil
 }
