@@ -146,6 +146,11 @@ type BindOptions struct {
 	Check func(PeerInfo) error
 	// Logger receives refusals; nil discards them.
 	Logger *slog.Logger
+	// Sink, on a PULL socket, makes one message handler per connection;
+	// the connection's reader goroutine calls it with each message,
+	// whose frames are valid only during the call (they are the reader's
+	// reused buffer). Recv then returns nothing until Close.
+	Sink func() func(frames [][]byte)
 }
 
 // CheckedTransport is a Transport that applies BindOptions.

@@ -179,7 +179,15 @@ func (w *Worker) bind() error {
 	bind := tr.Bind
 	if ct, ok := tr.(CheckedTransport); ok {
 		o := w.lane.bindOptions(w)
-		bind = func(k SocketKind, ep string) (Socket, error) { return ct.BindWith(k, ep, o) }
+		bind = func(k SocketKind, ep string) (Socket, error) {
+			ko := o
+			if k == Pull {
+				// Output goes from each engine connection's reader straight
+				// to the streams (sink.go), not through Recv.
+				ko.Sink = w.newOutputSink
+			}
+			return ct.BindWith(k, ep, ko)
+		}
 	}
 	var err error
 	if w.in, err = bind(Router, w.plan.Input); err != nil {
@@ -202,8 +210,11 @@ func (w *Worker) bind() error {
 }
 
 func (w *Worker) start() {
-	loops := []func(){w.handshakeLoop, w.inputLoop, w.outputLoop, w.sendLoop, w.watchdog,
+	loops := []func(){w.handshakeLoop, w.inputLoop, w.sendLoop, w.watchdog,
 		func() { w.peerLoop(w.in, "input") }, func() { w.peerLoop(w.out, "output") }, func() { w.peerLoop(w.hs, "handshake") }}
+	if s, ok := w.out.(interface{ sinks() bool }); !ok || !s.sinks() {
+		loops = append(loops, w.outputLoop) // a transport without a sink
+	}
 	for i, f := range loops {
 		w.wg.Add(1)
 		go func() {
@@ -635,48 +646,23 @@ func (w *Worker) onOutput(f [][]byte) {
 // carries, else by its engine_index.
 func (w *Worker) route(outs []ridOutput) {
 	w.mu.Lock()
-	now := w.now()
-	var readmitted []string
-	var aborts []pendingAbort
-	last := -1 // the rank last credited: batches come from one rank
-	hear := func(id int) {
-		if id == last {
-			return
-		}
-		last = id
-		r := w.ranks[id]
-		if r == nil {
-			return
-		}
-		r.heard = now
-		if r.stalled {
-			r.stalled = false
-			aborts = append(aborts, w.takeUnabortedLocked(id, r))
-			if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
-				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.Role(), id))
-			}
-		}
-	}
+	h := hearing{w: w, now: w.now(), last: -1}
 	for _, o := range outs {
 		s := w.streams[o.RID]
 		if s == nil {
 			continue
 		}
-		hear(s.Identity)
+		h.hear(s.Identity)
 		if o.Finished != "" {
 			w.removeLocked(s)
 		}
 		s.deliver(o.Output)
 	}
-	if last < 0 && len(outs) > 0 {
-		hear(outs[0].EngineIndex)
+	if h.last < 0 && len(outs) > 0 {
+		h.hear(outs[0].EngineIndex)
 	}
 	w.mu.Unlock()
-	w.sendPending(aborts)
-	for _, m := range readmitted {
-		w.lane.log.Info("engine rank re-admitted", "worker", w.Role(), "msg", m)
-		w.lane.event("readmit", w.Role(), m)
-	}
+	h.done()
 }
 
 // pendingAbort is the ABORT owed to one rank for rids a stall ended.

@@ -95,6 +95,19 @@ func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) 
 		out:    make(chan PeerEvent),
 		done:   make(chan struct{}),
 	}
+	if kind == Pull {
+		network := "tcp"
+		if scheme == "ipc" {
+			network = "unix"
+			s.endpoint, s.ipcPath = endpoint, addr
+		}
+		p, err := bindPull(s, network, addr)
+		if err != nil {
+			return nil, fmt.Errorf("bind %s %s: %w", kind, endpoint, err)
+		}
+		go s.forwardEvents()
+		return p, nil
+	}
 	zopts := []zmq4.Option{
 		zmq4.WithTimeout(t.opts.WriteTimeout),
 		zmq4.WithLogger(log.New(io.Discard, "", 0)),
@@ -102,8 +115,6 @@ func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) 
 	switch kind {
 	case Router:
 		s.z = zmq4.NewRouter(context.Background(), zopts...)
-	case Pull:
-		s.z = zmq4.NewPull(context.Background(), zopts...)
 	default:
 		return nil, fmt.Errorf("unknown socket kind %d", kind)
 	}
