@@ -16,18 +16,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tsd-project/tsd/gateway/zmtp"
 )
 
 // serverGreeting is the 64-byte greeting zmq4 sends as a NULL-mechanism
 // listener (version 3.0, as-server 0). The gate sends it itself so that a
 // libzmq peer, which waits for our signature before sending the rest of
 // its greeting, can finish without zmq4; trackedConn swallows zmq4's copy.
-var serverGreeting = func() []byte {
-	g := make([]byte, zmtpGreetingLen)
-	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
-	copy(g[12:32], "NULL")
-	return g
-}()
+var serverGreeting = zmtp.Greeting()
 
 type gateListener struct {
 	net.Listener

@@ -12,6 +12,7 @@ package lane
 // the ROUTER sockets stay on zmq4 (docs/architecture.md §13).
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -148,7 +149,7 @@ func afterReady(got []byte) ([]byte, error) {
 			if len(b) < 9 {
 				break
 			}
-			hl, size = 9, uint64(b[1])<<56|uint64(b[2])<<48|uint64(b[3])<<40|uint64(b[4])<<32|uint64(b[5])<<24|uint64(b[6])<<16|uint64(b[7])<<8|uint64(b[8])
+			hl, size = 9, binary.BigEndian.Uint64(b[1:9])
 		}
 		if flags&flagCommand == 0 {
 			return nil, errors.New("zmtp: a message before READY")

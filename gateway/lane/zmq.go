@@ -30,6 +30,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	ztransport "github.com/go-zeromq/zmq4/transport"
+
+	"github.com/tsd-project/tsd/gateway/zmtp"
 )
 
 // ZMQ4 returns a Transport backed by github.com/go-zeromq/zmq4.
@@ -621,11 +623,11 @@ type zmtpParser struct {
 }
 
 const (
-	zmtpGreetingLen = 64
-	flagMore        = 0x01
-	flagLong        = 0x02
-	flagCommand     = 0x04
-	maxCommand      = 1 << 16
+	zmtpGreetingLen = zmtp.GreetingLen
+	flagMore        = zmtp.FlagMore
+	flagLong        = zmtp.FlagLong
+	flagCommand     = zmtp.FlagCommand
+	maxCommand      = zmtp.MaxCommand
 )
 
 func (p *zmtpParser) feed(b []byte) error {
@@ -635,12 +637,8 @@ func (p *zmtpParser) feed(b []byte) error {
 			p.greeting = append(p.greeting, b[:k]...)
 			b = b[k:]
 			if len(p.greeting) == zmtpGreetingLen {
-				g := p.greeting
-				if g[0] != 0xff || g[9] != 0x7f {
-					return errors.New("zmtp: bad greeting signature")
-				}
-				if g[10] < 3 {
-					return fmt.Errorf("zmtp: unsupported version %d.%d", g[10], g[11])
+				if err := zmtp.CheckSignature(p.greeting); err != nil {
+					return fmt.Errorf("zmtp: %w", err)
 				}
 			}
 			continue
@@ -738,32 +736,12 @@ func parseReady(b []byte) (string, error) {
 
 // parseReadyProps returns READY's Identity and Socket-Type properties.
 func parseReadyProps(b []byte) (id, sockType string, err error) {
-	if len(b) < 1 || int(b[0]) > len(b)-1 {
-		return "", "", errors.New("zmtp: truncated command name")
+	c, err := zmtp.ParseCommand(b)
+	if err != nil {
+		return "", "", fmt.Errorf("zmtp: %w", err)
 	}
-	name := string(b[1 : 1+int(b[0])])
-	if name != "READY" {
-		return "", "", fmt.Errorf("zmtp: expected READY command, got %q", name)
+	if c.Name != "READY" {
+		return "", "", fmt.Errorf("zmtp: expected READY command, got %q", c.Name)
 	}
-	b = b[1+int(b[0]):]
-	for len(b) > 0 {
-		kl := int(b[0])
-		if kl == 0 || 1+kl+4 > len(b) {
-			return "", "", errors.New("zmtp: malformed READY property")
-		}
-		key := string(b[1 : 1+kl])
-		vl := binary.BigEndian.Uint32(b[1+kl : 1+kl+4])
-		rest := b[1+kl+4:]
-		if uint64(vl) > uint64(len(rest)) {
-			return "", "", errors.New("zmtp: malformed READY property value")
-		}
-		switch {
-		case strings.EqualFold(key, "Identity"):
-			id = string(rest[:vl])
-		case strings.EqualFold(key, "Socket-Type"):
-			sockType = string(rest[:vl])
-		}
-		b = rest[vl:]
-	}
-	return id, sockType, nil
+	return c.Prop("Identity"), c.Prop("Socket-Type"), nil
 }
