@@ -798,21 +798,44 @@ func (w *Worker) checkStalls(base time.Duration) {
 	}
 }
 
+// sendLoop is the input socket's one sender: it takes everything queued
+// and, on a batchSender, sends it together (consecutive messages to one
+// rank in one write).
 func (w *Worker) sendLoop() {
+	bs, batched := w.in.(batchSender)
+	var msgs [][][]byte
+	var errs []error
 	for {
 		jobs, ok := w.sendQ.wait(w.stop)
-		for _, j := range jobs {
-			var err error
-			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() { err = w.in.Send(j.frames) }) {
-				err = errors.New("internal error while sending")
+		if len(jobs) > 0 {
+			msgs, errs = msgs[:0], errs[:0]
+			for _, j := range jobs {
+				msgs = append(msgs, j.frames)
+				errs = append(errs, nil)
 			}
-			if err != nil {
-				if j.stream != nil {
-					w.failStream(j.stream, fmt.Errorf("send request: %w", err))
-				} else {
-					w.lane.log.Debug("abort not delivered", "worker", w.Role(), "err", err)
+			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() {
+				if batched {
+					bs.sendBatch(msgs, errs)
+					return
+				}
+				for i, m := range msgs {
+					errs[i] = w.in.Send(m)
+				}
+			}) {
+				for i := range errs {
+					errs[i] = errors.New("internal error while sending")
 				}
 			}
+			for i, j := range jobs {
+				if err := errs[i]; err != nil {
+					if j.stream != nil {
+						w.failStream(j.stream, fmt.Errorf("send request: %w", err))
+					} else {
+						w.lane.log.Debug("abort not delivered", "worker", w.Role(), "err", err)
+					}
+				}
+			}
+			clear(msgs) // the payloads are the requests': do not keep them
 		}
 		if !ok {
 			return

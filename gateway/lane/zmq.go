@@ -199,31 +199,18 @@ func (s *zsock) Recv() ([][]byte, error) {
 	}
 }
 
+// Send writes one message. On a ROUTER it goes straight to the
+// identity's connection in our own framing (send.go), not through zmq4.
 func (s *zsock) Send(frames [][]byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.kind == Router {
-		if len(frames) < 2 {
-			return fmt.Errorf("send on ROUTER %s: need identity and at least one frame", s.endpoint)
-		}
-		if s.Live(frames[0]) == 0 {
-			return ErrNoPeer
-		}
+	if len(frames) < 2 {
+		return fmt.Errorf("send on %s %s: need identity and at least one frame", s.kind, s.endpoint)
 	}
-	if err := s.z.Send(zmq4.NewMsgFrom(frames...)); err != nil {
-		// zmq4's ROUTER writes to every connection of the identity and
-		// drops a closed one only when its reaper runs: a connection we
-		// already released (the peer restarted; its new one is live)
-		// fails the write though the live one got the message. A live
-		// connection whose own write failed is closed by it, and its
-		// release reports the rank down, failing the request that way.
-		if s.kind == Router && errors.Is(err, zmq4.ErrClosedConn) && s.Live(frames[0]) > 0 {
-			return nil
-		}
-		return fmt.Errorf("send on %s %s: %w", s.kind, s.endpoint, err)
-	}
-	return nil
+	var err [1]error
+	s.sendBatch([][][]byte{frames}, err[:])
+	return err[0]
 }
 
 func (s *zsock) Close() error {
@@ -449,6 +436,9 @@ type trackedConn struct {
 
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
+
+	wmu  sync.Mutex // our ROUTER writes (send.go), one message run at a time
+	obuf []byte     // their framing buffer, under wmu
 }
 
 // connReadBuf is the read buffer of one lane connection: a 512-rid decode
