@@ -159,7 +159,7 @@ func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
 	}
 	// zmq4 reads the gate's bytes again through tc.Read, which does not
 	// feed them to the parser a second time: its state carries over.
-	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, swallow: serverGreeting}
+	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, swallow: serverGreeting, zready: make(chan struct{})}
 	if err := g.sock.admit(tc, p.identity, vetted); err != nil {
 		return nil, err
 	}

@@ -9,12 +9,13 @@ package lane
 // worker's sendLoop for the input socket) hands over everything queued
 // at once, and consecutive messages for one identity share one write.
 // zmq4 still reads these connections (handshake and registration
-// messages); it never writes after its greeting and READY, which come
-// before the peer can send anything we answer.
+// messages); it never writes after its greeting and READY, and a send
+// waits until that READY is out (trackedConn.zready).
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/zmtp"
 )
@@ -79,6 +80,20 @@ func (s *zsock) sendRun(msgs [][][]byte) error {
 // routes by them, the peer does not see them) into the connection's
 // buffer and writes it once.
 func (c *trackedConn) writeMessages(msgs [][][]byte) error {
+	if c.zready != nil {
+		select {
+		case <-c.zready:
+		default:
+			t := time.NewTimer(c.sock.opts.WriteTimeout)
+			select {
+			case <-c.zready:
+				t.Stop()
+			case <-t.C:
+				_ = c.Close()
+				return connError{fmt.Errorf("peer's handshake not finished within %s", c.sock.opts.WriteTimeout)}
+			}
+		}
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	b := c.obuf[:0]

@@ -437,8 +437,20 @@ type trackedConn struct {
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
 
-	wmu  sync.Mutex // our ROUTER writes (send.go), one message run at a time
-	obuf []byte     // their framing buffer, under wmu
+	wmu  sync.Mutex // every write: zmq4's handshake and our ROUTER sends (send.go)
+	obuf []byte     // our sends' framing buffer, under wmu
+	// zready is closed once zmq4's READY is out (or the connection is
+	// gone): our sends wait for it, so a peer never sees a message before
+	// our READY, even when one is sent to an identity whose new
+	// connection is still finishing its handshake.
+	zready     chan struct{}
+	zreadyOnce sync.Once
+}
+
+func (c *trackedConn) markReady() {
+	if c.zready != nil {
+		c.zreadyOnce.Do(func() { close(c.zready) })
+	}
 }
 
 // connReadBuf is the read buffer of one lane connection: a 512-rid decode
@@ -498,6 +510,8 @@ func (c *trackedConn) readRaw(b []byte) (int, error) {
 }
 
 func (c *trackedConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if len(c.swallow) > 0 {
 		k := min(len(c.swallow), len(b))
 		if string(b[:k]) != string(c.swallow[:k]) {
@@ -521,6 +535,10 @@ func (c *trackedConn) Write(b []byte) (int, error) {
 // connection writes (single writer).
 func (c *trackedConn) writeFramed(b []byte) (int, error) {
 	ended := c.wframes.feed(b)
+	if ended {
+		// The first thing zmq4 writes after its greeting is its READY.
+		defer c.markReady()
+	}
 	if !ended && len(c.wbuf)+len(b) <= wbufMax {
 		c.wbuf = append(c.wbuf, b...)
 		return len(b), nil
@@ -571,6 +589,7 @@ func (c *trackedConn) Close() error {
 
 func (c *trackedConn) down() {
 	c.downOnce.Do(func() {
+		c.markReady() // a send waiting for the handshake fails at once
 		if t := c.firstTimer.Load(); t != nil {
 			t.Stop()
 		}
