@@ -8,7 +8,10 @@ package lane
 // identity and peer admitted or refused), and then a wrapper that keeps
 // watching the ZMTP byte stream (frame and whole-message caps, a first
 // message deadline) and reports connection up/down per identity.
-// Liveness is therefore ours, not the library's.
+// Liveness is therefore ours, not the library's. Past the gate, zmq4
+// only reads the ROUTERs' connections: the output PULL (pull.go) and the
+// ROUTERs' sends (send.go) are on our own framing (gateway/zmtp,
+// docs/architecture.md §13).
 
 import (
 	"bufio"
