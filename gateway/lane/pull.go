@@ -142,24 +142,23 @@ func afterReady(got []byte) ([]byte, error) {
 		return nil, errors.New("zmtp: greeting not read")
 	}
 	b := got[zmtpGreetingLen:]
-	for len(b) >= 2 {
-		flags := b[0]
-		hl, size := 2, uint64(b[1])
-		if flags&flagLong != 0 {
-			if len(b) < 9 {
-				break
-			}
-			hl, size = 9, binary.BigEndian.Uint64(b[1:9])
-		}
-		if flags&flagCommand == 0 {
-			return nil, errors.New("zmtp: a message before READY")
-		}
-		if uint64(len(b)-hl) < size {
-			break
-		}
-		return b[hl+int(size):], nil
+	if len(b) < 2 {
+		return nil, errors.New("zmtp: READY not read")
 	}
-	return nil, errors.New("zmtp: READY not read")
+	if b[0]&flagCommand == 0 {
+		return nil, errors.New("zmtp: a message before READY")
+	}
+	hl, size := 2, uint64(b[1])
+	if b[0]&flagLong != 0 {
+		if len(b) < 9 {
+			return nil, errors.New("zmtp: READY not read")
+		}
+		hl, size = 9, binary.BigEndian.Uint64(b[1:9])
+	}
+	if uint64(len(b)-hl) < size {
+		return nil, errors.New("zmtp: READY not read")
+	}
+	return b[hl+int(size):], nil
 }
 
 func (p *pullSock) Recv() ([][]byte, error) {

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bytes"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,5 +54,33 @@ func TestSendFollowsReady(t *testing.T) {
 		}
 		_ = c.Close()
 		waitEvent(t, r, false)
+	}
+}
+
+// afterReady finds where a pusher's messages start in what the gate read.
+func TestAfterReady(t *testing.T) {
+	t.Parallel()
+	g := greeting()
+	ready := readyCmdPush()
+	longReady := append(binary.BigEndian.AppendUint64([]byte{flagCommand | flagLong}, uint64(len(ready)-2)), ready[2:]...)
+	msg := []byte{0, 2, 'h', 'i'}
+	for _, c := range []struct {
+		name string
+		got  []byte
+		want []byte
+		ok   bool
+	}{
+		{"ready only", append(append([]byte{}, g...), ready...), []byte{}, true},
+		{"ready and a message", append(append(append([]byte{}, g...), ready...), msg...), msg, true},
+		{"long ready", append(append(append([]byte{}, g...), longReady...), msg...), msg, true},
+		{"short greeting", g[:10], nil, false},
+		{"message first", append(append([]byte{}, g...), msg...), nil, false},
+		{"cut ready", append(append([]byte{}, g...), ready[:5]...), nil, false},
+		{"cut long header", append(append([]byte{}, g...), flagCommand|flagLong, 0), nil, false},
+	} {
+		rest, err := afterReady(c.got)
+		if (err == nil) != c.ok || (c.ok && !bytes.Equal(rest, c.want)) {
+			t.Errorf("%s: %q, %v", c.name, rest, err)
+		}
 	}
 }
