@@ -25,9 +25,16 @@ type Reader struct {
 
 	buf    []byte
 	r, w   int   // unread bytes are buf[r:w]
-	spans  []int // start, end of each frame of the message being read
+	spans  []int // start, end of each frame of the message being read; start < 0: big[-1-start]
+	big    [][]byte
 	frames [][]byte
 }
+
+// maxGrow bounds the reused buffer, in resting sizes: a frame that would
+// grow it past this gets an allocation of its own, exactly its size, so
+// a message near MaxMessage costs about its size once, not the doubled
+// copies of a growing buffer.
+const maxGrow = 8
 
 // NewReader reads src with a buffer of size bytes (grown, up to the
 // limits, for a message that does not fit).
@@ -156,6 +163,8 @@ func (z *Reader) ReadMessage() ([][]byte, error) {
 	}
 	start := z.r // the message's first byte, kept in the buffer
 	z.spans = z.spans[:0]
+	clear(z.big) // the last message's big frames are the caller's no more
+	z.big = z.big[:0]
 	var total uint64
 	for {
 		flags, size, hlen, shift, err := z.header(start)
@@ -187,22 +196,62 @@ func (z *Reader) ReadMessage() ([][]byte, error) {
 		if len(z.spans)/2 >= z.lim.MaxFrames {
 			return nil, protoErr("message of more than %d frames", z.lim.MaxFrames)
 		}
-		shift, err = z.ensure(start, hlen+int(size))
-		start -= shift
-		if err != nil {
-			return nil, err
+		if z.r-start+hlen+int(size) > maxGrow*z.size {
+			// The frames before it leave the buffer too, so that it need
+			// not keep the message's bytes from start on.
+			for i := 0; i < len(z.spans); i += 2 {
+				if lo := z.spans[i]; lo >= 0 {
+					z.spans[i] = -1 - len(z.big)
+					z.big = append(z.big, append([]byte(nil), z.buf[start+lo:start+z.spans[i+1]]...))
+				}
+			}
+			body, err := z.readBig(hlen, int(size))
+			if err != nil {
+				return nil, err
+			}
+			z.spans = append(z.spans, -1-len(z.big), 0)
+			z.big = append(z.big, body)
+			start = z.r
+		} else {
+			shift, err = z.ensure(start, hlen+int(size))
+			start -= shift
+			if err != nil {
+				return nil, err
+			}
+			lo := z.r + hlen - start
+			z.spans = append(z.spans, lo, lo+int(size))
+			z.r += hlen + int(size)
 		}
-		lo := z.r + hlen - start
-		z.spans = append(z.spans, lo, lo+int(size))
-		z.r += hlen + int(size)
 		if flags&FlagMore == 0 {
 			break
 		}
 	}
 	z.frames = z.frames[:0]
 	for i := 0; i < len(z.spans); i += 2 {
+		if z.spans[i] < 0 {
+			z.frames = append(z.frames, z.big[-1-z.spans[i]])
+			continue
+		}
 		lo, hi := start+z.spans[i], start+z.spans[i+1]
 		z.frames = append(z.frames, z.buf[lo:hi:hi])
 	}
 	return z.frames, nil
+}
+
+// readBig reads a frame body (its header of hlen bytes at z.r) into an
+// allocation of its own; the buffer keeps whatever follows it.
+func (z *Reader) readBig(hlen, size int) ([]byte, error) {
+	z.r += hlen
+	body := make([]byte, size)
+	n := copy(body, z.buf[z.r:z.w])
+	z.r += n
+	if n < size {
+		if _, err := io.ReadFull(z.src, body[n:]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return body, nil
 }

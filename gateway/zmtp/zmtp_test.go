@@ -15,7 +15,8 @@ var testLimits = Limits{MaxFrame: 1 << 16, MaxMessage: 1 << 17, MaxFrames: 8}
 // returned of the same message.
 func TestReaderMessages(t *testing.T) {
 	t.Parallel()
-	big := bytes.Repeat([]byte{7}, 3000) // longer than the 512-byte buffer: it grows
+	big := bytes.Repeat([]byte{7}, 3000)  // longer than the 512-byte buffer: it grows
+	huge := bytes.Repeat([]byte{8}, 5000) // past maxGrow buffers: a body of its own
 	var stream []byte
 	stream = append(stream, Ready("PUSH")...)
 	stream = AppendMessage(stream, []byte("one"))
@@ -23,7 +24,8 @@ func TestReaderMessages(t *testing.T) {
 	stream = append(stream, AppendFrameHeader(nil, 5, false, true)...)
 	stream = append(stream, 4, 'P', 'I', 'N', 'G')
 	stream = AppendMessage(stream, []byte("last"))
-	want := [][][]byte{{[]byte("one")}, {[]byte("a"), {}, big}, {[]byte("last")}}
+	stream = AppendMessage(stream, []byte("b"), huge, []byte("c"))
+	want := [][][]byte{{[]byte("one")}, {[]byte("a"), {}, big}, {[]byte("last")}, {[]byte("b"), huge, []byte("c")}}
 	for name, src := range map[string]io.Reader{
 		"whole":     bytes.NewReader(stream),
 		"bytewise":  iotest.OneByteReader(bytes.NewReader(stream)),
