@@ -1,21 +1,18 @@
 package lane
 
-// The ROUTER's send side, on our own framing. zmq4's ROUTER send ran a
-// goroutine and a context with a timeout per message and wrote each
-// frame's header and body separately; the gate already holds every
-// admitted connection (trackedConn), so a message goes to its identity's
+// The ROUTER's send side. zmq4's ROUTER send ran a goroutine and a
+// context with a timeout per message and wrote each frame's header and
+// body separately; here a message goes to its identity's admitted
 // connection as one write of ZMTP frames, under that connection's write
 // lock and the transport's write deadline. The socket's one sender (the
 // worker's sendLoop for the input socket) hands over everything queued
-// at once, and consecutive messages for one identity share one write.
-// zmq4 still reads these connections (handshake and registration
-// messages); it never writes after its greeting and READY, and a send
-// waits until that READY is out (trackedConn.zready).
+// at once, and consecutive messages for one identity share one write. A
+// send waits until the connection's owner has written our READY
+// (trackedConn.zready).
 
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tsd-project/tsd/gateway/zmtp"
 )
@@ -80,19 +77,8 @@ func (s *zsock) sendRun(msgs [][][]byte) error {
 // routes by them, the peer does not see them) into the connection's
 // buffer and writes it once.
 func (c *trackedConn) writeMessages(msgs [][][]byte) error {
-	if c.zready != nil {
-		select {
-		case <-c.zready:
-		default:
-			t := time.NewTimer(c.sock.opts.WriteTimeout)
-			select {
-			case <-c.zready:
-				t.Stop()
-			case <-t.C:
-				_ = c.Close()
-				return connError{fmt.Errorf("peer's handshake not finished within %s", c.sock.opts.WriteTimeout)}
-			}
-		}
+	if err := c.waitReady(); err != nil {
+		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -101,7 +87,7 @@ func (c *trackedConn) writeMessages(msgs [][][]byte) error {
 		b = zmtp.AppendMessage(b, m[1:]...)
 	}
 	_, err := c.write(b)
-	if cap(b) <= wbufMax {
+	if cap(b) <= connReadBuf {
 		c.obuf = b[:0] // a huge message's buffer is not kept
 	} else {
 		c.obuf = nil

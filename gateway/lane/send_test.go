@@ -11,7 +11,7 @@ import (
 )
 
 // A message sent to an identity the moment its connection is admitted
-// (before zmq4 has finished that connection's handshake) reaches the peer
+// (before its owner has written our READY on it) reaches the peer
 // after our greeting and READY, never inside them; and consecutive
 // messages of one batch arrive whole and in order.
 func TestSendFollowsReady(t *testing.T) {

@@ -1,15 +1,14 @@
 package lane
 
-// The output PULL socket, on tsd's own ZMTP framing (gateway/zmtp) rather
-// than zmq4's. Engine output is the lane's hot path: zmq4's PULL made a
-// context, a semaphore and fresh frame buffers for every message and
-// handed them over through a channel and Recv's select. Here each
-// admitted connection has one owner goroutine that reads it into one
-// reused buffer and gives each message straight to the socket's sink
-// (the worker's decode and delivery, gateway/lane/sink.go), so a token
-// crosses no channel and no allocation between the socket and its
-// stream. The gate (gate.go) still greets and admits every connection;
-// the ROUTER sockets stay on zmq4 (docs/architecture.md §13).
+// A bound socket's connections and their owners. Each admitted
+// connection has one goroutine that writes our READY and then reads the
+// connection through gateway/zmtp's Reader into one reused buffer: on the
+// output PULL it hands each message in place to the socket's sink (the
+// worker's decode and delivery, sink.go), so a token crosses no channel
+// and no allocation between the socket and its stream; on a ROUTER (and a
+// PULL without a sink) it copies the message, identity first, to Recv.
+// The gate (gate.go) greets and admits every connection first; writes to
+// a ROUTER's connections are send.go's (docs/architecture.md §13).
 
 import (
 	"encoding/binary"
@@ -19,29 +18,24 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/zmtp"
 )
 
-// pullSock is a bound PULL socket. Its connection bookkeeping (admission,
-// liveness events, MaxConns) is the zsock's, shared with the ROUTERs.
-type pullSock struct {
+// ownedSock is a bound socket. Its connection books (admission, liveness
+// events, MaxConns) are the zsock's.
+type ownedSock struct {
 	*zsock
-	gate *gateListener
-	sink func() func([][]byte) // per connection; nil: messages go to Recv
-	msgs chan [][]byte         // Recv's messages when there is no sink
-	stop chan struct{}         // closed first by Close (done is closed last, as zsock's)
-	wg   sync.WaitGroup        // accept loop and connection owners
-	shut atomic.Bool
+	gate  *gateListener
+	ready []byte                // our READY command frame
+	sink  func() func([][]byte) // PULL only, per connection; nil: Recv
+	msgs  chan [][]byte         // Recv's messages
+	stop  chan struct{}         // closed first by Close (done is closed last)
+	wg    sync.WaitGroup        // accept loop and connection owners
 }
 
-// pullReady is our READY, sent once the gate admitted a pusher (the gate
-// sent the greeting; zmq4 used to send this).
-var pullReady = zmtp.Ready("PULL")
-
-func bindPull(s *zsock, network, addr string) (*pullSock, error) {
+func bindOwned(s *zsock, network, addr string) (*ownedSock, error) {
 	l, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
@@ -51,88 +45,122 @@ func bindPull(s *zsock, network, addr string) (*pullSock, error) {
 		// the stdlib's unlink).
 		ul.SetUnlinkOnClose(false)
 	}
-	p := &pullSock{zsock: s, sink: s.bind.Sink, msgs: make(chan [][]byte), stop: make(chan struct{})}
-	p.gate = newGateListener(l, s)
 	if network == "tcp" {
 		s.endpoint = "tcp://" + l.Addr().String()
 	}
-	p.wg.Add(1)
-	go p.acceptLoop()
-	return p, nil
+	o := &ownedSock{zsock: s, ready: zmtp.Ready(s.kind.String()), msgs: make(chan [][]byte), stop: make(chan struct{})}
+	if s.kind == Pull {
+		o.sink = s.bind.Sink
+	}
+	o.gate = newGateListener(l, s)
+	o.wg.Add(1)
+	go o.acceptLoop()
+	return o, nil
 }
 
-func (p *pullSock) acceptLoop() {
-	defer p.wg.Done()
+func (o *ownedSock) acceptLoop() {
+	defer o.wg.Done()
 	for {
 		select {
-		case tc := <-p.gate.ch:
-			p.wg.Add(1)
-			go p.own(tc)
-		case <-p.stop:
+		case tc := <-o.gate.ch:
+			o.wg.Add(1)
+			go o.own(tc)
+		case <-o.stop:
 			return
 		}
 	}
 }
 
-// own is the connection's one goroutine: it sends our READY, then reads
+// own is the connection's one reader: it sends our READY, then reads
 // messages until the peer goes, breaks the framing or the socket closes.
-func (p *pullSock) own(tc *trackedConn) {
-	defer p.wg.Done()
+func (o *ownedSock) own(tc *trackedConn) {
+	defer o.wg.Done()
 	defer func() { _ = tc.Close() }() // reports the peer gone (zsock.release)
 	defer func() {
 		if v := recover(); v != nil {
-			p.cut(tc, fmt.Errorf("internal error while reading: %v", v))
-			if r := p.opts.OnPanic; r != nil {
-				r("lane output connection", v, debug.Stack())
+			o.cut(tc, fmt.Errorf("internal error while reading: %v", v))
+			if r := o.opts.OnPanic; r != nil {
+				r("lane connection reader", v, debug.Stack())
 			}
 		}
 	}()
-	if p.shut.Load() {
+	select {
+	case <-o.stop:
+		return
+	default:
+	}
+	tc.wmu.Lock()
+	_, err := tc.write(o.ready)
+	tc.wmu.Unlock()
+	tc.markReady()
+	if err != nil {
 		return
 	}
-	_ = tc.Conn.SetWriteDeadline(time.Now().Add(p.opts.WriteTimeout))
-	if _, err := tc.Conn.Write(pullReady); err != nil {
-		return
-	}
-	_ = tc.Conn.SetWriteDeadline(time.Time{})
-	rd := zmtp.NewReader(tc.Conn, zmtp.Limits{MaxFrame: p.opts.MaxFrame, MaxMessage: p.opts.MaxMessage}, connReadBuf)
 	rest, err := afterReady(tc.replay)
 	if err != nil {
-		p.cut(tc, err)
+		o.cut(tc, err)
 		return
 	}
+	rd := zmtp.NewReader(tc.Conn, zmtp.Limits{MaxFrame: o.opts.MaxFrame, MaxMessage: o.opts.MaxMessage}, connReadBuf)
 	rd.Prime(rest)
 	tc.replay = nil
 	var deliver func([][]byte)
-	if p.sink != nil {
-		deliver = p.sink()
+	if o.sink != nil {
+		deliver = o.sink()
+	}
+	var id []byte
+	if o.kind == Router {
+		id = []byte(tc.p.identity)
 	}
 	for {
 		frames, err := rd.ReadMessage()
 		if err != nil {
 			if errors.Is(err, zmtp.ErrProtocol) {
-				p.cut(tc, err)
+				o.cut(tc, err)
 			}
 			return
+		}
+		if !tc.firstMsg.Load() {
+			tc.firstMsg.Store(true)
+			if t := tc.firstTimer.Load(); t != nil {
+				t.Stop()
+			}
 		}
 		if deliver != nil {
 			deliver(frames) // frames are valid only during the call
 			continue
 		}
-		msg := make([][]byte, len(frames))
-		for i, f := range frames {
-			msg[i] = append([]byte(nil), f...)
-		}
 		select {
-		case p.msgs <- msg:
-		case <-p.stop:
+		case o.msgs <- copyMessage(id, frames):
+		case <-o.stop:
 			return
 		}
 	}
 }
 
-func (p *pullSock) cut(tc *trackedConn, err error) {
-	p.bind.Logger.Warn("lane connection cut", "worker", p.bind.Role, "socket", p.kind.String(), "peer", tc.RemoteAddr().String(), "err", err)
+// copyMessage is a message out of the reader's buffer: [id] (a ROUTER's
+// peer) then its frames, in one allocation of bytes.
+func copyMessage(id []byte, frames [][]byte) [][]byte {
+	n := len(id)
+	for _, f := range frames {
+		n += len(f)
+	}
+	buf := make([]byte, 0, n)
+	msg := make([][]byte, 0, len(frames)+1)
+	if id != nil {
+		buf = append(buf, id...)
+		msg = append(msg, buf[:len(id):len(id)])
+	}
+	for _, f := range frames {
+		lo := len(buf)
+		buf = append(buf, f...)
+		msg = append(msg, buf[lo:len(buf):len(buf)])
+	}
+	return msg
+}
+
+func (o *ownedSock) cut(tc *trackedConn, err error) {
+	o.bind.Logger.Warn("lane connection cut", "worker", o.bind.Role, "socket", o.kind.String(), "peer", tc.RemoteAddr().String(), "err", err)
 }
 
 // afterReady returns what the gate read past the peer's greeting and
@@ -161,51 +189,76 @@ func afterReady(got []byte) ([]byte, error) {
 	return b[hl+int(size):], nil
 }
 
-func (p *pullSock) Recv() ([][]byte, error) {
+// Recv returns the next message (a ROUTER's with the peer's identity
+// first); on a PULL with a sink, nothing comes until Close.
+func (o *ownedSock) Recv() ([][]byte, error) {
 	select {
-	case m := <-p.msgs:
+	case m := <-o.msgs:
 		return m, nil
-	case <-p.stop:
+	case <-o.stop:
 		return nil, ErrClosed
 	}
 }
 
-func (p *pullSock) Send([][]byte) error {
-	return fmt.Errorf("send on PULL %s: a PULL socket only receives", p.endpoint)
+func (o *ownedSock) Send(frames [][]byte) error {
+	if o.kind == Pull {
+		return fmt.Errorf("send on PULL %s: a PULL socket only receives", o.endpoint)
+	}
+	return o.zsock.Send(frames)
 }
 
 // sinks reports that messages go to the sink, not to Recv.
-func (p *pullSock) sinks() bool { return p.sink != nil }
+func (o *ownedSock) sinks() bool { return o.sink != nil }
 
-func (p *pullSock) Close() error {
+func (o *ownedSock) Close() error {
 	var err error
-	p.once.Do(func() {
-		p.shut.Store(true)
-		p.closed.Store(true)
-		close(p.stop)
-		err = p.gate.Close()
+	o.once.Do(func() {
+		o.closed.Store(true)
+		close(o.stop)
+		err = o.gate.Close()
 		if errors.Is(err, net.ErrClosed) {
 			err = nil
 		}
-		p.mu.Lock()
+		o.mu.Lock()
 		var cs []*trackedConn
-		for _, m := range p.conns {
+		for _, m := range o.conns {
 			for c := range m {
 				cs = append(cs, c)
 			}
 		}
-		p.mu.Unlock()
+		o.mu.Unlock()
 		for _, c := range cs {
 			_ = c.Conn.Close() // its owner sees the read fail and releases it
 		}
-		p.wg.Wait()
-		if p.ipcPath != "" {
-			if rerr := os.Remove(p.ipcPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
-				err = fmt.Errorf("remove %s: %w", p.ipcPath, rerr)
+		o.wg.Wait()
+		if o.ipcPath != "" {
+			if rerr := os.Remove(o.ipcPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+				err = fmt.Errorf("remove %s: %w", o.ipcPath, rerr)
 			}
 		}
-		p.events.close()
-		close(p.done)
+		o.events.close()
+		close(o.done)
 	})
 	return err
+}
+
+// waitReady is how long a send waits for a new connection's READY.
+func (c *trackedConn) waitReady() error {
+	if c.zready == nil {
+		return nil
+	}
+	select {
+	case <-c.zready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(c.sock.opts.WriteTimeout)
+	defer t.Stop()
+	select {
+	case <-c.zready:
+		return nil
+	case <-t.C:
+		_ = c.Close()
+		return connError{fmt.Errorf("our READY not sent within %s", c.sock.opts.WriteTimeout)}
+	}
 }
