@@ -93,7 +93,7 @@ chaos: build
 # `make bench` builds the driver and the test binaries of the chosen Go
 # benchmarks, then runs the whole table into bench/results.md (a few
 # minutes). The binaries run without Go: see bench/README.md.
-BENCH_PKGS := gateway bench/transport gateway/tokenizer supervisor tui supervisor/telemetry
+BENCH_PKGS := gateway gateway/lane bench/transport gateway/tokenizer supervisor tui supervisor/telemetry
 BENCH_FLAGS ?=
 bench: build bench-bins
 	$(BIN)/tsd-bench -bin $(BIN) -out bench/results.md $(BENCH_FLAGS)
