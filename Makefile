@@ -17,7 +17,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # line: "N passed, N failed, N skipped".
 TESTJSON  := $(BIN)/test-events.json
 GOTESTSUM := $(GO) tool gotestsum --format pkgname --format-hide-empty-pkg --hide-summary=skipped --jsonfile $(TESTJSON)
-SUMMARY   := $(GO) run ./internal/testsummary $(TESTJSON)
+SUMMARY   := $(GO) run ./cmd/testsummary $(TESTJSON)
 # Packages whose tests build and run the real binaries (tsd, ts-fake).
 E2E_PKGS  := ./cmd/tsd ./cmd/ts-fake ./gateway
 
@@ -104,7 +104,7 @@ bench: build bench-bins
 
 bench-bins:
 	@mkdir -p $(BIN)/bench
-	$(GO) build -o $(BIN)/tsd-bench ./bench/driver
+	$(GO) build -o $(BIN)/tsd-bench ./cmd/tsd-bench
 	@for p in $(BENCH_PKGS); do \
 		echo "$(GO) test -c -o $(BIN)/bench/$$(basename $$p).test ./$$p"; \
 		$(GO) test -c -o $(BIN)/bench/$$(basename $$p).test ./$$p || exit 1; \

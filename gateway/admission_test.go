@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -18,7 +18,7 @@ func holdGateway(t *testing.T, plan profiles.GatewayPlan, queue time.Duration) (
 	t.Helper()
 	entered, release = make(chan struct{}, 16), make(chan struct{})
 	plan.Listen = "127.0.0.1:0"
-	g, err := New(&profiles.Plan{Gateway: plan}, withGenerate(Options{QueueTimeout: queue, Mount: func(_ gen.Engine, mux *http.ServeMux) {
+	g, err := New(&profiles.Plan{Gateway: plan}, withGenerate(Options{QueueTimeout: queue, Mount: func(_ tokenapi.Engine, mux *http.ServeMux) {
 		mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 			entered <- struct{}{}
 			select {

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -43,7 +43,7 @@ func agentCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mount := func(e gen.Engine, mux *http.ServeMux) {
+	mount := func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{ToolCallParser: "qwen", ReasoningParser: "qwen3"}).Register(mux)
 	}
 	// The demo tokenizer ends a turn with id 1002 (generation_config.json).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -20,7 +20,7 @@ func TestAPIKey(t *testing.T) {
 	os.Setenv(env, "sekret")
 	defer os.Unsetenv(env)
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", APIKeyEnv: env}}
-	g, err := New(plan, withGenerate(Options{QueueTimeout: -1, Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, withGenerate(Options{QueueTimeout: -1, Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		if e == nil {
 			t.Error("Mount got no engine")
 		}

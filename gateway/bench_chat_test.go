@@ -20,8 +20,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
@@ -58,7 +58,7 @@ func benchChatSSE(b *testing.B, conc int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, err := New(plan, Options{Listener: ln, Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, Options{Listener: ln, Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{}).Register(mux)
 	}})
 	if err != nil {

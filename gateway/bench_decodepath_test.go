@@ -21,10 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
@@ -344,7 +344,7 @@ func newDecodePath(b *testing.B, perOut int, lockstep bool) *decodePath {
 		b.Fatal(err)
 	}
 	tr := &memTransport{}
-	g, err := New(plan, Options{Listener: ln, Transport: tr, Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, Options{Listener: ln, Transport: tr, Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{}).Register(mux)
 		generate.New(e, generate.Options{}).Register(mux)
 	}})

@@ -53,7 +53,7 @@ func serveFanout(r *rawRank, batch, tokens int) {
 // BenchmarkDecodeFanout measures the gateway's cost of one decode step
 // when one engine output message carries 512 rids (a full decode batch):
 // the lane decodes it once and delivers a token to each of 512 streams,
-// each read by its own client goroutine through gen.Engine. One op is a
+// each read by its own client goroutine through tokenapi.Engine. One op is a
 // round: the batch's requests dispatched (both legs), then 32 steps, so
 // each request's dispatch is in the figures too, spread over its 32
 // tokens. ns/step is the wall time per step; cpu-µs/token the CPU the

@@ -41,7 +41,7 @@ func serveRaw(r *rawRank, prefill bool, tokens int) {
 }
 
 // BenchmarkGatewayOnly measures the gateway's own throughput through
-// gen.Engine against in-process ranks that answer instantly.
+// tokenapi.Engine against in-process ranks that answer instantly.
 func BenchmarkGatewayOnly(b *testing.B) {
 	const tokens = 32
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", Workers: []profiles.WorkerPlan{

@@ -750,7 +750,7 @@ func benchRun(b *testing.B, viaHTTP bool) {
 // /generate (SSE, 32 tokens each, 32 concurrent clients per CPU).
 func BenchmarkGenerateHTTP(b *testing.B) { benchRun(b, true) }
 
-// BenchmarkGenerateEngine is the same through gen.Engine, without HTTP.
+// BenchmarkGenerateEngine is the same through tokenapi.Engine, without HTTP.
 func BenchmarkGenerateEngine(b *testing.B) { benchRun(b, false) }
 
 // Sampled-token logprobs travel from the decode leg to the client.

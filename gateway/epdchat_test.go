@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
@@ -23,7 +23,7 @@ import (
 
 // mountOpenAI serves the OpenAI front end on the demo-vl model, as tsd up
 // does for a vision-language model directory.
-func mountOpenAI(t testing.TB, allowHTTP bool) func(gen.Engine, *http.ServeMux) {
+func mountOpenAI(t testing.TB, allowHTTP bool) func(tokenapi.Engine, *http.ServeMux) {
 	t.Helper()
 	tok, err := tokenizer.Load(demoVL)
 	if err != nil {
@@ -36,7 +36,7 @@ func mountOpenAI(t testing.TB, allowHTTP bool) func(gen.Engine, *http.ServeMux) 
 	vis.AllowHTTP = allowHTTP
 	vis.URLAllow = []string{"127.0.0.1"} // the test image server is on loopback
 	vis.URL = vision.URLLimits{Timeout: 3 * time.Second}
-	return func(e gen.Engine, mux *http.ServeMux) {
+	return func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{Vision: vis}).Register(mux)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tsd-project/tsd/gateway/epd"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/testkit/testimg"
@@ -21,7 +21,7 @@ func testPNG(t testing.TB, w, h int, shade uint8) []byte { return testimg.PNG(t,
 
 // imageRequest is a prompt with one anchor per image, prepared the way
 // the OpenAI front end does (vision.Prepare with the demo-vl model).
-func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) gen.Request {
+func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) tokenapi.Request {
 	t.Helper()
 	cfg, err := vision.LoadConfig(demoVL)
 	if err != nil {
@@ -45,7 +45,7 @@ func imageRequest(t testing.TB, seed int64, maxTokens int, raws ...[]byte) gen.R
 }
 
 // collect drains a generation.
-func collectGen(t testing.TB, ch <-chan gen.Event) ([]int32, *gen.Finish, error) {
+func collectGen(t testing.TB, ch <-chan tokenapi.Event) ([]int32, *tokenapi.Finish, error) {
 	t.Helper()
 	var ids []int32
 	for ev := range ch {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -26,7 +26,7 @@ func errShapeCluster(t *testing.T) (*cluster, *tokenizer.Tokenizer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mount := func(e gen.Engine, mux *http.ServeMux) {
+	mount := func(e tokenapi.Engine, mux *http.ServeMux) {
 		generate.New(e, generate.Options{Encode: func(s string) ([]int32, error) { return tok.Encode(s, true) }}).Register(mux)
 		openai.New(e, tok, openai.Options{Model: "fake"}).Register(mux)
 	}

@@ -29,9 +29,9 @@ import (
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/gateway/dispatch"
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -91,11 +91,11 @@ type Options struct {
 	// (supervisor.EventLog).
 	OnEvent func(kind, role, msg string)
 	// Mount lets the front ends (gateway/generate, gateway/openai)
-	// register their routes on mux, with the gateway as their gen.Engine.
+	// register their routes on mux, with the gateway as their tokenapi.Engine.
 	// The routes are served behind the gateway's fixed ones, through the
 	// same front door (gateway/front: auth, body limits, request id, CORS,
 	// admission, metrics, the panic boundary). nil: no serving routes.
-	Mount func(engine gen.Engine, mux *http.ServeMux)
+	Mount func(engine tokenapi.Engine, mux *http.ServeMux)
 	// TokenizerCache is the prompt cache the mounted front ends encode
 	// through, for /metrics and Status; nil: none.
 	TokenizerCache *tokenizer.Cache
@@ -108,7 +108,7 @@ type Options struct {
 	PeerCheck func(role string, peer lane.PeerInfo) error
 }
 
-// Gateway implements supervisor.Gateway and gen.Engine (the latter by
+// Gateway implements supervisor.Gateway and tokenapi.Engine (the latter by
 // delegating to its Dispatcher).
 type Gateway struct {
 	plan    *profiles.Plan
@@ -499,12 +499,12 @@ func (g *Gateway) InFlight(role string) (int, map[int]int) {
 
 // Stream dispatches r, read in the caller's goroutine (gateway/dispatch
 // Dispatcher.Stream).
-func (g *Gateway) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+func (g *Gateway) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.Streamer, error) {
 	return g.disp.Stream(ctx, r)
 }
 
 // Generate dispatches r (gateway/dispatch Dispatcher.Generate).
-func (g *Gateway) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (g *Gateway) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	return g.disp.Generate(ctx, r)
 }
 
@@ -555,4 +555,4 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 	}
 }
 
-var _ gen.Engine = (*Gateway)(nil)
+var _ tokenapi.Engine = (*Gateway)(nil)

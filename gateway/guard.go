@@ -8,7 +8,7 @@ import (
 // ReportPanic records a panic that a recover boundary caught: logged with
 // its stack, counted (tsd_gateway_panics_total{where}), and reported as a
 // "panic" event (Options.OnEvent). Front ends that run their own
-// goroutines (gateway/openai) call it through gen.Engine.
+// goroutines (gateway/openai) call it through tokenapi.Engine.
 func (g *Gateway) ReportPanic(where string, v any, stack []byte) {
 	g.panics.Add(1)
 	g.log.Error("recovered panic", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))

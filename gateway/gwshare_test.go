@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -38,7 +38,7 @@ func TestChatAccessLineHasGatewayShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(plan, Options{Listener: ln, Logger: slog.New(slog.NewTextHandler(logs, nil)), Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, Options{Listener: ln, Logger: slog.New(slog.NewTextHandler(logs, nil)), Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{}).Register(mux)
 	}})
 	if err != nil {

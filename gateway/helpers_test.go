@@ -5,8 +5,8 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/generate"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 type atomicInt struct{ v atomic.Int64 }
@@ -14,9 +14,9 @@ type atomicInt struct{ v atomic.Int64 }
 func (a *atomicInt) add(n int)  { a.v.Add(int64(n)) }
 func (a *atomicInt) get() int64 { return a.v.Load() }
 
-func genRequest(seed int64, maxTokens int) gen.Request {
-	s := gen.Sampling{MaxNewTokens: &maxTokens, IgnoreEOS: true, Seed: &seed}
-	return gen.Request{InputIDs: []int32{1, 2, 3, 4}, Sampling: s, Stream: true, LogprobStartLen: -1}
+func genRequest(seed int64, maxTokens int) tokenapi.Request {
+	s := tokenapi.Sampling{MaxNewTokens: &maxTokens, IgnoreEOS: true, Seed: &seed}
+	return tokenapi.Request{InputIDs: []int32{1, 2, 3, 4}, Sampling: s, Stream: true, LogprobStartLen: -1}
 }
 
 // withGenerate mounts /generate (gateway/generate, input_ids only) as tsd
@@ -24,7 +24,7 @@ func genRequest(seed int64, maxTokens int) gen.Request {
 // that mounted its own /generate (one that tokenizes text, say).
 func withGenerate(opts Options) Options {
 	more := opts.Mount
-	opts.Mount = func(e gen.Engine, mux *http.ServeMux) {
+	opts.Mount = func(e tokenapi.Engine, mux *http.ServeMux) {
 		if more != nil {
 			more(e, mux)
 		}

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -47,7 +47,7 @@ func BenchmarkHugePromptRSS(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := Options{Mount: func(e gen.Engine, mux *http.ServeMux) {
+	opts := Options{Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{}).Register(mux)
 	}}
 	c := newCluster(b, opts, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -21,7 +21,7 @@ import (
 func limitGateway(t *testing.T, opts Options, release <-chan struct{}, wait time.Duration) string {
 	t.Helper()
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
-	opts.Mount = func(_ gen.Engine, mux *http.ServeMux) {
+	opts.Mount = func(_ tokenapi.Engine, mux *http.ServeMux) {
 		mux.Handle("POST /v1/hold", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, err := io.ReadAll(r.Body)
 			if err != nil {

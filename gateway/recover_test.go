@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -101,7 +101,7 @@ func TestPanicInHandler(t *testing.T) {
 	t.Parallel()
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}
 	ev := &events{ch: make(chan string, 16)}
-	g, err := New(plan, Options{QueueTimeout: -1, OnEvent: ev.add, Mount: func(_ gen.Engine, mux *http.ServeMux) {
+	g, err := New(plan, Options{QueueTimeout: -1, OnEvent: ev.add, Mount: func(_ tokenapi.Engine, mux *http.ServeMux) {
 		mux.HandleFunc("GET /boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
 		mux.HandleFunc("GET /boom-sse", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tsd-project/tsd/gateway/epd"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -26,7 +26,7 @@ func TestEPDEncodeFailureRetriedOnOtherEncoder(t *testing.T) {
 	c := newClusterWith(t, Options{}, "tsd", profiles.ModeEPD, withRetries, rs...)
 	c.waitRegistered(roleNames(rs)...)
 	// An image that consistent hashing sends to encode-a, the hanging one.
-	var r gen.Request
+	var r tokenapi.Request
 	for shade := uint8(0); ; shade++ {
 		r = imageRequest(t, 1, 4, testPNG(t, 40, 30, shade))
 		if epd.NewRing([]string{"encode-a", "encode-b"}, 0).Pick(r.Images[0].Hash) == "encode-a" {
@@ -49,7 +49,7 @@ func TestEPDEncodeFailureRetriedOnOtherEncoder(t *testing.T) {
 	}
 	c.g.AbortRole("encode-a", "restart requested")
 	ids, fin, err := collectGen(t, ch)
-	if err != nil || fin == nil || fin.Reason != gen.FinishLength || len(ids) != 4 {
+	if err != nil || fin == nil || fin.Reason != tokenapi.FinishLength || len(ids) != 4 {
 		t.Fatalf("ids %v finish %+v err %v", ids, fin, err)
 	}
 	if n := testutil.ToFloat64(c.g.metrics.attempts.WithLabelValues("encode", "retry")); n != 1 {

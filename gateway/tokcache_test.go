@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -24,7 +24,7 @@ func TestTokenizerCacheMetricsAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := tokenizer.NewCache(tok, 1<<20)
-	g, err := New(&profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}, Options{TokenizerCache: cache, Mount: func(e gen.Engine, mux *http.ServeMux) {
+	g, err := New(&profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0"}}, Options{TokenizerCache: cache, Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
 		openai.New(e, tok, openai.Options{TokenizerCache: cache}).Register(mux)
 	}})
 	if err != nil {

@@ -18,6 +18,6 @@ start=$SECONDS
 rc=0
 go tool gotestsum --format pkgname --hide-summary=skipped --jsonfile bin/flake-events.json -- \
 	-race -count="$count" -timeout 90m "$@" || rc=$?
-go run ./internal/testsummary bin/flake-events.json || rc=1
+go run ./cmd/testsummary bin/flake-events.json || rc=1
 echo "flake: $((SECONDS - start)) s"
 exit $rc

@@ -4,7 +4,7 @@
 # send one test request, capture the overview, the rank inspector, the
 # logs page, the split view and the describe view with colours, and paint
 # each capture to a PNG with
-# scripts/ansipng (pure Go; no browser, no terminal emulator).
+# cmd/ansipng (pure Go; no browser, no terminal emulator).
 #
 # Usage: scripts/render-png.sh [-o DIR] [-s WIDTHxHEIGHT]
 #   -o DIR   where the PNGs go (default docs/)
@@ -33,7 +33,7 @@ command -v tmux >/dev/null || { echo "render-png: tmux not installed (apt-get in
 make -s build
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tsd-render.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-go build -o "$WORK/ansipng" ./scripts/ansipng
+go build -o "$WORK/ansipng" ./cmd/ansipng
 
 # A fixed, short run dir keeps the paths on screen the same on every run.
 RUNDIR=/tmp/tsd-demo

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/loadgen"
 )
@@ -108,16 +108,16 @@ func readEvents(t *testing.T, url, body string) []string {
 // the last one finished by length: what the dispatch hands a front end.
 type fakeEngine struct{ ids []int32 }
 
-func (e fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (e fakeEngine) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	n := 16
 	if r.Sampling.MaxNewTokens != nil {
 		n = *r.Sampling.MaxNewTokens
 	}
-	ch := make(chan gen.Event, n)
+	ch := make(chan tokenapi.Event, n)
 	for i := range n {
-		ev := gen.Event{TokenIDs: []int32{e.ids[i%len(e.ids)]}, PromptTokens: len(r.InputIDs), OutputTokens: i + 1}
+		ev := tokenapi.Event{TokenIDs: []int32{e.ids[i%len(e.ids)]}, PromptTokens: len(r.InputIDs), OutputTokens: i + 1}
 		if i == n-1 {
-			ev.Finish = &gen.Finish{Reason: gen.FinishLength}
+			ev.Finish = &tokenapi.Finish{Reason: tokenapi.FinishLength}
 		}
 		ch <- ev
 	}
@@ -126,12 +126,12 @@ func (e fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Eve
 }
 
 // Stream serves the front ends' pull path from the same events.
-func (e fakeEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+func (e fakeEngine) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.Streamer, error) {
 	ch, err := e.Generate(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	return gen.FromChannel(ch), nil
+	return tokenapi.FromChannel(ch), nil
 }
 func (fakeEngine) Ready() bool                     { return true }
 func (fakeEngine) Queues() bool                    { return false }

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway"
-	"github.com/tsd-project/tsd/gateway/gen"
 	generateapi "github.com/tsd-project/tsd/gateway/generate" // package main's tests have a generate func
 	"github.com/tsd-project/tsd/gateway/openai"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/profiles"
@@ -101,12 +101,12 @@ func (c gatewayCmd) Run() error {
 // key is the gateway's front door's to check, for the mounted routes too.
 // prompts is the prompt cache both front ends encode through
 // (gateway.tokenizer_cache_mb), nil without a tokenizer.
-func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *http.ServeMux), prompts *tokenizer.Cache, problem string) {
+func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(tokenapi.Engine, *http.ServeMux), prompts *tokenizer.Cache, problem string) {
 	dir := tokenizerDir(plan.Tokenizer, plan.Model)
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		log.Warn("OpenAI API disabled: tokenizer did not load; /generate still works", "tokenizer", dir, "err", err)
-		return func(e gen.Engine, mux *http.ServeMux) { generateapi.New(e, generateapi.Options{}).Register(mux) }, nil,
+		return func(e tokenapi.Engine, mux *http.ServeMux) { generateapi.New(e, generateapi.Options{}).Register(mux) }, nil,
 			fmt.Sprintf("OpenAI API off: tokenizer %s did not load (%v); /generate still works", dir, err)
 	}
 	prompts = tokenizer.NewCache(tok, int64(plan.Gateway.TokenizerCacheMB)<<20)
@@ -135,7 +135,7 @@ func frontEnds(plan *profiles.Plan, log *slog.Logger) (mount func(gen.Engine, *h
 	// SGLang's /generate tokenizes text as a completion prompt would
 	// (special tokens added).
 	encode := func(text string) ([]int32, error) { return prompts.Encode(text, true) }
-	mount = func(e gen.Engine, mux *http.ServeMux) {
+	mount = func(e tokenapi.Engine, mux *http.ServeMux) {
 		generateapi.New(e, generateapi.Options{Encode: encode}).Register(mux)
 		openai.New(e, tok, openai.Options{Model: model, Vision: vis, TokenizerCache: prompts,
 			ToolCallParser: plan.Gateway.ToolCallParser, ReasoningParser: plan.Gateway.ReasoningParser}).Register(mux)

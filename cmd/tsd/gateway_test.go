@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -24,7 +24,7 @@ import (
 // requests.
 type imageEngine struct {
 	mu   sync.Mutex
-	reqs []gen.Request
+	reqs []tokenapi.Request
 }
 
 func (e *imageEngine) Ready() bool                     { return true }
@@ -33,20 +33,20 @@ func (e *imageEngine) MaxModelLen() int                { return 0 }
 func (e *imageEngine) ImageSupport() error             { return nil }
 func (e *imageEngine) ReportPanic(string, any, []byte) {}
 
-func (e *imageEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+func (e *imageEngine) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.Streamer, error) {
 	ch, err := e.Generate(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	return gen.FromChannel(ch), nil
+	return tokenapi.FromChannel(ch), nil
 }
 
-func (e *imageEngine) Generate(_ context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (e *imageEngine) Generate(_ context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	e.mu.Lock()
 	e.reqs = append(e.reqs, r)
 	e.mu.Unlock()
-	ch := make(chan gen.Event, 1)
-	ch <- gen.Event{TokenIDs: []int32{100}, PromptTokens: len(r.InputIDs), OutputTokens: 1, Finish: &gen.Finish{Reason: gen.FinishLength}}
+	ch := make(chan tokenapi.Event, 1)
+	ch <- tokenapi.Event{TokenIDs: []int32{100}, PromptTokens: len(r.InputIDs), OutputTokens: 1, Finish: &tokenapi.Finish{Reason: tokenapi.FinishLength}}
 	close(ch)
 	return ch, nil
 }

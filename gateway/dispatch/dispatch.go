@@ -1,5 +1,5 @@
 // Package dispatch is the gateway's generation dispatch: the Dispatcher
-// (dispatcher.go) behind gen.Engine, which validates a request, picks its
+// (dispatcher.go) behind tokenapi.Engine, which validates a request, picks its
 // PD/EPD legs, submits them and drives each request's flight
 // (generate.go, epdroute.go). Which worker and DP rank take a leg is
 // gateway/routing's decision (route.go turns the lane's ranks into its

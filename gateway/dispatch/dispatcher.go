@@ -1,6 +1,6 @@
 package dispatch
 
-// The Dispatcher is the gateway's generation dispatch behind gen.Engine
+// The Dispatcher is the gateway's generation dispatch behind tokenapi.Engine
 // (every front end speaks that one contract): validation, the PD/EPD leg choice, submission, the
 // prompt-logprob join and each request's flight (generate.go, epdroute.go).
 // Package gateway owns binding, HTTP and the supervisor-facing methods,
@@ -17,9 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -115,7 +115,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Dispatcher implements gen.Engine over the lane's workers.
+// Dispatcher implements tokenapi.Engine over the lane's workers.
 type Dispatcher struct {
 	mode      string // the plan's gateway mode (EPDMode)
 	opts      Options
@@ -322,4 +322,4 @@ func (l *lockedRand) Float64() float64 {
 	return l.r.Float64()
 }
 
-var _ gen.Engine = (*Dispatcher)(nil)
+var _ tokenapi.Engine = (*Dispatcher)(nil)

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -54,7 +54,7 @@ func newTestDispatcher(t *testing.T, opts Options, onPanic func(string, any, []b
 	return New(Config{Plan: plan, Lane: l, Metrics: m, Options: opts, Shutdown: make(chan struct{}), OnPanic: onPanic}), m
 }
 
-// The Dispatcher stands alone behind gen.Engine: it is built from a lane,
+// The Dispatcher stands alone behind tokenapi.Engine: it is built from a lane,
 // metrics and options, counts its refusals by error type, and its recover
 // boundary reports a panic through OnPanic and fails only that request.
 func TestDispatcherStandsAlone(t *testing.T) {
@@ -77,7 +77,7 @@ func TestDispatcherStandsAlone(t *testing.T) {
 	}
 
 	// The pick panics once: a 500, reported at "dispatch", nothing left in flight.
-	_, err := d.Generate(context.Background(), gen.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1})
+	_, err := d.Generate(context.Background(), tokenapi.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1})
 	var fe *front.Error
 	if !errors.As(err, &fe) || fe.Status != http.StatusInternalServerError || fe.Code != "internal_error" || !strings.Contains(fe.Message, "injected") {
 		t.Fatalf("panic: %v", err)
@@ -87,7 +87,7 @@ func TestDispatcherStandsAlone(t *testing.T) {
 	}
 
 	// Then no worker is routable and QueueTimeout < 0: a 503 at once.
-	_, err = d.Generate(context.Background(), gen.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1})
+	_, err = d.Generate(context.Background(), tokenapi.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1})
 	if !errors.As(err, &fe) || fe.Status != http.StatusServiceUnavailable || fe.Code != "no_prefill_worker" {
 		t.Fatalf("no workers: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestDispatcherStandsAlone(t *testing.T) {
 	}
 
 	// Bad input is refused before any pick.
-	_, err = d.Generate(context.Background(), gen.Request{LogprobStartLen: -1})
+	_, err = d.Generate(context.Background(), tokenapi.Request{LogprobStartLen: -1})
 	if !errors.As(err, &fe) || fe.Status != http.StatusBadRequest || fe.Param != "input_ids" {
 		t.Fatalf("empty prompt: %v", err)
 	}

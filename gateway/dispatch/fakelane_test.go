@@ -17,9 +17,9 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -242,7 +242,7 @@ func (r *fakeRank) prefillDone(q wire.GenerateRequest) {
 }
 
 // collect reads a generation's events to its end.
-func collect(t *testing.T, events <-chan gen.Event) (toks []int32, lps []float64, last gen.Event, errs []error) {
+func collect(t *testing.T, events <-chan tokenapi.Event) (toks []int32, lps []float64, last tokenapi.Event, errs []error) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
@@ -264,7 +264,7 @@ func collect(t *testing.T, events <-chan gen.Event) (toks []int32, lps []float64
 }
 
 // event is the next event, which must come.
-func event(t *testing.T, events <-chan gen.Event) gen.Event {
+func event(t *testing.T, events <-chan tokenapi.Event) tokenapi.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-events:
@@ -275,12 +275,12 @@ func event(t *testing.T, events <-chan gen.Event) gen.Event {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event")
 	}
-	return gen.Event{}
+	return tokenapi.Event{}
 }
 
-func request(maxTokens, minTokens int, logprobs bool) gen.Request {
-	s := gen.Sampling{MaxNewTokens: &maxTokens, MinNewTokens: minTokens, IgnoreEOS: true}
-	return gen.Request{RID: "req", InputIDs: []int32{11, 12, 13, 14}, Sampling: s, Stream: true, ReturnLogprob: logprobs, LogprobStartLen: -1}
+func request(maxTokens, minTokens int, logprobs bool) tokenapi.Request {
+	s := tokenapi.Sampling{MaxNewTokens: &maxTokens, MinNewTokens: minTokens, IgnoreEOS: true}
+	return tokenapi.Request{RID: "req", InputIDs: []int32{11, 12, 13, 14}, Sampling: s, Stream: true, ReturnLogprob: logprobs, LogprobStartLen: -1}
 }
 
 // decodeOf waits for the decode leg of a request: it lands on one of

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/epd"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -39,7 +39,7 @@ type attemptErr struct {
 	class  Failure
 	metric string
 	err    error
-	ev     *gen.Event
+	ev     *tokenapi.Event
 	// finished: ev is an engine's own finish (counted as one).
 	finished bool
 	avoid    []*lane.Worker
@@ -142,7 +142,7 @@ type attempt struct {
 // attempts, what has been seen of the current one's legs, and the event
 // the last step produced. Only the goroutine reading it touches it: the
 // one that called Stream, or Generate's (docs/architecture.md §3.2). It
-// is the request's gen.Streamer.
+// is the request's tokenapi.Streamer.
 type flight struct {
 	g           *Dispatcher
 	parent, ctx context.Context
@@ -155,14 +155,14 @@ type flight struct {
 	// more holds any further one a step produced (rare: one step emits
 	// at most one in practice). running: the first Next armed the legs;
 	// over: the request ended and its end was accounted (end).
-	out                gen.Event
-	more               []gen.Event
+	out                tokenapi.Event
+	more               []tokenapi.Event
 	has, running, over bool
 
 	retry RetryConfig // gateway.retry as the request found it
 
-	orig gen.Request         // as the client asked
-	req  gen.Request         // what the next attempt sends (a migration's prompt and budget)
+	orig tokenapi.Request    // as the client asked
+	req  tokenapi.Request    // what the next attempt sends (a migration's prompt and budget)
 	sp   wire.SamplingParams // req's sampling in wire form
 
 	attempts int
@@ -215,7 +215,7 @@ type legResult struct {
 	err error
 }
 
-func (g *Dispatcher) newFlight(parent context.Context, r gen.Request, sp wire.SamplingParams, sent *[]*lane.Stream) *flight {
+func (g *Dispatcher) newFlight(parent context.Context, r tokenapi.Request, sp wire.SamplingParams, sent *[]*lane.Stream) *flight {
 	f := &flight{g: g, parent: parent, rec: traffic.FromContext(parent), sent: sent, orig: r, req: r, sp: sp, first: true, avoid: avoid{},
 		retry: g.live.Load().retry}
 	f.deadline = time.Now().Add(g.opts.RequestTimeout)
@@ -310,20 +310,20 @@ func (f *flight) start() {
 // client cancel or the deadline ends the attempt and makes the next one
 // or ends the request. Behind the request's recover boundary: a panic
 // ends this one request with an error event and aborts its legs.
-func (f *flight) Next() (ev gen.Event, ok bool) {
+func (f *flight) Next() (ev tokenapi.Event, ok bool) {
 	if f.has {
 		return f.pop(), true
 	}
 	if f.over {
-		return gen.Event{}, false
+		return tokenapi.Event{}, false
 	}
 	defer f.g.recoverHere("request", func(err error) {
 		f.abortAttempt(err)
 		f.g.metrics.reqError("panic")
 		f.rec.Fail("panic")
-		f.out, f.more, f.has = gen.Event{}, nil, false
+		f.out, f.more, f.has = tokenapi.Event{}, nil, false
 		f.end()
-		ev, ok = gen.Event{Err: fmt.Errorf("%w; both legs aborted", err)}, true
+		ev, ok = tokenapi.Event{Err: fmt.Errorf("%w; both legs aborted", err)}, true
 	})
 	if !f.running {
 		f.running = true
@@ -353,12 +353,12 @@ func (f *flight) Next() (ev gen.Event, ok bool) {
 	if f.has {
 		return f.pop(), true
 	}
-	return gen.Event{}, false
+	return tokenapi.Event{}, false
 }
 
-func (f *flight) pop() gen.Event {
+func (f *flight) pop() tokenapi.Event {
 	ev := f.out
-	f.out, f.has = gen.Event{}, false
+	f.out, f.has = tokenapi.Event{}, false
 	if len(f.more) > 0 {
 		f.out, f.has = f.more[0], true
 		f.more = f.more[1:]
@@ -393,7 +393,7 @@ func (f *flight) Close() {
 	f.abortAttempt(err)
 	f.g.metrics.reqError("client_disconnected")
 	f.rec.Gone(err)
-	f.out, f.more, f.has = gen.Event{}, nil, false
+	f.out, f.more, f.has = tokenapi.Event{}, nil, false
 	f.end()
 }
 
@@ -566,7 +566,7 @@ func (f *flight) migrate() (done bool) {
 	if m := f.orig.Sampling.MaxNewTokens; m != nil {
 		left := *m - sent
 		if left <= 0 {
-			f.finishLocal(gen.FinishLength)
+			f.finishLocal(tokenapi.FinishLength)
 			return true
 		}
 		r.Sampling.MaxNewTokens = &left
@@ -587,7 +587,7 @@ func (f *flight) endWith(ae *attemptErr) {
 		return                     // nobody is listening
 	}
 	if ae.ev == nil {
-		f.fail(ae.metric, gen.Event{Err: ae.err})
+		f.fail(ae.metric, tokenapi.Event{Err: ae.err})
 		return
 	}
 	ev := *ae.ev
@@ -604,7 +604,7 @@ func (f *flight) endWith(ae *attemptErr) {
 func (f *flight) finishLocal(reason string) {
 	now := time.Now()
 	f.g.metrics.finished(reason, now.Sub(f.began))
-	f.emit(gen.Event{PromptTokens: f.promptTk, OutputTokens: len(f.emitted), Finish: &gen.Finish{Reason: reason}})
+	f.emit(tokenapi.Event{PromptTokens: f.promptTk, OutputTokens: len(f.emitted), Finish: &tokenapi.Finish{Reason: reason}})
 }
 
 // noteAttempts puts the request's attempts on its access line.
@@ -672,7 +672,7 @@ func (f *flight) stopWatching() {
 }
 
 // emit hands ev to Next.
-func (f *flight) emit(ev gen.Event) bool {
+func (f *flight) emit(ev tokenapi.Event) bool {
 	if f.has {
 		f.more = append(f.more, ev)
 		return true
@@ -681,7 +681,7 @@ func (f *flight) emit(ev gen.Event) bool {
 	return true
 }
 
-func (f *flight) fail(kind string, ev gen.Event) {
+func (f *flight) fail(kind string, ev tokenapi.Event) {
 	f.g.metrics.reqError(kind)
 	f.rec.Fail(kind)
 	f.emit(ev)
@@ -701,7 +701,7 @@ func (f *flight) onDeadline() bool {
 		f.rec.Gone(f.parent.Err())
 		return true // nobody is listening
 	}
-	f.fail("timeout", gen.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
+	f.fail("timeout", tokenapi.Event{Err: fmt.Errorf("request deadline of %s exceeded; both legs aborted", f.g.opts.RequestTimeout)})
 	return true
 }
 
@@ -765,7 +765,7 @@ func (f *flight) onPrefill(pr legResult) bool {
 	case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
 		// A KV transfer or bootstrap failure ends the prefill so: either
 		// side may be at fault, so the next attempt avoids both.
-		ev := gen.Event{PromptTokens: pr.out.PromptTokens, Finish: &gen.Finish{Reason: gen.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}}
+		ev := tokenapi.Event{PromptTokens: pr.out.PromptTokens, Finish: &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}}
 		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "prefill_aborted", ev: &ev,
 			avoid: []*lane.Worker{pw, f.cur.dec.w}, blame: []*lane.Worker{pw}})
 	default:
@@ -792,7 +792,7 @@ func (f *flight) onDecode(dr legResult) bool {
 		f.promptTk = o.PromptTokens // a migration's prompt holds the tokens sent: the client's stays
 	}
 	f.cached.decode(o)
-	ev := gen.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP,
+	ev := tokenapi.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP,
 		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs), CachedTokens: f.cached.n}
 	if o.Finished == wire.FinishAbort || o.Finished == wire.FinishError {
 		// The engine ended the stream itself: before any token reached the
@@ -845,7 +845,7 @@ func (f *flight) observeTokens(n int, now time.Time) {
 // finish sends the terminal event of a stream that ended well; a prefill
 // leg still running is given the drain grace to deliver its own terminal
 // output. The attempt's workers' breakers count a success.
-func (f *flight) finish(ev gen.Event, finished string, now time.Time) {
+func (f *flight) finish(ev tokenapi.Event, finished string, now time.Time) {
 	ev.Finish = finishOf(finished)
 	if !f.preDone {
 		ps, g := f.cur.ls.ps, f.g
@@ -912,15 +912,15 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 }
 
 // topLogprobs pairs each token's alternatives' values and ids.
-func topLogprobs(vals [][]float64, ids [][]int32) [][]gen.TopLogprob {
+func topLogprobs(vals [][]float64, ids [][]int32) [][]tokenapi.TopLogprob {
 	if len(vals) == 0 {
 		return nil
 	}
-	out := make([][]gen.TopLogprob, len(vals))
+	out := make([][]tokenapi.TopLogprob, len(vals))
 	for t, vs := range vals {
-		alts := make([]gen.TopLogprob, len(vs))
+		alts := make([]tokenapi.TopLogprob, len(vs))
 		for j, v := range vs {
-			alts[j] = gen.TopLogprob{ID: ids[t][j], Logprob: v}
+			alts[j] = tokenapi.TopLogprob{ID: ids[t][j], Logprob: v}
 		}
 		out[t] = alts
 	}
@@ -940,15 +940,15 @@ func legFailure(kind string, err error) string {
 	return kind
 }
 
-func finishOf(s string) *gen.Finish {
+func finishOf(s string) *tokenapi.Finish {
 	switch s {
 	case wire.FinishLength:
-		return &gen.Finish{Reason: gen.FinishLength}
+		return &tokenapi.Finish{Reason: tokenapi.FinishLength}
 	case wire.FinishAbort:
-		return &gen.Finish{Reason: gen.FinishAbort, Message: "engine aborted the request"}
+		return &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: "engine aborted the request"}
 	case wire.FinishError:
-		return &gen.Finish{Reason: gen.FinishAbort, Message: "engine reported an error"}
+		return &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: "engine reported an error"}
 	default:
-		return &gen.Finish{Reason: gen.FinishStop}
+		return &tokenapi.Finish{Reason: tokenapi.FinishStop}
 	}
 }

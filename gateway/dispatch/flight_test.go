@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -65,7 +65,7 @@ func TestRetryBeforeFirstToken(t *testing.T) {
 	alive.emit(d2.RID, 4, []int32{1, 5}, nil, "", 2)
 	alive.emit(d2.RID, 4, []int32{6, 7}, nil, wire.FinishLength, 4)
 	toks, _, last, errs := collect(t, events)
-	if len(errs) > 0 || !slices.Equal(toks, []int32{1, 5, 6, 7}) || last.Finish == nil || last.Finish.Reason != gen.FinishLength || last.OutputTokens != 4 || last.PromptTokens != 4 {
+	if len(errs) > 0 || !slices.Equal(toks, []int32{1, 5, 6, 7}) || last.Finish == nil || last.Finish.Reason != tokenapi.FinishLength || last.OutputTokens != 4 || last.PromptTokens != 4 {
 		t.Fatalf("client saw %v, last %+v, errors %v", toks, last, errs)
 	}
 	if n := attempts(fl.m, FailDied, VerdictRetry); n != 1 {
@@ -123,7 +123,7 @@ func TestMigrateAfterTokens(t *testing.T) {
 	if len(errs) > 0 || !slices.Equal(toks, []int32{31, 32, 33}) || !slices.Equal(lps, []float64{-0.4, -0.5, -0.6}) {
 		t.Fatalf("after the seam: %v %v errors %v", toks, lps, errs)
 	}
-	if last.Finish == nil || last.Finish.Reason != gen.FinishLength || last.OutputTokens != 6 || last.PromptTokens != 4 {
+	if last.Finish == nil || last.Finish.Reason != tokenapi.FinishLength || last.OutputTokens != 6 || last.PromptTokens != 4 {
 		t.Fatalf("last event %+v: want length, 6 completion tokens, the client's 4 prompt tokens", last)
 	}
 	if n := attempts(fl.m, FailDied, VerdictMigrate); n != 1 {
@@ -208,7 +208,7 @@ func TestEngineAbortRetriedOnlyBeforeTokens(t *testing.T) {
 	event(t, events)
 	second.emit(d2.RID, 4, []int32{5}, nil, wire.FinishAbort, 2)
 	toks, _, last, errs := collect(t, events)
-	if len(errs) != 0 || !slices.Equal(toks, []int32{5}) || last.Finish == nil || last.Finish.Reason != gen.FinishAbort {
+	if len(errs) != 0 || !slices.Equal(toks, []int32{5}) || last.Finish == nil || last.Finish.Reason != tokenapi.FinishAbort {
 		t.Fatalf("an abort after tokens: %v, last %+v, errors %v", toks, last, errs)
 	}
 	pre.none()
@@ -241,7 +241,7 @@ func TestPrefillDeathBehindStreamingDecode(t *testing.T) {
 	waitFailures(t, fl.d, "prefill", 1)
 	dec.emit(q.RID, 4, []int32{2, 3}, nil, wire.FinishLength, 3)
 	toks, _, last, errs := collect(t, events)
-	if len(errs) != 0 || !slices.Equal(toks, []int32{2, 3}) || last.Finish == nil || last.Finish.Reason != gen.FinishLength {
+	if len(errs) != 0 || !slices.Equal(toks, []int32{2, 3}) || last.Finish == nil || last.Finish.Reason != tokenapi.FinishLength {
 		t.Fatalf("after the prefill's death: %v last %+v errors %v", toks, last, errs)
 	}
 	fl.other(dec).none()
@@ -319,7 +319,7 @@ func (fl *fakeLane) serve(bad string) (served string) {
 			continue
 		}
 		dec.emit(q.RID, 4, []int32{3}, nil, wire.FinishLength, 1)
-		if _, _, last, errs := collect(fl.t, events); len(errs) > 0 || last.Finish == nil || last.Finish.Reason != gen.FinishLength {
+		if _, _, last, errs := collect(fl.t, events); len(errs) > 0 || last.Finish == nil || last.Finish.Reason != tokenapi.FinishLength {
 			fl.t.Fatalf("request on %s: last %+v errors %v", dec.role, last, errs)
 		}
 		return dec.role

@@ -12,8 +12,8 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -27,14 +27,14 @@ func badRequest(param, format string, args ...any) *RequestError {
 	return front.BadRequest(param, format, args...)
 }
 
-func validate(r *gen.Request) error {
+func validate(r *tokenapi.Request) error {
 	switch {
 	case len(r.InputIDs) == 0:
 		return badRequest("input_ids", "input_ids must not be empty")
 	case r.LogprobStartLen >= len(r.InputIDs):
 		return badRequest("logprob_start_len", "logprob_start_len %d must be below the prompt length %d", r.LogprobStartLen, len(r.InputIDs))
-	case r.TopLogprobsNum < 0 || r.TopLogprobsNum > gen.MaxTopLogprobs:
-		return badRequest("top_logprobs_num", "top_logprobs_num must be between 0 and %d, got %d", gen.MaxTopLogprobs, r.TopLogprobsNum)
+	case r.TopLogprobsNum < 0 || r.TopLogprobsNum > tokenapi.MaxTopLogprobs:
+		return badRequest("top_logprobs_num", "top_logprobs_num must be between 0 and %d, got %d", tokenapi.MaxTopLogprobs, r.TopLogprobsNum)
 	case r.TopLogprobsNum > 0 && !r.ReturnLogprob:
 		return badRequest("top_logprobs_num", "top_logprobs_num needs return_logprob")
 	}
@@ -48,7 +48,7 @@ func validate(r *gen.Request) error {
 
 // checkImages refuses image requests the deployment cannot serve and
 // images whose spans do not fit the prompt.
-func (g *Dispatcher) checkImages(r *gen.Request) error {
+func (g *Dispatcher) checkImages(r *tokenapi.Request) error {
 	if len(r.Images) == 0 {
 		return nil
 	}
@@ -97,7 +97,7 @@ func splitBootstrap(addr string) (string, int, error) {
 // caller's goroutine. Cancelling ctx (client gone) aborts both legs; so
 // does either leg's abort or error, and the request deadline. The last
 // event carries Finish or Err.
-func (g *Dispatcher) Stream(ctx context.Context, r gen.Request) (st gen.Streamer, err error) {
+func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenapi.Streamer, err error) {
 	// Stream runs in its caller's goroutine (an HTTP handler, an OpenAI
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
@@ -124,12 +124,12 @@ func (g *Dispatcher) Stream(ctx context.Context, r gen.Request) (st gen.Streamer
 
 // Generate is Stream read by a goroutine of its own into a channel that
 // is closed after the last event.
-func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (g *Dispatcher) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	st, err := g.Stream(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	events := make(chan gen.Event, 16)
+	events := make(chan tokenapi.Event, 16)
 	go func() {
 		defer close(events)
 		defer st.Close()
@@ -157,7 +157,7 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 // response → start its flight, which Next drives through the attempt and
 // any later one (flight.go). Only the failure that ends the request is
 // counted.
-func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (*flight, error) {
+func (g *Dispatcher) generate(ctx context.Context, r tokenapi.Request, sent *[]*lane.Stream) (*flight, error) {
 	traffic.FromContext(ctx).ID(r.RID) // the access line's id unless the client sent one
 	sp, err := g.admit(&r)
 	if err != nil {
@@ -186,7 +186,7 @@ func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.
 
 // admit checks a request before any worker is chosen and returns its
 // sampling in wire form.
-func (g *Dispatcher) admit(r *gen.Request) (wire.SamplingParams, error) {
+func (g *Dispatcher) admit(r *tokenapi.Request) (wire.SamplingParams, error) {
 	if err := validate(r); err != nil {
 		return wire.SamplingParams{}, err
 	}
@@ -218,7 +218,7 @@ type legPayloads struct {
 // both PD legs, in EPD an encode request per image (on encoders other
 // than av's when there are: a retry's). Its failures are final (the
 // deployment's addresses, the request itself).
-func (g *Dispatcher) encodeLegs(r gen.Request, sp wire.SamplingParams, pre leg, room uint64, av avoid) (legPayloads, *attemptErr) {
+func (g *Dispatcher) encodeLegs(r tokenapi.Request, sp wire.SamplingParams, pre leg, room uint64, av avoid) (legPayloads, *attemptErr) {
 	p := legPayloads{rid: g.mintRID(r.RID)}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
@@ -329,7 +329,7 @@ func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (
 // Retry-After. It returns the routing decision's details and the
 // breakers' view it routed by, which the request's outcomes are reported
 // against.
-func (g *Dispatcher) pickQueued(ctx context.Context, r *gen.Request, room uint64, av avoid) (pre, dec leg, _ uint64, ri routeInfo, _ *breakerView, _ error) {
+func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room uint64, av avoid) (pre, dec leg, _ uint64, ri routeInfo, _ *breakerView, _ error) {
 	var timeout <-chan time.Time
 	waited := false
 	images := len(r.Images) > 0

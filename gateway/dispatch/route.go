@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -123,7 +123,7 @@ func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, 
 // pick chooses the prefill and the decode rank for r among the workers
 // av and the breakers allow (allowed), and moves the room to the chosen
 // prefill rank.
-func (g *Dispatcher) pick(r *gen.Request, room uint64, av avoid, view *breakerView) (pre, dec leg, _ uint64, _ routeInfo, _ error) {
+func (g *Dispatcher) pick(r *tokenapi.Request, room uint64, av avoid, view *breakerView) (pre, dec leg, _ uint64, _ routeInfo, _ error) {
 	if h := g.opts.HookPick; h != nil {
 		h()
 	}

@@ -5,7 +5,7 @@
 // encode, the encode_handshake only to prefill, metadata only to decode),
 // and the prefill→decode join of prompt logprobs. Nothing here does I/O:
 // image intake (URLs, fetching, decoding, preprocessing, the prompt's pad
-// expansion) is gateway/vision's, which hands the dispatcher gen.Images.
+// expansion) is gateway/vision's, which hands the dispatcher tokenapi.Images.
 //
 // EPD over this lane is tsd's design, not upstream's: keep the shapes in
 // these small functions so they can change when upstream settles.

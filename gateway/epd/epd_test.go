@@ -7,7 +7,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -119,13 +119,13 @@ func TestMintItemRooms(t *testing.T) {
 
 // testImage is a prepared image of pixels values over a 1x4x4 grid, its
 // pads at [3, 7) of the prompt.
-func testImage(pixels int, content string) gen.Image {
+func testImage(pixels int, content string) tokenapi.Image {
 	px := make([]float32, pixels)
 	for i := range px {
 		px[i] = float32(i) / 10
 	}
 	h, id := vision.ItemHash([]byte(content))
-	return gen.Image{Hash: h, ID: id, Pixels: px, Dim: pixels / 16, GridTHW: [3]int{1, 4, 4}, Offset: [2]int{3, 7}, PadToken: 1005}
+	return tokenapi.Image{Hash: h, ID: id, Pixels: px, Dim: pixels / 16, GridTHW: [3]int{1, 4, 4}, Offset: [2]int{3, 7}, PadToken: 1005}
 }
 
 func testItem(pixels int) wire.MultimodalDataItem { return ImageItem(testImage(pixels, "img")) }
@@ -137,7 +137,7 @@ func testItem(pixels int) wire.MultimodalDataItem { return ImageItem(testImage(p
 // only; the caller's images are untouched.
 func TestBuildLegs(t *testing.T) {
 	t.Parallel()
-	imgs := []gen.Image{testImage(96, "a"), testImage(96, "a"), testImage(48, "b")}
+	imgs := []tokenapi.Image{testImage(96, "a"), testImage(96, "a"), testImage(48, "b")}
 	imgs[2].Offset = [2]int{8, 12}
 	ring := NewRing([]string{"enc-a", "enc-b", "enc-c"}, 0)
 	addrs := map[string]Encoder{"enc-a": {"10.0.0.1", 9001}, "enc-b": {"10.0.0.2", 9002}, "enc-c": {"10.0.0.3", 9003}}

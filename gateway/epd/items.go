@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -58,7 +58,7 @@ var ErrNoEncoder = errors.New("plan encode legs: no encode worker")
 // one wire item is cut into the three views: with its pixels for the
 // encode request, with the encode_handshake for the prefill, metadata
 // only for the decode. rnd is injected so tests are deterministic.
-func BuildLegs(rid string, images []gen.Image, ring Picker, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
+func BuildLegs(rid string, images []tokenapi.Image, ring Picker, addr func(worker string) (Encoder, bool), pdRoom uint64, rnd func() uint64) (Legs, error) {
 	n := len(images)
 	if n == 0 {
 		return Legs{}, nil
@@ -128,7 +128,7 @@ func MintItemRooms(n int, avoid uint64, rnd func() uint64) []uint64 {
 // ones to aux frames), hash, pad_value, the pad span in the expanded
 // prompt (offset, wire form [start, end] inclusive; gen's is half-open)
 // and image_grid_thw in model_specific_data.
-func ImageItem(im gen.Image) wire.MultimodalDataItem {
+func ImageItem(im tokenapi.Image) wire.MultimodalDataItem {
 	rows := im.GridTHW[0] * im.GridTHW[1] * im.GridTHW[2]
 	data := make([]byte, 4*len(im.Pixels))
 	for i, v := range im.Pixels {

@@ -3,8 +3,8 @@ package generate
 import (
 	"strconv"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/jsonenc"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // generateChunkEnc writes /generate's SSE events without encoding/json:
@@ -32,7 +32,7 @@ func newGenerateChunkEnc(id string) *generateChunkEnc {
 // cumulative completion and cached-prompt counts and, when finish is set, the finish,
 // e2e (seconds) and the usage. ok is false only for a non-finite e2e,
 // which json.Marshal refuses too.
-func (e *generateChunkEnc) chunk(ids []int32, prompt, completion, cached int, finish *gen.Finish, e2e float64) (_ []byte, ok bool) {
+func (e *generateChunkEnc) chunk(ids []int32, prompt, completion, cached int, finish *tokenapi.Finish, e2e float64) (_ []byte, ok bool) {
 	b := append(e.buf[:0], `data: {"output_ids":[`...)
 	for i, id := range ids {
 		if i > 0 {

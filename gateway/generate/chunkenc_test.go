@@ -6,13 +6,13 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/jsonenc/jsontest"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // marshalGenerate is the event the stream sent for ev through
 // json.Marshal before generateChunkEnc (and still sends with logprobs).
-func marshalGenerate(t testing.TB, ev gen.Event, id string, e2e float64) string {
+func marshalGenerate(t testing.TB, ev tokenapi.Event, id string, e2e float64) string {
 	t.Helper()
 	b, err := json.Marshal(generateChunk(ev, id, nil, e2e))
 	if err != nil {
@@ -34,12 +34,12 @@ func genEncIDLists() [][]int32 {
 	return ls
 }
 
-func genEncFinishes() []*gen.Finish {
+func genEncFinishes() []*tokenapi.Finish {
 	tok := int32(151645)
-	fs := []*gen.Finish{nil, {Reason: "stop"}, {Reason: "length"}, {Reason: "stop", MatchedToken: &tok}, {Reason: "abort", Message: "client went away"}, {Reason: ""}}
+	fs := []*tokenapi.Finish{nil, {Reason: "stop"}, {Reason: "length"}, {Reason: "stop", MatchedToken: &tok}, {Reason: "abort", Message: "client went away"}, {Reason: ""}}
 	for i, s := range jsontest.Strings() {
 		if i%53 == 0 { // a sample: the id loop above covers every string
-			fs = append(fs, &gen.Finish{Reason: "abort", Message: s}, &gen.Finish{Reason: s})
+			fs = append(fs, &tokenapi.Finish{Reason: "abort", Message: s}, &tokenapi.Finish{Reason: s})
 		}
 	}
 	return fs
@@ -51,7 +51,7 @@ func genEncFinishes() []*gen.Finish {
 // every length and sign.
 func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	counts := [][2]int{{0, 0}, {1, 1}, {3, 32}, {123456, 7}, {math.MaxInt32, math.MaxInt32}}
-	check := func(enc *generateChunkEnc, id string, ev gen.Event, e2e float64) {
+	check := func(enc *generateChunkEnc, id string, ev tokenapi.Event, e2e float64) {
 		t.Helper()
 		got, ok := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e)
 		if want := marshalGenerate(t, ev, id, e2e); !ok || string(got) != want {
@@ -61,8 +61,8 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	for _, id := range jsontest.Strings() {
 		enc := newGenerateChunkEnc(id)
 		for _, ids := range [][]int32{nil, {42}} {
-			for _, f := range []*gen.Finish{nil, {Reason: "stop"}} {
-				check(enc, id, gen.Event{TokenIDs: ids, PromptTokens: 5, OutputTokens: 1, CachedTokens: 3, Finish: f}, 0.25)
+			for _, f := range []*tokenapi.Finish{nil, {Reason: "stop"}} {
+				check(enc, id, tokenapi.Event{TokenIDs: ids, PromptTokens: 5, OutputTokens: 1, CachedTokens: 3, Finish: f}, 0.25)
 			}
 		}
 	}
@@ -70,20 +70,20 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 	for _, ids := range genEncIDLists() {
 		for _, c := range counts {
 			for _, f := range genEncFinishes() {
-				check(enc, "gen-0123456789abc", gen.Event{TokenIDs: ids, PromptTokens: c[0], OutputTokens: c[1], CachedTokens: c[0] / 2, Finish: f}, 1.5e-3)
+				check(enc, "gen-0123456789abc", tokenapi.Event{TokenIDs: ids, PromptTokens: c[0], OutputTokens: c[1], CachedTokens: c[0] / 2, Finish: f}, 1.5e-3)
 			}
 		}
 	}
 	for _, e2e := range jsontest.Floats() {
-		check(enc, "gen-0123456789abc", gen.Event{TokenIDs: []int32{1}, PromptTokens: 3, OutputTokens: 9, Finish: &gen.Finish{Reason: "length"}}, e2e)
+		check(enc, "gen-0123456789abc", tokenapi.Event{TokenIDs: []int32{1}, PromptTokens: 3, OutputTokens: 9, Finish: &tokenapi.Finish{Reason: "length"}}, e2e)
 	}
 	// Only a finished event carries e2e_latency; json.Marshal refuses a
 	// non-finite one, and so does the encoder.
 	for _, e2e := range []float64{math.NaN(), math.Inf(1)} {
-		if _, ok := enc.chunk([]int32{1}, 1, 1, 0, &gen.Finish{Reason: "stop"}, e2e); ok {
+		if _, ok := enc.chunk([]int32{1}, 1, 1, 0, &tokenapi.Finish{Reason: "stop"}, e2e); ok {
 			t.Fatalf("e2e %v encoded", e2e)
 		}
-		if _, err := json.Marshal(generateChunk(gen.Event{Finish: &gen.Finish{Reason: "stop"}}, "x", nil, e2e)); err == nil {
+		if _, err := json.Marshal(generateChunk(tokenapi.Event{Finish: &tokenapi.Finish{Reason: "stop"}}, "x", nil, e2e)); err == nil {
 			t.Fatalf("json.Marshal took e2e %v", e2e)
 		}
 	}
@@ -93,7 +93,7 @@ func TestGenerateChunkEncMatchesMarshal(t *testing.T) {
 func TestGenerateChunkEncNoAllocs(t *testing.T) {
 	enc := newGenerateChunkEnc("gen-0123456789abc")
 	ids := [][]int32{{151644}, {1, 2, 3, 4}, nil}
-	fin := &gen.Finish{Reason: "abort", Message: "deadline <exceeded>"}
+	fin := &tokenapi.Finish{Reason: "abort", Message: "deadline <exceeded>"}
 	enc.chunk(make([]int32, 64), 1, 1, 0, fin, 1)
 	i := 0
 	if n := testing.AllocsPerRun(1000, func() {
@@ -117,7 +117,7 @@ func BenchmarkGenerateChunkEnc(b *testing.B) {
 // BenchmarkGenerateChunkMarshal is the json.Marshal path the encoder
 // replaced, for comparison.
 func BenchmarkGenerateChunkMarshal(b *testing.B) {
-	ev := gen.Event{TokenIDs: []int32{151644}, PromptTokens: 17}
+	ev := tokenapi.Event{TokenIDs: []int32{151644}, PromptTokens: 17}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		ev.OutputTokens = i

@@ -1,5 +1,5 @@
 // Package generate serves SGLang's token-level /generate over a
-// gen.Engine: input_ids (or text the model's tokenizer encodes) in,
+// tokenapi.Engine: input_ids (or text the model's tokenizer encodes) in,
 // output ids out, as one JSON answer or SSE events (docs/protocol.md
 // §11). It is mounted on the gateway like the OpenAI front end
 // (gateway/openai), behind the same front door (gateway/front: API key,
@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/reqtime"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // Options configures a Server.
@@ -27,12 +27,12 @@ type Options struct {
 
 // Server is the /generate front end. Safe for concurrent use.
 type Server struct {
-	engine gen.Engine
+	engine tokenapi.Engine
 	opts   Options
 }
 
 // New builds a Server; mount it with Register.
-func New(engine gen.Engine, opts Options) *Server { return &Server{engine: engine, opts: opts} }
+func New(engine tokenapi.Engine, opts Options) *Server { return &Server{engine: engine, opts: opts} }
 
 // Register mounts POST /generate on mux.
 func (s *Server) Register(mux *http.ServeMux) { mux.HandleFunc("POST /generate", s.handle) }
@@ -54,7 +54,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if req.RID == "" {
 		req.RID = "gen-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
-	req.RoutingKey = r.Header.Get(gen.RoutingKeyHeader)
+	req.RoutingKey = r.Header.Get(tokenapi.RoutingKeyHeader)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -85,7 +85,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: ev.Err.Error()})
 			return
 		}
-		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+		if err := tokenapi.CheckTopLogprobs(req, ev); err != nil {
 			cancel()
 			front.WriteError(w, topLogprobsError(err))
 			return
@@ -113,7 +113,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, resp)
 }
 
-func stream(w http.ResponseWriter, st gen.Streamer, id string, start time.Time, cancel func(), req gen.Request) {
+func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.Time, cancel func(), req tokenapi.Request) {
 	prompt := promptIDs(req)
 	out := front.NewSSE(w)
 	out.Start()
@@ -131,7 +131,7 @@ func stream(w http.ResponseWriter, st gen.Streamer, id string, start time.Time, 
 			}
 			continue // the error is the last event
 		}
-		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+		if err := tokenapi.CheckTopLogprobs(req, ev); err != nil {
 			out.Fail(topLogprobsError(err))
 			ok = !out.Failed()
 			cancel()
@@ -145,7 +145,7 @@ func stream(w http.ResponseWriter, st gen.Streamer, id string, start time.Time, 
 			// The token path: every token of one wire output is one event
 			// and one write, flushed once no further output is already
 			// waiting, so outputs that arrived together cost one flush.
-			// The last event (Finish: none follows, gen.Event) goes out
+			// The last event (Finish: none follows, tokenapi.Event) goes out
 			// with data: [DONE]'s flush.
 			if event, encoded := enc.chunk(ev.TokenIDs, ev.PromptTokens, ev.OutputTokens, ev.CachedTokens, ev.Finish, e2e); encoded {
 				ok = out.Write(event)
@@ -169,7 +169,7 @@ func stream(w http.ResponseWriter, st gen.Streamer, id string, start time.Time, 
 
 // generateChunk is a stream event as a struct for json.Marshal: the shape
 // of the rare events (logprobs) generateChunkEnc does not write.
-func generateChunk(ev gen.Event, id string, prompt []int32, e2e float64) Response {
+func generateChunk(ev tokenapi.Event, id string, prompt []int32, e2e float64) Response {
 	chunk := Response{OutputIDs: ev.TokenIDs, MetaInfo: Meta{ID: id, PromptTokens: ev.PromptTokens, CompletionTokens: ev.OutputTokens, CachedTokens: ev.CachedTokens,
 		OutputLogprobs: logprobPairs(ev.TokenIDs, ev.Logprobs), InputLogprobs: logprobPairs(prompt, ev.PromptLogprobs),
 		OutputTopLogprobs: topTriples(ev.TopLogprobs)}}

@@ -5,10 +5,10 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
-// Finish is meta_info.finish_reason: why a generation ended (gen.Finish
+// Finish is meta_info.finish_reason: why a generation ended (tokenapi.Finish
 // reasons) and, for aborts, the message.
 type Finish struct {
 	Type    string `json:"type"`
@@ -65,7 +65,7 @@ func logprobPairs(ids []int32, lps []float64) [][2]any {
 }
 
 // topTriples is SGLang's output_top_logprobs for tokens' alternatives.
-func topTriples(top [][]gen.TopLogprob) [][][3]any {
+func topTriples(top [][]tokenapi.TopLogprob) [][][3]any {
 	if len(top) == 0 {
 		return nil
 	}
@@ -80,13 +80,13 @@ func topTriples(top [][]gen.TopLogprob) [][][3]any {
 }
 
 // topLogprobsError is an engine that answered a top-logprob request
-// without alternatives (gen.CheckTopLogprobs).
+// without alternatives (tokenapi.CheckTopLogprobs).
 func topLogprobsError(err error) *front.Error {
 	return &front.Error{Status: http.StatusBadRequest, Code: "top_logprobs_unsupported", Param: "top_logprobs_num", Message: err.Error()}
 }
 
 // promptIDs are the prompt tokens prompt logprobs cover.
-func promptIDs(r gen.Request) []int32 {
+func promptIDs(r tokenapi.Request) []int32 {
 	if r.LogprobStartLen < 0 || r.LogprobStartLen > len(r.InputIDs) {
 		return nil
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // generateBody is SGLang's native /generate request: input_ids, or text the
@@ -66,18 +66,18 @@ func generateName(field string) string { return "sampling_params." + field }
 
 // toRequest validates the body; encode tokenizes text (nil: no tokenizer
 // here) after the byte-level context pre-check against maxModelLen.
-func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelLen int) (gen.Request, error) {
+func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelLen int) (tokenapi.Request, error) {
 	switch {
 	case len(b.ImageData) > 0 && string(b.ImageData) != "null":
-		return gen.Request{}, &front.Error{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "image_data", Message: "/generate takes no images (it has no tokenizer or image preprocessor); send images as image_url parts to /v1/chat/completions"}
+		return tokenapi.Request{}, &front.Error{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "image_data", Message: "/generate takes no images (it has no tokenizer or image preprocessor); send images as image_url parts to /v1/chat/completions"}
 	case b.Text != nil && b.InputIDs != nil:
-		return gen.Request{}, front.BadRequest("text", "send text or input_ids, not both")
+		return tokenapi.Request{}, front.BadRequest("text", "send text or input_ids, not both")
 	case b.Text != nil && encode == nil:
-		return gen.Request{}, front.BadRequest("text", "text input needs the model's tokenizer, which did not load in this gateway; send input_ids")
+		return tokenapi.Request{}, front.BadRequest("text", "text input needs the model's tokenizer, which did not load in this gateway; send input_ids")
 	case b.Text == nil && b.InputIDs == nil:
-		return gen.Request{}, front.BadRequest("input_ids", "input_ids (or text) is required")
+		return tokenapi.Request{}, front.BadRequest("input_ids", "input_ids (or text) is required")
 	}
-	r := gen.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
+	r := tokenapi.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
 		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1}
 	if b.LogprobStartLen != nil && b.ReturnLogprob {
 		// SGLang: prompt logprobs come with return_logprob only.
@@ -90,11 +90,11 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		if s.N != nil && *s.N != 1 {
 			return r, front.BadRequest("sampling_params.n", "n must be 1 on /generate")
 		}
-		r.Sampling = gen.Sampling{MaxNewTokens: s.MaxNewTokens, MinNewTokens: s.MinNewTokens,
+		r.Sampling = tokenapi.Sampling{MaxNewTokens: s.MaxNewTokens, MinNewTokens: s.MinNewTokens,
 			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP,
 			FrequencyPenalty: s.FrequencyPenalty, PresencePenalty: s.PresencePenalty, RepetitionPenalty: s.RepetitionPenalty,
 			StopTokenIDs: s.StopTokenIDs, IgnoreEOS: s.IgnoreEOS, Seed: s.Seed}
-		if fe := gen.CheckSampling(r.Sampling, generateName); fe != nil {
+		if fe := tokenapi.CheckSampling(r.Sampling, generateName); fe != nil {
 			return r, front.BadRequest(fe.Field, "%s", fe.Message)
 		}
 	}

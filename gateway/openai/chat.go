@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
 	"github.com/tsd-project/tsd/gateway/reqtime"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -187,7 +187,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
+	p.routingKey = r.Header.Get(tokenapi.RoutingKeyHeader)
 	ag, e := s.planAgent(&req.agentFields, req.Tools, req.Messages, p)
 	if e != nil {
 		writeError(w, e)
@@ -266,7 +266,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := newID("chatcmpl-")
-	reqs := make([]gen.Request, p.n)
+	reqs := make([]tokenapi.Request, p.n)
 	idx := make([]int, p.n)
 	for i := range reqs {
 		reqs[i] = p.request(id, ids, i)
@@ -421,7 +421,7 @@ func (s *Server) streamChat(w http.ResponseWriter, cancel context.CancelFunc, p 
 // streamOne writes the stream of one sample read in the handler's own
 // goroutine: the engine's output reaches this writer with one wake-up
 // and no goroutine between (docs/architecture.md §14).
-func (s *Server) streamOne(ctx context.Context, w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, req gen.Request) {
+func (s *Server) streamOne(ctx context.Context, w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64, req tokenapi.Request) {
 	cs := s.newChatStream(w, cancel, p, ag, id, created)
 	emit := func(pc piece) bool {
 		cs.take(pc, pc.more)

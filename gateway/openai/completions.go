@@ -8,8 +8,8 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/reqtime"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 type completionRequest struct {
@@ -148,7 +148,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
+	p.routingKey = r.Header.Get(tokenapi.RoutingKeyHeader)
 	if e := req.grammarRequest.apply(p); e != nil {
 		writeError(w, e)
 		return
@@ -182,7 +182,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := newID("cmpl-")
-	reqs := make([]gen.Request, 0, total)
+	reqs := make([]tokenapi.Request, 0, total)
 	idx := make([]int, 0, total)
 	for j, ids := range prompts {
 		for i := 0; i < p.n; i++ {

@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
-// fakeEngine is a deterministic in-memory gen.Engine: it "generates" a
+// fakeEngine is a deterministic in-memory tokenapi.Engine: it "generates" a
 // scripted reply, honours max tokens, stop token ids and EOS the way the
 // engine does, and records requests and aborts.
 type fakeEngine struct {
 	tok      *tokenizer.Tokenizer
-	reply    func(r gen.Request) string
+	reply    func(r tokenapi.Request) string
 	perEvent int   // tokens per event (default 2)
 	endless  bool  // never finish: for disconnect tests
 	failAt   int   // >0: fail the stream after this many tokens
@@ -30,22 +30,22 @@ type fakeEngine struct {
 	// cached, when set, is the prompt tokens each request finds cached,
 	// reported from its second event on (as the prefill's count reaches
 	// the gateway after the first decode tokens).
-	cached func(r gen.Request) int
+	cached func(r tokenapi.Request) int
 	noTop  bool // answer top-logprob requests without alternatives (upstream's engine)
 
 	mu      sync.Mutex
-	reqs    []gen.Request
+	reqs    []tokenapi.Request
 	panics  []string    // where each reported panic was recovered
 	aborted chan string // rids cancelled before they finished
 }
 
 func newFake(tok *tokenizer.Tokenizer, reply string) *fakeEngine {
-	return &fakeEngine{tok: tok, reply: func(gen.Request) string { return reply }, perEvent: 2, aborted: make(chan string, 64)}
+	return &fakeEngine{tok: tok, reply: func(tokenapi.Request) string { return reply }, perEvent: 2, aborted: make(chan string, 64)}
 }
 
 func (f *fakeEngine) Ready() bool { return !f.notReady }
 
-// The rest of gen.Engine: no queueing (not ready is a 503 at once), no
+// The rest of tokenapi.Engine: no queueing (not ready is a 503 at once), no
 // context length known, images routable, panics kept for the test.
 func (f *fakeEngine) Queues() bool        { return false }
 func (f *fakeEngine) MaxModelLen() int    { return 0 }
@@ -56,25 +56,25 @@ func (f *fakeEngine) ReportPanic(where string, _ any, _ []byte) {
 	f.panics = append(f.panics, where)
 }
 
-func (f *fakeEngine) requests() []gen.Request {
+func (f *fakeEngine) requests() []tokenapi.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.reqs)
 }
 
-func (f *fakeEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+func (f *fakeEngine) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.Streamer, error) {
 	return streamOf(f.Generate(ctx, r))
 }
 
 // streamOf is a test engine's Stream over its Generate.
-func streamOf(ch <-chan gen.Event, err error) (gen.Streamer, error) {
+func streamOf(ch <-chan tokenapi.Event, err error) (tokenapi.Streamer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gen.FromChannel(ch), nil
+	return tokenapi.FromChannel(ch), nil
 }
 
-func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (f *fakeEngine) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	if f.startErr != nil {
 		return nil, f.startErr
 	}
@@ -82,10 +82,10 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 	f.reqs = append(f.reqs, r)
 	f.mu.Unlock()
 	toks, _ := f.tok.Encode(f.reply(r), false)
-	ch := make(chan gen.Event) // unbuffered: a reader that walks away must not block us
+	ch := make(chan tokenapi.Event) // unbuffered: a reader that walks away must not block us
 	go func() {
 		defer close(ch)
-		send := func(ev gen.Event) bool {
+		send := func(ev tokenapi.Event) bool {
 			select {
 			case ch <- ev:
 				return true
@@ -97,7 +97,7 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 		eos := f.tok.EOS()[0]
 		out := 0
 		for i := 0; f.endless || i <= len(toks); {
-			ev := gen.Event{PromptTokens: len(r.InputIDs)}
+			ev := tokenapi.Event{PromptTokens: len(r.InputIDs)}
 			if f.cached != nil && i > 0 {
 				ev.CachedTokens = f.cached(r)
 			}
@@ -131,25 +131,25 @@ func (f *fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 				}
 				if r.ReturnLogprob && r.TopLogprobsNum > 0 && !f.noTop {
 					// The sampled token leads; then the ids after it.
-					alts := []gen.TopLogprob{{ID: id, Logprob: -0.5}}
+					alts := []tokenapi.TopLogprob{{ID: id, Logprob: -0.5}}
 					for j := 1; j < r.TopLogprobsNum; j++ {
-						alts = append(alts, gen.TopLogprob{ID: id + int32(j), Logprob: -0.5 - float64(j)})
+						alts = append(alts, tokenapi.TopLogprob{ID: id + int32(j), Logprob: -0.5 - float64(j)})
 					}
 					ev.TopLogprobs = append(ev.TopLogprobs, alts)
 				}
 				ev.OutputTokens = out
 				if f.failAt > 0 && out >= f.failAt {
-					send(gen.Event{Err: errors.New("engine died")})
+					send(tokenapi.Event{Err: errors.New("engine died")})
 					return
 				}
 				if slices.Contains(r.Sampling.StopTokenIDs, id) || (id == eos && !r.Sampling.IgnoreEOS) {
 					m := id
-					ev.Finish = &gen.Finish{Reason: gen.FinishStop, MatchedToken: &m}
+					ev.Finish = &tokenapi.Finish{Reason: tokenapi.FinishStop, MatchedToken: &m}
 					send(ev)
 					return
 				}
 				if r.Sampling.MaxNewTokens != nil && out >= *r.Sampling.MaxNewTokens {
-					ev.Finish = &gen.Finish{Reason: gen.FinishLength}
+					ev.Finish = &tokenapi.Finish{Reason: tokenapi.FinishLength}
 					send(ev)
 					return
 				}
@@ -178,7 +178,7 @@ func newTestServer(t testing.TB, eng *fakeEngine, opts Options) *httptest.Server
 
 // serveEngine serves a Server over e behind the gateway's front door, as
 // production does (see behindDoor); key "" is no API key.
-func serveEngine(t testing.TB, e gen.Engine, tok *tokenizer.Tokenizer, opts Options, key string) *httptest.Server {
+func serveEngine(t testing.TB, e tokenapi.Engine, tok *tokenizer.Tokenizer, opts Options, key string) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	New(e, tok, opts).Register(mux)
@@ -192,7 +192,7 @@ func serveEngine(t testing.TB, e gen.Engine, tok *tokenizer.Tokenizer, opts Opti
 // limits, request ids, the panic boundary reporting to e. Bodies are not
 // bounded by max_model_len here (as in epd mode, where images ride in
 // them), so the tests reach this package's own prompt-length checks.
-func behindDoor(e gen.Engine, key string, mux *http.ServeMux) http.Handler {
+func behindDoor(e tokenapi.Engine, key string, mux *http.ServeMux) http.Handler {
 	return front.New(front.Config{
 		APIKey:  key,
 		Body:    &front.BodyLimits{Max: 32 << 20, ReadTimeout: 30 * time.Second, Budget: 256 << 20},

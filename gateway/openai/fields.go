@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // The tables of accepted fields beyond the request structs (a field a
@@ -110,7 +110,7 @@ var responsesInclude = map[string]string{
 // maxTopLogprobs is OpenAI's ceiling on chat's and Responses'
 // top_logprobs; maxCompletionLogprobs on the legacy completions' logprobs.
 const (
-	maxTopLogprobs        = gen.MaxTopLogprobs
+	maxTopLogprobs        = tokenapi.MaxTopLogprobs
 	maxCompletionLogprobs = 5
 )
 

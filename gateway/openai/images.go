@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/vision"
 )
 
@@ -110,7 +110,7 @@ func (s *Server) checkImageSupport() *apiError {
 // fetch or decode, preprocess, expand the prompt's anchors); every
 // problem with an image is a 400 naming it, and nothing reaches an
 // engine.
-func (s *Server) prepareImages(ctx context.Context, ids []int32, urls []string) ([]int32, []gen.Image, *apiError) {
+func (s *Server) prepareImages(ctx context.Context, ids []int32, urls []string) ([]int32, []tokenapi.Image, *apiError) {
 	if len(urls) == 0 {
 		return ids, nil, nil
 	}

@@ -98,7 +98,7 @@ func vlServerWith(t *testing.T, support error, set func(*vision.Intake)) (*fakeE
 }
 
 // An image part becomes one anchor expanded to the image's pad tokens and
-// a gen.Image whose span covers exactly those pads.
+// a tokenapi.Image whose span covers exactly those pads.
 func TestChatImagePrepared(t *testing.T) {
 	t.Parallel()
 	eng, base := vlServer(t, nil, false)

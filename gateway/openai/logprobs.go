@@ -3,14 +3,14 @@ package openai
 import (
 	"math"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // promptTokenLogprobs pairs the prefill's prompt logprobs (first event,
-// gen.Event.PromptLogprobs) with the prompt tokens they cover, for echo
+// tokenapi.Event.PromptLogprobs) with the prompt tokens they cover, for echo
 // with logprobs. A position without a logprob (the first token) stays NaN
 // and renders as null.
-func promptTokenLogprobs(req gen.Request, vals []float64) []tokenLogprob {
+func promptTokenLogprobs(req tokenapi.Request, vals []float64) []tokenLogprob {
 	start := req.LogprobStartLen
 	if start < 0 || start > len(req.InputIDs) {
 		return nil

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // panicky wraps the fake engine: its first Generate (run in a runner
@@ -24,14 +24,14 @@ type panicky struct {
 	reported []string
 }
 
-func (p *panicky) Generate(ctx context.Context, r gen.Request) (<-chan gen.Event, error) {
+func (p *panicky) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {
 	if p.gens.Add(1) == 1 {
 		panic("injected dispatch panic")
 	}
 	return p.fakeEngine.Generate(ctx, r)
 }
 
-func (p *panicky) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+func (p *panicky) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.Streamer, error) {
 	return streamOf(p.Generate(ctx, r))
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // common holds the request fields chat and completions share.
@@ -43,14 +43,14 @@ type plan struct {
 	n            int
 	stream       bool
 	includeUsage bool
-	sampling     gen.Sampling
+	sampling     tokenapi.Sampling
 	stops        []string
 	stopByID     map[int32]string
 	skipSpecial  bool
 	includeStop  bool
 	logprobs     bool
 	topLogprobs  int
-	routingKey   string // the X-SMG-Routing-Key header (gen.Request.RoutingKey)
+	routingKey   string // the X-SMG-Routing-Key header (tokenapi.Request.RoutingKey)
 }
 
 // stopStrings accepts null, "x" or ["x", ...] (at most 4 in OpenAI; we allow 16).
@@ -125,10 +125,10 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 			*f.dst = *f.v
 		}
 	}
-	// One validation table (gen.SamplingLimits, the engine's limits);
+	// One validation table (tokenapi.SamplingLimits, the engine's limits);
 	// here only the names: the client sent max_tokens (or
 	// max_completion_tokens) and min_tokens.
-	if fe := gen.CheckSampling(*sp, func(f string) string { return openAIName(f, c) }); fe != nil {
+	if fe := tokenapi.CheckSampling(*sp, func(f string) string { return openAIName(f, c) }); fe != nil {
 		return nil, badRequest(fe.Field, fe.Message)
 	}
 	sp.Seed = c.Seed
@@ -156,12 +156,12 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 // openAIName is a sampling field's name as an OpenAI client sends it.
 func openAIName(field string, c *common) string {
 	switch field {
-	case gen.FieldMaxNewTokens:
+	case tokenapi.FieldMaxNewTokens:
 		if c.MaxCompletionTokens != nil {
 			return "max_completion_tokens"
 		}
 		return "max_tokens"
-	case gen.FieldMinNewTokens:
+	case tokenapi.FieldMinNewTokens:
 		return "min_tokens"
 	}
 	return field
@@ -177,7 +177,7 @@ func (p *plan) engineTop() int {
 }
 
 // request builds sample i's engine request.
-func (p *plan) request(rid string, ids []int32, i int) gen.Request {
+func (p *plan) request(rid string, ids []int32, i int) tokenapi.Request {
 	sp := p.sampling
 	sp.StopTokenIDs = append([]int32(nil), sp.StopTokenIDs...)
 	if sp.Seed != nil && i > 0 {
@@ -185,7 +185,7 @@ func (p *plan) request(rid string, ids []int32, i int) gen.Request {
 		v := *sp.Seed + int64(i)
 		sp.Seed = &v
 	}
-	return gen.Request{
+	return tokenapi.Request{
 		RID:             fmt.Sprintf("%s-%d", rid, i),
 		InputIDs:        ids,
 		Sampling:        sp,

@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
 	"github.com/tsd-project/tsd/gateway/reqtime"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -395,7 +395,7 @@ type responseObject struct {
 type respRun struct {
 	p       *plan
 	ag      *agent
-	reqs    []gen.Request
+	reqs    []tokenapi.Request
 	history []json.RawMessage // the conversation sent, without instructions
 	obj     responseObject
 	store   bool
@@ -499,7 +499,7 @@ func (s *Server) prepareResponse(ctx context.Context, req *responsesRequest) (*r
 	id := newID("resp_")
 	r := p.request(id, ids, 0)
 	r.Images = images
-	run := &respRun{p: p, ag: ag, reqs: []gen.Request{r}, history: history, store: req.Store == nil || *req.Store}
+	run := &respRun{p: p, ag: ag, reqs: []tokenapi.Request{r}, history: history, store: req.Store == nil || *req.Store}
 	textCfg := json.RawMessage(`{"format":{"type":"text"}}`)
 	if req.Text != nil && len(bytes.TrimSpace(req.Text.Format)) > 0 {
 		textCfg = chatMessage(map[string]json.RawMessage{"format": req.Text.Format})
@@ -585,7 +585,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	run.p.routingKey = r.Header.Get(gen.RoutingKeyHeader)
+	run.p.routingKey = r.Header.Get(tokenapi.RoutingKeyHeader)
 	for i := range run.reqs {
 		run.reqs[i].RoutingKey = run.p.routingKey
 	}
@@ -798,7 +798,7 @@ func (b *itemBuilder) finish(finish string, u Usage) {
 		b.lps = nil
 	}
 	b.obj.Status = "completed"
-	if finish == gen.FinishLength {
+	if finish == tokenapi.FinishLength {
 		b.obj.Status = "incomplete"
 		b.obj.IncompleteDetails = map[string]string{"reason": "max_output_tokens"}
 		b.closeAs("incomplete")

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 const respTools = `[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},` +
@@ -66,7 +66,7 @@ func createResp(t *testing.T, url, body string) respBody {
 func TestResponsesTools(t *testing.T) {
 	t.Parallel()
 	eng := agentFake(t, qwenReply)
-	eng.reply = func(r gen.Request) string {
+	eng.reply = func(r tokenapi.Request) string {
 		// The continuation (it holds the tool results) gets the answer.
 		if strings.Contains(eng.tok.Decode(r.InputIDs, false), "sunny") {
 			return "It is sunny at noon."

@@ -9,14 +9,14 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
 type tokenLogprob struct {
 	id      int32
 	logprob float64
-	top     []gen.TopLogprob // its most likely alternatives, when asked
+	top     []tokenapi.TopLogprob // its most likely alternatives, when asked
 }
 
 // piece is one increment of one choice, sent from its runner to the
@@ -31,7 +31,7 @@ type piece struct {
 	completion int    // completion tokens (last piece)
 	cached     int    // prompt tokens found in the prefix cache (last piece)
 	err        *apiError
-	// more: the engine already has the next output (gen.Streamer's
+	// more: the engine already has the next output (tokenapi.Streamer's
 	// Buffered), so a writer reading in the runner's goroutine leaves this
 	// piece unflushed; flush alone marks the point where a piece left so
 	// has nothing after it (the output that followed made no text).
@@ -56,7 +56,7 @@ func toChannel(ctx context.Context, out chan<- piece) func(piece) bool {
 }
 
 // runAll starts one runner per request; the channel closes when all are done.
-func (s *Server) runAll(ctx context.Context, p *plan, reqs []gen.Request, indexes []int) <-chan piece {
+func (s *Server) runAll(ctx context.Context, p *plan, reqs []tokenapi.Request, indexes []int) <-chan piece {
 	out := make(chan piece, 16)
 	emit := toChannel(ctx, out)
 	if len(reqs) == 1 {
@@ -104,7 +104,7 @@ func (s *Server) recoverRunner(index int, emit func(piece) bool) {
 // nobody listens any more). A local stop (stop string, or a stop/EOS
 // token the engine did not finish on) ends the generation so the engine
 // aborts it instead of running on.
-func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, index int, emit func(piece) bool) {
+func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request, index int, emit func(piece) bool) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	send := emit
@@ -143,7 +143,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			prompt = ev.PromptTokens
 		}
 		cached = ev.CachedTokens
-		if err := gen.CheckTopLogprobs(req, ev); err != nil {
+		if err := tokenapi.CheckTopLogprobs(req, ev); err != nil {
 			send(piece{index: index, err: errorf(http.StatusBadRequest, "top_logprobs_unsupported", "top_logprobs", err.Error())})
 			return
 		}
@@ -170,7 +170,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 			tj.add(r.Text)
 			if r.Stopped {
 				stopped = true
-				pc.finish = gen.FinishStop
+				pc.finish = tokenapi.FinishStop
 				pc.matched = p.matchedValue(r.Matched, r.MatchedToken)
 				break
 			}
@@ -178,10 +178,10 @@ func (s *Server) runSample(parent context.Context, p *plan, req gen.Request, ind
 		pc.text = tj.text()
 		if !stopped && ev.Finish != nil {
 			switch ev.Finish.Reason {
-			case gen.FinishStop, gen.FinishLength:
+			case tokenapi.FinishStop, tokenapi.FinishLength:
 				pc.text += sd.Finish()
 				pc.finish = ev.Finish.Reason
-				if m := ev.Finish.MatchedToken; m != nil && ev.Finish.Reason == gen.FinishStop {
+				if m := ev.Finish.MatchedToken; m != nil && ev.Finish.Reason == tokenapi.FinishStop {
 					pc.matched = p.matchedValue("", *m)
 				}
 			default:

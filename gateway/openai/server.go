@@ -1,6 +1,6 @@
 // Package openai serves the OpenAI-compatible HTTP API
 // (/v1/chat/completions, /v1/completions) on top of a token-level
-// gen.Engine: it renders chat templates, tokenizes, fans out n samples,
+// tokenapi.Engine: it renders chat templates, tokenizes, fans out n samples,
 // detokenizes incrementally with the stop jail and writes JSON or SSE
 // (docs/protocol.md §11.1–§11.5).
 package openai
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/front"
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/gateway/vision"
 )
@@ -50,7 +50,7 @@ type Options struct {
 
 // Server is the OpenAI front end. Safe for concurrent use.
 type Server struct {
-	engine gen.Engine
+	engine tokenapi.Engine
 	tok    *tokenizer.Tokenizer
 	opts   Options
 	// promptCache encodes every prompt (chat, completions, responses,
@@ -62,7 +62,7 @@ type Server struct {
 }
 
 // New builds a Server; mount it with Register.
-func New(engine gen.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
+func New(engine tokenapi.Engine, tok *tokenizer.Tokenizer, opts Options) *Server {
 	if opts.MaxN <= 0 {
 		opts.MaxN = 16
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
-	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}},` +
@@ -24,7 +24,7 @@ const qwenReply = "<think>The user wants weather and time.</think>\n\n" +
 func agentFake(t *testing.T, reply string) *fakeEngine {
 	tk := demoTokenizer(t)
 	eng := newFake(tk, reply)
-	eng.reply = func(r gen.Request) string {
+	eng.reply = func(r tokenapi.Request) string {
 		if r.Sampling.JSONSchema != nil {
 			inst, err := fakemodel.SchemaInstance(*r.Sampling.JSONSchema)
 			if err != nil {
@@ -260,7 +260,7 @@ func TestChatResponseFormat(t *testing.T) {
 	if c.Message.Content == nil || *c.Message.Content != `{"answer":4}` {
 		t.Fatalf("%+v", c)
 	}
-	last := func() gen.Sampling { r := eng.requests(); return r[len(r)-1].Sampling }
+	last := func() tokenapi.Sampling { r := eng.requests(); return r[len(r)-1].Sampling }
 	if sp := last(); sp.JSONSchema == nil || *sp.JSONSchema != schema {
 		t.Fatalf("json_schema %v", sp.JSONSchema)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // cachedUsage is the part of a usage object these tests read.
@@ -33,7 +33,7 @@ func TestUsageCachedTokens(t *testing.T) {
 	t.Parallel()
 	tk := demoTokenizer(t)
 	eng := newFake(tk, "Hello there.")
-	eng.cached = func(r gen.Request) int {
+	eng.cached = func(r tokenapi.Request) int {
 		if strings.HasSuffix(r.RID, "-1") {
 			return len(r.InputIDs) / 4 // a second sample (or prompt) found less
 		}
@@ -99,7 +99,7 @@ func TestUsageCachedTokens(t *testing.T) {
 func TestResponsesCachedTokens(t *testing.T) {
 	t.Parallel()
 	eng := newFake(demoTokenizer(t), "Hello there.")
-	eng.cached = func(gen.Request) int { return 4 }
+	eng.cached = func(tokenapi.Request) int { return 4 }
 	srv := newTestServer(t, eng, Options{Model: "demo"})
 	for _, stream := range []bool{false, true} {
 		body := `{"input":"Hi","store":false}`
@@ -127,7 +127,7 @@ func TestRoutingKeyHeader(t *testing.T) {
 		{"/v1/completions", `{"prompt":["a","b"]}`},
 		{"/v1/responses", `{"input":"Hi","store":false}`},
 	} {
-		if resp, b := post(t, srv.URL+c.path, c.body, gen.RoutingKeyHeader, "session-9"); resp.StatusCode != 200 {
+		if resp, b := post(t, srv.URL+c.path, c.body, tokenapi.RoutingKeyHeader, "session-9"); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", c.path, resp.StatusCode, b)
 		}
 	}

@@ -133,7 +133,7 @@ func agentChat(turns int, tail string) string {
 	return sb.String()
 }
 
-// The prompt-cache benchmarks (bench/driver/gobench.go lists them): a
+// The prompt-cache benchmarks (cmd/tsd-bench/gobench.go lists them): a
 // ~2 KB agent chat encoded without the cache (the BPE word cache warm, as
 // in a serving gateway), through it on a miss (a new system prompt each
 // time), an L0 hit (the same prompt again) and an L1 hit (the same

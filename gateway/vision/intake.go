@@ -11,13 +11,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // Intake is a vision model's image intake, the one home of it: image
 // URLs in (data:, or http(s) through the address guard where allowed),
 // the decoded, preprocessed images and the expanded prompt out, as the
-// gen.Images a front end hands the dispatcher. It holds the model's
+// tokenapi.Images a front end hands the dispatcher. It holds the model's
 // preprocessor and anchor tokens and the limits on what clients send.
 type Intake struct {
 	Config Config
@@ -70,7 +70,7 @@ func (e fetchError) Is(target error) bool { return target == ErrBadImage }
 // order), preprocesses them for the model and expands the prompt's
 // anchors. Every problem with an image wraps ErrBadImage and names the
 // image; anchors that do not match the images wrap ErrPlaceholders.
-func (in *Intake) Images(ctx context.Context, ids []int32, urls []string) ([]int32, []gen.Image, error) {
+func (in *Intake) Images(ctx context.Context, ids []int32, urls []string) ([]int32, []tokenapi.Image, error) {
 	if len(urls) == 0 {
 		return ids, nil, nil
 	}

@@ -2,7 +2,7 @@ package vision
 
 // Preparing a prompt's images for the encode role: one anchor per image
 // in the rendered prompt, expanded to the image's token count, and each
-// image decoded, preprocessed and hashed into the gen.Image the
+// image decoded, preprocessed and hashed into the tokenapi.Image the
 // dispatcher routes (docs/protocol.md §9).
 
 import (
@@ -15,7 +15,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tsd-project/tsd/gateway/gen"
+	"github.com/tsd-project/tsd/gateway/tokenapi"
 )
 
 // Tokens are a Qwen-VL model's image anchor tokens.
@@ -72,11 +72,11 @@ func ItemHash(raw []byte) (hexDigest string, id int64) {
 
 // Prepare turns raw image bytes (ParseImageURL's output, in prompt
 // order) and the templated, tokenized prompt into the expanded prompt and
-// one gen.Image per image, ready for the dispatcher: decode (lim),
+// one tokenapi.Image per image, ready for the dispatcher: decode (lim),
 // preprocess (cfg), find one anchor per image, expand it to the image's
 // token count, hash. Errors about the images wrap ErrBadImage; anchor
 // mismatches wrap ErrPlaceholders (both 400s).
-func Prepare(ids []int32, raws [][]byte, cfg Config, vt Tokens, lim Limits) ([]int32, []gen.Image, error) {
+func Prepare(ids []int32, raws [][]byte, cfg Config, vt Tokens, lim Limits) ([]int32, []tokenapi.Image, error) {
 	pos, err := FindImagePlaceholders(ids, vt.Start, vt.Pad, vt.End, len(raws))
 	if err != nil {
 		return nil, nil, err
@@ -97,12 +97,12 @@ func Prepare(ids []int32, raws [][]byte, cfg Config, vt Tokens, lim Limits) ([]i
 	if err != nil {
 		return nil, nil, err
 	}
-	imgs := make([]gen.Image, len(raws))
+	imgs := make([]tokenapi.Image, len(raws))
 	for i, raw := range raws {
 		h, id := ItemHash(raw)
 		p := patches[i]
 		// gen's span is half-open, the wire's (ExpandImagePads) inclusive.
-		imgs[i] = gen.Image{Hash: h, ID: id, Pixels: p.Pixels, Dim: p.Dim, GridTHW: p.Grid,
+		imgs[i] = tokenapi.Image{Hash: h, ID: id, Pixels: p.Pixels, Dim: p.Dim, GridTHW: p.Grid,
 			Offset: [2]int{offsets[i][0], offsets[i][1] + 1}, PadToken: vt.Pad}
 	}
 	return out, imgs, nil

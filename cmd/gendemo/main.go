@@ -3,7 +3,7 @@
 // config.json and generation_config.json, so the demo and the tests use a
 // vocabulary that is ours and small enough to commit.
 //
-//	go run ./gateway/tokenizer/internal/gendemo [-out gateway/tokenizer/testdata/demo]
+//	go run ./cmd/gendemo [-out gateway/tokenizer/testdata/demo]
 package main
 
 import (

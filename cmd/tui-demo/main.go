@@ -1,5 +1,5 @@
 // Command demo runs the dashboard on a simulated deployment, without
-// engines: `go run ./tui/tuitest/demo -roles 16 -ranks 4 -rate 2000`.
+// engines: `go run ./cmd/tui-demo -roles 16 -ranks 4 -rate 2000`.
 // Restart, stop and start move the simulated role through its states.
 package main
 

@@ -1,9 +1,9 @@
-// Package gen is the token-level contract between the gateway's HTTP front
+// Package tokenapi is the token-level contract between the gateway's HTTP front
 // ends (/generate, the OpenAI API) and the dispatcher that drives engines
 // over the lane. Front ends tokenize and detokenize; the dispatcher only
 // moves token ids. Keeping the contract in its own package lets both sides
 // change independently.
-package gen
+package tokenapi
 
 import (
 	"context"

@@ -13,7 +13,7 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# tsd benchmarks\n\n")
-	p("Written by `make bench` (`bin/tsd-bench`, bench/driver). Re-run to refresh; numbers are from one run.\n\n")
+	p("Written by `make bench` (`bin/tsd-bench`, cmd/tsd-bench). Re-run to refresh; numbers are from one run.\n\n")
 	p("| | |\n|---|---|\n")
 	p("| machine | %s, %s |\n", e.cpu, e.host)
 	p("| cores | %d (%s) |\n", e.cores, l.describe())

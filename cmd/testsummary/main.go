@@ -4,7 +4,7 @@
 // client tests skipped because a dependency was unreachable therefore says
 // so at the end of `make test`, instead of passing quietly.
 //
-// Usage: go run ./internal/testsummary FILE.json
+// Usage: go run ./cmd/testsummary FILE.json
 package main
 
 import (

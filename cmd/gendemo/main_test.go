@@ -8,14 +8,14 @@ import (
 )
 
 // The committed demo tokenizer is what this generator writes; after editing
-// corpus.txt or the template, run `go run ./gateway/tokenizer/internal/gendemo`.
+// corpus.txt or the template, run `go run ./cmd/gendemo`.
 func TestCommittedFilesUpToDate(t *testing.T) {
 	files, err := Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range files {
-		got, err := os.ReadFile(filepath.Join("..", "..", "testdata", "demo", name))
+		got, err := os.ReadFile(filepath.Join("..", "..", "gateway", "tokenizer", "testdata", "demo", name))
 		if err != nil {
 			t.Fatal(err)
 		}
