@@ -82,6 +82,18 @@ type options struct {
 	skipShare                 bool
 }
 
+// fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
+var fakeGPUs int
+
+// upArgv is `tsd up --headless PROFILE`, with -fake-gpus when set.
+func upArgv(tsd, profile string) []string {
+	argv := []string{tsd, "up", "--headless"}
+	if fakeGPUs > 0 {
+		argv = append(argv, "--fake-gpus", strconv.Itoa(fakeGPUs))
+	}
+	return append(argv, profile)
+}
+
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("tsd-bench", flag.ContinueOnError)
@@ -107,6 +119,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
 	fs.Float64Var(&o.rel.tokensPerS, "rel-tokens-per-s", 50, "reliability: ts-fake's tokens per second per stream (streams must outlive a kill)")
 	fs.BoolVar(&o.rel.skip, "skip-reliability", false, "skip the reliability rows")
+	fs.IntVar(&fakeGPUs, "fake-gpus", 0, "run tsd with --fake-gpus N: simulated GPUs, so a host whose real GPUs are fewer than the profiles name (ts-fake uses none) still plans them")
 	fs.IntVar(&o.shareN, "share-requests", 300, "requests of each C=1 run that reads the gateway's share of TTFT (gw_us) from tsd's access lines")
 	fs.BoolVar(&o.skipShare, "skip-share", false, "skip the gateway-share-of-TTFT rows")
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
@@ -351,7 +364,7 @@ func startDeployment(o options, l layout, tsd, fake, work, name string, nprefill
 		return nil, err
 	}
 	start := time.Now()
-	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "p.yaml"))
+	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
 	if err != nil {
 		return nil, err
 	}

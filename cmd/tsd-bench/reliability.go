@@ -89,7 +89,7 @@ func startRelDeployment(l layout, tsd, work, name string, profile func(port int)
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(profile(port)), 0o644); err != nil {
 		return nil, err
 	}
-	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "p.yaml"))
+	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
 	if err != nil {
 		return nil, err
 	}

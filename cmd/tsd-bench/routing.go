@@ -328,7 +328,7 @@ func runRouting(s routingSetup, l layout, tsd, fake, work, policy string, hot bo
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(routingProfile(s, fake, l, port, policy)), 0o644); err != nil {
 		return fail(err)
 	}
-	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "p.yaml"))
+	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
 	if err != nil {
 		return fail(err)
 	}
