@@ -10,8 +10,17 @@ import (
 // must not hold a generation (and its engine slots) for ever.
 const sseWriteTimeout = 30 * time.Second
 
+// ssePendingMax bounds the events held for one flush: past it they are
+// written through (still unflushed) rather than held.
+const ssePendingMax = 32 << 10
+
 // SSE writes server-sent events; only the handler goroutine touches it.
 // Once a write fails it stays failed (Failed) and writes nothing more.
+//
+// Events written between two flushes are gathered in one buffer and go
+// to the ResponseWriter in one Write at Flush: a burst of outputs that
+// piled up while the writer was busy costs one Write and one Flush, with
+// the same bytes as one Write each.
 type SSE struct {
 	w       http.ResponseWriter
 	f       http.Flusher
@@ -19,6 +28,7 @@ type SSE struct {
 	started bool
 	failed  bool
 	buf     []byte
+	pending []byte // framed events not yet handed to w
 }
 
 // NewSSE prepares an event stream on w; nothing is sent until the first event.
@@ -59,8 +69,18 @@ func (s *SSE) Send(v any) bool {
 func (s *SSE) Raw(data []byte) bool { return s.Event("", data) }
 
 // Event writes data as one event named name (the Responses stream names
-// each event by its type; chat streams send unnamed data events only).
+// each event by its type; chat streams send unnamed data events only)
+// and flushes.
 func (s *SSE) Event(name string, data []byte) bool {
+	if !s.WriteEvent(name, data) {
+		return false
+	}
+	s.Flush()
+	return !s.failed
+}
+
+// WriteEvent is Event without the flush.
+func (s *SSE) WriteEvent(name string, data []byte) bool {
 	if s.failed {
 		return false
 	}
@@ -69,32 +89,52 @@ func (s *SSE) Event(name string, data []byte) bool {
 		s.buf = append(append(append(s.buf, "event: "...), name...), '\n')
 	}
 	s.buf = append(append(append(s.buf, "data: "...), data...), '\n', '\n')
-	if !s.Write(s.buf) {
-		return false
-	}
-	s.Flush()
-	return true
+	return s.Write(s.buf)
 }
 
-// Write writes one event already framed ("data: ...\n\n", e.g. from an
+// Write adds one event already framed ("data: ...\n\n", e.g. from an
 // allocation-free chunk encoder) without flushing: a burst of events
-// ready at once costs one flush (Flush), not one each.
+// ready at once costs one write and one flush (Flush), not one each.
+// The bytes are copied: the caller may reuse event at once. Every Write
+// must be followed by a Flush (Event, Done and Fail flush).
 func (s *SSE) Write(event []byte) bool {
 	if s.failed {
 		return false
 	}
 	s.Start()
+	s.pending = append(s.pending, event...)
+	if len(s.pending) >= ssePendingMax {
+		return s.drain()
+	}
+	return true
+}
+
+// drain hands the pending events to w in one Write.
+func (s *SSE) drain() bool {
+	if len(s.pending) == 0 {
+		return !s.failed
+	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	if _, err := s.w.Write(event); err != nil {
-		s.failed = true
+	_, err := s.w.Write(s.pending)
+	s.pending = s.pending[:0]
+	if err != nil {
+		s.fail()
 		return false
 	}
 	return true
 }
 
-// Flush pushes what Write left buffered to the client.
+func (s *SSE) fail() { s.failed = true }
+
+// Flush pushes what Write left pending to the client.
 func (s *SSE) Flush() {
-	if !s.failed && s.started && s.f != nil {
+	if s.failed || !s.started {
+		return
+	}
+	if !s.drain() {
+		return
+	}
+	if s.f != nil {
 		s.f.Flush()
 	}
 }
@@ -106,11 +146,13 @@ func (s *SSE) Fail(e *Error) {
 	if !s.started {
 		// Started stays false: the answer is an error response, no stream.
 		WriteError(s.w, e)
-		s.failed = true
+		s.fail()
 		return
 	}
 	s.Send(e.JSON())
 }
 
 // Done writes the closing data: [DONE].
-func (s *SSE) Done() { s.Raw([]byte("[DONE]")) }
+func (s *SSE) Done() {
+	s.Raw([]byte("[DONE]"))
+}
