@@ -3,6 +3,7 @@ package front
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -14,6 +15,11 @@ const sseWriteTimeout = 30 * time.Second
 // ssePendingMax bounds the events held for one flush: past it they are
 // written through (still unflushed) rather than held.
 const ssePendingMax = 32 << 10
+
+// pendingPool recycles the streams' pending buffers: a stream's buffer
+// grows to its largest burst, and a fresh one per request was most of
+// a streamed token's bytes allocated at high concurrency.
+var pendingPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // SSE writes server-sent events; only the handler goroutine touches it.
 // Once a write fails it stays failed (Failed) and writes nothing more.
@@ -29,7 +35,8 @@ type SSE struct {
 	started bool
 	failed  bool
 	buf     []byte
-	pending []byte // framed events not yet handed to w
+	pending []byte  // framed events not yet handed to w
+	held    *[]byte // pending's buffer, from pendingPool until the stream ends
 	dl      writeDeadline
 }
 
@@ -106,6 +113,10 @@ func (s *SSE) Write(event []byte) bool {
 		return false
 	}
 	s.Start()
+	if s.held == nil {
+		s.held = pendingPool.Get().(*[]byte)
+		s.pending = (*s.held)[:0]
+	}
 	s.pending = append(s.pending, event...)
 	if len(s.pending) >= ssePendingMax {
 		return s.drain()
@@ -132,7 +143,21 @@ func (s *SSE) drain() bool {
 
 func (s *SSE) fail() {
 	s.failed = true
+	s.end()
+}
+
+// end releases what the stream held: the renewal timer, the pending
+// buffer (nothing is pending: the last Flush wrote it, or the stream
+// failed).
+func (s *SSE) end() {
 	s.dl.stop()
+	if s.held != nil {
+		if cap(s.pending) <= 2*ssePendingMax {
+			*s.held = s.pending[:0]
+			pendingPool.Put(s.held)
+		}
+		s.held, s.pending = nil, nil
+	}
 }
 
 // Flush pushes what Write left pending to the client.
@@ -159,13 +184,13 @@ func (s *SSE) Fail(e *Error) {
 		return
 	}
 	s.Send(e.JSON())
-	s.dl.stop()
+	s.end()
 }
 
 // Done writes the closing data: [DONE].
 func (s *SSE) Done() {
 	s.Raw([]byte("[DONE]"))
-	s.dl.stop()
+	s.end()
 }
 
 // writeDeadline keeps a stream's connection write deadline ahead of its
