@@ -28,11 +28,12 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/tsd ./cmd/tsd
 	$(GO) build -o $(BIN)/ts-fake ./cmd/ts-fake
 
-# The one test command (README, .ci/run): vet, a short fuzz run of every
-# socket-reachable decoder, then every test with the race detector; the
-# terminal test (tmux) is one of them.
+# The one test command (README, .ci/run): the lint (go vet and
+# staticcheck), a short fuzz run of every socket-reachable decoder, then
+# every test with the race detector; the terminal test (tmux) is one of
+# them.
 test: build
-	$(GO) vet $(PKGS)
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(GOTESTSUM) -- -race -count=1 -timeout 15m $(PKGS); rc=$$?; $(SUMMARY) || rc=1; exit $$rc
 
@@ -66,7 +67,8 @@ FUZZ_SMOKE_TIME ?= 1s
 fuzz-smoke:
 	@FUZZTIME=$(FUZZ_SMOKE_TIME) FUZZ_LIST=scripts/fuzz-socket.txt scripts/fuzz.sh
 
-# staticcheck comes through the Go module proxy at a pinned version.
+# staticcheck comes through the Go module proxy at a pinned version; a
+# finding fails the lint, and so `make test`.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	$(GO) vet $(PKGS)
@@ -91,7 +93,7 @@ chaos: build
 # `make bench` builds the driver and the test binaries of the chosen Go
 # benchmarks, then runs the whole table into bench/results.md (a few
 # minutes). The binaries run without Go: see bench/README.md.
-BENCH_PKGS := gateway bench/transport gateway/tokenizer supervisor tui supervisor/telemetry
+BENCH_PKGS := gateway gateway/lane bench/transport gateway/tokenizer supervisor tui supervisor/telemetry
 BENCH_FLAGS ?=
 bench: build bench-bins
 	$(BIN)/tsd-bench -bin $(BIN) -out bench/results.md $(BENCH_FLAGS)

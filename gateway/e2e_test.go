@@ -21,10 +21,10 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/generate"
-	"github.com/tsd-project/tsd/internal/testbin"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testbin"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 var tsFake string
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // freePort is reserved against every other test, in this binary and the
-// others running beside it (internal/testports).
+// others running beside it (testkit/testports).
 func freePort(t testing.TB) int {
 	t.Helper()
 	return testports.Port(t)

@@ -11,8 +11,8 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/gen"
 	"github.com/tsd-project/tsd/gateway/vision"
-	"github.com/tsd-project/tsd/internal/testimg"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/testkit/testimg"
 )
 
 const demoVL = "vision/testdata/demo-vl"

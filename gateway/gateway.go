@@ -521,8 +521,9 @@ func (g *Gateway) health() (prefill, decode, healthy, total int) { return g.disp
 
 // Status is the gateway's headline numbers.
 func (g *Gateway) Status() snapshot.GatewayStatus {
-	// issue 19: the numbers are the traffic account's, the same /metrics
-	// reports (gateway/traffic), with one row per role.
+	// The numbers are the traffic account's, the same /metrics reports
+	// (gateway/traffic), so the dashboard and /metrics agree; one row per
+	// role.
 	tot, roles := g.metrics.traffic.Status()
 	g.kvRows(roles)
 	notes := g.notes

@@ -48,7 +48,7 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 			g.metrics.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
 		},
 		OnPanic: g.ReportPanic,
-		// issue 19: the request's one record in the traffic account; the
+		// The request's one record in the traffic account; the
 		// dispatch finds it in the context (gateway/traffic).
 		Begin: func(r *http.Request) (*http.Request, func(int, string)) {
 			rec := g.metrics.traffic.Begin(r.Method, r.URL.Path)

@@ -36,8 +36,9 @@ type metrics struct {
 	attempts      *prometheus.CounterVec
 	cbTransitions *prometheus.CounterVec
 
-	// traffic is the one account of request outcomes (issue 19): its
-	// series are on /metrics and Status reads the same counters.
+	// traffic is the one account of request outcomes, so the dashboard and
+	// /metrics never disagree: its series are on /metrics and Status reads
+	// the same counters.
 	traffic *traffic.Book
 
 	// gwAdded is the gateway's own share of each stream's time to first

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Pins (issue 15): a 200 KB profile of 100k nested `[` is refused with a
+// Pins: a 200 KB profile of 100k nested `[` is refused with a
 // clear error at the offending bracket, in bounded memory (it used to
 // take 8.7 GB in the YAML parser).
 func TestDeepNestingRefusedCheaply(t *testing.T) {
@@ -100,7 +100,7 @@ func TestSizeLimit(t *testing.T) {
 	}
 }
 
-// BenchmarkRefuseDeep: refusing the 200 KB file of nested [ (issue 15)
+// BenchmarkRefuseDeep: refusing the 200 KB file of nested [
 // costs microseconds and a few KB, however long the file.
 func BenchmarkRefuseDeep(b *testing.B) {
 	src := []byte("model: m\nroles: " + strings.Repeat("[", 100_000) + "\n")

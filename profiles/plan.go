@@ -202,10 +202,10 @@ type RolePlan struct {
 	StallAction string `json:"stall_action"`
 	// Launcher "slurm": Argv runs as the job step Step on Node (address
 	// NodeAddr) through Srun, which ends with "--" and the step shim
-	// (launch/slurm.StepShim); SlurmGPUs is its --gres gpu:N on each
+	// (slurm.StepShim); SlurmGPUs is its --gres gpu:N on each
 	// node. GPUs is then empty: Slurm picks the devices and sets
 	// CUDA_VISIBLE_DEVICES in the step itself, and the step's `tsd _srun`
-	// keeps what each task got in SlurmInfo (launch/slurm.StepInfo). A
+	// keeps what each task got in SlurmInfo (slurm.StepInfo). A
 	// role spanning several nodes lists them in Nodes (Node is the first,
 	// where its dist-init is) and runs one task on each. NodeRemote: some
 	// of its nodes are not the job's first, where tsd runs.

@@ -178,7 +178,7 @@ func TestSeedGolden(t *testing.T) {
 	}
 }
 
-// Pins (issue 21): the seed's EPD example on Ascend NPUs plans the seed
+// Pins: the seed's EPD example on Ascend NPUs plans the seed
 // page's command lines flag for flag, with each role's devices in
 // ASCEND_RT_VISIBLE_DEVICES and no CUDA variable at all.
 func TestSeedAscendGolden(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tsd-project/tsd/gateway/parsers"
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/profiles/parsernames"
+	"github.com/tsd-project/tsd/slurm"
 )
 
 // GPU is one device of the host, as telemetry reports it.
@@ -564,17 +564,30 @@ func (pl *planner) reserveHandshake(in *inst) {
 	} else {
 		pl.warnRange(in.workerKey, what, hp, hp)
 	}
-	if c := pl.conflict(localNS, hp, hp); c != nil && in.worker.Scheme == "ipc" {
-		pl.err(in.workerKey, "%s collides with %s (%s, %s); rename the role or set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
-		return
-	}
-	if in.worker.Scheme == "ipc" && !in.keptWorker && !pl.free(localNS, hp) {
-		// Another deployment on this host holds the derived port (ten
-		// thousand buckets collide): take the next free one in the band.
-		if q := pl.nextHandshakePort(hp); q > 0 {
-			pl.warn(in.workerKey, "%s %d is in use on this host; using %d", what, hp, q)
-			in.worker.HSPort, hp = q, q
+	if in.worker.Scheme == "ipc" && !in.keptWorker {
+		// Ten thousand buckets collide: another role of this profile or
+		// another deployment on this host can hold the derived port. The
+		// engine is told its handshake port (--data-parallel-rpc-port), so
+		// the derivation is only a default: take the next free one in the
+		// band. Which role moves follows the profile's order, so a profile
+		// plans the same ports each time on the same host.
+		c := pl.conflict(localNS, hp, hp)
+		if c != nil || !pl.free(localNS, hp) {
+			held := "is in use on this host"
+			if c != nil {
+				held = fmt.Sprintf("is taken by %s (%s)", c.what, pl.p.Where(c.key))
+			}
+			if q := pl.nextHandshakePort(hp); q > 0 {
+				pl.warn(in.workerKey, "%s %d %s; using %d", what, hp, held, q)
+				in.worker.HSPort, hp = q, q
+			} else if c != nil {
+				pl.err(in.workerKey, "%s %d %s and no port of the band %d-%d is free; set worker: explicitly", what, hp, held, HandshakeBandLo, HandshakeBandHi)
+				return
+			}
 		}
+	} else if c := pl.conflict(localNS, hp, hp); c != nil && in.worker.Scheme == "ipc" {
+		pl.err(in.workerKey, "%s collides with %s (%s, %s); set worker: explicitly", what+" "+strconv.Itoa(hp), c.what, rangeText(c.lo, c.hi), pl.p.Where(c.key))
+		return
 	}
 	pl.reserve(reservation{localNS, hp, hp, what, in.workerKey})
 }
@@ -905,12 +918,12 @@ func bootstrapHost(r *Role) string {
 
 // ReplyParsers is the gateway's tool-call and reasoning parser: the
 // profile's, else the model family's default as `ts serve` picks it
-// (parsers.DefaultFor reads the model's config.json when it is a local
+// (parsernames.DefaultFor reads the model's config.json when it is a local
 // directory).
 func ReplyParsers(p *Profile) (tool, reasoning string) {
 	tool, reasoning = p.Gateway.ToolCallParser, p.Gateway.ReasoningParser
 	if tool == "" || reasoning == "" {
-		dt, dr := parsers.DefaultFor(p.Model)
+		dt, dr := parsernames.DefaultFor(p.Model)
 		if tool == "" {
 			tool = dt
 		}

@@ -81,16 +81,6 @@ func LocalPreflightEnv() PreflightEnv {
 	}
 }
 
-// HasErrors reports whether any problem is an error.
-func HasErrors(ps []Problem) bool {
-	for _, p := range ps {
-		if p.Severity == SeverityError {
-			return true
-		}
-	}
-	return false
-}
-
 // Preflight checks that the host can run the plan: every local port free,
 // engine commands on PATH, GPUs present, the transfer setup, ipc
 // directories safe, log directory writable. It returns every problem at

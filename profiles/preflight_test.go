@@ -201,3 +201,13 @@ func TestResolveGPU(t *testing.T) {
 		}
 	}
 }
+
+// HasErrors reports whether any problem is an error.
+func HasErrors(ps []Problem) bool {
+	for _, p := range ps {
+		if p.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}

@@ -87,7 +87,7 @@ type Gateway struct {
 	TokenizerCacheMB int
 	// ToolCallParser and ReasoningParser name the gateway's reply parsers
 	// (gateway/parsers, SMG's spelling); empty: the model family's default
-	// (parsers.DefaultFor, as `ts serve` picks them).
+	// (parsernames.DefaultFor, as `ts serve` picks them).
 	ToolCallParser  string
 	ReasoningParser string
 	// Retry and CircuitBreaker are gateway.retry and
@@ -211,31 +211,12 @@ const (
 	GatewayLogName = "gateway"
 )
 
-// DefaultCommand is the engine command when the profile names none.
-func DefaultCommand() []string {
-	var e Engine
-	engineSection.setDefaults(&e)
-	return e.Command
-}
-
 // DefaultRestart is the restart policy when the profile sets none (the
 // restart section's defaults).
 func DefaultRestart() Restart {
 	var r Restart
 	restartSection.setDefaults(&r)
 	return r
-}
-
-// DefaultHealth is the stall handling when the profile sets none.
-func DefaultHealth() Health {
-	return Health{StallAction: StallRestart, StallTimeout: DefaultStallTimeout}
-}
-
-// DefaultPolicy is the worker-selection policy per kind.
-func DefaultPolicy() PolicyPlan {
-	var p PolicyPlan
-	policySection.setDefaults(&p)
-	return p
 }
 
 // Policies lists the policy names the profile accepts per role kind (SMG's

@@ -29,7 +29,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/tsd-project/tsd/gateway/parsers"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 // row is one key of a section whose values are stored into a T.
@@ -227,9 +227,9 @@ func parserKey[T any](key, def, doc string, get func(*T) *string) row[T] {
 		s := l.str(f)
 		var err error
 		if key == "tool_call_parser" {
-			err = parsers.Validate(s, "")
+			err = parsernames.Validate(s, "")
 		} else {
-			err = parsers.Validate("", s)
+			err = parsernames.Validate("", s)
 		}
 		if err != nil {
 			l.errf(f, "%v", err)
@@ -799,25 +799,4 @@ func (s *section[T]) docRows(prefix string, seen map[docSection]bool) []DocRow {
 		}
 	}
 	return out
-}
-
-// SchemaRows lists every profile key with its type, default and doc line,
-// in file order: what docs/profiles.md's key table shows.
-func SchemaRows() []DocRow {
-	return topSection.docRows("", map[docSection]bool{})
-}
-
-// KeyTable renders SchemaRows as the Markdown table in docs/profiles.md.
-func KeyTable() string {
-	var b strings.Builder
-	b.WriteString("| key | type | default | what it does |\n|---|---|---|---|\n")
-	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-	for _, r := range SchemaRows() {
-		def := r.Default
-		if def == "" {
-			def = "—"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Key, esc(r.Type), esc(def), esc(r.Doc))
-	}
-	return b.String()
 }

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -97,4 +98,39 @@ func TestSchemaUnknownKeys(t *testing.T) {
 			t.Errorf("%q: %v", c.src, errs)
 		}
 	}
+}
+
+// DefaultCommand is the engine command when the profile names none.
+func DefaultCommand() []string {
+	var e Engine
+	engineSection.setDefaults(&e)
+	return e.Command
+}
+
+// DefaultPolicy is the worker-selection policy per kind.
+func DefaultPolicy() PolicyPlan {
+	var p PolicyPlan
+	policySection.setDefaults(&p)
+	return p
+}
+
+// SchemaRows lists every profile key with its type, default and doc line,
+// in file order: what docs/profiles.md's key table shows.
+func SchemaRows() []DocRow {
+	return topSection.docRows("", map[docSection]bool{})
+}
+
+// KeyTable renders SchemaRows as the Markdown table in docs/profiles.md.
+func KeyTable() string {
+	var b strings.Builder
+	b.WriteString("| key | type | default | what it does |\n|---|---|---|---|\n")
+	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	for _, r := range SchemaRows() {
+		def := r.Default
+		if def == "" {
+			def = "—"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Key, esc(r.Type), esc(def), esc(r.Doc))
+	}
+	return b.String()
 }

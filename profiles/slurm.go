@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/slurm"
 )
 
 // slurm rewrites a planned deployment for --launcher slurm: each instance
@@ -92,7 +92,7 @@ func (pl *planner) slurm(plan *Plan, insts []*inst) {
 		setFlag(rp.Argv, "--data-parallel-address", w.DialHost())
 		if len(nodes) > 1 {
 			// Each task's --node-rank comes from the step shim
-			// (launch/slurm.StepShim): one argv serves every node.
+			// (slurm.StepShim): one argv serves every node.
 			rp.Argv = append(rp.Argv, "--nnodes", strconv.Itoa(len(nodes)))
 			rp.Nodes = nodes
 		}

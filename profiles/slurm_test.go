@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/slurm"
 )
 
 func slurmFacts() HostFacts {

@@ -3,6 +3,7 @@ package profiles
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -158,7 +159,6 @@ roles:
     gpus: [1]
     dist_init_port: %d #<
 `, HandshakePort("/run/tsd-test/run/prefill")-3), "roles[1].dist_init_port", "collides with handshake port of prefill (derived from ipc:///run/tsd-test/run/prefill)"},
-		{"duplicate derived handshake ports", collidingNames(), "", "rename the role or set worker: explicitly"},
 		{"wildcard tcp host", `model: m
 roles:
   - name: prefill
@@ -508,6 +508,48 @@ roles:
 
 // collidingNames builds a profile whose two default ipc workers derive the
 // same handshake port under the fixed run dir.
+// Pins: two roles whose ipc paths derive one handshake port (one pair in
+// ten thousand, so a random run folder meets it now and then) both plan:
+// the later role takes the next free port of the band, with a warning
+// naming both, and the engines are told the ports they got.
+func TestDerivedHandshakeCollisionMoves(t *testing.T) {
+	t.Parallel()
+	src := collidingNames()
+	p, errs := Parse("case.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	plan, errs := MakePlan(p, fixedFacts())
+	if len(errs) > 0 {
+		t.Fatalf("colliding derived ports refused: %v", errs)
+	}
+	ports := map[string]bool{}
+	for _, r := range plan.Roles {
+		hs := addrPort(r.Handshake)
+		if !strings.Contains(strings.Join(r.Argv, " "), "--data-parallel-rpc-port "+strconv.Itoa(hs)) {
+			t.Errorf("%s: the engine is not told its handshake port %d: %v", r.Name, hs, r.Argv)
+		}
+		if ports[strconv.Itoa(hs)] {
+			t.Fatalf("%s: handshake port %d planned twice", r.Name, hs)
+		}
+		ports[strconv.Itoa(hs)] = true
+		if hs < HandshakeBandLo || hs > HandshakeBandHi {
+			t.Errorf("%s: handshake port %d outside the band", r.Name, hs)
+		}
+	}
+	prefix := fmt.Sprintf("case.yaml:%d:", markedLine(src))
+	joined := strings.Join(plan.Warnings, "\n")
+	if !strings.Contains(joined, prefix) || !strings.Contains(joined, "is taken by handshake port of") {
+		t.Errorf("no warning at %s naming the collision in:\n%s", prefix, joined)
+	}
+	again, _ := MakePlan(p, fixedFacts())
+	for i := range plan.Roles {
+		if plan.Roles[i].Handshake != again.Roles[i].Handshake {
+			t.Errorf("%s: ports differ between two plans of one profile", plan.Roles[i].Name)
+		}
+	}
+}
+
 func collidingNames() string {
 	seen := map[int]string{}
 	for i := 0; ; i++ {

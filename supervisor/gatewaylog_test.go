@@ -12,7 +12,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 )
 
-// Issue 19: the gateway is a log source beside the roles — its lines reach
+// The gateway is a log source beside the roles — its lines reach
 // its 0600 log file and a ring that SubscribeLogs, Logs and SaveLog serve
 // under "gateway", while the merged view stays the engines'.
 func TestGatewayLogSource(t *testing.T) {

@@ -30,7 +30,7 @@ func (localLauncher) Command(rp *profiles.RolePlan, grace time.Duration) ([]stri
 }
 
 // slurmLauncher runs the role as a job step: the guardian runs `tsd _srun`
-// (launch/slurm.RunStep), which runs srun and turns the guardian's SIGTERM
+// (slurm.RunStep), which runs srun and turns the guardian's SIGTERM
 // into scancel of the step, so a restart is a new step, a stop signals the
 // step, and the guardian's lifeline (tsd killed) cancels the step too. The
 // guardian waits stopGraceSlack longer than the step's grace so that

@@ -138,10 +138,3 @@ func (r *logRing) all() []LogLine {
 	l, _, _ := r.since(0, 0)
 	return l
 }
-
-// sizes reports the ring's current line count and text bytes.
-func (r *logRing) sizes() (lines, bytes int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.n, r.bytes
-}

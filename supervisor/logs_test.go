@@ -199,3 +199,10 @@ func TestCaptureStream(t *testing.T) {
 		t.Fatalf("ring %q hook %q", texts, hooked)
 	}
 }
+
+// sizes reports the ring's current line count and text bytes.
+func (r *logRing) sizes() (lines, bytes int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n, r.bytes
+}

@@ -127,13 +127,6 @@ var progressRules = []struct{ substr, phase string }{
 	{"Capturing cudagraph", PhaseGraph},
 }
 
-// progress reads an engine's own progress from one log line (raw or
-// stripped): the step it belongs to and how far it is, 0..1.
-func progress(line string) (phase string, frac float64, ok bool) {
-	p, ok := parseProgress(line)
-	return p.Phase, p.Frac, ok
-}
-
 // parseProgress is progress with the engine's own count kept for display
 // ("5/11", or "45%" when the line has no count).
 func parseProgress(line string) (snapshot.Progress, bool) {

@@ -52,3 +52,10 @@ func TestProgressText(t *testing.T) {
 		}
 	}
 }
+
+// progress reads an engine's own progress from one log line (raw or
+// stripped): the step it belongs to and how far it is, 0..1.
+func progress(line string) (phase string, frac float64, ok bool) {
+	p, ok := parseProgress(line)
+	return p.Phase, p.Frac, ok
+}

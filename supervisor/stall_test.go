@@ -18,7 +18,8 @@ func stallFixture(t *testing.T, gw *stubGW, action string) (*fixture, snapshot.R
 	return f, f.wait("decode", "ready", state(snapshot.StateReady))
 }
 
-// SIGSTOP of one rank (issue 14: "ready" for 294 s, half the traffic):
+// SIGSTOP of one rank (a stopped rank once showed "ready" for 294 s and
+// took half the traffic):
 // with stall_action wait the role leaves routing as stalled, with the
 // stopped pid in its reason; SIGCONT re-admits it, same process.
 func TestStoppedRankStallsThenRecovers(t *testing.T) {

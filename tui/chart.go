@@ -33,60 +33,6 @@ func sparkline(vals []float64, width int, top float64) string {
 	return b.String()
 }
 
-// brailleChart draws vals as a filled area chart of width × height cells
-// in braille dots (2 columns × 4 rows of dots per cell), scaled to
-// [0, top] (top ≤ 0: the largest value), newest at the right. It returns
-// height lines, top line first, each exactly width cells wide.
-func brailleChart(vals []float64, width, height int, top float64) []string {
-	if width <= 0 || height <= 0 {
-		return nil
-	}
-	cols := bucketMax(vals, width*2)
-	if top <= 0 {
-		for _, v := range cols {
-			top = math.Max(top, v)
-		}
-	}
-	dotsHigh := height * 4
-	// Right-align: column c of the chart shows cols[c-pad].
-	pad := width*2 - len(cols)
-	lines := make([]string, height)
-	var b strings.Builder
-	for row := 0; row < height; row++ {
-		b.Reset()
-		b.Grow(width * 3)
-		for cell := 0; cell < width; cell++ {
-			var bits rune
-			for half := 0; half < 2; half++ {
-				c := cell*2 + half - pad
-				if c < 0 {
-					continue
-				}
-				h := level(cols[c], top, dotsHigh+1) // dots filled from the bottom
-				for dy := 0; dy < 4; dy++ {
-					// Dot rows from the bottom of the whole chart.
-					fromBottom := (height-1-row)*4 + (3 - dy)
-					if fromBottom < h {
-						bits |= brailleDot(half, dy)
-					}
-				}
-			}
-			b.WriteRune(0x2800 + bits)
-		}
-		lines[row] = b.String()
-	}
-	return lines
-}
-
-// brailleDot is the bit of the dot in column x (0, 1) and row y (0 top … 3)
-// of a braille cell.
-func brailleDot(x, y int) rune {
-	if y == 3 {
-		return [2]rune{0x40, 0x80}[x]
-	}
-	return rune(1<<(y+3*x)) & 0x3f
-}
-
 // level maps v in [0, top] to 0..n-1: 0 for nothing (zero, negative,
 // NaN), n-1 at top or above. Any positive value is at least 1, so a little
 // traffic never looks like none.

@@ -165,28 +165,6 @@ func humanDuration(d time.Duration) string {
 	return snapshot.FormatDuration(d.Truncate(time.Second))
 }
 
-func pad2(n int) string {
-	if n < 10 {
-		return "0" + itoa(n)
-	}
-	return itoa(n)
-}
-
-// bar draws a w-cell gauge for pct (0..100) with the number beside it.
-func (s Styles) bar(pct float64, w int) string {
-	if w < 1 {
-		return ""
-	}
-	if pct < 0 {
-		pct = 0
-	}
-	if pct > 100 {
-		pct = 100
-	}
-	n := int(pct/100*float64(w) + 0.5)
-	return s.BarFilled.Render(strings.Repeat("█", n)) + s.BarEmpty.Render(strings.Repeat("░", w-n))
-}
-
 // wrapParts joins parts with sep into lines of at most w cells, starting a
 // new line (after indent) instead of cutting a part in two.
 func wrapParts(first, indent string, parts []string, sep string, w int) []string {

@@ -30,7 +30,7 @@ func TestGPUTextShowsResolvedIndices(t *testing.T) {
 	}
 }
 
-// Pins (issue 21): on Ascend the dashboard says NPUs, in the roles
+// Pins: on Ascend the dashboard says NPUs, in the roles
 // table's header and the device panel, and GPUs everywhere else.
 func TestDeviceLabel(t *testing.T) {
 	for _, c := range []struct {

@@ -194,3 +194,11 @@ func TestTrafficColumns(t *testing.T) {
 		}
 	}
 }
+
+// progressText is a startup step with the engine's own progress through
+// it: "█████░░░ 5/11 weights" (the STATE cell's fullest form, after the
+// state word).
+func progressText(p *snapshot.Progress) string {
+	name, count := progressParts(p)
+	return progressBar(p.Frac, progressBarW) + " " + count + " " + name
+}

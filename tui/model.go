@@ -104,6 +104,11 @@ type Model struct {
 	flashAt          time.Time // when that tick first saw it
 	testing          bool
 	helpBar          help.Model
+	// sized is set by the terminal's first size: until then the view is
+	// blank, so no frame is drawn at New's stand-in 80×24 (a first frame
+	// at the wrong width, and a capture of it, showed a third of the
+	// trends at 200 columns).
+	sized bool
 
 	snapCancel func()
 	snapCh     <-chan snapshot.Snapshot
@@ -189,6 +194,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.setSize(msg.Width, msg.Height)
+		m.sized = true
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
@@ -434,7 +440,7 @@ func (m *Model) cmdKey(k tea.KeyPressMsg) tea.Cmd {
 // one in its place (shift+tab the previous).
 func (m *Model) tab(back bool) {
 	tg := m.commandTargets()
-	if m.tabCands != nil && len(m.tabCands) > 1 {
+	if len(m.tabCands) > 1 {
 		n := len(m.tabCands)
 		switch {
 		case m.tabAt < 0 && back:
@@ -692,7 +698,11 @@ func (m *Model) closeSubscriptions() {
 
 // View renders the whole screen at the size last given.
 func (m *Model) View() tea.View {
-	v := tea.NewView(m.render())
+	body := ""
+	if m.sized {
+		body = m.render()
+	}
+	v := tea.NewView(body)
 	v.AltScreen = true
 	// Click selects a role, the wheel scrolls (hold shift to select text,
 	// as in other full-screen terminal programs).

@@ -160,11 +160,3 @@ func progressBar(frac float64, w int) string {
 	n = max(0, min(n, w))
 	return strings.Repeat("█", n) + strings.Repeat("░", w-n)
 }
-
-// progressText is a startup step with the engine's own progress through
-// it: "█████░░░ 5/11 weights" (the STATE cell's fullest form, after the
-// state word).
-func progressText(p *snapshot.Progress) string {
-	name, count := progressParts(p)
-	return progressBar(p.Frac, progressBarW) + " " + count + " " + name
-}

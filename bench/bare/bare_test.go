@@ -124,6 +124,15 @@ func (e fakeEngine) Generate(ctx context.Context, r gen.Request) (<-chan gen.Eve
 	close(ch)
 	return ch, nil
 }
+
+// Stream serves the front ends' pull path from the same events.
+func (e fakeEngine) Stream(ctx context.Context, r gen.Request) (gen.Streamer, error) {
+	ch, err := e.Generate(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return gen.FromChannel(ch), nil
+}
 func (fakeEngine) Ready() bool                     { return true }
 func (fakeEngine) Queues() bool                    { return false }
 func (fakeEngine) MaxModelLen() int                { return 4096 }

@@ -65,7 +65,8 @@ type goSpec struct {
 }
 
 var goSpecs = []goSpec{
-	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH)", ""},
+	{"transport.test", "bench/transport", "BenchmarkLanePull", "ZMQ transport alone (lane PULL socket ← zmq4 PUSH; Sink: the worker's in-place path)", ""},
+	{"lane.test", "gateway/lane", "BenchmarkLaneOutputs|BenchmarkRouterSend", "the lane alone: a token from an engine connection through decode to its stream's consumer (allocs/token: the zero-allocation path), and requests sent to a rank", ""},
 	{"gateway.test", "gateway", "BenchmarkDecodeFanout|BenchmarkGatewayOnly", "decode fan-out (one output message → N streams); gateway through gen.Engine", ""},
 	{"gateway.test", "gateway", "BenchmarkChatSSE", "chat SSE path per token, one process: stepping fake ranks → lane → gateway → /v1/chat/completions stream → HTTP client (CPU and allocations include the fake ranks and the client)", "1000x"},
 	{"gateway.test", "gateway", "BenchmarkDecodePathChat|BenchmarkDecodePathGenerate", "decode path alone, per token: lane output reader → dispatch → chat / /generate SSE writer, in-memory lane transport and a discarding writer (allocs/token: steady state, request setup in allocs/req; allocs/msg: per output message, the lane's decode included)", "300x"},

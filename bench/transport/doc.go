@@ -1,5 +1,8 @@
 // Package transport holds `make bench`'s measurement of the ZMQ transport
-// alone: the lane's own socket (gateway/lane's zmq4 transport with its
-// connection tracking) receiving engine output messages from a zmq4 PUSH
-// peer, as an engine's output socket sends them, with no gateway above it.
+// alone: the lane's own output socket (gateway/lane's PULL, on the
+// gateway/zmtp framing behind the admission gate) receiving engine output
+// messages from a zmq4 PUSH peer, as an engine's output socket sends them,
+// with no gateway above it. BenchmarkLanePull reads through Recv (a copy
+// per message); BenchmarkLanePullSink through the in-place sink the
+// worker uses.
 package transport

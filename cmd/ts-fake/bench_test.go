@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // BenchmarkOutput measures what one unpaced ts-fake rank sustains through

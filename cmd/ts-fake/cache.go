@@ -200,6 +200,3 @@ func (c *prefixCache) takeEvents() []kvevents.Event {
 	c.events = nil
 	return ev
 }
-
-// size is how many pages the cache holds.
-func (c *prefixCache) size() int { return len(c.byHash) }

@@ -172,3 +172,6 @@ func equalEvents(a, b []kvevents.Event) bool {
 	}
 	return true
 }
+
+// size is how many pages the cache holds.
+func (c *prefixCache) size() int { return len(c.byHash) }

@@ -14,7 +14,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/vision"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/testimg"
+	"github.com/tsd-project/tsd/testkit/testimg"
 )
 
 // Qwen2-VL's vision token ids.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // fastFail is well under the 60 s embedding/KV timeouts these tests set:

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // SIGTERM: every dialing rank sends ENGINE_CORE_DEAD and the engine exits 0

@@ -16,9 +16,9 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/lanetest"
-	"github.com/tsd-project/tsd/internal/testbin"
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/lanetest"
+	"github.com/tsd-project/tsd/testkit/testbin"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // fakeBin is ts-fake built once for the whole test binary.
@@ -189,7 +189,7 @@ func expected(q wire.GenerateRequest) ([]int32, string) {
 }
 
 // freePort is reserved against every other test, in this binary and the
-// others running beside it (internal/testports).
+// others running beside it (testkit/testports).
 func freePort(t *testing.T) int {
 	t.Helper()
 	return testports.Port(t)

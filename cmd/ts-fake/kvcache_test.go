@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // promptReq is a request for a given prompt.

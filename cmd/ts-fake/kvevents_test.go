@@ -18,8 +18,8 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/tsd-project/tsd/gateway/kvevents"
-	"github.com/tsd-project/tsd/internal/lanetest"
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/lanetest"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // kvConfig is the --kv-events-config JSON for publishers on base+rank with

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // One engine without DP: HELLO, READY, then a registration carrying the

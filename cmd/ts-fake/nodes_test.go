@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // One engine on two nodes (--nnodes 2, DP 2, TP 1): each node's launcher

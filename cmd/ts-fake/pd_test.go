@@ -10,7 +10,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 // pdReq is the same request for both legs, carrying the prefill's rendezvous.

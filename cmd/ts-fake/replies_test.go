@@ -10,7 +10,7 @@ import (
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/parsers"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 const demoTokenizer = "../../gateway/tokenizer/testdata/demo"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/lanetest"
+	"github.com/tsd-project/tsd/testkit/lanetest"
 )
 
 func readyFake(t *testing.T, n int, args ...string) (*lanetest.Frontend, *fakeProc) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // freeCluster8 is freeCluster for a dp-2 engine, whose cluster reaches D+7.
@@ -19,7 +19,7 @@ func freeCluster8(t *testing.T) int {
 	return testports.Range(t, 8)
 }
 
-// TestE2EDemoAscend (issue 21): `tsd up --headless --fake-npus 4` runs
+// TestE2EDemoAscend: `tsd up --headless --fake-npus 4` runs
 // profiles/examples/demo-ascend.yaml to ready and serves a chat; each
 // role is handed its NPUs in ASCEND_RT_VISIBLE_DEVICES, and the status
 // shows the simulated npu-smi's NPUs joined to the roles by index.

@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 	"github.com/tsd-project/tsd/tui"
@@ -48,7 +48,7 @@ func (c upCmd) spawnDaemon() error {
 	if err != nil {
 		return err
 	}
-	if reg, err := registry.Open(""); err == nil {
+	if reg, err := daemons.Open(""); err == nil {
 		if live, err := reg.List(); err == nil {
 			for _, e := range live {
 				if e.Name == plan.Name {

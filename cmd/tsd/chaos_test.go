@@ -126,12 +126,9 @@ func TestChaos(t *testing.T) {
 	if faults > 10 {
 		every = 3 * time.Second
 	}
-	decodeEnv := ""
-	if gatewayDrains {
-		// The hang knob needs the gateway's stall detection (silent rank
-		// with requests in flight): one decode run in a few hangs.
-		decodeEnv = "    env: {TS_FAKE_HANG_AFTER_REQUESTS: \"1500\"}"
-	}
+	// The hang knob exercises the gateway's stall detection (a silent rank
+	// with requests in flight): one decode run in a few hangs.
+	decodeEnv := "    env: {TS_FAKE_HANG_AFTER_REQUESTS: \"1500\"}"
 	// policy always: a launcher that a stray SIGTERM ends cleanly (exit 0)
 	// must come back too; on-failure would leave it stopped, as designed.
 	d, base := fake1P2D(t, "health: {stall_timeout: 5s}\n", decodeEnv+"\n    restart: {drain_timeout: 5s, policy: always}")

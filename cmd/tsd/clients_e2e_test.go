@@ -1,13 +1,13 @@
 package main
 
-// Issue 17's first done-when, end to end: three npm clients we did not
+// The OpenAI API as real clients read it, end to end: three npm clients we did not
 // write (the official `openai` package, 4.x, 5.x, 6.x and latest;
 // Vercel's AI SDK through @ai-sdk/openai-compatible and @ai-sdk/openai;
 // LangChain's @langchain/openai) run their tool-calling, reasoning,
 // structured-output, top-logprob and /v1/responses scenarios against `tsd up
 // --headless` on ts-fake. The clients are pinned in
 // testdata/clients/package.json (+ lock) and installed into the test
-// cache (internal/npmtest), never into the repo.
+// cache (testkit/npmtest), never into the repo.
 
 import (
 	"bufio"
@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/npmtest"
+	"github.com/tsd-project/tsd/testkit/npmtest"
 )
 
 // clientReplies are ts-fake's --fake-replies rules, tried in order against

@@ -16,8 +16,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 )
@@ -92,11 +92,11 @@ func (t ctlTarget) locate(v verbSpec, key string) (found, error) {
 func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 	cands := deployments()
 	if key != "" {
-		entries := make([]registry.Entry, len(cands))
+		entries := make([]daemons.Entry, len(cands))
 		for i, c := range cands {
 			entries[i] = c.Entry
 		}
-		e, err := registry.Find(entries, key)
+		e, err := daemons.Find(entries, key)
 		if err == nil {
 			for _, c := range cands {
 				if c.Name == e.Name {
@@ -119,7 +119,7 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 			}
 			return found{name: plan.Name, socket: plan.ControlSocket, logDir: plan.LogDir}, nil
 		}
-		if errors.Is(err, registry.ErrNoneRunning) {
+		if errors.Is(err, daemons.ErrNoneRunning) {
 			return found{}, notRunning(fmt.Sprintf("no deployment named %q is running", key))
 		}
 		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
@@ -648,7 +648,7 @@ func (c stopCmd) Run() error {
 		// that died here: its run folder's records still name what it left.
 		recs := filepath.Join(filepath.Dir(f.socket), "groups")
 		if role == "" && f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
-			return reapDead(candidate{Entry: registry.Entry{Name: f.name, Records: recs}})
+			return reapDead(candidate{Entry: daemons.Entry{Name: f.name, Records: recs}})
 		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}

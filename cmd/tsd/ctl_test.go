@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -51,7 +51,7 @@ func TestControlTargetDefault(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	// Isolated: this test is about an empty registry, not the user's.
-	t.Setenv(registry.EnvDir, filepath.Join(dir, "reg"))
+	t.Setenv(daemons.EnvDir, filepath.Join(dir, "reg"))
 	_, err := (ctlTarget{}).resolve("")
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != exitNotRunning || !strings.Contains(ee.msg, "no tsd deployment is running") || strings.Contains(ee.msg, "\n") {

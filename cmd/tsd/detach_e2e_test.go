@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -44,9 +44,9 @@ func detachedPlan(t *testing.T, name string) (dir, planPath string) {
 // registered is name's registry entry (the real per-user registry: the
 // daemon under test registers there so its ports are claimed against
 // every other tsd; names are unique per test).
-func registered(t *testing.T, name string) registry.Entry {
+func registered(t *testing.T, name string) daemons.Entry {
 	t.Helper()
-	reg, err := registry.Open("")
+	reg, err := daemons.Open("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func registered(t *testing.T, name string) registry.Entry {
 		}
 	}
 	t.Fatalf("%s not in the registry (%+v)", name, live)
-	return registry.Entry{}
+	return daemons.Entry{}
 }
 
 // TestE2EDetachedKill9: `tsd up -d` returns once every role is ready, with
@@ -105,13 +105,10 @@ func TestE2EDetachedKill9(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &s); err != nil {
 		t.Fatal(err)
 	}
-	var pids, pgids []int
 	for _, r := range s.Roles {
 		if r.State != snapshot.StateReady || r.PID <= 0 {
 			t.Fatalf("after up -d: %+v", r)
 		}
-		pgids = append(pgids, r.PID)
-		pids = append(pids, groupProcs(r.PID)...)
 	}
 	if out, err := ctl("up", "-d", "--no-gateway", "--plan-json", planPath); err == nil || !strings.Contains(out, "already running") {
 		t.Fatalf("second up of %s: %v\n%s", name, err, out)
@@ -164,7 +161,7 @@ func TestE2EDetachedKill9(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &s); err != nil {
 		t.Fatal(err)
 	}
-	pids, pgids = nil, nil
+	var pids, pgids []int
 	for _, r := range s.Roles {
 		pgids = append(pgids, r.PID)
 		pids = append(pids, groupProcs(r.PID)...)

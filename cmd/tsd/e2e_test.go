@@ -22,10 +22,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tsd-project/tsd/internal/testbin"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testbin"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 var (
@@ -531,7 +531,7 @@ func TestE2EIgnoredSIGTERM(t *testing.T) {
 // again once the asker closes it), and two deployments planned on one port
 // fail their preflight.
 // freePort is reserved against every other test, in this binary and the
-// others running beside it (internal/testports).
+// others running beside it (testkit/testports).
 func freePort(t *testing.T) int {
 	t.Helper()
 	return testports.Port(t)
@@ -634,7 +634,7 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	}
 	generate(t, base)
 
-	// Issue 19: the gateway is a log source (`tsd logs gateway`, its 0600
+	// The gateway is a log source (`tsd logs gateway`, its 0600
 	// file) with one access line per request, and the status counts the
 	// requests on the roles that served them.
 	if out, err := d.ctl("logs", "gateway"); err != nil || strings.Count(out, "msg=access") != 2 || !strings.Contains(out, "roles=prefill,decode") {

@@ -1,7 +1,7 @@
 package main
 
 // End-to-end runs of the shipped EPD example profiles themselves (seed-epd
-// and 1e1p2d, issue 10) through `tsd up --headless` on ts-fake. The only
+// and 1e1p2d) through `tsd up --headless` on ts-fake. The only
 // changes are the ones one GPU-less machine needs; fakeExample documents
 // each of them.
 
@@ -27,8 +27,8 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/tsd-project/tsd/gateway/openai"
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // fakeExample loads profiles/examples/<name>, applies the changes every

@@ -134,7 +134,7 @@ func waitReadiness(t *testing.T, gw *deployment, base string, engines []*handEng
 
 var ipcSockRe = regexp.MustCompile(`ipc://(\S+\.sock)`)
 
-// TestE2EGatewayWithPlannedEngines (issue 4): `tsd gateway PROFILE` serves
+// TestE2EGatewayWithPlannedEngines: `tsd gateway PROFILE` serves
 // ts-fake engines started by hand, with sh, from the command lines `tsd
 // plan PROFILE` prints for the demo profile; SIGTERM to the gateway and to
 // each engine's group leaves no process and no ipc socket file.

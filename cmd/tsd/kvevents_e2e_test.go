@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // TestE2EKVEventsFillTheIndex: `tsd up` on ts-fake with kv_events on a

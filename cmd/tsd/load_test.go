@@ -2,8 +2,8 @@ package main
 
 // A bounded streaming load for end-to-end and chaos tests: N clients each
 // send token-level streaming /generate requests one after another and
-// classify how each ended. The verdicts are what issue 14 asks of a
-// deployment under faults: every request ends ok or with a clean error,
+// classify how each ended. The verdicts are what a deployment under
+// faults owes its clients: every request ends ok or with a clean error,
 // none hangs, none is cut short without saying so.
 
 import (

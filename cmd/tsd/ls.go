@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tsd-project/tsd/registry"
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 )
@@ -21,7 +21,7 @@ type lsCmd struct {
 // lsRow is one deployment with its roles' readiness, or a dead one with
 // the processes it left.
 type lsRow struct {
-	registry.Entry
+	daemons.Entry
 	Ready int `json:"roles_ready"`
 	Total int `json:"roles_total"`
 	// Reachable is false when the daemon is alive but its socket did not
@@ -64,9 +64,6 @@ func (c lsCmd) Run() error {
 	if c.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		if rows == nil {
-			rows = []lsRow{}
-		}
 		return enc.Encode(rows)
 	}
 	if len(rows) == 0 {

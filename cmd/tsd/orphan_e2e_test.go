@@ -27,7 +27,7 @@ func alive(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// Issue 14: tsd and a role's guardian killed together (as an OOM kill of
+// tsd and a role's guardian killed together (as an OOM kill of
 // a cgroup can) left the engine launcher and a rank alive under PID 1.
 // The next `tsd up` of the same run folder says what a previous tsd left
 // and kills it before starting; where cgroup v2 is writable even a

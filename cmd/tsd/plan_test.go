@@ -212,7 +212,7 @@ func TestValidateModelFiles(t *testing.T) {
 	}
 }
 
-// Pins (issue 15): validate warns that a remote role's lane is
+// Pins: validate warns that a remote role's lane is
 // unauthenticated (nothing ties its connections to a process tsd owns).
 func TestValidateWarnsRemoteLane(t *testing.T) {
 	t.Parallel()

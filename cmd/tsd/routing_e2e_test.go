@@ -84,7 +84,6 @@ type landing struct {
 	prank, drank    int
 	route, reason   string
 	match           string
-	cached          int // meta_info.cached_tokens
 }
 
 func (l landing) prefillRank() string { return fmt.Sprintf("%s#%d", l.prefill, l.prank) }

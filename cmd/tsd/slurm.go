@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/slurm"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -80,7 +80,7 @@ func placeholderJob(profile string) *slurm.Job {
 
 // srunCmd is the srun side of a Slurm role: it runs under the guardian in
 // place of the engine (supervisor/launcher.go) and stops the step through
-// scancel (launch/slurm.RunStep).
+// scancel (slurm.RunStep).
 type srunCmd struct {
 	Job   string        `required:"" help:"Slurm job id."`
 	Name  string        `required:"" help:"The step's --job-name."`
@@ -238,7 +238,7 @@ func watchSlurmJob(ctx context.Context, job string, stop func()) {
 const noTelemetryRemote = "remote, no telemetry"
 
 // slurmSteps keeps what each Slurm role's `tsd _srun` last wrote of its
-// step (launch/slurm.StepInfo in RolePlan.SlurmInfo). One goroutine (run)
+// step (slurm.StepInfo in RolePlan.SlurmInfo). One goroutine (run)
 // reads the files; the publisher reads the latest map it stored.
 type slurmSteps struct {
 	files  map[string]string // role → info file

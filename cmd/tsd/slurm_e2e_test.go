@@ -1,7 +1,7 @@
 package main
 
 // The demo profile as a two-node Slurm job on the repo's real test cluster
-// (scripts/slurm/up.sh through internal/slurmtest): prefill a step on n1,
+// (scripts/slurm/up.sh through testkit/slurmtest): prefill a step on n1,
 // decode a step on n2, ts-fake engines, tsd up --launcher slurm inside the
 // allocation.
 
@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/slurmtest"
-	"github.com/tsd-project/tsd/launch/slurm"
+	"github.com/tsd-project/tsd/slurm"
 	"github.com/tsd-project/tsd/snapshot"
+	"github.com/tsd-project/tsd/testkit/slurmtest"
 )
 
 var grantedRe = regexp.MustCompile(`Granted job allocation (\d+)`)
@@ -116,7 +116,7 @@ func slurmChat(t *testing.T, d *deployment, base string) {
 }
 
 // slurmDemoProfile writes the demo profile with prefill on node 0 and
-// decode on node 1, its ports from internal/testports.
+// decode on node 1, its ports from testkit/testports.
 func slurmDemoProfile(t *testing.T) (prof string, gw int) {
 	t.Helper()
 	// The gateway's port spaced from the dist-init clusters too: one

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsd-project/tsd/launch/slurm"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/slurm"
 	"github.com/tsd-project/tsd/snapshot"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tsd-project/tsd/registry"
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/supervisor"
 )
 
@@ -24,7 +24,7 @@ import (
 // candidate is one deployment a verb may mean: a running daemon, or a dead
 // one that left processes.
 type candidate struct {
-	registry.Entry
+	daemons.Entry
 	Dead      bool
 	Leftovers []supervisor.Leftover // live processes a dead daemon left
 }
@@ -131,7 +131,7 @@ func processes(n int) string {
 // records). A dead one that left nothing is removed on the way (its
 // records and its entry), as a stale entry always was.
 func deployments() []candidate {
-	reg, err := registry.Open("")
+	reg, err := daemons.Open("")
 	if err != nil {
 		return nil
 	}
@@ -186,7 +186,7 @@ func reapDead(c candidate) error {
 	if err != nil {
 		return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s is dead and its leftovers did not all stop: %v", c.Name, err)}
 	}
-	if reg, err := registry.Open(""); err == nil {
+	if reg, err := daemons.Open(""); err == nil {
 		_ = reg.Remove(c.Name, c.PID)
 	}
 	parts := make([]string, len(reaped))

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/internal/procfs"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/supervisor"
 )
 
@@ -21,14 +21,14 @@ import (
 // take the only one running and says so.
 func TestPickBare(t *testing.T) {
 	cand := func(name, profile string) candidate {
-		return candidate{Entry: registry.Entry{Name: name, Profile: profile, Socket: "/runs/" + name + "/tsd.sock", PID: 100}}
+		return candidate{Entry: daemons.Entry{Name: name, Profile: profile, Socket: "/runs/" + name + "/tsd.sock", PID: 100}}
 	}
 	apiprobe := cand("apiprobe", "/home/ann/probe/apiprobe.yaml")
 	mine := cand("mine", "/home/me/work/pd.yaml")
 	nested := cand("nested", "/home/me/work/sub/epd.yaml")
 	sibling := cand("sibling", "/home/me/work-old/pd.yaml") // a prefix of the path, not a parent
-	byDirSocket := candidate{Entry: registry.Entry{Name: "here", Profile: "/elsewhere/x.yaml", Socket: "/home/me/work/.tsd/run/tsd.sock"}}
-	dead := candidate{Entry: registry.Entry{Name: "crashed", Profile: "/home/me/work/crashed.yaml", PID: 7},
+	byDirSocket := candidate{Entry: daemons.Entry{Name: "here", Profile: "/elsewhere/x.yaml", Socket: "/home/me/work/.tsd/run/tsd.sock"}}
+	dead := candidate{Entry: daemons.Entry{Name: "crashed", Profile: "/home/me/work/crashed.yaml", PID: 7},
 		Dead: true, Leftovers: []supervisor.Leftover{{Role: "decode", PID: 8}, {Role: "decode", PID: 9}}}
 	deadElsewhere := dead
 	deadElsewhere.Profile = "/srv/crashed.yaml"
@@ -130,7 +130,7 @@ func TestInOrUnder(t *testing.T) {
 // itself before starting), and so does any name once nothing is left.
 func TestDeadNameInUse(t *testing.T) {
 	dir := t.TempDir()
-	reg, err := registry.Open(filepath.Join(dir, "reg"))
+	reg, err := daemons.Open(filepath.Join(dir, "reg"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,17 +153,17 @@ func TestDeadNameInUse(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(recs, "decode.json"), []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Add(registry.Entry{Name: "pd", Profile: "/a/pd.yaml", PID: gone.Process.Pid, PIDStart: 1, Records: recs}); err != nil {
+	if err := reg.Add(daemons.Entry{Name: "pd", Profile: "/a/pd.yaml", PID: gone.Process.Pid, PIDStart: 1, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
-	err = deadNameInUse(reg, registry.Entry{Name: "pd", Records: filepath.Join(dir, "other", "groups")})
+	err = deadNameInUse(reg, daemons.Entry{Name: "pd", Records: filepath.Join(dir, "other", "groups")})
 	if ee, ok := err.(*exitError); !ok || !strings.Contains(ee.msg, `a dead deployment named "pd" (profile /a/pd.yaml) left 1 process running`) || !strings.Contains(ee.msg, "tsd stop pd") {
 		t.Fatalf("another run folder under a dead name: %v", err)
 	}
-	if err := deadNameInUse(reg, registry.Entry{Name: "pd", Records: recs}); err != nil {
+	if err := deadNameInUse(reg, daemons.Entry{Name: "pd", Records: recs}); err != nil {
 		t.Fatalf("the same run folder: %v", err)
 	}
-	if err := deadNameInUse(reg, registry.Entry{Name: "other", Records: filepath.Join(dir, "x")}); err != nil {
+	if err := deadNameInUse(reg, daemons.Entry{Name: "other", Records: filepath.Join(dir, "x")}); err != nil {
 		t.Fatalf("another name: %v", err)
 	}
 }

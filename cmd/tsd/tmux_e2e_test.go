@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // TestE2ETmuxDashboard runs the dashboard in a real terminal

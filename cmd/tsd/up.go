@@ -21,12 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sys/unix"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/probe"
 	"github.com/tsd-project/tsd/headless"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/registry"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
@@ -126,7 +126,7 @@ func reportStatus(fd int, kind, text string) {
 // ports of every other running deployment as taken, refuses a name already
 // running, and records this process. The returned function unregisters.
 func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
-	reg, err := registry.Open("")
+	reg, err := daemons.Open("")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warning: no deployment registry:", err)
 		plan, src, err := c.loadPlan(profiles.LocalHostFacts())
@@ -156,7 +156,7 @@ func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 	if real, err := filepath.EvalSymlinks(prof); err == nil {
 		prof = real
 	}
-	e := registry.Entry{
+	e := daemons.Entry{
 		Name: plan.Name, Profile: prof, Socket: plan.ControlSocket, PID: os.Getpid(),
 		StartedAt: time.Now(), Ports: planPorts(plan), GatewayURL: plan.Gateway.URL,
 		LogFile: daemonLog(plan), Records: supervisor.RecordDir(plan),
@@ -171,7 +171,7 @@ func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 		e.GatewayURL = ""
 	}
 	if err := reg.Add(e); err != nil {
-		var inUse *registry.InUseError
+		var inUse *daemons.InUseError
 		if errors.As(err, &inUse) {
 			return nil, upSource{}, nil, &exitError{code: 1, msg: "tsd: " + err.Error()}
 		}
@@ -183,7 +183,7 @@ func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 
 // deadNameInUse refuses to register e over a dead deployment of the same
 // name whose leftovers live in another run folder.
-func deadNameInUse(reg *registry.Registry, e registry.Entry) error {
+func deadNameInUse(reg *daemons.Registry, e daemons.Entry) error {
 	dead, err := reg.Dead()
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func (c upCmd) runSupervisor() error {
 	runs := supervisor.NewRuns()
 	// The gateway's log (its warnings, one access line per request) is a
 	// log source of its own: rotated like a role's, and served as
-	// "gateway" to `tsd logs` and the dashboard (issue 19).
+	// "gateway" to `tsd logs` and the dashboard.
 	var gwLog *supervisor.LogSource
 	if newGateway != nil && !c.NoGateway {
 		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile}); err != nil {
@@ -408,7 +408,7 @@ func (c upCmd) runSupervisor() error {
 func applyFacts(tel *telemetry.Telemetry) profiles.HostFacts {
 	facts := profiles.LocalHostFacts()
 	facts.GPUs = hostGPUs(tel, 3*time.Second)
-	if reg, err := registry.Open(""); err == nil {
+	if reg, err := daemons.Open(""); err == nil {
 		if claimed, err := reg.Claimed(); err == nil {
 			free := facts.PortFree
 			facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
@@ -420,7 +420,7 @@ func applyFacts(tel *telemetry.Telemetry) profiles.HostFacts {
 // claimPorts records in the registry the ports the daemon's plan uses
 // now, so other deployments' plans keep clear of them.
 func claimPorts(p *profiles.Plan) {
-	reg, err := registry.Open("")
+	reg, err := daemons.Open("")
 	if err != nil {
 		return
 	}

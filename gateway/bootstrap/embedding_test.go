@@ -55,3 +55,11 @@ func TestEmbeddingTransfer(t *testing.T) {
 		t.Fatalf("missing embedding: %v", err)
 	}
 }
+
+// FetchEmbedding waits for room's embedding at the encode rank addr until
+// ctx ends, like Fetch.
+func FetchEmbedding(ctx context.Context, addr RankAddr, room uint64) (Embedding, error) {
+	var e Embedding
+	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e, fetchOpts{})
+	return e, err
+}

@@ -388,14 +388,6 @@ func (t *TransferServer) SendEmbedding(ctx context.Context, e Embedding) error {
 	return nil
 }
 
-// FetchEmbedding waits for room's embedding at the encode rank addr until
-// ctx ends, like Fetch.
-func FetchEmbedding(ctx context.Context, addr RankAddr, room uint64) (Embedding, error) {
-	var e Embedding
-	err := fetch(ctx, addr, slotKey{kindEmbedding, room}, &e, fetchOpts{})
-	return e, err
-}
-
 // FetchEmbeddingFrom is FetchEmbedding for a prefill whose request arrived
 // at arrived and whose addr is an encode rank's registered endpoint: it
 // fails fast with ErrPeerGone when that endpoint stops answering or turns

@@ -1,7 +1,7 @@
 package dispatch
 
 // The Dispatcher is the gateway's generation dispatch behind gen.Engine
-// (issue 17): validation, the PD/EPD leg choice, submission, the
+// (every front end speaks that one contract): validation, the PD/EPD leg choice, submission, the
 // prompt-logprob join and each request's flight (generate.go, epdroute.go).
 // Package gateway owns binding, HTTP and the supervisor-facing methods,
 // and delegates to it where dispatch state is involved.

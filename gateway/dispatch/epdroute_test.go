@@ -12,7 +12,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/internal/testimg"
+	"github.com/tsd-project/tsd/testkit/testimg"
 )
 
 // An encode leg fails on a lane error or an engine abort (its message

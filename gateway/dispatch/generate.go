@@ -158,7 +158,7 @@ func (g *Dispatcher) Generate(ctx context.Context, r gen.Request) (<-chan gen.Ev
 // any later one (flight.go). Only the failure that ends the request is
 // counted.
 func (g *Dispatcher) generate(ctx context.Context, r gen.Request, sent *[]*lane.Stream) (*flight, error) {
-	traffic.FromContext(ctx).ID(r.RID) // issue 19: the access line's id unless the client sent one
+	traffic.FromContext(ctx).ID(r.RID) // the access line's id unless the client sent one
 	sp, err := g.admit(&r)
 	if err != nil {
 		g.metrics.reqError("invalid_request")

@@ -9,7 +9,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/traffic"
 )
 
-// The dispatch's side of the traffic account (issue 19, gateway/traffic):
+// The dispatch's side of the traffic account (gateway/traffic):
 // the HTTP layer begins and ends each request's record; these name what
 // only the dispatch knows. Each is one call at its site, so the sites are
 // easy to move when the dispatch moves.

@@ -283,3 +283,6 @@ func TestPromptLogprobFailure(t *testing.T) {
 		}
 	}
 }
+
+// IsMissing reports a position without a logprob.
+func IsMissing(v float64) bool { return math.IsNaN(v) }

@@ -3,7 +3,6 @@ package epd
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 )
 
@@ -78,6 +77,3 @@ func PromptLogprobFailure(finish, message string, got bool) error {
 	}
 	return nil
 }
-
-// IsMissing reports a position without a logprob.
-func IsMissing(v float64) bool { return math.IsNaN(v) }

@@ -304,14 +304,3 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	fieldCache.Store(t, m)
 	return m
 }
-
-// KeyPresent reports whether a top-level key is in a JSON object body
-// with a non-null value (checks such as "tool_choice without tools").
-func KeyPresent(b []byte, key string) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(b, &top) != nil {
-		return false
-	}
-	raw, ok := top[key]
-	return ok && string(bytes.TrimSpace(raw)) != "null"
-}

@@ -404,32 +404,6 @@ func (d *Door) Serve(fixed *http.ServeMux, mounted ...*http.ServeMux) http.Handl
 	}, muxes...)
 }
 
-// JSONErrors answers what mux itself refuses — an unknown route (404), a
-// known path with the wrong method (405, Allow kept) — in the one error
-// shape instead of net/http's plain text.
-func JSONErrors(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		probe := &probeWriter{h: http.Header{}}
-		h.ServeHTTP(probe, r)
-		switch probe.status {
-		case http.StatusMethodNotAllowed:
-			if a := probe.h.Get("Allow"); a != "" {
-				w.Header().Set("Allow", a)
-			}
-			WriteError(w, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, probe.h.Get("Allow")))
-		case http.StatusMovedPermanently, http.StatusPermanentRedirect, http.StatusTemporaryRedirect, http.StatusFound:
-			mux.ServeHTTP(w, r) // the mux's path cleaning redirect
-		default:
-			WriteError(w, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
-		}
-	})
-}
-
 // probeWriter captures what the mux's own refusal handler would send.
 type probeWriter struct {
 	h      http.Header

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // lingerServer serves a door with a 1 MiB body bound (max_model_len 32768

@@ -1,6 +1,6 @@
 // Package jsonenc appends JSON values into a caller's buffer exactly as
 // encoding/json writes them, without allocating: the streaming chunk
-// encoders (gateway/openai/chunkenc.go, gateway/genenc.go) build each
+// encoders (gateway/openai/chunkenc.go, gateway/generate/chunkenc.go) build each
 // token's event from these so that a streamed token costs no allocation
 // (docs/architecture.md: zero allocations per token on the steady path)
 // while the bytes stay those json.Marshal gave before.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // libzmqPublisher plays a TokenSpeed rank's publisher with real libzmq

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // fixture is one engine's publishers (one per DP rank, as ts-fake runs

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/testports"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // peer is a scripted ZMTP server: it answers each connection with script.

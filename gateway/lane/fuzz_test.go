@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The ZMTP watcher sees every byte a peer sends before zmq4 does; no input
+// The gate's ZMTP parser sees every byte a peer sends while greeting; no input
 // may make it panic, and whatever it accepts as READY must be well formed.
 func FuzzZMTPParser(f *testing.F) {
 	good := append(greeting(), readyCmd("\x01\x00")...)
@@ -32,7 +32,7 @@ func FuzzZMTPParser(f *testing.F) {
 	})
 }
 
-// The gate reads a new peer's greeting and READY before zmq4 sees it: no
+// The gate reads a new peer's greeting and READY before admitting it: no
 // byte stream may panic it or leave the connection neither admitted nor
 // closed, and an admitted peer has a parsed, compatible READY.
 func FuzzGate(f *testing.F) {

@@ -1,12 +1,12 @@
 package lane
 
 // The gate runs every new connection's ZMTP greeting in its own goroutine,
-// under a deadline, before zmq4 sees the connection. zmq4 runs greetings
-// inside its accept loop, one after another, so one silent peer used to
-// delay every other peer (a restarted rank among them) by the whole
-// handshake timeout. Only a connection whose greeting and READY command
-// arrived, and whose identity and peer passed admission, is handed to
-// zmq4's Accept; its greeting finishes at once from the replayed bytes.
+// under a deadline, before the connection gets its owner (sock.go). zmq4,
+// which the lane once ran on, greeted inside its accept loop, one after
+// another, so one silent peer delayed every other peer (a restarted rank
+// among them) by the whole handshake timeout. Only a connection whose
+// greeting and READY command arrived, and whose identity and peer passed
+// admission, is handed on, with the bytes the gate read past the READY.
 
 import (
 	"errors"
@@ -16,18 +16,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tsd-project/tsd/gateway/zmtp"
 )
 
-// serverGreeting is the 64-byte greeting zmq4 sends as a NULL-mechanism
-// listener (version 3.0, as-server 0). The gate sends it itself so that a
-// libzmq peer, which waits for our signature before sending the rest of
-// its greeting, can finish without zmq4; trackedConn swallows zmq4's copy.
-var serverGreeting = func() []byte {
-	g := make([]byte, zmtpGreetingLen)
-	g[0], g[9], g[10], g[11] = 0xff, 0x7f, 3, 0
-	copy(g[12:32], "NULL")
-	return g
-}()
+// serverGreeting is our 64-byte greeting (version 3.0, NULL, as-server
+// 0). The gate sends it at once: a libzmq peer waits for our signature
+// before it sends the rest of its greeting.
+var serverGreeting = zmtp.Greeting()
 
 type gateListener struct {
 	net.Listener
@@ -80,8 +76,8 @@ func (g *gateListener) acceptLoop() {
 }
 
 // greet reads the peer's greeting and READY under the handshake deadline,
-// admits it and hands it to zmq4. Every failure closes the connection
-// right away (zmq4 left failed greetings for the garbage collector).
+// admits it and hands it to its owner. Every failure closes the
+// connection right away.
 func (g *gateListener) greet(c net.Conn) {
 	defer g.wg.Done()
 	defer func() {
@@ -160,9 +156,8 @@ func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
 		}
 		vetted = true
 	}
-	// zmq4 reads the gate's bytes again through tc.Read, which does not
-	// feed them to the parser a second time: its state carries over.
-	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, swallow: serverGreeting}
+	// The owner's reader starts from the bytes the gate read past READY.
+	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, zready: make(chan struct{})}
 	if err := g.sock.admit(tc, p.identity, vetted); err != nil {
 		return nil, err
 	}
@@ -177,19 +172,6 @@ func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
 		tc.firstMsg.Store(true)
 	}
 	return tc, nil
-}
-
-// Accept hands zmq4 the next admitted connection.
-func (g *gateListener) Accept() (net.Conn, error) {
-	select {
-	case tc := <-g.ch:
-		return tc, nil
-	case <-g.done:
-		// zmq4's accept loop retries on errors until its context ends;
-		// do not let it spin while Close is in progress.
-		time.Sleep(time.Millisecond)
-		return nil, net.ErrClosed
-	}
 }
 
 // Close stops accepting and closes every connection still greeting.
@@ -209,7 +191,7 @@ func (g *gateListener) Close() error {
 }
 
 // compatiblePeer mirrors ZMTP's socket-type pairs for the two kinds we
-// bind. zmq4 refuses the others too, but then leaves the connection open.
+// bind.
 func compatiblePeer(k SocketKind, peer string) bool {
 	switch strings.ToUpper(peer) {
 	case "DEALER", "REQ", "ROUTER":

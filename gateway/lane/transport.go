@@ -67,12 +67,12 @@ type TransportOptions struct {
 	HandshakeTimeout time.Duration
 	// MaxFrame is the largest frame accepted from a peer; 0 means 64 MiB.
 	MaxFrame int64
-	// OnPanic hears a panic caught in a connection's ZMTP watcher (the
-	// connection is cut, the daemon lives on).
+	// OnPanic hears a panic caught in a connection's greeting or reader
+	// (the connection is cut, the daemon lives on).
 	OnPanic PanicFunc
-	// MaxMessage caps a whole multi-frame message (zmq4 buffers every
-	// frame of a message before handing it over, so a frame cap alone lets
-	// one peer grow us without bound); 0 means DefaultMaxMessage.
+	// MaxMessage caps a whole multi-frame message (every frame of a
+	// message is buffered before it is handed over, so a frame cap alone
+	// would let one peer grow us without bound); 0 means DefaultMaxMessage.
 	MaxMessage int64
 	// FirstMessageTimeout closes a ROUTER connection that completes the
 	// ZMTP greeting but sends no message (a rank sends HELLO or its
@@ -137,7 +137,7 @@ type PeerInfo struct {
 type BindOptions struct {
 	// Role names the worker in log lines and is passed to Check.
 	Role string
-	// Check vets a peer after its greeting and before zmq4 sees it; an
+	// Check vets a peer after its greeting and before it is admitted; an
 	// error refuses the connection (closed, logged). When set, the
 	// transport resolves the peer's PID (SO_PEERCRED for ipc, /proc for
 	// loopback tcp) first, and a peer passing it may take over a live
@@ -146,6 +146,11 @@ type BindOptions struct {
 	Check func(PeerInfo) error
 	// Logger receives refusals; nil discards them.
 	Logger *slog.Logger
+	// Sink, on a PULL socket, makes one message handler per connection;
+	// the connection's reader goroutine calls it with each message,
+	// whose frames are valid only during the call (they are the reader's
+	// reused buffer). Recv then returns nothing until Close.
+	Sink func() func(frames [][]byte)
 }
 
 // CheckedTransport is a Transport that applies BindOptions.

@@ -179,7 +179,15 @@ func (w *Worker) bind() error {
 	bind := tr.Bind
 	if ct, ok := tr.(CheckedTransport); ok {
 		o := w.lane.bindOptions(w)
-		bind = func(k SocketKind, ep string) (Socket, error) { return ct.BindWith(k, ep, o) }
+		bind = func(k SocketKind, ep string) (Socket, error) {
+			ko := o
+			if k == Pull {
+				// Output goes from each engine connection's reader straight
+				// to the streams (sink.go), not through Recv.
+				ko.Sink = w.newOutputSink
+			}
+			return ct.BindWith(k, ep, ko)
+		}
 	}
 	var err error
 	if w.in, err = bind(Router, w.plan.Input); err != nil {
@@ -202,8 +210,11 @@ func (w *Worker) bind() error {
 }
 
 func (w *Worker) start() {
-	loops := []func(){w.handshakeLoop, w.inputLoop, w.outputLoop, w.sendLoop, w.watchdog,
+	loops := []func(){w.handshakeLoop, w.inputLoop, w.sendLoop, w.watchdog,
 		func() { w.peerLoop(w.in, "input") }, func() { w.peerLoop(w.out, "output") }, func() { w.peerLoop(w.hs, "handshake") }}
+	if s, ok := w.out.(interface{ sinks() bool }); !ok || !s.sinks() {
+		loops = append(loops, w.outputLoop) // a transport without a sink
+	}
 	for i, f := range loops {
 		w.wg.Add(1)
 		go func() {
@@ -635,48 +646,23 @@ func (w *Worker) onOutput(f [][]byte) {
 // carries, else by its engine_index.
 func (w *Worker) route(outs []ridOutput) {
 	w.mu.Lock()
-	now := w.now()
-	var readmitted []string
-	var aborts []pendingAbort
-	last := -1 // the rank last credited: batches come from one rank
-	hear := func(id int) {
-		if id == last {
-			return
-		}
-		last = id
-		r := w.ranks[id]
-		if r == nil {
-			return
-		}
-		r.heard = now
-		if r.stalled {
-			r.stalled = false
-			aborts = append(aborts, w.takeUnabortedLocked(id, r))
-			if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
-				readmitted = append(readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.Role(), id))
-			}
-		}
-	}
+	h := hearing{w: w, now: w.now(), last: -1}
 	for _, o := range outs {
 		s := w.streams[o.RID]
 		if s == nil {
 			continue
 		}
-		hear(s.Identity)
+		h.hear(s.Identity)
 		if o.Finished != "" {
 			w.removeLocked(s)
 		}
 		s.deliver(o.Output)
 	}
-	if last < 0 && len(outs) > 0 {
-		hear(outs[0].EngineIndex)
+	if h.last < 0 && len(outs) > 0 {
+		h.hear(outs[0].EngineIndex)
 	}
 	w.mu.Unlock()
-	w.sendPending(aborts)
-	for _, m := range readmitted {
-		w.lane.log.Info("engine rank re-admitted", "worker", w.Role(), "msg", m)
-		w.lane.event("readmit", w.Role(), m)
-	}
+	h.done()
 }
 
 // pendingAbort is the ABORT owed to one rank for rids a stall ended.
@@ -812,21 +798,44 @@ func (w *Worker) checkStalls(base time.Duration) {
 	}
 }
 
+// sendLoop is the input socket's one sender: it takes everything queued
+// and, on a batchSender, sends it together (consecutive messages to one
+// rank in one write).
 func (w *Worker) sendLoop() {
+	bs, batched := w.in.(batchSender)
+	var msgs [][][]byte
+	var errs []error
 	for {
 		jobs, ok := w.sendQ.wait(w.stop)
-		for _, j := range jobs {
-			var err error
-			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() { err = w.in.Send(j.frames) }) {
-				err = errors.New("internal error while sending")
+		if len(jobs) > 0 {
+			msgs, errs = msgs[:0], errs[:0]
+			for _, j := range jobs {
+				msgs = append(msgs, j.frames)
+				errs = append(errs, nil)
 			}
-			if err != nil {
-				if j.stream != nil {
-					w.failStream(j.stream, fmt.Errorf("send request: %w", err))
-				} else {
-					w.lane.log.Debug("abort not delivered", "worker", w.Role(), "err", err)
+			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() {
+				if batched {
+					bs.sendBatch(msgs, errs)
+					return
+				}
+				for i, m := range msgs {
+					errs[i] = w.in.Send(m)
+				}
+			}) {
+				for i := range errs {
+					errs[i] = errors.New("internal error while sending")
 				}
 			}
+			for i, j := range jobs {
+				if err := errs[i]; err != nil {
+					if j.stream != nil {
+						w.failStream(j.stream, fmt.Errorf("send request: %w", err))
+					} else {
+						w.lane.log.Debug("abort not delivered", "worker", w.Role(), "err", err)
+					}
+				}
+			}
+			clear(msgs) // the payloads are the requests': do not keep them
 		}
 		if !ok {
 			return

@@ -1,64 +1,40 @@
 package lane
 
-// The zmq4 (pure Go) implementation of Transport. zmq4 has no socket
-// monitor, no ROUTER_MANDATORY and no handshake, frame or message limits,
-// runs each ZMTP greeting inside its accept loop and lets several
-// connections share one identity. So every connection first passes the
-// gate (gate.go: greeting and READY read concurrently under a deadline,
-// identity and peer admitted or refused), and then a wrapper that keeps
-// watching the ZMTP byte stream (frame and whole-message caps, a first
-// message deadline) and reports connection up/down per identity.
-// Liveness is therefore ours, not the library's.
+// The lane's Transport: ZMTP 3 (NULL mechanism) on tsd's own framing
+// (gateway/zmtp), the sockets of docs/protocol.md §1.5. Every connection
+// first passes the gate (gate.go: greeting and READY read concurrently
+// under a deadline, identity and peer admitted or refused) and is then
+// counted here, per identity, with up/down events for the 0→1 and 1→0
+// transitions; after that it has one owner goroutine that reads it
+// (sock.go), and a ROUTER writes to it directly (send.go). Liveness,
+// frame and message caps, write timeouts and ROUTER_MANDATORY-like
+// refusal are therefore ours. The package used to run on zmq4 (hence
+// the constructor's name); docs/architecture.md §13 says why it no
+// longer does.
 
 import (
-	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zeromq/zmq4"
-	ztransport "github.com/go-zeromq/zmq4/transport"
+	"github.com/tsd-project/tsd/gateway/zmtp"
 )
 
-// ZMQ4 returns a Transport backed by github.com/go-zeromq/zmq4.
+// ZMQ4 returns the lane's ZMTP Transport (named for the zmq4 library it
+// once wrapped; its sockets interoperate with libzmq and zmq4 peers).
 func ZMQ4(opts TransportOptions) Transport {
-	registerOnce.Do(registerTransports)
 	return zmqTransport{opts: opts.withDefaults()}
 }
 
 type zmqTransport struct{ opts TransportOptions }
-
-// Scheme names under which the tracking transports are registered with
-// zmq4 (its registry is global and already owns "tcp" and "ipc").
-const (
-	schemeTCP = "tsdtcp"
-	schemeIPC = "tsdipc"
-)
-
-var (
-	registerOnce sync.Once
-	sinksMu      sync.Mutex
-	sinks        = map[int64]*zsock{}
-	sinkSeq      atomic.Int64
-)
-
-func registerTransports() {
-	// Errors only on duplicate names, which registerOnce rules out.
-	_ = zmq4.RegisterTransport(schemeTCP, trackingTransport{network: "tcp"})
-	_ = zmq4.RegisterTransport(schemeIPC, trackingTransport{network: "unix"})
-}
 
 func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
 	return t.BindWith(kind, endpoint, BindOptions{})
@@ -69,21 +45,12 @@ func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) 
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if kind != Router && kind != Pull {
+		return nil, fmt.Errorf("unknown socket kind %d", kind)
+	}
 	scheme, addr, ok := strings.Cut(endpoint, "://")
 	if !ok {
 		return nil, fmt.Errorf("endpoint %q: want tcp://HOST:PORT or ipc://PATH", endpoint)
-	}
-	var zscheme string
-	switch scheme {
-	case "tcp":
-		zscheme = schemeTCP
-	case "ipc":
-		zscheme = schemeIPC
-		if addr == "" {
-			return nil, fmt.Errorf("endpoint %q: empty ipc path", endpoint)
-		}
-	default:
-		return nil, fmt.Errorf("endpoint %q: unsupported transport %q", endpoint, scheme)
 	}
 	s := &zsock{
 		kind:   kind,
@@ -95,45 +62,32 @@ func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) 
 		out:    make(chan PeerEvent),
 		done:   make(chan struct{}),
 	}
-	zopts := []zmq4.Option{
-		zmq4.WithTimeout(t.opts.WriteTimeout),
-		zmq4.WithLogger(log.New(io.Discard, "", 0)),
-	}
-	switch kind {
-	case Router:
-		s.z = zmq4.NewRouter(context.Background(), zopts...)
-	case Pull:
-		s.z = zmq4.NewPull(context.Background(), zopts...)
-	default:
-		return nil, fmt.Errorf("unknown socket kind %d", kind)
-	}
-	id := sinkSeq.Add(1)
-	sinksMu.Lock()
-	sinks[id] = s
-	sinksMu.Unlock()
-	s.sinkID = id
-	if err := s.z.Listen(zscheme + "://" + addr + "#" + strconv.FormatInt(id, 10)); err != nil {
-		s.unregister()
-		_ = s.z.Close()
-		return nil, fmt.Errorf("bind %s %s: %w", kind, endpoint, err)
-	}
+	network := "tcp"
 	switch scheme {
 	case "tcp":
-		s.endpoint = "tcp://" + s.z.Addr().String()
 	case "ipc":
-		s.endpoint = endpoint
-		s.ipcPath = addr
+		if addr == "" {
+			return nil, fmt.Errorf("endpoint %q: empty ipc path", endpoint)
+		}
+		network = "unix"
+		s.endpoint, s.ipcPath = endpoint, addr
+	default:
+		return nil, fmt.Errorf("endpoint %q: unsupported transport %q", endpoint, scheme)
+	}
+	sock, err := bindOwned(s, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("bind %s %s: %w", kind, endpoint, err)
 	}
 	go s.forwardEvents()
-	return s, nil
+	return sock, nil
 }
 
+// zsock is a bound socket's connection books, shared by its gate, its
+// connections' owners and its senders (under mu).
 type zsock struct {
 	kind     SocketKind
 	opts     TransportOptions
 	bind     BindOptions
-	z        zmq4.Socket
-	sinkID   int64
 	endpoint string
 	ipcPath  string
 
@@ -158,96 +112,19 @@ func (s *zsock) Live(identity []byte) int {
 	return s.live[string(identity)]
 }
 
-func (s *zsock) Recv() ([][]byte, error) {
-	for {
-		msg, err := s.z.Recv()
-		if s.closed.Load() {
-			return nil, ErrClosed
-		}
-		if err != nil {
-			// zmq4's PULL reports a departing peer as io.EOF; that is a
-			// connection event (seen through the wrapper), not a failure.
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				continue
-			}
-			var ne net.Error
-			if errors.As(err, &ne) {
-				continue
-			}
-			if errors.Is(err, context.Canceled) {
-				return nil, ErrClosed
-			}
-			return nil, fmt.Errorf("receive on %s %s: %w", s.kind, s.endpoint, err)
-		}
-		if msg.Type == zmq4.CmdMsg {
-			continue
-		}
-		return msg.Frames, nil
-	}
-}
-
+// Send writes one message; frame 0 names the peer (send.go).
 func (s *zsock) Send(frames [][]byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if s.kind == Router {
-		if len(frames) < 2 {
-			return fmt.Errorf("send on ROUTER %s: need identity and at least one frame", s.endpoint)
-		}
-		if s.Live(frames[0]) == 0 {
-			return ErrNoPeer
-		}
+	if len(frames) < 2 {
+		return fmt.Errorf("send on %s %s: need identity and at least one frame", s.kind, s.endpoint)
 	}
-	if err := s.z.Send(zmq4.NewMsgFrom(frames...)); err != nil {
-		// zmq4's ROUTER writes to every connection of the identity and
-		// drops a closed one only when its reaper runs: a connection we
-		// already released (the peer restarted; its new one is live)
-		// fails the write though the live one got the message. A live
-		// connection whose own write failed is closed by it, and its
-		// release reports the rank down, failing the request that way.
-		if s.kind == Router && errors.Is(err, zmq4.ErrClosedConn) && s.Live(frames[0]) > 0 {
-			return nil
-		}
-		return fmt.Errorf("send on %s %s: %w", s.kind, s.endpoint, err)
-	}
-	return nil
+	var err [1]error
+	s.sendBatch([][][]byte{frames}, err[:])
+	return err[0]
 }
 
-func (s *zsock) Close() error {
-	var err error
-	s.once.Do(func() {
-		s.closed.Store(true)
-		s.unregister()
-		err = s.z.Close()
-		if errors.Is(err, net.ErrClosed) {
-			err = nil // a peer's connection that was already gone
-		}
-		if s.ipcPath != "" {
-			if rerr := os.Remove(s.ipcPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
-				err = fmt.Errorf("remove %s: %w", s.ipcPath, rerr)
-			}
-		}
-		s.events.close()
-		close(s.done)
-	})
-	return err
-}
-
-func (s *zsock) unregister() {
-	sinksMu.Lock()
-	delete(sinks, s.sinkID)
-	sinksMu.Unlock()
-}
-
-// admit decides whether a connection that finished its greeting joins
-// the socket, and counts it. Per identity only the 0→1 and 1→0
-// transitions are published, so a restarted peer that reconnects before
-// its old connection is torn down never looks dead. On a ROUTER a second
-// connection for a live identity is refused unless the peer passed the
-// socket's Check (then it takes the identity over and the old
-// connections are closed): zmq4 would otherwise send every message for
-// that identity to each of them, and a rogue peer claiming a rank's
-// identity would receive copies of that rank's requests.
 func (s *zsock) admit(c *trackedConn, id string, vetted bool) error {
 	s.mu.Lock()
 	var old []*trackedConn
@@ -371,176 +248,39 @@ func (s *zsock) forwardEvents() {
 	}
 }
 
-// trackingTransport is registered with zmq4; the listen address carries
-// "#<sink id>" so accepted connections find their socket.
-type trackingTransport struct{ network string }
-
-func (t trackingTransport) Dial(ctx context.Context, d ztransport.Dialer, addr string) (net.Conn, error) {
-	addr, _, _ = cutSink(addr)
-	return d.DialContext(ctx, t.network, addr)
-}
-
-func (t trackingTransport) Listen(ctx context.Context, addr string) (net.Listener, error) {
-	addr, id, err := cutSink(addr)
-	if err != nil {
-		return nil, err
-	}
-	sinksMu.Lock()
-	s := sinks[id]
-	sinksMu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("listen %s: unknown socket %d", addr, id)
-	}
-	l, err := net.Listen(t.network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if ul, ok := l.(*net.UnixListener); ok {
-		// We remove the file ourselves on Close; the stdlib unlinking on
-		// close as well is harmless but would race a rebind.
-		ul.SetUnlinkOnClose(false)
-	}
-	return newGateListener(l, s), nil
-}
-
-func (t trackingTransport) Addr(ep string) (string, error) { return ep, nil }
-
-func cutSink(addr string) (string, int64, error) {
-	i := strings.LastIndexByte(addr, '#')
-	if i < 0 {
-		return addr, 0, fmt.Errorf("address %q lacks a socket tag", addr)
-	}
-	id, err := strconv.ParseInt(addr[i+1:], 10, 64)
-	if err != nil {
-		return addr, 0, fmt.Errorf("address %q: bad socket tag: %w", addr, err)
-	}
-	return addr[:i], id, nil
-}
-
-// trackedConn is an admitted connection as zmq4 sees it: the bytes the
-// gate already read (greeting, READY) are replayed to zmq4, its own
-// greeting write is swallowed (the gate sent the same bytes), and every
-// later byte still passes the ZMTP parser for the frame and message caps.
+// trackedConn is an admitted connection: the bytes the gate already read
+// (greeting, READY, perhaps the first messages) wait in replay for its
+// owner's reader.
 type trackedConn struct {
 	net.Conn
-	sock *zsock
-	p    zmtpParser
-
-	replay     []byte        // read by the gate, not yet by zmq4 (single reader)
-	br         *bufio.Reader // zmq4's reads, after replay (single reader)
-	swallow    []byte        // our greeting, which zmq4 writes again
-	wbuf       []byte        // an outgoing message's bytes until its last frame (writeFramed)
-	wframes    frameEnds     // where outgoing messages end
+	sock       *zsock
+	p          zmtpParser
+	replay     []byte // read by the gate, handed to the owner's reader
 	firstMsg   atomic.Bool
 	firstTimer atomic.Pointer[time.Timer]
 
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
+
+	wmu  sync.Mutex // every write: the owner's READY and a ROUTER's sends (send.go)
+	obuf []byte     // the sends' framing buffer, under wmu
+	// zready is closed once our READY is out (or the connection is gone):
+	// sends wait for it, so a peer never sees a message before our READY,
+	// even when one is sent to an identity whose new connection the gate
+	// has admitted but whose owner has not yet written it.
+	zready     chan struct{}
+	zreadyOnce sync.Once
+}
+
+func (c *trackedConn) markReady() {
+	if c.zready != nil {
+		c.zreadyOnce.Do(func() { close(c.zready) })
+	}
 }
 
 // connReadBuf is the read buffer of one lane connection: a 512-rid decode
 // step's output batch (about 20 KB, bench/results.md LanePull) fits whole.
 const connReadBuf = 64 << 10
-
-func (c *trackedConn) Read(b []byte) (int, error) {
-	if len(c.replay) > 0 {
-		n := copy(b, c.replay)
-		c.replay = c.replay[n:]
-		return n, nil
-	}
-	// zmq4 reads each frame as a 2-byte header and then its body, each
-	// with its own read: two syscalls per output message. Buffered, one
-	// read brings in a message, or every message queued, at once.
-	if c.br == nil {
-		c.br = bufio.NewReaderSize(rawConnReader{c}, connReadBuf)
-	}
-	n, err := c.br.Read(b)
-	if err != nil {
-		// Only once zmq4 has read every message buffered before it.
-		c.down()
-	}
-	return n, err
-}
-
-// rawConnReader is the connection's unbuffered read, where the watcher
-// sees every byte as it arrives.
-type rawConnReader struct{ c *trackedConn }
-
-func (r rawConnReader) Read(b []byte) (int, error) { return r.c.readRaw(b) }
-
-func (c *trackedConn) readRaw(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 {
-		// The watcher runs in zmq4's per-connection reader goroutine, which
-		// nothing above recovers: a parser bug must cut this one peer off,
-		// not end the process.
-		var perr error
-		if guard(c.sock.opts.OnPanic, "zmtp watcher", func() { perr = c.p.feed(b[:n]) }) {
-			perr = errors.New("zmtp: internal error while parsing the peer's stream")
-		}
-		if perr != nil {
-			c.sock.bind.Logger.Warn("lane connection cut", "worker", c.sock.bind.Role, "socket", c.sock.kind.String(), "peer", c.RemoteAddr().String(), "err", perr)
-			_ = c.Conn.Close()
-			c.down()
-			return 0, connError{perr}
-		}
-		if c.p.sawData && !c.firstMsg.Load() {
-			c.firstMsg.Store(true)
-			if t := c.firstTimer.Load(); t != nil {
-				t.Stop()
-			}
-		}
-	}
-	return n, err
-}
-
-func (c *trackedConn) Write(b []byte) (int, error) {
-	if len(c.swallow) > 0 {
-		k := min(len(c.swallow), len(b))
-		if string(b[:k]) != string(c.swallow[:k]) {
-			_ = c.Conn.Close()
-			c.down()
-			return 0, connError{errors.New("zmtp: zmq4 greeting differs from the one the gate sent")}
-		}
-		c.swallow = c.swallow[k:]
-		if k == len(b) {
-			return k, nil
-		}
-		n, err := c.writeFramed(b[k:])
-		return k + n, err
-	}
-	return c.writeFramed(b)
-}
-
-// writeFramed holds the bytes of an outgoing message until its last frame
-// is complete, then writes them in one syscall (zmq4 writes each frame's
-// header and body separately). Only zmq4's sending goroutine for this
-// connection writes (single writer).
-func (c *trackedConn) writeFramed(b []byte) (int, error) {
-	ended := c.wframes.feed(b)
-	if !ended && len(c.wbuf)+len(b) <= wbufMax {
-		c.wbuf = append(c.wbuf, b...)
-		return len(b), nil
-	}
-	if len(c.wbuf) == 0 {
-		return c.write(b)
-	}
-	if len(c.wbuf)+len(b) <= wbufMax {
-		c.wbuf = append(c.wbuf, b...)
-		_, err := c.write(c.wbuf)
-		c.wbuf = c.wbuf[:0]
-		if err != nil {
-			return 0, err
-		}
-		return len(b), nil
-	}
-	_, err := c.write(c.wbuf)
-	c.wbuf = c.wbuf[:0]
-	if err != nil {
-		return 0, err
-	}
-	return c.write(b)
-}
 
 func (c *trackedConn) write(b []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sock.opts.WriteTimeout))
@@ -549,8 +289,8 @@ func (c *trackedConn) write(b []byte) (int, error) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			// A half-written frame would corrupt the stream: cut the peer
-			// off. The wrapped error is not a timeout, so zmq4 reaps the
-			// connection instead of reusing it.
+			// off. The wrapped error is not a timeout: nothing retries on
+			// this connection.
 			_ = c.Conn.Close()
 			c.down()
 			return n, connError{fmt.Errorf("peer stopped reading for %s", c.sock.opts.WriteTimeout)}
@@ -568,6 +308,7 @@ func (c *trackedConn) Close() error {
 
 func (c *trackedConn) down() {
 	c.downOnce.Do(func() {
+		c.markReady() // a send waiting for the handshake fails at once
 		if t := c.firstTimer.Load(); t != nil {
 			t.Stop()
 		}
@@ -578,7 +319,8 @@ func (c *trackedConn) down() {
 	})
 }
 
-// connError is a non-timeout net.Error so zmq4 marks the connection closed.
+// connError is a non-timeout net.Error: a connection cut for a reason of
+// ours, never worth retrying on.
 type connError struct{ err error }
 
 func (e connError) Error() string   { return e.err.Error() }
@@ -586,10 +328,11 @@ func (e connError) Unwrap() error   { return e.err }
 func (e connError) Timeout() bool   { return false }
 func (e connError) Temporary() bool { return false }
 
-// zmtpParser follows the inbound ZMTP 3.x byte stream: the 64-byte
-// greeting, then frames. It extracts the peer's Identity from its READY
-// command and rejects what zmq4 would mishandle (oversized lengths it would
-// allocate blindly, malformed metadata it would index out of range).
+// zmtpParser follows the inbound ZMTP 3.x byte stream as the gate reads
+// it, in whatever pieces it arrives: the 64-byte greeting, then frames.
+// It extracts the peer's Identity and Socket-Type from its READY command
+// and rejects oversized lengths and malformed metadata before anything
+// is buffered for them.
 type zmtpParser struct {
 	maxFrame   int64
 	maxMessage int64 // 0: no cap beyond maxFrame
@@ -610,11 +353,11 @@ type zmtpParser struct {
 }
 
 const (
-	zmtpGreetingLen = 64
-	flagMore        = 0x01
-	flagLong        = 0x02
-	flagCommand     = 0x04
-	maxCommand      = 1 << 16
+	zmtpGreetingLen = zmtp.GreetingLen
+	flagMore        = zmtp.FlagMore
+	flagLong        = zmtp.FlagLong
+	flagCommand     = zmtp.FlagCommand
+	maxCommand      = zmtp.MaxCommand
 )
 
 func (p *zmtpParser) feed(b []byte) error {
@@ -624,12 +367,8 @@ func (p *zmtpParser) feed(b []byte) error {
 			p.greeting = append(p.greeting, b[:k]...)
 			b = b[k:]
 			if len(p.greeting) == zmtpGreetingLen {
-				g := p.greeting
-				if g[0] != 0xff || g[9] != 0x7f {
-					return errors.New("zmtp: bad greeting signature")
-				}
-				if g[10] < 3 {
-					return fmt.Errorf("zmtp: unsupported version %d.%d", g[10], g[11])
+				if err := zmtp.CheckSignature(p.greeting); err != nil {
+					return fmt.Errorf("zmtp: %w", err)
 				}
 			}
 			continue
@@ -727,32 +466,12 @@ func parseReady(b []byte) (string, error) {
 
 // parseReadyProps returns READY's Identity and Socket-Type properties.
 func parseReadyProps(b []byte) (id, sockType string, err error) {
-	if len(b) < 1 || int(b[0]) > len(b)-1 {
-		return "", "", errors.New("zmtp: truncated command name")
+	c, err := zmtp.ParseCommand(b)
+	if err != nil {
+		return "", "", fmt.Errorf("zmtp: %w", err)
 	}
-	name := string(b[1 : 1+int(b[0])])
-	if name != "READY" {
-		return "", "", fmt.Errorf("zmtp: expected READY command, got %q", name)
+	if c.Name != "READY" {
+		return "", "", fmt.Errorf("zmtp: expected READY command, got %q", c.Name)
 	}
-	b = b[1+int(b[0]):]
-	for len(b) > 0 {
-		kl := int(b[0])
-		if kl == 0 || 1+kl+4 > len(b) {
-			return "", "", errors.New("zmtp: malformed READY property")
-		}
-		key := string(b[1 : 1+kl])
-		vl := binary.BigEndian.Uint32(b[1+kl : 1+kl+4])
-		rest := b[1+kl+4:]
-		if uint64(vl) > uint64(len(rest)) {
-			return "", "", errors.New("zmtp: malformed READY property value")
-		}
-		switch {
-		case strings.EqualFold(key, "Identity"):
-			id = string(rest[:vl])
-		case strings.EqualFold(key, "Socket-Type"):
-			sockType = string(rest[:vl])
-		}
-		b = rest[vl:]
-	}
-	return id, sockType, nil
+	return c.Prop("Identity"), c.Prop("Socket-Type"), nil
 }

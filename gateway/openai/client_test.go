@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsd-project/tsd/internal/npmtest"
+	"github.com/tsd-project/tsd/testkit/npmtest"
 )
 
 // openaiClientDir installs the official openai npm package once into the

@@ -1,8 +1,9 @@
 // Package parsers turns one reply's text into what the OpenAI API returns:
 // content, reasoning_content and tool_calls. It chains a reasoning parser
 // (package reasoning) and a tool-call parser (package toolcall) chosen by
-// name, picks the names a model family gets by default (DefaultFor), and
-// builds and reads the json_schema that enforces tool_choice (toolchoice.go).
+// name (the names, and a model family's defaults, are profiles/parsernames'),
+// and builds and reads the json_schema that enforces tool_choice
+// (toolchoice.go).
 //
 // Wiring into a front end, per request:
 //
@@ -19,6 +20,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
 	"github.com/tsd-project/tsd/gateway/parsers/reasoning"
 	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 // Config picks the parsers for one request.
@@ -44,18 +46,8 @@ type Config struct {
 	ToolChoice ToolChoice
 }
 
-// isHarmony: these names select the harmony parser, which does reasoning
-// and tool calls in one pass.
-func isHarmony(name string) bool {
-	switch name {
-	case "harmony", "gpt_oss", "gpt-oss":
-		return true
-	}
-	return false
-}
-
-// Inkling's TML typed messages are likewise parsed in one pass.
-func isInkling(name string) bool { return name == "inkling" }
+func isHarmony(name string) bool { return parsernames.IsHarmony(name) }
+func isInkling(name string) bool { return parsernames.IsInkling(name) }
 
 // New makes the parser chain for one reply.
 func New(c Config) (delta.Stream, error) {
@@ -92,17 +84,6 @@ func New(c Config) (delta.Stream, error) {
 		return nil, fmt.Errorf("make reply parsers: %w", err)
 	}
 	return &runes{s: &chain{r: r, t: t}}, nil
-}
-
-// Validate checks parser names (for profile or flag validation).
-func Validate(tool, reasoningName string) error {
-	if _, ok := toolcall.Canonical(tool); tool != "" && !ok && !isHarmony(tool) {
-		return fmt.Errorf("tool-call parser %q: unknown", tool)
-	}
-	if _, ok := reasoning.Canonical(reasoningName); !ok && !isHarmony(reasoningName) && !isInkling(reasoningName) {
-		return fmt.Errorf("reasoning parser %q: unknown", reasoningName)
-	}
-	return nil
 }
 
 // RequiresSpecialTokens reports whether the reply must be detokenized with

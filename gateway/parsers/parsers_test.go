@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 type pipelineVector struct {
@@ -108,11 +109,26 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(Config{Reasoning: "nope"}); err == nil {
 		t.Fatal("unknown reasoning parser accepted")
 	}
-	if Validate("pythonic", "passthrough") == nil || Validate("inkling", "inkling") != nil || Validate("kimi_k2", "qwen3") != nil || Validate("gpt_oss", "gpt_oss") != nil {
+	if parsernames.Validate("pythonic", "passthrough") == nil || parsernames.Validate("inkling", "inkling") != nil || parsernames.Validate("kimi_k2", "qwen3") != nil || parsernames.Validate("gpt_oss", "gpt_oss") != nil {
 		t.Fatal("Validate")
 	}
 	if !RequiresSpecialTokens(Config{Tool: "deepseek_v4"}) || RequiresSpecialTokens(Config{Tool: "qwen", Reasoning: "qwen3"}) {
 		t.Fatal("RequiresSpecialTokens")
+	}
+}
+
+// Every name pair the profile schema accepts (profiles/parsernames) makes
+// a parser chain here: the names and the implementations agree.
+func TestEveryValidNameBuilds(t *testing.T) {
+	for _, tool := range append(parsernames.ToolNames(), "") {
+		for _, r := range append(parsernames.ReasoningNames(), "harmony", "inkling") {
+			if parsernames.Validate(tool, r) != nil {
+				continue
+			}
+			if _, err := New(Config{Tool: tool, Reasoning: r}); err != nil {
+				t.Errorf("tool %q reasoning %q: valid by name, yet %v", tool, r, err)
+			}
+		}
 	}
 }
 

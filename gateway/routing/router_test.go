@@ -353,3 +353,5 @@ func TestRouterGoroutine(t *testing.T) {
 		t.Fatalf("panics reported: %v", panics)
 	}
 }
+
+func (m *stickyMap) len() int { return m.lru.Len() }

@@ -110,5 +110,3 @@ func (m *stickyMap) release(e *stickyEntry) {
 		}
 	}
 }
-
-func (m *stickyMap) len() int { return m.lru.Len() }

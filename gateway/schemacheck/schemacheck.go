@@ -97,11 +97,6 @@ func Check(schema []byte, param string) *Error {
 	return v.at(param)
 }
 
-// CheckWith is Check under other limits, without the cache.
-func CheckWith(schema []byte, param string, l Limits) *Error {
-	return check(schema, l).at(param)
-}
-
 func (v verdict) at(param string) *Error {
 	if v.ok {
 		return nil

@@ -177,3 +177,8 @@ func BenchmarkCheckDeepest(b *testing.B) {
 		_ = CheckWith(s, "s", DefaultLimits)
 	}
 }
+
+// CheckWith is Check under other limits, without the cache.
+func CheckWith(schema []byte, param string, l Limits) *Error {
+	return check(schema, l).at(param)
+}

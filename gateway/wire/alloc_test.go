@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"hash/crc32"
 	"runtime"
 	"testing"
 )
@@ -90,4 +91,10 @@ func TestDecodeOutputAllocsPerMessage(t *testing.T) {
 			t.Errorf("rids=%d: %v allocations per message, want at most 6", n, allocs)
 		}
 	}
+}
+
+// DefaultSeed is the seed the engine derives for a request sent with a nil
+// seed: zlib CRC-32 of the rid's UTF-8 bytes (§5.4).
+func DefaultSeed(rid string) int64 {
+	return int64(crc32.ChecksumIEEE([]byte(rid)))
 }

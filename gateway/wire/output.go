@@ -362,20 +362,3 @@ func IsShutdownSentinel(frame []byte) bool { return string(frame) == EngineCoreD
 
 // ErrEngineDead is returned by DecodeOutputFrames for the sentinel.
 var ErrEngineDead = errors.New("engine sent " + EngineCoreDead)
-
-// DecodeOutputFrames decodes one message of the output PULL: the sentinel
-// yields ErrEngineDead, otherwise frame 0 is a slim batch and extra frames
-// are ignored.
-func DecodeOutputFrames(frames [][]byte) (OutputBatch, error) {
-	if len(frames) == 0 {
-		return OutputBatch{}, errors.New("decode output: no frames")
-	}
-	if IsShutdownSentinel(frames[0]) {
-		return OutputBatch{}, ErrEngineDead
-	}
-	o, err := DecodeOutput(frames[0])
-	if err != nil {
-		return OutputBatch{}, fmt.Errorf("decode output: %w", err)
-	}
-	return o, nil
-}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -108,4 +109,21 @@ func TestOutputDecodeErrorsNameField(t *testing.T) {
 	if _, err := EncodeOutput(OutputBatch{RIDs: []string{"a"}}); err == nil {
 		t.Error("encoded a ragged batch")
 	}
+}
+
+// DecodeOutputFrames decodes one message of the output PULL: the sentinel
+// yields ErrEngineDead, otherwise frame 0 is a slim batch and extra frames
+// are ignored.
+func DecodeOutputFrames(frames [][]byte) (OutputBatch, error) {
+	if len(frames) == 0 {
+		return OutputBatch{}, errors.New("decode output: no frames")
+	}
+	if IsShutdownSentinel(frames[0]) {
+		return OutputBatch{}, ErrEngineDead
+	}
+	o, err := DecodeOutput(frames[0])
+	if err != nil {
+		return OutputBatch{}, fmt.Errorf("decode output: %w", err)
+	}
+	return o, nil
 }

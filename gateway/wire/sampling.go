@@ -3,7 +3,6 @@ package wire
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strconv"
 )
 
@@ -352,10 +351,4 @@ func (r *reader) readLogitBias() ([]LogitBias, error) {
 		}
 	}
 	return out, nil
-}
-
-// DefaultSeed is the seed the engine derives for a request sent with a nil
-// seed: zlib CRC-32 of the rid's UTF-8 bytes (§5.4).
-func DefaultSeed(rid string) int64 {
-	return int64(crc32.ChecksumIEEE([]byte(rid)))
 }

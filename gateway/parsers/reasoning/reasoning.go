@@ -17,10 +17,10 @@ package reasoning
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 // family is one think-block format.
@@ -55,36 +55,14 @@ var families = map[string]family{
 	"kimi_k3":        {"<|open|>think<|sep|>", "<|close|>think<|sep|>", false},
 }
 
-var aliases = map[string]string{
-	"deepseek-r1": "deepseek_r1", "deepseek_v4": "deepseek_v31", "qwen": "qwen3",
-	"glm47": "glm45", "glm47_moe": "glm45", "kimik3": "kimi_k3",
-}
-
 // Canonical resolves an alias to SMG's name; ok is false when no parser
-// has the name. "passthrough" and "" are valid (no reasoning split).
-func Canonical(name string) (string, bool) {
-	if a, ok := aliases[name]; ok {
-		name = a
-	}
-	if name == "" || name == "passthrough" {
-		return "passthrough", true
-	}
-	_, ok := families[name]
-	return name, ok
-}
+// has the name. "passthrough" and "" are valid (no reasoning split). The
+// names and aliases are profiles/parsernames' table, which
+// TestFamiliesAreTheNameTable holds equal to families.
+func Canonical(name string) (string, bool) { return parsernames.Reasoning(name) }
 
 // Names lists every name New accepts, sorted.
-func Names() []string {
-	n := []string{"passthrough"}
-	for k := range families {
-		n = append(n, k)
-	}
-	for k := range aliases {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
+func Names() []string { return parsernames.ReasoningNames() }
 
 // Options are per-request facts.
 type Options struct {

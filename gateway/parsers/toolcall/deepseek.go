@@ -175,8 +175,8 @@ func parseDSML(_, body string, o *Options) ([]found, bool) {
 }
 
 func init() {
-	register("deepseek", deepseekV3Format, "deepseek_v3", "deepseekv3")
-	register("deepseek31", deepseekV31Format, "deepseek_v31", "deepseekv31")
-	register("deepseek32", dsmlFormat("function_calls"), "deepseek_v32")
-	register("deepseek_v4", dsmlFormat("tool_calls"), "deepseekv4")
+	register("deepseek", deepseekV3Format)
+	register("deepseek31", deepseekV31Format)
+	register("deepseek32", dsmlFormat("function_calls"))
+	register("deepseek_v4", dsmlFormat("tool_calls"))
 }

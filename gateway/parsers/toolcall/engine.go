@@ -23,10 +23,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
+	"github.com/tsd-project/tsd/profiles/parsernames"
 )
 
 // Options are per-request facts a parser may use.
@@ -286,44 +286,19 @@ func (passthrough) Push(c string) []delta.Delta {
 }
 func (passthrough) Finish() []delta.Delta { return nil }
 
-// registry maps SMG's parser names (and the aliases users type) to formats.
+// registry maps SMG's canonical parser names to formats; the names and
+// the aliases users type are profiles/parsernames' table, which
+// TestRegistryIsTheNameTable holds equal to this one.
 var registry = map[string]func() *format{}
 
-// aliases maps other spellings to the SMG name.
-var aliases = map[string]string{}
-
-func register(name string, f func() *format, alias ...string) {
-	registry[name] = f
-	for _, a := range alias {
-		aliases[a] = name
-	}
-}
+func register(name string, f func() *format) { registry[name] = f }
 
 // Canonical resolves an alias ("hermes", "kimi_k2", "glm45") to SMG's
 // name; ok is false for a name no parser has.
-func Canonical(name string) (string, bool) {
-	if a, ok := aliases[name]; ok {
-		name = a
-	}
-	if name == "passthrough" || name == "harmony" || name == "inkling" {
-		return name, true
-	}
-	_, ok := registry[name]
-	return name, ok
-}
+func Canonical(name string) (string, bool) { return parsernames.Tool(name) }
 
 // Names lists every parser name and alias New accepts, sorted.
-func Names() []string {
-	names := []string{"passthrough", "harmony", "inkling"}
-	for n := range registry {
-		names = append(names, n)
-	}
-	for a := range aliases {
-		names = append(names, a)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return parsernames.ToolNames() }
 
 // New makes a parser for one reply. "" means passthrough.
 func New(name string, o Options) (delta.Stream, error) {

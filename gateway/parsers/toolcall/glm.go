@@ -63,6 +63,6 @@ func parseGLM(_, body string, o *Options) ([]found, bool) {
 }
 
 func init() {
-	register("glm45_moe", glmFormat, "glm45", "glm4_moe")
-	register("glm47_moe", glmFormat, "glm47")
+	register("glm45_moe", glmFormat)
+	register("glm47_moe", glmFormat)
 }

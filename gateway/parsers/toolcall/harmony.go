@@ -166,8 +166,3 @@ func firstWord(s string) string {
 	}
 	return s
 }
-
-func init() {
-	aliases["gpt_oss"] = "harmony"
-	aliases["gpt-oss"] = "harmony"
-}

@@ -159,6 +159,6 @@ func parseKimiK3(_, body string, o *Options) ([]found, bool) {
 }
 
 func init() {
-	register("kimik2", kimiK2Format, "kimi_k2")
-	register("kimi_k3", kimiK3Format, "kimik3")
+	register("kimik2", kimiK2Format)
+	register("kimi_k3", kimiK3Format)
 }

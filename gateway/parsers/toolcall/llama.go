@@ -80,6 +80,6 @@ func jsonFormat() *format {
 }
 
 func init() {
-	register("llama", llamaFormat, "llama3", "llama32")
+	register("llama", llamaFormat)
 	register("json", jsonFormat)
 }

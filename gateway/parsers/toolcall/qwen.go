@@ -134,7 +134,7 @@ func parseQwenXML(_, body string, o *Options) ([]found, bool) {
 }
 
 func init() {
-	register("qwen", qwenFormat, "hermes")
-	register("qwen_xml", qwenXMLFormat, "qwen3_coder")
+	register("qwen", qwenFormat)
+	register("qwen_xml", qwenXMLFormat)
 	register("qwen_coder", qwenXMLFormat)
 }

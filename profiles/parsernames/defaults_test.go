@@ -1,8 +1,9 @@
-package parsers
+package parsernames
 
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -71,4 +72,32 @@ func TestReasoningByName(t *testing.T) {
 			t.Errorf("ReasoningByName(%s) = %s, want %s", m, got, want)
 		}
 	}
+}
+
+// smgReasoningNames is SMG's model-name → reasoning-parser patterns
+// (crates/reasoning_parser/src/factory.rs), in order: the first pattern
+// the lower-cased name contains wins. `ts serve` overrides it with
+// passthrough, so tsd keeps it only to test against SMG's table.
+var smgReasoningNames = [][2]string{
+	{"deepseek-r1", "deepseek_r1"}, {"deepseek-v3.1", "deepseek_v31"}, {"deepseek-v3-1", "deepseek_v31"},
+	{"qwen3-thinking", "qwen3_thinking"}, {"qwen-thinking", "qwen3_thinking"}, {"qwen3", "qwen3"}, {"qwen", "qwen3"},
+	{"glm45", "glm45"}, {"glm47", "glm45"}, {"glm-5", "glm45"},
+	{"kimi-k2-thinking", "kimi_thinking"}, {"kimi-k2.5", "kimi_k25"}, {"kimi-k3", "kimi_k3"}, {"kimi_k3", "kimi_k3"},
+	{"kimi", "kimi"}, {"step3", "step3"}, {"minimax", "minimax"}, {"command-r", "cohere_cmd"},
+	{"nemotron-nano", "nano_v3"}, {"inkling", "inkling"},
+}
+
+// ReasoningByName is SMG's own reasoning-parser choice for a model name,
+// "passthrough" when none matches or tsd has no such parser.
+func ReasoningByName(model string) string {
+	lower := strings.ToLower(model)
+	for _, p := range smgReasoningNames {
+		if strings.Contains(lower, p[0]) {
+			if _, ok := Reasoning(p[1]); ok {
+				return p[1]
+			}
+			return "passthrough"
+		}
+	}
+	return "passthrough"
 }

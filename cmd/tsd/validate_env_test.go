@@ -9,7 +9,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 )
 
-// Pins (issue 21): tsd validate warns about MC_INTRANODE_NVLINK in tsd's
+// Pins: tsd validate warns about MC_INTRANODE_NVLINK in tsd's
 // own environment even without --preflight, and still says ok.
 func TestValidateWarnsNVLinkInEnv(t *testing.T) {
 	t.Parallel()

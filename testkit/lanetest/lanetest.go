@@ -136,11 +136,8 @@ func listen(s zmq4.Socket, ep string) (string, error) {
 	return ep, nil
 }
 
-// HandshakeHost and HandshakePort are what an engine gets as
-// --data-parallel-address / --data-parallel-rpc-port.
-func (f *Frontend) HandshakeHost() string { return "127.0.0.1" }
-
-// HandshakePort is the bound handshake port.
+// HandshakePort is the bound handshake port: what an engine gets as
+// --data-parallel-rpc-port (its address is 127.0.0.1).
 func (f *Frontend) HandshakePort() int {
 	_, p, _ := net.SplitHostPort(f.handshake[len("tcp://"):])
 	n, _ := strconv.Atoi(p)

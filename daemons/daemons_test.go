@@ -1,4 +1,4 @@
-package registry
+package daemons
 
 import (
 	"errors"
@@ -241,3 +241,6 @@ func TestSetPorts(t *testing.T) {
 		t.Fatalf("claimed %v %v", claimed, err)
 	}
 }
+
+// Path is the registry's folder.
+func (r *Registry) Path() string { return r.dir }

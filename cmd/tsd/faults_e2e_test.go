@@ -1,11 +1,10 @@
 package main
 
-// Issue 14's done-when, end to end: bin/tsd up --headless on ts-fake
+// Faults under load, end to end: bin/tsd up --headless on ts-fake
 // engines (one prefill with dp 2, two decode replicas) under steady
 // streaming load.
 
 import (
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,20 +12,6 @@ import (
 
 	"github.com/tsd-project/tsd/snapshot"
 )
-
-// gatewayDrains says whether the embedded gateway keeps a role's
-// in-flight requests running after SetRouted(false) (the drain contract
-// in supervisor/gateway.go). Until the gateway side of issue 14 is merged
-// it still ends them, so the drain tests would fail for the gateway's
-// reason; TSD_E2E_DRAIN=1 runs them anyway. Set true at that merge.
-const gatewayDrains = true
-
-func needDrainingGateway(t *testing.T) {
-	t.Helper()
-	if !gatewayDrains && os.Getenv("TSD_E2E_DRAIN") != "1" {
-		t.Skip("needs the gateway's drain (SetRouted(false) keeps in-flight requests); set gatewayDrains or TSD_E2E_DRAIN=1")
-	}
-}
 
 func waitFirstOK(t *testing.T, l *load) {
 	t.Helper()
@@ -41,7 +26,6 @@ func waitFirstOK(t *testing.T, l *load) {
 // streams fails no request: each decode drains before it stops, and the
 // other carries the traffic until it is back.
 func TestE2ERollingRestartUnderLoad(t *testing.T) {
-	needDrainingGateway(t)
 	d, base := fake1P2D(t, "", "")
 	before := d.status()
 	l := startLoad(base, 64, 50, 60*time.Second)
@@ -71,7 +55,6 @@ func TestE2ERollingRestartUnderLoad(t *testing.T) {
 // completes or ends with an error only once restart.drain_timeout has
 // passed; nothing hangs or is cut short silently.
 func TestE2ERestartOneDecodeDrains(t *testing.T) {
-	needDrainingGateway(t)
 	const drain = 3 * time.Second
 	d, base := fake1P2D(t, "", "    restart: {drain_timeout: 3s}")
 	// 600 tokens at 100/s: some requests outlive the drain.
@@ -103,8 +86,8 @@ func TestE2ERestartOneDecodeDrains(t *testing.T) {
 	}
 }
 
-// SIGSTOP of one decode rank under load (issue 14: "ready" for 294 s and
-// half the traffic): no request waits more than stall_timeout + 5 s, and
+// SIGSTOP of one decode rank under load (a stopped rank once showed
+// "ready" for 294 s and took half the traffic): no request waits more than stall_timeout + 5 s, and
 // after SIGCONT the rank serves again within 10 s.
 func TestE2EStoppedDecodeRankUnderLoad(t *testing.T) {
 	const stallTimeout = 5 * time.Second

@@ -1,4 +1,4 @@
-package parsers
+package parsernames
 
 import (
 	"encoding/json"
@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/tsd-project/tsd/gateway/parsers/reasoning"
-	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
 )
 
 // ModelFacts are what the defaults look at: the model path or id, and
@@ -60,7 +57,7 @@ func DefaultFor(modelPath string) (toolParser, reasoningParser string) {
 // parser, so SMG picks the tool parser per request from the model name
 // (ToolByName, SMG's table); GPT-OSS (id contains gpt-oss, model_type
 // gpt_oss, GptOssForCausalLM) runs SMG's harmony pipeline for both.
-// ToolByName returns only names this package implements (SMG's pythonic,
+// ToolByName returns only names tsd implements (SMG's pythonic,
 // mistral, step3, minimax_m2, cohere and sarashina are not: those models
 // get passthrough).
 func Defaults(m ModelFacts) (toolParser, reasoningParser string) {
@@ -90,7 +87,7 @@ func Defaults(m ModelFacts) (toolParser, reasoningParser string) {
 // smgToolNames is SMG's model-name → tool-parser table
 // (crates/tool_parser/src/factory.rs): a pattern matches when the model
 // name, lower-cased, contains its stem; the longest stem wins. Parsers
-// this package lacks stay in the table so that, say, llama-4 (pythonic)
+// tsd lacks stay in the table so that, say, llama-4 (pythonic)
 // does not fall through to llama-'s json.
 var smgToolNames = map[string]string{
 	"gpt-4": "json", "gpt-3.5": "json", "gpt-4o": "json", "claude-": "json",
@@ -116,7 +113,7 @@ var smgToolNames = map[string]string{
 
 // ToolByName is SMG's choice of tool parser for a model name (the
 // longest matching stem of smgToolNames), "passthrough" when none matches
-// or when this package has no such parser.
+// or when tsd has no such parser.
 func ToolByName(model string) string {
 	lower := strings.ToLower(model)
 	best, name := "", "passthrough"
@@ -125,36 +122,8 @@ func ToolByName(model string) string {
 			best, name = stem, p
 		}
 	}
-	if _, ok := toolcall.Canonical(name); !ok {
+	if _, ok := Tool(name); !ok {
 		return "passthrough"
 	}
 	return name
-}
-
-// smgReasoningNames is SMG's model-name → reasoning-parser patterns
-// (crates/reasoning_parser/src/factory.rs), in order: the first pattern
-// the lower-cased name contains wins. `ts serve` overrides this with
-// passthrough, so it is offered for a profile that asks for "auto".
-var smgReasoningNames = [][2]string{
-	{"deepseek-r1", "deepseek_r1"}, {"deepseek-v3.1", "deepseek_v31"}, {"deepseek-v3-1", "deepseek_v31"},
-	{"qwen3-thinking", "qwen3_thinking"}, {"qwen-thinking", "qwen3_thinking"}, {"qwen3", "qwen3"}, {"qwen", "qwen3"},
-	{"glm45", "glm45"}, {"glm47", "glm45"}, {"glm-5", "glm45"},
-	{"kimi-k2-thinking", "kimi_thinking"}, {"kimi-k2.5", "kimi_k25"}, {"kimi-k3", "kimi_k3"}, {"kimi_k3", "kimi_k3"},
-	{"kimi", "kimi"}, {"step3", "step3"}, {"minimax", "minimax"}, {"command-r", "cohere_cmd"},
-	{"nemotron-nano", "nano_v3"}, {"inkling", "inkling"},
-}
-
-// ReasoningByName is SMG's own reasoning-parser choice for a model name,
-// "passthrough" when none matches or this package has no such parser.
-func ReasoningByName(model string) string {
-	lower := strings.ToLower(model)
-	for _, p := range smgReasoningNames {
-		if strings.Contains(lower, p[0]) {
-			if _, ok := reasoning.Canonical(p[1]); ok {
-				return p[1]
-			}
-			return "passthrough"
-		}
-	}
-	return "passthrough"
 }

@@ -1,7 +1,8 @@
-// Package registry records the tsd daemons running for this user, so that
+// Package daemons is the registry of the tsd daemons running for this
+// user (not Prometheus' registry, nor the lane's ranks), so that
 // `tsd ls|status|restart|stop|logs|attach` find a deployment by name or
-// profile from any directory, two `tsd up` of one name are refused, and two
-// planners on one host never pick the same port.
+// profile from any directory, two `tsd up` of one name are refused, and
+// two planners on one host never pick the same port.
 //
 // It is a folder (mode 0700) of one JSON file per running daemon, plus a
 // lock file: whoever checks and then adds an entry holds an exclusive flock
@@ -11,7 +12,7 @@
 // unless the entry's Records folder still holds files: a daemon killed
 // with its guardians may have left engines running, so its entry stays,
 // listed by Dead, until whoever reaps them (tsd stop NAME) removes it.
-package registry
+package daemons
 
 import (
 	"encoding/json"
@@ -83,9 +84,6 @@ func Open(dir string) (*Registry, error) {
 	}
 	return &Registry{dir: dir}, nil
 }
-
-// Path is the registry's folder.
-func (r *Registry) Path() string { return r.dir }
 
 // Lock takes the registry's exclusive lock; the returned function drops it.
 // Hold it from the checks (name free, ports unclaimed) to Add.

@@ -10,9 +10,10 @@ import (
 
 const pd = "  - {name: prefill, gpus: [0]}\n  - {name: decode, gpus: [1]}\n"
 
-// Pins (issue 21): the new rules each report an error naming the key and
-// the line it is on, like TestValidationRules.
-func TestIssue21Rules(t *testing.T) {
+// Pins: the rules on planned flags, devices, GPU sharing and Ascend each
+// report an error naming the key and the line it is on, like
+// TestValidationRules.
+func TestDeviceAndFlagRules(t *testing.T) {
 	t.Parallel()
 	var cases []ruleCase
 	// Flags that change the rank count behind the planner's back.
@@ -59,9 +60,9 @@ func TestIssue21Rules(t *testing.T) {
 	}
 }
 
-// Pins (issue 21): warnings of the new rules land in the plan, naming the
+// Pins: warnings of those rules land in the plan, naming the
 // key and line; and what must not warn, does not.
-func TestIssue21Warnings(t *testing.T) {
+func TestDeviceAndFlagWarnings(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name, src string
