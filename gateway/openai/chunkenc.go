@@ -140,4 +140,4 @@ func (e *completionChunkEnc) finish(index int, reason string, matched any) []byt
 func (s *sse) write(event []byte) { s.s.Write(event); s.sync() }
 
 // flush pushes what write left buffered to the client.
-func (s *sse) flush() { s.s.Flush() }
+func (s *sse) flush() { s.s.Flush(); s.sync() }

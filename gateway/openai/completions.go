@@ -197,7 +197,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	created := s.opts.Now().Unix()
-	pieces := s.runAll(ctx, p, reqs, idx)
 	promptOf := func(index int) int { return index / p.n }
 	echo := func(index int) string {
 		if req.Echo {
@@ -205,6 +204,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		return ""
 	}
+	if p.stream && total == 1 {
+		s.streamOneCompletion(ctx, w, cancel, p, id, created, reqs[0], echo, promptOf)
+		return
+	}
+	pieces := s.runAll(ctx, p, reqs, idx)
 	if p.stream {
 		s.streamCompletions(w, cancel, p, id, created, total, pieces, echo, promptOf)
 		return
@@ -226,63 +230,116 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, resp)
 }
 
+// completionStream writes one completions stream: a piece at a time,
+// from the handler goroutine only.
+type completionStream struct {
+	s        *Server
+	out      *sse
+	enc      *completionChunkEnc
+	cancel   context.CancelFunc
+	p        *plan
+	id       string
+	created  int64
+	started  []bool
+	offsets  []int
+	echo     func(int) string
+	promptOf func(int) int
+	u        Usage
+	ps       prompts
+	failed   bool
+}
+
+func (s *Server) newCompletionStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, total int, echo func(int) string, promptOf func(int) int) *completionStream {
+	return &completionStream{s: s, out: newSSE(w), enc: newCompletionChunkEnc(id, created, p.model), cancel: cancel, p: p, id: id, created: created,
+		started: make([]bool, total), offsets: make([]int, total), echo: echo, promptOf: promptOf}
+}
+
+// streamCompletions writes the stream of the pieces of several samples
+// (n > 1, or several prompts), each from its own runner.
 func (s *Server) streamCompletions(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, total int, pieces <-chan piece, echo func(int) string, promptOf func(int) int) {
-	out := newSSE(w)
-	enc := newCompletionChunkEnc(id, created, p.model)
-	chunk := func(c completionChoice) completionResponse {
-		return completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{c}}
-	}
-	started := make([]bool, total)
-	offsets := make([]int, total)
-	var u Usage
-	var ps prompts
-	failed := false
+	cs := s.newCompletionStream(w, cancel, p, id, created, total, echo, promptOf)
 	for pc := range pieces {
-		if failed {
-			continue
-		}
-		if pc.err != nil {
-			failed = true
-			cancel()
-			out.fail(pc.err)
-			continue
-		}
-		text := pc.text
-		if !started[pc.index] {
-			started[pc.index] = true
-			text = echo(pc.index) + text
-		}
-		// As in streamChat: encoded without json.Marshal, flushed once
-		// for every piece already waiting.
-		if text != "" || len(pc.logprobs) > 0 {
-			if p.logprobs {
-				c := completionChoice{Index: pc.index, Text: text}
-				c.Logprobs = s.completionLogprobs(pc.logprobs, p.topLogprobs, offsets[pc.index])
-				out.send(chunk(c))
-			} else {
-				out.write(enc.text(pc.index, text))
-			}
-			offsets[pc.index] += len(text)
-		}
-		if pc.finish != "" {
-			out.write(enc.finish(pc.index, pc.finish, pc.matched))
-			u.CompletionTokens += pc.completion
-			ps.add(promptOf(pc.index), pc)
-		}
-		if len(pieces) == 0 {
+		cs.take(pc, len(pieces) > 0)
+	}
+	cs.end()
+}
+
+// streamOneCompletion writes the stream of one sample read in the
+// handler's own goroutine, as chat's streamOne: one wake-up per output,
+// no goroutine between (docs/architecture.md §14).
+func (s *Server) streamOneCompletion(ctx context.Context, w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, req tokenapi.Request, echo func(int) string, promptOf func(int) int) {
+	cs := s.newCompletionStream(w, cancel, p, id, created, 1, echo, promptOf)
+	emit := func(pc piece) bool {
+		cs.take(pc, pc.more)
+		return !cs.failed && !cs.out.failed
+	}
+	func() {
+		defer s.recoverRunner(0, emit) // the runner's boundary, as in runAll
+		s.runSample(ctx, p, req, 0, emit)
+	}()
+	cs.end()
+}
+
+// take writes one piece; more: another is already waiting, so the write
+// is left unflushed (one flush covers them all).
+func (cs *completionStream) take(pc piece, more bool) {
+	if cs.failed {
+		return
+	}
+	out, enc, p := cs.out, cs.enc, cs.p
+	if pc.err != nil {
+		cs.failed = true
+		cs.cancel()
+		out.fail(pc.err)
+		return
+	}
+	if pc.flush {
+		if !more {
 			out.flush()
 		}
-		if out.failed {
-			cancel()
-		}
+		return
 	}
+	text := pc.text
+	if !cs.started[pc.index] {
+		cs.started[pc.index] = true
+		text = cs.echo(pc.index) + text
+	}
+	// As in chat: encoded without json.Marshal, flushed once for every
+	// piece already waiting.
+	if text != "" || len(pc.logprobs) > 0 {
+		if p.logprobs {
+			c := completionChoice{Index: pc.index, Text: text}
+			c.Logprobs = cs.s.completionLogprobs(pc.logprobs, p.topLogprobs, cs.offsets[pc.index])
+			out.send(completionResponse{ID: cs.id, Object: "text_completion", Created: cs.created, Model: p.model, Choices: []completionChoice{c}})
+		} else {
+			out.write(enc.text(pc.index, text))
+		}
+		cs.offsets[pc.index] += len(text)
+	}
+	if pc.finish != "" {
+		out.write(enc.finish(pc.index, pc.finish, pc.matched))
+		cs.u.CompletionTokens += pc.completion
+		cs.ps.add(cs.promptOf(pc.index), pc)
+	}
+	if !more {
+		out.flush()
+	}
+	if out.failed {
+		cs.cancel()
+	}
+}
+
+// end closes the stream: the usage chunk when asked, then [DONE].
+func (cs *completionStream) end() {
+	out, p := cs.out, cs.p
 	if out.failed && !out.started {
 		return
 	}
-	if p.includeUsage && !failed {
-		ps.into(&u)
+	if p.includeUsage && !cs.failed {
+		u := cs.u
+		cs.ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
-		out.send(completionResponse{ID: id, Object: "text_completion", Created: created, Model: p.model, Choices: []completionChoice{}, Usage: &u})
+		out.send(completionResponse{ID: cs.id, Object: "text_completion", Created: cs.created, Model: p.model, Choices: []completionChoice{}, Usage: &u})
 	}
 	out.done()
 }

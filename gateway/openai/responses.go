@@ -589,8 +589,12 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	for i := range run.reqs {
 		run.reqs[i].RoutingKey = run.p.routingKey
 	}
-	pieces := s.runAll(ctx, run.p, run.reqs, []int{0})
 	b := &itemBuilder{obj: &run.obj}
+	if run.p.stream && len(run.reqs) == 1 {
+		s.streamOneResponse(ctx, w, cancel, run, b)
+		return
+	}
+	pieces := s.runAll(ctx, run.p, run.reqs, []int{0})
 	if run.p.stream {
 		s.streamResponse(w, cancel, run, b, pieces)
 		return
@@ -809,74 +813,142 @@ func (b *itemBuilder) finish(finish string, u Usage) {
 		InputTokensDetails: map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
 }
 
-// streamResponse writes the Responses event stream: response.created and
+// respStream writes the Responses event stream: response.created and
 // .in_progress, then each item's added / delta / done events, then
 // response.completed (or .incomplete) with the whole response; an error
-// after the start is an "error" event and response.failed.
-func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc, run *respRun, b *itemBuilder, pieces <-chan piece) {
-	out := newSSE(w)
-	seq := 0
-	event := func(typ string, fields map[string]any) {
-		m := map[string]any{"type": typ, "sequence_number": seq}
-		for k, v := range fields {
-			m[k] = v
-		}
-		seq++
-		out.event(typ, chatMessage(m))
+// after the start is an "error" event and response.failed. Only the
+// handler goroutine touches it.
+type respStream struct {
+	s      *Server
+	out    *sse
+	cancel context.CancelFunc
+	run    *respRun
+	b      *itemBuilder
+	rp     *replyParser
+	seq    int
+	ended  bool // an error or the final event went out
+}
+
+func (s *Server) newRespStream(w http.ResponseWriter, cancel context.CancelFunc, run *respRun, b *itemBuilder) *respStream {
+	rs := &respStream{s: s, out: newSSE(w), cancel: cancel, run: run, b: b}
+	b.emit = rs.event
+	return rs
+}
+
+// event writes one event, unflushed: take flushes once per piece, or
+// once for every piece already waiting.
+func (rs *respStream) event(typ string, fields map[string]any) {
+	m := map[string]any{"type": typ, "sequence_number": rs.seq}
+	for k, v := range fields {
+		m[k] = v
 	}
-	b.emit = event
-	snapshot := func() responseObject {
-		o := run.obj
-		o.Output = append([]*outputItem{}, o.Output...)
-		return o
-	}
-	event("response.created", map[string]any{"response": snapshot()})
-	event("response.in_progress", map[string]any{"response": snapshot()})
-	rp, e := run.ag.newReply()
+	rs.seq++
+	rs.out.writeEvent(typ, chatMessage(m))
+}
+
+func (rs *respStream) snapshot() responseObject {
+	o := rs.run.obj
+	o.Output = append([]*outputItem{}, o.Output...)
+	return o
+}
+
+// start sends response.created and .in_progress; false: the stream
+// already ended (its reply parser could not be made).
+func (rs *respStream) start() bool {
+	rs.event("response.created", map[string]any{"response": rs.snapshot()})
+	rs.event("response.in_progress", map[string]any{"response": rs.snapshot()})
+	rp, e := rs.run.ag.newReply()
 	if e != nil {
-		cancel()
-		event("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil})
+		rs.cancel()
+		rs.event("error", map[string]any{"code": e.Code, "message": e.Message, "param": nil})
+		rs.ended = true
+	}
+	rs.rp = rp
+	rs.out.flush()
+	return !rs.ended
+}
+
+// take writes one piece's events; more: another is already waiting, so
+// they are left unflushed. False: nothing more is wanted (an error
+// ended the stream, or the client went away).
+func (rs *respStream) take(pc piece, more bool) bool {
+	if rs.ended {
+		return false
+	}
+	run, b, out := rs.run, rs.b, rs.out
+	if pc.err != nil {
+		rs.cancel()
+		run.obj.Status = "failed"
+		run.obj.Error = map[string]string{"code": pc.err.Code, "message": pc.err.Message}
+		rs.event("error", map[string]any{"code": pc.err.Code, "message": pc.err.Message, "param": nil})
+		rs.event("response.failed", map[string]any{"response": rs.snapshot()})
+		out.flush()
+		rs.ended = true
+		return false
+	}
+	if pc.flush {
+		if !more {
+			out.flush()
+		}
+		return !out.failed
+	}
+	var ds []delta.Delta
+	if run.ag.active {
+		ds = rs.rp.push(pc.text)
+		if pc.finish != "" {
+			ds = append(ds, rs.rp.finish()...)
+		}
+	} else if pc.text != "" {
+		ds = []delta.Delta{{Kind: delta.Content, Text: pc.text}}
+	}
+	if run.p.logprobs {
+		b.addLogprobs(rs.s.logprobEntries(pc.logprobs, run.p.topLogprobs))
+	}
+	b.add(ds)
+	if pc.finish != "" {
+		var u Usage
+		u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens = pc.prompt, pc.completion, pc.cached
+		b.finish(pc.finish, u)
+		body := rs.s.keepResponse(run)
+		typ := "response.completed"
+		if run.obj.Status == "incomplete" {
+			typ = "response.incomplete"
+		}
+		rs.event(typ, map[string]any{"response": json.RawMessage(body)})
+		rs.ended = true
+	}
+	if !more || rs.ended {
+		out.flush()
+	}
+	if out.failed {
+		rs.cancel() // the client went away
+		return false
+	}
+	return true
+}
+
+// streamResponse writes the stream of the pieces of a runner goroutine.
+func (s *Server) streamResponse(w http.ResponseWriter, cancel context.CancelFunc, run *respRun, b *itemBuilder, pieces <-chan piece) {
+	rs := s.newRespStream(w, cancel, run, b)
+	if !rs.start() {
 		return
 	}
-	var u Usage
 	for pc := range pieces {
-		if pc.err != nil {
-			cancel()
-			run.obj.Status = "failed"
-			run.obj.Error = map[string]string{"code": pc.err.Code, "message": pc.err.Message}
-			event("error", map[string]any{"code": pc.err.Code, "message": pc.err.Message, "param": nil})
-			event("response.failed", map[string]any{"response": snapshot()})
-			for range pieces {
-			}
-			return
-		}
-		var ds []delta.Delta
-		if run.ag.active {
-			ds = rp.push(pc.text)
-			if pc.finish != "" {
-				ds = append(ds, rp.finish()...)
-			}
-		} else if pc.text != "" {
-			ds = []delta.Delta{{Kind: delta.Content, Text: pc.text}}
-		}
-		if run.p.logprobs {
-			b.addLogprobs(s.logprobEntries(pc.logprobs, run.p.topLogprobs))
-		}
-		b.add(ds)
-		if pc.finish != "" {
-			u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens = pc.prompt, pc.completion, pc.cached
-			b.finish(pc.finish, u)
-			body := s.keepResponse(run)
-			typ := "response.completed"
-			if run.obj.Status == "incomplete" {
-				typ = "response.incomplete"
-			}
-			event(typ, map[string]any{"response": json.RawMessage(body)})
-		}
-		if out.failed {
-			cancel() // the client went away
-		}
+		rs.take(pc, len(pieces) > 0)
 	}
+}
+
+// streamOneResponse writes the stream of the one sample read in the
+// handler's own goroutine, as chat's streamOne: one wake-up per output,
+// no goroutine between (docs/architecture.md §14).
+func (s *Server) streamOneResponse(ctx context.Context, w http.ResponseWriter, cancel context.CancelFunc, run *respRun, b *itemBuilder) {
+	rs := s.newRespStream(w, cancel, run, b)
+	if !rs.start() {
+		return
+	}
+	emit := func(pc piece) bool { return rs.take(pc, pc.more) }
+	defer s.recoverRunner(0, emit) // the runner's boundary, as in runAll
+	s.runSample(ctx, run.p, run.reqs[0], 0, emit)
 }
 
 func (s *Server) getResponse(w http.ResponseWriter, r *http.Request) {
@@ -917,6 +989,7 @@ func (it *outputItem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// event writes one named server-sent event (the Responses stream names
-// each event by its type; chat streams send data lines only).
-func (s *sse) event(name string, data []byte) { s.s.Event(name, data); s.sync() }
+// writeEvent writes one named server-sent event, unflushed (the
+// Responses stream names each event by its type; chat streams send data
+// lines only).
+func (s *sse) writeEvent(name string, data []byte) { s.s.WriteEvent(name, data); s.sync() }

@@ -25,14 +25,41 @@ func (t *Tokenizer) NewDecodeStream(skipSpecial bool) *DecodeStream {
 
 // Step adds one token and returns the text that became final.
 func (d *DecodeStream) Step(id int32) string {
+	if s, ok := d.whole(id); ok {
+		return s
+	}
 	d.pending = d.t.DecodeBytes(d.pending, []int32{id}, d.skipSpecial)
 	return d.take()
 }
 
 // StepMany adds several tokens and returns the text that became final.
 func (d *DecodeStream) StepMany(ids []int32) string {
+	if len(ids) == 1 {
+		return d.Step(ids[0])
+	}
 	d.pending = d.t.DecodeBytes(d.pending, ids, d.skipSpecial)
 	return d.take()
+}
+
+// whole is the steady path of a step: with nothing held back, a token
+// whose bytes are complete UTF-8 on their own (most of any vocabulary)
+// is final as it is, and its text is the tokenizer's own string, so the
+// step allocates nothing. It gives the bytes take would: take emits all
+// of valid UTF-8 (incompleteTail is 0) unchanged (lossyString copies
+// valid input as is). Anything else (a piece of a character, bytes held
+// from before, an id out of range) takes the byte path.
+func (d *DecodeStream) whole(id int32) (string, bool) {
+	t := d.t
+	if len(d.pending) > 0 || id < 0 || int(id) >= len(t.idText) {
+		return "", false
+	}
+	if d.skipSpecial && t.isSpecial[id] {
+		return "", true
+	}
+	if !t.idWhole[id] {
+		return "", false
+	}
+	return t.idText[id], true
 }
 
 func (d *DecodeStream) take() string {

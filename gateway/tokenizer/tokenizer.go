@@ -21,7 +21,13 @@ type Tokenizer struct {
 	added           *addedVocab
 	segs            segCache
 
-	idBytes   [][]byte // token id -> raw bytes it decodes to
+	// idText is what each token id decodes to, its raw bytes held as a
+	// string (possibly not UTF-8: a byte-fallback or byte-level piece of a
+	// character); idWhole marks the ids whose bytes are complete UTF-8 on
+	// their own, so the incremental detokenizer hands out idText[id]
+	// itself, with no allocation, when nothing is pending (stream.go).
+	idText    []string
+	idWhole   []bool
 	idToken   []string // token id -> token string as in the vocabulary
 	isSpecial []bool   // added token with special=true
 
@@ -83,16 +89,20 @@ func (t *Tokenizer) buildIDTable(added []AddedToken) {
 		n = max(n, int(a.ID)+1)
 	}
 	t.idToken = make([]string, n)
-	t.idBytes = make([][]byte, n)
+	t.idText = make([]string, n)
+	t.idWhole = make([]bool, n)
 	t.isSpecial = make([]bool, n)
 	for tok, id := range t.model.vocab {
 		t.idToken[id] = tok
-		t.idBytes[id] = t.tokenBytes(tok)
+		t.idText[id] = string(t.tokenBytes(tok))
 	}
 	for _, a := range added {
 		t.idToken[a.ID] = a.Content
-		t.idBytes[a.ID] = []byte(a.Content)
+		t.idText[a.ID] = a.Content
 		t.isSpecial[a.ID] = a.Special
+	}
+	for id, s := range t.idText {
+		t.idWhole[id] = utf8.ValidString(s)
 	}
 }
 
@@ -234,10 +244,10 @@ func (c *segCache) put(text string, normalized bool, ids []int32) {
 // added tokens marked special. Out-of-range ids decode to nothing.
 func (t *Tokenizer) DecodeBytes(dst []byte, ids []int32, skipSpecial bool) []byte {
 	for _, id := range ids {
-		if id < 0 || int(id) >= len(t.idBytes) || (skipSpecial && t.isSpecial[id]) {
+		if id < 0 || int(id) >= len(t.idText) || (skipSpecial && t.isSpecial[id]) {
 			continue
 		}
-		dst = append(dst, t.idBytes[id]...)
+		dst = append(dst, t.idText[id]...)
 	}
 	return dst
 }
