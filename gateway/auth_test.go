@@ -10,6 +10,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // With api_key_env set, serving routes need the bearer token while the
@@ -132,8 +133,9 @@ func TestBodyLimit(t *testing.T) {
 }
 
 // The rendezvous the gateway hosts (bootstrap_server: tsd) is bound by
-// Bind, before any engine, and answers /health only while the role lives.
-func TestHostedRendezvousFollowsSetAlive(t *testing.T) {
+// Bind, before any engine, and answers /health only while the role's view
+// says it lives.
+func TestHostedRendezvousFollowsTheView(t *testing.T) {
 	t.Parallel()
 	boot := freeAddr(t)
 	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", BootstrapServer: "tsd", Workers: []profiles.WorkerPlan{
@@ -153,11 +155,11 @@ func TestHostedRendezvousFollowsSetAlive(t *testing.T) {
 	if c := health(); c == http.StatusOK {
 		t.Fatalf("health %d before the role is alive", c)
 	}
-	g.SetAlive("p", true)
+	g.SetRole("p", snapshot.RoleView{Alive: true, Reason: "starting"})
 	if c := health(); c != http.StatusOK {
 		t.Fatalf("health %d while alive", c)
 	}
-	g.SetAlive("p", false)
+	g.SetRole("p", snapshot.RoleView{Reason: "exited"})
 	if c := health(); c == http.StatusOK {
 		t.Fatalf("health %d after death", c)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// A drained decode (SetRouted false, as a restart begins) finishes the
+// A drained decode (a view not routed, as a restart begins) finishes the
 // stream it carries while new requests go to the other decode; AbortRole
 // then ends what is still running on a role, on both legs, with the
 // reason in the client's error.
@@ -49,7 +49,7 @@ func TestDrainFinishesInFlightAbortRoleEndsIt(t *testing.T) {
 	}
 	resA, drained := streaming(1, 20)
 	other := map[string]string{"decode-0": "decode-1", "decode-1": "decode-0"}[drained]
-	c.g.SetRouted(drained, false)
+	setRouted(c.g, drained, false)
 	if n := c.g.DrainCount(drained); n != 1 {
 		t.Fatalf("DrainCount(%s) = %d, want 1", drained, n)
 	}
@@ -76,8 +76,8 @@ func TestDrainFinishesInFlightAbortRoleEndsIt(t *testing.T) {
 	}
 
 	// The drain gives up: AbortRole ends the stream on both legs.
-	c.g.SetRouted(drained, true)
-	c.g.SetRouted(other, false)
+	setRouted(c.g, drained, true)
+	setRouted(c.g, other, false)
 	resC, on := streaming(2, 400)
 	if on != drained {
 		t.Fatalf("stream went to %s, want %s", on, drained)
@@ -198,10 +198,10 @@ func TestDecodeStallEndsRequestAndReadmits(t *testing.T) {
 	}
 }
 
-// SetStalled (the supervisor's verdict) ends the role's requests with its
-// reason, shows its ranks stalled and takes it out of routing; false lets
-// it be routed again.
-func TestSetStalled(t *testing.T) {
+// A stalled view (the supervisor's verdict) ends the role's requests with
+// its reason, shows its ranks stalled and takes it out of routing; a view
+// that lifts it lets it be routed again.
+func TestStalledView(t *testing.T) {
 	t.Parallel()
 	g, pr, dr := rawPD(t, Options{StallTimeout: -1})
 	evs, err := g.Generate(context.Background(), genRequest(1, 8))
@@ -210,7 +210,7 @@ func TestSetStalled(t *testing.T) {
 	}
 	pr.next(t)
 	dr.next(t)
-	g.SetStalled("d", true, "process stopped (state T)")
+	g.SetRole("d", snapshot.RoleView{Alive: true, Stalled: true, Reason: "process stopped (state T)"})
 	var got error
 	for e := range evs {
 		if e.Err != nil {
@@ -224,7 +224,7 @@ func TestSetStalled(t *testing.T) {
 	if rs := w.Ranks(); rs[0].State != snapshot.RankStalled || g.Ready() {
 		t.Fatalf("rank %s, ready %v", rs[0].State, g.Ready())
 	}
-	g.SetStalled("d", false, "")
+	g.SetRole("d", snapshot.RoleView{Alive: true, Routed: true})
 	if !g.Ready() {
 		t.Fatal("not routed again")
 	}
@@ -237,11 +237,11 @@ func TestQueueForRoutableWorker(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, Options{QueueTimeout: time.Minute}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
 	c.waitRegistered("prefill", "decode")
-	c.g.SetRouted("decode", false)
+	setRouted(c.g, "decode", false)
 	res := make(chan genResult, 1)
 	go func() { res <- c.generate(context.Background(), http.DefaultClient, genBody(3, 3, false)) }()
 	waitCond(t, "the request to queue", func() bool { return c.g.queuedNow.Load() == 1 })
-	c.g.SetRouted("decode", true)
+	setRouted(c.g, "decode", true)
 	if r := <-res; r.err != "" || !equalIDs(r.ids, expected(3, 3)) {
 		t.Fatalf("queued request: %+v", r)
 	}
@@ -249,7 +249,7 @@ func TestQueueForRoutableWorker(t *testing.T) {
 		t.Fatalf("queued{routed} = %v", n)
 	}
 
-	c.g.SetRouted("decode", false)
+	setRouted(c.g, "decode", false)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -272,7 +272,7 @@ func TestQueueTimeout503RetryAfter(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, Options{QueueTimeout: 200 * time.Millisecond}, role{name: "prefill", kind: profiles.KindPrefill}, role{name: "decode", kind: profiles.KindDecode})
 	c.waitRegistered("prefill", "decode")
-	c.g.SetRouted("decode", false)
+	setRouted(c.g, "decode", false)
 	resp, err := http.Post(c.base+"/generate", "application/json", strings.NewReader(genBody(1, 2, false)))
 	if err != nil {
 		t.Fatal(err)

@@ -216,7 +216,7 @@ func (c *cluster) start(name string) {
 	}
 	c.outs[name] = sb
 	c.mu.Unlock()
-	c.g.SetAlive(name, true)
+	c.g.SetRole(name, snapshot.RoleView{Alive: true, Routed: true}) // as the supervisor says of a running role
 }
 
 // kill SIGKILLs the role's process group (the launcher and its ranks).
@@ -228,7 +228,7 @@ func (c *cluster) kill(name string) {
 	if cmd == nil {
 		return
 	}
-	c.g.SetAlive(name, false)
+	c.g.SetRole(name, snapshot.RoleView{Reason: "killed by the test"}) // as the supervisor says once it exited
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	_ = cmd.Wait()
 }
@@ -558,7 +558,7 @@ func TestDecodeKilledAndRestarted(t *testing.T) {
 	}
 	c.start("decode-0")
 	c.waitRegistered("decode-0")
-	c.g.SetRouted("decode-1", false)
+	setRouted(c.g, "decode-1", false)
 	res := c.generate(context.Background(), hc, genBody(7, 5, false))
 	if res.err != "" || !equalIDs(res.ids, expected(7, 5)) {
 		t.Fatalf("after restart: %+v", res)

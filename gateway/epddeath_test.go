@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // waitCond waits for cond, checked on a short tick (what it watches, a
@@ -44,7 +45,7 @@ func TestEPDEncodeDeathAbortsWaitingPrefill(t *testing.T) {
 	}
 	c := newClusterPlan(t, Options{Mount: mountOpenAI(t, false)}, "tsd", profiles.ModeEPD, rs...)
 	c.waitRegistered(roleNames(rs)...)
-	c.g.SetRouted("prefill-b", false) // the first request goes to the hanging prefill
+	setRouted(c.g, "prefill-b", false) // the first request goes to the hanging prefill
 
 	img := "data:image/png;base64," + base64.StdEncoding.EncodeToString(testPNG(t, 40, 30, 80))
 	type answer struct {
@@ -77,8 +78,8 @@ func TestEPDEncodeDeathAbortsWaitingPrefill(t *testing.T) {
 		t.Fatalf("request ended before the encoder died: %d %s", a.status, a.body)
 	default:
 	}
-	// The engine dies on its own (no SetAlive/SetRouted from a
-	// supervisor): the lane sees its rank's connection close.
+	// The engine dies on its own (no view from a supervisor says so): the
+	// lane sees its rank's connection close.
 	c.mu.Lock()
 	pid := c.procs[owner].Process.Pid
 	c.mu.Unlock()
@@ -110,8 +111,8 @@ func TestEPDEncodeDeathAbortsWaitingPrefill(t *testing.T) {
 	}
 
 	// The other encoder, a working prefill and the decode serve on.
-	c.g.SetRouted("prefill-a", false)
-	c.g.SetRouted("prefill-b", true)
+	setRouted(c.g, "prefill-a", false)
+	setRouted(c.g, "prefill-b", true)
 	if st, body := postChat(t, c.base, imageChat(img)); st != 200 || !strings.Contains(body, `"finish_reason"`) {
 		t.Fatalf("image chat after the death: %d %s", st, body)
 	}
@@ -120,12 +121,11 @@ func TestEPDEncodeDeathAbortsWaitingPrefill(t *testing.T) {
 	}
 }
 
-// An encode role whose requests are ended (AbortRole, SetStalled) or
-// whose process ends (what the supervisor says on a death) closes the drop
-// watchers hold, with the reason; a drained role (SetRouted false) keeps
-// its embeddings and closes nothing. Only transitions of SetAlive count: a
-// gateway whose roles were never declared alive (tsd gateway alone) drops
-// nothing.
+// An encode role whose requests are ended (AbortRole, a stalled view) or
+// whose view says its process ended closes the drop watchers hold, with
+// the reason; a drained role (a view not routed) keeps its embeddings and
+// closes nothing. A gateway that never hears a view (tsd gateway alone)
+// drops nothing.
 func TestEncodeDroppedChannel(t *testing.T) {
 	t.Parallel()
 	plan := &profiles.Plan{Name: "t", Gateway: profiles.GatewayPlan{Mode: profiles.ModeEPD, Workers: []profiles.WorkerPlan{
@@ -143,25 +143,28 @@ func TestEncodeDroppedChannel(t *testing.T) {
 			return false
 		}
 	}
+	up := snapshot.RoleView{Alive: true, Routed: true}
 	d := g.encodeDropped("encode-a")
-	g.SetAlive("encode-a", false) // never alive: no transition
 	if closed(d) {
-		t.Fatal("closed without a transition")
+		t.Fatal("closed without any view")
 	}
-	g.SetAlive("encode-a", true)
-	g.SetAlive("encode-a", false)
+	g.SetRole("encode-a", up)
+	if closed(d) {
+		t.Fatal("closed by an alive view")
+	}
+	g.SetRole("encode-a", snapshot.RoleView{Reason: "exited"})
 	if !closed(d) || d.Why() != "its process ended" {
 		t.Fatalf("process end did not close it (why %q)", d.Why())
 	}
 	if !closed(g.encodeDropped("encode-a")) {
 		t.Fatal("a watcher taken while the process is dead is open")
 	}
-	g.SetAlive("encode-a", true)
+	g.SetRole("encode-a", up)
 	d = g.encodeDropped("encode-a")
 	if closed(d) {
 		t.Fatal("a fresh drop after coming back is closed")
 	}
-	g.SetRouted("encode-a", false)
+	setRouted(g, "encode-a", false)
 	if closed(d) {
 		t.Fatal("a drain closed it")
 	}
@@ -173,8 +176,8 @@ func TestEncodeDroppedChannel(t *testing.T) {
 		t.Fatal("after the abort, new watchers get a closed drop")
 	}
 	d = g.encodeDropped("encode-a")
-	g.SetStalled("encode-a", true, "process stopped")
+	g.SetRole("encode-a", snapshot.RoleView{Alive: true, Stalled: true, Reason: "process stopped"})
 	if !closed(d) || !strings.Contains(d.Why(), "process stopped") {
-		t.Fatalf("SetStalled did not close it (why %q)", d.Why())
+		t.Fatalf("a stalled view did not close it (why %q)", d.Why())
 	}
 }

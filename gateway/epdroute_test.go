@@ -176,7 +176,7 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	// image goes to encode-b; back in, the original owners return.
 	img := testPNG(t, 24, 20, 0)
 	hash, _ := vision.ItemHash(img)
-	c.g.SetRouted("encode-a", false)
+	setRouted(c.g, "encode-a", false)
 	if got := c.g.encodeRing().Pick(hash); got != "encode-b" {
 		t.Fatalf("with encode-a out: %s", got)
 	}
@@ -187,7 +187,7 @@ func TestEPDStableEncoderChoice(t *testing.T) {
 	if _, fin, err := collectGen(t, ch); err != nil || fin == nil {
 		t.Fatalf("with encode-a out: %+v %v", fin, err)
 	}
-	c.g.SetRouted("encode-a", true)
+	setRouted(c.g, "encode-a", true)
 	if got := c.g.encodeRing().Pick(hash); got != ring.Pick(hash) {
 		t.Fatalf("back in: %s, want %s", got, ring.Pick(hash))
 	}
@@ -216,7 +216,7 @@ func TestEPDEncodeFailureFailsEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	c.g.SetRouted("encode-a", false)
+	setRouted(c.g, "encode-a", false)
 	if n := c.g.DrainCount("encode-a"); n != 1 {
 		t.Fatalf("DrainCount(encode-a) %d, want 1", n)
 	}

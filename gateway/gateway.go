@@ -125,7 +125,6 @@ type Gateway struct {
 	listener net.Listener
 	bound    bool
 	boots    map[string]*bootstrap.Server
-	alive    map[string]*atomic.Bool
 	shutdown chan struct{}
 	shutOnce sync.Once
 	notes    []string
@@ -140,7 +139,6 @@ type Gateway struct {
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
-	views     map[string]snapshot.RoleView // the supervisor's last view of each role (SetRole); under mu
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -191,16 +189,7 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		lane:     l,
 		mux:      http.NewServeMux(),
 		boots:    map[string]*bootstrap.Server{},
-		alive:    map[string]*atomic.Bool{},
-		views:    map[string]snapshot.RoleView{},
 		shutdown: make(chan struct{}),
-	}
-	for _, w := range l.Workers() {
-		// tsd cannot watch a remote engine's process, so its rendezvous
-		// answers /health from the start; local ones wait for SetAlive.
-		a := &atomic.Bool{}
-		a.Store(w.Plan().Remote)
-		g.alive[w.Role()] = a
 	}
 	var apiKey string
 	if env := plan.Gateway.APIKeyEnv; env != "" {
@@ -284,8 +273,9 @@ func (g *Gateway) Bind(ctx context.Context) error {
 				undo()
 				return fmt.Errorf("bind rendezvous for %s: the plan gives no bootstrap address", w.Role())
 			}
-			alive := g.alive[w.Role()]
-			srv := bootstrap.NewServer(alive.Load)
+			// It answers /health while the role's view says it lives
+			// (lane Worker.Alive: a remote one from the start).
+			srv := bootstrap.NewServer(w.Alive)
 			if err := srv.Start(addr); err != nil {
 				undo()
 				return fmt.Errorf("bind rendezvous for %s: %w", w.Role(), err)
@@ -380,40 +370,29 @@ func (g *Gateway) SubscribeRanks() ([]snapshot.RankEvent, <-chan snapshot.RankEv
 }
 
 // SetRole takes the supervisor's whole view of one role
-// (docs/architecture.md §4.2) and applies each field that changed through
-// the controls below, in the order the supervisor relied on when it
-// called them one by one: the stall verdict first (ending the role's
-// requests with the view's reason before anything else moves), then
-// whether its processes are alive, then routing. The lane starts every
-// worker routed and the supervisor's first view of a starting role says
-// not routed; as that is no change from the zero view, a first start
-// keeps the lane's default.
+// (docs/architecture.md §4.2). The role's lane worker holds it: routing
+// (lane and dispatch), the ranks' shown state and the rendezvous the
+// gateway hosts all read that one value. What the new view changed is
+// acted on here: a stall that begins has ended the role's requests with
+// the view's reason (lane Worker.SetView), and it or a process that ended
+// drops the embeddings an encode role held (dispatch HearView); a process
+// that ended also makes its rendezvous forget the ranks it registered (a
+// restarted prefill registers again).
 func (g *Gateway) SetRole(role string, v snapshot.RoleView) {
+	w, ok := g.lane.Worker(role)
+	if !ok {
+		return
+	}
+	c := w.SetView(v)
+	g.disp.HearView(role, c, w.View().Reason)
+	if !c.Ended {
+		return
+	}
 	g.mu.Lock()
-	prev := g.views[role]
-	g.views[role] = v
+	b := g.boots[role]
 	g.mu.Unlock()
-	if v.Stalled != prev.Stalled {
-		g.SetStalled(role, v.Stalled, v.Reason)
-	}
-	if v.Alive != prev.Alive {
-		g.SetAlive(role, v.Alive)
-	}
-	if v.Routed != prev.Routed {
-		g.SetRouted(role, v.Routed)
-	}
-}
-
-// SetRouted takes a role out of routing for new requests or puts it back.
-// Requests already in flight on it run to their end: that is the drain
-// (AbortRole ends them when the drain gives up). An encode role's finished
-// legs keep their embeddings too, so their requests are not failed either.
-func (g *Gateway) SetRouted(role string, routed bool) {
-	if w, ok := g.lane.Worker(role); ok {
-		w.SetRouted(routed)
-	}
-	if routed {
-		g.disp.NoteEncodeUp(role)
+	if b != nil {
+		b.Reset()
 	}
 }
 
@@ -428,7 +407,7 @@ func (g *Gateway) AbortRole(role, reason string) int {
 		return 0
 	}
 	n := g.disp.PendingEmbeds(role)
-	g.disp.NoteEncodeDown(role, "its requests were ended: "+reason, false)
+	g.disp.DropEmbeds(role, "its requests were ended: "+reason)
 	return n + w.Abort(fmt.Errorf("%w: %s", lane.ErrRoleAborted, reason))
 }
 
@@ -440,52 +419,6 @@ func (g *Gateway) AbortRole(role, reason string) int {
 func (g *Gateway) DrainCount(role string) int {
 	n, _ := g.InFlight(role)
 	return n + g.disp.PendingEmbeds(role)
-}
-
-// SetStalled records the supervisor's verdict that a role is stalled (its
-// process is stopped, say): true takes it out of routing, ends its
-// requests with reason and shows its ranks snapshot.RankStalled; false
-// lifts that verdict and the lane's own stall verdicts on its ranks, so
-// registered ranks are routed again.
-func (g *Gateway) SetStalled(role string, stalled bool, reason string) {
-	w, ok := g.lane.Worker(role)
-	if !ok {
-		return
-	}
-	if !stalled {
-		w.SetHeld("")
-		g.disp.NoteEncodeUp(role)
-		return
-	}
-	if reason == "" {
-		reason = "judged stalled by the supervisor"
-	}
-	g.disp.NoteEncodeDown(role, "stalled: "+reason, false)
-	w.SetHeld(reason)
-}
-
-// SetAlive tells the gateway whether a role's process is alive; the
-// rendezvous it hosts for that role answers /health only while it is, and
-// forgets the role's rank registrations when it dies (a restarted prefill
-// registers again).
-func (g *Gateway) SetAlive(role string, alive bool) {
-	g.mu.Lock()
-	a := g.alive[role]
-	b := g.boots[role]
-	g.mu.Unlock()
-	if a == nil {
-		return
-	}
-	was := a.Swap(alive)
-	if was && !alive && b != nil {
-		b.Reset()
-	}
-	switch {
-	case was && !alive:
-		g.disp.NoteEncodeDown(role, "its process ended", true)
-	case !was && alive:
-		g.disp.NoteEncodeUp(role)
-	}
 }
 
 // InFlight is the role's in-flight request count, total and per identity.

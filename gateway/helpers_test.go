@@ -7,7 +7,18 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/snapshot"
 )
+
+// setRouted tells g what the supervisor says of a running role that is
+// routed, or drained (not routed, its requests in flight left alone).
+func setRouted(g *Gateway, role string, routed bool) {
+	v := snapshot.RoleView{Alive: true, Routed: routed}
+	if !routed {
+		v.Reason = "drained by the test"
+	}
+	g.SetRole(role, v)
+}
 
 type atomicInt struct{ v atomic.Int64 }
 

@@ -83,11 +83,11 @@ func TestTrafficSnapshotMatchesMetrics(t *testing.T) {
 	if res := c.generate(ctx, hc, `{"input_ids":[-1]}`); res.status != 400 {
 		t.Fatalf("bad input: %+v", res)
 	}
-	c.g.SetRouted("decode", false)
+	setRouted(c.g, "decode", false)
 	if res := c.generate(ctx, hc, genBody(9, 4, false)); res.status != 503 {
 		t.Fatalf("no decode routed: %+v", res)
 	}
-	c.g.SetRouted("decode", true)
+	setRouted(c.g, "decode", true)
 	// A response's last byte can reach the client before its handler has
 	// returned and the record ended.
 	deadline := time.Now().Add(10 * time.Second)

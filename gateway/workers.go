@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/profiles"
@@ -23,22 +22,19 @@ func (g *Gateway) AddWorker(wp profiles.WorkerPlan) error {
 	if err != nil {
 		return fmt.Errorf("bind the lane of %s: %w", wp.Role, err)
 	}
-	alive := &atomic.Bool{}
-	alive.Store(wp.Remote) // tsd cannot watch a remote engine's process
 	var srv *bootstrap.Server
 	if g.plan.Gateway.BootstrapServer == "tsd" && wp.Kind == profiles.KindPrefill {
 		if wp.Bootstrap == "" {
 			_ = g.lane.RemoveWorker(wp.Role)
 			return fmt.Errorf("bind rendezvous for %s: the plan gives no bootstrap address", wp.Role)
 		}
-		srv = bootstrap.NewServer(alive.Load)
+		srv = bootstrap.NewServer(w.Alive) // the role's view says whether it lives
 		if err := srv.Start(wp.Bootstrap); err != nil {
 			_ = g.lane.RemoveWorker(wp.Role)
 			return fmt.Errorf("bind rendezvous for %s: %w", wp.Role, err)
 		}
 	}
 	g.mu.Lock()
-	g.alive[wp.Role] = alive
 	if srv != nil {
 		g.boots[wp.Role] = srv
 	}
@@ -64,8 +60,6 @@ func (g *Gateway) RemoveWorker(role string) error {
 	g.mu.Lock()
 	srv := g.boots[role]
 	delete(g.boots, role)
-	delete(g.alive, role)
-	delete(g.views, role)
 	g.mu.Unlock()
 	if srv != nil {
 		if cerr := srv.Close(); cerr != nil && err == nil {
@@ -87,28 +81,12 @@ func (g *Gateway) RenameWorker(from, to string) error {
 		return err
 	}
 	g.disp.RenameWorker(from, to)
+	// The role's view moved with its worker (the lane renamed the worker
+	// itself); only the rendezvous is filed by name here.
 	g.mu.Lock()
-	for _, m := range []func(){
-		func() {
-			if v, ok := g.alive[from]; ok {
-				delete(g.alive, from)
-				g.alive[to] = v
-			}
-		},
-		func() {
-			if v, ok := g.boots[from]; ok {
-				delete(g.boots, from)
-				g.boots[to] = v
-			}
-		},
-		func() {
-			if v, ok := g.views[from]; ok {
-				delete(g.views, from)
-				g.views[to] = v
-			}
-		},
-	} {
-		m()
+	if v, ok := g.boots[from]; ok {
+		delete(g.boots, from)
+		g.boots[to] = v
 	}
 	g.mu.Unlock()
 	if g.kv != nil {

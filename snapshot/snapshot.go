@@ -350,6 +350,11 @@ type RoleView struct {
 	Reason  string // why it is not routed or stalled, for errors and the screen
 }
 
+// Routable says whether new requests may go to the role: routed and not
+// judged stalled, whatever Routed says (a stalled role leaves routing).
+// The gateway's lane and dispatch ask this, never the fields one by one.
+func (v RoleView) Routable() bool { return v.Routed && !v.Stalled }
+
 // RankEvent is one change of one rank's handshake state, published by the
 // gateway's lane and folded into RoleStatus.Ranks by the supervisor.
 type RankEvent struct {

@@ -294,7 +294,7 @@ func (g *stubGW) setDrain(role string, n int) {
 	g.mu.Unlock()
 }
 
-// SetRouted(false) leaves in-flight requests alone (the drain contract);
+// A view not routed leaves in-flight requests alone (the drain contract);
 // AbortRole ends them and says how many.
 func (g *stubGW) AbortRole(role, reason string) int {
 	g.mu.Lock()

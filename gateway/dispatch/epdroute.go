@@ -25,13 +25,15 @@ type encodeRouting struct {
 	key  string
 	ring *epd.Ring
 	// drops has, per encode role, the drop watchers of finished legs hold:
-	// closed when the role's requests are ended (AbortRole, SetStalled) or
-	// its process dies (SetAlive). A drained role (SetRouted false) keeps
-	// its embeddings, so draining closes nothing.
+	// closed by DropEmbeds when the role's requests are ended (AbortRole,
+	// a stalled view) or its view says its process ended. A drained role
+	// (a view not routed) keeps its embeddings, so draining closes nothing.
+	// While the role's view says its process ended (lane Worker.Ended) a
+	// watcher gets a closed drop at once: that is the supervisor's verdict,
+	// read from the view, not kept here. What dispatch saw itself (an
+	// encode rank that left or registered anew, watchEncoder; a worker's
+	// breaker) stays dispatch's own.
 	drops map[string]*EncodeDrop
-	// down has the roles whose process ended (until SetAlive true or
-	// SetRouted true): a watcher taken then gets a closed drop at once.
-	down map[string]string
 	// pending counts, per encode role, requests whose encode leg on it
 	// finished while their prefill had not fetched the embedding yet.
 	pending map[string]int
@@ -246,14 +248,18 @@ func (g *Dispatcher) EncodeNote() string {
 	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.pools().encode), g.live.Load().encodePolicy)
 }
 
-// encodeDropped is the drop a watcher of role holds: closed once the
-// role's requests are ended or its process dies; already closed while its
-// process is known dead.
+// EncodeDropped is the drop a watcher of role holds: closed once the
+// role's requests are ended or its process dies; already closed while the
+// role's view says its process ended.
 func (g *Dispatcher) EncodeDropped(role string) *EncodeDrop {
+	w, known := g.lane.Worker(role)
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
-	if why, ok := g.enc.down[role]; ok {
-		return closedDrop(why)
+	// Asked under enc.mu: the gateway stores a view before it calls
+	// DropEmbeds, so a drop taken here is either closed now or still
+	// registered when DropEmbeds runs.
+	if known && w.Ended() {
+		return closedDrop(whyProcessEnded)
 	}
 	d := g.enc.drops[role]
 	if d == nil {
@@ -266,10 +272,27 @@ func (g *Dispatcher) EncodeDropped(role string) *EncodeDrop {
 	return d
 }
 
-// noteEncodeDown closes the role's drop with why; the next watcher takes a
-// fresh one, unless sticky (its process ended) keeps it closed until
-// noteEncodeUp.
-func (g *Dispatcher) NoteEncodeDown(role, why string, sticky bool) {
+// whyProcessEnded is why an encode role's embeddings are gone once its
+// view says its process ended.
+const whyProcessEnded = "its process ended"
+
+// HearView follows a change of role's view (lane Worker.SetView, reason
+// the new view's): a stall that begins or a process that ended drops the
+// role's embeddings. A drain drops nothing.
+func (g *Dispatcher) HearView(role string, c lane.ViewChange, reason string) {
+	switch {
+	case c.StallBegins:
+		g.DropEmbeds(role, "stalled: "+reason)
+	case c.Ended:
+		g.DropEmbeds(role, whyProcessEnded)
+	}
+}
+
+// DropEmbeds closes the drop of role's watchers with why: the embeddings
+// its finished legs hold are gone (its requests were ended, it was judged
+// stalled, its process ended). The next watcher takes a fresh drop, or a
+// closed one while the role's view says its process ended.
+func (g *Dispatcher) DropEmbeds(role, why string) {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
 	if d := g.enc.drops[role]; d != nil {
@@ -277,20 +300,6 @@ func (g *Dispatcher) NoteEncodeDown(role, why string, sticky bool) {
 		close(d.ch)
 		delete(g.enc.drops, role)
 	}
-	if sticky {
-		if g.enc.down == nil {
-			g.enc.down = map[string]string{}
-		}
-		g.enc.down[role] = why
-	}
-}
-
-// noteEncodeUp hears the role come back (process alive, routed again, no
-// longer stalled): watchers take fresh drops again.
-func (g *Dispatcher) NoteEncodeUp(role string) {
-	g.enc.mu.Lock()
-	defer g.enc.mu.Unlock()
-	delete(g.enc.down, role)
 }
 
 // holdEmbed counts a request whose prefill still has to fetch an embedding
@@ -372,7 +381,7 @@ func (g *Dispatcher) watchEncoder(s *lane.Stream, since time.Time, stop <-chan s
 			case <-dropped.ch:
 				why := dropped.why
 				if why == "" {
-					why = "its process ended"
+					why = whyProcessEnded
 				}
 				out <- encodeDeath{role, why}
 				return

@@ -237,7 +237,6 @@ func (g *Dispatcher) RemoveWorker(role string) {
 	g.breakers.command(bookCmd{remove: role}, g.shutdown)
 	g.enc.mu.Lock()
 	delete(g.enc.drops, role)
-	delete(g.enc.down, role)
 	delete(g.enc.pending, role)
 	g.enc.mu.Unlock()
 }
@@ -253,10 +252,6 @@ func (g *Dispatcher) RenameWorker(from, to string) {
 	if d, ok := g.enc.drops[from]; ok {
 		delete(g.enc.drops, from)
 		g.enc.drops[to] = d
-	}
-	if why, ok := g.enc.down[from]; ok {
-		delete(g.enc.down, from)
-		g.enc.down[to] = why
 	}
 	if n, ok := g.enc.pending[from]; ok {
 		delete(g.enc.pending, from)

@@ -59,7 +59,7 @@ func TestEngineCoreDeadLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.SetRouted(false) // the supervisor's planned stop: a drain, then SIGTERM
+	w.SetView(snapshot.RoleView{Alive: true, Reason: "stop requested"}) // the supervisor's planned stop: a drain, then SIGTERM
 	_ = r.out.Send(zmq4.NewMsg([]byte("ENGINE_CORE_DEAD")))
 	if _, err := sub.Recv(ctx); !errors.Is(err, ErrEngineDead) {
 		t.Fatalf("after the planned sentinel: %v", err)

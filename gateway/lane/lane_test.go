@@ -248,14 +248,14 @@ func TestLaneHandshakeRoutingDeathRestart(t *testing.T) {
 	r4.close()
 	waitGone(t, w, 4)
 
-	// SetRouted(false) refuses new requests and lets in-flight ones run
-	// (a drain); Abort ends them.
+	// A view that is not routed refuses new requests and lets in-flight
+	// ones run (a drain); Abort ends them.
 	r4b := dialRank(t, hsEP, 4, 2, 1)
 	defer r4b.close()
 	waitRanks(t, ch, "decode", map[int]string{4: snapshot.RankRegistered})
 	s7, _ := w.Submit(4, "rid-7", payload)
 	s7b, _ := w.Submit(4, "rid-7b", payload)
-	w.SetRouted(false)
+	w.SetView(snapshot.RoleView{Alive: true, Reason: "restart requested"})
 	if _, err := w.Submit(4, "rid-8", payload); !errors.Is(err, ErrNotRouted) {
 		t.Fatalf("submit while unrouted: %v", err)
 	}

@@ -227,14 +227,16 @@ func TestQuietLegOwesNothingUntilExpect(t *testing.T) {
 	}
 }
 
-// The supervisor's verdict (SetHeld) shows the ranks stalled, ends their
-// requests with its reason and keeps them out of routing until lifted.
-func TestSetHeld(t *testing.T) {
+// The supervisor's verdict (a stalled view) shows the ranks stalled, ends
+// their requests with its reason and keeps them out of routing until a
+// view lifts it; the same view again ends nothing more.
+func TestSetViewStalled(t *testing.T) {
 	t.Parallel()
 	_, w, _, ch := stallLane(t, 0, &eventLog{})
 	s, _ := w.Submit(0, "rid-h", []byte{0x90})
-	if n := w.SetHeld("process stopped (state T)"); n != 1 {
-		t.Fatalf("SetHeld ended %d requests", n)
+	stalled := snapshot.RoleView{Alive: true, Stalled: true, Reason: "process stopped (state T)"}
+	if c := w.SetView(stalled); c.Aborted != 1 || !c.StallBegins {
+		t.Fatalf("stalled view: %+v, want 1 request ended", c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -242,10 +244,13 @@ func TestSetHeld(t *testing.T) {
 		t.Fatalf("held request ended with %v", err)
 	}
 	waitRanks(t, ch, "decode-1", map[int]string{0: snapshot.RankStalled})
-	if len(w.Routable()) != 0 || w.Held() == "" {
+	if len(w.Routable()) != 0 || !w.View().Stalled || w.Routed() {
 		t.Fatal("held worker routable")
 	}
-	w.SetHeld("")
+	if c := w.SetView(stalled); c != (ViewChange{}) {
+		t.Fatalf("the same view again: %+v", c)
+	}
+	w.SetView(snapshot.RoleView{Alive: true, Routed: true})
 	waitRanks(t, ch, "decode-1", map[int]string{0: snapshot.RankRegistered})
 	if len(w.Routable()) != 1 {
 		t.Fatal("lifted worker not routable")

@@ -63,11 +63,9 @@ type Worker struct {
 
 	mu       sync.Mutex
 	ranks    map[int]*rank
-	expected int  // ranks to await: the plan's DP until a registration says
-	learned  bool // expected came from a registration
-	routed   bool
+	expected int    // ranks to await: the plan's DP until a registration says
+	learned  bool   // expected came from a registration
 	regBoot  string // bootstrap host:port from a registration, if any
-	held     string // why the supervisor judged the role stalled (SetHeld); "" when not
 	streams  map[string]*Stream
 	inflight map[int]int
 	// inflightTok is, per identity, the tokens its streams were weighed
@@ -75,6 +73,10 @@ type Worker struct {
 	inflightTok map[int]int
 	total       int
 	closed      bool
+
+	// view is the supervisor's view of the role (view.go; nil until its
+	// first): stored under mu, read without it.
+	view atomic.Pointer[snapshot.RoleView]
 
 	lastOut atomic.Int64 // unix nanos of the last output (or of going busy)
 	sendQ   *queue[sendJob]
@@ -115,7 +117,6 @@ func newWorker(l *Lane, p profiles.WorkerPlan) *Worker {
 		plan:        p,
 		ranks:       map[int]*rank{},
 		expected:    p.DP,
-		routed:      true,
 		streams:     map[string]*Stream{},
 		inflight:    map[int]int{},
 		inflightTok: map[int]int{},
@@ -348,10 +349,10 @@ func (w *Worker) onHello(id int, identity []byte) {
 	if r.st.State != snapshot.RankWaiting && r.st.State != snapshot.RankDisconnected {
 		failed = w.takeStreamsLocked(func(s *Stream) bool { return s.Identity == id })
 	}
-	// A HELLO is a new run of the engine: the verdicts on the old one
-	// (the lane's stall, the supervisor's hold) do not carry over.
+	// A HELLO is a new run of the engine: the lane's stall verdict on the
+	// old one does not carry over. The supervisor's is in its view and is
+	// its to lift: a role's exit clears it before its next run can greet.
 	r.stalled, r.unaborted = false, nil
-	w.held = ""
 	now := w.setStateLocked(r, snapshot.RankHello)
 	r.st.HelloAt = now
 	r.st.InitAt, r.st.ReadyAt, r.st.RegisteredAt = time.Time{}, time.Time{}, time.Time{}
@@ -686,9 +687,9 @@ func (w *Worker) sendPending(ps []pendingAbort) {
 }
 
 // upStateLocked is the state a rank that is up shows: stalled while the
-// lane or the supervisor judges it so, else registered.
+// lane or the supervisor (its view) judges it so, else registered.
 func (w *Worker) upStateLocked(r *rank) string {
-	if r.stalled || w.held != "" {
+	if r.stalled || heldStalled(w.view.Load()) {
 		return snapshot.RankStalled
 	}
 	return snapshot.RankRegistered
@@ -869,7 +870,7 @@ func (w *Worker) submit(identity int, rid string, payload []byte, aux [][]byte, 
 	switch {
 	case w.closed:
 		return nil, w.errf(identity, ErrLaneClosed)
-	case !w.routed:
+	case !w.Routed():
 		return nil, w.errf(identity, ErrNotRouted)
 	}
 	r := w.ranks[identity]
@@ -989,47 +990,6 @@ func (w *Worker) sendAborts(identity int, rids []string) {
 	w.sendQ.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})
 }
 
-// SetRouted takes the worker out of routing for new requests or puts it
-// back. In-flight requests are left alone (Abort ends them).
-func (w *Worker) SetRouted(routed bool) {
-	w.mu.Lock()
-	w.routed = routed
-	w.mu.Unlock()
-	w.lane.changed.notify()
-}
-
-// SetHeld records the supervisor's stall verdict on the whole worker
-// (why != ""): its ranks show stalled and leave routing, and its in-flight
-// requests end with why. An empty why lifts it and the lane's own stall
-// verdicts with it, so registered ranks are routed again. A HELLO (a new
-// run of the engine) lifts it too. It returns how many requests it ended.
-func (w *Worker) SetHeld(why string) int {
-	w.mu.Lock()
-	w.held = why
-	var aborts []pendingAbort
-	for id, r := range w.ranks {
-		if why == "" {
-			r.stalled = false
-			aborts = append(aborts, w.takeUnabortedLocked(id, r))
-		}
-		w.refreshLocked(r, why)
-	}
-	w.mu.Unlock()
-	w.sendPending(aborts) // lifted: the rank is presumed able to act on them
-	w.lane.changed.notify()
-	if why == "" {
-		return 0
-	}
-	return w.Abort(fmt.Errorf("%w: %s", ErrRankStalled, why))
-}
-
-// Held is the supervisor's stall reason, "" when none.
-func (w *Worker) Held() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.held
-}
-
 // Abort ends every in-flight request on the worker with err (wrapped with
 // the rank) and aborts them on the engine; it returns how many it ended.
 func (w *Worker) Abort(err error) int {
@@ -1045,13 +1005,6 @@ func (w *Worker) Abort(err error) int {
 		w.sendAborts(id, rids)
 	}
 	return len(failed)
-}
-
-// Routed reports whether the worker takes requests.
-func (w *Worker) Routed() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.routed
 }
 
 // RankLoad is one routable rank.
@@ -1072,7 +1025,7 @@ type RankLoad struct {
 func (w *Worker) Routable() []RankLoad {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.routed || w.closed {
+	if !w.Routed() || w.closed {
 		return nil
 	}
 	var out []RankLoad
