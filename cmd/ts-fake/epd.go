@@ -74,7 +74,12 @@ func (e *engine) handleEncode(m encodeMsg) {
 		e.r.report("exit " + strconv.Itoa(e.cfg.exitCode))
 	}
 	if k := e.cfg.hangAfterReqs; k > 0 && e.received >= k {
+		// Hung from this request on, as a prefill or decode rank that adds
+		// its K-th request and never steps it: the request that hangs the
+		// encoder is never embedded, so no embedding reaches a prefill
+		// while the gateway still sees the encode leg in flight.
 		e.hung = true
+		return
 	}
 	emb, err := e.embed(m)
 	if err != nil {
