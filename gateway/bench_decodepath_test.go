@@ -331,6 +331,12 @@ type decodePath struct {
 }
 
 func newDecodePath(b *testing.B, perOut int, lockstep bool) *decodePath {
+	return newDecodePathWith(b, perOut, lockstep, nil)
+}
+
+// newDecodePathWith is newDecodePath whose front ends are mounted by
+// mount (nil: both, as newDecodePath mounts them).
+func newDecodePathWith(b *testing.B, perOut int, lockstep bool, mount func(tokenapi.Engine, *http.ServeMux, *tokenizer.Tokenizer)) *decodePath {
 	tok, err := tokenizer.Load("tokenizer/testdata/demo")
 	if err != nil {
 		b.Fatal(err)
@@ -344,10 +350,13 @@ func newDecodePath(b *testing.B, perOut int, lockstep bool) *decodePath {
 		b.Fatal(err)
 	}
 	tr := &memTransport{}
-	g, err := New(plan, Options{Listener: ln, Transport: tr, Mount: func(e tokenapi.Engine, mux *http.ServeMux) {
-		openai.New(e, tok, openai.Options{}).Register(mux)
-		generate.New(e, generate.Options{}).Register(mux)
-	}})
+	if mount == nil {
+		mount = func(e tokenapi.Engine, mux *http.ServeMux, tok *tokenizer.Tokenizer) {
+			openai.New(e, tok, openai.Options{}).Register(mux)
+			generate.New(e, generate.Options{}).Register(mux)
+		}
+	}
+	g, err := New(plan, Options{Listener: ln, Transport: tr, Mount: func(e tokenapi.Engine, mux *http.ServeMux) { mount(e, mux, tok) }})
 	if err != nil {
 		b.Fatal(err)
 	}

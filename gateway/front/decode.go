@@ -89,12 +89,18 @@ func DecodeBytes(b []byte, v any, fields *Fields) *Error {
 		}
 		return Errorf(http.StatusBadRequest, "invalid_request", "", "the request body must be a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(v); err != nil {
-		return decodeError(trimmed, reflect.TypeOf(v), err)
-	}
-	if dec.More() {
-		return BadRequest("", "trailing data after the JSON body")
+	// One Unmarshal decodes a good body in one pass over it; a body it
+	// refuses goes the Decoder's way, whose errors name the field or
+	// the trailing data (Unmarshal checks the syntax before it decodes
+	// anything, and a type error the Decoder reports the same).
+	if json.Unmarshal(trimmed, v) != nil {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		if err := dec.Decode(v); err != nil {
+			return decodeError(trimmed, reflect.TypeOf(v), err)
+		}
+		if dec.More() {
+			return BadRequest("", "trailing data after the JSON body")
+		}
 	}
 	if fields != nil {
 		if e := checkFields(trimmed, reflect.TypeOf(v), fields); e != nil {
@@ -206,9 +212,12 @@ func jsonKind(t reflect.Type) string {
 // checkFields refuses the top-level keys (and those of Strict fields) the
 // struct does not declare and fields do not list as ignored.
 func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
-		return syntaxError(b)
+	top, ok := objectMembers(b)
+	if !ok {
+		top = nil
+		if err := json.Unmarshal(b, &top); err != nil {
+			return syntaxError(b)
+		}
 	}
 	known := jsonFields(t)
 	if e := unknownKeys(top, known, fields, ""); e != nil {
@@ -220,15 +229,131 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 		if !ok || !ok2 || string(bytes.TrimSpace(raw)) == "null" {
 			continue
 		}
-		var sub map[string]json.RawMessage
-		if json.Unmarshal(raw, &sub) != nil {
-			continue // the struct decode already named a type error
+		sub, ok := objectMembers(raw)
+		if !ok {
+			sub = nil
+			if json.Unmarshal(raw, &sub) != nil {
+				continue // the struct decode already named a type error
+			}
 		}
 		if e := unknownKeys(sub, jsonFields(ft), sf, name+"."); e != nil {
 			return e
 		}
 	}
 	return nil
+}
+
+// objectMembers is what json.Unmarshal into a map[string]json.RawMessage
+// gives for b, a JSON object the struct decode has read already (so its
+// syntax is known good), without the second validating parse and the
+// copy of every value: the values are b's own bytes, a later duplicate
+// key wins. ok false (the caller falls back to json.Unmarshal) for
+// anything it does not take apart itself: not an object, a key with
+// escapes, bytes after the object.
+func objectMembers(b []byte) (map[string]json.RawMessage, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	out := make(map[string]json.RawMessage, 16)
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return out, skipSpace(b, i+1) == len(b)
+	}
+	for i < len(b) {
+		if b[i] != '"' {
+			return nil, false
+		}
+		end := skipString(b, i)
+		if end < 0 || bytes.IndexByte(b[i+1:end-1], '\\') >= 0 {
+			return nil, false
+		}
+		key := string(b[i+1 : end-1])
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		vs := skipSpace(b, i+1)
+		ve := skipValue(b, vs)
+		if ve < 0 {
+			return nil, false
+		}
+		out[key] = b[vs:ve:ve]
+		i = skipSpace(b, ve)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case '}':
+			// Anything after the object (the Decoder leaves a stray '}')
+			// is Unmarshal's to refuse.
+			return out, skipSpace(b, i+1) == len(b)
+		case ',':
+			i = skipSpace(b, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString is the index just past the string starting at b[i] ('"'),
+// -1 when it does not end.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue is the index just past the JSON value starting at b[i], -1
+// when it does not end.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = skipString(b, j); j < 0 {
+					return -1
+				}
+				j--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
 }
 
 func unknownKeys(obj map[string]json.RawMessage, known map[string]reflect.Type, fields *Fields, prefix string) *Error {

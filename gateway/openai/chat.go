@@ -176,6 +176,90 @@ func setKey(obj json.RawMessage, key string, val json.RawMessage) (json.RawMessa
 	return out.Bytes(), nil
 }
 
+// chatPrompt is a chat's prompt: the ids of its rendered text and the
+// image URLs in it. A chat the tokenizer cache has seen with the
+// same inputs (tokenizer.RenderKey) is served from the cache without
+// normalizing its messages again, rendering or encoding: its messages
+// passed normalizeMessages' checks when it was stored, and those read
+// nothing but the messages. Chats with images are not stored (their
+// ids are spliced with the images' later).
+func (s *Server) chatPrompt(req *chatRequest, ag *agent, model string) ([]int32, []string, *apiError) {
+	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
+	kwargs, e := s.chatKwargs(req)
+	var key string
+	if e == nil && s.promptCache.Stats().Enabled {
+		key = tokenizer.RenderKey(model, req.Messages, ag.renderTools, kwargs, agp)
+		if text, ids, ok := s.promptCache.Rendered(key); ok {
+			if e := s.checkTextLen(text, "messages"); e != nil {
+				return nil, nil, e
+			}
+			ag.promptRendered(text, func() (string, error) {
+				msgs, _, e := normalizeMessages(req.Messages)
+				if e != nil {
+					return "", e
+				}
+				return s.tok.ApplyChatTemplate(tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: kwargs})
+			})
+			return ids, nil, nil
+		}
+	}
+	msgs, urls, ne := normalizeMessages(req.Messages)
+	if ne != nil {
+		return nil, nil, ne
+	}
+	if len(urls) > 0 {
+		if e := s.checkImageSupport(); e != nil {
+			return nil, nil, e
+		}
+	}
+	if e != nil {
+		return nil, nil, e
+	}
+	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: kwargs, AddGenerationPrompt: agp}
+	text, err := s.tok.ApplyChatTemplate(in)
+	if err != nil {
+		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
+			return nil, nil, badRequest("messages", "the model has no chat template; use /v1/completions")
+		}
+		return nil, nil, badRequest("messages", "process messages: "+err.Error())
+	}
+	if e := s.checkTextLen(text, "messages"); e != nil {
+		return nil, nil, e
+	}
+	ag.promptRendered(text, func() (string, error) {
+		if !agp {
+			return text, nil // no generation prompt: nothing of the template's opens a block
+		}
+		in.AddGenerationPrompt = false
+		return s.tok.ApplyChatTemplate(in)
+	})
+	ids, err := s.promptCache.Encode(text, false)
+	if err != nil {
+		return nil, nil, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error())
+	}
+	if key != "" && len(urls) == 0 {
+		s.promptCache.PutRendered(key, text, ids)
+	}
+	return ids, urls, nil
+}
+
+// chatKwargs are the chat template's kwargs: chat_template_kwargs over
+// what reasoning_effort maps to.
+func (s *Server) chatKwargs(req *chatRequest) (json.RawMessage, *apiError) {
+	kwargs := req.ChatTemplateKwargs
+	if req.ReasoningEffort == nil {
+		return kwargs, nil
+	}
+	kw, err := effortKwargs(*req.ReasoningEffort, s.tok.ChatTemplateUses)
+	if err != nil {
+		return nil, badRequest("reasoning_effort", err.Error())
+	}
+	if kwargs, err = mergeKwargs(kwargs, kw); err != nil {
+		return nil, badRequest("chat_template_kwargs", err.Error())
+	}
+	return kwargs, nil
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if e := decodeBody(r, &req); e != nil {
@@ -205,54 +289,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		p.topLogprobs = *req.TopLogprobs
 	}
-	msgs, urls, e := normalizeMessages(req.Messages)
+	ids, urls, e := s.chatPrompt(&req, ag, p.model)
 	if e != nil {
 		writeError(w, e)
-		return
-	}
-	if len(urls) > 0 {
-		if e := s.checkImageSupport(); e != nil {
-			writeError(w, e)
-			return
-		}
-	}
-	agp := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-	kwargs := req.ChatTemplateKwargs
-	if req.ReasoningEffort != nil {
-		kw, err := effortKwargs(*req.ReasoningEffort, s.tok.ChatTemplateUses)
-		if err != nil {
-			writeError(w, badRequest("reasoning_effort", err.Error()))
-			return
-		}
-		if kwargs, err = mergeKwargs(kwargs, kw); err != nil {
-			writeError(w, badRequest("chat_template_kwargs", err.Error()))
-			return
-		}
-	}
-	in := tokenizer.ChatInput{Messages: msgs, Tools: ag.renderTools, Kwargs: kwargs, AddGenerationPrompt: agp}
-	text, err := s.tok.ApplyChatTemplate(in)
-	if err != nil {
-		if errors.Is(err, tokenizer.ErrNoChatTemplate) {
-			writeError(w, badRequest("messages", "the model has no chat template; use /v1/completions"))
-			return
-		}
-		writeError(w, badRequest("messages", "process messages: "+err.Error()))
-		return
-	}
-	if e := s.checkTextLen(text, "messages"); e != nil {
-		writeError(w, e)
-		return
-	}
-	ag.promptRendered(text, func() (string, error) {
-		if !agp {
-			return text, nil // no generation prompt: nothing of the template's opens a block
-		}
-		in.AddGenerationPrompt = false
-		return s.tok.ApplyChatTemplate(in)
-	})
-	ids, err := s.promptCache.Encode(text, false)
-	if err != nil {
-		writeError(w, errorf(http.StatusInternalServerError, "tokenization_failed", "", err.Error()))
 		return
 	}
 	reqtime.Mark(r.Context(), reqtime.Tokenized)

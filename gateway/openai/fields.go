@@ -138,23 +138,18 @@ func decodeBody(r *http.Request, v any) *apiError {
 	if e := front.DecodeBytes(b, v, fieldsFor(v)); e != nil {
 		return e
 	}
-	if _, ok := v.(*chatRequest); ok {
-		return checkTools(b)
+	if c, ok := v.(*chatRequest); ok {
+		return checkTools(c.Tools, c.ToolChoice)
 	}
 	return nil
 }
 
 // checkTools refuses tools that are not an array and a tool_choice that
-// asks for tools when there are none (OpenAI answers both with a 400).
-func checkTools(b []byte) *apiError {
-	var top struct {
-		Tools      json.RawMessage `json:"tools"`
-		ToolChoice json.RawMessage `json:"tool_choice"`
-	}
-	if json.Unmarshal(b, &top) != nil {
-		return nil
-	}
-	tools := bytes.TrimSpace(top.Tools)
+// asks for tools when there are none (OpenAI answers both with a 400):
+// the request's own fields, decoded already, not a second parse of the
+// body.
+func checkTools(rawTools, rawChoice json.RawMessage) *apiError {
+	tools := bytes.TrimSpace(rawTools)
 	hasTools := false
 	if len(tools) > 0 && string(tools) != "null" {
 		if tools[0] != '[' {
@@ -171,7 +166,7 @@ func checkTools(b []byte) *apiError {
 		}
 		hasTools = len(list) > 0
 	}
-	choice := bytes.TrimSpace(top.ToolChoice)
+	choice := bytes.TrimSpace(rawChoice)
 	if !hasTools && len(choice) > 0 && string(choice) != "null" && string(choice) != `"none"` {
 		return badRequest("tool_choice", "tool_choice needs tools: it is only allowed when tools are given")
 	}

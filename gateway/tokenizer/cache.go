@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
 )
 
 // The prompt cache in front of Encode (the idea is SMG's two-level
@@ -30,6 +33,20 @@ import (
 // a later one and the other way round. Memory is bounded by a byte budget
 // over what entries hold (key bytes, 4 bytes per id, a fixed overhead),
 // least recently used first out.
+//
+// In front of both sits our own addition, the render level: a chat's
+// inputs (its messages as the client sent them and every field that
+// changes the template's output, keyed by the front end: RenderKey) →
+// the rendered prompt and its ids. A repeated chat then skips decoding
+// its messages into template values and rendering the template as well
+// as the tokenizer, which cost far more than encoding a short prompt.
+// Render entries live in the same LRU list and byte budget as the
+// others (their cost counts the rendered text too), in a map of their
+// own so no prompt text can be mistaken for a render key. An entry
+// remembers the template it was rendered with and is a miss under
+// another one (SetChatTemplate); a template that reads the clock
+// (strftime_now) is never cached at this level, as its output is not a
+// function of the inputs alone.
 //
 // Results are copies: the caller owns the slice it gets and may change
 // it (TestCacheResultIsCallers); the stored ids are never handed out.
@@ -54,10 +71,12 @@ type Cache struct {
 
 	mu         sync.Mutex
 	m          map[string]*cacheEntry
-	head, tail *cacheEntry // most recently used first
+	rm         map[string]*cacheEntry // render entries
+	head, tail *cacheEntry            // most recently used first
 	bytes      int64
 
 	l0Hits, l1Hits, misses atomic.Uint64
+	renderHits             atomic.Uint64
 	bytesNow               atomic.Int64
 }
 
@@ -65,9 +84,15 @@ type cacheEntry struct {
 	key        string
 	ids        []int32 // never changed once stored
 	prev, next *cacheEntry
+	// A render entry's prompt text and the template that rendered it;
+	// tmpl is nil for a text entry.
+	text string
+	tmpl *jinja.Template
 }
 
-func (e *cacheEntry) cost() int64 { return int64(len(e.key)+4*len(e.ids)) + entryOverhead }
+func (e *cacheEntry) cost() int64 {
+	return int64(len(e.key)+len(e.text)+4*len(e.ids)) + entryOverhead
+}
 
 // NewCache puts a cache of maxBytes in front of t's Encode; maxBytes <= 0
 // gives a cache that caches nothing.
@@ -88,6 +113,7 @@ func NewCache(t *Tokenizer, maxBytes int64) *Cache {
 		return c
 	}
 	c.m = map[string]*cacheEntry{}
+	c.rm = map[string]*cacheEntry{}
 	c.l1Off = t.pieceOff
 	if c.l1Off == "" {
 		c.l1Off = addedTokensCrossPieces(t.added.rawTokens)
@@ -99,9 +125,11 @@ func NewCache(t *Tokenizer, maxBytes int64) *Cache {
 // CacheStats is a cache's account since it was made.
 type CacheStats struct {
 	Enabled bool
-	// L0Hits: whole prompts found; L1Hits: prompts not found whole of
-	// which at least one piece was; Misses: neither.
+	// L0Hits: whole prompts found (RenderHits of them as a whole chat,
+	// its template render skipped too); L1Hits: prompts not found whole
+	// of which at least one piece was; Misses: neither.
 	L0Hits, L1Hits, Misses uint64
+	RenderHits             uint64
 	Bytes, MaxBytes        int64
 	// L1Off says why L1 is off for this tokenizer ("" when it is on).
 	L1Off string
@@ -120,7 +148,7 @@ func (s CacheStats) HitRate() float64 {
 // Stats reads the counters; safe at any time.
 func (c *Cache) Stats() CacheStats {
 	return CacheStats{Enabled: c.max > 0, L0Hits: c.l0Hits.Load(), L1Hits: c.l1Hits.Load(), Misses: c.misses.Load(),
-		Bytes: c.bytesNow.Load(), MaxBytes: c.max, L1Off: c.l1Off}
+		RenderHits: c.renderHits.Load(), Bytes: c.bytesNow.Load(), MaxBytes: c.max, L1Off: c.l1Off}
 }
 
 // Tokenizer is the tokenizer the cache is in front of.
@@ -179,6 +207,79 @@ func (c *Cache) Encode(text string, addSpecial bool) ([]int32, error) {
 	return out, nil
 }
 
+// Rendered is the prompt text and ids (without special tokens around
+// them, as Encode(text, false) gives) stored for the chat whose
+// RenderKey is key under the tokenizer's current chat template; ok false
+// when there are none. A hit counts as an L0 hit. The ids are the
+// caller's.
+func (c *Cache) Rendered(key string) (text string, ids []int32, ok bool) {
+	if c.max == 0 {
+		return "", nil, false
+	}
+	tmpl := c.tok.chatTemplate
+	c.mu.Lock()
+	e := c.rm[key]
+	if e == nil || e.tmpl != tmpl {
+		c.mu.Unlock()
+		return "", nil, false
+	}
+	c.toFront(e)
+	text, ids = e.text, append(make([]int32, 0, len(e.ids)), e.ids...)
+	c.mu.Unlock()
+	c.l0Hits.Add(1)
+	c.renderHits.Add(1)
+	return text, ids, true
+}
+
+// PutRendered stores text, the current chat template's rendering of the
+// chat whose RenderKey is key, and ids, its Encode(text, false), for
+// Rendered. Nothing is kept when the template's output may change
+// between renders of the same inputs (it reads the clock).
+func (c *Cache) PutRendered(key, text string, ids []int32) {
+	tmpl := c.tok.chatTemplate
+	if c.max == 0 || tmpl == nil || strings.Contains(c.tok.chatTemplateText, "strftime_now") {
+		return
+	}
+	e := &cacheEntry{key: key, text: text, ids: ids, tmpl: tmpl}
+	cost := e.cost()
+	if cost > c.max/8 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.rm[key]; old != nil {
+		c.unlink(old)
+		c.bytes -= old.cost()
+	}
+	e.key, e.text, e.ids = strings.Clone(key), strings.Clone(text), append([]int32(nil), ids...)
+	c.rm[e.key] = e
+	c.toFront(e)
+	c.bytes += cost
+	c.evictLocked()
+}
+
+// RenderKey is the render level's key of a chat: every input that can
+// change what the chat template renders, each length-prefixed so no two
+// different inputs share a key. The front end passes its messages as the
+// client sent them (a hit then stands for the checks they passed too),
+// the tools the template sees, the template's kwargs, the
+// add_generation_prompt switch and the model name.
+func RenderKey(model string, messages, tools, kwargs []byte, addGenerationPrompt bool) string {
+	var b strings.Builder
+	b.Grow(len(model) + len(messages) + len(tools) + len(kwargs) + 24)
+	for _, f := range [][]byte{[]byte(model), messages, tools, kwargs} {
+		var n [binary.MaxVarintLen64]byte
+		b.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
+		b.Write(f)
+	}
+	if addGenerationPrompt {
+		b.WriteByte(1)
+	} else {
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
 func (c *Cache) wrap(out, ids []int32, addSpecial bool) []int32 {
 	if addSpecial {
 		out = append(out, c.pre...)
@@ -221,10 +322,19 @@ func (c *Cache) put(key string, ids []int32) {
 	c.m[e.key] = e
 	c.toFront(e)
 	c.bytes += cost
+	c.evictLocked()
+}
+
+// evictLocked drops the least recently used entries beyond the budget.
+func (c *Cache) evictLocked() {
 	for c.bytes > c.max && c.tail != nil {
 		old := c.tail
 		c.unlink(old)
-		delete(c.m, old.key)
+		if old.tmpl != nil {
+			delete(c.rm, old.key)
+		} else {
+			delete(c.m, old.key)
+		}
 		c.bytes -= old.cost()
 	}
 	c.bytesNow.Store(c.bytes)
