@@ -605,14 +605,18 @@ func (w *Worker) onWorkerDead(cause error, why string) {
 	}
 }
 
+// outputLoop reads a transport without a sink (one that is not ours,
+// e.g. an in-memory one) and hands every message to one sink, so such a
+// transport takes the same in-place decode as our sockets' readers
+// (sink.go): one reader goroutine, so one sink and its arena.
 func (w *Worker) outputLoop() {
+	sink := w.newOutputSink()
 	for {
 		f, err := w.out.Recv()
 		if err != nil {
 			return
 		}
-		w.lastOut.Store(w.now().UnixNano())
-		guard(w.lane.opts.OnPanic, w.Role()+" output batch", func() { w.onOutput(f) })
+		sink(f)
 	}
 }
 
