@@ -85,6 +85,14 @@ type options struct {
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
 var fakeGPUs int
 
+// gpuNote says which GPUs the idle deployment's telemetry polled.
+func gpuNote() string {
+	if fakeGPUs > 0 {
+		return fmt.Sprintf("%d simulated GPUs polled (-fake-gpus)", fakeGPUs)
+	}
+	return "no NVML here (no GPU polling)"
+}
+
 // upArgv is `tsd up --headless PROFILE`, with -fake-gpus when set.
 func upArgv(tsd, profile string) []string {
 	argv := []string{tsd, "up", "--headless"}
@@ -533,7 +541,7 @@ func run(o options) error {
 		verdict = "MISSED"
 	}
 	ctl = append(ctl,
-		controlRow{"idle CPU, 8 roles: tsd", fmt.Sprintf("%.2f%% of a core", pct(s1-s0)), fmt.Sprintf("over %v; telemetry on, no NVML here (no GPU polling)", o.idle)},
+		controlRow{"idle CPU, 8 roles: tsd", fmt.Sprintf("%.2f%% of a core", pct(s1-s0)), fmt.Sprintf("over %v; telemetry on, %s", o.idle, gpuNote())},
 		controlRow{"idle CPU, 8 roles: its 8 guardians", fmt.Sprintf("%.2f%% of a core", pct(k1-k0)), "all 8 together"},
 		controlRow{"idle CPU, 8 roles: tsd + guardians", fmt.Sprintf("%.2f%% of a core", both), fmt.Sprintf("target ≤ %.1f%%: %s", idleTarget, verdict)})
 	d8.srv.stop(30 * time.Second)
