@@ -12,6 +12,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/testkit/testports"
 )
 
 // rawRank is an engine rank made of bare zmq4 sockets, so a test sees
@@ -131,14 +132,11 @@ func TestCancelSendsAbortToBothLegs(t *testing.T) {
 	}
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address on a port reserved for this test (below
+// the ephemeral range, never handed to another test): a port asked of the
+// kernel and closed again can be anyone's by the time the test binds or
+// re-binds it.
+func freeAddr(t testing.TB) string { return testports.Addr(t) }
 
 // waitReady waits on rank events until g has a prefill and a decode rank.
 func waitReady(t testing.TB, g *Gateway) {
