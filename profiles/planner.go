@@ -745,27 +745,27 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 	}
 	toolP, reasonP := ReplyParsers(pl.p)
 	gp := GatewayPlan{
-		Listen:          net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
-		URL:             "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
-		Mode:            mode,
-		Policy:          g.Policy,
-		APIKeyEnv:       g.APIKeyEnv,
-		BootstrapServer: g.BootstrapServer,
-		ImageURLs:       g.ImageURLs,
-		StallTimeout:    Duration(pl.p.Health.StallTimeout),
-		QueueTimeout:    Duration(g.QueueTimeout),
-		ImageURLAllow:   g.ImageURLAllow,
-		MetricsPublic:   g.MetricsPublic,
-		MaxConcurrent:   g.MaxConcurrent,
-		CORSOrigins:     g.CORSOrigins,
-		ToolCallParser:  toolP,
-		ReasoningParser: reasonP,
-		LogFile:         filepath.Join(logDir, GatewayLogName+".log"),
-		Workers:         []WorkerPlan{},
-		Retry:           g.Retry,
-		CircuitBreaker:  g.CircuitBreaker,
+		Listen:           net.JoinHostPort(g.Host, strconv.Itoa(g.Port)),
+		URL:              "http://" + net.JoinHostPort(urlHost, strconv.Itoa(g.Port)),
+		Mode:             mode,
+		Policy:           g.Policy,
+		APIKeyEnv:        g.APIKeyEnv,
+		BootstrapServer:  g.BootstrapServer,
+		ImageURLs:        g.ImageURLs,
+		StallTimeout:     Duration(pl.p.Health.StallTimeout),
+		QueueTimeout:     Duration(g.QueueTimeout),
+		ImageURLAllow:    g.ImageURLAllow,
+		MetricsPublic:    g.MetricsPublic,
+		MaxConcurrent:    g.MaxConcurrent,
+		CORSOrigins:      g.CORSOrigins,
+		ToolCallParser:   toolP,
+		ReasoningParser:  reasonP,
+		LogFile:          filepath.Join(logDir, GatewayLogName+".log"),
+		Workers:          []WorkerPlan{},
+		Retry:            g.Retry,
+		CircuitBreaker:   g.CircuitBreaker,
+		TokenizerCacheMB: g.TokenizerCacheMB,
 	}
-	gp.TokenizerCacheMB = g.TokenizerCacheMB
 	routingPlans(&gp, g.Policy, g.Routing)
 	return gp
 }
