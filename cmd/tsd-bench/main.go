@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-
 	"net"
 	"net/http"
 	"os"

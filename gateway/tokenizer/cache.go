@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"container/list"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -69,11 +70,11 @@ type Cache struct {
 	l1Off    string  // why L1 is off, "" when on (or the cache is off)
 	pre, suf []int32 // the post-processor's tokens around the sequence
 
-	mu         sync.Mutex
-	m          map[string]*cacheEntry
-	rm         map[string]*cacheEntry // render entries
-	head, tail *cacheEntry            // most recently used first
-	bytes      int64
+	mu    sync.Mutex
+	m     map[string]*cacheEntry
+	rm    map[string]*cacheEntry // render entries
+	lru   *list.List             // of *cacheEntry, most recently used first
+	bytes int64
 
 	l0Hits, l1Hits, misses atomic.Uint64
 	renderHits             atomic.Uint64
@@ -81,9 +82,9 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	key        string
-	ids        []int32 // never changed once stored
-	prev, next *cacheEntry
+	key string
+	ids []int32       // never changed once stored
+	el  *list.Element // its place in Cache.lru; nil while not listed
 	// A render entry's prompt text and the template that rendered it;
 	// tmpl is nil for a text entry.
 	text string
@@ -114,6 +115,7 @@ func NewCache(t *Tokenizer, maxBytes int64) *Cache {
 	}
 	c.m = map[string]*cacheEntry{}
 	c.rm = map[string]*cacheEntry{}
+	c.lru = list.New()
 	c.l1Off = t.pieceOff
 	if c.l1Off == "" {
 		c.l1Off = addedTokensCrossPieces(t.added.rawTokens)
@@ -327,8 +329,8 @@ func (c *Cache) put(key string, ids []int32) {
 
 // evictLocked drops the least recently used entries beyond the budget.
 func (c *Cache) evictLocked() {
-	for c.bytes > c.max && c.tail != nil {
-		old := c.tail
+	for c.bytes > c.max && c.lru.Len() > 0 {
+		old := c.lru.Back().Value.(*cacheEntry)
 		c.unlink(old)
 		if old.tmpl != nil {
 			delete(c.rm, old.key)
@@ -340,33 +342,21 @@ func (c *Cache) evictLocked() {
 	c.bytesNow.Store(c.bytes)
 }
 
+// toFront lists e as the most recently used.
 func (c *Cache) toFront(e *cacheEntry) {
-	if c.head == e {
+	if e.el == nil {
+		e.el = c.lru.PushFront(e)
 		return
 	}
-	c.unlink(e)
-	e.next = c.head
-	if c.head != nil {
-		c.head.prev = e
-	}
-	c.head = e
-	if c.tail == nil {
-		c.tail = e
-	}
+	c.lru.MoveToFront(e.el)
 }
 
+// unlink takes e off the list.
 func (c *Cache) unlink(e *cacheEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else if c.head == e {
-		c.head = e.next
+	if e.el != nil {
+		c.lru.Remove(e.el)
+		e.el = nil
 	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else if c.tail == e {
-		c.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
 }
 
 // nextCut is where the L1 piece that starts at from ends: right after the

@@ -246,8 +246,8 @@ func TestCacheBudget(t *testing.T) {
 		c.mu.Lock()
 		var sum int64
 		n := 0
-		for e := c.head; e != nil; e = e.next {
-			sum += e.cost()
+		for el := c.lru.Front(); el != nil; el = el.Next() {
+			sum += el.Value.(*cacheEntry).cost()
 			n++
 		}
 		if sum != c.bytes || n != len(c.m) || c.bytes > budget || c.Stats().Bytes != c.bytes {
