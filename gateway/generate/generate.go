@@ -119,6 +119,7 @@ func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.T
 	out.Start()
 	enc := newGenerateChunkEnc(id)
 	ok := true
+	flushed := false // an event with tokens was flushed
 	for ok {
 		ev, more := st.Next()
 		if !more {
@@ -152,8 +153,11 @@ func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.T
 			} else {
 				ok = false
 			}
-			if ok && ev.Finish == nil && !st.Buffered() {
+			// The first tokens go out at once, whatever is queued behind
+			// them: the time to the first byte is what a client waits on.
+			if ok && ev.Finish == nil && (!flushed || !st.Buffered()) {
 				out.Flush()
+				flushed = flushed || len(ev.TokenIDs) > 0
 			}
 		} else {
 			ok = out.Send(generateChunk(ev, id, prompt, e2e))

@@ -124,7 +124,8 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 		MinTokens:    req.Sampling.MinNewTokens,
 	})
 	prompt, completion, cached := len(req.InputIDs), 0, 0
-	owed := false // a piece went out with more set, and nothing after it yet
+	owed := false     // a piece went out with more set, and nothing after it yet
+	textSent := false // a piece with text or logprobs went out
 	var tj textJoin
 	for {
 		ev, ok := st.Next()
@@ -199,7 +200,11 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 			return
 		}
 		if pc.text != "" || len(pc.logprobs) > 0 {
-			pc.more = st.Buffered()
+			// The first text goes out at once, whatever is queued behind
+			// it: the time to the first byte is what a client waits on;
+			// later outputs fold into one flush.
+			pc.more = textSent && st.Buffered()
+			textSent = true
 			owed = pc.more
 			if !send(pc) {
 				return
