@@ -266,13 +266,8 @@ func (g *Dispatcher) MaxModelLen() int {
 	ps := g.pools()
 	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers} {
 		for _, w := range ws {
-			for _, st := range w.Ranks() {
-				if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {
-					continue
-				}
-				if n := int(st.Registration.MaxModelLen); best == 0 || n < best {
-					best = n
-				}
+			if n := w.MaxModelLen(); n > 0 && (best == 0 || n < best) {
+				best = n
 			}
 		}
 	}

@@ -79,9 +79,14 @@ type Worker struct {
 	view atomic.Pointer[snapshot.RoleView]
 
 	lastOut atomic.Int64 // unix nanos of the last output (or of going busy)
-	sendQ   *queue[sendJob]
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// maxLen is the smallest max_model_len its registered ranks declared
+	// (0: none registered), kept by publishLocked: every request's body
+	// bound and context checks read it, and copying Ranks for them cost
+	// a request more than its tokenizer-cache hit.
+	maxLen atomic.Int64
+	sendQ  *queue[sendJob]
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 type rank struct {
@@ -265,6 +270,7 @@ func (w *Worker) errf(id int, err error) error {
 // publishLocked sends the rank's whole state to subscribers. Callers hold
 // w.mu (or own w exclusively), which keeps events of one worker in order.
 func (w *Worker) publishLocked(r *rank, errMsg string) {
+	w.maxLen.Store(int64(w.maxModelLenLocked()))
 	st := r.st
 	st.InFlight = w.inflight[st.Identity]
 	if st.Registration != nil {
@@ -1082,6 +1088,24 @@ func (w *Worker) Ranks() []snapshot.RankStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
 	return out
+}
+
+// MaxModelLen is the smallest max_model_len the worker's registered
+// ranks declared; 0 when none is registered or none declared one.
+func (w *Worker) MaxModelLen() int { return int(w.maxLen.Load()) }
+
+func (w *Worker) maxModelLenLocked() int {
+	best := 0
+	for _, r := range w.ranks {
+		st := r.st
+		if st.State != snapshot.RankRegistered || st.Registration == nil || st.Registration.MaxModelLen <= 0 {
+			continue
+		}
+		if n := int(st.Registration.MaxModelLen); best == 0 || n < best {
+			best = n
+		}
+	}
+	return best
 }
 
 // Registered counts registered ranks and the ranks awaited.
