@@ -212,6 +212,9 @@ func jsonKind(t reflect.Type) string {
 // checkFields refuses the top-level keys (and those of Strict fields) the
 // struct does not declare and fields do not list as ignored.
 func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
+	if keysClean(b, jsonFields(t), fields) {
+		return nil
+	}
 	top, ok := objectMembers(b)
 	if !ok {
 		top = nil
@@ -251,51 +254,122 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 // anything it does not take apart itself: not an object, a key with
 // escapes, bytes after the object.
 func objectMembers(b []byte) (map[string]json.RawMessage, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	it := members{b: b}
+	out := make(map[string]json.RawMessage, 16)
+	for it.next() {
+		out[string(it.key)] = it.val
+	}
+	if !it.ok() {
 		return nil, false
 	}
-	out := make(map[string]json.RawMessage, 16)
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return out, skipSpace(b, i+1) == len(b)
-	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return nil, false
-		}
-		end := skipString(b, i)
-		if end < 0 || bytes.IndexByte(b[i+1:end-1], '\\') >= 0 {
-			return nil, false
-		}
-		key := string(b[i+1 : end-1])
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return nil, false
-		}
-		vs := skipSpace(b, i+1)
-		ve := skipValue(b, vs)
-		if ve < 0 {
-			return nil, false
-		}
-		out[key] = b[vs:ve:ve]
-		i = skipSpace(b, ve)
-		if i >= len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case '}':
-			// Anything after the object (the Decoder leaves a stray '}')
-			// is Unmarshal's to refuse.
-			return out, skipSpace(b, i+1) == len(b)
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return nil, false
-		}
-	}
-	return nil, false
+	return out, true
 }
+
+// members walks the top-level members of b, a JSON object whose syntax
+// the struct decode has checked, without allocating: next moves to the
+// following member (key and val are b's own bytes), ok says after the
+// last whether the walk understood all of b (objectMembers' rules).
+type members struct {
+	b        []byte
+	i        int
+	started  bool
+	done     bool
+	bad      bool
+	key, val []byte
+}
+
+func (m *members) fail() bool { m.bad, m.done = true, true; return false }
+
+func (m *members) next() bool {
+	b := m.b
+	if m.done {
+		return false
+	}
+	if !m.started {
+		m.started = true
+		i := skipSpace(b, 0)
+		if i >= len(b) || b[i] != '{' {
+			return m.fail()
+		}
+		m.i = skipSpace(b, i+1)
+		if m.i < len(b) && b[m.i] == '}' {
+			m.done = true
+			m.bad = skipSpace(b, m.i+1) != len(b)
+			return false
+		}
+	}
+	i := m.i
+	if i >= len(b) || b[i] != '"' {
+		return m.fail()
+	}
+	end := skipString(b, i)
+	if end < 0 || bytes.IndexByte(b[i+1:end-1], '\\') >= 0 {
+		return m.fail()
+	}
+	m.key = b[i+1 : end-1]
+	i = skipSpace(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return m.fail()
+	}
+	vs := skipSpace(b, i+1)
+	ve := skipValue(b, vs)
+	if ve < 0 {
+		return m.fail()
+	}
+	m.val = b[vs:ve:ve]
+	i = skipSpace(b, ve)
+	if i >= len(b) {
+		return m.fail()
+	}
+	switch b[i] {
+	case '}':
+		// Anything after the object (the Decoder leaves a stray '}')
+		// is Unmarshal's to refuse.
+		m.done = true
+		m.bad = skipSpace(b, i+1) != len(b)
+	case ',':
+		m.i = skipSpace(b, i+1)
+	default:
+		return m.fail()
+	}
+	return true
+}
+
+func (m *members) ok() bool { return m.done && !m.bad }
+
+// keysClean reports, without allocating, that every key of the object b
+// (and of its Nested fields) passes unknownKeys: the common request, a
+// body with nothing to refuse, is done in one walk over its bytes. false
+// is not a verdict: checkFields then takes its full pass, which names
+// the first offender in a stable order (and sees a duplicate key's last
+// value, as the struct decode does; any occurrence failing here sends a
+// body there).
+func keysClean(b []byte, known map[string]reflect.Type, fields *Fields) bool {
+	it := members{b: b}
+	for it.next() {
+		k := it.key
+		if a, ok := fields.Values[string(k)]; ok {
+			if !a.admits(it.val) {
+				return false
+			}
+		} else if _, ok := known[string(k)]; !ok {
+			if _, ok := fields.Ignored[string(k)]; !ok {
+				if _, ok := fields.Refused[string(k)]; !ok || !isNull(it.val) {
+					return false
+				}
+			}
+		}
+		if sf, ok := fields.Nested[string(k)]; ok && !isNull(it.val) {
+			ft, ok := known[string(k)]
+			if ok && !keysClean(it.val, jsonFields(ft), sf) {
+				return false
+			}
+		}
+	}
+	return it.ok()
+}
+
+func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
