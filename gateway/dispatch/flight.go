@@ -220,7 +220,22 @@ func (g *Dispatcher) newFlight(parent context.Context, r tokenapi.Request, sp wi
 		retry: g.live.Load().retry}
 	f.deadline = time.Now().Add(g.opts.RequestTimeout)
 	f.ctx, f.cancel = context.WithDeadline(parent, f.deadline)
+	f.emitted = make([]int32, 0, emittedCap(r.Sampling.MaxNewTokens))
 	return f
+}
+
+// emittedCap is the room a flight's emitted tokens start with: the
+// request's own bound, up to a few KiB, so a stream's record grows once
+// or never instead of doubling from one token up.
+func emittedCap(maxNew *int) int {
+	const most, unbounded = 1024, 256
+	switch {
+	case maxNew == nil:
+		return unbounded // as long as the engine allows: start at a usual reply
+	case *maxNew > most:
+		return most
+	}
+	return max(*maxNew, 1)
 }
 
 // launch makes the request's first attempt, and more while each failure

@@ -15,6 +15,10 @@ type Stream struct {
 
 	mu    sync.Mutex
 	items []Output
+	// first is items' first backing array: a reader that keeps up holds
+	// one or two outputs at a time, so a stream's queue lives in the
+	// stream's own allocation instead of growing 1, 2, 4, 8 per request.
+	first [4]Output
 	head  int // next item to return
 	err   error
 	ended bool // terminal output queued, or failed
@@ -27,7 +31,9 @@ type Stream struct {
 }
 
 func newStream(w *Worker, rid string, identity int) *Stream {
-	return &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
+	s := &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
+	s.items = s.first[:0]
+	return s
 }
 
 // Weigh counts n tokens in the stream's rank's in-flight tokens
