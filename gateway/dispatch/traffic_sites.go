@@ -36,15 +36,7 @@ func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTo
 // stamped by the record), or the gap since the last output spread
 // over its tokens.
 func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, n int) {
-	if rec == nil || n <= 0 {
-		return
-	}
-	if first {
-		rec.FirstToken()
-	} else {
-		rec.ITL(role, gap/time.Duration(n))
-	}
-	rec.Tokens(role, n)
+	rec.Output(role, first, gap, n)
 }
 
 // recordPrefill records a prefill leg that ended well: its prompt tokens

@@ -408,6 +408,50 @@ func (r *Rec) Tokens(role string, n int) {
 	}
 }
 
+// Output records one output of n tokens of the decode leg on role as
+// FirstToken (first) or ITL (gap, the time since the previous output,
+// spread over its tokens) and Tokens do together, but a later output
+// under one lock and one clock read: it runs per output of every stream.
+func (r *Rec) Output(role string, first bool, gap time.Duration, n int) {
+	if r == nil || n <= 0 {
+		return
+	}
+	if first {
+		r.FirstToken()
+		r.Tokens(role, n)
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.ended {
+		return
+	}
+	r.completion += n
+	if !r.counted {
+		return
+	}
+	now := b.elapsed()
+	sec := second(now)
+	d := gap / time.Duration(n)
+	if d >= 0 {
+		b.total.itl.add(now, d)
+	}
+	b.total.tokens += uint64(n)
+	b.total.toks.add(sec, uint64(n))
+	for _, x := range r.roles {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
+			a := b.roles[x.name]
+			if d >= 0 {
+				a.itl.add(now, d)
+				a.itlH.observe(d)
+			}
+			a.tokens += uint64(n)
+			a.toks.add(sec, uint64(n))
+		}
+	}
+}
+
 // ITL records one inter-token gap (per token) of the decode leg on role
 // ("": every decode role of the request).
 func (r *Rec) ITL(role string, d time.Duration) {

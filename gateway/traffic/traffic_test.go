@@ -561,3 +561,40 @@ func TestAccessLineRIDsAbandonAndReason(t *testing.T) {
 		t.Fatalf("errors: total %d, decode-0 %d; want 3 and 0", tot.Errors, row(rows, "decode-0").Errors)
 	}
 }
+
+// Output (the dispatch's one call per output) books what FirstToken or
+// ITL and Tokens book, call for call: the same rows and totals.
+func TestOutputBooksAsItsParts(t *testing.T) {
+	run := func(combined bool) (Totals, []snapshot.RoleTraffic) {
+		clk := newClock()
+		b := New(Options{Now: clk.Now, Roles: []string{"prefill-0", "decode-0", "decode-1"}})
+		r := b.Begin("POST", "/v1/chat/completions")
+		r.Role("prefill", "prefill-0")
+		r.Role("decode", "decode-0")
+		r.Role("decode", "decode-1")
+		for i, n := range []int{1, 3, 1, 8, 2} {
+			clk.Set(time.Duration(50+i*7) * time.Millisecond)
+			gap := time.Duration(i*7) * time.Millisecond
+			role := []string{"decode-0", "", "decode-1", "decode-0", ""}[i]
+			if combined {
+				r.Output(role, i == 0, gap, n)
+				continue
+			}
+			if i == 0 {
+				r.FirstToken()
+			} else {
+				r.ITL(role, gap/time.Duration(n))
+			}
+			r.Tokens(role, n)
+		}
+		r.Output("decode-0", false, time.Millisecond, 0) // no tokens: nothing
+		r.End(200)
+		clk.Set(time.Second)
+		return b.Status()
+	}
+	tw, rw := run(false)
+	tg, rg := run(true)
+	if fmt.Sprint(tg) != fmt.Sprint(tw) || fmt.Sprint(rg) != fmt.Sprint(rw) {
+		t.Fatalf("Output booked\n%+v\n%+v\nITL and Tokens booked\n%+v\n%+v", tg, rg, tw, rw)
+	}
+}
