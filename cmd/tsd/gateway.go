@@ -29,6 +29,7 @@ type gatewayCmd struct {
 // the commands `tsd plan` prints: bind every socket and rendezvous, serve
 // until Ctrl-C, then shut down cleanly (drain, unbind, remove ipc files).
 func (c gatewayCmd) Run() error {
+	tuneGCForServing()
 	_, plan, errs := profiles.LoadPlan(c.Profile, profiles.LocalHostFacts())
 	if len(errs) > 0 {
 		return profileErrors(errs)

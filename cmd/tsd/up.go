@@ -238,6 +238,7 @@ func daemonLog(p *profiles.Plan) string {
 // runSupervisor is the supervisor and gateway in this process: the daemon
 // body, and `tsd up --headless`.
 func (c upCmd) runSupervisor() error {
+	tuneGCForServing()
 	plan, src, unregister, err := c.register()
 	if err != nil {
 		return err
