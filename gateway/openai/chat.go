@@ -70,9 +70,12 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 			return nil, nil, aerr
 		}
 		urls = append(urls, imgs...)
-		nm, err := setKey(m, "content", content)
-		if err != nil {
-			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), err.Error())
+		nm := []byte(m)
+		if !contentKept(m, head.Content, content) {
+			var err error
+			if nm, err = setKey(m, "content", content); err != nil {
+				return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), err.Error())
+			}
 		}
 		if i > 0 {
 			out.WriteByte(',')
@@ -81,6 +84,16 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 	}
 	out.WriteByte(']')
 	return out.Bytes(), urls, nil
+}
+
+// contentKept reports that message m already carries content as its
+// one content value (string content, the common message), so setKey's
+// re-encoding of the whole object would give the same JSON: it is
+// skipped. The count is conservative: "content" appearing anywhere else
+// in m (a duplicate key, or inside a string) takes setKey's way.
+func contentKept(m, raw, content json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '"' && bytes.Equal(t, content) && bytes.Count(m, []byte(`"content"`)) == 1
 }
 
 // checkToolCallID refuses a tool message without the id of the call it
