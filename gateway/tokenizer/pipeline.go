@@ -85,8 +85,13 @@ func compileRegex(file, field, pat string) (*regexp2.Regexp, error) {
 	return re, nil
 }
 
-// compileSplitter is the splitter for a Split pattern.
+// compileSplitter is the splitter for a Split pattern: the hand-written
+// matcher when pretok.go has one for exactly this pattern (the common
+// models' patterns, which every prompt goes through), else regexp2.
 func compileSplitter(file, field, pat string) (splitter, error) {
+	if sp := fastSplitter(pat); sp != nil {
+		return sp, nil
+	}
 	re, err := compileRegex(file, field, pat)
 	if err != nil {
 		return nil, err
