@@ -335,12 +335,8 @@ func TestPretokLongRuns(t *testing.T) {
 // files spell, after their JSON unescaping, and regexp2 for the rest.
 func TestPretokSelected(t *testing.T) {
 	t.Parallel()
-	files := []string{demoDir + "/tokenizer.json"}
-	for _, pkg := range []string{testcache.Qwen3, testcache.Llama3} {
-		files = append(files, testcache.TokenizerDir(t, pkg)+"/tokenizer.json")
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	check := func(t *testing.T, file string, want splitter) {
+		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,16 +350,23 @@ func TestPretokSelected(t *testing.T) {
 		if err := json.Unmarshal(data, &raw); err != nil {
 			t.Fatal(err)
 		}
-		sp, err := compileSplitter(f, "p", raw.PreTokenizer.Pretokenizers[0].Pattern.Regex)
+		sp, err := compileSplitter(file, "p", raw.PreTokenizer.Pretokenizers[0].Pattern.Regex)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := sp.(qwenSplitter); !ok {
-			t.Errorf("%s: %T, want the fast matcher", f, sp)
+		if sp != want {
+			t.Errorf("%s: %#v, want %#v", file, sp, want)
 		}
 	}
+	t.Run("demo", func(t *testing.T) { check(t, demoDir+"/tokenizer.json", qwenSplitter{maxDigits: 1}) })
+	t.Run("qwen3", func(t *testing.T) {
+		check(t, testcache.TokenizerDir(t, testcache.Qwen3)+"/tokenizer.json", qwenSplitter{maxDigits: 1})
+	})
+	t.Run("llama3", func(t *testing.T) {
+		check(t, testcache.TokenizerDir(t, testcache.Llama3)+"/tokenizer.json", qwenSplitter{maxDigits: 3})
+	})
 	if sp, _ := compileSplitter("t", "p", gpt2Pattern); sp != (gpt2Splitter{}) {
-		t.Errorf("gpt2: %T", sp)
+		t.Errorf("gpt2: %#v", sp)
 	}
 	if sp, _ := compileSplitter("t", "p", qwen2Pattern+"|x"); sp == nil {
 		t.Error("nil splitter")
