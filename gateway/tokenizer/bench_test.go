@@ -225,3 +225,41 @@ func BenchmarkPromptCacheParallel(b *testing.B) {
 		}
 	})
 }
+
+// pretokPrompt is a 32-word chat prompt, the size of the serving path's
+// typical user turn.
+const pretokPrompt = "Could you explain, in simple terms, why the sky looks blue during the day but turns red and orange at sunset? I'd really like a short answer with one simple example, please."
+
+// BenchmarkPretok is the Split pre-tokenizer stage alone on each pattern
+// with a hand-written matcher (pretok.go), that matcher against regexp2,
+// on a 32-word prompt and on 64 KB of mixed prose, code and CJK.
+func BenchmarkPretok(b *testing.B) {
+	long := benchText(b)[:64<<10]
+	for _, c := range []struct{ name, pat string }{
+		{"qwen2", qwen2Pattern}, {"llama3", llama3Pattern}, {"gpt2", gpt2Pattern},
+	} {
+		re, err := compileRegex("bench", "pattern", c.pat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range []struct{ name, text string }{{"prompt32", pretokPrompt}, {"mixed64k", long}} {
+			for _, m := range []struct {
+				name string
+				sp   splitter
+			}{{"fast", fastSplitter(c.pat)}, {"regexp2", regexSplitter{re}}} {
+				b.Run(c.name+"/"+in.name+"/"+m.name, func(b *testing.B) {
+					st := splitWith(m.sp, "Isolated", false)
+					pieces := make([]string, 1)
+					b.SetBytes(int64(len(in.text)))
+					b.ReportAllocs()
+					for b.Loop() {
+						pieces[0] = in.text
+						if _, err := st(pieces); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -3,7 +3,9 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -83,6 +85,20 @@ func compileRegex(file, field, pat string) (*regexp2.Regexp, error) {
 	return re, nil
 }
 
+// compileSplitter is the splitter for a Split pattern: the hand-written
+// matcher when pretok.go has one for exactly this pattern (the common
+// models' patterns, which every prompt goes through), else regexp2.
+func compileSplitter(file, field, pat string) (splitter, error) {
+	if sp := fastSplitter(pat); sp != nil {
+		return sp, nil
+	}
+	re, err := compileRegex(file, field, pat)
+	if err != nil {
+		return nil, err
+	}
+	return regexSplitter{re}, nil
+}
+
 func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error) {
 	typ, err := typed(raw)
 	if err != nil {
@@ -128,7 +144,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 		default:
 			return nil, &fieldError{file, field + ".pattern", "neither Regex nor String"}
 		}
-		re, err := compileRegex(file, field+".pattern", pat)
+		sp, err := compileSplitter(file, field+".pattern", pat)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +153,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 		default:
 			return nil, unsupported(file, field+".behavior", fmt.Sprintf("Split behavior %q", s.Behavior))
 		}
-		return []stage{{fn: splitStage(re, s.Behavior, s.Invert)}}, nil
+		return []stage{{fn: splitWith(sp, s.Behavior, s.Invert)}}, nil
 	case "ByteLevel":
 		var s struct {
 			AddPrefixSpace bool  `json:"add_prefix_space"`
@@ -158,11 +174,11 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 			}})
 		}
 		if s.UseRegex == nil || *s.UseRegex {
-			re, err := compileRegex(file, field, gpt2Pattern)
+			sp, err := compileSplitter(file, field, gpt2Pattern)
 			if err != nil {
 				return nil, err
 			}
-			stages = append(stages, stage{fn: splitStage(re, "Isolated", false)})
+			stages = append(stages, stage{fn: splitWith(sp, "Isolated", false)})
 		}
 		stages = append(stages, stage{byteLevel: true, fn: func(p []string) ([]string, error) {
 			for i, x := range p {
@@ -182,69 +198,140 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 		if s.IndividualDigits {
 			pat = `\p{N}`
 		}
-		re, err := compileRegex(file, field, pat)
+		sp, err := compileSplitter(file, field, pat)
 		if err != nil {
 			return nil, err
 		}
-		return []stage{{fn: splitStage(re, "Isolated", false)}}, nil
+		return []stage{{fn: splitWith(sp, "Isolated", false)}}, nil
 	}
 	return nil, unsupported(file, field+".type", fmt.Sprintf("pre-tokenizer %q", typ))
 }
 
 // splitStage splits every piece on a regex with one of HF's behaviours.
-// invert swaps the roles of matches and the text between them (gpt-4o's
-// tokenizer keeps the matches and removes the rest that way).
 func splitStage(re *regexp2.Regexp, behavior string, invert bool) preTokenizer {
-	type seg struct {
-		s       string
-		isMatch bool
-	}
+	return splitWith(regexSplitter{re}, behavior, invert)
+}
+
+// splitWith splits every piece on the spans of sp with one of HF's
+// behaviours, whichever matcher sp is. invert swaps the roles of matches
+// and the text between them (gpt-4o's tokenizer keeps the matches and
+// removes the rest that way).
+func splitWith(sp splitter, behavior string, invert bool) preTokenizer {
+	mode := splitModes[behavior]
 	return func(pieces []string) ([]string, error) {
-		out := make([]string, 0, len(pieces)*2)
-		var segs []seg
-		for _, p := range pieces {
-			locs, err := re.FindAllStringIndex(p, -1)
-			if err != nil {
+		buf := spanBufs.Get().(*[][2]int)
+		defer putSpanBuf(buf)
+		spans := (*buf)[:0]
+		o := splitOut{mode: mode}
+		for pi, p := range pieces {
+			var err error
+			if spans, err = sp.appendSpans(spans[:0], p); err != nil {
 				return nil, fmt.Errorf("split pre-token: %w", err)
 			}
-			segs = segs[:0]
+			*buf = spans
+			// Room for this piece's segments and, on the first piece, one
+			// for each of the rest.
+			n := segments(spans, len(p))
+			if pi == 0 {
+				n += len(pieces) - 1
+			}
+			o.out = slices.Grow(o.out, n)
+			o.first = len(o.out) // merges never cross into another piece
 			prev := 0
-			for _, l := range locs {
+			for _, l := range spans {
 				if l[0] == l[1] {
 					continue
 				}
 				if l[0] > prev {
-					segs = append(segs, seg{p[prev:l[0]], invert})
+					o.add(p[prev:l[0]], invert)
 				}
-				segs = append(segs, seg{p[l[0]:l[1]], !invert})
+				o.add(p[l[0]:l[1]], !invert)
 				prev = l[1]
 			}
 			if prev < len(p) {
-				segs = append(segs, seg{p[prev:], invert})
+				o.add(p[prev:], invert)
 			}
-			first := len(out) // merges never cross into another piece
-			pending := ""     // MergedWithNext carries a match into the next segment
-			for _, sg := range segs {
-				switch {
-				case !sg.isMatch || behavior == "Isolated":
-					out = append(out, pending+sg.s)
-					pending = ""
-				case behavior == "Removed":
-				case behavior == "MergedWithPrevious":
-					if len(out) > first {
-						out[len(out)-1] += sg.s
-					} else {
-						out = append(out, sg.s)
-					}
-				case behavior == "MergedWithNext":
-					pending += sg.s
-				}
-			}
-			if pending != "" {
-				out = append(out, pending)
+			if o.pending != "" {
+				o.out = append(o.out, o.pending)
+				o.pending = ""
 			}
 		}
-		return out, nil
+		if o.out == nil {
+			o.out = []string{}
+		}
+		return o.out, nil
+	}
+}
+
+// segments counts the segments spans cut a text of length n into: the
+// non-empty spans and the gaps around them.
+func segments(spans [][2]int, n int) int {
+	k, prev := 0, 0
+	for _, l := range spans {
+		if l[0] == l[1] {
+			continue
+		}
+		if l[0] > prev {
+			k++
+		}
+		k++
+		prev = l[1]
+	}
+	if prev < n {
+		k++
+	}
+	return k
+}
+
+// spanBufs keeps the span lists splitWith fills, so that a prompt's split
+// allocates only the pieces it returns.
+var spanBufs = sync.Pool{New: func() any { return new([][2]int) }}
+
+func putSpanBuf(b *[][2]int) {
+	if cap(*b) <= 1<<16 { // a huge prompt's list is not worth keeping
+		spanBufs.Put(b)
+	}
+}
+
+const (
+	splitIsolated = iota
+	splitRemoved
+	splitMergedWithPrevious
+	splitMergedWithNext
+)
+
+var splitModes = map[string]int{
+	"Isolated":           splitIsolated,
+	"Removed":            splitRemoved,
+	"MergedWithPrevious": splitMergedWithPrevious,
+	"MergedWithNext":     splitMergedWithNext,
+}
+
+// splitOut applies a Split behaviour to one piece's segments in order.
+type splitOut struct {
+	mode    int
+	out     []string
+	first   int    // index in out of the piece's first segment
+	pending string // MergedWithNext carries a match into the next segment
+}
+
+func (o *splitOut) add(s string, isMatch bool) {
+	switch {
+	case !isMatch || o.mode == splitIsolated:
+		if o.pending != "" {
+			s = o.pending + s
+			o.pending = ""
+		}
+		o.out = append(o.out, s)
+	case o.mode == splitRemoved:
+	case o.mode == splitMergedWithPrevious:
+		if len(o.out) > o.first {
+			o.out[len(o.out)-1] += s
+		} else {
+			o.out = append(o.out, s)
+		}
+	case o.mode == splitMergedWithNext:
+		o.pending += s
 	}
 }
 
