@@ -820,8 +820,27 @@ func (f *flight) onDecode(dr legResult) bool {
 		f.rec.Gone(f.parent.Err())
 		return true
 	}
+	if f.emitted == nil && len(o.TokenIDs) > 0 {
+		f.emitted = make([]int32, 0, f.emittedCap())
+	}
 	f.emitted = append(f.emitted, o.TokenIDs...)
 	return false
+}
+
+// emittedStart bounds the capacity emitted starts with.
+const emittedStart = 512
+
+// emittedCap is the capacity emitted starts with: the client's
+// max_new_tokens, at most emittedStart. A stream within it never regrows
+// emitted as its tokens arrive (grown by doubling from nothing, each
+// step was an allocation BenchmarkDecodePathChat counted per token),
+// and a request that asked for more still costs at most emittedStart
+// tokens up front.
+func (f *flight) emittedCap() int {
+	if m := f.orig.Sampling.MaxNewTokens; m != nil && *m < emittedStart {
+		return max(*m, 1)
+	}
+	return emittedStart
 }
 
 // observeTokens counts n new output tokens (TTFT, ITL, throughput).
