@@ -1,7 +1,7 @@
 package dispatch
 
 import (
-	"context"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
 )
@@ -47,17 +47,46 @@ func (f *flight) awaitPrefillCount() {
 	if f.preWake == nil {
 		return // awaitPrompt's result is on preCh, or the leg is not read
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, f.g.opts.DrainGrace)
-	defer cancel()
+	// A wait on the leg's wake-up and a timer, not Recv under a timeout's
+	// context: the context, its timer and its registration with f.ctx
+	// were allocations of many requests, as many as the prefill's output
+	// happened to be late (a noise in the decode path's allocation count,
+	// BenchmarkDecodePathChat).
+	ps := f.cur.ls.ps
+	if f.prefillQueued(ps) {
+		return
+	}
+	t := time.NewTimer(f.g.opts.DrainGrace)
+	defer t.Stop()
 	for {
-		o, err := f.cur.ls.ps.Recv(ctx)
-		if err != nil {
+		select {
+		case <-ps.Wake():
+		case <-t.C:
+			return
+		case <-f.ctx.Done():
 			return
 		}
-		if o.Finished != "" {
+		if f.prefillQueued(ps) {
+			return
+		}
+	}
+}
+
+// prefillQueued reads what the prefill leg ps has queued; true when that
+// ends the wait: its terminal output (whose count the usage then
+// carries), or its failure or end.
+func (f *flight) prefillQueued(ps *lane.Stream) bool {
+	for {
+		o, ok, err := ps.Poll()
+		switch {
+		case !ok:
+			return false
+		case err != nil:
+			return true
+		case o.Finished != "":
 			f.preWake, f.preDone = nil, true
 			f.cached.prefill(legResult{out: o})
-			return
+			return true
 		}
 	}
 }
