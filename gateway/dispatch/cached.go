@@ -56,8 +56,15 @@ func (f *flight) awaitPrefillCount() {
 	if f.prefillQueued(ps) {
 		return
 	}
-	t := time.NewTimer(f.g.opts.DrainGrace)
-	defer t.Stop()
+	t := graceTimer()
+	t.Reset(f.g.opts.DrainGrace)
+	defer func() {
+		t.Stop()
+		select {
+		case graceTimers <- t:
+		default: // full: the GC takes it
+		}
+	}()
 	for {
 		select {
 		case <-ps.Wake():
@@ -69,6 +76,27 @@ func (f *flight) awaitPrefillCount() {
 		if f.prefillQueued(ps) {
 			return
 		}
+	}
+}
+
+// graceTimers is a free list of stopped timers for awaitPrefillCount:
+// many requests wait there (in the decode path benchmark, a third or
+// more of them at C=1), and a timer each was two allocations a request,
+// as many as timing had it. A bounded channel, not a sync.Pool, for the
+// reason of lane.outputQueues (gateway/lane/stream.go): a pool tried
+// here still made hundreds of timers a benchmark run. Since Go 1.23 a
+// stopped timer's channel holds no stale tick, so Reset starts one
+// clean.
+var graceTimers = make(chan *time.Timer, 64)
+
+func graceTimer() *time.Timer {
+	select {
+	case t := <-graceTimers:
+		return t
+	default:
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
 	}
 }
 
