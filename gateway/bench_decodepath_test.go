@@ -450,8 +450,12 @@ func benchDecodePathCase(b *testing.B, conc, perOut int, body func(tokens int) (
 		}
 		wg.Wait()
 	}
-	run(2*conc, long) // warm: pools, buffers, the tokenizer's caches
-	run(2*conc, short)
+	// Warm: pools, free lists, buffers, the tokenizer's caches. Eight
+	// rounds of conc requests, not two: at C=64 the free lists of stream
+	// queues and SSE buffers were still filling after two, and the long
+	// requests, measured first, counted that per token.
+	run(8*conc, long)
+	run(8*conc, short)
 	var ms0, ms1, ms2 runtime.MemStats
 	msgs0 := dp.dec.msgs.Load()
 	runtime.ReadMemStats(&ms0)

@@ -425,8 +425,8 @@ func TestPD1P1DIPC(t *testing.T) {
 	if code, body := httpGet(t, c.base+"/metrics"); code != 200 || !strings.Contains(body, "smg_router_requests_total 2") || !strings.Contains(body, `smg_worker_requests_active{worker="decode",worker_type="decode"} 0`) {
 		t.Fatalf("metrics %d %s", code, tail(body, 2000))
 	}
-	st := c.g.Status()
-	if !st.Ready || st.Requests != 2 || st.InFlight != 0 {
+	waitRecordsEnded(t, c.g, 2)
+	if st := c.g.Status(); !st.Ready {
 		t.Fatalf("status %+v", st)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -44,4 +46,18 @@ func withGenerate(opts Options) Options {
 		}
 	}
 	return opts
+}
+
+// waitRecordsEnded waits until the gateway's traffic account holds
+// requests ended records and none in flight: a response's last byte can
+// reach the client before its handler has returned and its record ended.
+func waitRecordsEnded(t testing.TB, g *Gateway, requests uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := g.Status(); st.InFlight != 0 || st.Requests != requests; st = g.Status() {
+		if time.Now().After(deadline) {
+			t.Fatalf("records never all ended: %d ended, %d in flight, want %d and none", st.Requests, st.InFlight, requests)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

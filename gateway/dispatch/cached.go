@@ -1,7 +1,7 @@
 package dispatch
 
 import (
-	"context"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
 )
@@ -47,17 +47,74 @@ func (f *flight) awaitPrefillCount() {
 	if f.preWake == nil {
 		return // awaitPrompt's result is on preCh, or the leg is not read
 	}
-	ctx, cancel := context.WithTimeout(f.ctx, f.g.opts.DrainGrace)
-	defer cancel()
+	// A wait on the leg's wake-up and a timer, not Recv under a timeout's
+	// context: the context, its timer and its registration with f.ctx
+	// were allocations of many requests, as many as the prefill's output
+	// happened to be late (a noise in the decode path's allocation count,
+	// BenchmarkDecodePathChat).
+	ps := f.cur.ls.ps
+	if f.prefillQueued(ps) {
+		return
+	}
+	t := graceTimer()
+	t.Reset(f.g.opts.DrainGrace)
+	defer func() {
+		t.Stop()
+		select {
+		case graceTimers <- t:
+		default: // full: the GC takes it
+		}
+	}()
 	for {
-		o, err := f.cur.ls.ps.Recv(ctx)
-		if err != nil {
+		select {
+		case <-ps.Wake():
+		case <-t.C:
+			return
+		case <-f.ctx.Done():
 			return
 		}
-		if o.Finished != "" {
+		if f.prefillQueued(ps) {
+			return
+		}
+	}
+}
+
+// graceTimers is a free list of stopped timers for awaitPrefillCount:
+// many requests wait there (in the decode path benchmark, a third or
+// more of them at C=1), and a timer each was two allocations a request,
+// as many as timing had it. A bounded channel, not a sync.Pool, for the
+// reason of lane.outputQueues (gateway/lane/stream.go): a pool tried
+// here still made hundreds of timers a benchmark run. Since Go 1.23 a
+// stopped timer's channel holds no stale tick, so Reset starts one
+// clean.
+var graceTimers = make(chan *time.Timer, 64)
+
+func graceTimer() *time.Timer {
+	select {
+	case t := <-graceTimers:
+		return t
+	default:
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
+}
+
+// prefillQueued reads what the prefill leg ps has queued; true when that
+// ends the wait: its terminal output (whose count the usage then
+// carries), or its failure or end.
+func (f *flight) prefillQueued(ps *lane.Stream) bool {
+	for {
+		o, ok, err := ps.Poll()
+		switch {
+		case !ok:
+			return false
+		case err != nil:
+			return true
+		case o.Finished != "":
 			f.preWake, f.preDone = nil, true
 			f.cached.prefill(legResult{out: o})
-			return
+			return true
 		}
 	}
 }

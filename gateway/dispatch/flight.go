@@ -220,22 +220,7 @@ func (g *Dispatcher) newFlight(parent context.Context, r tokenapi.Request, sp wi
 		retry: g.live.Load().retry}
 	f.deadline = time.Now().Add(g.opts.RequestTimeout)
 	f.ctx, f.cancel = context.WithDeadline(parent, f.deadline)
-	f.emitted = make([]int32, 0, emittedCap(r.Sampling.MaxNewTokens))
 	return f
-}
-
-// emittedCap is the room a flight's emitted tokens start with: the
-// request's own bound, up to a few KiB, so a stream's record grows once
-// or never instead of doubling from one token up.
-func emittedCap(maxNew *int) int {
-	const most, unbounded = 1024, 256
-	switch {
-	case maxNew == nil:
-		return unbounded // as long as the engine allows: start at a usual reply
-	case *maxNew > most:
-		return most
-	}
-	return max(*maxNew, 1)
 }
 
 // launch makes the request's first attempt, and more while each failure
@@ -835,8 +820,27 @@ func (f *flight) onDecode(dr legResult) bool {
 		f.rec.Gone(f.parent.Err())
 		return true
 	}
+	if f.emitted == nil && len(o.TokenIDs) > 0 {
+		f.emitted = make([]int32, 0, f.emittedCap())
+	}
 	f.emitted = append(f.emitted, o.TokenIDs...)
 	return false
+}
+
+// emittedStart bounds the capacity emitted starts with.
+const emittedStart = 512
+
+// emittedCap is the capacity emitted starts with: the client's
+// max_new_tokens, at most emittedStart. A stream within it never regrows
+// emitted as its tokens arrive (grown by doubling from nothing, each
+// step was an allocation BenchmarkDecodePathChat counted per token),
+// and a request that asked for more still costs at most emittedStart
+// tokens up front.
+func (f *flight) emittedCap() int {
+	if m := f.orig.Sampling.MaxNewTokens; m != nil && *m < emittedStart {
+		return max(*m, 1)
+	}
+	return emittedStart
 }
 
 // observeTokens counts n new output tokens (TTFT, ITL, throughput).

@@ -3,7 +3,6 @@ package front
 import (
 	"encoding/json"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,10 +15,18 @@ const sseWriteTimeout = 30 * time.Second
 // written through (still unflushed) rather than held.
 const ssePendingMax = 32 << 10
 
-// pendingPool recycles the streams' pending buffers: a stream's buffer
-// grows to its largest burst, and a fresh one per request was most of
-// a streamed token's bytes allocated at high concurrency.
-var pendingPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+// pendingBufs is a free list of the streams' pending buffers: a
+// stream's buffer grows to its largest burst, and a fresh one per
+// request was most of a streamed token's bytes allocated at high
+// concurrency. A bounded channel, not a sync.Pool: a pool drops what it
+// holds every other GC, and each buffer started again after that grows
+// anew, step by step, to its stream's bursts (at C=64 the decode path's
+// benchmark, gateway/bench_decodepath_test.go, counted those steps per
+// token). What it can hold stays small: pendingBufsKept buffers of at
+// most 2*ssePendingMax bytes (4 MiB).
+var pendingBufs = make(chan []byte, pendingBufsKept)
+
+const pendingBufsKept = 64
 
 // SSE writes server-sent events; only the handler goroutine touches it.
 // Once a write fails it stays failed (Failed) and writes nothing more.
@@ -35,8 +42,7 @@ type SSE struct {
 	started bool
 	failed  bool
 	buf     []byte
-	pending []byte  // framed events not yet handed to w
-	held    *[]byte // pending's buffer, from pendingPool until the stream ends
+	pending []byte // framed events not yet handed to w; nil until the first Write and after the end
 	dl      writeDeadline
 }
 
@@ -113,9 +119,12 @@ func (s *SSE) Write(event []byte) bool {
 		return false
 	}
 	s.Start()
-	if s.held == nil {
-		s.held = pendingPool.Get().(*[]byte)
-		s.pending = (*s.held)[:0]
+	if s.pending == nil {
+		select {
+		case s.pending = <-pendingBufs:
+		default:
+			s.pending = make([]byte, 0, 4<<10)
+		}
 	}
 	s.pending = append(s.pending, event...)
 	if len(s.pending) >= ssePendingMax {
@@ -151,12 +160,14 @@ func (s *SSE) fail() {
 // failed).
 func (s *SSE) end() {
 	s.dl.stop()
-	if s.held != nil {
+	if s.pending != nil {
 		if cap(s.pending) <= 2*ssePendingMax {
-			*s.held = s.pending[:0]
-			pendingPool.Put(s.held)
+			select {
+			case pendingBufs <- s.pending[:0]:
+			default: // full: the GC takes it
+			}
 		}
-		s.held, s.pending = nil, nil
+		s.pending = nil
 	}
 }
 

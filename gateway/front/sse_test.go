@@ -215,3 +215,34 @@ func TestSSESlowClientCutOff(t *testing.T) {
 		t.Fatal("a client that stopped reading was not cut off")
 	}
 }
+
+// A stream's pending buffer, grown by a burst, goes to the next stream
+// once the first is done, and carries nothing of it over: the second
+// writes exactly its own events. Not parallel: the free list is emptied
+// first so that the first stream's buffer is the one taken.
+func TestSSEPendingBufferReused(t *testing.T) {
+	for len(pendingBufs) > 0 {
+		<-pendingBufs
+	}
+	event := []byte("data: " + strings.Repeat("x", 92) + "\n\n")
+	first := NewSSE(newRecWriter())
+	for range 100 {
+		first.Write(event)
+	}
+	first.Flush()
+	grown := cap(first.pending)
+	first.Done()
+	if grown < 100*len(event) || len(pendingBufs) != 1 {
+		t.Fatalf("after a burst: capacity %d, %d buffers kept, want ≥ %d and 1", grown, len(pendingBufs), 100*len(event))
+	}
+	w := newRecWriter()
+	second := NewSSE(w)
+	second.Write([]byte("data: {\"n\":2}\n\n"))
+	if cap(second.pending) != grown {
+		t.Fatalf("the next stream's buffer holds %d bytes, want the grown %d", cap(second.pending), grown)
+	}
+	second.Done()
+	if got := string(bytes.Join(w.writes, nil)); got != "data: {\"n\":2}\n\ndata: [DONE]\n\n" {
+		t.Fatalf("the next stream wrote %q", got)
+	}
+}

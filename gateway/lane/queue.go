@@ -4,10 +4,16 @@ import "sync"
 
 // queue is an unbounded FIFO with a wake-up channel. Producers never
 // block (a socket reader must not wait for a slow consumer); the single
-// consumer takes everything queued at once.
+// consumer takes everything queued at once, and the batch is its own
+// until it takes again.
 type queue[T any] struct {
-	mu     sync.Mutex
-	items  []T
+	mu    sync.Mutex
+	items []T
+	// spare is the batch take returned last: the consumer is done with it
+	// at its next take, which clears it and queues into it. Two arrays
+	// passed back and forth, where a new one per batch was an allocation
+	// per request sent (sendQ) whenever the sender kept up.
+	spare  []T
 	closed bool
 	wake   chan struct{}
 }
@@ -42,12 +48,14 @@ func (q *queue[T]) close() {
 	}
 }
 
-// take returns what is queued and whether more may come.
+// take returns what is queued and whether more may come. The batch
+// returned before is given back: the caller must be done with it.
 func (q *queue[T]) take() ([]T, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
-	q.items = nil
+	clear(q.spare) // what it held is the consumer's past work: keep none of it
+	q.items, q.spare = q.spare[:0], items
 	return items, !q.closed
 }
 

@@ -15,10 +15,6 @@ type Stream struct {
 
 	mu    sync.Mutex
 	items []Output
-	// first is items' first backing array: a reader that keeps up holds
-	// one or two outputs at a time, so a stream's queue lives in the
-	// stream's own allocation instead of growing 1, 2, 4, 8 per request.
-	first [4]Output
 	head  int // next item to return
 	err   error
 	ended bool // terminal output queued, or failed
@@ -31,9 +27,7 @@ type Stream struct {
 }
 
 func newStream(w *Worker, rid string, identity int) *Stream {
-	s := &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
-	s.items = s.first[:0]
-	return s
+	return &Stream{w: w, RID: rid, Identity: identity, wake: make(chan struct{}, 1)}
 }
 
 // Weigh counts n tokens in the stream's rank's in-flight tokens
@@ -60,10 +54,32 @@ func (s *Stream) signal() {
 	}
 }
 
+// outputQueues is a free list of drained streams' queues for new
+// streams to take. A queue grows to its stream's largest backlog (the
+// consumer behind the output reader), and growing a fresh one per stream
+// was most of the bytes a streamed token allocated at high concurrency,
+// in steps that grew with the stream's length (BenchmarkDecodePathChat,
+// C=64). A bounded channel, not a sync.Pool: a pool drops what it holds
+// every other GC, and each queue started again after that grows anew,
+// step by step, to its stream's backlog. What it can hold stays small:
+// outputQueuesKept queues of at most outputQueueMax outputs (~3.5 MB).
+var outputQueues = make(chan []Output, outputQueuesKept)
+
+const (
+	outputQueuesKept = 128
+	outputQueueMax   = 128
+)
+
 // deliver queues an output; it never blocks the output reader.
 func (s *Stream) deliver(o Output) {
 	s.mu.Lock()
 	if !s.ended {
+		if s.items == nil {
+			select {
+			case s.items = <-outputQueues:
+			default:
+			}
+		}
 		s.items = append(s.items, o)
 		s.ended = o.Finished != ""
 	}
@@ -103,6 +119,7 @@ func (s *Stream) Recv(ctx context.Context) (Output, error) {
 // reader keeps up). Drained, the queue starts again at the front.
 func (s *Stream) takeLocked() (Output, bool) {
 	if s.head == len(s.items) {
+		s.releaseLocked()
 		return Output{}, false
 	}
 	o := s.items[s.head]
@@ -110,8 +127,26 @@ func (s *Stream) takeLocked() (Output, bool) {
 	s.head++
 	if s.head == len(s.items) {
 		s.items, s.head = s.items[:0], 0
+		s.releaseLocked()
 	}
 	return o, true
+}
+
+// releaseLocked gives the queue to outputQueues once the stream has
+// ended and is drained: deliver queues nothing after the end, so nothing
+// uses the array again. Every slot taken was cleared (takeLocked), so
+// the free list holds no outputs' tokens.
+func (s *Stream) releaseLocked() {
+	if !s.ended || s.items == nil {
+		return
+	}
+	if cap(s.items) <= outputQueueMax {
+		select {
+		case outputQueues <- s.items[:0]:
+		default: // full: the GC takes it
+		}
+	}
+	s.items = nil
 }
 
 // Abort ends the stream with err (ErrAborted when nil) and, if the engine

@@ -816,6 +816,10 @@ func (w *Worker) sendLoop() {
 	bs, batched := w.in.(batchSender)
 	var msgs [][][]byte
 	var errs []error
+	// guard's label, built again only when the role changes: built per
+	// batch, it was an allocation per request sent whenever the sender
+	// kept up (the recover of sink.go's message has the same reason).
+	role, where := "", ""
 	for {
 		jobs, ok := w.sendQ.wait(w.stop)
 		if len(jobs) > 0 {
@@ -824,7 +828,10 @@ func (w *Worker) sendLoop() {
 				msgs = append(msgs, j.frames)
 				errs = append(errs, nil)
 			}
-			if guard(w.lane.opts.OnPanic, w.Role()+" send", func() {
+			if r := w.Role(); r != role || where == "" {
+				role, where = r, r+" send"
+			}
+			if guard(w.lane.opts.OnPanic, where, func() {
 				if batched {
 					bs.sendBatch(msgs, errs)
 					return

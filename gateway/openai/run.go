@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
@@ -127,6 +128,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 	owed := false     // a piece went out with more set, and nothing after it yet
 	textSent := false // a piece with text or logprobs went out
 	var tj textJoin
+	defer tj.release()
 	for {
 		ev, ok := st.Next()
 		if !ok {
@@ -219,16 +221,59 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 }
 
 // textJoin joins the texts of one output's tokens: one token's text is
-// the detokenizer's own string (no copy), several are joined in one
-// reused buffer and copied out once, so an output costs at most one
-// allocation here however many tokens it carries.
+// the detokenizer's own string (no copy); several are appended to a
+// joinArena's block and handed out as a string over the bytes they took
+// there, so a multi-token output costs no allocation of its own either
+// (the block's, once per joinBlock bytes of joined text, shared by the
+// requests that take the arena one after another).
 type textJoin struct {
 	first string
-	buf   []byte
 	parts int
+	a     *joinArena // taken from joinArenas by the first join; release gives it back
+	lo    int        // where the text being joined starts in a.block
 }
 
-func (j *textJoin) reset() { j.first, j.buf, j.parts = "", j.buf[:0], 0 }
+// joinBlock is how many bytes of joined text one block holds, as the
+// lane's token arena (gateway/lane/sink.go) holds arenaChunk token ids.
+const joinBlock = 8 << 10
+
+// joinArena is an append-only block of joined texts. Bytes below the
+// owner's lo were handed out as strings and are never written again:
+// joins only append past them, and a full block is replaced by a new one
+// (the old one lives on while a string handed out from it does). One
+// runner owns an arena at a time (joinArenas hands it over).
+type joinArena struct{ block []byte }
+
+// joinArenas passes arenas from finished runners to new ones, so a block
+// fills across requests instead of one being started per request.
+var joinArenas = sync.Pool{New: func() any { return new(joinArena) }}
+
+// takeArena gives j an arena from joinArenas; release gives it back.
+// The join under way starts at the block's end.
+func (j *textJoin) takeArena() {
+	j.a = joinArenas.Get().(*joinArena)
+	j.lo = len(j.a.block)
+}
+
+// release returns j's arena to joinArenas, without the bytes of a join
+// left unfinished (never handed out). j must not be used after.
+func (j *textJoin) release() {
+	if j.a == nil {
+		return
+	}
+	j.a.block = j.a.block[:j.lo]
+	joinArenas.Put(j.a)
+	j.a = nil
+}
+
+// reset starts the next output. Bytes of a join not handed out (text was
+// not called) are dropped: only they lie past lo.
+func (j *textJoin) reset() {
+	j.first, j.parts = "", 0
+	if j.a != nil {
+		j.a.block = j.a.block[:j.lo]
+	}
+}
 
 func (j *textJoin) add(s string) {
 	switch {
@@ -236,18 +281,41 @@ func (j *textJoin) add(s string) {
 	case j.parts == 0:
 		j.first, j.parts = s, 1
 	case j.parts == 1:
-		j.buf = append(append(j.buf[:0], j.first...), s...)
+		j.appendText(j.first)
+		j.appendText(s)
 		j.parts = 2
 	default:
-		j.buf = append(j.buf, s...)
+		j.appendText(s)
 	}
+}
+
+// appendText appends s to the join under way, starting a new block when
+// the current one has no room: the join so far (never handed out) moves
+// to it, the old block's handed-out bytes stay where they are.
+func (j *textJoin) appendText(s string) {
+	if j.a == nil {
+		j.takeArena() // the first join starts here
+	}
+	if b := j.a.block; cap(b)-len(b) < len(s) {
+		cur := b[j.lo:]
+		j.a.block, j.lo = append(make([]byte, 0, max(joinBlock, 2*(len(cur)+len(s)))), cur...), 0
+	}
+	j.a.block = append(j.a.block, s...)
 }
 
 func (j *textJoin) text() string {
 	if j.parts <= 1 {
 		return j.first
 	}
-	return string(j.buf)
+	b := j.a.block[j.lo:]
+	j.lo = len(j.a.block)
+	// The string aliases the block's bytes [lo, len) instead of copying
+	// them. Safe because nothing writes those bytes again: appendText only
+	// appends past len (within the capacity, or in a new block), reset and
+	// release cut the block back to lo, which now lies past them, and an
+	// arena has one owner at a time. The string's pointer keeps the block
+	// alive for as long as the string is. len(b) > 0: two non-empty parts.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // matchedValue is what matched_stop reports: the stop string the client
