@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,7 +85,20 @@ type goResult struct {
 }
 
 func runGoBenches(o options) []goResult {
+	out, runs := runGoSpecs(o)
+	if o.goSave != "" {
+		if err := saveGoRuns(o.goSave, runs); err != nil {
+			fmt.Println(err)
+		} else {
+			fmt.Println("wrote", o.goSave)
+		}
+	}
+	return out
+}
+
+func runGoSpecs(o options) ([]goResult, []goRun) {
 	var out []goResult
+	var runs []goRun
 	for _, s := range goSpecs {
 		bin, err := filepath.Abs(filepath.Join(o.bin, "bench", s.bin))
 		if err != nil {
@@ -114,8 +128,54 @@ func runGoBenches(o options) []goResult {
 			r.err = fmt.Sprintf("%v: %s", err, lastLines(string(b), 3))
 		}
 		out = append(out, r)
+		runs = append(runs, goRun{Bin: s.bin, Bench: s.bench, Output: string(b), Err: r.err})
 	}
-	return out
+	return out, runs
+}
+
+// goRun is one spec's raw `go test -bench` output, as -go-save keeps it
+// and -go-load reads it back: a device call too short for the whole
+// run can take the Go benchmarks in one call and the rest in the next,
+// with one results file at the end.
+type goRun struct {
+	Bin, Bench, Output, Err string
+}
+
+// saveGoRuns writes what runGoBenches read to path.
+func saveGoRuns(path string, runs []goRun) error {
+	b, err := json.MarshalIndent(runs, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save the Go benchmarks: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("save the Go benchmarks: %w", err)
+	}
+	return nil
+}
+
+// loadGoBenches is runGoBenches from a file saveGoRuns wrote: each spec
+// takes the run with its binary and pattern; one missing says so.
+func loadGoBenches(path string) ([]goResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-go-load: %w", err)
+	}
+	var runs []goRun
+	if err := json.Unmarshal(b, &runs); err != nil {
+		return nil, fmt.Errorf("-go-load %s: %w", path, err)
+	}
+	var out []goResult
+	for _, s := range goSpecs {
+		r := goResult{spec: s, err: "not in -go-load " + path}
+		for _, g := range runs {
+			if g.Bin == s.bin && g.Bench == s.bench {
+				r.results, r.err = parseGoBench(g.Output), g.Err
+				break
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func lastLines(s string, n int) string {

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+)
 
 // Result lines are parsed with every unit; other lines are skipped, and
 // the GOMAXPROCS suffix is dropped from the name.
@@ -56,5 +59,40 @@ func TestNum(t *testing.T) {
 		if got := num(v); got != want {
 			t.Errorf("num(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// Pins: what -go-save writes, -go-load reads back as the same rows; a
+// spec the file lacks says so instead of vanishing.
+func TestGoRunsRoundTrip(t *testing.T) {
+	out := "goos: linux\nBenchmarkDecodePathChat/C=1/tok=1-2   2000  230380 ns/op  0.0003021 allocs/token\nPASS\n"
+	var runs []goRun
+	for i, s := range goSpecs {
+		if i == 0 {
+			continue // left out
+		}
+		runs = append(runs, goRun{Bin: s.bin, Bench: s.bench, Output: out})
+	}
+	path := filepath.Join(t.TempDir(), "go.json")
+	if err := saveGoRuns(path, runs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := loadGoBenches(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(goSpecs) {
+		t.Fatalf("%d results, want one per spec (%d)", len(got), len(goSpecs))
+	}
+	if got[0].err == "" || len(got[0].results) != 0 {
+		t.Errorf("the spec left out: %+v, want it named missing", got[0])
+	}
+	for _, r := range got[1:] {
+		if r.err != "" || len(r.results) != 1 || r.results[0].Metrics["allocs/token"] != 0.0003021 {
+			t.Fatalf("%s %s: %+v, want the saved line back", r.spec.bin, r.spec.bench, r)
+		}
+	}
+	if _, err := loadGoBenches(filepath.Join(t.TempDir(), "none.json")); err == nil {
+		t.Error("a missing file loaded")
 	}
 }

@@ -72,6 +72,7 @@ type options struct {
 	jsonOut                                     string
 	idle                                        time.Duration
 	skipGo, skipServe                           bool
+	goSave, goLoad                              string
 	skipRouting                                 bool
 	rel                                         relOptions
 	// The gateway's share of TTFT (C=1) and the scaling rows.
@@ -119,6 +120,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.reps, "reps", 2, "repetitions of each serving case (tsd and bare take turns; the best by tok/s is kept)")
 	fs.DurationVar(&o.idle, "idle", 30*time.Second, "window of the idle-CPU measurement (CPU time is counted in 10 ms ticks: 30 s resolves 0.03% of a core)")
 	fs.BoolVar(&o.skipGo, "skip-go", false, "skip the Go benchmark rows")
+	fs.StringVar(&o.goSave, "go-save", "", "also save the Go benchmarks' raw output here (for -go-load)")
+	fs.StringVar(&o.goLoad, "go-load", "", "take the Go benchmark rows from a file -go-save wrote (an earlier run of the same binaries) instead of running them")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
 	fs.BoolVar(&o.skipRouting, "skip-routing", false, "skip the routing rows (cached-token share and TTFT by policy)")
 	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
@@ -559,7 +562,14 @@ func run(o options) error {
 	}
 
 	var gob []goResult
-	if !o.skipGo {
+	switch {
+	case o.skipGo:
+	case o.goLoad != "":
+		var err error
+		if gob, err = loadGoBenches(o.goLoad); err != nil {
+			return err
+		}
+	default:
 		gob = runGoBenches(o)
 	}
 	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o), renderScale(scale, o),

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 )
 
@@ -94,6 +95,9 @@ func render(e env, l layout, o options, rows []loadRow, ctl []controlRow, gob []
 
 	if len(gob) > 0 {
 		p("## Go benchmarks\n\nFrom the prebuilt test binaries in bin/bench/ (`-test.benchtime %s`, some fixed); `make bench-go` runs every benchmark of the module instead.\n\n", o.benchtime)
+		if o.goLoad != "" {
+			p("These rows were read from `%s`, the saved output of an earlier run of the same binaries on this machine (`-go-load`).\n\n", filepath.Base(o.goLoad))
+		}
 		p("| what | benchmark | figures |\n|---|---|---|\n")
 		for _, g := range gob {
 			if len(g.results) == 0 {
