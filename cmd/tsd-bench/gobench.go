@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tsd-project/tsd/testkit/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,6 +119,11 @@ func runGoSpecs(o options) ([]goResult, []goRun) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := exec.CommandContext(ctx, bin, "-test.run", "^$", "-test.bench", s.bench, "-test.benchtime", bt, "-test.benchmem")
 		cmd.Dir = s.pkg // testdata paths are relative to the package
+		// Test binaries that start ts-fake take the one beside tsd
+		// instead of building it: the GPU host has no Go.
+		if abs, err := filepath.Abs(o.bin); err == nil && os.Getenv(testbin.PrebuiltEnv) == "" {
+			cmd.Env = append(os.Environ(), testbin.PrebuiltEnv+"="+abs)
+		}
 		if _, err := os.Stat(s.pkg); err != nil {
 			cmd.Dir = ""
 		}
