@@ -14,24 +14,8 @@ import (
 // (Buffered until the last): an unpaced engine's burst.
 type burstEngine struct{ events []tokenapi.Event }
 
-type burstStream struct {
-	evs []tokenapi.Event
-	i   int
-}
-
-func (q *burstStream) Next() (tokenapi.Event, bool) {
-	if q.i == len(q.evs) {
-		return tokenapi.Event{}, false
-	}
-	q.i++
-	return q.evs[q.i-1], true
-}
-
-func (q *burstStream) Buffered() bool { return q.i < len(q.evs) }
-func (q *burstStream) Close()         {}
-
 func (e *burstEngine) Stream(context.Context, tokenapi.Request) (tokenapi.Streamer, error) {
-	return &burstStream{evs: e.events}, nil
+	return tokenapi.FromEvents(e.events), nil
 }
 func (e *burstEngine) Generate(context.Context, tokenapi.Request) (<-chan tokenapi.Event, error) {
 	panic("not used")

@@ -17,24 +17,8 @@ type queuedEngine struct {
 	events []tokenapi.Event
 }
 
-type queuedStream struct {
-	evs []tokenapi.Event
-	i   int
-}
-
-func (q *queuedStream) Next() (tokenapi.Event, bool) {
-	if q.i == len(q.evs) {
-		return tokenapi.Event{}, false
-	}
-	q.i++
-	return q.evs[q.i-1], true
-}
-
-func (q *queuedStream) Buffered() bool { return q.i < len(q.evs) }
-func (q *queuedStream) Close()         {}
-
 func (e *queuedEngine) Stream(context.Context, tokenapi.Request) (tokenapi.Streamer, error) {
-	return &queuedStream{evs: e.events}, nil
+	return tokenapi.FromEvents(e.events), nil
 }
 
 // flushLog records what had been written at each flush.

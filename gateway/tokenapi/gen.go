@@ -208,3 +208,24 @@ func (c *chanStream) Close() {
 		}
 	}()
 }
+
+// FromEvents is a Streamer over events that are all there already: what
+// an unpaced engine's burst looks like to a writer (Buffered until the
+// last), for tests of how a front end folds and flushes.
+func FromEvents(evs []Event) Streamer { return &sliceStream{evs: evs} }
+
+type sliceStream struct {
+	evs []Event
+	i   int
+}
+
+func (s *sliceStream) Next() (Event, bool) {
+	if s.i == len(s.evs) {
+		return Event{}, false
+	}
+	s.i++
+	return s.evs[s.i-1], true
+}
+
+func (s *sliceStream) Buffered() bool { return s.i < len(s.evs) }
+func (s *sliceStream) Close()         {}

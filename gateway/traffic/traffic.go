@@ -382,31 +382,7 @@ func (r *Rec) FirstToken() {
 // so tok/s follows the stream rather than jumping when it ends. (n > 1
 // samples may stream from different decodes; role "" credits every decode
 // role of the request.)
-func (r *Rec) Tokens(role string, n int) {
-	if r == nil || n <= 0 {
-		return
-	}
-	b := r.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if r.ended {
-		return
-	}
-	r.completion += n
-	if !r.counted {
-		return
-	}
-	sec := second(b.elapsed())
-	b.total.tokens += uint64(n)
-	b.total.toks.add(sec, uint64(n))
-	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
-			a := b.roles[x.name]
-			a.tokens += uint64(n)
-			a.toks.add(sec, uint64(n))
-		}
-	}
-}
+func (r *Rec) Tokens(role string, n int) { r.output(role, n, -1) }
 
 // Output records one output of n tokens of the decode leg on role as
 // FirstToken (first) or ITL (gap, the time since the previous output,
@@ -418,7 +394,16 @@ func (r *Rec) Output(role string, first bool, gap time.Duration, n int) {
 	}
 	if first {
 		r.FirstToken()
-		r.Tokens(role, n)
+		r.output(role, n, -1)
+		return
+	}
+	r.output(role, n, gap/time.Duration(n))
+}
+
+// output books n tokens and, when d >= 0, the per-token gap d before
+// them (Tokens, Output).
+func (r *Rec) output(role string, n int, d time.Duration) {
+	if r == nil || n <= 0 {
 		return
 	}
 	b := r.b
@@ -432,24 +417,10 @@ func (r *Rec) Output(role string, first bool, gap time.Duration, n int) {
 		return
 	}
 	now := b.elapsed()
-	sec := second(now)
-	d := gap / time.Duration(n)
 	if d >= 0 {
-		b.total.itl.add(now, d)
+		r.itlLocked(role, d, now)
 	}
-	b.total.tokens += uint64(n)
-	b.total.toks.add(sec, uint64(n))
-	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
-			a := b.roles[x.name]
-			if d >= 0 {
-				a.itl.add(now, d)
-				a.itlH.observe(d)
-			}
-			a.tokens += uint64(n)
-			a.toks.add(sec, uint64(n))
-		}
-	}
+	r.tokensLocked(role, n, now)
 }
 
 // ITL records one inter-token gap (per token) of the decode leg on role
@@ -464,7 +435,28 @@ func (r *Rec) ITL(role string, d time.Duration) {
 	if r.ended || !r.counted {
 		return
 	}
-	now := b.elapsed()
+	r.itlLocked(role, d, b.elapsed())
+}
+
+// tokensLocked books n tokens at now on the totals and role's rows (every
+// decode row of the request for ""); callers hold b.mu.
+func (r *Rec) tokensLocked(role string, n int, now time.Duration) {
+	b, sec := r.b, second(now)
+	b.total.tokens += uint64(n)
+	b.total.toks.add(sec, uint64(n))
+	for _, x := range r.roles {
+		if x.kind == kindDecode && (role == "" || role == x.name) {
+			a := b.roles[x.name]
+			a.tokens += uint64(n)
+			a.toks.add(sec, uint64(n))
+		}
+	}
+}
+
+// itlLocked books one per-token gap d at now, as tokensLocked books
+// tokens; callers hold b.mu.
+func (r *Rec) itlLocked(role string, d, now time.Duration) {
+	b := r.b
 	b.total.itl.add(now, d)
 	for _, x := range r.roles {
 		if x.kind == kindDecode && (role == "" || role == x.name) {
