@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/internal/freelist"
 )
 
 // cachedCount is a request's cached prompt tokens for its usage
@@ -60,10 +61,7 @@ func (f *flight) awaitPrefillCount() {
 	t.Reset(f.g.opts.DrainGrace)
 	defer func() {
 		t.Stop()
-		select {
-		case graceTimers <- t:
-		default: // full: the GC takes it
-		}
+		graceTimers.Put(t)
 	}()
 	for {
 		select {
@@ -82,22 +80,19 @@ func (f *flight) awaitPrefillCount() {
 // graceTimers is a free list of stopped timers for awaitPrefillCount:
 // many requests wait there (in the decode path benchmark, a third or
 // more of them at C=1), and a timer each was two allocations a request,
-// as many as timing had it. A bounded channel, not a sync.Pool, for the
-// reason of lane.outputQueues (gateway/lane/stream.go): a pool tried
-// here still made hundreds of timers a benchmark run. Since Go 1.23 a
-// stopped timer's channel holds no stale tick, so Reset starts one
+// as many as timing had it (a sync.Pool tried here still made hundreds
+// of timers a benchmark run: internal/freelist says why). Since Go 1.23
+// a stopped timer's channel holds no stale tick, so Reset starts one
 // clean.
-var graceTimers = make(chan *time.Timer, 64)
+var graceTimers = freelist.New[*time.Timer](64)
 
 func graceTimer() *time.Timer {
-	select {
-	case t := <-graceTimers:
-		return t
-	default:
-		t := time.NewTimer(time.Hour)
-		t.Stop()
+	if t, ok := graceTimers.Get(); ok {
 		return t
 	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // prefillQueued reads what the prefill leg ps has queued; true when that

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/freelist"
 )
 
 // sseWriteTimeout bounds writing one event: a client that stops reading
@@ -18,13 +20,9 @@ const ssePendingMax = 32 << 10
 // pendingBufs is a free list of the streams' pending buffers: a
 // stream's buffer grows to its largest burst, and a fresh one per
 // request was most of a streamed token's bytes allocated at high
-// concurrency. A bounded channel, not a sync.Pool: a pool drops what it
-// holds every other GC, and each buffer started again after that grows
-// anew, step by step, to its stream's bursts (at C=64 the decode path's
-// benchmark, gateway/bench_decodepath_test.go, counted those steps per
-// token). What it can hold stays small: pendingBufsKept buffers of at
-// most 2*ssePendingMax bytes (4 MiB).
-var pendingBufs = make(chan []byte, pendingBufsKept)
+// concurrency. What it can hold stays small: pendingBufsKept buffers of
+// at most 2*ssePendingMax bytes (4 MiB).
+var pendingBufs = freelist.New[[]byte](pendingBufsKept)
 
 const pendingBufsKept = 64
 
@@ -120,9 +118,8 @@ func (s *SSE) Write(event []byte) bool {
 	}
 	s.Start()
 	if s.pending == nil {
-		select {
-		case s.pending = <-pendingBufs:
-		default:
+		var ok bool
+		if s.pending, ok = pendingBufs.Get(); !ok {
 			s.pending = make([]byte, 0, 4<<10)
 		}
 	}
@@ -162,10 +159,7 @@ func (s *SSE) end() {
 	s.dl.stop()
 	if s.pending != nil {
 		if cap(s.pending) <= 2*ssePendingMax {
-			select {
-			case pendingBufs <- s.pending[:0]:
-			default: // full: the GC takes it
-			}
+			pendingBufs.Put(s.pending[:0])
 		}
 		s.pending = nil
 	}

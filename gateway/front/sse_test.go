@@ -221,8 +221,8 @@ func TestSSESlowClientCutOff(t *testing.T) {
 // writes exactly its own events. Not parallel: the free list is emptied
 // first so that the first stream's buffer is the one taken.
 func TestSSEPendingBufferReused(t *testing.T) {
-	for len(pendingBufs) > 0 {
-		<-pendingBufs
+	for pendingBufs.Len() > 0 {
+		pendingBufs.Get()
 	}
 	event := []byte("data: " + strings.Repeat("x", 92) + "\n\n")
 	first := NewSSE(newRecWriter())
@@ -232,8 +232,8 @@ func TestSSEPendingBufferReused(t *testing.T) {
 	first.Flush()
 	grown := cap(first.pending)
 	first.Done()
-	if grown < 100*len(event) || len(pendingBufs) != 1 {
-		t.Fatalf("after a burst: capacity %d, %d buffers kept, want ≥ %d and 1", grown, len(pendingBufs), 100*len(event))
+	if grown < 100*len(event) || pendingBufs.Len() != 1 {
+		t.Fatalf("after a burst: capacity %d, %d buffers kept, want ≥ %d and 1", grown, pendingBufs.Len(), 100*len(event))
 	}
 	w := newRecWriter()
 	second := NewSSE(w)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"sync"
+
+	"github.com/tsd-project/tsd/internal/freelist"
 )
 
 // Stream is one request leg on one engine rank: the outputs of its rid,
@@ -59,11 +61,9 @@ func (s *Stream) signal() {
 // consumer behind the output reader), and growing a fresh one per stream
 // was most of the bytes a streamed token allocated at high concurrency,
 // in steps that grew with the stream's length (BenchmarkDecodePathChat,
-// C=64). A bounded channel, not a sync.Pool: a pool drops what it holds
-// every other GC, and each queue started again after that grows anew,
-// step by step, to its stream's backlog. What it can hold stays small:
-// outputQueuesKept queues of at most outputQueueMax outputs (~3.5 MB).
-var outputQueues = make(chan []Output, outputQueuesKept)
+// C=64). What it can hold stays small: outputQueuesKept queues of at
+// most outputQueueMax outputs (~3.5 MB).
+var outputQueues = freelist.New[[]Output](outputQueuesKept)
 
 const (
 	outputQueuesKept = 128
@@ -75,10 +75,7 @@ func (s *Stream) deliver(o Output) {
 	s.mu.Lock()
 	if !s.ended {
 		if s.items == nil {
-			select {
-			case s.items = <-outputQueues:
-			default:
-			}
+			s.items, _ = outputQueues.Get()
 		}
 		s.items = append(s.items, o)
 		s.ended = o.Finished != ""
@@ -141,10 +138,7 @@ func (s *Stream) releaseLocked() {
 		return
 	}
 	if cap(s.items) <= outputQueueMax {
-		select {
-		case outputQueues <- s.items[:0]:
-		default: // full: the GC takes it
-		}
+		outputQueues.Put(s.items[:0])
 	}
 	s.items = nil
 }

@@ -18,8 +18,8 @@ func TestStreamQueueReused(t *testing.T) {
 	for i := range ss {
 		ss[i] = newStream(w, strconv.Itoa(i), 0)
 	}
-	for len(outputQueues) > 0 {
-		<-outputQueues
+	for outputQueues.Len() > 0 {
+		outputQueues.Get()
 	}
 	toks := []int32{1}
 	next := 0
