@@ -212,7 +212,8 @@ func jsonKind(t reflect.Type) string {
 // checkFields refuses the top-level keys (and those of Strict fields) the
 // struct does not declare and fields do not list as ignored.
 func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
-	if keysClean(b, jsonFields(t), fields) {
+	known := jsonFields(t)
+	if keysClean(b, known, fields) {
 		return nil
 	}
 	top, ok := objectMembers(b)
@@ -222,7 +223,6 @@ func checkFields(b []byte, t reflect.Type, fields *Fields) *Error {
 			return syntaxError(b)
 		}
 	}
-	known := jsonFields(t)
 	if e := unknownKeys(top, known, fields, ""); e != nil {
 		return e
 	}

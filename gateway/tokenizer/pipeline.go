@@ -148,9 +148,7 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 		if err != nil {
 			return nil, err
 		}
-		switch s.Behavior {
-		case "Isolated", "Removed", "MergedWithPrevious", "MergedWithNext":
-		default:
+		if _, ok := splitModes[s.Behavior]; !ok {
 			return nil, unsupported(file, field+".behavior", fmt.Sprintf("Split behavior %q", s.Behavior))
 		}
 		return []stage{{fn: splitWith(sp, s.Behavior, s.Invert)}}, nil
@@ -300,6 +298,8 @@ const (
 	splitMergedWithNext
 )
 
+// splitModes are the Split behaviours tsd applies, by their name in
+// tokenizer.json: the one list the loader checks a file's against.
 var splitModes = map[string]int{
 	"Isolated":           splitIsolated,
 	"Removed":            splitRemoved,
