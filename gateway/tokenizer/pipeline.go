@@ -205,11 +205,6 @@ func parsePreTokenizer(file, field string, raw json.RawMessage) ([]stage, error)
 	return nil, unsupported(file, field+".type", fmt.Sprintf("pre-tokenizer %q", typ))
 }
 
-// splitStage splits every piece on a regex with one of HF's behaviours.
-func splitStage(re *regexp2.Regexp, behavior string, invert bool) preTokenizer {
-	return splitWith(regexSplitter{re}, behavior, invert)
-}
-
 // splitWith splits every piece on the spans of sp with one of HF's
 // behaviours, whichever matcher sp is. invert swaps the roles of matches
 // and the text between them (gpt-4o's tokenizer keeps the matches and

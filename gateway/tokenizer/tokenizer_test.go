@@ -494,7 +494,7 @@ func TestSplitBehaviours(t *testing.T) {
 		{"Removed", true, "-|-|-"},
 		{"Isolated", true, "the|-|final|-|-|countdown"},
 	} {
-		got, err := splitStage(re, c.behavior, c.invert)([]string{"the-final--countdown"})
+		got, err := splitWith(regexSplitter{re}, c.behavior, c.invert)([]string{"the-final--countdown"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +502,7 @@ func TestSplitBehaviours(t *testing.T) {
 			t.Errorf("%s invert=%v: %q, want %q", c.behavior, c.invert, strings.Join(got, "|"), c.want)
 		}
 	}
-	got, _ := splitStage(re, "MergedWithPrevious", false)([]string{"-a", "-b"})
+	got, _ := splitWith(regexSplitter{re}, "MergedWithPrevious", false)([]string{"-a", "-b"})
 	if strings.Join(got, "|") != "-|a|-|b" {
 		t.Errorf("merge crossed pieces: %q", got)
 	}
