@@ -13,11 +13,15 @@ for _ in 1 2; do
 done
 trap 'kill "${busy[@]}" 2>/dev/null || true' EXIT
 mkdir -p bin
+# Its own events file: two hunts run side by side must not write into
+# one (the summary then reads a torn file and fails a run that passed).
+events=$(mktemp bin/flake-events.XXXXXX.json)
 echo "flake: $* × $count with -race, two busy loops (pids ${busy[*]})"
 start=$SECONDS
 rc=0
-go tool gotestsum --format pkgname --hide-summary=skipped --jsonfile bin/flake-events.json -- \
+go tool gotestsum --format pkgname --hide-summary=skipped --jsonfile "$events" -- \
 	-race -count="$count" -timeout 90m "$@" || rc=$?
-go run ./cmd/testsummary bin/flake-events.json || rc=1
+go run ./cmd/testsummary "$events" || rc=1
+rm -f "$events"
 echo "flake: $((SECONDS - start)) s"
 exit $rc
