@@ -38,6 +38,14 @@ type HostFacts struct {
 	// (absolute paths).
 	RunDir string
 	LogDir string
+	// Name is the deployment's name when it is not the profile's (tsd up
+	// --name): the plan's name, and the state folder's (StateDir).
+	Name string
+	// StateDir, when set, is the folder whose run/ and logs/ hold the
+	// deployment's state where the profile sets no run_dir or log_dir,
+	// instead of StateDir(profile folder, name): the shared .tsd of an
+	// earlier tsd whose daemon still runs there (LegacyState).
+	StateDir string
 	// UID and XDGRuntimeDir pick the short socket directory used when ipc
 	// paths under run_dir would exceed the Unix socket path limit.
 	UID           int
@@ -292,7 +300,11 @@ func LoadPlan(path string, facts HostFacts) (*Profile, *Plan, Errors) {
 // makes socket paths too long: $XDG_RUNTIME_DIR/tsd-<hash> or
 // /tmp/tsd-<uid>/<hash>, the hash naming the profile.
 func SocketDir(profileAbs string, facts HostFacts) string {
-	sum := sha256.Sum256([]byte(profileAbs))
+	key := profileAbs
+	if facts.Name != "" {
+		key += "\x00" + facts.Name // tsd up --name: a deployment of its own
+	}
+	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:])[:12]
 	if facts.XDGRuntimeDir != "" {
 		return filepath.Join(facts.XDGRuntimeDir, "tsd-"+h)
@@ -306,7 +318,7 @@ func (pl *planner) plan() *Plan {
 	p := pl.p
 	runDir, logDir := pl.dirs()
 	plan := &Plan{
-		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
+		Name: pl.name(), ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
 		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
 		Accelerator:     pl.accelerator(),
 		IntranodeNVLink: p.Engine.Mooncake.IntranodeNVLink,
@@ -317,6 +329,9 @@ func (pl *planner) plan() *Plan {
 	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
 	if len(plan.ControlSocket) > MaxSocketPath {
 		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
+	}
+	if r := pl.facts.Running; r != nil && r.RunDir == runDir && r.ControlSocket != "" {
+		plan.ControlSocket = r.ControlSocket // the daemon listens there
 	}
 	insts := expandInstances(p)
 	pl.matchRunning(insts)
@@ -345,9 +360,28 @@ func (pl *planner) plan() *Plan {
 	return plan
 }
 
-// dirs are run_dir and log_dir, host facts winning over the profile.
+// dirs are run_dir and log_dir: the profile's, else (a profile that
+// sets neither) the running deployment's (an apply never moves them),
+// else the deployment's own state folder by name; host facts win over
+// all of them.
 func (pl *planner) dirs() (runDir, logDir string) {
 	runDir, logDir = pl.p.RunDir, pl.p.LogDir
+	state := pl.facts.StateDir
+	if state == "" {
+		state = StateDir(pl.p.Dir, pl.name())
+	}
+	if runDir == "" {
+		runDir = filepath.Join(state, "run")
+		if r := pl.facts.Running; r != nil && r.RunDir != "" {
+			runDir = r.RunDir
+		}
+	}
+	if logDir == "" {
+		logDir = filepath.Join(state, "logs")
+		if r := pl.facts.Running; r != nil && r.LogDir != "" {
+			logDir = r.LogDir
+		}
+	}
 	if pl.facts.RunDir != "" {
 		runDir = filepath.Clean(pl.facts.RunDir)
 	}
@@ -356,6 +390,38 @@ func (pl *planner) dirs() (runDir, logDir string) {
 	}
 	return runDir, logDir
 }
+
+// name is the deployment's name: tsd up --name's, else the profile's.
+func (pl *planner) name() string {
+	if pl.facts.Name != "" {
+		return pl.facts.Name
+	}
+	return pl.p.Name
+}
+
+// StateDir is the folder a deployment named name keeps its state in when
+// its profile, in folder dir, sets no run_dir or log_dir: dir/.tsd/NAME,
+// the name made safe for a path (characters other than letters, digits,
+// '.', '_' and '-' become '_'). Each deployment has its own, so any
+// number of profiles in one folder run side by side.
+func StateDir(dir, name string) string {
+	safe := []byte(name)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			safe[i] = '_'
+		}
+	}
+	folder := string(safe)
+	if folder == "" || strings.Trim(folder, ".") == "" {
+		folder = "_" + folder // never "", "." or ".."
+	}
+	return filepath.Join(dir, StateRoot, folder)
+}
+
+// LegacyState is the shared state folder of an earlier tsd (dir/.tsd,
+// whose run/ and logs/ every profile of the folder used): a plan's
+// HostFacts.StateDir while a daemon that tsd started still runs there.
+func LegacyState(dir string) string { return filepath.Join(dir, StateRoot) }
 
 // accelerator is the profile's choice, else the host's only kind, else
 // nvidia.

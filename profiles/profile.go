@@ -193,19 +193,26 @@ const (
 	DefaultGatewayHost     = "127.0.0.1"
 	DefaultGatewayPort     = 8000
 	DefaultTransferBackend = "mooncake"
-	DefaultRunDir          = ".tsd/run"
-	DefaultLogDir          = ".tsd/logs"
-	ModeAuto               = "auto"
-	BootstrapEngine        = "engine"
-	BootstrapTSD           = "tsd"
-	RestartNo              = "no"
-	RestartOnFailure       = "on-failure"
-	RestartAlways          = "always"
-	StallRestart           = "restart"
-	StallWait              = "wait"
-	DefaultStallTimeout    = 30 * time.Second
-	DefaultQueueTimeout    = 30 * time.Second
-	DefaultDrainTimeout    = 30 * time.Second
+	// StateRoot is the folder beside a profile under which each
+	// deployment keeps its state by name (StateDir): the default run_dir
+	// is <StateRoot>/<name>/run, the default log_dir <StateRoot>/<name>/logs.
+	StateRoot = ".tsd"
+	// LegacyRunDir and LegacyLogDir are the defaults of tsd before each
+	// deployment had its own state folder: every profile of a folder
+	// shared them. A daemon of that tsd still running is found there.
+	LegacyRunDir        = ".tsd/run"
+	LegacyLogDir        = ".tsd/logs"
+	ModeAuto            = "auto"
+	BootstrapEngine     = "engine"
+	BootstrapTSD        = "tsd"
+	RestartNo           = "no"
+	RestartOnFailure    = "on-failure"
+	RestartAlways       = "always"
+	StallRestart        = "restart"
+	StallWait           = "wait"
+	DefaultStallTimeout = 30 * time.Second
+	DefaultQueueTimeout = 30 * time.Second
+	DefaultDrainTimeout = 30 * time.Second
 	// GatewayLogName is the gateway's log file name inside log_dir, which is
 	// why no role may be called "gateway".
 	GatewayLogName = "gateway"

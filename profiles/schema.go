@@ -502,12 +502,12 @@ func init() {
 		subKey("health", "how a role that stopped working is judged and handled", &healthSection, func(p *Profile) *Health { return &p.Health }),
 		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
 		subKey("slurm", "batch settings of `tsd export slurm`", &slurmSection, func(p *Profile) *Slurm { return &p.Slurm }),
-		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
+		{Key: "run_dir", Type: "path", DefaultDoc: "`.tsd/<name>/run`", Doc: "ipc sockets and the control socket tsd.sock; by default each deployment's own, by its name, so the profiles of one folder run side by side", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.RunDir = resolvePath(p.Dir, s, true)
 			}
 		}},
-		{Key: "log_dir", Type: "path", Default: DefaultLogDir, Doc: "`<role>.log` per role instance, plus `gateway.log`", read: func(l *loader, f field, p *Profile) {
+		{Key: "log_dir", Type: "path", DefaultDoc: "`.tsd/<name>/logs`", Doc: "`<role>.log` per role instance, plus `gateway.log` and the daemon's `tsd.log`; by default each deployment's own", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.LogDir = resolvePath(p.Dir, s, true)
 			}

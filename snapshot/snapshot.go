@@ -50,6 +50,9 @@ type Snapshot struct {
 	ProfileRevision string `json:"profile_revision,omitempty"`
 	// Apply is the last tsd apply or tsd scale, while it runs and after.
 	Apply *ApplyStatus `json:"apply,omitempty"`
+	// Stopping is the whole deployment's stop (tsd stop, a signal to the
+	// daemon) once it has begun: the gateway's drain, then the engines.
+	Stopping *StopStatus `json:"stopping,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
 	// a watch that asked for them (docs/protocol.md, the control socket).
 	History *History `json:"history,omitempty"`
@@ -66,6 +69,33 @@ type ApplyStatus struct {
 	Error    string    `json:"error,omitempty"` // why it stopped (failed)
 	Started  time.Time `json:"started"`
 }
+
+// StopStatus is a whole deployment's stop: the gateway stops taking
+// requests and lets those in flight finish until Deadline
+// (restart.drain_timeout, or tsd stop --timeout), then cuts the rest
+// (an error event and finish reason "abort" on a stream, the access
+// line's reason=shutdown); then every engine stops.
+type StopStatus struct {
+	Phase    string      `json:"phase"`              // draining | stopping (the engines)
+	Started  time.Time   `json:"started"`            // when the stop began
+	Deadline time.Time   `json:"deadline,omitempty"` // when the drain cuts what is left
+	InFlight int         `json:"in_flight"`          // requests still in flight (draining)
+	Drain    DrainResult `json:"drain"`              // the drain's count so far (final once stopping)
+}
+
+// DrainResult is what a gateway's drain did with the requests in flight
+// when it began: how many finished and how many it cut at its deadline.
+type DrainResult struct {
+	InFlight int `json:"in_flight"` // in flight when the drain began
+	Finished int `json:"finished"`  // ended before the deadline (answered, or their client left)
+	Cut      int `json:"cut"`       // still running at the deadline: ended with a shutdown error
+}
+
+// Stop phases.
+const (
+	StopDraining = "draining"
+	StopStopping = "stopping"
+)
 
 // Apply states.
 const (

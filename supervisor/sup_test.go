@@ -365,6 +365,11 @@ func (g *stubGW) InFlight(role string) (int, map[int]int) {
 }
 func (g *stubGW) Shutdown(context.Context) error { g.record("shutdown"); return nil }
 
+func (g *stubGW) Drain(context.Context) snapshot.DrainResult {
+	g.record("drain")
+	return snapshot.DrainResult{}
+}
+
 func indexOf(calls []string, s string) int {
 	for i, c := range calls {
 		if c == s {

@@ -364,7 +364,7 @@ func runRouting(s routingSetup, l layout, tsd, fake, work, policy string, hot bo
 		run.share = float64(cached) / float64(total)
 	}
 	run.ttftP50 = percentile(ttfts, 0.5)
-	lines, err := accessLines(filepath.Join(dir, ".tsd", "logs", "gateway.log"), len(reqs), 30*time.Second)
+	lines, err := accessLines(filepath.Join(dir, pState, "logs", "gateway.log"), len(reqs), 30*time.Second)
 	if err != nil && run.err == "" {
 		run.err = err.Error()
 	}

@@ -357,7 +357,7 @@ restart:
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	d.waitLine(0, "prefill", "→ ready")
 	d.waitLine(0, "decode", "→ ready")
-	logs := filepath.Join(dir, ".tsd", "logs")
+	logs := filepath.Join(stateDir(t, dir), "logs")
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(logs, name+".log"))
 		return string(b)

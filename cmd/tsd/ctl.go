@@ -32,9 +32,6 @@ import (
 // usage (a bare control verb with no deployment here), 3 nothing is
 // running.
 
-// defaultSocket is where `tsd up` puts the socket for a profile beside it.
-const defaultSocket = ".tsd/run/tsd.sock"
-
 // exitNotRunning is the exit code of a control verb when no daemon runs.
 const exitNotRunning = 3
 
@@ -76,10 +73,21 @@ func fromCandidate(c candidate) found {
 	return f
 }
 
+// socketName names an unregistered daemon by its control socket: its
+// state folder's name (.tsd/NAME/run/tsd.sock), or for an earlier tsd's
+// shared .tsd/run/tsd.sock the profile folder's.
+func socketName(sock string) string {
+	state := filepath.Dir(filepath.Dir(sock))
+	if filepath.Base(state) == profiles.StateRoot {
+		return filepath.Base(filepath.Dir(state))
+	}
+	return filepath.Base(state)
+}
+
 // locate resolves key (a deployment name, a profile path, or "") for v.
 func (t ctlTarget) locate(v verbSpec, key string) (found, error) {
 	if t.Socket != "" {
-		return found{name: filepath.Base(filepath.Dir(filepath.Dir(t.Socket))), socket: t.Socket}, nil
+		return found{name: socketName(t.Socket), socket: t.Socket}, nil
 	}
 	f, err := t.pick(v, key)
 	if err == nil && f.dead && !v.dead {
@@ -115,7 +123,12 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 				return found{}, fmt.Errorf("profile %s names no control socket", key)
 			}
 			if _, err := os.Stat(plan.ControlSocket); err != nil {
-				return found{}, notRunning(fmt.Sprintf("%s is not running (no %s)", key, plan.ControlSocket))
+				// A daemon of an earlier tsd keeps the folder's shared state.
+				legacy := filepath.Join(filepath.Dir(resolvedPath(key)), profiles.LegacyRunDir, "tsd.sock")
+				if _, lerr := os.Stat(legacy); lerr != nil {
+					return found{}, notRunning(fmt.Sprintf("%s is not running (no %s)", key, plan.ControlSocket))
+				}
+				return found{name: plan.Name, socket: legacy, logDir: filepath.Join(filepath.Dir(resolvedPath(key)), profiles.LegacyLogDir)}, nil
 			}
 			return found{name: plan.Name, socket: plan.ControlSocket, logDir: plan.LogDir}, nil
 		}
@@ -124,7 +137,7 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 		}
 		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
 	}
-	ch := pickBare(v.cmdline, v.control, currentDir(), localSocket(), cands)
+	ch := pickBare(v.cmdline, v.control, currentDir(), localSockets(), cands)
 	if ch.err != nil {
 		return found{}, ch.err
 	}
@@ -133,8 +146,8 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 	}
 	if ch.socket != "" {
 		// A daemon here that the registry does not list (an older tsd, or
-		// another registry): named after the profile's directory.
-		return found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(ch.socket)))), socket: ch.socket}, nil
+		// another registry): named after its state folder.
+		return found{name: socketName(ch.socket), socket: ch.socket}, nil
 	}
 	return fromCandidate(ch.cand), nil
 }
@@ -204,7 +217,7 @@ type statusCmd struct {
 	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
 	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
 	Watch       bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
-	Target      string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target      string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
 }
 
 func (c statusCmd) Run() error {
@@ -400,7 +413,7 @@ type restartCmd struct {
 	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
 	Role    string        `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
-	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c restartCmd) Run() error {
@@ -569,7 +582,7 @@ func restartCmdline(c restartCmd) string {
 type startCmd struct {
 	ctlTarget
 	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
-	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c startCmd) Run() error {
@@ -614,8 +627,28 @@ func roleCommand(f found, verb, role string, extra url.Values) error {
 
 type stopCmd struct {
 	ctlTarget
-	Now  bool     `help:"Skip the drain: requests in flight on the role end at once with an error."`
-	Args []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
+	Now     bool     `help:"Skip the drain: requests in flight end at once with an error (a stream: finish reason abort, then the error event)."`
+	Timeout string   `help:"Without ROLE: drain this long (e.g. 2m, 0 = --now) instead of the profile's restart.drain_timeout."`
+	Args    []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops, after its requests in flight drain (restart.drain_timeout)."`
+}
+
+// drain is the whole stop's drain the flags ask for: nil for the
+// profile's drain_timeout.
+func (c stopCmd) drain() (*time.Duration, error) {
+	switch {
+	case c.Now && c.Timeout != "":
+		return nil, &exitError{code: 2, msg: "tsd: stop: --now and --timeout say different things; give one"}
+	case c.Now:
+		d := time.Duration(0)
+		return &d, nil
+	case c.Timeout == "":
+		return nil, nil
+	}
+	d, err := time.ParseDuration(c.Timeout)
+	if err != nil || d < 0 {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: stop --timeout %s: not a duration (30s, 2m) of 0 or more", c.Timeout)}
+	}
+	return &d, nil
 }
 
 func (c stopCmd) Run() error {
@@ -631,32 +664,119 @@ func (c stopCmd) Run() error {
 		return reapDead(f.cand)
 	}
 	if role != "" {
+		if c.Timeout != "" {
+			return &exitError{code: 2, msg: "tsd: stop --timeout is the whole deployment's drain; a role drains for its own restart.drain_timeout (--now skips it)"}
+		}
 		var extra url.Values
 		if c.Now {
 			extra = url.Values{"now": {"1"}}
 		}
 		return roleCommand(f, "stop", role, extra)
 	}
+	drain, err := c.drain()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	q := url.Values{}
-	if c.Now {
-		q.Set("now", "1")
-	}
-	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", q); err != nil {
+	cl := supervisor.NewControlClient(f.socket)
+	before, err := cl.Status(ctx)
+	if err != nil {
 		// A daemon the registry does not know (another registry folder)
 		// that died here: its run folder's records still name what it left.
 		recs := filepath.Join(filepath.Dir(f.socket), "groups")
-		if role == "" && f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
+		if f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
 			return reapDead(candidate{Entry: daemons.Entry{Name: f.name, Records: recs}})
 		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}
-	fmt.Printf("stopping %s\n", f.name)
+	res, followed, err := stopWithProgress(ctx, cl, before, drain)
+	if err != nil {
+		return unreachable(f, fmt.Errorf("stop: %w", err))
+	}
 	if f.pid > 0 && !waitPIDGone(f.pid, 10*time.Minute) {
 		return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s has not stopped after 10m (tsd status %s)", f.name, f.name)}
 	}
+	fmt.Println(stoppedLine(f.name, res, followed))
 	return nil
+}
+
+// stoppedLine is a whole stop's last line: "stopped NAME", with what the
+// drain did to the requests in flight when there were any.
+func stoppedLine(name string, r snapshot.DrainResult, followed bool) string {
+	if !followed || r.InFlight+r.Finished+r.Cut == 0 {
+		return "stopped " + name
+	}
+	return fmt.Sprintf("stopped %s: %d finished, %d cut", name, r.Finished, r.Cut)
+}
+
+// stopWithProgress stops the whole deployment and shows its drain and
+// its roles stopping, as restart --wait shows a start: the daemon's own
+// lines (the stop, the drain's end) and, from the snapshot stream, the
+// drain's count and time left and each role's state.
+func stopWithProgress(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, drain *time.Duration) (res snapshot.DrainResult, followed bool, err error) {
+	lines := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() {
+		f, err := cl.StopAll(ctx, drain, func(l string) { lines <- l })
+		followed = f
+		done <- err
+	}()
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), nil)
+	view.prime(before.Roles)
+	view.head = drainHead
+	snaps := (<-chan snapshot.Snapshot)(nil)
+	if _, ch, err := cl.Watch(ctx); err == nil {
+		snaps = ch
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	// The drain's end is told once: from the stream's line, or from the
+	// first snapshot past it, whichever comes first (the snapshot may
+	// bring the roles' stopping before the line arrives).
+	summarized := false
+	summary := func(r snapshot.DrainResult, limit time.Duration) {
+		if !summarized {
+			summarized, res = true, r
+			view.say(supervisor.DrainSummary(r, limit), time.Now())
+		}
+	}
+	say := func(l string) {
+		if r, limit, ok := supervisor.StopLine(l); ok {
+			summary(r, limit)
+			return
+		}
+		view.say(l, time.Now())
+	}
+	for {
+		select {
+		case l := <-lines:
+			say(l)
+		case s, ok := <-snaps:
+			if !ok {
+				snaps = nil
+				continue
+			}
+			if st := s.Stopping; st != nil && st.Phase == snapshot.StopStopping && !st.Deadline.IsZero() {
+				summary(st.Drain, st.Deadline.Sub(st.Started))
+			}
+			view.update(s, time.Now())
+		case t := <-tick.C:
+			view.update(view.cur, t)
+		case err := <-done:
+			for {
+				select {
+				case l := <-lines:
+					say(l)
+					continue
+				default:
+				}
+				break
+			}
+			view.clear()
+			return res, followed, err
+		}
+	}
 }
 
 type logsCmd struct {

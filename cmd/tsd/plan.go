@@ -21,6 +21,9 @@ type planCmd struct {
 	// ShowSecrets prints env values and flags that look secret (TOKEN,
 	// KEY, SECRET, PASSWORD in the name) instead of ***.
 	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
+	// Name plans the deployment as tsd up --name NAME would: its name and
+	// its state folder (.tsd/NAME).
+	Name string `name:"name" help:"Plan as tsd up --name NAME would: the deployment's name and its state folder .tsd/NAME (default: the profile's name)."`
 	// Launcher slurm plans the job tsd runs in, or a stand-in job outside one.
 	Launcher string `enum:"local,slurm" default:"local" help:"Plan for local (this host) or slurm (each role a step of the Slurm job; outside one, a stand-in job JOBID)."`
 }
@@ -36,6 +39,7 @@ func (c planCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, liveEntries())
 	return c.run(os.Stdout, os.Stderr, facts)
 }
 

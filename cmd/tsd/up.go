@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,11 +143,21 @@ func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 	if err != nil {
 		return nil, upSource{}, nil, err
 	}
+	live, err := reg.List()
+	if err != nil {
+		return nil, upSource{}, nil, err
+	}
 	facts := profiles.LocalHostFacts()
 	free := facts.PortFree
 	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
+	if c.Profile != "" {
+		facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, live)
+	}
 	plan, src, err := c.loadPlan(facts)
 	if err != nil {
+		return nil, upSource{}, nil, err
+	}
+	if err := stateClash(plan, cmp.Or(c.Profile, c.PlanJSON), live); err != nil {
 		return nil, upSource{}, nil, err
 	}
 	prof := plan.ProfilePath
@@ -366,7 +377,7 @@ func (c upCmd) runSupervisor() error {
 		for range sigs {
 			n++
 			if n == 1 {
-				fmt.Fprintln(os.Stderr, "tsd: stopping every role (Ctrl-C again to kill them now)")
+				fmt.Fprintf(os.Stderr, "tsd: stopping: requests in flight drain (up to %s), then every role stops (Ctrl-C again to cut and kill now)\n", supervisor.HumanDuration(supervisor.PlanDrain(sup.Plan())))
 				stopRun()
 				continue
 			}

@@ -36,6 +36,14 @@ func (e *Error) ErrorCode() string { return e.Code }
 // ErrorParam names the offending request field, if any.
 func (e *Error) ErrorParam() string { return e.Param }
 
+// CodeShutdown is the code of a request tsd's stop cut at the end of its
+// drain (the gateway's ShutdownError): a stream so ended gets the finish
+// reason "abort" before its error event (docs/protocol.md §11.11).
+const CodeShutdown = "shutdown"
+
+// Cut reports whether e ended its request at a shutdown's drain deadline.
+func (e *Error) Cut() bool { return e != nil && e.Code == CodeShutdown }
+
 // Errorf builds an Error.
 func Errorf(status int, code, param, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}

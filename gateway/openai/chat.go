@@ -449,6 +449,7 @@ type chatStream struct {
 	id       string
 	created  int64
 	roleSent []bool
+	finished []bool         // the choices whose finish went out
 	replies  []*replyParser // tools.go; nil: content as generated
 	u        Usage
 	ps       prompts
@@ -457,7 +458,7 @@ type chatStream struct {
 
 func (s *Server) newChatStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64) *chatStream {
 	return &chatStream{s: s, out: newSSE(w), enc: newChatChunkEnc(id, created, p.model), cancel: cancel, p: p, ag: ag, id: id, created: created,
-		roleSent: make([]bool, p.n), replies: make([]*replyParser, p.n)}
+		roleSent: make([]bool, p.n), finished: make([]bool, p.n), replies: make([]*replyParser, p.n)}
 }
 
 // streamChat writes the stream of the pieces of n > 1 samples, each
@@ -501,6 +502,15 @@ func (cs *chatStream) take(pc piece, more bool) {
 	if pc.err != nil {
 		cs.failed = true
 		cs.cancel()
+		if pc.err.Cut() && out.started {
+			// tsd's stop cut the stream: every choice still open gets its
+			// finish reason before the error event.
+			for i, done := range cs.finished {
+				if !done {
+					out.write(enc.finish(i, tokenapi.FinishAbort, nil))
+				}
+			}
+		}
 		out.fail(pc.err)
 		return
 	}
@@ -555,6 +565,7 @@ func (cs *chatStream) take(pc piece, more bool) {
 		}
 	}
 	if pc.finish != "" {
+		cs.finished[pc.index] = true
 		if rp != nil {
 			// A parsed reply may end in tool_calls (tools.go).
 			f := rp.finishReason(pc.finish)

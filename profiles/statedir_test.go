@@ -1,0 +1,67 @@
+package profiles
+
+import "testing"
+
+// Each deployment keeps its state in a folder of its own by name, so two
+// profiles of one folder plan different sockets and log files; a name
+// that is not a safe path component is made one.
+func TestStateDir(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"demo", "/p/.tsd/demo"},
+		{"demo-ascend", "/p/.tsd/demo-ascend"},
+		{"qwen3.8b_pd", "/p/.tsd/qwen3.8b_pd"},
+		{"a/b", "/p/.tsd/a_b"},
+		{"my demo", "/p/.tsd/my_demo"},
+		{"..", "/p/.tsd/_.."},
+		{".", "/p/.tsd/_."},
+		{"", "/p/.tsd/_"},
+	} {
+		if got := StateDir("/p", tc.name); got != tc.want {
+			t.Errorf("StateDir(/p, %q) = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+const stateSrc = `model: ./m
+roles:
+  - {name: prefill, kind: prefill, gpus: [0]}
+  - {name: decode, kind: decode, gpus: [1]}
+`
+
+// Where a plan's state goes: the profile's own state folder by default,
+// the name tsd up --name gives, the legacy shared folder while an earlier
+// tsd's daemon runs there, a running deployment's folders for tsd apply,
+// and what the profile writes above all of them.
+func TestPlanStateDirs(t *testing.T) {
+	for _, tc := range []struct {
+		what, file, extra string
+		facts             HostFacts
+		run, log          string
+	}{
+		{what: "default: by the profile's name", file: "/srv/a.yaml", run: "/srv/.tsd/a/run", log: "/srv/.tsd/a/logs"},
+		{what: "name: key", file: "/srv/a.yaml", extra: "name: alpha\n", run: "/srv/.tsd/alpha/run", log: "/srv/.tsd/alpha/logs"},
+		{what: "tsd up --name", file: "/srv/a.yaml", facts: HostFacts{Name: "a2"}, run: "/srv/.tsd/a2/run", log: "/srv/.tsd/a2/logs"},
+		{what: "an earlier tsd's daemon runs there", file: "/srv/a.yaml", facts: HostFacts{StateDir: LegacyState("/srv")}, run: "/srv/.tsd/run", log: "/srv/.tsd/logs"},
+		{what: "set by hand", file: "/srv/a.yaml", extra: "run_dir: r\nlog_dir: /var/log/a\n", facts: HostFacts{Name: "x"}, run: "/srv/r", log: "/var/log/a"},
+		{what: "apply keeps the running folders", file: "/srv/a.yaml", extra: "name: renamed\n",
+			facts: HostFacts{Running: &Plan{RunDir: "/srv/.tsd/a/run", LogDir: "/srv/.tsd/a/logs", ControlSocket: "/srv/.tsd/a/run/tsd.sock"}},
+			run:   "/srv/.tsd/a/run", log: "/srv/.tsd/a/logs"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			p, errs := Parse(tc.file, []byte(tc.extra+stateSrc))
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			plan, errs := MakePlan(p, tc.facts)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if plan.RunDir != tc.run || plan.LogDir != tc.log || plan.ControlSocket != tc.run+"/tsd.sock" || plan.Gateway.LogFile != tc.log+"/gateway.log" {
+				t.Fatalf("run %q log %q socket %q gateway log %q; want %q and %q", plan.RunDir, plan.LogDir, plan.ControlSocket, plan.Gateway.LogFile, tc.run, tc.log)
+			}
+			if tc.facts.Name != "" && plan.Name != tc.facts.Name {
+				t.Fatalf("plan name %q, want --name's %q", plan.Name, tc.facts.Name)
+			}
+		})
+	}
+}
