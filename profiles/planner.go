@@ -41,6 +41,9 @@ type HostFacts struct {
 	// Name is the deployment's name when it is not the profile's (tsd up
 	// --name): the plan's name, and the state folder's (StateDir).
 	Name string
+	// GatewayPort, when set, is the gateway's port instead of
+	// gateway.port (tsd up --port).
+	GatewayPort int
 	// StateDir, when set, is the folder whose run/ and logs/ hold the
 	// deployment's state where the profile sets no run_dir or log_dir,
 	// instead of StateDir(profile folder, name): the shared .tsd of an
@@ -325,7 +328,11 @@ func (pl *planner) plan() *Plan {
 		TransferBackend: p.Engine.TransferBackend,
 		Roles:           []RolePlan{},
 	}
-	shortDir := SocketDir(p.Abs, pl.facts)
+	sf := pl.facts
+	if sf.Name == p.Name {
+		sf.Name = "" // the profile's own name: the profile's own folder
+	}
+	shortDir := SocketDir(p.Abs, sf)
 	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
 	if len(plan.ControlSocket) > MaxSocketPath {
 		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
@@ -506,9 +513,10 @@ func (pl *planner) explicitWorker(in *inst) {
 func (pl *planner) reserveFixedPorts(insts []*inst) {
 	p := pl.p
 	gwKey := "gateway.port"
-	pl.reserve(reservation{localNS, p.Gateway.Port, p.Gateway.Port, "gateway port", gwKey})
+	gwPort := pl.gatewayPort()
+	pl.reserve(reservation{localNS, gwPort, gwPort, "gateway port", gwKey})
 	if _, written := p.pos[gwKey]; written {
-		pl.warnRange(gwKey, "gateway port", p.Gateway.Port, p.Gateway.Port)
+		pl.warnRange(gwKey, "gateway port", gwPort, gwPort)
 	}
 	for _, in := range insts {
 		pl.reserveHandshake(in)
@@ -803,8 +811,17 @@ func (pl *planner) gatewayMode(insts []*inst) string {
 	return mode
 }
 
+// gatewayPort is tsd up --port's, else gateway.port.
+func (pl *planner) gatewayPort() int {
+	if pl.facts.GatewayPort > 0 {
+		return pl.facts.GatewayPort
+	}
+	return pl.p.Gateway.Port
+}
+
 func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 	g := pl.p.Gateway
+	g.Port = pl.gatewayPort()
 	urlHost := g.Host
 	if isWildcard(g.Host) {
 		urlHost = "127.0.0.1"

@@ -284,7 +284,7 @@ func init() {
 		durKey("reset_after", "10m", "a run this long resets the backoff", func(r *Restart) *time.Duration { return &r.ResetAfter }),
 		{Key: "budget", Type: `"N in DURATION"`, Default: "5 in 10m", Doc: "more restarts than N in the window: the role is failed", read: readBudget},
 		durKey("stop_grace", "30s", "SIGTERM, then SIGKILL after this long", func(r *Restart) *time.Duration { return &r.StopGrace }),
-		durKey("drain_timeout", "30s", "restart and stop wait this long for in-flight requests to finish, then end them (tsd restart --now skips it)", func(r *Restart) *time.Duration { return &r.DrainTimeout }),
+		durKey("drain_timeout", "30s", "restart and stop wait this long for in-flight requests to finish, then end them (--now skips it); a stop of the whole deployment waits the longest of its roles' (tsd stop --timeout changes it)", func(r *Restart) *time.Duration { return &r.DrainTimeout }),
 	}, finish: func(l *loader, at field, r *Restart, _ map[string]field) {
 		if r.Backoff > r.MaxBackoff {
 			l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)

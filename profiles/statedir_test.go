@@ -65,3 +65,23 @@ func TestPlanStateDirs(t *testing.T) {
 		})
 	}
 }
+
+// tsd up --port serves the gateway on another port than gateway.port
+// (make demo DEMO_PORT=…), reserved like the profile's.
+func TestPlanGatewayPortFact(t *testing.T) {
+	p, errs := Parse("/srv/a.yaml", []byte("gateway: {port: 8000}\n"+stateSrc))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	plan, errs := MakePlan(p, HostFacts{GatewayPort: 8123})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if plan.Gateway.Listen != "127.0.0.1:8123" || plan.Gateway.URL != "http://127.0.0.1:8123" {
+		t.Fatalf("gateway %s %s, want port 8123", plan.Gateway.Listen, plan.Gateway.URL)
+	}
+	p2, _ := Parse("/srv/a.yaml", []byte("roles:\n  - {name: prefill, kind: prefill, gpus: [0], dist_init_port: 8120}\n  - {name: decode, kind: decode, gpus: [1]}\nmodel: ./m\n"))
+	if _, errs := MakePlan(p2, HostFacts{GatewayPort: 8123}); len(errs) == 0 {
+		t.Fatal("a dist-init cluster over the --port gateway port was not refused")
+	}
+}

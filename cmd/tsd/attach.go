@@ -88,6 +88,9 @@ func (c upCmd) spawnDaemon() error {
 	if c.FakeGPUs > 0 {
 		args = append(args, fmt.Sprintf("--fake-gpus=%d", c.FakeGPUs))
 	}
+	if c.Port > 0 {
+		args = append(args, fmt.Sprintf("--port=%d", c.Port))
+	}
 	if c.NoGateway {
 		args = append(args, "--no-gateway")
 	}

@@ -24,6 +24,7 @@ type planCmd struct {
 	// Name plans the deployment as tsd up --name NAME would: its name and
 	// its state folder (.tsd/NAME).
 	Name string `name:"name" help:"Plan as tsd up --name NAME would: the deployment's name and its state folder .tsd/NAME (default: the profile's name)."`
+	Port int    `help:"Plan as tsd up --port PORT would: the gateway on this port instead of gateway.port."`
 	// Launcher slurm plans the job tsd runs in, or a stand-in job outside one.
 	Launcher string `enum:"local,slurm" default:"local" help:"Plan for local (this host) or slurm (each role a step of the Slurm job; outside one, a stand-in job JOBID)."`
 }
@@ -40,6 +41,7 @@ func (c planCmd) Run() error {
 		return err
 	}
 	facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, liveEntries())
+	facts.GatewayPort = c.Port
 	return c.run(os.Stdout, os.Stderr, facts)
 }
 
