@@ -366,3 +366,19 @@ func TestDiffAggregated(t *testing.T) {
 		t.Errorf("dropping prefill and decode under conditional: %v", errs)
 	}
 }
+
+// Pins: the Mooncake transfer warnings are about engines that transfer:
+// an aggregated-only profile moves no KV, so an NVLink variable in its env
+// or another transfer backend draws none.
+func TestAggregatedOnlyNoTransferWarnings(t *testing.T) {
+	t.Parallel()
+	src := "model: /m\nengine:\n  transfer_backend: nixl\n  env: {MC_INTRANODE_NVLINK: \"1\"}\nroles:\n  - {name: agg, kind: aggregated, gpus: [0]}\n"
+	plan, errs := planText(t, src, HostFacts{})
+	if len(errs) > 0 || len(plan.Warnings) > 0 {
+		t.Errorf("errors %v warnings %q", errs, plan.Warnings)
+	}
+	plan, _ = planText(t, src+"  - {name: prefill, gpus: [1]}\n  - {name: decode, gpus: [2]}\ngateway: {disaggregation: conditional}\n", HostFacts{})
+	if len(plan.Warnings) != 2 {
+		t.Errorf("a mixed profile transfers: want the backend and NVLink warnings, got %q", plan.Warnings)
+	}
+}
