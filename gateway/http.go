@@ -80,9 +80,12 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "OK")
 }
 
+// handleReadiness answers 200 when the gateway can serve a request: a
+// prefill and a decode rank routed, and in EPD mode an encode rank too
+// (Ready); the counts include every worker a request may need.
 func (g *Gateway) handleReadiness(w http.ResponseWriter, _ *http.Request) {
-	p, d, healthy, total := g.health()
-	if p > 0 && d > 0 {
+	_, _, healthy, total := g.health()
+	if g.Ready() {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": total})
 		return
 	}

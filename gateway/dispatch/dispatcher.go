@@ -249,11 +249,18 @@ func (g *Dispatcher) Ready() bool {
 	return p > 0 && d > 0
 }
 
-// Health counts routable prefill and decode workers and all of them.
+// Health counts routable prefill and decode workers, and the healthy
+// and all workers a request may need: in EPD mode the encode workers too
+// (an encode worker is healthy when its rank 0 takes requests).
 func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
 	ps := g.pools()
 	prefill, decode = ps.prefill.routable(), ps.decode.routable()
-	return prefill, decode, prefill + decode, len(ps.prefill.workers) + len(ps.decode.workers)
+	healthy, total = prefill+decode, len(ps.prefill.workers)+len(ps.decode.workers)
+	if g.EPDMode() {
+		healthy += len(g.encodeReady())
+		total += len(ps.encode)
+	}
+	return prefill, decode, healthy, total
 }
 
 // InFlight is how many generations the dispatch is running now.
