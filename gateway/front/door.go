@@ -89,6 +89,10 @@ type Route struct {
 	// Admit, when set, decides Generate per request (a mounted mux's
 	// routes share one wrapper).
 	Admit func(*http.Request) bool
+	// NoBody routes never read the body (the 404 and 405 of a path no
+	// route serves): its size is not checked against max_model_len, a
+	// prompt rule that says nothing of a route that takes none.
+	NoBody bool
 }
 
 // generatePaths are the routes that start generations: the ones
@@ -151,7 +155,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 				return
 			}
 		}
-		if b := d.cfg.Body; b != nil {
+		if b := d.cfg.Body; b != nil && !rt.NoBody {
 			release, e := b.Read(sw, r)
 			defer release()
 			if e != nil {
@@ -366,10 +370,10 @@ func Dispatch(wrap func(http.Handler) http.Handler, muxes ...Mounted) http.Handl
 		if len(allow) > 0 {
 			a := strings.Join(allow, ", ")
 			w.Header().Set("Allow", a)
-			WriteError(w, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, a))
+			WriteErrorUnread(w, r, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, a))
 			return
 		}
-		WriteError(w, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
+		WriteErrorUnread(w, r, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range muxes {
@@ -405,7 +409,7 @@ func (d *Door) Serve(fixed *http.ServeMux, mounted ...*http.ServeMux) http.Handl
 		}
 	}
 	return Dispatch(func(h http.Handler) http.Handler {
-		return d.Wrap(Route{Label: "unmatched", Public: true}, h)
+		return d.Wrap(Route{Label: "unmatched", Public: true, NoBody: true}, h)
 	}, muxes...)
 }
 
