@@ -56,9 +56,21 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
 		}
 		switch head.Role {
-		case "system", "developer", "user", "assistant", "tool", "function":
+		case "system", "developer", "user", "assistant", "tool":
+		case "function":
+			// OpenAI's deprecated role: answered with a 400 there too, and
+			// a template renders it as nothing the model knows.
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), "the 'function' role is not supported: send a 'tool' message with the tool_call_id of the call it answers")
 		default:
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+		}
+		switch c := bytes.TrimSpace(head.Content); {
+		case head.Role != "user" && head.Role != "system" && head.Role != "developer":
+		case len(c) == 0 || string(c) == "null":
+			// An assistant turn may carry only tool calls; a user's, a
+			// system's or a developer's is its content (OpenAI: 400).
+			param := fmt.Sprintf("messages[%d].content", i)
+			return nil, nil, badRequest(param, fmt.Sprintf("invalid type for '%s': a %s message needs content (a string or an array of content parts), got null", param, head.Role))
 		}
 		if head.Role == "tool" {
 			if e := checkToolCallID(head.ToolCallID, i); e != nil {
@@ -129,12 +141,13 @@ func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
 		return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "content must be a string or an array of content parts")
 	}
 	var texts []string
-	for _, p := range parts {
+	for j, p := range parts {
 		switch p.Type {
 		case "text", "input_text":
-			if p.Text != nil {
-				texts = append(texts, *p.Text)
+			if p.Text == nil {
+				return nil, missingText(i, j)
 			}
+			texts = append(texts, *p.Text)
 		case "image_url", "input_image", "image":
 			return nil, errImage
 		default:
@@ -143,6 +156,13 @@ func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
 	}
 	b, _ := json.Marshal(strings.Join(texts, "\n"))
 	return b, nil
+}
+
+// missingText refuses a text part without its text, as OpenAI does
+// (dropped, the message would silently lose what the client meant).
+func missingText(i, j int) *apiError {
+	param := fmt.Sprintf("messages[%d].content[%d].text", i, j)
+	return errorf(http.StatusBadRequest, "missing_required_parameter", param, fmt.Sprintf("Missing required parameter: '%s'.", param))
 }
 
 // setKey replaces (or appends) key in a JSON object without reordering it.
