@@ -363,11 +363,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
+	var reasoning strings.Builder
 	for i, st := range states {
 		m, finish, aerr := ag.parseWhole(st.text, st.finish)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
+		}
+		if m.ReasoningContent != nil {
+			reasoning.WriteString(*m.ReasoningContent)
 		}
 		c := ChatChoice{Index: i, Message: m, FinishReason: finish, MatchedStop: st.matched}
 		if p.logprobs {
@@ -375,6 +379,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Choices = append(resp.Choices, c)
 	}
+	resp.Usage.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: s.reasoningTokens(reasoning.String(), u.CompletionTokens)}
 	writeJSON(w, resp)
 }
 
@@ -474,6 +479,9 @@ type chatStream struct {
 	u        Usage
 	ps       prompts
 	failed   bool
+	// reasoning is the text the choices' parsers split off as reasoning
+	// (usage's completion_tokens_details.reasoning_tokens).
+	reasoning strings.Builder
 }
 
 func (s *Server) newChatStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64) *chatStream {
@@ -563,6 +571,11 @@ func (cs *chatStream) take(pc piece, more bool) {
 		if pc.finish != "" {
 			ds = append(ds, rp.finish()...)
 		}
+		for _, d := range ds {
+			if d.Kind == delta.Reasoning {
+				cs.reasoning.WriteString(d.Text)
+			}
+		}
 		deltas := streamDeltas(ds)
 		if len(deltas) == 0 && len(pc.logprobs) > 0 {
 			deltas = []chunkDelta{{}}
@@ -615,6 +628,7 @@ func (cs *chatStream) end() {
 		u := cs.u
 		cs.ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: cs.s.reasoningTokens(cs.reasoning.String(), u.CompletionTokens)}
 		out.send(chatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
 	}
 	out.done()
