@@ -76,11 +76,11 @@ type ApplyStatus struct {
 // (an error event and finish reason "abort" on a stream, the access
 // line's reason=shutdown); then every engine stops.
 type StopStatus struct {
-	Phase    string      `json:"phase"`              // draining | stopping (the engines)
-	Started  time.Time   `json:"started"`            // when the stop began
-	Deadline time.Time   `json:"deadline,omitempty"` // when the drain cuts what is left
-	InFlight int         `json:"in_flight"`          // requests still in flight (draining)
-	Drain    DrainResult `json:"drain"`              // the drain's count so far (final once stopping)
+	Phase    string      `json:"phase"`             // draining | stopping (the engines)
+	Started  time.Time   `json:"started"`           // when the stop began
+	Deadline time.Time   `json:"deadline,omitzero"` // when the drain cuts what is left
+	InFlight int         `json:"in_flight"`         // requests still in flight (draining)
+	Drain    DrainResult `json:"drain"`             // the drain's count so far (final once stopping)
 }
 
 // DrainResult is what a gateway's drain did with the requests in flight
@@ -179,7 +179,7 @@ type BreakerStatus struct {
 	Failures  int       `json:"failures"`
 	Successes int       `json:"successes,omitempty"`
 	Since     time.Time `json:"since"`            // when State was entered
-	Until     time.Time `json:"until,omitempty"`  // open: when it goes half-open
+	Until     time.Time `json:"until,omitzero"`   // open: when it goes half-open
 	Reason    string    `json:"reason,omitempty"` // why it is in State
 	Opened    int       `json:"times_opened"`     // since this run of the engine registered
 }
@@ -242,7 +242,7 @@ type RoleStatus struct {
 	Phase     string    `json:"phase,omitempty"`  // startup milestone from the log
 	Reason    string    `json:"reason,omitempty"` // why the state is what it is
 	PID       int       `json:"pid,omitempty"`
-	StartedAt time.Time `json:"started_at,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
 	Restarts  int       `json:"restarts"`
 	Worker    string    `json:"worker"`
@@ -262,7 +262,7 @@ type RoleStatus struct {
 	// While State is draining: requests that still need the role, and
 	// when the drain gives up and stops it anyway.
 	DrainInFlight int       `json:"drain_in_flight,omitempty"`
-	DrainDeadline time.Time `json:"drain_deadline,omitempty"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
 
 	Proc    *ProcStatus `json:"proc,omitempty"`
 	GPUMemB uint64      `json:"gpu_mem_bytes"`
@@ -273,7 +273,7 @@ type RoleStatus struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// NextTryAt is when a role in backoff starts again: views count down
 	// to it (the Reason's "next try in 8s" is the delay when it was set).
-	NextTryAt time.Time `json:"next_try_at,omitempty"`
+	NextTryAt time.Time `json:"next_try_at,omitzero"`
 
 	// A Slurm role (tsd up --launcher slurm): its current job step, the
 	// node(s) it runs on and the GPUs Slurm gave it there, as NODE:INDEX
@@ -308,10 +308,10 @@ type RankStatus struct {
 	DPRank       int           `json:"dp_rank"`
 	State        string        `json:"state"`
 	Since        time.Time     `json:"since"` // when State was entered
-	HelloAt      time.Time     `json:"hello_at,omitempty"`
-	InitAt       time.Time     `json:"init_at,omitempty"`
-	ReadyAt      time.Time     `json:"ready_at,omitempty"`
-	RegisteredAt time.Time     `json:"registered_at,omitempty"`
+	HelloAt      time.Time     `json:"hello_at,omitzero"`
+	InitAt       time.Time     `json:"init_at,omitzero"`
+	ReadyAt      time.Time     `json:"ready_at,omitzero"`
+	RegisteredAt time.Time     `json:"registered_at,omitzero"`
 	Registration *Registration `json:"registration,omitempty"`
 	InFlight     int           `json:"in_flight"`
 }
