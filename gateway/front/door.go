@@ -204,11 +204,22 @@ func routeLabel(label string, r *http.Request) string {
 
 // Authorize checks the bearer token in constant time.
 func Authorize(r *http.Request, key string) *Error {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(key)) != 1 {
+	got, ok := bearer(r.Header.Get("Authorization"))
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
 		return Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
 	}
 	return nil
+}
+
+// bearer is the token of an Authorization header in the Bearer scheme,
+// whose name is case-insensitive (RFC 7235 §2.1: "bearer" and "BEARER"
+// are "Bearer").
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 type idKey struct{}

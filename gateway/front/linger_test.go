@@ -194,3 +194,31 @@ func TestBodyBoundIsAPromptRule(t *testing.T) {
 		t.Fatalf("30 MB to the chat route: %d %s", status, answer)
 	}
 }
+
+// The Bearer scheme's name is case-insensitive (RFC 7235 §2.1): a client
+// that writes "bearer" or "BEARER" is let in; another scheme, a missing
+// token or the wrong key is not.
+func TestAuthorizeBearerAnyCase(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		ok     bool
+	}{
+		{"Bearer k1", true},
+		{"bearer k1", true},
+		{"BEARER k1", true},
+		{"bEaReR   k1 ", true},
+		{"Bearer k2", false},
+		{"Basic k1", false},
+		{"Bearerk1", false},
+		{"Bearer", false},
+		{"", false},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		if got := Authorize(r, "k1") == nil; got != tc.ok {
+			t.Errorf("Authorization %q: let in %v, want %v", tc.header, got, tc.ok)
+		}
+	}
+}
