@@ -1,6 +1,9 @@
 package profiles
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Each deployment keeps its state in a folder of its own by name, so two
 // profiles of one folder plan different sockets and log files; a name
@@ -83,5 +86,21 @@ func TestPlanGatewayPortFact(t *testing.T) {
 	p2, _ := Parse("/srv/a.yaml", []byte("roles:\n  - {name: prefill, kind: prefill, gpus: [0], dist_init_port: 8120}\n  - {name: decode, kind: decode, gpus: [1]}\nmodel: ./m\n"))
 	if _, errs := MakePlan(p2, HostFacts{GatewayPort: 8123}); len(errs) == 0 {
 		t.Fatal("a dist-init cluster over the --port gateway port was not refused")
+	}
+}
+
+// A YAML syntax error gets a hint after the parser's words: a tab in the
+// indentation names its line, an error about structure points at the
+// indentation; an unclosed quote needs no hint.
+func TestYAMLSyntaxHints(t *testing.T) {
+	for _, tc := range []struct{ src, want, not string }{
+		{"model: x\nroles:\n\t- name: prefill\n", "line 3 is indented with a tab; YAML indents with spaces only", ""},
+		{"model: x\nroles:\n  - name: prefill\n   gpus: [0]\n", "hint: check the indentation near line 4", ""},
+		{"model: \"x\nroles: []\n", "double-quoted", "hint"},
+	} {
+		_, errs := Parse("/p/bad.yaml", []byte(tc.src))
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) || tc.not != "" && strings.Contains(errs[0].Error(), tc.not) {
+			t.Errorf("%q: %v, want %q", tc.src, errs, tc.want)
+		}
 	}
 }
