@@ -52,6 +52,11 @@ func TestE2EBareControlVerbElsewhereRefuses(t *testing.T) {
 			t.Fatalf("bare tsd %v from elsewhere: exit %d, want 2 with %q:\n%s", args, code, want, out)
 		}
 	}
+	// The name of a deployment that is gone is said to be gone, not read
+	// as a role with the running deployments listed.
+	if out, code := ctlIn(t, other, "stop", name+"-gone"); code != exitNotRunning || !strings.Contains(out, `no deployment named "`+name+`-gone" is running`) || strings.Contains(out, "tsd stop "+name) {
+		t.Fatalf("tsd stop of a deployment already gone: exit %d\n%s", code, out)
+	}
 	if s := d.status(); roleStatus(t, s, "decode").State != "ready" || roleStatus(t, s, "decode").Restarts != 0 {
 		t.Fatalf("a refused bare verb touched the deployment: %+v", s.Roles)
 	}
@@ -60,7 +65,7 @@ func TestE2EBareControlVerbElsewhereRefuses(t *testing.T) {
 	if out, code := ctlIn(t, d.dir, "logs", "decode", "-n", "0"); code != 0 || out != "" {
 		t.Fatalf("tsd logs -n 0: exit %d %q", code, out)
 	}
-	if out, err := d.ctl("stop"); err != nil || !strings.Contains(out, "stopping "+name) {
+	if out, err := d.ctl("stop"); err != nil || !strings.Contains(out, "stopping "+name) || !strings.Contains(out, "stopped "+name) {
 		t.Fatalf("bare tsd stop in its directory: %v\n%s", err, out)
 	}
 	if err := d.wait(); err != nil {

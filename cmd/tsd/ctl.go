@@ -605,6 +605,10 @@ func roleCommand(f found, verb, role string, extra url.Values) error {
 		return unreachable(f, err)
 	}
 	ra, err := resolveRole(s.Roles, role, roleRules{})
+	if ee, ok := err.(*exitError); ok && verb == "stop" {
+		// ROLE may be the name of a deployment that has stopped already.
+		ee.msg += fmt.Sprintf("; and no deployment named %q is running (stopped already? tsd ls lists the running ones)", role)
+	}
 	if err != nil {
 		return err
 	}
@@ -657,6 +661,12 @@ func (c stopCmd) Run() error {
 		return err
 	}
 	f, err := c.locate(verbSpec{cmdline: strings.TrimSpace("tsd stop " + role), control: true, dead: role == ""}, target)
+	if ee, ok := err.(*exitError); ok && role != "" && target == "" && c.Socket == "" && (ee.code == exitNotRunning || strings.Contains(ee.msg, "none runs from")) {
+		// One word that names no running deployment and no role here: most
+		// likely a deployment that has stopped already. Say so, rather than
+		// list other people's deployments as if it were a role.
+		return notRunning(fmt.Sprintf("no deployment named %q is running (stopped already? tsd ls lists the running ones), and no deployment runs from this directory to have a role %q", role, role))
+	}
 	if err != nil {
 		return err
 	}
