@@ -73,7 +73,7 @@ type scaleCmd struct {
 	ctlTarget
 	applyFlags
 	GPUs string   `name:"gpus" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
-	Args []string `arg:"" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
+	Args []string `arg:"" help:"Replicas per profile entry (decode=3) and, before or after them, the deployment NAME (default: this directory's)."`
 }
 
 func (c scaleCmd) Run() error {
@@ -93,15 +93,17 @@ func (c scaleCmd) Run() error {
 	return c.applyFlags.run(c.ctlTarget, controlVerb("tsd scale "+strings.Join(c.Args, " ")), name, req)
 }
 
-// parseScale splits "[NAME] ENTRY=N ..." (pure: scale_test.go).
+// parseScale splits "ENTRY=N ... [NAME]": the one word without "=" is the
+// deployment, before or after the entries, as every other verb takes
+// its NAME after the rest (pure: scale_test.go).
 func parseScale(args []string) (name string, scale map[string]int, err error) {
 	scale = map[string]int{}
-	usage := "tsd: usage: tsd scale [NAME] ENTRY=N ... (e.g. tsd scale decode=3)"
-	for i, a := range args {
+	usage := "tsd: usage: tsd scale ENTRY=N ... [NAME] (e.g. tsd scale decode=3, or tsd scale decode=3 mydeploy)"
+	for _, a := range args {
 		entry, n, ok := strings.Cut(a, "=")
 		if !ok {
-			if i != 0 || name != "" {
-				return "", nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: %q is not ENTRY=N\n%s", a, usage)}
+			if name != "" {
+				return "", nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: %q and %q: one deployment NAME, the rest ENTRY=N\n%s", name, a, usage)}
 			}
 			name = a
 			continue
