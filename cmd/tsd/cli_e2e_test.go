@@ -519,6 +519,16 @@ func TestE2EWaitProgressPlain(t *testing.T) {
 	if code != 0 || !inOrder(out, "restarting prefill (1/1)", "prefill: starting", "prefill: ready", "prefill ready again", "rolling restart of prefill done") {
 		t.Fatalf("tsd restart --rolling prefill: exit %d\n%s", code, out)
 	}
+	// tsd start --wait shows the start as up -d does and returns once
+	// the role is ready.
+	if out, code := ctlIn(t, dir, "stop", "decode"); code != 0 {
+		t.Fatalf("tsd stop decode: exit %d\n%s", code, out)
+	}
+	// (Right after the stop it may still be stopping: it starts once stopped.)
+	out, code = ctlIn(t, dir, "start", "--wait", "decode")
+	if code != 0 || !inOrder(out, "decode: starting", "decode: ready", "decode ready") || strings.Contains(out, "prefill:") {
+		t.Fatalf("tsd start --wait decode: exit %d\n%s", code, out)
+	}
 	if out, code := ctlIn(t, dir, "stop", name); code != 0 {
 		t.Fatalf("tsd stop: exit %d\n%s", code, out)
 	}

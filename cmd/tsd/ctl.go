@@ -581,16 +581,94 @@ func restartCmdline(c restartCmd) string {
 
 type startCmd struct {
 	ctlTarget
-	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
+	Wait    bool          `help:"Return once the role (every instance of a group) is ready, showing its phases as tsd up -d does (exit 1 with the reason if it fails)."`
+	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
+	Role    string        `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
 	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c startCmd) Run() error {
-	f, err := c.locate(controlVerb("tsd start "+c.Role), c.Target)
+	cmdline := "tsd start " + c.Role
+	if c.Wait {
+		cmdline = "tsd start --wait " + c.Role
+	}
+	f, err := c.locate(controlVerb(cmdline), c.Target)
 	if err != nil {
 		return err
 	}
-	return roleCommand(f, "start", c.Role, nil)
+	if !c.Wait {
+		return roleCommand(f, "start", c.Role, nil)
+	}
+	ctx, cancel := ctlContext()
+	defer cancel()
+	cl := supervisor.NewControlClient(f.socket)
+	before, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	ra, err := resolveRole(before.Roles, c.Role, roleRules{})
+	if err != nil {
+		return err
+	}
+	if err := roleCommand(f, "start", c.Role, nil); err != nil {
+		return err
+	}
+	return waitReady(ctx, cl, before, ra.instances, c.Timeout)
+}
+
+// waitReady follows the stream until every one of instances is ready,
+// showing their phases and progress as tsd up -d does; a failed one is
+// an error once it has left the state it was in (a failed role being
+// started is failed at first).
+func waitReady(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, instances []string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cur, ch, err := cl.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), instances)
+	view.prime(before.Roles)
+	was := map[string]string{}
+	for _, r := range before.Roles {
+		was[r.Name] = r.State
+	}
+	left := map[string]bool{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		view.update(cur, time.Now())
+		ready := 0
+		for _, name := range instances {
+			r, ok := findRole(cur, name)
+			if !ok {
+				continue
+			}
+			if r.State != was[name] {
+				left[name] = true
+			}
+			switch {
+			case r.State == snapshot.StateReady:
+				ready++
+			case r.State == snapshot.StateFailed && left[name]:
+				return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s failed: %s", name, r.Reason)}
+			}
+		}
+		if ready == len(instances) {
+			fmt.Printf("%s ready\n", strings.Join(instances, ", "))
+			return nil
+		}
+		select {
+		case s, ok := <-ch:
+			if !ok {
+				return &exitError{code: 1, msg: "tsd: the deployment stopped before " + strings.Join(instances, ", ") + " was ready"}
+			}
+			cur = s
+		case <-tick.C:
+		case <-ctx.Done():
+			return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s not ready after %s", strings.Join(instances, ", "), limit)}
+		}
+	}
 }
 
 // roleCommand sends verb (start, stop) to every instance ROLE covers and
