@@ -693,7 +693,9 @@ func (a *actor) exited() event {
 func (a *actor) ended(p *process, errLine string) event {
 	code := p.exit.Code
 	a.st.ExitCode = &code
-	a.st.PID, a.st.Phase, a.st.Progress = 0, "", nil
+	// No process, no uptime: a role in backoff, crashed or stopped shows
+	// none, never its dead process's age (StartedAt is the running one's).
+	a.st.PID, a.st.Phase, a.st.Progress, a.st.StartedAt = 0, "", nil, time.Time{}
 	ran := a.env.now().Sub(p.started)
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))

@@ -132,3 +132,18 @@ func TestWholeStopDrains(t *testing.T) {
 		})
 	}
 }
+
+// A role in backoff has no process and so no uptime: its StartedAt is
+// cleared with its PID when the run ends (the dashboard's UPTIME and tsd
+// status's UP read it), never the dead process's age.
+func TestBackoffHasNoStartedAt(t *testing.T) {
+	t.Parallel()
+	r := shRole("decode", profiles.KindDecode, `exit 3`)
+	r.Restart.Backoff = profiles.Duration(time.Minute)
+	r.Restart.MaxBackoff = profiles.Duration(time.Minute)
+	f := newFixture(t, nil, nil, r)
+	st := f.wait("decode", "backoff", state(snapshot.StateBackoff))
+	if !st.StartedAt.IsZero() || st.PID != 0 {
+		t.Fatalf("in backoff: started_at %v, pid %d; want neither", st.StartedAt, st.PID)
+	}
+}
