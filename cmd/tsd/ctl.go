@@ -323,6 +323,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		gw = fmt.Sprintf("gateway %s (%s, %s)", s.Gateway.URL, s.Gateway.Mode, ready)
 	}
 	fmt.Fprintf(w, "%s — %s\n", s.Name, gw)
+	if s.Gateway.URL != "" {
+		fmt.Fprintf(w, "  traffic: %s\n", trafficLine(s.Gateway))
+	}
 	if s.Gateway.Problem != "" {
 		fmt.Fprintf(w, "  problem: %s\n", s.Gateway.Problem)
 	}
@@ -338,7 +341,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
+	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tINFL\tREQ/S\tERR\tGPUS\tGPU MEM\tREASON")
+	traffic := map[string]snapshot.RoleTraffic{}
+	for _, t := range s.Gateway.Roles {
+		traffic[t.Role] = t
+	}
 	for _, r := range s.Roles {
 		pid, up := "-", "-"
 		if r.PID != 0 {
@@ -374,7 +381,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if r.GPUMemB > 0 {
 			mem = gib(r.GPUMemB)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, gpus, mem, reason)
+		infl, rate, errs := "-", "-", "-"
+		if t, ok := traffic[r.Name]; ok {
+			infl, rate, errs = fmt.Sprint(r.InFlight), fmt.Sprintf("%.1f", t.ReqPerS), fmt.Sprint(t.Errors)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, infl, rate, errs, gpus, mem, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -405,6 +416,34 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 }
 
 func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+// trafficLine is the gateway's traffic in one line: the rates and what is
+// in flight now (req/s and tok/s the mean of the last 10 s), the counts
+// since start with the deployment's errors apart from the requests
+// refused for what they asked (4xx), and the latencies of the last
+// minute.
+func trafficLine(g snapshot.GatewayStatus) string {
+	line := fmt.Sprintf("%.1f req/s, %.0f tok/s, %d in flight", g.ReqPerSec, g.TokPerSec, g.InFlight)
+	if g.Queued > 0 {
+		line += fmt.Sprintf(" (%d queued)", g.Queued)
+	}
+	line += fmt.Sprintf("; since start %d requests, %d errors, %d refused (4xx)", g.Requests, g.Errors, g.ClientErrors)
+	if g.TTFTp50 > 0 {
+		line += fmt.Sprintf("; TTFT p50 %s p99 %s", msText(g.TTFTp50), msText(g.TTFTp99))
+	}
+	if g.ITLp50 > 0 {
+		line += fmt.Sprintf("; ITL p50 %s p99 %s", msText(g.ITLp50), msText(g.ITLp99))
+	}
+	return line
+}
+
+// msText is d in milliseconds, to a tenth below 100 ms.
+func msText(d time.Duration) string {
+	if ms := snapshot.Millis(d); ms < 100 {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.0f ms", snapshot.Millis(d))
+}
 
 type restartCmd struct {
 	ctlTarget

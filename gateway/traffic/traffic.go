@@ -100,9 +100,12 @@ type drainAcct struct {
 // end, logged 503, never the client's 499.
 const ReasonShutdown = "shutdown"
 
-// acct is one row's counters.
+// acct is one row's counters. errors are the deployment's (a 5xx, or a
+// stream that broke after its 200); clientErrors the requests refused
+// for what they asked (a 4xx other than 499).
 type acct struct {
 	requests, errors, tokens uint64
+	clientErrors             uint64
 	inflight                 int
 	reqs, toks               window
 	ttft, itl                samples
@@ -545,7 +548,8 @@ func (r *Rec) End(status int) {
 		// not the deployment's failure. A 4xx came from the request itself.
 		status, r.failed, r.reason = StatusClientClosed, "", ""
 	}
-	failed := status >= 400 && status != StatusClientClosed || r.failed != ""
+	failed := status >= 500 || r.failed != ""
+	refused := !failed && status >= 400 && status != StatusClientClosed
 	if r.counted && b.drain.on {
 		if r.reason == ReasonShutdown {
 			b.drain.cuts++
@@ -561,8 +565,11 @@ func (r *Rec) End(status int) {
 			if inflight {
 				a.inflight--
 			}
-			if failed {
+			switch {
+			case failed:
 				a.errors++
+			case refused:
+				a.clientErrors++
 			}
 		}
 		count(&b.total, true)
@@ -719,6 +726,7 @@ func (b *Book) DrainCounts() (inflight, finished, cut int) {
 // Totals are the headline numbers: every counted request once.
 type Totals struct {
 	Requests, Errors uint64
+	ClientErrors     uint64 // refused with a 4xx (not 499): not the deployment's errors
 	ReqPerS, TokPerS float64
 	InFlight         int
 	// Every counted request's time to first token and inter-token
@@ -732,7 +740,7 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 	b.mu.Lock()
 	now := b.elapsed()
 	sec := second(now)
-	t := Totals{Requests: b.total.requests, Errors: b.total.errors, InFlight: b.total.inflight,
+	t := Totals{Requests: b.total.requests, Errors: b.total.errors, ClientErrors: b.total.clientErrors, InFlight: b.total.inflight,
 		ReqPerS: b.total.reqs.rate(sec), TokPerS: b.total.toks.rate(sec)}
 	rows := make([]snapshot.RoleTraffic, 0, len(b.order))
 	ttft := make([][]time.Duration, 0, len(b.order)+1)
@@ -741,7 +749,7 @@ func (b *Book) Status() (Totals, []snapshot.RoleTraffic) {
 	for _, name := range b.order {
 		a := b.roles[name]
 		rows = append(rows, snapshot.RoleTraffic{Role: name, ReqPerS: a.reqs.rate(sec), TokPerS: a.toks.rate(sec),
-			InFlight: a.inflight, Errors: a.errors})
+			InFlight: a.inflight, Errors: a.errors, ClientErrors: a.clientErrors})
 		ttft = append(ttft, a.ttft.recent(now))
 		itl = append(itl, a.itl.recent(now))
 	}
