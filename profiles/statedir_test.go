@@ -1,6 +1,9 @@
 package profiles
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -102,5 +105,32 @@ func TestYAMLSyntaxHints(t *testing.T) {
 		if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) || tc.not != "" && strings.Contains(errs[0].Error(), tc.not) {
 			t.Errorf("%q: %v, want %q", tc.src, errs, tc.want)
 		}
+	}
+}
+
+// A port that only TIME_WAIT sockets hold (a connection that closed
+// without SO_REUSEADDR leaves them, and they refuse a new bind) is said
+// to be so, not just "in use".
+func TestPortHolderTimeWait(t *testing.T) {
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	row := func(port int, state string) string {
+		return fmt.Sprintf("   0: 0100007F:%04X 0100007F:9C40 %s 00000000:00000000 00:00000000 00000000  1000        0 0 1 0000000000000000 20 4 30 10 -1\n", port, state)
+	}
+	table := head + row(12600, "06") + row(12600, "06") + row(12601, "06") + row(12601, "01")
+	if err := os.WriteFile(filepath.Join(proc, "net", "tcp"), []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := portHolderText(proc, 12600); !strings.Contains(got, "only 2 socket(s) in TIME_WAIT") || !strings.Contains(got, "within 60 s") {
+		t.Errorf("port 12600: %q", got)
+	}
+	if got := portHolderText(proc, 12601); got != "" {
+		t.Errorf("port 12601 (an established socket too): %q, want nothing said", got)
+	}
+	if got := portHolderText(proc, 12602); got != "" {
+		t.Errorf("port 12602 (no socket): %q", got)
 	}
 }

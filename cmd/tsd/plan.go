@@ -41,8 +41,13 @@ func (c planCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, liveEntries())
+	live := liveEntries()
+	facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, live)
 	facts.GatewayPort = c.Port
+	if own := ownPorts(resolvedPath(c.Profile), c.Name, live); len(own) > 0 && facts.PortFree != nil {
+		free := facts.PortFree
+		facts.PortFree = func(p int) bool { return own[p] || free(p) }
+	}
 	return c.run(os.Stdout, os.Stderr, facts)
 }
 

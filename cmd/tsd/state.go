@@ -96,3 +96,19 @@ func liveEntries() []daemons.Entry {
 	live, _ := reg.List()
 	return live
 }
+
+// ownPorts are the ports the running deployment of the profile at path
+// claims (under name, when given): tsd plan of a running profile counts
+// them free, so it neither warns that its own deployment holds them nor
+// plans around them.
+func ownPorts(path, name string, live []daemons.Entry) map[int]bool {
+	own := map[int]bool{}
+	for _, e := range live {
+		if e.Profile == path && (name == "" || e.Name == name) {
+			for _, p := range e.Ports {
+				own[p] = true
+			}
+		}
+	}
+	return own
+}

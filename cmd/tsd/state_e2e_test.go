@@ -78,6 +78,14 @@ func TestE2ETwoProfilesOneFolder(t *testing.T) {
 			t.Fatalf("tsd up -d %s beside the other: exit %d\n%s", f, code, out)
 		}
 	}
+	// tsd plan of a running profile says nothing of the ports its own
+	// deployment holds, and plans what runs.
+	for f, n := range names {
+		out, code := ctlIn(t, dir, "plan", "--name", n, f)
+		if code != 0 || strings.Contains(out, "in use") || strings.Contains(out, "warning") {
+			t.Fatalf("tsd plan %s while it runs: exit %d\n%s", f, code, out)
+		}
+	}
 	for f, base := range bases {
 		generate(t, base)
 		if _, err := os.Stat(plans[f].ControlSocket); err != nil {

@@ -73,3 +73,22 @@ func TestStateClash(t *testing.T) {
 		}
 	}
 }
+
+// tsd plan of a running profile counts the ports its own deployment
+// claims as free: of that profile (and name, when given), no other's.
+func TestOwnPorts(t *testing.T) {
+	live := []daemons.Entry{
+		{Name: "demo", Profile: "/w/demo.yaml", Ports: []int{8000, 12200}},
+		{Name: "demo2", Profile: "/w/demo.yaml", Ports: []int{8002}},
+		{Name: "asc", Profile: "/w/asc.yaml", Ports: []int{8001}},
+	}
+	if got := ownPorts("/w/demo.yaml", "", live); len(got) != 3 || !got[8000] || !got[12200] || !got[8002] || got[8001] {
+		t.Errorf("the profile's: %v", got)
+	}
+	if got := ownPorts("/w/demo.yaml", "demo2", live); len(got) != 1 || !got[8002] {
+		t.Errorf("by name: %v", got)
+	}
+	if got := ownPorts("/w/other.yaml", "", live); len(got) != 0 {
+		t.Errorf("another profile: %v", got)
+	}
+}
