@@ -428,6 +428,8 @@ var planSettings = map[string]string{
 	"served_model_name": settingFixed,
 	"run_dir":           settingFixed,
 	"log_dir":           settingFixed,
+	"log_max_mb":        settingFixed, // the log files are opened at start
+	"log_keep":          settingFixed,
 	"control_socket":    settingFixed,
 	"accelerator":       settingFixed,
 	"intranode_nvlink":  settingSkip, // a preflight acknowledgement; the env it is about is in each role's

@@ -322,7 +322,7 @@ func (pl *planner) plan() *Plan {
 	runDir, logDir := pl.dirs()
 	plan := &Plan{
 		Name: pl.name(), ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
-		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
+		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir, LogMaxMB: p.LogMaxMB, LogKeep: p.LogKeep,
 		Accelerator:     pl.accelerator(),
 		IntranodeNVLink: p.Engine.Mooncake.IntranodeNVLink,
 		TransferBackend: p.Engine.TransferBackend,

@@ -27,7 +27,11 @@ type Profile struct {
 	Health      Health
 	RunDir      string
 	LogDir      string
-	Slurm       Slurm
+	// LogMaxMB and LogKeep rotate every log file: past LogMaxMB MiB a
+	// log moves to .1 (the older ones up), LogKeep of them kept.
+	LogMaxMB int
+	LogKeep  int
+	Slurm    Slurm
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.

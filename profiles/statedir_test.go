@@ -134,3 +134,24 @@ func TestPortHolderTimeWait(t *testing.T) {
 		t.Errorf("port 12602 (no socket): %q", got)
 	}
 }
+
+// Log rotation is a profile setting: 100 MiB × 3 unless log_max_mb and
+// log_keep say otherwise, carried in the plan to every log file.
+func TestPlanLogRotation(t *testing.T) {
+	for _, tc := range []struct {
+		extra     string
+		max, keep int
+	}{{"", 100, 3}, {"log_max_mb: 10\nlog_keep: 7\n", 10, 7}} {
+		p, errs := Parse("/srv/a.yaml", []byte(tc.extra+stateSrc))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		plan, _ := MakePlan(p, HostFacts{})
+		if plan.LogMaxMB != tc.max || plan.LogKeep != tc.keep {
+			t.Errorf("%q: %d MiB × %d, want %d × %d", tc.extra, plan.LogMaxMB, plan.LogKeep, tc.max, tc.keep)
+		}
+	}
+	if _, errs := Parse("/srv/a.yaml", []byte("log_keep: 0\n"+stateSrc)); len(errs) == 0 {
+		t.Error("log_keep: 0 accepted")
+	}
+}

@@ -623,7 +623,7 @@ type startCmd struct {
 	Wait    bool          `help:"Return once the role (every instance of a group) is ready, showing its phases as tsd up -d does (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
 	Role    string        `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
-	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
+	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c startCmd) Run() error {

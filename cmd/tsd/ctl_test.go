@@ -19,7 +19,7 @@ func TestRenderStatus(t *testing.T) {
 	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
 	code := 137
 	s := snapshot.Snapshot{
-		Name:    "qwen-pd",
+		Name: "qwen-pd",
 		Gateway: snapshot.GatewayStatus{URL: "http://127.0.0.1:8000", Mode: "pd", Ready: true, ReqPerSec: 12.5, TokPerSec: 1830, InFlight: 9,
 			Requests: 4211, Errors: 3, ClientErrors: 5, TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond,
 			ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond,

@@ -292,7 +292,7 @@ func (c upCmd) runSupervisor() error {
 	// "gateway" to `tsd logs` and the dashboard.
 	var gwLog *supervisor.LogSource
 	if newGateway != nil && !c.NoGateway {
-		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile}); err != nil {
+		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile, FileMax: int64(plan.LogMaxMB) << 20, FileKeep: plan.LogKeep}); err != nil {
 			return fmt.Errorf("open gateway log: %w", err)
 		}
 		defer gwLog.Close()
@@ -334,6 +334,8 @@ func (c upCmd) runSupervisor() error {
 		Preflight:   func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
+		LogFileMax:  int64(plan.LogMaxMB) << 20, // 0: the default
+		LogFileKeep: plan.LogKeep,
 		GatewayLog:  gwLog,
 		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(planNow, steps)),
 		OnEvent:     out.Event,
