@@ -520,7 +520,7 @@ func init() {
 				p.RunDir = resolvePath(p.Dir, s, true)
 			}
 		}},
-		intKey("log_max_mb", 1, 1<<20, "100", "a log file (each role's, the gateway's, the daemon's) rotates past this many MiB: NAME.log becomes NAME.log.1, the older ones move up", func(p *Profile) *int { return &p.LogMaxMB }),
+		intKey("log_max_mb", 1, 1<<20, "100", "a log file (each role's, the gateway's) rotates past this many MiB: NAME.log becomes NAME.log.1, the older ones move up", func(p *Profile) *int { return &p.LogMaxMB }),
 		intKey("log_keep", 1, 100, "3", "rotated files kept per log (NAME.log.1 … NAME.log.N); the oldest goes", func(p *Profile) *int { return &p.LogKeep }),
 		{Key: "log_dir", Type: "path", DefaultDoc: "`.tsd/<name>/logs`", Doc: "`<role>.log` per role instance, plus `gateway.log` and the daemon's `tsd.log`; by default each deployment's own", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
