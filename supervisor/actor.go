@@ -207,11 +207,16 @@ func (a *actor) send(ev event) bool {
 	}
 }
 
-// watchFile reports the log file's write problems in the events, under
-// the name the role has when they happen.
+// watchFile reports the log file's write problems (a full disk, a log
+// reopened by path) in the events, under the name the role has when they
+// happen, and as a note among the role's lines, which tsd up --headless
+// and tsd logs print (events of a role are the dashboard's).
 func (a *actor) watchFile(s *Supervisor) {
 	if a.file != nil {
-		a.file.setOnHealth(func(msg string) { s.pub.tryEvent(s.nameOf(a), msg) })
+		a.file.setOnHealth(func(msg string) {
+			s.pub.tryEvent(s.nameOf(a), msg)
+			a.note("%s", msg)
+		})
 	}
 }
 

@@ -419,3 +419,34 @@ func TestDeletedLogReopenedOnDisk(t *testing.T) {
 		t.Fatalf("after rm: %q %v", b, err)
 	}
 }
+
+// Regression: the disk-full note never appeared in tsd up --headless
+// output, which prints the roles' lines (a role's events are the
+// dashboard's): it is also a note among the role's lines now.
+func TestLogFileHealthNoteInRoleLines(t *testing.T) {
+	t.Parallel()
+	disk := &fullDisk{full: true}
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &profiles.Plan{Name: "t", Roles: []profiles.RolePlan{{Name: "decode", Kind: "decode", Local: true}}}
+	s, err := New(Options{Plan: plan, NoLogFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.roster().members[0].a
+	a.file = w
+	a.watchFile(s)
+	_, _ = w.Write([]byte("x\n"))
+	lines, err := s.Logs("decode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l.Note && strings.Contains(l.Text, "[tsd] log file /logs/decode.log not written") && strings.Contains(l.Text, "no space left") {
+			return
+		}
+	}
+	t.Fatalf("no disk-full note among the role's lines: %+v", lines)
+}

@@ -272,7 +272,10 @@ func New(opts Options) (*Supervisor, error) {
 	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
 		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
 	} else if s.gwLog.file != nil {
-		s.gwLog.file.setOnHealth(func(msg string) { s.pub.tryEvent(GatewayLogSource, msg) })
+		s.gwLog.file.setOnHealth(func(msg string) {
+			s.pub.tryEvent(GatewayLogSource, msg)
+			s.gwLog.ring.append([]LogLine{{Time: s.now(), Text: "[tsd] " + msg, Note: true}})
+		})
 	}
 	return s, nil
 }
