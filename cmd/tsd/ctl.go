@@ -323,6 +323,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		gw = fmt.Sprintf("gateway %s (%s, %s)", s.Gateway.URL, s.Gateway.Mode, ready)
 	}
 	fmt.Fprintf(w, "%s — %s\n", s.Name, gw)
+	if s.ProfileRevision != "" {
+		// What runs: the file's revision, or after tsd scale another one
+		// (tsd plan --running shows it whole).
+		fmt.Fprintf(w, "  profile revision %s\n", s.ProfileRevision)
+	}
 	if s.Gateway.URL != "" {
 		fmt.Fprintf(w, "  traffic: %s\n", trafficLine(s.Gateway))
 	}
