@@ -28,6 +28,10 @@ type Options struct {
 	// StallTimeout judges one rank stalled when it sends nothing for this
 	// long while it owes output (worker.go, stall detection); 0 disables it.
 	StallTimeout time.Duration
+	// QuietAfter is the least silence, while it owes output, that makes a
+	// rank quiet (quiet.go: routing avoids it while another is routable);
+	// 0 means DefaultQuietAfter, negative turns it off.
+	QuietAfter time.Duration
 	// OnPanic hears panics caught at the lane's recover boundaries (socket
 	// readers, the ZMTP watcher, the send loop, the watchdog).
 	OnPanic PanicFunc
@@ -114,6 +118,9 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 	}
 	if opts.StallTimeout < 0 {
 		opts.StallTimeout = 0
+	}
+	if opts.QuietAfter == 0 {
+		opts.QuietAfter = DefaultQuietAfter
 	}
 	l := &Lane{opts: opts, log: opts.Logger, changed: newNotifier()}
 	l.broker = newBroker(l.changed.notify)

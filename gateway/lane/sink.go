@@ -149,6 +149,9 @@ func (h *hearing) hear(id int) {
 	if r == nil {
 		return
 	}
+	if r.owed > 0 {
+		r.gap = nextGap(r.gap, h.now.Sub(r.heard))
+	}
 	r.heard = h.now
 	if r.stalled {
 		r.stalled = false

@@ -92,9 +92,11 @@ type Worker struct {
 type rank struct {
 	st snapshot.RankStatus
 	// owed counts this rank's streams that expect output now (Stream.Expect);
-	// heard is when it last sent any, or when owed rose from 0.
+	// heard is when it last sent any, or when owed rose from 0; gap is
+	// its recent gap between outputs while it owed some (quiet.go).
 	owed  int
 	heard time.Time
+	gap   time.Duration
 	// stalled is the lane's own verdict (no output for StallTimeout while
 	// owed > 0); the next message from the rank lifts it.
 	stalled bool
@@ -1035,6 +1037,10 @@ type RankLoad struct {
 	// Since is when the rank registered: a new value is a restarted
 	// engine, whose caches started empty.
 	Since time.Time
+	// Quiet: the rank owes output and has been silent for much longer
+	// than its recent gaps (quiet.go); routing avoids it while another
+	// rank of the kind is routable.
+	Quiet bool
 }
 
 // Routable lists the registered ranks (none when the worker is not
@@ -1046,9 +1052,11 @@ func (w *Worker) Routable() []RankLoad {
 		return nil
 	}
 	var out []RankLoad
+	now, floor := w.now(), quietFloorFor(w.plan.Kind, w.lane.opts.QuietAfter)
 	for id, r := range w.ranks {
 		if r.st.State == snapshot.RankRegistered {
-			out = append(out, RankLoad{Identity: id, DPRank: r.st.DPRank, InFlight: w.inflight[id], InFlightTokens: w.inflightTok[id], Since: r.st.Since})
+			out = append(out, RankLoad{Identity: id, DPRank: r.st.DPRank, InFlight: w.inflight[id], InFlightTokens: w.inflightTok[id], Since: r.st.Since,
+				Quiet: quiet(r.owed, now.Sub(r.heard), r.gap, floor)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
