@@ -224,14 +224,13 @@ func (l *Lane) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
-	if l.bound {
-		for _, w := range l.Workers() {
-			if err := w.close(); err != nil {
-				errs = append(errs, fmt.Errorf("close worker %s: %w", w.Role(), err))
-			}
+	// A worker never bound has no sockets, but its rank book runs.
+	for _, w := range l.Workers() {
+		if err := w.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close worker %s: %w", w.Role(), err))
 		}
-		l.bound = false
 	}
+	l.bound = false
 	return errors.Join(errs...)
 }
 
