@@ -610,7 +610,7 @@ func (b *rankBook) onSpoke(id int) {
 	r.stalled = false
 	p := takeUnaborted(r)
 	readmitted := b.refresh(r, "") && r.st.State == snapshot.RankRegistered
-	w.sendPending([]pendingAbort{p})
+	w.send.pending([]pendingAbort{p})
 	if readmitted {
 		m := fmt.Sprintf("%s rank %d speaks again: back in routing", w.Role(), id)
 		w.lane.log.Info("engine rank re-admitted", "worker", w.Role(), "msg", m)

@@ -3,6 +3,8 @@ package lane
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tsd-project/tsd/gateway/wire"
 )
 
 // sendJob is one message for the input socket.
@@ -26,6 +28,25 @@ func newSender(w *Worker) *sender { return &sender{w: w, q: newQueue[sendJob]()}
 func (s *sender) push(j sendJob) { s.q.push(j) }
 
 func (s *sender) close() { s.q.close() }
+
+// aborts queues one ABORT for rids on rank identity.
+func (s *sender) aborts(identity int, rids []string) {
+	payload, err := encodeAbort(rids)
+	if err != nil {
+		s.w.lane.log.Warn("encode abort", "worker", s.w.Role(), "err", err)
+		return
+	}
+	s.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})
+}
+
+// pending queues the ABORTs a stall verdict held for ranks.
+func (s *sender) pending(ps []pendingAbort) {
+	for _, p := range ps {
+		if len(p.rids) > 0 {
+			s.aborts(p.id, p.rids)
+		}
+	}
+}
 
 // run sends until the queue closes or stop does.
 func (s *sender) run(stop <-chan struct{}) {

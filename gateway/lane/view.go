@@ -97,7 +97,7 @@ func (w *Worker) SetView(v snapshot.RoleView) ViewChange {
 		c = stepView(w.view.Load(), v, w.plan.Remote)
 		w.view.Store(&v)
 	}
-	w.sendPending(aborts) // lifted: the rank is presumed able to act on them
+	w.send.pending(aborts) // lifted: the rank is presumed able to act on them
 	if c.Routing {
 		w.lane.changed.notify()
 	}

@@ -359,24 +359,7 @@ func (w *Worker) abort(s *Stream, err error) {
 		return
 	}
 	s.fail(err)
-	w.sendAborts(s.Identity, []string{s.RID})
-}
-
-func (w *Worker) sendAborts(identity int, rids []string) {
-	payload, err := encodeAbort(rids)
-	if err != nil {
-		w.lane.log.Warn("encode abort", "worker", w.Role(), "err", err)
-		return
-	}
-	w.send.push(sendJob{frames: [][]byte{wire.EncodeIdentity(uint16(identity)), {typeAbort}, payload}})
-}
-
-func (w *Worker) sendPending(ps []pendingAbort) {
-	for _, p := range ps {
-		if len(p.rids) > 0 {
-			w.sendAborts(p.id, p.rids)
-		}
-	}
+	w.send.aborts(s.Identity, []string{s.RID})
 }
 
 // Abort ends every in-flight request on the worker with err (wrapped with
@@ -389,7 +372,7 @@ func (w *Worker) Abort(err error) int {
 		byID[s.Identity] = append(byID[s.Identity], s.RID)
 	}
 	for id, rids := range byID {
-		w.sendAborts(id, rids)
+		w.send.aborts(id, rids)
 	}
 	return len(failed)
 }
