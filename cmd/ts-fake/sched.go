@@ -10,6 +10,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/cmd/ts-fake/kvpub"
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/wire"
@@ -108,13 +109,13 @@ type engine struct {
 	hung     bool
 	vocab    *fakemodel.Vocab // see vocabulary
 
-	cache     *prefixCache        // nil: no prefix cache (decode, encode, caching off)
-	kvPub     *kvevents.Publisher // nil: no KV events
-	kvBatches int                 // event batches made (--fake-kv-events-drop)
-	busyUntil time.Time           // prompts are computed one at a time
+	cache     *prefixCache     // nil: no prefix cache (decode, encode, caching off)
+	kvPub     *kvpub.Publisher // nil: no KV events
+	kvBatches int              // event batches made (--fake-kv-events-drop)
+	busyUntil time.Time        // prompts are computed one at a time
 }
 
-func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kvevents.Publisher) *engine {
+func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kvpub.Publisher) *engine {
 	e := &engine{
 		r: r, cfg: r.cfg, in: in, transfer: t,
 		inbox:   make(chan wire.InputMessage, 256),
