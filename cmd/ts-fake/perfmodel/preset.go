@@ -281,3 +281,26 @@ func (p Preset) Unsourced() []string {
 func (p Preset) Describe() string {
 	return fmt.Sprintf("%s (simulated: %s; rests on %s)", p.Name, p.Describes, p.RestsOn)
 }
+
+// FromArgs finds the preset an engine command line runs under (its
+// --fake-perf, else env TS_FAKE_PERF through getenv, which may be nil),
+// so a report of figures measured against such engines can say they are
+// simulated and on what (Describe). ok is false when the model is off.
+func FromArgs(argv []string, getenv func(string) string) (p Preset, ok bool, err error) {
+	name := ""
+	for i, a := range argv {
+		if v, found := strings.CutPrefix(a, "--fake-perf="); found {
+			name = v
+		} else if a == "--fake-perf" && i+1 < len(argv) {
+			name = argv[i+1]
+		}
+	}
+	if name == "" && getenv != nil {
+		name = getenv("TS_FAKE_PERF")
+	}
+	if name == "" {
+		return Preset{}, false, nil
+	}
+	p, err = Load(name)
+	return p, err == nil, err
+}

@@ -97,3 +97,34 @@ func TestLoad(t *testing.T) {
 		t.Errorf("absent file: %v", err)
 	}
 }
+
+// A report finds the preset an engine's command line names, so it can
+// label its figures.
+func TestFromArgs(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "TS_FAKE_PERF" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		argv   []string
+		getenv func(string) string
+		want   string // preset name; "" off
+		err    bool
+	}{
+		{"flag", []string{"ts-fake", "serve", "--fake-perf", "llama-3.1-8b-bf16-h200"}, nil, "llama-3.1-8b-bf16-h200", false},
+		{"flag=value", []string{"--headless", "--fake-perf=llama-3.1-8b-bf16-h200"}, nil, "llama-3.1-8b-bf16-h200", false},
+		{"env", []string{"--headless"}, env("llama-3.1-8b-bf16-h200"), "llama-3.1-8b-bf16-h200", false},
+		{"off", []string{"--headless", "--fake-tokens-per-s", "50"}, env(""), "", false},
+		{"unknown", []string{"--fake-perf", "nope"}, nil, "", true},
+	} {
+		p, ok, err := FromArgs(c.argv, c.getenv)
+		if (err != nil) != c.err || ok != (c.want != "") || p.Name != c.want {
+			t.Errorf("%s: %q %v %v", c.name, p.Name, ok, err)
+		}
+	}
+}
