@@ -41,10 +41,12 @@ func quiet(owed int, silentFor, gap, floor time.Duration) bool {
 
 // quietFloorFor is the floor for a rank of kind. A prefill (or encode)
 // rank answers each request once, after its whole prompt (and, for a
-// prefill, its decode's KV fetch): seconds of silence are its ordinary
-// work, so its floor is four times a decode's.
+// prefill, its decode's KV fetch), and an aggregated one says nothing
+// while it prefills a prompt: seconds of silence are their ordinary work,
+// so their floor is four times a decode's.
 func quietFloorFor(kind string, floor time.Duration) time.Duration {
-	if kind == profiles.KindPrefill || kind == profiles.KindEncode {
+	switch kind {
+	case profiles.KindPrefill, profiles.KindEncode, profiles.KindAggregated:
 		return 4 * floor
 	}
 	return floor

@@ -40,13 +40,15 @@ func TestQuietRule(t *testing.T) {
 	}
 }
 
-// A prefill or encode rank answers once per request: four times the floor.
+// A prefill or encode rank answers once per request, an aggregated one
+// after its prefill: four times the floor.
 func TestQuietFloorFor(t *testing.T) {
 	t.Parallel()
 	for kind, want := range map[string]time.Duration{
-		profiles.KindPrefill: 2 * time.Second,
-		profiles.KindEncode:  2 * time.Second,
-		profiles.KindDecode:  500 * time.Millisecond,
+		profiles.KindPrefill:    2 * time.Second,
+		profiles.KindEncode:     2 * time.Second,
+		profiles.KindAggregated: 2 * time.Second,
+		profiles.KindDecode:     500 * time.Millisecond,
 	} {
 		if got := quietFloorFor(kind, 500*time.Millisecond); got != want {
 			t.Errorf("%s: %s, want %s", kind, got, want)
