@@ -107,7 +107,7 @@ func (o *ownedSock) own(tc *trackedConn) {
 	rd := zmtp.NewReader(tc.Conn, zmtp.Limits{MaxFrame: o.opts.MaxFrame, MaxMessage: o.opts.MaxMessage}, connSmallBuf)
 	rd.Prime(rest)
 	tc.replay = nil
-	grown := false
+	grown := o.kind != Pull // a ROUTER keeps the small buffer
 	var deliver func([][]byte)
 	if o.sink != nil {
 		deliver = o.sink()
@@ -133,16 +133,16 @@ func (o *ownedSock) own(tc *trackedConn) {
 		}
 		if deliver != nil {
 			deliver(frames) // frames are valid only during the call
-			if !grown {
-				rd.Grow(connReadBuf)
-				grown = true
+		} else {
+			select {
+			case o.msgs <- copyMessage(id, frames):
+			case <-o.stop:
+				return
 			}
-			continue
 		}
-		select {
-		case o.msgs <- copyMessage(id, frames):
-		case <-o.stop:
-			return
+		if !grown {
+			rd.Grow(connReadBuf) // the frames above are handed on: the buffer may move
+			grown = true
 		}
 	}
 }
