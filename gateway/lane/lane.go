@@ -33,7 +33,8 @@ type Options struct {
 	// 0 means DefaultQuietAfter, negative turns it off.
 	QuietAfter time.Duration
 	// OnPanic hears panics caught at the lane's recover boundaries (socket
-	// readers, the ZMTP watcher, the send loop, the watchdog).
+	// readers, the ZMTP watcher, the sender, the rank book's inputs and
+	// its watchdog).
 	OnPanic PanicFunc
 	// OnEvent hears rank verdicts worth showing (kind "stall", "readmit")
 	// on role; it is called outside every lane lock and must not block for

@@ -132,16 +132,19 @@ func (b *rankBook) run() {
 			b.ticker.Stop()
 		}
 	}()
-	role, where := "", ""
+	// guard's labels, one per kind of input (the gateway's panic metric
+	// names the kind), built again only when the role changes.
+	role, where := "", [5]string{}
 	for {
 		var tick <-chan time.Time
 		if b.ticker != nil {
 			tick = b.ticker.C
 		}
 		var fn func()
+		site := 3 // a command
 		select {
 		case in := <-b.inputs:
-			fn = func() { b.onInput(in) }
+			fn, site = func() { b.onInput(in) }, in.src
 		case c := <-b.cmds:
 			fn = c
 		case <-b.spoken.wake:
@@ -152,14 +155,17 @@ func (b *rankBook) run() {
 				}
 			}
 		case <-tick:
-			fn = b.watch
+			fn, site = b.watch, 4
 		case <-b.stop:
 			return
 		}
-		if r := b.w.Role(); r != role {
-			role, where = r, r+" ranks"
+		if r := b.w.Role(); r != role || where[0] == "" {
+			role = r
+			for i, k := range []string{"handshake message", "input message", "peer event", "rank book", "watchdog"} {
+				where[i] = r + " " + k
+			}
 		}
-		guard(b.w.lane.opts.OnPanic, where, fn)
+		guard(b.w.lane.opts.OnPanic, where[site], fn)
 	}
 }
 
