@@ -21,10 +21,11 @@ import (
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
-// attempt is one try: a PD pair (with encode legs for images).
+// attempt is one try: a PD pair (with encode legs for images), or one
+// leg on an aggregated engine.
 type attempt struct {
-	pre   legRun       // the prefill leg
-	dec   legRun       // the leg whose outputs reach the client: the decode
+	pre   legRun       // the prefill leg; none (no stream, done) in a one-leg attempt
+	dec   legRun       // the leg whose outputs reach the client: the decode, or the aggregated engine
 	enc   *encodeWatch // the encode legs of an image request; nil without images
 	start time.Time    // dispatch time: TTFT and duration count from the first attempt's
 	view  *breakerView // the breakers it was routed by (their epochs)
@@ -94,7 +95,18 @@ func (a *attempt) buffered() bool {
 }
 
 // sent reports whether the attempt has legs (its submission went out).
-func (a *attempt) sent() bool { return a.pre.s != nil }
+func (a *attempt) sent() bool { return a.dec.s != nil }
+
+// oneLeg: the attempt is one leg on an aggregated engine.
+func (a *attempt) oneLeg() bool { return a.dec.s != nil && a.pre.s == nil }
+
+// workers are the workers its legs run on (encode legs aside).
+func (a *attempt) workers() []*lane.Worker {
+	if a.pre.w == nil {
+		return []*lane.Worker{a.dec.w}
+	}
+	return []*lane.Worker{a.pre.w, a.dec.w}
+}
 
 // encodeLegs are the attempt's encode streams (none without images).
 func (a *attempt) encodeLegs() []*lane.Stream {
@@ -109,7 +121,9 @@ func (a *attempt) abortLegs(err error) {
 	if !a.sent() {
 		return
 	}
-	a.pre.s.Abort(err)
+	if a.pre.s != nil {
+		a.pre.s.Abort(err)
+	}
 	a.dec.s.Abort(err)
 }
 
@@ -137,8 +151,9 @@ func (a *attempt) leave(rec *traffic.Rec) {
 	for _, s := range a.encodeLegs() {
 		rec.Leave(s.Worker().Role())
 	}
-	rec.Leave(a.pre.w.Role())
-	rec.Leave(a.dec.w.Role())
+	for _, w := range a.workers() {
+		rec.Leave(w.Role())
+	}
 }
 
 // endEncodes ends encode legs still running when the request ends: now
@@ -244,9 +259,14 @@ type legPayloads struct {
 
 // encodeLegs builds each leg's request: one rid and bootstrap room for
 // both PD legs, in EPD an encode request per image (on encoders other
-// than av's when there are: a retry's). Its failures are final (the
-// deployment's addresses, the request itself).
-func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, pre leg, room uint64, av avoid) (legPayloads, *attemptErr) {
+// than av's when there are: a retry's); an aggregated route's one leg.
+// Its failures are final (the deployment's addresses, the request
+// itself).
+func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt route, av avoid) (legPayloads, *attemptErr) {
+	if rt.info.aggregated() {
+		return encodeOneLeg(mintRID(r.RID, g.rng.Uint64()), r, sp)
+	}
+	pre, room := rt.pre, rt.room
 	p := legPayloads{rid: mintRID(r.RID, g.rng.Uint64())}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
@@ -297,13 +317,47 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, pre l
 	return p, nil
 }
 
-// submit sends the encode legs, then the prefill, then the decode, and
-// returns the attempt they make; each stream sent is appended to sent
-// (Stream's panic boundary aborts them). A refusal aborts what was
-// already sent; the next attempt avoids the worker that refused.
+// encodeOneLeg builds an aggregated route's one request: no bootstrap
+// room (nothing is transferred), and, with prompt logprobs asked, the
+// engine that computes the prompt computes them (docs/protocol.md §6.6).
+func encodeOneLeg(rid string, r tokenapi.Request, sp wire.SamplingParams) (legPayloads, *attemptErr) {
+	p := legPayloads{rid: rid, wantPrompt: r.LogprobStartLen >= 0}
+	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
+	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	if r.ReturnLogprob {
+		q.TopLogprobsNum = r.TopLogprobsNum
+	}
+	if p.wantPrompt {
+		q.LogprobStartLen = r.LogprobStartLen
+	}
+	q.Stream = r.Stream
+	var err error
+	if p.dec, err = wire.EncodeGenerateRequest(q); err != nil {
+		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
+	}
+	return p, nil
+}
+
+// submit sends the encode legs, then the prefill, then the decode (or an
+// aggregated route's one leg), and returns the attempt they make; each
+// stream sent is appended to sent (Stream's panic boundary aborts them).
+// A refusal aborts what was already sent; the next attempt avoids the
+// worker that refused.
 func submit(e *encoders, p legPayloads, rt route, sent *[]*lane.Stream) (attempt, *attemptErr) {
 	a := attempt{start: time.Now(), view: rt.view}
 	a.pre.leg, a.dec.leg = rt.pre, rt.dec
+	if rt.info.aggregated() {
+		// One leg that owes output from the start: it computes the prompt
+		// itself. It has no prefill to wait for.
+		ds, err := rt.dec.w.Submit(rt.dec.id, p.rid, p.dec)
+		if err != nil {
+			return attempt{}, &attemptErr{class: submitFailureKind(err), metric: "aggregated_worker_failed_to_start", avoid: []*lane.Worker{rt.dec.w}, decode: true,
+				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "aggregated_worker_failed_to_start", Message: err.Error()}}
+		}
+		*sent = append(*sent, ds)
+		a.dec.s, a.dec.wake, a.pre.done = ds, ds.Wake(), true
+		return a, nil
+	}
 	if len(p.legs.Encode) > 0 {
 		encs, err := e.submit(p.legs)
 		*sent = append(*sent, encs...)

@@ -58,6 +58,9 @@ type Metrics struct {
 	// Routes counts routing decisions by kind (prefill, decode), policy
 	// and reason (gateway/routing's reasons: cache_hit, balance, ...).
 	Routes *prometheus.CounterVec
+	// Layouts counts routed attempts by layout (pd, aggregated) and the
+	// layout decision's reason (routing.DecideLayout).
+	Layouts *prometheus.CounterVec
 	// Attempts counts failed attempts by what failed and what followed
 	// (retry, migrate, fail, continue); BreakerTransitions each breaker
 	// state change (SMG's smg_worker_cb_transitions_total).
@@ -166,7 +169,7 @@ func New(cfg Config) *Dispatcher {
 		}
 	}}
 	g.enc = &encoders{mode: g.mode, live: g.live, lane: cfg.Lane, brk: g.breakers, rng: g.rng, metrics: cfg.Metrics, guard: g.guard}
-	router := routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+	router := routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Aggregated: lc.aggregatedPolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
 		OnPanic: g.guard.onPanic})
 	g.routes = &routes{router: router, kv: cfg.KV, live: g.live, brk: g.breakers, enc: g.enc, lane: cfg.Lane, metrics: cfg.Metrics,
 		queued: g.queuedNow, shutdown: cfg.Shutdown, hookPick: g.opts.HookPick}
@@ -192,42 +195,81 @@ func orDefault(s, def string) string {
 // Close).
 func (g *Dispatcher) Close() { g.routes.router.Close() }
 
-// Policies are the prefill, decode and encode policies in use.
-func (g *Dispatcher) Policies() (prefill, decode, encode string) {
+// Policies are the policies in use per kind (aggregated's only with
+// aggregated engines).
+func (g *Dispatcher) Policies() snapshot.PolicyStatus {
 	lc := g.live.config()
-	return lc.prefillPolicy, lc.decodePolicy, lc.encodePolicy
+	p := snapshot.PolicyStatus{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Encode: lc.encodePolicy}
+	if len(g.live.pools().aggregated.workers) > 0 {
+		p.Aggregated = lc.aggregatedPolicy
+	}
+	return p
+}
+
+// Layouts is the split of requests between the layouts; nil while every
+// request goes prefill → decode and there is no aggregated engine.
+func (g *Dispatcher) Layouts() *snapshot.LayoutStatus {
+	mode := g.live.config().layout.Mode
+	if mode == routing.DisaggAlways && len(g.live.pools().aggregated.workers) == 0 {
+		return nil
+	}
+	return &snapshot.LayoutStatus{Disaggregation: mode, PD: g.routes.split[0].Load(), Aggregated: g.routes.split[1].Load()}
 }
 
 // Breakers is every worker's circuit breaker, by role (none when
 // gateway.circuit_breaker is off).
 func (g *Dispatcher) Breakers() []snapshot.BreakerStatus { return g.breakers.status() }
 
-// Ready reports whether at least one prefill and one decode rank are
-// registered and routed, and in EPD mode one encode worker's rank 0.
+// Ready reports whether a request has a route (Routable), and in EPD
+// mode one encode worker's rank 0 is registered and routed.
 func (g *Dispatcher) Ready() bool {
-	p, d, _, _ := g.Health()
 	if g.EPDMode() && len(g.enc.ready()) == 0 {
 		return false
 	}
-	return p > 0 && d > 0
+	return g.Routable(g.Health())
 }
 
-// Health counts routable prefill and decode workers and all of them.
-func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
+// Health counts the workers of each kind that have a routable rank, and
+// every routed prefill, decode and aggregated worker.
+type Health struct {
+	Prefill, Decode, Aggregated int // workers with a routable rank
+	Healthy, Total              int
+}
+
+// Health counts routable prefill, decode and aggregated workers and all
+// of them.
+func (g *Dispatcher) Health() Health {
 	ps := g.live.pools()
-	prefill, decode = ps.prefill.routable(), ps.decode.routable()
-	return prefill, decode, prefill + decode, len(ps.prefill.workers) + len(ps.decode.workers)
+	h := Health{Prefill: ps.prefill.routable(), Decode: ps.decode.routable(), Aggregated: ps.aggregated.routable()}
+	h.Healthy = h.Prefill + h.Decode + h.Aggregated
+	h.Total = len(ps.prefill.workers) + len(ps.decode.workers) + len(ps.aggregated.workers)
+	return h
+}
+
+// Routable reports whether a text request has a route with h's workers
+// under the disaggregation setting in use: a prefill and a decode rank
+// (always), an aggregated rank (never), either (conditional).
+func (g *Dispatcher) Routable(h Health) bool {
+	pd, agg := h.Prefill > 0 && h.Decode > 0, h.Aggregated > 0
+	switch g.live.config().layout.Mode {
+	case routing.DisaggNever:
+		return agg
+	case routing.DisaggConditional:
+		return pd || agg
+	}
+	return pd
 }
 
 // InFlight is how many generations the dispatch is running now.
 func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
 
-// MaxModelLen is the smallest max_model_len among registered prefill and
-// decode ranks (a prompt must fit both legs), 0 when none reported one.
+// MaxModelLen is the smallest max_model_len among registered prefill,
+// decode and aggregated ranks (a prompt must fit whichever route it
+// takes), 0 when none reported one.
 func (g *Dispatcher) MaxModelLen() int {
 	best := 0
 	ps := g.live.pools()
-	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers} {
+	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers, ps.aggregated.workers} {
 		for _, w := range ws {
 			if n := w.MaxModelLen(); n > 0 && (best == 0 || n < best) {
 				best = n

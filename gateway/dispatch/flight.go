@@ -3,11 +3,12 @@ package dispatch
 // A request's flight (docs/protocol.md §8.4, §11.9): the request's facts,
 // what its attempts delivered so far, and the current attempt
 // (attempt.go), a fresh value per try: a PD pair (with encode legs for
-// images) under a fresh rid and bootstrap room. An attempt that fails
+// images) under a fresh rid and bootstrap room, or one leg on an
+// aggregated engine (docs/protocol.md §11.12). An attempt that fails
 // before any token reached the client is made again elsewhere (a
-// retry); one whose decode dies after tokens were sent continues on
-// another decode (a migration: the prompt plus the tokens sent, the rest
-// of the budget), so the client sees one stream. What follows a failure
+// retry); one whose decode (or aggregated engine) dies after tokens were
+// sent continues elsewhere (a migration: the prompt plus the tokens
+// sent, the rest of the budget), so the client sees one stream. What follows a failure
 // is DecideRetry's (retry.go); the flight only executes it.
 
 import (
@@ -127,10 +128,11 @@ func (f *flight) launch() *attemptErr {
 	return nil
 }
 
-// try makes one attempt: pick a pair (waiting for a routable worker),
-// encode its legs under a fresh rid and room, submit them, and with
-// prompt logprobs asked await the prefill's. On failure nothing of it is
-// left running.
+// try makes one attempt: pick its route and ranks (waiting for a
+// routable worker), encode its legs under a fresh rid (and room), submit
+// them, and with prompt logprobs asked await them (the prefill's, or the
+// aggregated engine's first output). On failure nothing of it is left
+// running.
 func (f *flight) try() *attemptErr {
 	g := f.g
 	f.attempts++
@@ -146,7 +148,7 @@ func (f *flight) try() *attemptErr {
 		}
 		return fatal("no_workers", err)
 	}
-	p, ae := encodeLegs(g, f.send, f.sp, rt.pre, rt.room, f.avoid)
+	p, ae := encodeLegs(g, f.send, f.sp, rt, f.avoid)
 	if ae != nil {
 		return ae
 	}
@@ -157,9 +159,11 @@ func (f *flight) try() *attemptErr {
 	if ae != nil {
 		return ae
 	}
-	g.metrics.selected(rt.pre)
+	if !a.oneLeg() {
+		g.metrics.selected(rt.pre)
+	}
 	g.metrics.selected(rt.dec)
-	recordLegs(f.parent, rt.pre, rt.dec, a.encodeLegs(), len(f.orig.InputIDs))
+	recordLegs(f.parent, &a, len(f.orig.InputIDs))
 	g.routes.note(f.parent, rt.info, a.pre.s, a.dec.s)
 	if f.began.IsZero() {
 		f.began = a.start
@@ -171,13 +175,22 @@ func (f *flight) try() *attemptErr {
 			f.cur.leave(f.rec)
 			return ae
 		}
-		f.cur.pre.hold(res)
 		if res.out.HasPromptLogprobs {
 			// Delivered once, on the first event: a later attempt need not
-			// ask its prefill again.
+			// ask for them again.
 			f.promptLP = res.out.PromptLogprobs
 			f.send.LogprobStartLen = -1
 		}
+		if f.cur.oneLeg() {
+			// The first output, prompt logprobs and tokens: the flight
+			// relays it first.
+			f.cur.dec.pending, f.cur.dec.has = res, true
+			if res.out.Finished != "" {
+				f.cur.dec.wake = nil
+			}
+			return nil
+		}
+		f.cur.pre.hold(res)
 		f.cur.dec.s.Expect()
 	}
 	return nil
@@ -580,11 +593,11 @@ func (f *flight) onDecode(dr legResult) bool {
 		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs), CachedTokens: a.cached.n}
 	if o.Finished == wire.FinishAbort || o.Finished == wire.FinishError {
 		// The engine ended the stream itself: before any token reached the
-		// client it is worth another pair; after, the client sees it.
+		// client it is worth another attempt; after, the client sees it.
 		ev.Finish = finishOf(o.Finished)
 		last := ev // its own copy: ev stays off the heap on the token path
 		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "engine_abort", ev: &last, finished: true, decode: true,
-			avoid: []*lane.Worker{a.pre.w, a.dec.w}, blame: []*lane.Worker{a.dec.w}})
+			avoid: a.workers(), blame: []*lane.Worker{a.dec.w}})
 	}
 	now := time.Now()
 	f.observeTokens(len(o.TokenIDs), now)
@@ -593,6 +606,9 @@ func (f *flight) onDecode(dr legResult) bool {
 		a.streaming = true
 	}
 	if o.Finished != "" {
+		if a.oneLeg() {
+			recordPrefill(f.rec, a.dec.s, o) // the engine computed the prompt too
+		}
 		a.awaitPrefillCount(f.ctx, f.g.opts.DrainGrace)
 		ev.CachedTokens = a.cached.n
 		f.finish(ev, o.Finished, now)
@@ -663,18 +679,25 @@ func (f *flight) finish(ev tokenapi.Event, finished string, now time.Time) {
 	f.emit(ev)
 }
 
-// awaitPrompt waits for the prefill leg's terminal output when prompt
-// logprobs were asked, so that an engine which cannot compute them is a
-// clean 400 before any response (streaming included) has started. The
-// decode leg's outputs queue on its stream meanwhile; in PD it cannot
-// produce a token before the prefill's KV arrives anyway. A prefill abort
-// for another reason is returned as the result for the flight to report.
+// awaitPrompt waits for the prompt logprobs when they were asked, so
+// that an engine which cannot compute them is a clean 400 before any
+// response (streaming included) has started: in PD the prefill leg's
+// terminal output (the decode leg's outputs queue on its stream
+// meanwhile; it cannot produce a token before the prefill's KV arrives
+// anyway), in a one-leg attempt the aggregated engine's first output,
+// which carries them beside its first tokens. An abort for another
+// reason is returned as the result for the flight to report.
 func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 	a, r := &f.cur, f.send
+	one := a.oneLeg()
+	l, name := &a.pre, "prefill"
+	if one {
+		l, name = &a.dec, "aggregated"
+	}
 	var o lane.Output
 	var err error
 	for {
-		if o, err = a.pre.s.Recv(f.ctx); err != nil || o.Finished != "" {
+		if o, err = l.s.Recv(f.ctx); err != nil || o.Finished != "" || one {
 			break
 		}
 	}
@@ -684,11 +707,10 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 		case f.parent.Err() != nil:
 			return legResult{}, fatal("client_disconnected", f.parent.Err())
 		case f.ctx.Err() != nil:
-			return legResult{}, f.deadlineErr(" waiting for the prefill's prompt logprobs")
+			return legResult{}, f.deadlineErr(" waiting for the " + name + "'s prompt logprobs")
 		}
-		pw := a.pre.w
-		return legResult{}, &attemptErr{class: legFailureKind(err), metric: legFailure("prefill_failed", err), avoid: []*lane.Worker{pw}, blame: []*lane.Worker{pw},
-			err: &RequestError{Status: http.StatusBadGateway, Code: "prefill_failed", Message: "prefill leg failed: " + err.Error()}}
+		return legResult{}, &attemptErr{class: legFailureKind(err), metric: legFailure(name+"_failed", err), avoid: []*lane.Worker{l.w}, blame: []*lane.Worker{l.w},
+			decode: one, err: &RequestError{Status: http.StatusBadGateway, Code: name + "_failed", Message: name + " leg failed: " + err.Error()}}
 	}
 	abortRest := func() {
 		a.dec.s.Abort(nil)
@@ -699,14 +721,20 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 	// An engine's refusal may carry empty input-logprob columns; a prompt
 	// of at least one token past logprob_start_len always has a value.
 	got := o.HasPromptLogprobs && len(o.PromptLogprobs) > 0
-	if ferr := epd.PromptLogprobFailure(o.Finished, o.AbortMessage, got); ferr != nil {
+	ferr := epd.PromptLogprobFailure(o.Finished, o.AbortMessage, got)
+	if ferr == nil && one && !got && o.Finished == "" {
+		// An aggregated engine that answers without them cannot compute
+		// them: its first output is where they belong.
+		ferr = fmt.Errorf("%w: its first output has no input logprobs", epd.ErrPromptLogprobsUnsupported)
+	}
+	if ferr != nil {
 		abortRest()
 		return legResult{}, fatal("invalid_request", &RequestError{Status: http.StatusBadRequest, Code: "prompt_logprobs_unsupported", Param: "logprob_start_len", Message: ferr.Error()})
 	}
 	if got {
 		if cerr := epd.CheckPromptLogprobs(epd.TokenLogprobs{Vals: o.PromptLogprobs, IDs: o.PromptLogprobIDs}, r.InputIDs, r.LogprobStartLen); cerr != nil {
 			abortRest()
-			return legResult{}, fatal("prefill_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()})
+			return legResult{}, fatal(name+"_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()})
 		}
 	}
 	return legResult{out: o}, nil

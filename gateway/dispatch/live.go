@@ -23,14 +23,61 @@ type liveConfig struct {
 	retry                                     RetryConfig
 	queueTimeout                              time.Duration // negative: no wait
 	prefillPolicy, decodePolicy, encodePolicy string
+	aggregatedPolicy                          string
 	routing                                   routing.Config
+	// layout is gateway.disaggregation and gateway.conditional: which
+	// route a request takes (routing.DecideLayout).
+	layout routing.LayoutConfig
 }
 
 // liveOf is the plan's live settings, policies defaulted.
 func liveOf(p profiles.GatewayPlan, queueTimeout time.Duration) *liveConfig {
 	return &liveConfig{retry: RetryConfigOf(p.Retry), queueTimeout: queueTimeout, routing: routingConfig(p),
 		prefillPolicy: orDefault(p.Policy.Prefill, routing.RoundRobin), decodePolicy: orDefault(p.Policy.Decode, routing.RoundRobin),
-		encodePolicy: orDefault(p.Policy.Encode, routing.ConsistentHashing)}
+		encodePolicy: orDefault(p.Policy.Encode, routing.ConsistentHashing), aggregatedPolicy: orDefault(p.Policy.Aggregated, routing.RoundRobin),
+		layout: layoutConfig(p)}
+}
+
+// layoutConfig is the plan's gateway.disaggregation and
+// gateway.conditional in gateway/routing's terms. A plan that names no
+// disaggregation (a hand-written one) routes always prefill → decode, or
+// never when it has aggregated workers only; a conditional one without
+// thresholds takes Dynamo's defaults, as the profile does.
+func layoutConfig(p profiles.GatewayPlan) routing.LayoutConfig {
+	c := routing.LayoutConfig{Mode: p.Disaggregation, MaxUncachedTokens: p.Conditional.MaxUncachedTokens,
+		MaxUncachedRatio: p.Conditional.MaxUncachedRatio, PrefillBusy: p.Conditional.PrefillBusy}
+	if c.Mode == "" {
+		c.Mode = routing.DisaggAlways
+		if onlyAggregated(p.Workers) {
+			c.Mode = routing.DisaggNever
+		}
+	}
+	if c.MaxUncachedTokens == 0 && c.MaxUncachedRatio == 0 {
+		c.MaxUncachedTokens, c.MaxUncachedRatio = defaultMaxUncachedTokens, defaultMaxUncachedRatio
+	}
+	return c
+}
+
+// Dynamo's conditional-disaggregation defaults, as gateway.conditional
+// has them (profiles/schema.go).
+const (
+	defaultMaxUncachedTokens = 2048
+	defaultMaxUncachedRatio  = 0.7
+)
+
+// onlyAggregated: the plan's workers are aggregated engines (and none
+// prefills or decodes).
+func onlyAggregated(ws []profiles.WorkerPlan) bool {
+	agg := false
+	for _, w := range ws {
+		switch w.Kind {
+		case profiles.KindAggregated:
+			agg = true
+		case profiles.KindPrefill, profiles.KindDecode:
+			return false
+		}
+	}
+	return agg
 }
 
 // liveState is what tsd apply changes under the dispatch: the settings
@@ -52,8 +99,13 @@ func (s *liveState) pools() *pools { return s.ps.Load() }
 
 // pools are the workers of each kind.
 type pools struct {
-	prefill, decode pool
-	encode          []*lane.Worker
+	prefill, decode, aggregated pool
+	encode                      []*lane.Worker
+}
+
+// all is every routed worker, by kind.
+func (ps *pools) all() [][]*lane.Worker {
+	return [][]*lane.Worker{ps.prefill.workers, ps.decode.workers, ps.aggregated.workers, ps.encode}
 }
 
 // pool is the workers of one PD kind.
@@ -86,6 +138,8 @@ func (ps *pools) add(w *lane.Worker) {
 		ps.prefill.add(w)
 	case profiles.KindDecode:
 		ps.decode.add(w)
+	case profiles.KindAggregated:
+		ps.aggregated.add(w)
 	case profiles.KindEncode:
 		ps.encode = append(ps.encode, w)
 	}
@@ -94,18 +148,17 @@ func (ps *pools) add(w *lane.Worker) {
 // clone is a copy whose slices a change may grow or cut.
 func (ps *pools) clone() *pools {
 	c := &pools{}
-	for _, w := range ps.prefill.workers {
-		c.prefill.add(w)
+	for _, ws := range ps.all() {
+		for _, w := range ws {
+			c.add(w)
+		}
 	}
-	for _, w := range ps.decode.workers {
-		c.decode.add(w)
-	}
-	c.encode = append(c.encode, ps.encode...)
 	return c
 }
 
-// Reconfigure takes p's policies and their knobs, retry and breaker
-// knobs, and the queue timeout (as the gateway resolved it) for requests
+// Reconfigure takes p's policies and their knobs, the disaggregation
+// setting and its thresholds, retry and breaker knobs, and the queue
+// timeout (as the gateway resolved it) for requests
 // admitted from now on. The router keeps the state of a pool whose
 // policy and knobs stay (its radix tree, sticky keys); breakers keep
 // their state under new knobs; switched on, every worker's starts
@@ -115,8 +168,10 @@ func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Durat
 	defer g.live.mu.Unlock()
 	next := liveOf(p, queueTimeout)
 	cur := g.live.config()
-	if next.prefillPolicy != cur.prefillPolicy || next.decodePolicy != cur.decodePolicy || !reflect.DeepEqual(next.routing, cur.routing) {
-		if err := g.routes.router.Reconfigure(routing.Options{Prefill: next.prefillPolicy, Decode: next.decodePolicy, Config: next.routing}); err != nil {
+	if next.prefillPolicy != cur.prefillPolicy || next.decodePolicy != cur.decodePolicy || next.aggregatedPolicy != cur.aggregatedPolicy ||
+		!reflect.DeepEqual(next.routing, cur.routing) {
+		if err := g.routes.router.Reconfigure(routing.Options{Prefill: next.prefillPolicy, Decode: next.decodePolicy, Aggregated: next.aggregatedPolicy,
+			Config: next.routing}); err != nil {
 			return fmt.Errorf("routing policies: %w", err)
 		}
 	}
@@ -154,7 +209,7 @@ func (g *Dispatcher) RemoveWorker(role string) {
 	defer g.live.mu.Unlock()
 	old := g.live.pools()
 	ps := &pools{}
-	for _, ws := range [][]*lane.Worker{old.prefill.workers, old.decode.workers, old.encode} {
+	for _, ws := range old.all() {
 		for _, w := range ws {
 			if w.Role() != role {
 				ps.add(w)

@@ -16,7 +16,8 @@ import (
 
 // The dispatch's side of routing: the lane's routable ranks (and, for
 // kv_aware, the KV index) become gateway/routing's view, its Router
-// decides both legs, and the choice becomes legs and a bootstrap room.
+// decides the route (prefill → decode, or one aggregated leg) and its
+// legs, and the choice becomes legs and, PD, a bootstrap room.
 
 // leg is one chosen engine rank for one request.
 type leg struct {
@@ -37,22 +38,33 @@ type rankSource interface {
 // and the engine identity on it.
 type legChoice struct{ worker, identity int }
 
-// errNoPrefill and errNoDecode are the refusals while no worker of a
-// kind can take a request; Generate waits for one (QueueTimeout) first.
+// errNoPrefill, errNoDecode and errNoAggregated are the refusals while
+// no worker of a kind the request's route needs can take it; Generate
+// waits for one (QueueTimeout) first.
 var (
-	errNoPrefill = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
-	errNoDecode  = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
+	errNoPrefill    = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
+	errNoDecode     = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
+	errNoAggregated = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_aggregated_worker", Message: "no aggregated engine rank is registered and routed"}
 )
 
-// routeInfo is what a pick decided, beyond the legs: the access line's
-// fields, the decision counter's labels, and the weights the legs carry
-// in their ranks' in-flight tokens.
+// routeInfo is what a pick decided, beyond the legs: the route and why
+// (layout), the access line's fields, the decision counter's labels, and
+// the weights the legs carry in their ranks' in-flight tokens. An
+// aggregated route's one choice is in pre (preRank its DP rank) and its
+// leg's weight in decWeight: the leg that decodes.
 type routeInfo struct {
+	layout               routing.LayoutDecision
 	pre, dec             routing.Choice
 	preRank, decRank     int // DP ranks
 	prompt               int
 	preWeight, decWeight int
 }
+
+// aggregated: the route is one leg on an aggregated engine.
+func (ri routeInfo) aggregated() bool { return ri.layout.Layout == routing.LayoutAggregated }
+
+// alwaysPD is the layout of a request under disaggregation: always.
+var alwaysPD = routing.LayoutDecision{Layout: routing.LayoutPD, Reason: routing.LayoutReasonAlways}
 
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
@@ -129,6 +141,7 @@ func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, 
 type routes struct {
 	router   *routing.Router
 	kv       KVIndex
+	split    [2]atomic.Uint64 // requests routed prefill → decode, and aggregated (the snapshot's split)
 	live     *liveState
 	brk      *breakers
 	enc      *encoders // an image request also needs a routable encoder
@@ -139,10 +152,11 @@ type routes struct {
 	hookPick func() // Options.HookPick
 }
 
-// route is one routing decision: the legs, the bootstrap room moved to
-// the chosen prefill rank, what the access line and the counters say of
-// it, and the breakers' view it was routed by (the request's outcomes
-// are reported against its epochs).
+// route is one routing decision: the legs (an aggregated route's one leg
+// is dec, the leg that decodes; pre has no worker), the bootstrap room
+// moved to the chosen prefill rank, what the access line and the
+// counters say of it, and the breakers' view it was routed by (the
+// request's outcomes are reported against its epochs).
 type route struct {
 	pre, dec leg
 	room     uint64
@@ -198,21 +212,67 @@ func allowed(p *pool, av avoid, view *breakerView) []rankSource {
 	return out
 }
 
-// pick chooses the prefill and the decode rank for r among the workers
-// av and the breakers allow (allowed), and moves the room to the chosen
-// prefill rank.
+// pick chooses r's route and its ranks among the workers av and the
+// breakers allow (allowed): under disaggregation: always the prefill and
+// the decode rank, the room moved to the chosen prefill rank; under
+// never or conditional the Router decides the route too (RouteLayout).
 func (rs *routes) pick(r *tokenapi.Request, room uint64, av avoid, view *breakerView) (route, error) {
 	if h := rs.hookPick; h != nil {
 		h()
 	}
 	req := routing.Request{Prompt: r.InputIDs, Key: r.RoutingKey}
-	ps, kvAware := rs.live.pools(), rs.live.config().prefillPolicy == routing.KVAware // one worker set for the choice and its indexes
-	p, d, room, ri, err := chooseLegs(rs.router, rs.kv, kvAware, req, allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), room)
+	ps, lc := rs.live.pools(), rs.live.config() // one worker set for the choice and its indexes
+	if lc.layout.Mode != routing.DisaggAlways {
+		return rs.pickLayout(req, len(r.Images) > 0, ps, lc, room, av, view)
+	}
+	p, d, room, ri, err := chooseLegs(rs.router, rs.kv, lc.prefillPolicy == routing.KVAware, req, allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), room)
+	ri.layout = alwaysPD
 	if err != nil {
 		return route{room: room, info: ri, view: view}, err
 	}
 	return route{pre: leg{w: ps.prefill.workers[p.worker], id: p.identity}, dec: leg{w: ps.decode.workers[d.worker], id: d.identity},
 		room: room, info: ri, view: view}, nil
+}
+
+// pickLayout is pick under never or conditional: one read of every
+// pool, and the Router's layout decision and choice over it.
+func (rs *routes) pickLayout(req routing.Request, images bool, ps *pools, lc *liveConfig, room uint64, av avoid, view *breakerView) (route, error) {
+	kvOf := func(policy string) KVIndex {
+		if policy == routing.KVAware {
+			return rs.kv
+		}
+		return nil
+	}
+	pre, dec, agg := allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), allowed(&ps.aggregated, av, view)
+	pv, dv, gv := views(pre, kvOf(lc.prefillPolicy), req.Prompt), views(dec, nil, req.Prompt), views(agg, kvOf(lc.aggregatedPolicy), req.Prompt)
+	rt, err := rs.router.RouteLayout(req, pv, dv, gv, images, lc.layout)
+	out := route{room: room, view: view, info: routeInfo{layout: rt.Layout, prompt: len(req.Prompt)}}
+	if err != nil {
+		return out, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
+	}
+	n := len(req.Prompt)
+	if rt.Layout.Layout == routing.LayoutAggregated {
+		if rt.Agg.Worker < 0 {
+			return out, errNoAggregated
+		}
+		ar := gv[rt.Agg.Worker].Ranks[rt.Agg.Rank]
+		out.dec = leg{w: ps.aggregated.workers[rt.Agg.Worker], id: ar.Identity}
+		out.info.pre, out.info.preRank, out.info.decWeight = rt.Agg, ar.DPRank, max(n-rt.Agg.Match, 0)
+		return out, nil
+	}
+	dp := 1
+	if rt.Pre.Worker >= 0 {
+		dp = pre[rt.Pre.Worker].DPSize()
+	}
+	p, d, room, err := legsFor(rt.Pre, rt.Dec, pv, dv, dp, room)
+	if err != nil {
+		return out, err
+	}
+	pr, dr := pv[rt.Pre.Worker].Ranks[rt.Pre.Rank], dv[rt.Dec.Worker].Ranks[rt.Dec.Rank]
+	out.pre, out.dec, out.room = leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room
+	out.info.pre, out.info.dec, out.info.preRank, out.info.decRank = rt.Pre, rt.Dec, pr.DPRank, dr.DPRank
+	out.info.preWeight, out.info.decWeight = max(n-rt.Pre.Match, 0), n
+	return out, nil
 }
 
 // pickQueued is pick that waits, up to QueueTimeout, while no worker of a
@@ -271,19 +331,41 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 // errNoEncode refuses an image request while no encode worker is ready.
 var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: "no encode engine rank is registered and routed"}
 
-// note is called once the legs were submitted: each leg weighs its
-// tokens in its rank's in-flight load until it ends, the request's access
-// line gets the decision (docs/protocol.md §11.10) and the decision is
-// counted.
+// note is called once the legs were submitted (ps nil: an aggregated
+// route's one leg, ds): each leg weighs its tokens in its rank's
+// in-flight load until it ends, the request's access line gets the
+// decision (docs/protocol.md §11.10) and the decision is counted.
 func (rs *routes) note(ctx context.Context, ri routeInfo, ps, ds *lane.Stream) {
-	ps.Weigh(ri.preWeight)
+	if ps != nil {
+		ps.Weigh(ri.preWeight)
+	}
 	ds.Weigh(ri.decWeight)
 	match := -1.0
 	if ri.prompt > 0 && usesCache(ri.pre.Policy) {
 		match = float64(ri.pre.Match) / float64(ri.prompt)
 	}
-	traffic.FromContext(ctx).Route(ri.pre.Policy, ri.pre.Reason, match, ri.preRank, ri.decRank)
+	rec := traffic.FromContext(ctx)
+	uncached, ratio := -1, -1.0
+	if ri.layout.Counted {
+		uncached, ratio = ri.layout.Uncached, ri.layout.Ratio
+	}
+	rec.Layout(ri.layout.Layout, ri.layout.Reason, uncached, ratio)
+	agg := ri.aggregated()
+	if agg {
+		rec.RouteAggregated(ri.pre.Policy, ri.pre.Reason, match, ri.preRank)
+		rs.split[1].Add(1)
+	} else {
+		rec.Route(ri.pre.Policy, ri.pre.Reason, match, ri.preRank, ri.decRank)
+		rs.split[0].Add(1)
+	}
+	if c := rs.metrics.Layouts; c != nil {
+		c.WithLabelValues(ri.layout.Layout, ri.layout.Reason).Inc()
+	}
 	if c := rs.metrics.Routes; c != nil {
+		if agg {
+			c.WithLabelValues(profiles.KindAggregated, ri.pre.Policy, ri.pre.Reason).Inc()
+			return
+		}
 		c.WithLabelValues(profiles.KindPrefill, ri.pre.Policy, ri.pre.Reason).Inc()
 		c.WithLabelValues(profiles.KindDecode, ri.dec.Policy, ri.dec.Reason).Inc()
 	}
@@ -298,8 +380,8 @@ func (g *Dispatcher) TreeTokens() map[string]int {
 	}
 	out := map[string]int{}
 	lc := g.live.config()
-	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
-		if p := []string{lc.prefillPolicy, lc.decodePolicy}[i]; usesCache(p) {
+	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode, profiles.KindAggregated} {
+		if p := []string{lc.prefillPolicy, lc.decodePolicy, lc.aggregatedPolicy}[i]; usesCache(p) {
 			out[kind] = tokens[i]
 		}
 	}
