@@ -287,3 +287,98 @@ func TestKindsTable(t *testing.T) {
 		t.Error("AwaitsRanks: encode ranks are awaited in epd mode only, every other kind's always")
 	}
 }
+
+// mixedBase is a running mixed deployment: two aggregated replicas beside
+// one prefill and one decode, conditional.
+const mixedBase = `name: mixed
+model: /models/m
+engine:
+  command: [ts-fake, serve]
+gateway:
+  port: 8000
+  disaggregation: conditional
+roles:
+  - name: agg
+    kind: aggregated
+    replicas: 2
+    gpus: [[0], [1]]
+  - name: prefill
+    kind: prefill
+    gpus: [2]
+  - name: decode
+    kind: decode
+    gpus: [3]
+`
+
+// Pins: tsd apply takes gateway.disaggregation, gateway.conditional and
+// gateway.policy.aggregated live (no engine touched), and tsd scale grows
+// and shrinks an aggregated entry as any other: only the replicas that
+// come or go start or stop.
+func TestDiffAggregated(t *testing.T) {
+	t.Parallel()
+	base := planFrom(t, mixedBase, nil)
+	unchanged := []string{"agg-0 unchanged", "agg-1 unchanged", "prefill unchanged", "decode unchanged"}
+	for _, c := range []struct {
+		name    string
+		src     string
+		roles   []string
+		gateway []string
+	}{
+		{"conditional to always", edit(t, mixedBase, "disaggregation: conditional", "disaggregation: always"), unchanged, []string{"gateway.disaggregation"}},
+		{"thresholds", edit(t, mixedBase, "  disaggregation: conditional\n", "  disaggregation: conditional\n  conditional: {max_uncached_tokens: 512, max_uncached_ratio: 0.5, prefill_busy: 100}\n"), unchanged,
+			[]string{"gateway.conditional.max_uncached_tokens", "gateway.conditional.max_uncached_ratio", "gateway.conditional.prefill_busy"}},
+		{"aggregated policy", edit(t, mixedBase, "  port: 8000\n", "  port: 8000\n  policy: {aggregated: cache_aware}\n"), unchanged, []string{"gateway.policy.aggregated", "gateway.cache_aware"}}, // the knobs of the policy now used come with it
+		{"scale agg up", edit(t, mixedBase, "    replicas: 2\n    gpus: [[0], [1]]\n", "    replicas: 3\n    gpus: [[0], [1], [4]]\n"),
+			[]string{"agg-0 unchanged", "agg-1 unchanged", "agg-2 start", "prefill unchanged", "decode unchanged"}, nil},
+		{"scale agg down to one", edit(t, mixedBase, "    replicas: 2\n    gpus: [[0], [1]]\n", "    gpus: [0]\n"),
+			[]string{"agg rename was=agg-0", "prefill unchanged", "decode unchanged", "agg-1 stop"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := Diff(base, planFrom(t, c.src, base))
+			var roles, gw []string
+			for _, r := range d.Roles {
+				s := r.Name + " " + r.Action
+				if r.Was != "" {
+					s += " was=" + r.Was
+				}
+				roles = append(roles, s)
+			}
+			for _, f := range d.Gateway {
+				gw = append(gw, f.Field)
+			}
+			if !slices.Equal(roles, c.roles) || !slices.Equal(gw, c.gateway) || len(d.Fixed) > 0 {
+				t.Errorf("roles %q gateway %q fixed %v; want %q %q", roles, gw, d.Fixed, c.roles, c.gateway)
+			}
+		})
+	}
+	// tsd scale's own path: Scaled on the aggregated entry.
+	p, errs := Parse("/srv/p/demo.yaml", []byte(mixedBase))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	three, err := p.Scaled("agg", 3, [][]string{{"4"}})
+	if err != nil || three.Roles[0].Replicas != 3 || three.Roles[0].Kind != KindAggregated {
+		t.Fatalf("scale agg=3: %v %+v", err, three)
+	}
+	// An apply that drops the PD roles of a conditional profile is refused
+	// at validation, naming the key.
+	if _, errs := Parse("/srv/p/demo.yaml", []byte(strings.Split(mixedBase, "  - name: prefill")[0])); !strings.Contains(errs.Error(), "gateway.disaggregation: conditional sends requests prefill → decode") {
+		t.Errorf("dropping prefill and decode under conditional: %v", errs)
+	}
+}
+
+// Pins: the Mooncake transfer warnings are about engines that transfer:
+// an aggregated-only profile moves no KV, so an NVLink variable in its env
+// or another transfer backend draws none.
+func TestAggregatedOnlyNoTransferWarnings(t *testing.T) {
+	t.Parallel()
+	src := "model: /m\nengine:\n  transfer_backend: nixl\n  env: {MC_INTRANODE_NVLINK: \"1\"}\nroles:\n  - {name: agg, kind: aggregated, gpus: [0]}\n"
+	plan, errs := planText(t, src, HostFacts{})
+	if len(errs) > 0 || len(plan.Warnings) > 0 {
+		t.Errorf("errors %v warnings %q", errs, plan.Warnings)
+	}
+	plan, _ = planText(t, src+"  - {name: prefill, gpus: [1]}\n  - {name: decode, gpus: [2]}\ngateway: {disaggregation: conditional}\n", HostFacts{})
+	if len(plan.Warnings) != 2 {
+		t.Errorf("a mixed profile transfers: want the backend and NVLink warnings, got %q", plan.Warnings)
+	}
+}

@@ -718,11 +718,12 @@ func (pl *planner) planDistInit(insts []*inst) {
 	}
 }
 
-// gatewayMode resolves mode: auto.
+// gatewayMode resolves mode: auto: epd when a kind only epd routes to
+// (encode) has a role.
 func (pl *planner) gatewayMode(insts []*inst) string {
 	hasEncode := false
 	for _, in := range insts {
-		hasEncode = hasEncode || in.role.Kind == KindEncode
+		hasEncode = hasEncode || kindOf(in.role.Kind).EPDOnly
 	}
 	mode := pl.p.Gateway.Mode
 	switch {
@@ -790,6 +791,9 @@ func nvlinkForced(v string) bool {
 // engine.mooncake.intranode_nvlink: true.
 func (pl *planner) transferWarnings(insts []*inst) {
 	p := pl.p
+	if !slices.ContainsFunc(insts, func(in *inst) bool { return kindOf(in.role.Kind).Transfer }) {
+		return // aggregated engines only: nothing is transferred
+	}
 	if p.Engine.TransferBackend != DefaultTransferBackend {
 		pl.warn("engine.transfer_backend", "%q: TokenSpeed knows only mooncake", p.Engine.TransferBackend)
 	}
