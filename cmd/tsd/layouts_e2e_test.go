@@ -186,6 +186,9 @@ func TestE2EAggregatedExampleServes(t *testing.T) {
 	if m := metricsText(t, base); !strings.Contains(m, fmt.Sprintf(`tsd_gateway_layout_routes_total{layout="aggregated",reason="never"} %d`, routes)) {
 		t.Fatalf("/metrics lacks the aggregated routes:\n%s", m)
 	}
+	if out, err := d.ctl("status"); err != nil || !strings.Contains(out, fmt.Sprintf("disaggregation never: 0 routed prefill → decode, %d aggregated", routes)) {
+		t.Fatalf("tsd status: %v\n%s", err, out)
+	}
 }
 
 // The mixed example under conditional: fresh prompts go prefill →
@@ -216,7 +219,9 @@ func TestE2EMixedExampleApplySwitchesLayout(t *testing.T) {
 		if out, err := d.ctl("apply", "--yes", name); err != nil {
 			t.Fatalf("tsd apply (disaggregation %s): %v\n%s", mode, err, out)
 		}
-		d.waitStatus(func(s snapshot.Snapshot) bool { return s.Gateway.Layouts != nil && s.Gateway.Layouts.Disaggregation == mode })
+		d.waitStatus(func(s snapshot.Snapshot) bool {
+			return s.Gateway.Layouts != nil && s.Gateway.Layouts.Disaggregation == mode
+		})
 	}
 	write("never")
 	routes2 := serveEveryAPI(t, base)
