@@ -84,13 +84,13 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 // prefill and a decode rank routed, and in EPD mode an encode rank too
 // (Ready); the counts include every worker a request may need.
 func (g *Gateway) handleReadiness(w http.ResponseWriter, _ *http.Request) {
-	_, _, healthy, total := g.health()
+	h := g.health()
 	if g.Ready() {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": total})
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": h.Healthy, "total_workers": h.Total})
 		return
 	}
 	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reason": "insufficient healthy workers",
-		"healthy_workers": healthy, "total_workers": total})
+		"healthy_workers": h.Healthy, "total_workers": h.Total})
 }
 
 func (g *Gateway) modelName() string {
@@ -101,8 +101,7 @@ func (g *Gateway) modelName() string {
 }
 
 func (g *Gateway) handleModels(w http.ResponseWriter, _ *http.Request) {
-	_, _, healthy, _ := g.health()
-	if healthy == 0 {
+	if g.health().Healthy == 0 {
 		WriteError(w, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_models", Message: "No models available"})
 		return
 	}

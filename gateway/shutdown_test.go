@@ -15,17 +15,6 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// accessLines are the access lines logged so far.
-func accessLines(logs *syncBuf) []string {
-	var out []string
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "msg=access") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // A shutdown drains: a stream that ends within the drain finishes whole;
 // one still running at the drain's deadline is cut with the finish
 // reason abort and then an error event with code shutdown, its access

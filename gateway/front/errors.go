@@ -38,7 +38,7 @@ func (e *Error) ErrorParam() string { return e.Param }
 
 // CodeShutdown is the code of a request tsd's stop cut at the end of its
 // drain (the gateway's ShutdownError): a stream so ended gets the finish
-// reason "abort" before its error event (docs/protocol.md §11.12).
+// reason "abort" before its error event (docs/protocol.md §11.13).
 const CodeShutdown = "shutdown"
 
 // Cut reports whether e ended its request at a shutdown's drain deadline.
