@@ -135,7 +135,7 @@ func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.T
 			e := streamError(ev.Err)
 			if e.Cut() && out.Started() {
 				// tsd's stop cut the stream: its finish, then the error.
-				ok = out.Send(generateChunk(tokenapi.Event{PromptTokens: len(prompt), Finish: &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: e.Message}}, id, nil, time.Since(start).Seconds()))
+				out.Send(generateChunk(tokenapi.Event{PromptTokens: len(prompt), Finish: &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: e.Message}}, id, nil, time.Since(start).Seconds()))
 			}
 			out.Fail(e)
 			if ok = !out.Failed(); !ok {
