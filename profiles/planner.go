@@ -39,7 +39,9 @@ type HostFacts struct {
 	RunDir string
 	LogDir string
 	// Name is the deployment's name when it is not the profile's (tsd up
-	// --name): the plan's name, and the state folder's (StateDir).
+	// --name): its state folder's (StateDir). The plan keeps the
+	// profile's name, which names its Slurm steps; tsd up sets the
+	// deployment's on the plan it runs.
 	Name string
 	// GatewayPort, when set, is the gateway's port instead of
 	// gateway.port (tsd up --port).
@@ -321,7 +323,7 @@ func (pl *planner) plan() *Plan {
 	p := pl.p
 	runDir, logDir := pl.dirs()
 	plan := &Plan{
-		Name: pl.name(), ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
+		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
 		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir, LogMaxMB: p.LogMaxMB, LogKeep: p.LogKeep,
 		Accelerator:     pl.accelerator(),
 		IntranodeNVLink: p.Engine.Mooncake.IntranodeNVLink,

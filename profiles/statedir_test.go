@@ -65,9 +65,6 @@ func TestPlanStateDirs(t *testing.T) {
 			if plan.RunDir != tc.run || plan.LogDir != tc.log || plan.ControlSocket != tc.run+"/tsd.sock" || plan.Gateway.LogFile != tc.log+"/gateway.log" {
 				t.Fatalf("run %q log %q socket %q gateway log %q; want %q and %q", plan.RunDir, plan.LogDir, plan.ControlSocket, plan.Gateway.LogFile, tc.run, tc.log)
 			}
-			if tc.facts.Name != "" && plan.Name != tc.facts.Name {
-				t.Fatalf("plan name %q, want --name's %q", plan.Name, tc.facts.Name)
-			}
 		})
 	}
 }

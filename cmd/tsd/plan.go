@@ -56,6 +56,9 @@ func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
 	if len(errs) > 0 {
 		return profileErrors(errs)
 	}
+	if c.Name != "" {
+		plan.Name = c.Name // as tsd up --name names the deployment
+	}
 	return c.print(stdout, stderr, plan)
 }
 
