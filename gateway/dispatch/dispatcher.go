@@ -136,7 +136,7 @@ type Dispatcher struct {
 	// router owns the routing state of both PD pools (gateway/routing);
 	// kv feeds kv_aware.
 	router *routing.Router
-	kv     KVIndex
+	kv     atomic.Pointer[KVIndex]
 	// encSeq is the encode round-robin position.
 	encSeq atomic.Uint64
 	// live is the settings tsd apply may change (live.go): policies,
@@ -194,14 +194,14 @@ func New(cfg Config) *Dispatcher {
 		ps.add(w)
 	}
 	g.ps.Store(ps)
-	g.kv = cfg.KV
+	g.SetKV(cfg.KV)
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
 	lc := liveOf(cfg.Plan.Gateway, g.opts.QueueTimeout)
 	g.live.Store(lc)
 	g.router = routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
-		OnPanic: g.onPanic})
+		OnPanic: g.onPanic, KV: kvSource{g}})
 	if cfg.Shutdown != nil {
 		go func() {
 			<-cfg.Shutdown

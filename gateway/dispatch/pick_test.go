@@ -39,8 +39,16 @@ func (v *vanishing) Role() string {
 
 func testRouter(t *testing.T, prefill, decode string) *routing.Router {
 	t.Helper()
+	return testRouterKV(t, prefill, decode, nil)
+}
+
+// testRouterKV is testRouter whose kv_aware reads kv (nil: none).
+func testRouterKV(t *testing.T, prefill, decode string, kv KVIndex) *routing.Router {
+	t.Helper()
 	var n uint64
-	r := routing.NewRouter(routing.Options{Prefill: prefill, Decode: decode, Rand: func() uint64 { n++; return n }})
+	g := &Dispatcher{}
+	g.SetKV(kv)
+	r := routing.NewRouter(routing.Options{Prefill: prefill, Decode: decode, Rand: func() uint64 { n++; return n }, KV: kvSource{g}})
 	t.Cleanup(r.Close)
 	return r
 }
@@ -55,7 +63,7 @@ func TestChooseLegsReadsRanksOnce(t *testing.T) {
 	pre := &vanishing{ranks: []lane.RankLoad{{Identity: 1, DPRank: 1}}, dp: 2}
 	dec := &vanishing{ranks: []lane.RankLoad{{Identity: 0, DPRank: 0}}, dp: 1}
 	room := uint64(10) // maps to prefill DP rank 0, which is down
-	p, d, r, _, err := chooseLegs(testRouter(t, routing.RoundRobin, routing.LeastLoad), nil, false, routing.Request{Prompt: []int32{1}},
+	p, d, r, _, err := chooseLegs(testRouter(t, routing.RoundRobin, routing.LeastLoad), routing.Request{Prompt: []int32{1}},
 		[]rankSource{pre}, []rankSource{dec}, room)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +115,7 @@ func TestChooseLegs(t *testing.T) {
 		if dPol == "" {
 			dPol = routing.RoundRobin
 		}
-		p, d, room, _, err := chooseLegs(testRouter(t, pPol, dPol), nil, false, routing.Request{Prompt: []int32{1, 2}}, tc.pre, tc.dec, tc.room)
+		p, d, room, _, err := chooseLegs(testRouter(t, pPol, dPol), routing.Request{Prompt: []int32{1, 2}}, tc.pre, tc.dec, tc.room)
 		if tc.wantErr != nil {
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.wantErr)
@@ -120,7 +128,8 @@ func TestChooseLegs(t *testing.T) {
 	}
 }
 
-// fakeKV is a KV index with fixed answers per worker.
+// fakeKV is a KV index with fixed answers per worker; it records what
+// was predicted.
 type fakeKV map[string]struct {
 	perRank []int
 	live    bool
@@ -131,12 +140,21 @@ func (f fakeKV) Match(worker string, _ []int32) ([]int, bool) {
 	return e.perRank, e.live
 }
 
+func (f fakeKV) Predict(worker string, dpRank int, _ []int32, _ time.Duration) {
+	f["predicted"] = struct {
+		perRank []int
+		live    bool
+	}{append(f["predicted"].perRank, dpRank), false}
+}
+
 // kv_aware reads the index per worker: the rank holding the prompt takes
 // it while its events are live; the access fields say why; a worker
 // whose events are absent is routed by the tree.
 func TestChooseLegsKVAware(t *testing.T) {
 	t.Parallel()
-	r := testRouter(t, routing.KVAware, routing.RoundRobin)
+	prompt := make([]int32, 64)
+	kv := fakeKV{"prefill": {perRank: []int{0, 0, 48, 16}, live: true}}
+	r := testRouterKV(t, routing.KVAware, routing.RoundRobin, kv)
 	since := time.Now()
 	pre := func() []rankSource {
 		return []rankSource{&vanishing{name: "prefill", dp: 4, ranks: []lane.RankLoad{
@@ -145,24 +163,27 @@ func TestChooseLegsKVAware(t *testing.T) {
 	dec := func() []rankSource {
 		return []rankSource{&vanishing{name: "decode", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}
 	}
-	prompt := make([]int32, 64)
-	kv := fakeKV{"prefill": {perRank: []int{0, 0, 48, 16}, live: true}}
-	p, _, room, ri, err := chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	p, _, room, ri, err := chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
 	if err != nil || p.identity != 2 || room%4 != 2 || ri.pre.Reason != routing.ReasonKVHit || ri.pre.Match != 48 || ri.preRank != 2 || ri.preWeight != 16 || ri.decWeight != 64 {
 		t.Fatalf("live: %+v room %d %+v %v", p, room, ri, err)
+	}
+	if got := kv["predicted"].perRank; len(got) != 1 || got[0] != 2 {
+		t.Fatalf("predicted on ranks %v, want the chosen rank 2", got)
 	}
 	// The same prompt with the events gone: the tree saw it go to rank 2.
 	kv["prefill"] = struct {
 		perRank []int
 		live    bool
 	}{nil, false}
-	p, _, _, ri, err = chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	p, _, _, ri, err = chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
 	if err != nil || p.identity != 2 || ri.pre.Reason != routing.FallbackPrefix+routing.ReasonCacheHit {
 		t.Fatalf("absent: %+v %+v %v", p, ri, err)
 	}
 	// No index at all (Config.KV nil) is the same fallback.
-	p, _, _, ri, err = chooseLegs(r, nil, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
-	if err != nil || p.identity != 2 || !routing.IsFallback(ri.pre.Reason) {
+	r = testRouterKV(t, routing.KVAware, routing.RoundRobin, nil)
+	first, _, _, _, _ := chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000) // the tree learns the prompt's rank
+	p, _, _, ri, err = chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	if err != nil || p.identity != first.identity || ri.pre.Reason != routing.FallbackPrefix+routing.ReasonCacheHit {
 		t.Fatalf("no index: %+v %+v %v", p, ri, err)
 	}
 }

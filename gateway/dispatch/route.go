@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
@@ -55,29 +56,63 @@ type routeInfo struct {
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
 // the choice index an empty list (the 1P-dp2 kill test's "index out of
-// range [-1]"). kv, when set, adds each worker's KV events.
-func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
+// range [-1]"). The KV events are not read here: kv_aware's Router asks
+// the index in its own goroutine, where its choices are recorded too
+// (kvSource), so two requests of one prefix see each other.
+func views(ws []rankSource) []routing.WorkerView {
 	out := make([]routing.WorkerView, len(ws))
 	for i, w := range ws {
 		v := routing.WorkerView{Name: w.Role()}
-		ranks := w.Routable()
-		var perRank []int
-		if kv != nil && len(ranks) > 0 {
-			perRank, v.Live = kv.Match(w.Role(), prompt)
-		}
-		for _, r := range ranks {
+		for _, r := range w.Routable() {
 			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens}
 			if !r.Since.IsZero() {
 				rv.Epoch = r.Since.UnixNano()
-			}
-			if r.DPRank >= 0 && r.DPRank < len(perRank) {
-				rv.KV = perRank[r.DPRank]
 			}
 			v.Ranks = append(v.Ranks, rv)
 		}
 		out[i] = v
 	}
 	return out
+}
+
+// kvSource is the Router's KVSource: the dispatch's KV index as it is
+// now (the gateway sets one when the first engine with events is bound,
+// SetKV), or none: every worker not live, nothing predicted.
+type kvSource struct{ g *Dispatcher }
+
+func (k kvSource) Match(worker string, prompt []int32) ([]int, bool) {
+	if kv := k.g.kvIndex(); kv != nil {
+		return kv.Match(worker, prompt)
+	}
+	return nil, false
+}
+
+func (k kvSource) Predict(worker string, dpRank int, prompt []int32, ttl time.Duration) {
+	if kv := k.g.kvIndex(); kv != nil {
+		kv.Predict(worker, dpRank, prompt, ttl)
+	}
+}
+
+// KV is the index kv_aware reads now; nil: none.
+func (g *Dispatcher) KV() KVIndex { return g.kvIndex() }
+
+// kvIndex is the KV index now; nil: none.
+func (g *Dispatcher) kvIndex() KVIndex {
+	if p := g.kv.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetKV gives kv_aware the index of the engines' KV events (the gateway
+// builds it when the first engine that publishes them is bound, at
+// start or by tsd apply).
+func (g *Dispatcher) SetKV(kv KVIndex) {
+	if kv == nil {
+		g.kv.Store(nil)
+		return
+	}
+	g.kv.Store(&kv)
 }
 
 // legsFor turns the Router's choice into legs: the prefill leg goes to
@@ -97,11 +132,8 @@ func legsFor(p, d routing.Choice, pv, dv []routing.WorkerView, dp int, room uint
 
 // chooseLegs is one routing decision over one read of each worker's
 // routable ranks.
-func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, pre, dec []rankSource, room uint64) (p, d legChoice, _ uint64, ri routeInfo, _ error) {
-	if !useKV {
-		kv = nil
-	}
-	pv, dv := views(pre, kv, req.Prompt), views(dec, nil, req.Prompt)
+func chooseLegs(r *routing.Router, req routing.Request, pre, dec []rankSource, room uint64) (p, d legChoice, _ uint64, ri routeInfo, _ error) {
+	pv, dv := views(pre), views(dec)
 	pc, dc, err := r.Route(req, pv, dv)
 	if err != nil {
 		return p, d, room, ri, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
@@ -128,8 +160,8 @@ func (g *Dispatcher) pick(r *tokenapi.Request, room uint64, av avoid, view *brea
 		h()
 	}
 	req := routing.Request{Prompt: r.InputIDs, Key: r.RoutingKey}
-	ps, kvAware := g.pools(), g.live.Load().prefillPolicy == routing.KVAware // one worker set for the choice and its indexes
-	p, d, room, ri, err := chooseLegs(g.router, g.kv, kvAware, req, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view), room)
+	ps := g.pools() // one worker set for the choice and its indexes
+	p, d, room, ri, err := chooseLegs(g.router, req, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view), room)
 	if err != nil {
 		return pre, dec, room, ri, err
 	}
@@ -198,7 +230,7 @@ func routingConfig(g profiles.GatewayPlan) routing.Config {
 	return routing.Config{
 		CacheAware: routing.CacheAwareConfig{Threshold: ca.CacheThreshold, BalanceAbs: ca.BalanceAbsThreshold, BalanceRel: ca.BalanceRelThreshold,
 			EvictionInterval: ca.EvictionInterval.D(), MaxTreeSize: ca.MaxTreeSize},
-		KVAware:    routing.KVAwareConfig{OverlapWeight: kv.OverlapWeight, LoadFactor: kv.LoadFactor},
+		KVAware:    routing.KVAwareConfig{OverlapWeight: kv.OverlapWeight, LoadFactor: kv.LoadFactor, PredictTTL: kv.PredictedTTL.D()},
 		PrefixHash: routing.PrefixHashConfig{PrefixTokens: ph.PrefixTokenCount, LoadFactor: ph.LoadFactor},
 		Manual:     routing.ManualConfig{MaxIdle: mn.MaxIdle.D(), EvictionInterval: mn.EvictionInterval.D(), Assignment: mn.AssignmentMode},
 		Bucket:     routing.BucketConfig{BalanceAbs: bk.BalanceAbsThreshold, BalanceRel: bk.BalanceRelThreshold, AdjustInterval: bk.AdjustInterval.D()},
