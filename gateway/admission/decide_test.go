@@ -66,7 +66,9 @@ func TestDecideAdmission(t *testing.T) {
 // One row per case of DecideNext and Lowest.
 func TestDecideNext(t *testing.T) {
 	lim := Limits{Requests: 2, Tokens: 1000, Aging: 10 * time.Second}
-	w := func(class, tokens int, arrived time.Duration) Waiter { return Waiter{Class: class, Tokens: tokens, Arrived: at(arrived)} }
+	w := func(class, tokens int, arrived time.Duration) Waiter {
+		return Waiter{Class: class, Tokens: tokens, Arrived: at(arrived)}
+	}
 	rows := []struct {
 		name     string
 		in       Load
