@@ -450,6 +450,8 @@ var gatewaySettings = map[string]string{
 	"manual":           settingLive,
 	"bucket":           settingLive,
 	"circuit_breaker":  settingLive,
+	"admission":        settingLive, // the queue takes new bounds; requests waiting stay
+	"api_keys":         settingLive, // names, variables, limits, priorities (their values: the apply's environment)
 	"workers":          settingSkip,
 
 	// The cache is built with the front ends, once: a new size takes a

@@ -91,6 +91,11 @@ type GatewayPlan struct {
 	// no migration and no breaker.
 	Retry          RetryPlan          `json:"retry"`
 	CircuitBreaker CircuitBreakerPlan `json:"circuit_breaker"`
+	// Admission (gateway.admission): nil while the profile leaves it at
+	// its defaults (nothing bounded). APIKeys (gateway.api_keys): the
+	// keys' names, variables, limits and priorities; never their values.
+	Admission *AdmissionPlan `json:"admission,omitempty"`
+	APIKeys   []APIKeyPlan   `json:"api_keys,omitempty"`
 }
 
 // RetryPlan is gateway.retry, SMG's retry knobs under SMG's names plus

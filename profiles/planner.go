@@ -767,6 +767,13 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		TokenizerCacheMB: g.TokenizerCacheMB,
 	}
 	routingPlans(&gp, g.Policy, g.Routing)
+	var def AdmissionPlan
+	admissionSection.setDefaults(&def)
+	if g.Admission != def {
+		a := g.Admission
+		gp.Admission = &a
+	}
+	gp.APIKeys = g.APIKeys
 	return gp
 }
 

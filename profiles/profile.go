@@ -96,6 +96,11 @@ type Gateway struct {
 	// routing for a while.
 	Retry          RetryPlan
 	CircuitBreaker CircuitBreakerPlan
+	// Admission and APIKeys are gateway.admission and gateway.api_keys
+	// (admission.go): the queue in front of the engines, and the keys
+	// with their limits and priorities.
+	Admission AdmissionPlan
+	APIKeys   []APIKeyPlan
 }
 
 // Health is how tsd judges a running role that has stopped making

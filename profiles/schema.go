@@ -379,6 +379,8 @@ func init() {
 		intKey("tokenizer_cache_mb", 0, 1<<20, "64", "MiB the gateway keeps of prompts' token ids, so a repeated prompt (L0; a repeated chat's template render is kept too, in the same budget) or a shared system prompt and chat history (L1, cut after the chat template's special tokens) are tokenized once; least recently used first out; 0 = off", func(g *Gateway) *int { return &g.TokenizerCacheMB }),
 		subKey("retry", "how a request whose legs failed is sent again (SMG's knobs), and mid-stream migration", &retrySection, func(g *Gateway) *RetryPlan { return &g.Retry }),
 		subKey("circuit_breaker", "when a failing worker leaves routing for a while (SMG's knobs)", &breakerSection, func(g *Gateway) *CircuitBreakerPlan { return &g.CircuitBreaker }),
+		subKey("admission", "the queue in front of the engines: what they take at once, what may wait, the rule against starvation (see Admission, priority and API keys)", &admissionSection, func(g *Gateway) *AdmissionPlan { return &g.Admission }),
+		{Key: "api_keys", Type: "list of keys", Doc: "bearer keys beside api_key_env, each naming a tenant with its own limits and priority (see Admission, priority and API keys)", sub: &apiKeySection, read: readAPIKeys},
 		{Key: "cors_origins", Type: "list of origins", DefaultDoc: "none", Doc: "browser origins (scheme://host[:port], or \"*\" for any) answered with CORS headers, preflight OPTIONS included; empty = no CORS", read: func(l *loader, f field, g *Gateway) {
 			if list, ok := l.strList(f); ok {
 				for _, o := range list {
@@ -792,8 +794,8 @@ func (s *section[T]) docRows(prefix string, seen map[docSection]bool) []DocRow {
 		out = append(out, DocRow{Key: key, Type: r.Type, Default: def, Doc: doc})
 		if r.sub != nil && !seen[r.sub] && !r.inherit {
 			sub := key
-			if r.Key == "roles" {
-				sub = "roles[]"
+			if r.Type == "list of roles" || r.Type == "list of keys" { // a list of mappings: one entry's keys
+				sub += "[]"
 			}
 			out = append(out, r.sub.docRows(sub, seen)...)
 		}
