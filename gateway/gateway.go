@@ -214,7 +214,16 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	first := plan.Gateway
 	g.settings.Store(&first)
+	keys, err := doorKeys(plan.Gateway.APIKeys, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	g.door = g.newDoor(apiKey)
+	if len(keys) > 0 {
+		live := g.door.Settings()
+		live.Keys = keys
+		g.door.SetLive(live)
+	}
 	g.routes()
 	var sub *http.ServeMux
 	if opts.Mount != nil {
@@ -488,6 +497,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Policy:    g.policyStatus(),
 
 		TokenizerCache: g.tokenizerCacheStatus(),
+		Admission:      g.admissionStatus(),
 	}
 }
 

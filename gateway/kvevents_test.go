@@ -80,7 +80,7 @@ func TestKVAwareTurnedOnLive(t *testing.T) {
 	}
 	next := plan.Gateway
 	next.Policy.Prefill = profiles.PolicyKVAware
-	if err := g.Reconfigure(next, ""); err != nil {
+	if err := g.Reconfigure(next, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	row := func() snapshot.RoleTraffic {

@@ -41,17 +41,17 @@ func TestReconfigureAndWorkers(t *testing.T) {
 	}
 	next := plan.Gateway
 	next.APIKeyEnv, next.Policy.Prefill, next.MaxConcurrent = "TSD_KEY", "random", 4
-	if err := g.Reconfigure(next, ""); err == nil {
+	if err := g.Reconfigure(next, "", nil); err == nil {
 		t.Fatal("an api_key_env without a key was taken")
 	}
-	if err := g.Reconfigure(next, "k2"); err != nil {
+	if err := g.Reconfigure(next, "k2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := get("/metrics", ""), get("/metrics", "k2"); a != 401 || b != 200 {
 		t.Fatalf("/metrics after the key: %d without, %d with", a, b)
 	}
 	next.MetricsPublic = true
-	if err := g.Reconfigure(next, "k2"); err != nil {
+	if err := g.Reconfigure(next, "k2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := get("/metrics", ""); got != 200 {

@@ -3,7 +3,6 @@ package profiles
 import (
 	"fmt"
 	"regexp"
-	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -59,7 +58,15 @@ func init() {
 		intKey("decode_requests", 0, 1<<20, "0", "requests one decode rank holds at once before PD requests wait in the gateway's queue; 0 = no bound", func(a *AdmissionPlan) *int { return &a.DecodeRequests }),
 		intKey("queue_requests", 0, 1<<20, "1024", "requests that may wait in a queue; one more is shed at once with 429 and Retry-After, or, of a higher class, takes the place of the lowest waiting one (503)", func(a *AdmissionPlan) *int { return &a.QueueRequests }),
 		intKey("queue_tokens", 0, 1<<30, "1048576", "prompt tokens that may wait in a queue (as queue_requests)", func(a *AdmissionPlan) *int { return &a.QueueTokens }),
-		durKey("aging", "10s", "a waiting request rises one priority class per this long, so a low one waits at most (high - low) × aging behind a stream of higher ones; 0 = never", func(a *AdmissionPlan) *time.Duration { return (*time.Duration)(&a.Aging) }),
+		{Key: "aging", Type: "duration", Default: "10s", Doc: "a waiting request rises one priority class per this long, so a low one waits at most (high - low) × aging behind a stream of higher ones; 0s = never (strict priority)", read: func(l *loader, f field, a *AdmissionPlan) {
+			if s := l.str(f); s == "0" || s == "0s" {
+				a.Aging = 0
+				return
+			}
+			if d, ok := l.duration(f); ok {
+				a.Aging = Duration(d)
+			}
+		}},
 	}}
 	apiKeySection = section[APIKeyPlan]{Path: "gateway.api_keys[]", Rows: []row[APIKeyPlan]{
 		{Key: "name", Type: "string", Doc: "required; the tenant the key names (letters, digits, . _ -), in /metrics and the access line", read: func(l *loader, f field, k *APIKeyPlan) {

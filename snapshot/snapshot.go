@@ -109,6 +109,20 @@ type GatewayStatus struct {
 	// TokenizerCache is the prompt tokenizer cache's account; nil when
 	// there is none (no tokenizer, or gateway.tokenizer_cache_mb: 0).
 	TokenizerCache *TokenizerCacheStatus `json:"tokenizer_cache,omitempty"`
+	// Admission is the queue in front of the engines
+	// (gateway.admission, gateway.api_keys); nil while it bounds nothing.
+	Admission *AdmissionStatus `json:"admission,omitempty"`
+}
+
+// AdmissionStatus is the gateway's admission queue now and since start
+// (docs/protocol.md §11.11).
+type AdmissionStatus struct {
+	Queued       int               `json:"queued"`             // requests waiting, every kind
+	QueuedTokens int               `json:"queued_tokens"`      // their prompt tokens
+	ByClass      map[string]int    `json:"by_class,omitempty"` // waiting requests by priority class (system, interactive, default, bulk, or the number)
+	InFlight     int               `json:"in_flight"`          // admitted and not yet ended
+	Shed         map[string]uint64 `json:"shed,omitempty"`     // requests shed since start, by reason
+	Admitted     uint64            `json:"admitted"`
 }
 
 // TokenizerCacheStatus is the gateway's prompt tokenizer cache since

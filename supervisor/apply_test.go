@@ -36,7 +36,7 @@ func (g *liveGW) RenameWorker(from, to string) error {
 	g.mu.Unlock()
 	return nil
 }
-func (g *liveGW) Reconfigure(s profiles.GatewayPlan, key string) error {
+func (g *liveGW) Reconfigure(s profiles.GatewayPlan, key string, _ map[string]string) error {
 	g.record("reconfigure prefill=" + s.Policy.Prefill)
 	g.mu.Lock()
 	g.settings, g.key = s, key

@@ -173,6 +173,7 @@ type Supervisor struct {
 	// deployment runs, the API key its gateway checks, the last apply.
 	applied  atomic.Pointer[applied]
 	apiKey   atomic.Pointer[string]
+	apiKeys  atomic.Pointer[map[string]string] // gateway.api_keys' values by key_env
 	job      atomic.Pointer[applyJob]
 	jobMu    sync.Mutex    // one apply at a time
 	teardown chan struct{} // closed when Run starts tearing down
@@ -233,6 +234,11 @@ func New(opts Options) (*Supervisor, error) {
 		key = os.Getenv(env) // what the gateway read when it was built
 	}
 	s.apiKey.Store(&key)
+	keys := map[string]string{}
+	for _, k := range opts.Plan.Gateway.APIKeys {
+		keys[k.KeyEnv] = os.Getenv(k.KeyEnv) // what the gateway read when it was built
+	}
+	s.apiKeys.Store(&keys)
 	if s.now == nil {
 		s.now = time.Now
 	}

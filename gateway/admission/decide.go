@@ -38,8 +38,6 @@ const (
 	MaxClass = 100
 )
 
-// PriorityHeader is SMG's request header naming a class.
-const PriorityHeader = "X-SMG-Priority"
 
 // HeaderClass reads SMG's x-smg-priority value: system, interactive,
 // default or bulk (any case, trimmed); ok is false for anything else,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tsd-project/tsd/gateway/admission"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -63,6 +64,25 @@ type Metrics struct {
 	// state change (SMG's smg_worker_cb_transitions_total).
 	Attempts           *prometheus.CounterVec // failure, verdict
 	BreakerTransitions *prometheus.CounterVec // worker, from, to
+	// TenantRequests counts requests by API key (gateway.api_keys name)
+	// and outcome (admitted, or the reason it was shed); TenantTokens
+	// the prompt tokens of those admitted. QueueWait is how long
+	// requests waited in the admission queue, by class (SMG's
+	// smg_scheduler_queue_wait_seconds). nil: not counted.
+	TenantRequests *prometheus.CounterVec
+	TenantTokens   *prometheus.CounterVec
+	QueueWait      *prometheus.HistogramVec
+}
+
+// tenant counts a request of an API key's tenant ("": none, not counted).
+func (m *Metrics) tenant(name, outcome string, prompt int) {
+	if name == "" || m.TenantRequests == nil {
+		return
+	}
+	m.TenantRequests.WithLabelValues(name, outcome).Inc()
+	if prompt > 0 && m.TenantTokens != nil {
+		m.TenantTokens.WithLabelValues(name).Add(float64(prompt))
+	}
 }
 
 func (m *Metrics) reqError(kind string) { m.ReqErrors.WithLabelValues(kind).Inc() }
@@ -133,6 +153,9 @@ type Dispatcher struct {
 	inflight atomic.Int64
 	rng      *lockedRand
 
+	// queue is the admission queue in front of the engines
+	// (gateway/admission, admit.go).
+	queue *admission.Queue
 	// router owns the routing state of both PD pools (gateway/routing);
 	// kv feeds kv_aware.
 	router *routing.Router
@@ -202,10 +225,18 @@ func New(cfg Config) *Dispatcher {
 	g.live.Store(lc)
 	g.router = routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
 		OnPanic: g.onPanic, KV: kvSource{g}})
+	g.queue = admission.New(queueConfig(cfg.Plan.Gateway), admission.Options{Ranks: g.ranksOf, OnPanic: g.onPanic,
+		OnQueue: func(d int) { g.queuedNow.Add(int64(d)) },
+		OnLeave: func(_ string, class int, waited time.Duration) {
+			if h := g.metrics.QueueWait; h != nil {
+				h.WithLabelValues(admission.ClassLabel(class)).Observe(waited.Seconds())
+			}
+		}})
 	if cfg.Shutdown != nil {
 		go func() {
 			<-cfg.Shutdown
 			g.router.Close()
+			g.queue.Close()
 		}()
 	}
 	var roles []string
@@ -227,7 +258,10 @@ func orDefault(s, def string) string {
 // Close stops the routing goroutine (the gateway's Shutdown does it
 // through Config.Shutdown; tests that build a Dispatcher without one call
 // Close).
-func (g *Dispatcher) Close() { g.router.Close() }
+func (g *Dispatcher) Close() {
+	g.router.Close()
+	g.queue.Close()
+}
 
 // Policies are the prefill, decode and encode policies in use.
 func (g *Dispatcher) Policies() (prefill, decode, encode string) {

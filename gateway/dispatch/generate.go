@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/admission"
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/lane"
@@ -102,11 +103,13 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
 	var sent []*lane.Stream
+	var tk *admission.Ticket
 	defer func() {
 		v := recover()
 		if v == nil {
 			return
 		}
+		tk.Done(0)
 		g.onPanic("dispatch", v, debug.Stack())
 		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
 		for _, s := range sent {
@@ -115,9 +118,18 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 		g.metrics.reqError("panic")
 		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
+	ctx, tk, err = g.enter(ctx, &r)
+	if err != nil {
+		g.metrics.reqError(front.As(err).Code)
+		return nil, err
+	}
 	f, err := g.generate(ctx, r, &sent)
 	if err != nil {
+		tk.Done(0)
 		return nil, err
+	}
+	if tk != nil {
+		return &admitted{flight: f, tk: tk}, nil
 	}
 	return f, nil
 }
@@ -333,7 +345,13 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room u
 	var timeout <-chan time.Time
 	waited := false
 	images := len(r.Images) > 0
-	wait := g.live.Load().queueTimeout // as the request found it
+	limit := g.live.Load().queueTimeout // as the request found it
+	wait := limit
+	if dl, ok := queueDeadline(ctx); ok && wait > 0 {
+		// The request's deadline, not the attempt's: a retry waits only
+		// what is left of it.
+		wait = max(time.Until(dl), 0)
+	}
 	for {
 		changed := g.lane.Changed() // before looking, so no change is missed
 		view := g.breakers.current()
@@ -366,7 +384,7 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room u
 		case <-timeout:
 			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
+			re.Message += fmt.Sprintf(" (waited for one until the request's gateway.queue_timeout of %s ran out)", limit)
 			return pre, dec, room, ri, view, &re
 		case <-ctx.Done():
 			g.metrics.Queued.WithLabelValues("client_gone").Inc()

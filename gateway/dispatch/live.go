@@ -61,6 +61,7 @@ func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Durat
 	case cfg.Enabled():
 		g.startBook(cfg, g.roleNames())
 	}
+	g.queue.Reconfigure(queueConfig(p))
 	g.live.Store(next)
 	return nil
 }
