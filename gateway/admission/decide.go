@@ -38,7 +38,6 @@ const (
 	MaxClass = 100
 )
 
-
 // HeaderClass reads SMG's x-smg-priority value: system, interactive,
 // default or bulk (any case, trimmed); ok is false for anything else,
 // which SMG admits as default rather than refuse.
