@@ -510,6 +510,9 @@ func (p *overviewPage) gatewayLines() []string {
 		errs = st.Bad.Render(errs)
 	}
 	parts = append(parts, errs)
+	if a := admissionPart(g.Admission); a != "" {
+		parts = append(parts, a)
+	}
 	if g.Note != "" {
 		parts = append(parts, st.Warn.Render(g.Note))
 	}
