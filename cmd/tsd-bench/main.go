@@ -74,6 +74,8 @@ type options struct {
 	skipGo, skipServe                           bool
 	goSave, goLoad                              string
 	skipRouting                                 bool
+	skipOverload                                bool
+	overloadFor                                 time.Duration
 	rel                                         relOptions
 	// The gateway's share of TTFT (C=1) and the scaling rows.
 	shareN, scaleN, loadCores int
@@ -124,6 +126,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.goLoad, "go-load", "", "take the Go benchmark rows from a file -go-save wrote (an earlier run of the same binaries) instead of running them")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
 	fs.BoolVar(&o.skipRouting, "skip-routing", false, "skip the routing rows (cached-token share and TTFT by policy)")
+	fs.BoolVar(&o.skipOverload, "skip-overload", false, "skip the overload rows (two priority classes at twice the engines' capacity)")
+	fs.DurationVar(&o.overloadFor, "overload-duration", 60*time.Second, "how long the overload rows drive twice the engines' capacity")
 	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
 	fs.IntVar(&o.rel.kills, "rel-kills", 10, "reliability: SIGKILLs of decode-0 per run")
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
@@ -555,6 +559,9 @@ func run(o options) error {
 	var routingMD string
 	if !o.skipRouting {
 		routingMD = routingSection(l, tsd, fake, work)
+	}
+	if !o.skipOverload {
+		routingMD += overloadSection(l, tsd, fake, work, o.overloadFor)
 	}
 	var rel []relRow
 	if !o.rel.skip {

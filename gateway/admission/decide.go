@@ -134,7 +134,7 @@ func (v Verdict) String() string {
 // reason=).
 const (
 	ReasonQueueFull = "queue_full" // 429: the queue holds its bound
-	ReasonDeadline  = "deadline"   // 503: the wait ahead is longer than the request's deadline, or it passed
+	ReasonDeadline  = "deadline"   // 503: the wait ahead is longer than the request's deadline (at arrival), or it passed (while waiting)
 	ReasonDisplaced = "displaced"  // 503: a higher class took its place in a full queue
 	ReasonRateLimit = "rate_limit" // 429: the key's requests or tokens per minute are spent
 	ReasonTooLarge  = "too_large"  // 429: more tokens than the key's whole minute

@@ -609,6 +609,8 @@ func (o *owner) snapshot(now time.Time) Snapshot {
 }
 
 func refusal(d Decision) *Refusal {
-	code := map[string]string{ReasonQueueFull: "queue_full", ReasonDeadline: "queue_timeout", ReasonRateLimit: "rate_limit_exceeded", ReasonTooLarge: "rate_limit_exceeded"}[d.Reason]
+	// A deadline seen at arrival is queue_deadline; one that passed while
+	// the request waited, queue_timeout (leave).
+	code := map[string]string{ReasonQueueFull: "queue_full", ReasonDeadline: "queue_deadline", ReasonRateLimit: "rate_limit_exceeded", ReasonTooLarge: "rate_limit_exceeded"}[d.Reason]
 	return &Refusal{Status: d.Status, Code: code, Reason: d.Reason, After: d.After, Message: d.Message}
 }
