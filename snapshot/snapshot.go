@@ -115,7 +115,7 @@ type GatewayStatus struct {
 }
 
 // AdmissionStatus is the gateway's admission queue now and since start
-// (docs/protocol.md §11.11).
+// (docs/protocol.md §11.12).
 type AdmissionStatus struct {
 	Queued       int               `json:"queued"`             // requests waiting, every kind
 	QueuedTokens int               `json:"queued_tokens"`      // their prompt tokens

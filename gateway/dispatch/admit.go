@@ -11,7 +11,7 @@ import (
 )
 
 // The dispatch's side of the admission queue (gateway/admission;
-// docs/protocol.md §11.11): a request, validated and tokenized, takes its
+// docs/protocol.md §11.12): a request, validated and tokenized, takes its
 // place in its kind's queue before any worker is chosen, with its
 // priority class and its deadline (gateway.queue_timeout from its
 // arrival, for the queue and for a routable worker both); its ticket

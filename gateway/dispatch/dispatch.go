@@ -21,7 +21,7 @@ type KVIndex interface {
 	// predicted on a rank (Predict) counts until its events settle it.
 	Match(worker string, prompt []int32) (perRank []int, live bool)
 	// Predict counts prompt as held by DP rank dpRank of worker for ttl
-	// (docs/protocol.md §16.7): kv_aware has just routed it there.
+	// (docs/protocol.md §16.8): kv_aware has just routed it there.
 	Predict(worker string, dpRank int, prompt []int32, ttl time.Duration)
 }
 

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Predicted blocks (docs/protocol.md §16.7): the prompts the gateway has
+// Predicted blocks (docs/protocol.md §16.8): the prompts the gateway has
 // sent a rank but whose blocks the rank has not published yet (they wait
 // in the engine's queue or are being computed). kv_aware counts them as
 // the rank's from the moment it routes there, so the next request of the

@@ -197,7 +197,7 @@ func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 
 // Predict counts prompt's blocks as DP rank dpRank's of worker for ttl, or
 // until the rank's events publish or remove them (docs/protocol.md
-// §16.7): the gateway has just routed the prompt there. It returns once
+// §16.8): the gateway has just routed the prompt there. It returns once
 // the engine's owner has taken it, so a Match after it sees it.
 func (s *Subscriber) Predict(worker string, dpRank int, prompt []int32, ttl time.Duration) {
 	e := s.set.Load().engines[worker]

@@ -52,7 +52,7 @@ type KVAwareConfig struct {
 	LoadFactor float64
 	// PredictTTL is how long a prompt kv_aware routed counts as its rank's
 	// before the engine's events show it (predicted blocks,
-	// docs/protocol.md §16.7): the events replace the claim as they
+	// docs/protocol.md §16.8): the events replace the claim as they
 	// arrive and a BlockRemoved on its path ends it at once, so this only
 	// bounds a claim the engine never settles (no room, an abort).
 	PredictTTL time.Duration
