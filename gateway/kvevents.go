@@ -63,7 +63,7 @@ func (g *Gateway) followKV(c kvevents.EngineConfig) error {
 // event sockets, per DP rank; false when it publishes none.
 func kvEngine(w profiles.WorkerPlan) (kvevents.EngineConfig, bool) {
 	k := w.KVEvents
-	if k == nil || w.Kind != profiles.KindPrefill || len(k.Publish) == 0 {
+	if kind, _ := profiles.KindOf(w.Kind); k == nil || !kind.KVEvents || len(k.Publish) == 0 {
 		return kvevents.EngineConfig{}, false
 	}
 	c := kvevents.EngineConfig{Worker: w.Role}
@@ -176,18 +176,25 @@ const (
 )
 
 // kvRows adds what the subscriber knows to the traffic account's rows of
-// the prefill roles: each rank's cached blocks, whether its events are
-// live, and why not.
+// the roles whose kind may publish KV events (prefill, aggregated): each
+// rank's cached blocks, whether its events are live, and why not.
 func (g *Gateway) kvRows(rows []snapshot.RoleTraffic) {
-	pre, _, _ := g.disp.Policies() // the policy now, a tsd apply's included
-	kvAware := pre == profiles.PolicyKVAware
+	pol := g.plan.Gateway.Policy
+	if s := g.settings.Load(); s != nil {
+		pol = s.Policy // the policy now, a tsd apply's included
+	}
 	sub := g.kv.Load()
 	for i := range rows {
 		row := &rows[i]
 		w, ok := g.plan.Gateway.Worker(row.Role)
-		if !ok || w.Kind != profiles.KindPrefill {
+		if !ok {
 			continue
 		}
+		kind, _ := profiles.KindOf(w.Kind)
+		if !kind.KVEvents {
+			continue
+		}
+		kvAware := kind.PolicyOf(pol) == profiles.PolicyKVAware
 		var st kvevents.EngineStatus
 		followed := false
 		if sub != nil {

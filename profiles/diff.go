@@ -243,7 +243,7 @@ func Diff(running, next *Plan) PlanDiff {
 	return d
 }
 
-// kvAwareRefusals: kv_aware routes on the prefill engines' own KV events
+// kvAwareRefusals: kv_aware routes on the engines' own KV events
 // (docs/profiles.md "KV events"). An apply that turns it on, or keeps it
 // while turning an engine's events off, must leave every prefill
 // publishing; one that would not (kv_events: false) would say done and
@@ -253,22 +253,19 @@ func Diff(running, next *Plan) PlanDiff {
 // remote one is restarted by its operator with the command tsd plan
 // --running prints, and shows as routed by cache_aware until then.
 func kvAwareRefusals(running, next *Plan) []string {
-	if next.Gateway.Policy.Prefill != PolicyKVAware {
-		return nil
-	}
-	wasOn := running.Gateway.Policy.Prefill == PolicyKVAware
 	var out []string
 	for i := range next.Roles {
 		n := &next.Roles[i]
-		if n.Kind != KindPrefill || n.KVEvents != nil {
+		k := kindOf(n.Kind)
+		if !k.KVEvents || n.KVEvents != nil || k.PolicyOf(next.Gateway.Policy) != PolicyKVAware {
 			continue
 		}
-		if wasOn {
+		if k.PolicyOf(running.Gateway.Policy) == PolicyKVAware {
 			if o, ok := running.Role(n.Name); ok && o.KVEvents == nil {
 				continue // it published none before this apply either
 			}
 		}
-		out = append(out, fmt.Sprintf("gateway.policy.prefill kv_aware routes on the prefill engines' KV events, but %s will publish none (its profile entry %q says kv_events: false): remove kv_events: false there (the engine restarts with --kv-events-config), or keep the prefill policy", n.Name, n.Group))
+		out = append(out, fmt.Sprintf("gateway.policy.%s kv_aware routes on the engines' KV events, but %s will publish none (its profile entry %q says kv_events: false): remove kv_events: false there (the engine restarts with --kv-events-config), or keep the %s policy", n.Kind, n.Name, n.Group, n.Kind))
 	}
 	return out
 }
@@ -453,6 +450,10 @@ var gatewaySettings = map[string]string{
 	"admission":        settingLive, // the queue takes new bounds; requests waiting stay
 	"api_keys":         settingLive, // names, variables, limits, priorities (their values: the apply's environment)
 	"workers":          settingSkip,
+	// How requests split between prefill → decode and aggregated
+	// engines: the route decision reads them per request.
+	"disaggregation": settingLive,
+	"conditional":    settingLive,
 
 	// The cache is built with the front ends, once: a new size takes a
 	// new `tsd up`.
