@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tsd-project/tsd/profiles"
@@ -59,6 +60,18 @@ func TestReconfigureAndWorkers(t *testing.T) {
 	}
 	if p := g.Status().Policy; p == nil || p.Prefill != "random" {
 		t.Fatalf("status policy %+v", p)
+	}
+	// gateway.api_keys: each key's value from the apply's variables; one
+	// missing is refused naming the variable, never a value.
+	next.APIKeys, next.MetricsPublic = []profiles.APIKeyPlan{{Name: "team-a", KeyEnv: "TEAM_A_KEY", Priority: 1}}, false
+	if err := g.Reconfigure(next, "k2", nil); err == nil || !strings.Contains(err.Error(), "$TEAM_A_KEY") {
+		t.Fatalf("a key without its value: %v", err)
+	}
+	if err := g.Reconfigure(next, "k2", map[string]string{"TEAM_A_KEY": "ka"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, c := get("/metrics", "ka"), get("/metrics", "k2"), get("/metrics", "kx"); a != 200 || b != 200 || c != 401 {
+		t.Fatalf("/metrics with team-a's key %d, api_key_env's %d, another %d", a, b, c)
 	}
 
 	wp := profiles.WorkerPlan{Role: "decode", Kind: profiles.KindDecode, DP: 1, URL: "ipc://" + filepath.Join(dir, "decode"), Handshake: "tcp://127.0.0.1:0"}

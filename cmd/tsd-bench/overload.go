@@ -244,7 +244,6 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 	}
 	r.unloadedP90, r.unloadedN = percentile(unl, 0.9), len(unl)
 	fmt.Printf("overload: %.0f× capacity (%.0f req/s, %.0f%% high) for %v\n", s.factor, s.factor*capacity, 100*s.highShare, s.duration)
-	var rssMu sync.Mutex
 	stopRSS := make(chan struct{})
 	rssDone := make(chan struct{})
 	go func() {
@@ -257,9 +256,7 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 			return
 		}
 		if st, ok := procfs.ReadStat("", srv.pid()); ok {
-			rssMu.Lock()
-			r.rssWarm = st.RSSBytes()
-			rssMu.Unlock()
+			r.rssWarm = st.RSSBytes() // read after rssDone
 		}
 	}()
 	shots := openLoop(base, s, s.factor*capacity, s.highShare, s.duration, 2)
@@ -269,7 +266,6 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 		r.rssEnd = st.RSSBytes()
 	}
 	var loaded []time.Duration
-	var arrival []time.Duration
 	for _, x := range shots {
 		r.sent++
 		wait := x.answer
@@ -295,7 +291,6 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 			}
 			if x.atArrival() {
 				r.shedArrival++
-				arrival = append(arrival, x.answer)
 				r.shedArrivalMax = max(r.shedArrivalMax, x.answer)
 				if x.retryAfter {
 					r.shedArrivalRA++

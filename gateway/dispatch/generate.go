@@ -118,12 +118,7 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 		g.metrics.reqError("panic")
 		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
-	ctx, tk, err = g.enter(ctx, &r)
-	if err != nil {
-		g.metrics.reqError(front.As(err).Code)
-		return nil, err
-	}
-	f, err := g.generate(ctx, r, &sent)
+	f, err := g.generate(ctx, r, &sent, &tk)
 	if err != nil {
 		tk.Done(0)
 		return nil, err
@@ -161,19 +156,25 @@ func (g *Dispatcher) Generate(ctx context.Context, r tokenapi.Request) (<-chan t
 	return events, nil
 }
 
-// generate dispatches one request in steps: admit (validate it) → its
-// first attempt (flight.launch: pick its legs, waiting for a routable
+// generate dispatches one request in steps: admit (validate it) → enter
+// the admission queue (its ticket in *tk) → its first attempt (flight.launch: pick its legs, waiting for a routable
 // worker → encode each leg's request with a fresh rid and room → submit
 // the legs → with prompt logprobs asked, await the prefill's), retried as
 // gateway.retry says while each failure is still a clean error before any
 // response → start its flight, which Next drives through the attempt and
 // any later one (flight.go). Only the failure that ends the request is
 // counted.
-func (g *Dispatcher) generate(ctx context.Context, r tokenapi.Request, sent *[]*lane.Stream) (*flight, error) {
+func (g *Dispatcher) generate(ctx context.Context, r tokenapi.Request, sent *[]*lane.Stream, tk **admission.Ticket) (*flight, error) {
 	traffic.FromContext(ctx).ID(r.RID) // the access line's id unless the client sent one
 	sp, err := g.admit(&r)
 	if err != nil {
 		g.metrics.reqError("invalid_request")
+		return nil, err
+	}
+	// Its place in the admission queue (admit.go), and its deadline for
+	// waiting, in ctx from here on.
+	if ctx, *tk, err = g.enter(ctx, &r); err != nil {
+		g.metrics.reqError(front.As(err).Code)
 		return nil, err
 	}
 	f := g.newFlight(ctx, r, sp, sent)
@@ -384,7 +385,7 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room u
 		case <-timeout:
 			g.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited for one until the request's gateway.queue_timeout of %s ran out)", limit)
+			re.Message += fmt.Sprintf(" (waited %s for one)", limit) // the request's whole wait, over its attempts
 			return pre, dec, room, ri, view, &re
 		case <-ctx.Done():
 			g.metrics.Queued.WithLabelValues("client_gone").Inc()
