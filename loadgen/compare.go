@@ -1,0 +1,250 @@
+package loadgen
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Shape is a serving layout's engines by role kind, as a comparison
+// names it.
+type Shape struct {
+	Aggregated, Prefill, Decode, Encode int
+}
+
+// String is the shape in the words layouts are usually given:
+// "aggregated ×4", "1P+3D", "1E+1P+2D", "2A+1P+1D".
+func (s Shape) String() string {
+	if s.Prefill == 0 && s.Decode == 0 && s.Encode == 0 {
+		if s.Aggregated == 0 {
+			return "no engines"
+		}
+		return fmt.Sprintf("aggregated ×%d", s.Aggregated)
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		kind string
+	}{{s.Aggregated, "A"}, {s.Encode, "E"}, {s.Prefill, "P"}, {s.Decode, "D"}} {
+		if p.n > 0 {
+			parts = append(parts, strconv.Itoa(p.n)+p.kind)
+		}
+	}
+	return strings.Join(parts, "+")
+}
+
+// LayoutRun is one layout's results for Compare: its points in sweep
+// order (the same rates, in the same order, for every layout of a
+// comparison).
+type LayoutRun struct {
+	Name   string
+	Shape  Shape
+	Points []Point
+}
+
+// Point is one measured load of a layout.
+type Point struct {
+	Rate        float64 // offered requests/s (+Inf: all at once)
+	Concurrency int     // the concurrency limit (0: none)
+	Throughput  float64 // completed requests/s
+	Completed   int
+	Failed      int
+	Goodput     *Goodput // nil: no SLO given
+}
+
+// Load is the point's offered load as the report prints it: "4 req/s",
+// "C=8", "inf".
+func (p Point) Load() string {
+	if !math.IsInf(p.Rate, 1) && p.Rate > 0 {
+		s := strconv.FormatFloat(p.Rate, 'f', -1, 64) + " req/s"
+		if p.Concurrency > 0 {
+			s += fmt.Sprintf(", C=%d", p.Concurrency)
+		}
+		return s
+	}
+	if p.Concurrency > 0 {
+		return fmt.Sprintf("C=%d", p.Concurrency)
+	}
+	return "all at once"
+}
+
+// score is what a point is ranked by: goodput against the SLO, else
+// completed requests/s.
+func (p Point) score() float64 {
+	if p.Goodput != nil {
+		return p.Goodput.Goodput
+	}
+	return p.Throughput
+}
+
+// Verdict is Compare's answer: the winning layout (empty when none served
+// a request within the SLO) and why, in words a person reads.
+type Verdict struct {
+	Winner string `json:"winner"`
+	Reason string `json:"reason"`
+	// Best is each layout's best point (index into its Points; -1: none).
+	Best map[string]int `json:"best_point"`
+}
+
+// Compare names the layout with the highest goodput (requests/s that met
+// every objective, at its best point of the sweep; completed requests/s
+// when no SLO was given) and says why: the winner's figure and the
+// objectives it met, and for each other layout its figure at the
+// winner's load and the objective it broke most often there, with the
+// usual cause for that layout's shape. Ties go to the higher SLO
+// attainment, then the fewer failures, then the layout listed first. It
+// is pure: the same runs give the same verdict.
+func Compare(runs []LayoutRun) Verdict {
+	v := Verdict{Best: map[string]int{}}
+	win := -1
+	for i, r := range runs {
+		best := bestPoint(r.Points)
+		v.Best[r.Name] = best
+		if best < 0 {
+			continue
+		}
+		if p := r.Points[best]; p.score() > 0 && (win < 0 || better(p, runs[win].Points[v.Best[runs[win].Name]])) {
+			win = i
+		}
+	}
+	slo := ""
+	for _, r := range runs {
+		for _, p := range r.Points {
+			if p.Goodput != nil {
+				slo = p.Goodput.SLO
+			}
+		}
+	}
+	if win < 0 {
+		var why []string
+		for _, r := range runs {
+			why = append(why, r.Name+": "+shortfall(r, v.Best[r.Name]))
+		}
+		if slo != "" {
+			v.Reason = "no layout served a request within " + slo + " at any load: " + strings.Join(why, "; ")
+		} else {
+			v.Reason = "no layout completed a request: " + strings.Join(why, "; ")
+		}
+		return v
+	}
+	w := runs[win]
+	wp := w.Points[v.Best[w.Name]]
+	v.Winner = w.Name
+	var b strings.Builder
+	if wp.Goodput != nil {
+		fmt.Fprintf(&b, "%s (%s): %s req/s met %s at %s (%.0f%% of requests)", w.Name, w.Shape, num(wp.Goodput.Goodput), wp.Goodput.SLO, wp.Load(), 100*wp.Goodput.Attainment)
+	} else {
+		fmt.Fprintf(&b, "%s (%s): %s req/s completed at %s (no SLO given: ranked by throughput; pass --goodput)", w.Name, w.Shape, num(wp.Throughput), wp.Load())
+	}
+	at := v.Best[w.Name]
+	for i, r := range runs {
+		if i == win {
+			continue
+		}
+		j := at
+		if j >= len(r.Points) {
+			j = v.Best[r.Name]
+		}
+		b.WriteString("; ")
+		b.WriteString(r.Name + " (" + r.Shape.String() + "): ")
+		if j < 0 {
+			b.WriteString("no result")
+			continue
+		}
+		b.WriteString(standing(r.Shape, r.Points[j]))
+	}
+	v.Reason = b.String()
+	return v
+}
+
+// bestPoint is the index of ps's highest score, the first of equals (-1:
+// no points).
+func bestPoint(ps []Point) int {
+	best := -1
+	for i, p := range ps {
+		if best < 0 || better(p, ps[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// better: a beats b (higher score; then higher attainment; then fewer
+// failures).
+func better(a, b Point) bool {
+	if a.score() != b.score() {
+		return a.score() > b.score()
+	}
+	if a.Goodput != nil && b.Goodput != nil && a.Goodput.Attainment != b.Goodput.Attainment {
+		return a.Goodput.Attainment > b.Goodput.Attainment
+	}
+	return a.Failed < b.Failed
+}
+
+// standing is a losing layout's figure at one point and what it broke.
+func standing(s Shape, p Point) string {
+	if p.Goodput == nil {
+		out := num(p.Throughput) + " req/s completed at " + p.Load()
+		if p.Failed > 0 {
+			out += fmt.Sprintf(", %d failed", p.Failed)
+		}
+		return out
+	}
+	g := p.Goodput
+	out := fmt.Sprintf("%s req/s at %s", num(g.Goodput), p.Load())
+	name, share := g.Worst()
+	switch {
+	case name != "":
+		out += fmt.Sprintf(", broke %s on %.0f%%", name, 100*share)
+		if cause := Cause(s, name); cause != "" {
+			out += " (" + cause + ")"
+		}
+	case g.FailedShare == 0:
+		out += ", met every objective"
+	}
+	if g.FailedShare > 0 {
+		out += fmt.Sprintf(", %.0f%% failed", 100*g.FailedShare)
+	}
+	return out
+}
+
+// shortfall is why a layout has no goodput.
+func shortfall(r LayoutRun, best int) string {
+	if best < 0 {
+		return "no result"
+	}
+	return standing(r.Shape, r.Points[best])
+}
+
+// Cause is the usual reason a layout of shape s breaks objective slo, as
+// the disaggregation literature (DistServe §2) describes it; "" when
+// there is no usual one. It names a cause, not a measurement: the
+// report's figures are what was measured.
+func Cause(s Shape, slo string) string {
+	switch {
+	case slo == SLOTPOT && s.Aggregated > 0 && s.Prefill == 0:
+		return "prefill interference: long prompts' prefill chunks share steps with the running streams"
+	case slo == SLOTTFT && s.Prefill > 0:
+		return fmt.Sprintf("prefill queueing: %s every prompt sent to prefill", verb(s.Prefill, "prefill engine", "take"))
+	case slo == SLOTPOT && s.Decode > 0 && s.Aggregated == 0:
+		return fmt.Sprintf("decode batches: %s every stream", verb(s.Decode, "decode engine", "carry"))
+	}
+	return ""
+}
+
+// verb is "1 prefill engine takes" or "2 prefill engines take".
+func verb(n int, what, v string) string {
+	if n == 1 {
+		if strings.HasSuffix(v, "y") {
+			return "1 " + what + " " + strings.TrimSuffix(v, "y") + "ies"
+		}
+		return "1 " + what + " " + v + "s"
+	}
+	return fmt.Sprintf("%d %ss %s", n, what, v)
+}
+
+// num prints a rate with two significant decimals at most.
+func num(x float64) string {
+	return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64)
+}
