@@ -154,9 +154,21 @@ func Compare(runs []LayoutRun) Verdict {
 		}
 		b.WriteString(standing(r.Shape, r.Points[j]))
 	}
+	// A lead smaller than run-to-run noise is no verdict to act on.
+	for i, r := range runs {
+		if j := v.Best[r.Name]; i != win && j >= 0 {
+			if s := r.Points[j].score(); s >= (1-closeShare)*wp.score() {
+				fmt.Fprintf(&b, "; %s is within %.0f%% of the winner: a tie at this run's size (more requests would separate them)", r.Name, 100*closeShare)
+			}
+		}
+	}
 	v.Reason = b.String()
 	return v
 }
+
+// closeShare: a runner-up whose best is within this share of the
+// winner's is reported as a tie.
+const closeShare = 0.05
 
 // bestPoint is the index of ps's highest score, the first of equals (-1:
 // no points).

@@ -32,7 +32,8 @@ func TestCompare(t *testing.T) {
 				{"pd-1p3d", pd13, []Point{pt(2, 1.7, 0.85, map[string]float64{"ttft": 0.15}), pt(4, 2.5, 0.62, map[string]float64{"ttft": 0.38})}},
 				{"mixed-conditional", mixed, []Point{pt(2, 2, 1, nil), pt(4, 3.1, 0.78, map[string]float64{"ttft": 0.22})}},
 			},
-			winner: "mixed-conditional",
+			winner:     "mixed-conditional",
+			reasonLack: []string{"within 5%"},
 			reasonHas: []string{
 				"mixed-conditional (2A+1P+1D): 3.1 req/s met ttft<=1000ms tpot<=50ms at 4 req/s (78% of requests)",
 				"agg-4 (aggregated ×4): 1.8 req/s at 4 req/s, broke tpot on 41% (prefill interference",
@@ -63,7 +64,7 @@ func TestCompare(t *testing.T) {
 				{"b", pd13, []Point{pt(4, 3, 1, nil)}},
 			},
 			winner:    "a",
-			reasonHas: []string{"b (1P+3D): 3 req/s at 4 req/s, met every objective"},
+			reasonHas: []string{"b (1P+3D): 3 req/s at 4 req/s, met every objective", "b is within 5% of the winner: a tie"},
 		},
 		{
 			name: "nobody met the SLO",

@@ -61,7 +61,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tsd:", err)
 		os.Exit(1)
 	}
-	ctx, err := parser.Parse(os.Args[1:])
+	ctx, err := parser.Parse(goodputArgs(os.Args[1:]))
 	if err != nil {
 		// Two lines, not the whole usage: what was wrong, and where help is.
 		fmt.Fprintln(os.Stderr, usageHint(err))
