@@ -428,16 +428,12 @@ func planShape(plan *profiles.Plan) loadgen.Shape {
 			s.Decode++
 		case profiles.KindEncode:
 			s.Encode++
-		case kindAggregated:
+		case profiles.KindAggregated:
 			s.Aggregated++
 		}
 	}
 	return s
 }
-
-// kindAggregated is the aggregated role kind's name (profiles'
-// KindAggregated, docs/profiles.md).
-const kindAggregated = "aggregated"
 
 // layoutDeployment is one layout brought up by tsd bench.
 type layoutDeployment struct {

@@ -13,7 +13,7 @@ import (
 
 // layoutExamples are the shipped example profiles the layouts e2e test
 // compares: an aggregated, a PD and a mixed conditional layout.
-var layoutExamples = []string{"demo.yaml", "1p1d-4gpu.yaml", "pd-1gpu.yaml"}
+var layoutExamples = []string{"agg-4.yaml", "pd-1p3d.yaml", "mixed-conditional.yaml"}
 
 // TestE2EBenchLayouts: `tsd bench --layouts` over three example profiles
 // on ts-fake (made quick: no startup delay, unpaced tokens, a small mixed
