@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/tsd-project/tsd/cmd/ts-fake/perfmodel"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -18,34 +20,49 @@ import (
 // simulation is what a layout's engines are: real ones, or ts-fake with
 // or without its performance model.
 type simulation struct {
-	Presets []string // the distinct --fake-perf values its roles run with
+	Presets []string // the distinct presets its roles run under, by name
 	Fake    int      // roles whose engine is ts-fake
 	Roles   int      // roles in all
-	Basis   string   // what the presets' numbers rest on, where known
+	Basis   string   // what the presets describe and rest on
 }
 
-// fakePerfFlag is ts-fake's performance model flag (cmd/ts-fake).
-const fakePerfFlag = "--fake-perf"
-
-// detectSimulation reads a plan's engine command lines.
+// detectSimulation reads a plan's engine command lines and environment
+// as ts-fake does (perfmodel.FromArgs: --fake-perf, else TS_FAKE_PERF).
 func detectSimulation(plan *profiles.Plan) simulation {
 	var s simulation
+	var bases []string
 	for _, r := range plan.Roles {
 		s.Roles++
-		if len(r.Argv) == 0 {
+		if len(r.Argv) == 0 || !isFakeEngine(r.Argv[0]) {
 			continue
 		}
-		if isFakeEngine(r.Argv[0]) {
-			s.Fake++
+		s.Fake++
+		getenv := func(k string) string {
+			if v, ok := r.Env[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
 		}
-		if v, ok := flagValue(r.Argv, fakePerfFlag); ok && v != "" && !slices.Contains(s.Presets, v) {
-			s.Presets = append(s.Presets, v)
+		p, ok, err := perfmodel.FromArgs(r.Argv, getenv)
+		name, basis := p.Name, ""
+		switch {
+		case err != nil:
+			name, _ = flagValue(r.Argv, fakePerfFlag)
+			if name == "" {
+				name = getenv("TS_FAKE_PERF")
+			}
+			basis = fmt.Sprintf("%s: unknown here (%v)", name, err)
+		case !ok:
+			continue
+		default:
+			basis = fmt.Sprintf("%s, %s: rests on %s", p.Name, p.Describes, p.RestsOn)
+		}
+		if !slices.Contains(s.Presets, name) {
+			s.Presets = append(s.Presets, name)
+			bases = append(bases, basis)
 		}
 	}
-	slices.Sort(s.Presets)
-	if len(s.Presets) > 0 {
-		s.Basis = presetBasis(s.Presets)
-	}
+	s.Basis = strings.Join(bases, "; ")
 	return s
 }
 
@@ -53,6 +70,9 @@ func detectSimulation(plan *profiles.Plan) simulation {
 func isFakeEngine(cmd string) bool {
 	return strings.HasPrefix(filepath.Base(cmd), "ts-fake")
 }
+
+// fakePerfFlag is ts-fake's performance model flag (cmd/ts-fake).
+const fakePerfFlag = "--fake-perf"
 
 // flagValue finds --flag VALUE or --flag=VALUE in argv.
 func flagValue(argv []string, flag string) (string, bool) {
@@ -80,26 +100,12 @@ func (s simulation) Note() string {
 		return "simulated (ts-fake engines without a performance model: their latencies are ts-fake's fixed pacing, not a GPU's; give them --fake-perf PRESET)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "simulated (ts-fake performance model %s", strings.Join(s.Presets, ", "))
-	if s.Basis != "" {
-		b.WriteString(": rests on " + s.Basis)
-	}
+	fmt.Fprintf(&b, "simulated (ts-fake performance model %s", s.Basis)
 	if s.Fake < s.Roles {
 		fmt.Fprintf(&b, "; %d of %d roles on ts-fake", s.Fake, s.Roles)
 	}
 	b.WriteString(")")
 	return b.String()
-}
-
-// Short is Note without the basis, for a plot's title.
-func (s simulation) Short() string {
-	if s.Fake == 0 {
-		return ""
-	}
-	if len(s.Presets) == 0 {
-		return "simulated: ts-fake without a performance model"
-	}
-	return "simulated: ts-fake performance model " + strings.Join(s.Presets, ", ")
 }
 
 // runNote is the note of a whole comparison: the layouts' notes, each
@@ -113,31 +119,3 @@ func runNote(sims []simulation) string {
 	}
 	return strings.Join(notes, "; ")
 }
-
-// runShort is runNote's short form.
-func runShort(sims []simulation) string {
-	var notes []string
-	for _, s := range sims {
-		if n := s.Short(); n != "" && !slices.Contains(notes, n) {
-			notes = append(notes, n)
-		}
-	}
-	return strings.Join(notes, "; ")
-}
-
-// presetBasis says what the named presets' numbers rest on, from the
-// performance model's own description of them; a preset it does not
-// know (a FILE) is named as given.
-func presetBasis(presets []string) string {
-	var out []string
-	for _, p := range presets {
-		if b := describePreset(p); b != "" {
-			out = append(out, b)
-		}
-	}
-	return strings.Join(out, "; ")
-}
-
-// describePreset is where the performance model's presets describe
-// their sources; it answers "" until one is known here.
-var describePreset = func(preset string) string { return "" }
