@@ -110,6 +110,14 @@ send:
 				break send
 			}
 		}
+		if ctx.Err() != nil {
+			// A slot and the stop can come together (select picks either):
+			// a request the run was stopped before is not sent.
+			if sem != nil {
+				<-sem
+			}
+			break
+		}
 		sent++
 		wg.Add(1)
 		go func() {
