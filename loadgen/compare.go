@@ -92,19 +92,33 @@ type Verdict struct {
 // when no SLO was given) and says why: the winner's figure and the
 // objectives it met, and for each other layout its figure at the
 // winner's load and the objective it broke most often there, with the
-// usual cause for that layout's shape. Ties go to the higher SLO
-// attainment, then the fewer failures, then the layout listed first. It
-// is pure: the same runs give the same verdict.
+// usual cause for that layout's shape.
+//
+// Peaks within closeShare of the highest are a tie at a run's size (one
+// sample per rate), so they are ranked by their goodput over the whole
+// sweep (the sum over its rates: the layout that holds up at the other
+// loads), then by SLO attainment at their best point, then by fewer
+// failures, then by the order given; the reason says so. It is pure: the
+// same runs give the same verdict.
 func Compare(runs []LayoutRun) Verdict {
 	v := Verdict{Best: map[string]int{}}
-	win := -1
-	for i, r := range runs {
+	top := 0.0
+	for _, r := range runs {
 		best := bestPoint(r.Points)
 		v.Best[r.Name] = best
-		if best < 0 {
+		if best >= 0 {
+			top = math.Max(top, r.Points[best].score())
+		}
+	}
+	win := -1
+	var tied []int // the layouts whose peak is within closeShare of top
+	for i, r := range runs {
+		j := v.Best[r.Name]
+		if j < 0 || top == 0 || r.Points[j].score() < (1-closeShare)*top {
 			continue
 		}
-		if p := r.Points[best]; p.score() > 0 && (win < 0 || better(p, runs[win].Points[v.Best[runs[win].Name]])) {
+		tied = append(tied, i)
+		if win < 0 || ahead(r, j, runs[win], v.Best[runs[win].Name]) {
 			win = i
 		}
 	}
@@ -137,6 +151,18 @@ func Compare(runs []LayoutRun) Verdict {
 	} else {
 		fmt.Fprintf(&b, "%s (%s): %s req/s completed at %s (no SLO given: ranked by throughput; pass --goodput)", w.Name, w.Shape, num(wp.Throughput), wp.Load())
 	}
+	if len(tied) > 1 {
+		var others, sums []string
+		for _, i := range tied {
+			r := runs[i]
+			sums = append(sums, fmt.Sprintf("%s %s", r.Name, num(sweepScore(r.Points))))
+			if i != win {
+				others = append(others, fmt.Sprintf("%s's %s", r.Name, num(r.Points[v.Best[r.Name]].score())))
+			}
+		}
+		fmt.Fprintf(&b, ", within %.0f%% of %s: a tie at this run's size, ranked by the sweep's total (%s req/s summed over %s)",
+			100*closeShare, strings.Join(others, " and "), strings.Join(sums, ", "), plural(len(w.Points), "rate"))
+	}
 	at := v.Best[w.Name]
 	for i, r := range runs {
 		if i == win {
@@ -154,21 +180,41 @@ func Compare(runs []LayoutRun) Verdict {
 		}
 		b.WriteString(standing(r.Shape, r.Points[j]))
 	}
-	// A lead smaller than run-to-run noise is no verdict to act on.
-	for i, r := range runs {
-		if j := v.Best[r.Name]; i != win && j >= 0 {
-			if s := r.Points[j].score(); s >= (1-closeShare)*wp.score() {
-				fmt.Fprintf(&b, "; %s is within %.0f%% of the winner: a tie at this run's size (more requests would separate them)", r.Name, 100*closeShare)
-			}
-		}
-	}
 	v.Reason = b.String()
 	return v
 }
 
-// closeShare: a runner-up whose best is within this share of the
-// winner's is reported as a tie.
+// closeShare: peaks within this share of the highest are a tie.
 const closeShare = 0.05
+
+// ahead: layout a (best point ai) ranks before b (best point bi) among
+// tied peaks.
+func ahead(a LayoutRun, ai int, b LayoutRun, bi int) bool {
+	if sa, sb := sweepScore(a.Points), sweepScore(b.Points); sa != sb {
+		return sa > sb
+	}
+	pa, pb := a.Points[ai], b.Points[bi]
+	if pa.Goodput != nil && pb.Goodput != nil && pa.Goodput.Attainment != pb.Goodput.Attainment {
+		return pa.Goodput.Attainment > pb.Goodput.Attainment
+	}
+	return pa.Failed < pb.Failed
+}
+
+// sweepScore is a layout's goodput (or throughput) summed over its points.
+func sweepScore(ps []Point) float64 {
+	sum := 0.0
+	for _, p := range ps {
+		sum += p.score()
+	}
+	return sum
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
 
 // bestPoint is the index of ps's highest score, the first of equals (-1:
 // no points).

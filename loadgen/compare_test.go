@@ -50,12 +50,28 @@ func TestCompare(t *testing.T) {
 			reasonHas: []string{"agg-4 (aggregated ×4): 2 req/s met", "at 2 req/s", "pd-2p2d (2P+2D): 1.5 req/s at 2 req/s, broke tpot on 25% (decode batches: 2 decode engines carry every stream)"},
 		},
 		{
+			name: "a peak within noise is ranked by the whole sweep",
+			runs: []LayoutRun{
+				{"mixed-conditional", mixed, []Point{pt(24, 19.92, 0.95, nil), pt(40, 7.17, 0.24, map[string]float64{"tpot": 0.7})}},
+				{"pd-2p2d", Shape{Prefill: 2, Decode: 2}, []Point{pt(24, 19.79, 0.95, nil), pt(40, 17.82, 0.62, map[string]float64{"tpot": 0.38})}},
+				{"agg-4", agg, []Point{pt(24, 15.07, 0.74, map[string]float64{"tpot": 0.26}), pt(40, 4.32, 0.15, map[string]float64{"tpot": 0.85})}},
+			},
+			winner: "pd-2p2d",
+			reasonHas: []string{
+				"pd-2p2d (2P+2D): 19.79 req/s met ttft<=1000ms tpot<=50ms at 24 req/s (95% of requests), within 5% of mixed-conditional's 19.92: " +
+					"a tie at this run's size, ranked by the sweep's total (mixed-conditional 27.09, pd-2p2d 37.61 req/s summed over 2 rates)",
+				"agg-4 (aggregated ×4): 15.07 req/s at 24 req/s, broke tpot on 26% (prefill interference",
+			},
+			reasonLack: []string{"agg-4 15.07"},
+		},
+		{
 			name: "a tie goes to the higher attainment",
 			runs: []LayoutRun{
 				{"a", agg, []Point{pt(4, 3, 0.75, map[string]float64{"tpot": 0.25})}},
 				{"b", pd13, []Point{pt(4, 3, 0.9, map[string]float64{"ttft": 0.1})}},
 			},
-			winner: "b",
+			winner:    "b",
+			reasonHas: []string{"within 5% of a's 3: a tie"},
 		},
 		{
 			name: "a full tie goes to the first listed",
@@ -64,7 +80,7 @@ func TestCompare(t *testing.T) {
 				{"b", pd13, []Point{pt(4, 3, 1, nil)}},
 			},
 			winner:    "a",
-			reasonHas: []string{"b (1P+3D): 3 req/s at 4 req/s, met every objective", "b is within 5% of the winner: a tie"},
+			reasonHas: []string{"b (1P+3D): 3 req/s at 4 req/s, met every objective", "within 5% of b's 3: a tie at this run's size"},
 		},
 		{
 			name: "nobody met the SLO",

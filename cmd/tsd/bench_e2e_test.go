@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // startBenchProfile runs `tsd up --headless` on a PD profile of unpaced
@@ -211,6 +216,53 @@ func TestE2EBenchSharedPrefixConversations(t *testing.T) {
 		}
 		if sh, ok := r["cached_token_share"].(float64); ok && (sh < 0 || sh > 1) {
 			t.Errorf("%s: cached_token_share %g", backend, sh)
+		}
+	}
+}
+
+// TestBenchSIGTERMNotSentIsNotFailed: `tsd bench` stopped by SIGTERM
+// mid-run prints its table with the requests it never sent (and the one
+// it cut) apart from Failed, which stays 0 (they used to be counted
+// failed), and exits 0: every request it did finish succeeded.
+func TestBenchSIGTERMNotSentIsNotFailed(t *testing.T) {
+	second := make(chan struct{})
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if n.Add(1) == 2 {
+			close(second)
+			<-r.Context().Done() // held until the client goes away
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	cmd := exec.Command(tsdBin, "bench", "--base-url", srv.URL, "--model", "m", "--num-prompts", "10", "--max-concurrency", "1",
+		"--random-input-len", "4", "--output-len", "1", "--disable-tqdm")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the second request never came:\n%s", out.String())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tsd bench after SIGTERM: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"Successful requests:                     1",
+		"Failed requests:                         0",
+		"Not sent (the run was stopped):          8",
+		"Cut in flight by the stop:               1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
 }
