@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -51,7 +52,9 @@ func plotLayouts(path string, rep layoutReport, slo loadgen.SLO) error {
 				y = p.Summary.Goodput.Goodput
 			}
 			g = append(g, plotter.XY{X: x, Y: y})
-			t = append(t, plotter.XY{X: x, Y: p.Summary.P90TTFTms})
+			if p.Summary.P90TTFTms > 0 { // a log axis has no 0
+				t = append(t, plotter.XY{X: x, Y: p.Summary.P90TTFTms})
+			}
 			maxX = max(maxX, x)
 		}
 		if len(g) == 0 {
@@ -79,6 +82,9 @@ func plotLayouts(path string, rep layoutReport, slo loadgen.SLO) error {
 			p   *plot.Plot
 			xys plotter.XYs
 		}{{good, g}, {ttft, t}} {
+			if len(panel.xys) == 0 {
+				continue
+			}
 			line, pts, err := plotter.NewLinePoints(panel.xys)
 			if err != nil {
 				return fmt.Errorf("plot %s: %w", l.Name, err)
@@ -112,7 +118,18 @@ func plotLayouts(path string, rep layoutReport, slo loadgen.SLO) error {
 			}
 		}
 	}
-	good.X.Min, ttft.X.Min, good.Y.Min, ttft.Y.Min = 0, 0, 0, 0
+	good.X.Min, ttft.X.Min, good.Y.Min = 0, 0, 0
+	good.X.Tick.Marker, good.Y.Tick.Marker, ttft.X.Tick.Marker = cleanTicks{plot.DefaultTicks{}}, cleanTicks{plot.DefaultTicks{}}, cleanTicks{plot.DefaultTicks{}}
+	// TTFT spans orders of magnitude between a layout that keeps up and
+	// one whose prefill queue grows: a log axis shows both.
+	if lo, hi := ttftRange(rep); lo > 0 && hi/lo > 20 {
+		ttft.Y.Scale = plot.LogScale{}
+		ttft.Y.Tick.Marker = logTicks{}
+		ttft.Y.Label.Text = "ms (log scale)"
+	} else {
+		ttft.Y.Min = 0
+		ttft.Y.Tick.Marker = cleanTicks{plot.DefaultTicks{}}
+	}
 	good.Legend.Top, good.Legend.Left = true, true
 	ttft.Legend.Top, ttft.Legend.Left = true, true
 	good.Add(plotter.NewGrid())
@@ -149,6 +166,59 @@ func plotLayouts(path string, rep layoutReport, slo loadgen.SLO) error {
 		return fmt.Errorf("write --plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// cleanTicks labels ticks with as few digits as their values need ("25",
+// not "25.00").
+type cleanTicks struct{ plot.Ticker }
+
+func (t cleanTicks) Ticks(min, max float64) []plot.Tick {
+	ts := t.Ticker.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(math.Round(ts[i].Value*1e6)/1e6, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// logTicks marks 1..9 × 10^k on a log axis and labels 1, 2 and 5 ×
+// 10^k, so a range within one or two decades still reads.
+type logTicks struct{}
+
+func (logTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); e <= math.Ceil(math.Log10(max)); e++ {
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// ttftRange is the smallest and largest TTFT p90 plotted.
+func ttftRange(rep layoutReport) (lo, hi float64) {
+	for _, l := range rep.Layouts {
+		for _, p := range l.Points {
+			v := p.Summary.P90TTFTms
+			if v <= 0 {
+				continue
+			}
+			if lo == 0 || v < lo {
+				lo = v
+			}
+			hi = max(hi, v)
+		}
+	}
+	return lo, hi
 }
 
 // plotHeading is the PNG's heading: what was compared, under which SLO,
