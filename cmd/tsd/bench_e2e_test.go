@@ -266,3 +266,55 @@ func TestBenchSIGTERMNotSentIsNotFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EBenchSweep: `tsd bench PROFILE --request-rate A,B` against a
+// running deployment is a sweep: one run per rate, a table with goodput
+// beside throughput, the JSON report with one point per rate, the PNG.
+func TestE2EBenchSweep(t *testing.T) {
+	d, profile, _ := startBenchProfile(t)
+	out := t.TempDir()
+	jsonPath, pngPath := filepath.Join(out, "s.json"), filepath.Join(out, "s.png")
+	cmd := exec.Command(tsdBin, "bench", profile, "--dataset-name", "mixed", "--num-prompts", "10", "--mixed-rag-len", "200",
+		"--mixed-system-prompt-len", "20", "--mixed-chat-len", "5", "--mixed-chat-output-len", "3", "--mixed-rag-output-len", "3",
+		"--request-rate", "200,400", "--goodput", "ttft:60000", "e2el:60000", "--output-file", jsonPath, "--plot", pngPath)
+	cmd.Dir = d.dir
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tsd bench sweep: %v\n%s", err, b)
+	}
+	var rep struct {
+		SLO     string
+		Layouts []struct {
+			Name   string
+			Shape  string
+			Points []struct {
+				RequestRate float64 `json:"request_rate"`
+				Summary     struct {
+					Completed      int
+					RequestGoodput *float64 `json:"request_goodput"`
+				} `json:"summary"`
+			}
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, raw)
+	}
+	if rep.SLO != "ttft<=60000ms e2el<=60000ms" || len(rep.Layouts) != 1 || rep.Layouts[0].Shape != "1P+1D" || len(rep.Layouts[0].Points) != 2 {
+		t.Fatalf("report %+v\n%s", rep, b)
+	}
+	for i, p := range rep.Layouts[0].Points {
+		if p.RequestRate != []float64{200, 400}[i] || p.Summary.Completed != 10 || p.Summary.RequestGoodput == nil {
+			t.Errorf("point %d: %+v", i, p)
+		}
+	}
+	if !strings.Contains(string(b), "goodput") || !strings.Contains(string(b), "Plot: "+pngPath) {
+		t.Errorf("output:\n%s", b)
+	}
+	if _, err := os.Stat(pngPath); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -148,7 +148,7 @@ func (c benchCmd) benchLayout(ctx context.Context, backend loadgen.Backend, spec
 		res.Error = err.Error()
 		return
 	}
-	prompts, err := c.dataset(c.Seed, count)
+	prompts, err := c.dataset(warmSeed(c.Seed), count)
 	if err != nil {
 		res.Error = err.Error()
 		return
@@ -187,8 +187,14 @@ func (c benchCmd) runSweep(ctx context.Context, backend loadgen.Backend, rates [
 	}
 	fmt.Printf("Target %s (%s), model %s: %s\n", t.base, backend.Path(), t.model, rep.Workload)
 	fmt.Printf("Rates %s, %s%s\n", c.RequestRate, concText(c.MaxConcurrency), sloSuffix(slo))
-	if err := c.warmUp(ctx, backend, t, first, c.NumWarmups); err != nil {
-		return err
+	if c.NumWarmups > 0 {
+		warm, err := c.dataset(warmSeed(c.Seed), count)
+		if err != nil {
+			return err
+		}
+		if err := c.warmUp(ctx, backend, t, warm, c.NumWarmups); err != nil {
+			return err
+		}
 	}
 	prog := newSweepProgress(newProgress(os.Stderr, isTerminal(os.Stderr) && !c.DisableTqdm), len(rates)*perRate)
 	res.Points, err = c.measure(ctx, backend, t, rates, slo, count, prog, "")
@@ -233,6 +239,10 @@ func (c benchCmd) measure(ctx context.Context, backend loadgen.Backend, t benchT
 	}
 	return out, nil
 }
+
+// warmSeed draws a sweep's warm-up requests from a dataset of their own,
+// so no measured rate finds its long prompts already cached by them.
+func warmSeed(seed uint64) uint64 { return seed ^ 0x7761726d2d7570 }
 
 // warmUpQuiet is warmUp without its line (the sweep's progress says it).
 func (c benchCmd) warmUpQuiet(ctx context.Context, backend loadgen.Backend, t benchTarget, prompts []loadgen.Prompt, n int) error {
