@@ -285,7 +285,9 @@ func Cause(s Shape, slo string) string {
 		return "prefill interference: long prompts' prefill chunks share steps with the running streams"
 	case slo == SLOTTFT && s.Prefill > 0:
 		return fmt.Sprintf("prefill queueing: %s every prompt sent to prefill", verb(s.Prefill, "prefill engine", "take"))
-	case slo == SLOTPOT && s.Decode > 0 && s.Aggregated == 0:
+	case slo == SLOTPOT && s.Aggregated > 0:
+		return "prefill interference on the aggregated engines: long prompts reach them when every prefill counts busy (gateway.conditional.prefill_busy)"
+	case slo == SLOTPOT && s.Decode > 0:
 		return fmt.Sprintf("decode batches: %s every stream", verb(s.Decode, "decode engine", "carry"))
 	}
 	return ""

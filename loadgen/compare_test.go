@@ -167,7 +167,7 @@ func TestCause(t *testing.T) {
 		{Shape{Aggregated: 4}, SLOTTFT, ""},
 		{Shape{Prefill: 2, Decode: 2}, SLOTTFT, "prefill queueing: 2 prefill engines"},
 		{Shape{Prefill: 1, Decode: 3}, SLOTPOT, "decode batches: 3 decode engines"},
-		{Shape{Aggregated: 2, Prefill: 1, Decode: 1}, SLOTPOT, ""},
+		{Shape{Aggregated: 2, Prefill: 1, Decode: 1}, SLOTPOT, "prefill interference on the aggregated engines: long prompts reach them when every prefill counts busy"},
 		{Shape{Aggregated: 2, Prefill: 1, Decode: 1}, SLOTTFT, "prefill queueing: 1 prefill engine"},
 		{Shape{Prefill: 1, Decode: 1}, SLOE2EL, ""},
 	} {

@@ -196,7 +196,7 @@ func runLayouts(o layoutsOptions, tsd, fake, tokenizer, work string) layoutsRun 
 // every rate side by side, the detail per point, the winner and why, the
 // first rate where the aggregated layout broke its inter-token objective,
 // and what the simulated figures rest on.
-func renderLayouts(r layoutsRun, commit string) string {
+func renderLayouts(r layoutsRun, e env) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("%s\n\n", layoutsHeading)
@@ -205,14 +205,14 @@ func renderLayouts(r layoutsRun, commit string) string {
 		return b.String()
 	}
 	rep := r.Report
-	p("**Simulated figures.** %s. ts-fake's performance model times every engine step as the preset's GPU would (docs/perf-model.md): "+
-		"these are not GPU measurements, and the model leaves out what docs/perf-model.md §4 lists.\n\n", strings.TrimSuffix(sentence(rep.Simulated), "."))
+	p("**Simulated figures** %s: ts-fake's performance model times every engine step as the preset's GPU would (docs/perf-model.md). "+
+		"These are not GPU measurements, and the model leaves out what docs/perf-model.md §4 lists.\n\n", strings.TrimPrefix(rep.Simulated, "simulated "))
 	p("`tsd bench --layouts` (cmd/tsd/bench_layouts.go) brings each of the shipped example profiles up in turn on the same four simulated GPUs "+
 		"(`tsd up --headless --fake-gpus 4`; profiles/examples with ts-fake under `--fake-perf %s`, no startup delay, no EOS), warms it, "+
-		"sends the same requests at the same Poisson times at each rate, and stops it. Workload: %s; %d output tokens each. "+
+		"sends the same requests at the same Poisson times at each rate, and stops it. Workload: %s. "+
 		"SLO (vLLM's `--goodput`): %s; goodput is the requests per second that met every objective (DistServe's definition). "+
-		"Commit %s; the run took %s.\n\n",
-		r.Options.preset, rep.Workload, r.Options.outputLen, orDash(rep.SLO), commit, fmtDur(r.Took.Round(time.Second)))
+		"Commit %s, on %s (%d cores, load average %s at the start; the modelled latencies also carry this machine's CPU delays); the run took %s.\n\n",
+		r.Options.preset, rep.Workload, orDash(rep.SLO), e.commit, orDash(e.cpu), e.cores, orDash(e.load), fmt.Sprintf("%.0f s", r.Took.Seconds()))
 	rates := layoutRates(rep)
 	p("Goodput (req/s) by offered rate:\n\n| rate (req/s) |")
 	for _, l := range rep.Layouts {
@@ -267,13 +267,13 @@ func renderLayouts(r layoutsRun, commit string) string {
 		p("%s\n\n", line)
 	}
 	if rep.Winner != "" {
-		p("**Winner: %s.** %s\n\n", rep.Winner, sentence(rep.Reason))
+		p("**Winner: %s.** Why: %s.\n\n", rep.Winner, strings.TrimSuffix(rep.Reason, "."))
 	} else {
-		p("**No winner.** %s\n\n", sentence(rep.Reason))
+		p("**No winner.** %s.\n\n", strings.TrimSuffix(rep.Reason, "."))
 	}
 	if rep.Winner != "" && !strings.Contains(rep.Winner, "conditional") {
-		p("The conditional layout does not win on this model: the reason above is the model's, and the preset was not tuned to change it " +
-			"(docs/perf-model.md §5 works the same mix through the model's formulas).\n\n")
+		p("The conditional layout does not win here. The reason above is what was measured, on the model and on this machine's cores; " +
+			"the preset was not tuned to change it (docs/perf-model.md §5 works the same mix through the model's formulas alone).\n\n")
 	}
 	for _, l := range rep.Layouts {
 		if l.Error != "" {

@@ -76,24 +76,24 @@ func TestRenderLayouts(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &rep); err != nil {
 		t.Fatal(err)
 	}
-	md := renderLayouts(layoutsRun{Report: rep, Options: layoutsOptions{preset: "p", outputLen: 200}}, "abc123")
+	md := renderLayouts(layoutsRun{Report: rep, Options: layoutsOptions{preset: "p", outputLen: 200}}, env{commit: "abc123", cpu: "Xeon", cores: 2, load: "1.0 2.0 3.0"})
 	for _, want := range []string{
 		layoutsHeading,
-		"**Simulated figures.** Simulated (ts-fake performance model p: rests on q).",
+		"**Simulated figures** (ts-fake performance model p: rests on q): ts-fake's performance model times",
 		"| rate (req/s) | agg-4 (aggregated ×4) | pd-2p2d (2P+2D) | mixed-conditional (2A+1P+1D) |",
 		"| 24 | 20.00 | **23.00** | – |",
 		"| 40 | 10.00 | **38.00** | – |",
 		"agg-4 (aggregated ×4) first broke the TPOT objective at 40 req/s: 70% of its requests, ITL p99 136 ms.",
-		"**Winner: pd-2p2d.** Pd-2p2d (2P+2D): 3 req/s met ...",
-		"The conditional layout does not win on this model",
+		"**Winner: pd-2p2d.** Why: pd-2p2d (2P+2D): 3 req/s met ...",
+		"The conditional layout does not win here.",
 		"- mixed-conditional: did not come up: boom",
-		"Commit abc123",
+		"Commit abc123, on Xeon (2 cores, load average 1.0 2.0 3.0 at the start;",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q:\n%s", want, md)
 		}
 	}
-	md = renderLayouts(layoutsRun{Err: "exec: tsd: not found"}, "x")
+	md = renderLayouts(layoutsRun{Err: "exec: tsd: not found"}, env{})
 	if !strings.Contains(md, "Not measured: exec: tsd: not found") {
 		t.Errorf("a run that failed: %s", md)
 	}

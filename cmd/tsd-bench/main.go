@@ -141,7 +141,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.lay.examples, "layouts-examples", "profiles/examples", "layouts: folder of the example profiles")
 	fs.StringVar(&o.lay.names, "layouts", "agg-4,pd-1p3d,pd-2p2d,mixed-conditional", "layouts: the example profiles compared (names without .yaml)")
 	fs.StringVar(&o.lay.preset, "layouts-preset", defaultLayoutPreset, "layouts: ts-fake's --fake-perf preset")
-	fs.StringVar(&o.lay.rates, "layouts-rates", "24,40,56", "layouts: request rates (req/s) of the sweep")
+	fs.StringVar(&o.lay.rates, "layouts-rates", "12,24,40,56", "layouts: request rates (req/s) of the sweep")
 	fs.IntVar(&o.lay.requests, "layouts-requests", 480, "layouts: requests at each rate")
 	fs.StringVar(&o.lay.goodput, "layouts-goodput", "ttft:1000,tpot:10", "layouts: the SLO, in tsd bench --goodput's words")
 	fs.IntVar(&o.lay.outputLen, "layouts-output-len", 200, "layouts: output tokens of every request")
@@ -582,7 +582,7 @@ func run(o options) error {
 	if !o.lay.skip {
 		r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
 		lay = &r
-		routingMD += renderLayouts(r, e.commit)
+		routingMD += renderLayouts(r, e)
 	}
 
 	var gob []goResult
@@ -619,7 +619,7 @@ func run(o options) error {
 // of only these rows keeps the rest of the results file.
 func layoutsOnly(o options, e env, tsd, fake, work string) error {
 	r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
-	section := renderLayouts(r, e.commit)
+	section := renderLayouts(r, e)
 	doc, err := os.ReadFile(o.out)
 	if err != nil && !os.IsNotExist(err) {
 		return err
