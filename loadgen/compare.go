@@ -286,7 +286,7 @@ func Cause(s Shape, slo string) string {
 	case slo == SLOTTFT && s.Prefill > 0:
 		return fmt.Sprintf("prefill queueing: %s every prompt sent to prefill", verb(s.Prefill, "prefill engine", "take"))
 	case slo == SLOTPOT && s.Aggregated > 0:
-		return "prefill interference on the aggregated engines: long prompts reach them when every prefill counts busy (gateway.conditional.prefill_busy)"
+		return "prefill interference on the aggregated engines: long prompts reach them when every prefill counts busy, gateway.conditional.prefill_busy"
 	case slo == SLOTPOT && s.Decode > 0:
 		return fmt.Sprintf("decode batches: %s every stream", verb(s.Decode, "decode engine", "carry"))
 	}
