@@ -131,7 +131,7 @@ func plotLayouts(path string, rep layoutReport, slo loadgen.SLO) error {
 		ttft.Y.Tick.Marker = cleanTicks{plot.DefaultTicks{}}
 	}
 	good.Legend.Top, good.Legend.Left = true, true
-	ttft.Legend.Top, ttft.Legend.Left = false, true // below the curves, left of the first rate
+	ttft.Legend.Top, ttft.Legend.Left = true, true
 	good.Add(plotter.NewGrid())
 	ttft.Add(plotter.NewGrid())
 
