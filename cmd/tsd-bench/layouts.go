@@ -362,18 +362,6 @@ func orDash(s string) string {
 	return s
 }
 
-// sentence capitalizes s and ends it with a period.
-func sentence(s string) string {
-	if s == "" {
-		return s
-	}
-	s = strings.ToUpper(s[:1]) + s[1:]
-	if !strings.HasSuffix(s, ".") {
-		s += "."
-	}
-	return s
-}
-
 // spliceSection replaces the section that starts with heading in doc
 // (up to the next "## " heading) by section, or appends it.
 func spliceSection(doc, heading, section string) string {
