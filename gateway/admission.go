@@ -8,7 +8,7 @@ import (
 )
 
 // The admission queue as the status and /metrics show it
-// (docs/protocol.md §11.12): SMG's scheduler series where SMG has one
+// (docs/protocol.md §11.13): SMG's scheduler series where SMG has one
 // (smg_scheduler_*, class as SMG names it), tsd's for the rest; all read
 // from the queue's owner at scrape time.
 

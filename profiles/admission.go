@@ -8,7 +8,7 @@ import (
 )
 
 // The gateway's admission queue and its API keys (docs/profiles.md
-// "Admission, priority and API keys"; docs/protocol.md §11.12): what the
+// "Admission, priority and API keys"; docs/protocol.md §11.13): what the
 // engines take at once before requests wait in the gateway, how much may
 // wait, the rule against starvation, and each key's limits and priority.
 
@@ -39,7 +39,7 @@ type APIKeyPlan struct {
 	Priority int    `json:"priority,omitempty"`
 }
 
-// Request priorities (docs/protocol.md §11.12): larger is served first.
+// Request priorities (docs/protocol.md §11.13): larger is served first.
 const (
 	MinPriority = -100
 	MaxPriority = 100

@@ -112,10 +112,23 @@ type GatewayStatus struct {
 	// Admission is the queue in front of the engines
 	// (gateway.admission, gateway.api_keys); nil while it bounds nothing.
 	Admission *AdmissionStatus `json:"admission,omitempty"`
+	// Layouts is how requests split between prefill → decode and
+	// aggregated engines; nil when every request goes prefill → decode
+	// and there is no aggregated engine.
+	Layouts *LayoutStatus `json:"layouts,omitempty"`
+}
+
+// LayoutStatus is the gateway's split of requests between the layouts
+// (gateway.disaggregation, docs/profiles.md "Layouts"): the setting it
+// routes by now and the attempts routed each way since start.
+type LayoutStatus struct {
+	Disaggregation string `json:"disaggregation"` // always | never | conditional
+	PD             uint64 `json:"pd"`
+	Aggregated     uint64 `json:"aggregated"`
 }
 
 // AdmissionStatus is the gateway's admission queue now and since start
-// (docs/protocol.md §11.12).
+// (docs/protocol.md §11.13).
 type AdmissionStatus struct {
 	Queued       int               `json:"queued"`             // requests waiting, every kind
 	QueuedTokens int               `json:"queued_tokens"`      // their prompt tokens
@@ -142,9 +155,10 @@ type TokenizerCacheStatus struct {
 
 // PolicyStatus is the gateway's live routing policy per role kind.
 type PolicyStatus struct {
-	Prefill string `json:"prefill"`
-	Decode  string `json:"decode"`
-	Encode  string `json:"encode,omitempty"`
+	Prefill    string `json:"prefill"`
+	Decode     string `json:"decode"`
+	Encode     string `json:"encode,omitempty"`
+	Aggregated string `json:"aggregated,omitempty"` // only with aggregated engines
 }
 
 // Circuit-breaker states, SMG's names (docs/protocol.md §11.9).

@@ -9,7 +9,7 @@ import (
 )
 
 // admissionPart is the gateway line's word on its admission queue
-// (docs/protocol.md §11.12): what waits, by class, and how many were
+// (docs/protocol.md §11.13): what waits, by class, and how many were
 // shed since start; "" while the queue bounds nothing.
 func admissionPart(a *snapshot.AdmissionStatus) string {
 	if a == nil {

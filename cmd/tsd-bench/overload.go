@@ -1,6 +1,6 @@
 package main
 
-// The overload rows of `make bench` (docs/protocol.md §11.12): twice what
+// The overload rows of `make bench` (docs/protocol.md §11.13): twice what
 // the engines take, for a minute, in two priority classes. The engines
 // are ts-fake with its simulated costs (a prefill of 20 µs per prompt
 // token, one prompt at a time; decode at 1,000 tokens/s per stream), so

@@ -1,5 +1,5 @@
 // Package admission is the gateway's queue in front of the engines
-// (docs/protocol.md §11.12): per role kind, requests wait here once the
+// (docs/protocol.md §11.13): per role kind, requests wait here once the
 // engines of that kind hold as much as the profile says they take, in
 // priority order with aging, bounded in requests and prompt tokens; a
 // request the queue cannot hold, or whose deadline it cannot meet, is

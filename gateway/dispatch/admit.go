@@ -11,7 +11,7 @@ import (
 )
 
 // The dispatch's side of the admission queue (gateway/admission;
-// docs/protocol.md §11.12): a request, validated and tokenized, takes its
+// docs/protocol.md §11.13): a request, validated and tokenized, takes its
 // place in its kind's queue before any worker is chosen, with its
 // priority class and its deadline (gateway.queue_timeout from its
 // arrival, for the queue and for a routable worker both); its ticket
@@ -42,7 +42,7 @@ func queueConfig(p profiles.GatewayPlan) admission.Config {
 // ranksOf is how many routable ranks the kind's workers have now (the
 // queue's bounds are per rank).
 func (g *Dispatcher) ranksOf(kind string) int {
-	ps := g.pools()
+	ps := g.live.pools()
 	var p *pool
 	switch kind {
 	case profiles.KindPrefill:
@@ -93,7 +93,7 @@ func queueDeadline(ctx context.Context) (time.Time, bool) {
 func (g *Dispatcher) enter(ctx context.Context, r *tokenapi.Request) (context.Context, *admission.Ticket, error) {
 	now := time.Now()
 	var deadline time.Time
-	if wait := g.live.Load().queueTimeout; wait > 0 {
+	if wait := g.live.config().queueTimeout; wait > 0 {
 		deadline = now.Add(wait)
 		ctx = context.WithValue(ctx, queueDeadlineKey{}, deadline)
 	} else if wait < 0 {

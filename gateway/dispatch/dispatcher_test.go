@@ -70,8 +70,8 @@ func TestDispatcherStandsAlone(t *testing.T) {
 	if d.Ready() {
 		t.Fatal("ready with no registered rank")
 	}
-	if p, dc, healthy, total := d.Health(); p != 0 || dc != 0 || healthy != 0 || total != 2 {
-		t.Fatalf("health %d %d %d %d", p, dc, healthy, total)
+	if h := d.Health(); h != (Health{Total: 2}) {
+		t.Fatalf("health %+v", h)
 	}
 	if d.EPDMode() || d.ImageSupport() == nil {
 		t.Fatal("a pd plan routes images")
@@ -118,7 +118,7 @@ func TestQueueDeadlineIsTheRequests(t *testing.T) {
 	t.Parallel()
 	d, m := newTestDispatcher(t, Options{QueueTimeout: time.Hour}, nil)
 	ctx := context.WithValue(context.Background(), queueDeadlineKey{}, time.Now().Add(-time.Second))
-	_, _, _, _, _, err := d.pickQueued(ctx, &tokenapi.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1}, 7, avoid{})
+	_, err := d.routes.pickQueued(ctx, &tokenapi.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1}, 7, avoid{})
 	var fe *front.Error
 	if !errors.As(err, &fe) || fe.Status != http.StatusServiceUnavailable || fe.Code != "no_prefill_worker" || !strings.Contains(fe.Message, "waited 1h0m0s") {
 		t.Fatalf("an attempt past the request's deadline: %v", err)

@@ -20,7 +20,7 @@ type generateBody struct {
 	TopLogprobsNum  int             `json:"top_logprobs_num"`
 	RID             string          `json:"rid"`
 	ImageData       json.RawMessage `json:"image_data"`
-	// Priority is SGLang's priority field (docs/protocol.md §11.12):
+	// Priority is SGLang's priority field (docs/protocol.md §11.13):
 	// larger is served first by the gateway's queue.
 	Priority *int `json:"priority"`
 }

@@ -36,7 +36,7 @@ type common struct {
 	NoStopTrim             bool  `json:"no_stop_trim"`
 	BestOf                 *int  `json:"best_of"`
 	// Priority is SGLang's and vLLM's priority field (docs/protocol.md
-	// §11.12): larger is served first by the gateway's queue.
+	// §11.13): larger is served first by the gateway's queue.
 	Priority *int `json:"priority"`
 }
 

@@ -71,7 +71,7 @@ type Request struct {
 
 	// Priority is the request's priority field as SGLang and vLLM take it
 	// in the body (larger is served first here, SGLang's order;
-	// docs/protocol.md §11.12), MinPriority..MaxPriority; nil: the
+	// docs/protocol.md §11.13), MinPriority..MaxPriority; nil: the
 	// x-smg-priority header's class, else the API key's.
 	Priority *int
 }
