@@ -154,13 +154,13 @@ type Dispatcher struct {
 	inflight  atomic.Int64
 	rng       *lockedRand
 
-	live     *liveState // what tsd apply changes: settings, the worker set
-	routes   *routes    // the routing side: the Router, the KV index, queueing
+	live   *liveState // what tsd apply changes: settings, the worker set
+	routes *routes    // the routing side: the Router, the KV index, queueing
 	// queue is the admission queue in front of the engines
 	// (gateway/admission, admit.go).
-	queue *admission.Queue
-	enc      *encoders  // encode routing and the embedding watches
-	breakers *breakers  // gateway.circuit_breaker; no book while off
+	queue    *admission.Queue
+	enc      *encoders // encode routing and the embedding watches
+	breakers *breakers // gateway.circuit_breaker; no book while off
 }
 
 // New builds the dispatch over cfg.Lane's workers.

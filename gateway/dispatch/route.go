@@ -174,7 +174,7 @@ func chooseLegs(r *routing.Router, req routing.Request, pre, dec []rankSource, r
 type routes struct {
 	router   *routing.Router
 	kv       atomic.Pointer[KVIndex] // read by the Router (kvSource); set anew when apply binds the first engine with events
-	split    [2]atomic.Uint64 // requests routed prefill → decode, and aggregated (the snapshot's split)
+	split    [2]atomic.Uint64        // requests routed prefill → decode, and aggregated (the snapshot's split)
 	live     *liveState
 	brk      *breakers
 	enc      *encoders // an image request also needs a routable encoder
