@@ -35,6 +35,9 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string) error {
 	if err := g.disp.Reconfigure(p, queueWait(p.QueueTimeout)); err != nil {
 		return err
 	}
+	if err := g.setTracing(cur.Tracing, p.Tracing); err != nil {
+		return err
+	}
 	g.door.SetLive(live)
 	next := p
 	next.Workers = nil // the lane's business; settings only

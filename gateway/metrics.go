@@ -45,6 +45,8 @@ type metrics struct {
 	// token (gateway/reqtime: accept → legs sent, first token → first
 	// byte), the access line's gw_us.
 	gwAdded prometheus.Histogram
+
+	phaseMetrics // each request's phases, sheds, trace exports (phasemetrics.go)
 }
 
 // gwAddedBuckets resolve the gateway's share of TTFT from 25 µs (a
@@ -103,6 +105,10 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_added_ttft_seconds", Help: "The gateway's own share of a stream's time to first token: HTTP accept to legs sent, plus first token from the lane to first byte written (the access line's gw_us).",
 		Buckets: gwAddedBuckets})
 	if err := reg.Register(m.gwAdded); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.phaseMetrics, err = newPhaseMetrics(reg); err != nil {
 		return nil, err
 	}
 	if c := g.opts.TokenizerCache; c != nil && c.Stats().Enabled {

@@ -87,6 +87,12 @@ type GatewayStatus struct {
 	Note      string  `json:"note,omitempty"`   // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
 	Queued    int     `json:"queued,omitempty"` // requests waiting for a routable worker
 	Panics    uint64  `json:"panics,omitempty"` // panics recovered since start (each failed one request)
+
+	// Errors above are the deployment's: a 5xx, or a stream that broke
+	// after its 200. ClientErrors are the requests refused for what they
+	// asked (a 4xx: bad input, a missing key, a limit); a client that
+	// went away is neither (docs/protocol.md §11.7).
+	ClientErrors uint64 `json:"client_errors"`
 	// Problem is something the operator must fix, shown in red: e.g. the
 	// OpenAI API is off because the tokenizer did not load.
 	Problem string `json:"problem,omitempty"`
@@ -166,6 +172,11 @@ type RoleTraffic struct {
 	TTFTp99  time.Duration `json:"-"`
 	ITLp50   time.Duration `json:"-"`
 	ITLp99   time.Duration `json:"-"`
+
+	// Errors above are the deployment's (5xx, broken streams);
+	// ClientErrors the 4xx among the requests it served a leg of
+	// (GatewayStatus.ClientErrors).
+	ClientErrors uint64 `json:"client_errors"`
 
 	// The prefix cache (prefill roles): CachedShare is the share of the
 	// prompt tokens it prefilled over the traffic window that its engine

@@ -718,6 +718,7 @@ func (f *flight) onEncode(er encodeResult) bool {
 	}
 	if f.encLeft--; f.encLeft == 0 {
 		f.encCh = nil
+		recordEncoded(f.rec)
 		f.cur.ls.ps.Expect() // the embeddings exist: the prefill owes output now
 	}
 	if w := f.cur.ls.encs[er.item].Worker(); !f.preDone && !f.watched[w] {

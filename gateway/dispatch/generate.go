@@ -13,6 +13,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
@@ -334,6 +335,8 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room u
 	waited := false
 	images := len(r.Images) > 0
 	wait := g.live.Load().queueTimeout // as the request found it
+	times := reqtime.FromContext(ctx)
+	times.Mark(reqtime.Picking) // reqtime's queued phase: from here to the pick that routes it
 	for {
 		changed := g.lane.Changed() // before looking, so no change is missed
 		view := g.breakers.current()
@@ -342,7 +345,9 @@ func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room u
 			err = errNoEncode
 		} else {
 			var moved uint64
+			times.Mark(reqtime.RouteBegin)
 			if pre, dec, moved, ri, err = g.pick(r, room, av, view); err == nil {
+				times.Mark(reqtime.Routed)
 				if waited {
 					g.metrics.Queued.WithLabelValues("routed").Inc()
 				}

@@ -46,6 +46,11 @@ func recordPrefill(rec *traffic.Rec, ps *lane.Stream, out lane.Output) {
 	if rec == nil {
 		return
 	}
+	rec.Mark(reqtime.Prefilled) // the prefill phase ends, the KV transfer begins (reqtime)
 	w := ps.Worker()
 	rec.Prefill(w.Role(), ps.Identity-w.Plan().EngineIndex, out.PromptTokens, out.CachedTokens)
 }
+
+// recordEncoded marks every encode leg of the attempt done: the encode
+// phase ends, the prefill's begins (reqtime).
+func recordEncoded(rec *traffic.Rec) { rec.Mark(reqtime.Encoded) }
