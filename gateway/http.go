@@ -63,11 +63,10 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 				if !traffic.Counted(r.Method) {
 					return
 				}
-				stamps := times.Snapshot()
-				if b, ok := reqtime.Compute(stamps); ok {
+				if b, ok := times.Breakdown(); ok {
 					g.metrics.gwAdded.Observe(b.Total.Seconds())
 				}
-				g.metrics.phases(reqtime.TimelineOf(stamps))
+				g.metrics.phases(rec.Timeline())
 				trace.Finish(rec.Summary())
 			}
 		},

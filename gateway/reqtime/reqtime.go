@@ -60,7 +60,7 @@ func (s Stage) String() string {
 
 // perAttempt are the stages a retry stamps again until the first token
 // came: the figures are the attempt's that answered.
-const perAttempt = 1<<Picking | 1<<RouteBegin | 1<<Routed | 1<<LegsSent | 1<<Encoded | 1<<Prefilled
+const perAttempt = 1<<Picking | 1<<RouteBegin | 1<<Routed | 1<<LegsSent | 1<<Encoded
 
 // base is the origin of the monotonic clock every stamp reads.
 var base = time.Now()
@@ -83,9 +83,11 @@ type Stamps struct {
 
 // Mark stamps stage now, once: a later Mark of a stamped stage does
 // nothing, except for the stages of an attempt (picking, route begin,
-// routed, legs sent, encoded, prefilled), which a retry moves on until
-// the first token came, and the last token, which each output moves.
-// Mark on nil does nothing.
+// routed, legs sent, encoded), which a retry moves on until the first
+// token came, prefilled, which the attempt that answered stamps even
+// after its first token (a prefill reports once its KV transfer is done,
+// docs/protocol.md §8.4, often just after the decode's first token), and
+// the last token, which each output moves. Mark on nil does nothing.
 func (s *Stamps) Mark(st Stage) {
 	if s == nil || st >= NumStages {
 		return
@@ -93,6 +95,10 @@ func (s *Stamps) Mark(st Stage) {
 	switch {
 	case st == LastToken:
 		s.t[st].Store(now())
+	case st == Prefilled:
+		if s.t[FirstToken].Load() == 0 || s.t[Prefilled].Load() < s.t[LegsSent].Load() {
+			s.t[st].Store(now())
+		}
 	case perAttempt&(1<<st) != 0:
 		if s.t[FirstToken].Load() == 0 {
 			s.t[st].Store(now())

@@ -13,8 +13,8 @@ const (
 	Tokenize              // admitted → tokenized: decoding the body, the chat template, the tokenizer
 	Route                 // the routing decision that chose the legs
 	Encode                // EPD: legs sent → every encode leg done
-	Prefill               // legs sent (EPD: encoded) → the prefill leg's end; merged: → the first token
-	KV                    // the prefill leg's end → the decode's first token: the KV transfer and the first decode step
+	Prefill               // legs sent (EPD: encoded) → the prefill leg's end (after its KV was sent); merged: → the first token
+	KV                    // the prefill leg's end → the decode's first token (0 when the prefill reported last)
 	Write                 // first token → first byte: relayed, detokenized, encoded, written (streams)
 	Decode                // first token → last token (its mean gap is the inter-token latency)
 	NumPhases
@@ -48,10 +48,9 @@ type Timeline struct {
 	// slot; Phase[Queued] is the dispatch's wait for a routable worker.
 	// The queued phase lasts both (Duration).
 	Admission Interval
-	// Merged: no prefill leg ended before the first token (an aggregated
-	// engine serves the request in one leg, or the prefill's end came
-	// after the decode's first token), so prefill runs to the first token
-	// and there is no kv_transfer.
+	// Merged: the prefill phase runs to the first token and there is no
+	// kv_transfer: an aggregated engine served the request in one leg, or
+	// its prefill leg's end never came.
 	Merged bool
 }
 
@@ -75,14 +74,16 @@ func interval(from, to int64) Interval {
 	return Interval{from, to}
 }
 
-// Timeline is s's timeline (TimelineOf its Snapshot).
-func (s *Stamps) Timeline() Timeline { return TimelineOf(s.Snapshot()) }
-
-// TimelineOf is the phases of a request's stamps: a pure function. The
+// TimelineOf is the phases of a request's stamps: a pure function.
+// oneLeg: the request ran on an aggregated engine (its prefill and
+// decode are one leg: the prefill phase runs to its first token). The
 // stages of a retried attempt are its last attempt's (Mark), so an
 // encoded or prefilled stamp older than the legs sent belongs to an
-// attempt that failed and is not read.
-func TimelineOf(t [NumStages]int64) Timeline {
+// attempt that failed and is not read. A prefill finishes after its KV
+// transfer succeeded (docs/protocol.md §8.4), so its end often reaches
+// the gateway just after the decode's first token: then the prefill
+// phase ends at the first token and the kv_transfer phase is 0.
+func TimelineOf(t [NumStages]int64, oneLeg bool) Timeline {
 	var tl Timeline
 	tl.Admission = interval(t[AdmitBegin], t[Admitted])
 	tl.Phase[Queued] = interval(t[Picking], t[RouteBegin])
@@ -97,7 +98,7 @@ func TimelineOf(t [NumStages]int64) Timeline {
 	if legs == 0 || enc < legs {
 		enc = 0
 	}
-	if legs == 0 || pre < legs || (first != 0 && pre > first) {
+	if legs == 0 || pre < legs || oneLeg {
 		pre = 0
 	}
 	tl.Phase[Encode] = interval(legs, enc)
@@ -106,6 +107,9 @@ func TimelineOf(t [NumStages]int64) Timeline {
 		start = enc
 	}
 	switch {
+	case pre != 0 && first != 0 && pre > first:
+		tl.Phase[Prefill] = interval(start, first)
+		tl.Phase[KV] = interval(first, first)
 	case pre != 0:
 		tl.Phase[Prefill] = interval(start, pre)
 		tl.Phase[KV] = interval(pre, first)

@@ -21,9 +21,11 @@ func TestTimelineOf(t *testing.T) {
 	noAdmit := pd
 	noAdmit[AdmitBegin], noAdmit[Admitted] = 0, 0
 	agg := pd
-	agg[Prefilled] = 0
+	agg[Prefilled] = ms(180) // the one leg's own end: not a prefill's
 	late := pd
 	late[Prefilled] = ms(140) // the prefill's end came after the first token
+	never := pd
+	never[Prefilled] = 0 // the prefill's end never came
 	stale := pd
 	stale[Prefilled], stale[Encoded] = ms(10), ms(9) // a failed attempt's, before this attempt's legs
 	json := pd
@@ -31,34 +33,37 @@ func TestTimelineOf(t *testing.T) {
 	one := pd
 	one[LastToken] = one[FirstToken]
 	for _, c := range []struct {
-		name string
-		t    st
-		want Timeline
+		name   string
+		t      st
+		oneLeg bool
+		want   Timeline
 	}{
-		{"pd stream", pd, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
+		{"pd stream", pd, false, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 114), KV: iv(114, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"epd: prefill starts once encoded", epd, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
+		{"epd: prefill starts once encoded", epd, false, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Encode: iv(14, 50), Prefill: iv(50, 114), KV: iv(114, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"no max_concurrent: tokenize from accept", noAdmit, Timeline{Phase: [NumPhases]Interval{
+		{"no max_concurrent: tokenize from accept", noAdmit, false, Timeline{Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(1, 6), Route: iv(12, 13), Prefill: iv(14, 114), KV: iv(114, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"aggregated: one leg, prefill merged to the first token", agg, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
+		{"aggregated: one leg, prefill merged to the first token", agg, true, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"prefill's end after the first token: merged", late, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
+		{"prefill's end after the first token: prefill to it, kv_transfer 0", late, false, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
+			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 134), KV: iv(134, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
+		{"the prefill's end never came: merged", never, false, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"a failed attempt's encode and prefill are not read", stale, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
+		{"a failed attempt's encode and prefill are not read", stale, false, Timeline{Admission: iv(2, 4), Merged: true, Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 134), Write: iv(134, 135), Decode: iv(134, 174)}}},
-		{"not a stream: no write", json, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
+		{"not a stream: no write", json, false, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 114), KV: iv(114, 134), Decode: iv(134, 174)}}},
-		{"one output: no decode", one, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
+		{"one output: no decode", one, false, Timeline{Admission: iv(2, 4), Phase: [NumPhases]Interval{
 			Queued: iv(7, 12), Tokenize: iv(4, 6), Route: iv(12, 13), Prefill: iv(14, 114), KV: iv(114, 134), Write: iv(134, 135)}}},
-		{"refused before dispatch (a 400)", st{Accept: ms(1), Tokenized: ms(3)}, Timeline{Phase: [NumPhases]Interval{Tokenize: iv(1, 3)}}},
-		{"failed after the legs went", st{Accept: ms(1), Tokenized: ms(3), Picking: ms(4), RouteBegin: ms(4), Routed: ms(5), LegsSent: ms(6)},
+		{"refused before dispatch (a 400)", st{Accept: ms(1), Tokenized: ms(3)}, false, Timeline{Phase: [NumPhases]Interval{Tokenize: iv(1, 3)}}},
+		{"failed after the legs went", st{Accept: ms(1), Tokenized: ms(3), Picking: ms(4), RouteBegin: ms(4), Routed: ms(5), LegsSent: ms(6)}, false,
 			Timeline{Phase: [NumPhases]Interval{Queued: iv(4, 4), Tokenize: iv(1, 3), Route: iv(4, 5)}}},
-		{"prefill done, no token yet (cut)", st{Accept: ms(1), Tokenized: ms(3), Picking: ms(4), RouteBegin: ms(4), Routed: ms(5), LegsSent: ms(6), Prefilled: ms(9)},
+		{"prefill done, no token yet (cut)", st{Accept: ms(1), Tokenized: ms(3), Picking: ms(4), RouteBegin: ms(4), Routed: ms(5), LegsSent: ms(6), Prefilled: ms(9)}, false,
 			Timeline{Phase: [NumPhases]Interval{Queued: iv(4, 4), Tokenize: iv(1, 3), Route: iv(4, 5), Prefill: iv(6, 9)}}},
-		{"nothing stamped", st{}, Timeline{}},
+		{"nothing stamped", st{}, false, Timeline{}},
 	} {
-		if got := TimelineOf(c.t); got != c.want {
+		if got := TimelineOf(c.t, c.oneLeg); got != c.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
 		}
 	}
@@ -84,19 +89,33 @@ func TestTimelineQueuedDuration(t *testing.T) {
 }
 
 // A retry stamps its attempt's stages again until the first token; the
-// last token moves with every output; a stamp's wall time is its clock's.
+// prefill's end is stamped after the first token too, once per attempt;
+// the last token moves with every output; a stamp's wall time is its
+// clock's.
 func TestMarkAttemptAndLastToken(t *testing.T) {
 	var s Stamps
-	s.Mark(Prefilled)
-	p1 := s.Snapshot()[Prefilled]
-	for s.Snapshot()[Prefilled] == p1 {
-		s.Mark(Prefilled)
+	s.Mark(Encoded)
+	e1 := s.Snapshot()[Encoded]
+	for s.Snapshot()[Encoded] == e1 {
+		s.Mark(Encoded)
 	}
+	s.Mark(LegsSent)
 	s.Mark(FirstToken)
-	p2 := s.Snapshot()[Prefilled]
+	e2 := s.Snapshot()[Encoded]
+	s.Mark(Encoded)
+	if got := s.Snapshot()[Encoded]; got != e2 {
+		t.Fatalf("encoded moved after the first token: %d then %d", e2, got)
+	}
+	s.Mark(Prefilled) // the prefill reports after the decode's first token
+	p := s.Snapshot()[Prefilled]
+	if p == 0 || p < s.Snapshot()[FirstToken] {
+		t.Fatalf("the prefill's end after the first token was not stamped: %d", p)
+	}
+	for Now() == p {
+	}
 	s.Mark(Prefilled)
-	if got := s.Snapshot()[Prefilled]; got != p2 {
-		t.Fatalf("prefilled moved after the first token: %d then %d", p2, got)
+	if got := s.Snapshot()[Prefilled]; got != p {
+		t.Fatalf("prefilled stamped twice for one attempt: %d then %d", p, got)
 	}
 	s.Mark(LastToken)
 	l1 := s.Snapshot()[LastToken]

@@ -67,7 +67,7 @@ func (q *Request) Finish(s traffic.Summary) {
 	}
 	end := time.Now()
 	legs := legsOf(s.Roles)
-	tl := reqtime.TimelineOf(s.Stamps)
+	tl := s.Timeline
 	layout := legs.layout()
 	child := func(name string, iv reqtime.Interval, attrs ...attribute.KeyValue) {
 		if !iv.Present() {

@@ -75,7 +75,7 @@ func TestAccessLinePhasesAndSummary(t *testing.T) {
 		!s.Route.Set || s.Route.Policy != "cache_aware" || s.Route.PrefillRank != 1 || s.Stamps[reqtime.LastToken] == 0 {
 		t.Fatalf("summary %+v", s)
 	}
-	if tl := reqtime.TimelineOf(s.Stamps); !tl.Phase[reqtime.KV].Present() || !tl.Phase[reqtime.Decode].Present() {
-		t.Fatalf("summary's stamps give no kv or decode phase: %+v", tl)
+	if tl := s.Timeline; !tl.Phase[reqtime.KV].Present() || !tl.Phase[reqtime.Decode].Present() || tl != r.Timeline() {
+		t.Fatalf("summary's timeline has no kv or decode phase, or is not the record's: %+v", tl)
 	}
 }

@@ -158,8 +158,9 @@ type Rec struct {
 	retries    int  // attempts after the first (retries and migrations)
 	migrated   bool // a migration continued the stream on another decode
 	route      routeFields
-	traceID    string // the request's trace, when one is recorded (Trace)
-	status     int    // the status End settled on
+	traceID    string           // the request's trace, when one is recorded (Trace)
+	status     int              // the status End settled on
+	timeline   reqtime.Timeline // its phases, as End found them
 }
 
 // routeFields are the routing decision the access line shows (the
@@ -595,7 +596,8 @@ func (r *Rec) End(status int) {
 	}
 	stamps := r.times.Snapshot()
 	line.gw, line.gwSet = reqtime.Compute(stamps)
-	line.phases = reqtime.TimelineOf(stamps)
+	r.timeline = reqtime.TimelineOf(stamps, r.oneLeg())
+	line.phases = r.timeline
 	names := make([]string, len(r.roles))
 	for i, x := range r.roles {
 		names[i] = x.name
@@ -802,8 +804,35 @@ func FromContext(ctx context.Context) *Rec {
 	return r
 }
 
+// kindAggregated is the role kind that serves a request in one leg
+// (profiles.KindAggregated).
+const kindAggregated = "aggregated"
+
+// oneLeg reports a request served by an aggregated engine, whose prefill
+// and decode are one leg (reqtime.TimelineOf); b.mu held.
+func (r *Rec) oneLeg() bool {
+	for _, x := range r.roles {
+		if x.kind == kindAggregated {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeline is the request's phases as End found them (/metrics observes
+// them once per request).
+func (r *Rec) Timeline() reqtime.Timeline {
+	if r == nil {
+		return reqtime.Timeline{}
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.timeline
+}
+
 // Summary is a request's record once it ended: what its trace carries
-// (gateway/tracing). Stamps are its moments (gateway/reqtime).
+// (gateway/tracing). Stamps are its moments (gateway/reqtime), Timeline
+// its phases as End found them.
 type Summary struct {
 	Method, Path       string
 	Status             int
@@ -815,6 +844,7 @@ type Summary struct {
 	Roles              []RoleLeg // the roles that served its legs, in the order they were sent
 	Route              RouteSummary
 	Stamps             [reqtime.NumStages]int64
+	Timeline           reqtime.Timeline
 }
 
 // RoleLeg is a role that served one of a request's legs.
@@ -838,7 +868,7 @@ func (r *Rec) Summary() Summary {
 	defer r.b.mu.Unlock()
 	s := Summary{Method: r.method, Path: r.path, Status: r.status, ID: r.id, EngineRIDs: strings.Join(r.engineRIDs, ","),
 		Reason: r.reason, Failed: r.failed, Prompt: r.prompt, Completion: r.completion, Retries: r.retries, Migrated: r.migrated,
-		Stamps: r.times.Snapshot()}
+		Stamps: r.times.Snapshot(), Timeline: r.timeline}
 	for _, x := range r.roles {
 		s.Roles = append(s.Roles, RoleLeg{Kind: x.kind, Name: x.name})
 	}
