@@ -230,6 +230,12 @@ type RoleStatus struct {
 	LogFile   string    `json:"log_file"`
 	Remote    bool      `json:"remote,omitempty"`
 
+	// Exits counts how the role's processes ended, by reason
+	// (supervisor.ExitReasons: requested, crashed with an error, killed by
+	// a signal, ...), since tsd started it; nil before the first end.
+	// Never changed once published: a new count is a new map.
+	Exits map[string]int `json:"exits,omitempty"`
+
 	// LogError is set while the role's log file cannot be written (disk
 	// full, read-only): the engine keeps running and its output is kept
 	// in memory only. Show it in red.

@@ -29,6 +29,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/supervisor/rolemetrics"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
 )
 
@@ -238,6 +239,7 @@ func daemonLog(p *profiles.Plan) string {
 // runSupervisor is the supervisor and gateway in this process: the daemon
 // body, and `tsd up --headless`.
 func (c upCmd) runSupervisor() error {
+	started := time.Now() // tsd_uptime_seconds
 	tuneGCForServing()
 	plan, src, unregister, err := c.register()
 	if err != nil {
@@ -343,6 +345,9 @@ func (c upCmd) runSupervisor() error {
 	}
 	current = sup.Plan
 	tester.Key = sup.APIKey // tsd apply may change it
+	// The roles' states, restarts, exits and uptime, beside the gateway's
+	// and telemetry's series on the one registry.
+	reg.MustRegister(rolemetrics.New(sup.Snapshot, started, nil))
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
