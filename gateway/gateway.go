@@ -221,9 +221,11 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	first := plan.Gateway
 	g.settings.Store(&first)
-	if err := g.setTracing(nil, plan.Gateway.Tracing); err != nil {
+	tc, err := g.prepareTracing(nil, plan.Gateway.Tracing)
+	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	tc.apply(g)
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux

@@ -61,29 +61,58 @@ func (g *Gateway) newTracer(p *profiles.TracingPlan) (*tracing.Tracer, error) {
 	return t, nil
 }
 
-// setTracing makes p the tracing settings: a new tracer when they
-// changed, the old one flushed and shut down behind it (its requests in
-// flight finish their traces there, unsent ones are dropped).
-func (g *Gateway) setTracing(old, p *profiles.TracingPlan) error {
+// tracingChange is a change of the tracing settings, built but not yet
+// in use (Reconfigure builds it before it changes anything, so a bad
+// headers_env refuses the whole apply).
+type tracingChange struct {
+	changed bool
+	next    *tracing.Tracer
+	ratio   float64
+}
+
+// prepareTracing builds the tracer p asks for when it differs from old.
+func (g *Gateway) prepareTracing(old, p *profiles.TracingPlan) (tracingChange, error) {
 	if reflect.DeepEqual(old, p) && (p == nil) == (g.traces.cur.Load() == nil) {
-		return nil
+		return tracingChange{}, nil
 	}
 	t, err := g.newTracer(p)
 	if err != nil {
-		return err
+		return tracingChange{}, err
 	}
-	if prev := g.traces.cur.Swap(t); prev != nil {
-		go func() {
-			defer g.recoverHere("tracer shutdown")
-			ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
-			defer cancel()
-			_ = prev.Shutdown(ctx)
-		}()
+	c := tracingChange{changed: true, next: t}
+	if p != nil {
+		c.ratio = p.SampleRatio
 	}
-	if t != nil {
-		g.log.Info("tracing requests", "endpoint", t.Endpoint(), "sample_ratio", p.SampleRatio)
+	return c, nil
+}
+
+// apply puts the change in use: requests from now on are traced by the
+// new tracer; the old one is flushed and shut down behind it (requests
+// in flight finish their traces there, unsent ones are dropped).
+func (c tracingChange) apply(g *Gateway) {
+	if !c.changed {
+		return
 	}
-	return nil
+	if prev := g.traces.cur.Swap(c.next); prev != nil {
+		go g.shutdownTracer(prev)
+	}
+	if c.next != nil {
+		g.log.Info("tracing requests", "endpoint", c.next.Endpoint(), "sample_ratio", c.ratio)
+	}
+}
+
+// discard drops a change that will not be used.
+func (c tracingChange) discard(g *Gateway) {
+	if c.next != nil {
+		go g.shutdownTracer(c.next)
+	}
+}
+
+func (g *Gateway) shutdownTracer(t *tracing.Tracer) {
+	defer g.recoverHere("tracer shutdown")
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	_ = t.Shutdown(ctx)
 }
 
 // stopTracing flushes the traces of the requests that ended and stops
