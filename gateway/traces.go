@@ -16,8 +16,8 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 )
 
-// The gateway's side of tracing (gateway/tracing, docs/protocol.md
-// §11.12): the tracer gateway.tracing asks for, swapped whole by tsd
+// The gateway's side of tracing (gateway/tracing, docs/metrics.md
+// "Traces"): the tracer gateway.tracing asks for, swapped whole by tsd
 // apply, and the request's trace begun at the front door and finished
 // with its record.
 

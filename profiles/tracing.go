@@ -7,7 +7,7 @@ import (
 )
 
 // TracingPlan is gateway.tracing: an OpenTelemetry trace per request,
-// exported over OTLP/HTTP (docs/protocol.md §11.12). The profile keeps
+// exported over OTLP/HTTP (docs/metrics.md "Traces"). The profile keeps
 // it whole; the plan carries it only when Endpoint is set (nil: tracing
 // off, no exporter).
 type TracingPlan struct {

@@ -91,7 +91,7 @@ func documented(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("^\\| `([a-z_:]+)` \\| [a-z]+ \\| ([^|]*) \\|")
+	row := regexp.MustCompile("^\\| `([a-z_:]+)` \\| (?:counter|gauge|histogram) \\| ([^|]*) \\|")
 	out := map[string]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		m := row.FindStringSubmatch(line)

@@ -13,8 +13,8 @@ import (
 )
 
 // Attribute keys: OpenTelemetry's semantic conventions where they name
-// the fact (HTTP, gen_ai usage), tsd.* for the rest (docs/protocol.md
-// §11.12).
+// the fact (HTTP, gen_ai usage), tsd.* for the rest (docs/metrics.md
+// "Traces").
 const (
 	keyService        = attribute.Key("service.name")
 	keyServiceVersion = attribute.Key("service.version")

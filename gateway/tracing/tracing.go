@@ -1,5 +1,5 @@
 // Package tracing is the gateway's OpenTelemetry trace of each request
-// (docs/protocol.md §11.12): a server span per generation request, a
+// (docs/metrics.md "Traces"): a server span per generation request, a
 // child span per phase of its time (gateway/reqtime's timeline: queued,
 // tokenize, route, encode, prefill, kv_transfer, write, decode) carrying
 // the role, rank, policy, layout and tokens, exported over OTLP/HTTP with
