@@ -233,3 +233,58 @@ func TestTraceReachesCollector(t *testing.T) {
 		}
 	}
 }
+
+// An aggregated request's trace (one leg on an aggregated engine): its
+// prefill span runs to the first token, merged, on the aggregated
+// engine; there is no kv_transfer span, and its access line has
+// prefill_ms but no kv_ms.
+func TestTraceAggregatedRequest(t *testing.T) {
+	col := newCollector(t)
+	c, log := layoutCluster(t, func(p *profiles.Plan) {
+		p.Gateway.Tracing = &profiles.TracingPlan{Endpoint: col.srv.URL + "/v1/traces", SampleRatio: 1}
+	}, role{name: "agg-0", kind: profiles.KindAggregated})
+	st, rs, msg := postGenerate(t, c.base, `{"input_ids":[11,12,13,14,15],"stream":true,"sampling_params":{"max_new_tokens":5,"ignore_eos":true}}`)
+	if st != 200 || len(rs) == 0 {
+		t.Fatalf("/generate: %d %s", st, msg)
+	}
+	waitRecordsEnded(t, c.g, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.g.traces.cur.Load().Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var id []byte
+	deadline := time.After(10 * time.Second)
+	for id == nil {
+		col.mu.Lock()
+		if len(col.spans) > 0 {
+			id = col.spans[0].GetTraceId()
+		}
+		col.mu.Unlock()
+		if id == nil {
+			select {
+			case <-col.changed:
+			case <-deadline:
+				t.Fatal("no span reached the collector")
+			}
+		}
+	}
+	spans := col.waitSpans(t, id, "POST /generate", "queued", "route", "prefill", "write", "decode")
+	if len(spans["kv_transfer"]) != 0 {
+		t.Errorf("an aggregated request has a kv_transfer span")
+	}
+	pre := spans["prefill"][0]
+	if !attr(pre, "tsd.merged").GetBoolValue() || attr(pre, "tsd.kind").GetStringValue() != "aggregated" || attr(pre, "tsd.role").GetStringValue() != "agg-0" {
+		t.Errorf("prefill span %v", pre.GetAttributes())
+	}
+	if v := attr(spans["POST /generate"][0], "tsd.layout"); v.GetStringValue() != "aggregated" {
+		t.Errorf("request span layout %v", v)
+	}
+	if v := attr(spans["decode"][0], "tsd.kind"); v.GetStringValue() != "aggregated" {
+		t.Errorf("decode span kind %v", v)
+	}
+	lines := accessLines(log)
+	if len(lines) != 1 || !strings.Contains(lines[0], "prefill_ms=") || strings.Contains(lines[0], "kv_ms=") || !strings.Contains(lines[0], "decode_ms=") {
+		t.Errorf("access line %q: want prefill_ms and decode_ms, no kv_ms", lines)
+	}
+}

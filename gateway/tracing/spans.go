@@ -32,6 +32,7 @@ const (
 	keyRetries    = attribute.Key("tsd.retries")
 	keyMigrated   = attribute.Key("tsd.migrated")
 	keyLayout     = attribute.Key("tsd.layout")
+	keyLayoutWhy  = attribute.Key("tsd.layout_reason")
 	keyRole       = attribute.Key("tsd.role")
 	keyKind       = attribute.Key("tsd.kind")
 	keyRank       = attribute.Key("tsd.rank")
@@ -68,7 +69,14 @@ func (q *Request) Finish(s traffic.Summary) {
 	end := time.Now()
 	legs := legsOf(s.Roles)
 	tl := s.Timeline
-	layout := legs.layout()
+	layout := s.Route.Layout
+	if layout == "" {
+		layout = legs.layout()
+	}
+	firstRank := s.Route.PrefillRank
+	if s.Route.Aggregated {
+		firstRank = s.Route.AggRank
+	}
 	child := func(name string, iv reqtime.Interval, attrs ...attribute.KeyValue) {
 		if !iv.Present() {
 			return
@@ -80,6 +88,9 @@ func (q *Request) Finish(s traffic.Summary) {
 	child("queued", tl.Phase[reqtime.Queued], keyQueue.String("worker"))
 	child("tokenize", tl.Phase[reqtime.Tokenize], keyInTokens.Int(s.Prompt))
 	route := []attribute.KeyValue{keyLayout.String(layout)}
+	if s.Route.LayoutReason != "" {
+		route = append(route, keyLayoutWhy.String(s.Route.LayoutReason))
+	}
 	if s.Route.Set {
 		route = append(route, keyPolicy.String(s.Route.Policy), keyReason.String(s.Route.Reason))
 		if s.Route.Match >= 0 {
@@ -90,12 +101,12 @@ func (q *Request) Finish(s traffic.Summary) {
 	if len(legs.encode) > 0 {
 		child("encode", tl.Phase[reqtime.Encode], keyKind.String(kindEncode), keyRole.String(strings.Join(legs.encode, ",")))
 	}
-	pre := []attribute.KeyValue{keyKind.String(legs.firstKind), keyRole.String(legs.first), keyRank.Int(s.Route.PrefillRank),
+	pre := []attribute.KeyValue{keyKind.String(legs.firstKind), keyRole.String(legs.first), keyRank.Int(firstRank),
 		keyInTokens.Int(s.Prompt), keyMerged.Bool(tl.Merged)}
 	child("prefill", tl.Phase[reqtime.Prefill], pre...)
 	dec := []attribute.KeyValue{keyKind.String(kindDecode), keyRole.String(legs.decode), keyRank.Int(s.Route.DecodeRank)}
 	if layout == LayoutAggregated {
-		dec = []attribute.KeyValue{keyKind.String(kindAggregated), keyRole.String(legs.first), keyRank.Int(s.Route.PrefillRank)}
+		dec = []attribute.KeyValue{keyKind.String(kindAggregated), keyRole.String(legs.first), keyRank.Int(firstRank)}
 	}
 	child("kv_transfer", tl.Phase[reqtime.KV], dec...)
 	child("write", tl.Phase[reqtime.Write])
