@@ -50,8 +50,7 @@ func trafficRow(t *testing.T, st snapshot.GatewayStatus, role string) snapshot.R
 }
 
 // The dashboard and /metrics agree. After a mixed load —
-// successes, a 400 (a client error), a 503 while no decode is routed (the
-// deployment's) — the snapshot's
+// successes, a 400, a 503 while no decode is routed — the snapshot's
 // numbers are what /metrics reports, the refusals count under the gateway
 // row, and each request has one access line.
 func TestTrafficSnapshotMatchesMetrics(t *testing.T) {

@@ -44,6 +44,7 @@ func TestParseHeaders(t *testing.T) {
 // The request's layout and the roles of its phases come from the legs
 // it ran on: a retry's legs are the last ones listed.
 func TestLegs(t *testing.T) {
+	leg := func(kind, name string) traffic.RoleLeg { return traffic.RoleLeg{Kind: kind, Name: name} }
 	for _, c := range []struct {
 		name   string
 		roles  []traffic.RoleLeg
@@ -52,10 +53,10 @@ func TestLegs(t *testing.T) {
 		decode string
 		encode int
 	}{
-		{"pd", []traffic.RoleLeg{{"prefill", "p0"}, {"decode", "d0"}}, LayoutPD, "p0", "d0", 0},
-		{"epd", []traffic.RoleLeg{{"encode", "e0"}, {"encode", "e1"}, {"prefill", "p0"}, {"decode", "d0"}}, LayoutPD, "p0", "d0", 2},
-		{"aggregated", []traffic.RoleLeg{{"aggregated", "a0"}}, LayoutAggregated, "a0", "", 0},
-		{"retried elsewhere", []traffic.RoleLeg{{"prefill", "p0"}, {"decode", "d0"}, {"prefill", "p1"}, {"decode", "d1"}}, LayoutPD, "p1", "d1", 0},
+		{"pd", []traffic.RoleLeg{leg("prefill", "p0"), leg("decode", "d0")}, LayoutPD, "p0", "d0", 0},
+		{"epd", []traffic.RoleLeg{leg("encode", "e0"), leg("encode", "e1"), leg("prefill", "p0"), leg("decode", "d0")}, LayoutPD, "p0", "d0", 2},
+		{"aggregated", []traffic.RoleLeg{leg("aggregated", "a0")}, LayoutAggregated, "a0", "", 0},
+		{"retried elsewhere", []traffic.RoleLeg{leg("prefill", "p0"), leg("decode", "d0"), leg("prefill", "p1"), leg("decode", "d1")}, LayoutPD, "p1", "d1", 0},
 		{"refused", nil, "", "", "", 0},
 	} {
 		l := legsOf(c.roles)

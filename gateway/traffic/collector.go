@@ -11,7 +11,7 @@ var (
 	descRoleErrors = prometheus.NewDesc("tsd_gateway_role_errors_total",
 		"Requests the deployment failed (HTTP status >= 500 or a stream that broke), by the role that served a leg.", []string{"role"}, nil)
 	descRoleClientErrors = prometheus.NewDesc("tsd_gateway_role_client_errors_total",
-		"Requests refused for what they asked (HTTP 4xx but 499), by the role that served a leg.", []string{"role"}, nil)
+		"Requests refused for what they asked (HTTP 4xx but 499), by the role that served a leg (role=\"gateway\": refused before dispatch).", []string{"role"}, nil)
 	descRoleTokens = prometheus.NewDesc("tsd_gateway_role_output_tokens_total",
 		"Output tokens streamed, by decode role.", []string{"role"}, nil)
 	descRoleActive = prometheus.NewDesc("tsd_gateway_role_requests_in_flight",
@@ -25,7 +25,7 @@ var (
 	descErrors = prometheus.NewDesc("tsd_gateway_traffic_errors_total",
 		"Requests (POSTs) the deployment failed (HTTP status >= 500 or a stream that broke), each once.", nil, nil)
 	descClientErrors = prometheus.NewDesc("tsd_gateway_traffic_client_errors_total",
-		"Requests (POSTs) refused for what they asked (HTTP 4xx but 499: bad input, auth, limits), each once.", nil, nil)
+		"Requests (POSTs) refused for what they asked (HTTP 4xx but 499), each once.", nil, nil)
 	descTokens = prometheus.NewDesc("tsd_gateway_traffic_output_tokens_total",
 		"Output tokens streamed to clients.", nil, nil)
 	descActive = prometheus.NewDesc("tsd_gateway_traffic_requests_in_flight",
@@ -34,8 +34,8 @@ var (
 
 // Describe implements prometheus.Collector.
 func (b *Book) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRoleRequests, descRoleErrors, descRoleTokens, descRoleActive,
-		descRoleTTFT, descRoleITL, descRequests, descErrors, descTokens, descActive, descClientErrors, descRoleClientErrors,
+	for _, d := range []*prometheus.Desc{descRoleRequests, descRoleErrors, descRoleClientErrors, descRoleTokens, descRoleActive,
+		descRoleTTFT, descRoleITL, descRequests, descErrors, descClientErrors, descTokens, descActive,
 		descPrefillPrompt, descPrefillCached, descPrefillShare} {
 		ch <- d
 	}

@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,28 +12,37 @@ import (
 
 // One row per way a request ends: a server error is the deployment's, a
 // client error the request's own, a client that left is neither.
-func TestErrorClass(t *testing.T) {
+func TestErrorClasses(t *testing.T) {
 	for _, c := range []struct {
 		status         int
-		failed         string
-		server, client bool
+		fail, gone     bool
+		server, client uint64
 	}{
-		{200, "", false, false},
-		{200, "decode_failed", true, false}, // a stream that broke after its 200
-		{StatusClientClosed, "", false, false},
-		{400, "", false, true},
-		{401, "", false, true},
-		{404, "", false, true},
-		{429, "", false, true},
-		{500, "", true, false},
-		{502, "", true, false},
-		{503, "", true, false},
-		{504, "", true, false},
-		{400, "panic", true, false}, // failed wins: the gateway broke it
+		{200, false, false, 0, 0},
+		{200, true, false, 1, 0}, // a stream that broke after its 200
+		{200, false, true, 0, 0}, // 499: the client left
+		{400, false, false, 0, 1},
+		{401, false, false, 0, 1},
+		{404, false, false, 0, 1},
+		{429, false, false, 0, 1},
+		{500, false, false, 1, 0},
+		{502, false, false, 1, 0},
+		{503, false, false, 1, 0},
+		{504, false, false, 1, 0},
+		{400, true, false, 1, 0}, // failed wins: the gateway broke it
 	} {
-		s, cl := errorClass(c.status, c.failed)
-		if s != c.server || cl != c.client {
-			t.Errorf("errorClass(%d, %q) = server %v client %v, want %v %v", c.status, c.failed, s, cl, c.server, c.client)
+		b := New(Options{})
+		r := b.Begin("POST", "/generate")
+		if c.fail {
+			r.Fail("panic")
+		}
+		if c.gone {
+			r.Gone(context.Canceled)
+		}
+		r.End(c.status)
+		tot, _ := b.Status()
+		if tot.Errors != c.server || tot.ClientErrors != c.client {
+			t.Errorf("status %d fail %v gone %v: errors %d client %d, want %d %d", c.status, c.fail, c.gone, tot.Errors, tot.ClientErrors, c.server, c.client)
 		}
 	}
 }

@@ -85,9 +85,8 @@ type Book struct {
 }
 
 // acct is one row's counters. errors are the deployment's (a 5xx, or a
-// stream that broke after its 200); clientErrors the requests refused for
-// what they asked (a 4xx: bad input, auth, limits), which say nothing of
-// the deployment's health (docs/protocol.md §11.7).
+// stream that broke after its 200); clientErrors the requests refused
+// for what they asked (a 4xx other than 499).
 type acct struct {
 	requests, errors, tokens uint64
 	clientErrors             uint64
@@ -567,24 +566,11 @@ func (r *Rec) Fail(code string) {
 	r.b.mu.Unlock()
 }
 
-// errorClass is how a request that ended with status counts: a server
-// error (the deployment's: a 5xx, or a stream that broke after its 200,
-// failed) or a client error (a 4xx: the request itself was refused); a
-// client that went away (499) is neither.
-func errorClass(status int, failed string) (server, client bool) {
-	switch {
-	case status >= 500 || failed != "":
-		return true, false
-	case status >= 400 && status != StatusClientClosed:
-		return false, true
-	}
-	return false, false
-}
-
 // End closes the record with the HTTP status sent (0: 200). It counts the
-// request once, as a server or a client error (errorClass), on every
-// role that served it or else on the gateway row, and writes its access
-// line. Later calls do nothing.
+// request once, as the deployment's error (a 5xx, or Fail was called) or
+// a client error (another status ≥ 400 but 499), on every role that
+// served it or else on the gateway row, and writes its access line.
+// Later calls do nothing.
 func (r *Rec) End(status int) {
 	if r == nil {
 		return
@@ -603,8 +589,9 @@ func (r *Rec) End(status int) {
 	if r.abandoned && status < 400 {
 		status = StatusClientClosed
 	}
+	failed := status >= 500 || r.failed != ""
+	refused := !failed && status >= 400 && status != StatusClientClosed
 	r.status = status
-	serverErr, clientErr := errorClass(status, r.failed)
 	if r.counted {
 		sec := second(now)
 		count := func(a *acct, inflight bool) {
@@ -614,9 +601,9 @@ func (r *Rec) End(status int) {
 				a.inflight--
 			}
 			switch {
-			case serverErr:
+			case failed:
 				a.errors++
-			case clientErr:
+			case refused:
 				a.clientErrors++
 			}
 		}
@@ -800,11 +787,10 @@ func ms(d time.Duration) float64 {
 
 // Totals are the headline numbers: every counted request once.
 type Totals struct {
-	// Errors are the deployment's (5xx, broken streams); ClientErrors
-	// the requests refused for what they asked (4xx): errorClass.
-	Requests, Errors, ClientErrors uint64
-	ReqPerS, TokPerS               float64
-	InFlight                       int
+	Requests, Errors uint64
+	ClientErrors     uint64 // refused with a 4xx (not 499): not the deployment's errors
+	ReqPerS, TokPerS float64
+	InFlight         int
 	// Every counted request's time to first token and inter-token
 	// latency, whatever role served it (the dashboard's trends).
 	TTFTp50, TTFTp99, ITLp50, ITLp99 time.Duration
