@@ -143,8 +143,15 @@ func runTracing(o options, l layout, tsd, work string, d *deployment, c int) tra
 		}
 	}()
 	fmt.Printf("tracing on (sample_ratio %g, exporting to %s)\n", traceRatio, sink.url)
-	row.Chat = runLoad(o, l, tsd, work, d.base, "chat", c, o.requests[c], d.srv.pid())
-	row.Chat.Target = "tsd, tracing 10%"
+	// The best of o.reps runs, as the untraced tsd row beside it is.
+	for rep := range o.reps {
+		r := runLoad(o, l, tsd, work, d.base, "chat", c, o.requests[c], d.srv.pid())
+		r.Target = "tsd, tracing 10%"
+		if rep == 0 || (r.Err == "" && (row.Chat.Err != "" || r.S.OutputThroughput > row.Chat.S.OutputThroughput)) {
+			row.Chat = r
+		}
+		row.Requests += r.S.Completed
+	}
 	logPath := filepath.Join(d.dir, ".tsd", "logs", "gateway.log")
 	off := fileSize(logPath)
 	r := runLoad(o, l, tsd, work, d.base, "chat", 1, o.shareN, d.srv.pid())
@@ -156,7 +163,7 @@ func runTracing(o options, l layout, tsd, work string, d *deployment, c int) tra
 		row.Share.P50, row.Share.P90 = quantile(s["gw_us"], 0.5), quantile(s["gw_us"], 0.9)
 		row.Share.Tok, row.Share.Send, row.Share.Write = quantile(s["gw_tok_us"], 0.5), quantile(s["gw_send_us"], 0.5), quantile(s["gw_write_us"], 0.5)
 	}
-	row.Requests = row.Chat.S.Completed + r.S.Completed
+	row.Requests += r.S.Completed
 	// The exporter sends in batches (every 5 s): wait for the count to
 	// settle, on a deadline.
 	deadline := time.Now().Add(15 * time.Second)
@@ -226,7 +233,7 @@ func renderTracing(l layout, tr *tracingRow, rows []loadRow, share []shareRow, c
 	fmt.Fprintf(&b, "## The gateway with tracing sampled at %.0f%%\n\n"+
 		"The 1P1D deployment takes `gateway.tracing: {sample_ratio: %g}` live through `tsd apply`, exporting over OTLP/HTTP to a sink in the driver "+
 		"(one trace per sampled request: its span and a span per phase, built once the request ended; docs/metrics.md, Traces); "+
-		"then chat SSE C=%d and the C=1 share run are measured again, beside this run's untraced tsd and bare rows.\n\n", 100*traceRatio, traceRatio, c)
+		"then chat SSE C=%d (the best of `-reps` runs, as the untraced rows) and the C=1 share run are measured again, beside this run's untraced tsd and bare rows.\n\n", 100*traceRatio, traceRatio, c)
 	b.WriteString("| target | measured | goal | verdict |\n|---|---:|---|---|\n")
 	for _, t := range tracingTargets(l, *tr, rows, share, c) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.what, t.measured, t.goal, cell(t.verdict))
