@@ -67,7 +67,9 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 					g.metrics.gwAdded.Observe(b.Total.Seconds())
 				}
 				g.metrics.phases(rec.Timeline())
-				trace.Finish(rec.Summary())
+				if trace != nil { // tracing off or not sampled: nothing more
+					trace.Finish(rec.Summary())
+				}
 			}
 		},
 	})
