@@ -8,9 +8,11 @@ import (
 )
 
 // The admission queue as the status and /metrics show it
-// (docs/protocol.md §11.13): SMG's scheduler series where SMG has one
-// (smg_scheduler_*, class as SMG names it), tsd's for the rest; all read
-// from the queue's owner at scrape time.
+// (docs/protocol.md §11.13, docs/metrics.md): SMG's scheduler series
+// where SMG has one (smg_scheduler_*, class as SMG names it), tsd's for
+// the rest, read from the queue's owner at scrape time; its sheds count
+// in smg_admission_queue_rejected_total with the front door's
+// (phasemetrics.go).
 
 // admissionStatus is the queue for the snapshot; nil while it bounds
 // nothing and never did.
@@ -54,8 +56,6 @@ var (
 		[]string{"kind", "unit"}, nil)
 	descLimitKind = prometheus.NewDesc("tsd_gateway_admission_limit", "The admission queue's bounds now, by kind and what they bound (inflight_requests, inflight_tokens: the engines' capacity over their routable ranks; queue_requests, queue_tokens: what may wait); 0 none.",
 		[]string{"kind", "bound"}, nil)
-	descShed = prometheus.NewDesc("tsd_gateway_shed_total", "Requests the gateway shed at admission, by kind and reason (queue_full, deadline, displaced, rate_limit, too_large), each answered with 429 or 503 and Retry-After.",
-		[]string{"kind", "reason"}, nil)
 )
 
 // smgOutcome is an outcome under SMG's label values.
@@ -72,7 +72,7 @@ func smgOutcome(r string) string {
 }
 
 func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueDepth, descAdmit, descPromoted, descQueuedKind, descInflightKind, descLimitKind, descShed} {
+	for _, d := range []*prometheus.Desc{descQueueDepth, descAdmit, descPromoted, descQueuedKind, descInflightKind, descLimitKind} {
 		ch <- d
 	}
 }
@@ -86,15 +86,8 @@ func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
 		for cl, l := range k.Waiting {
 			depth[admission.ClassLabel(cl)] += l.Requests
 		}
-		shed := map[string]uint64{}
 		for o, n := range k.Outcomes {
 			admit[[2]string{admission.ClassLabel(o.Class), smgOutcome(o.Result)}] += n
-			if o.Result != "admitted" && o.Result != "client_gone" {
-				shed[o.Result] += n
-			}
-		}
-		for r, n := range shed {
-			ch <- prometheus.MustNewConstMetric(descShed, prometheus.CounterValue, float64(n), k.Kind, r)
 		}
 		for cl, n := range k.Promoted {
 			promoted[admission.ClassLabel(cl)] += n

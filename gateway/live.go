@@ -32,6 +32,10 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string, keys map[st
 		apiKey = ""
 	}
 	cur := g.settings.Load()
+	tc, err := g.prepareTracing(cur.Tracing, p.Tracing) // the one step that may fail on the daemon's env: first
+	if err != nil {
+		return err
+	}
 	live := g.door.Settings()
 	if p.MaxConcurrent != cur.MaxConcurrent || p.QueueTimeout != cur.QueueTimeout {
 		// Requests holding a slot of the old limiter release it there.
@@ -39,8 +43,10 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string, keys map[st
 	}
 	live.APIKey, live.Keys, live.CORSOrigins, live.MetricsPublic = apiKey, doorKeys, p.CORSOrigins, p.MetricsPublic
 	if err := g.disp.Reconfigure(p, queueWait(p.QueueTimeout)); err != nil {
+		tc.discard(g)
 		return err
 	}
+	tc.apply(g)
 	g.door.SetLive(live)
 	next := p
 	next.Workers = nil // the lane's business; settings only

@@ -107,6 +107,9 @@ type GatewayPlan struct {
 	// keys' names, variables, limits and priorities; never their values.
 	Admission *AdmissionPlan `json:"admission,omitempty"`
 	APIKeys   []APIKeyPlan   `json:"api_keys,omitempty"`
+	// Tracing (gateway.tracing): where the gateway sends a trace per
+	// request; nil: no tracing.
+	Tracing *TracingPlan `json:"tracing,omitempty"`
 }
 
 // ConditionalPlan is gateway.conditional (docs/profiles.md

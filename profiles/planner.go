@@ -776,6 +776,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		gp.Admission = &a
 	}
 	gp.APIKeys = g.APIKeys
+	gp.Tracing = tracingPlan(g.Tracing)
 	return gp
 }
 

@@ -513,6 +513,9 @@ func (p *overviewPage) gatewayLines() []string {
 	if a := admissionPart(g.Admission); a != "" {
 		parts = append(parts, a)
 	}
+	if g.ClientErrors > 0 { // refused for what they asked: not the deployment's, never red
+		parts = append(parts, fmt.Sprintf("%d client errors", g.ClientErrors))
+	}
 	if l := g.Layouts; l != nil {
 		parts = append(parts, layoutSplit(l))
 	}

@@ -169,7 +169,7 @@ func TestE2EAdmissionOverload(t *testing.T) {
 	}
 	metrics := scrape(t, base)
 	for _, want := range []string{`smg_scheduler_admit_total{class="bulk",outcome="rejected_queue_full"} 1`, `smg_scheduler_admit_total{class="system",outcome="admitted"} 1`,
-		`tsd_gateway_shed_total{kind="prefill",reason="displaced"} 1`, `smg_scheduler_queue_wait_seconds_count{class="interactive"} 1`} {
+		`smg_admission_queue_rejected_total{reason="displaced"} 1`, `smg_scheduler_queue_wait_seconds_count{class="interactive"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -204,16 +204,4 @@ func finishOrder(t *testing.T, path string, ids ...string) []string {
 		}
 		time.Sleep(20 * time.Millisecond) // the log file has no event to wait on; bounded by the deadline
 	}
-}
-
-// scrape is the gateway's /metrics text.
-func scrape(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }

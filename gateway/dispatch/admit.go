@@ -6,6 +6,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/admission"
 	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -104,9 +105,14 @@ func (g *Dispatcher) enter(ctx context.Context, r *tokenapi.Request) (context.Co
 		g.metrics.tenant(c.Tenant, "admitted", len(r.InputIDs))
 		return ctx, nil, nil
 	}
+	reqtime.Mark(ctx, reqtime.QueueBegin)
 	tk, ref := g.queue.Enter(ctx, profiles.KindPrefill, c.Tenant, admission.Ask{Class: ClassOf(r, c), Tokens: len(r.InputIDs), Arrived: now, Deadline: deadline})
+	reqtime.Mark(ctx, reqtime.QueueEnd)
 	if ref != nil {
 		g.metrics.tenant(c.Tenant, ref.Reason, 0)
+		if h := g.metrics.Shed; h != nil && ref.Status != 499 {
+			h(ref.Reason)
+		}
 		return ctx, nil, &RequestError{Status: ref.Status, Code: ref.Code, Message: ref.Message, RetryAfter: ref.After}
 	}
 	g.metrics.tenant(c.Tenant, "admitted", len(r.InputIDs))

@@ -75,6 +75,9 @@ type Metrics struct {
 	TenantRequests *prometheus.CounterVec
 	TenantTokens   *prometheus.CounterVec
 	QueueWait      *prometheus.HistogramVec
+	// Shed hears a request the admission queue shed, by its reason
+	// (smg_admission_queue_rejected_total, beside the front door's).
+	Shed func(reason string)
 }
 
 // tenant counts a request of an API key's tenant ("": none, not counted).
