@@ -119,7 +119,7 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	next := plan.Gateway
 	next.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:1/v1/traces", SampleRatio: 0.1}
-	if err := g.Reconfigure(next, ""); err != nil {
+	if err := g.Reconfigure(next, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	first := g.traces.cur.Load()
@@ -128,12 +128,12 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	same := next
 	same.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:1/v1/traces", SampleRatio: 0.1}
-	if err := g.Reconfigure(same, ""); err != nil || g.traces.cur.Load() != first {
+	if err := g.Reconfigure(same, "", nil); err != nil || g.traces.cur.Load() != first {
 		t.Fatalf("an unchanged tracing setting replaced the tracer (%v)", err)
 	}
 	moved := next
 	moved.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:2/v1/traces", SampleRatio: 1}
-	if err := g.Reconfigure(moved, ""); err != nil {
+	if err := g.Reconfigure(moved, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if cur := g.traces.cur.Load(); cur == first || cur.Endpoint() != moved.Tracing.Endpoint {
@@ -141,11 +141,11 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	bad := next
 	bad.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:3/v1/traces", HeadersEnv: "TSD_TEST_NO_SUCH_VAR"}
-	if err := g.Reconfigure(bad, ""); err == nil || !strings.Contains(err.Error(), "TSD_TEST_NO_SUCH_VAR") {
+	if err := g.Reconfigure(bad, "", nil); err == nil || !strings.Contains(err.Error(), "TSD_TEST_NO_SUCH_VAR") {
 		t.Fatalf("an empty headers_env: %v", err)
 	}
 	off := plan.Gateway
-	if err := g.Reconfigure(off, ""); err != nil || g.traces.cur.Load() != nil {
+	if err := g.Reconfigure(off, "", nil); err != nil || g.traces.cur.Load() != nil {
 		t.Fatalf("tracing off: %v, tracer %v", err, g.traces.cur.Load())
 	}
 }
