@@ -451,10 +451,10 @@ func (p *overviewPage) heading(ci int) string {
 	if c.id == "gpus" {
 		title = deviceLabel(p.m.snap.GPUInfo) + "S" // NPUS on Ascend
 	}
-	if p.m.sortBy != c.id {
+	if p.sort.by != c.id {
 		return title
 	}
-	if p.m.sortDesc {
+	if p.sort.desc {
 		return title + "↓"
 	}
 	return title + "↑"

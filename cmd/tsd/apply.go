@@ -16,6 +16,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // tsd apply and tsd scale change a running deployment without reloading
@@ -72,7 +73,8 @@ func (c applyCmd) Run() error {
 type scaleCmd struct {
 	ctlTarget
 	applyFlags
-	GPUs string   `name:"gpus" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
+	// --gpus, as :scale takes it.
+	verbs.ScaleFlags
 	Args []string `arg:"" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
 }
 

@@ -306,7 +306,7 @@ type attachCmd struct {
 	ctlTarget
 	StopOnQuit bool   `name:"stop-on-quit" help:"Quitting stops the deployment unless you pick detach."`
 	ReadOnly   bool   `name:"readonly" help:"Watch only: no restart, stop or start keys (for observers)."`
-	Target     string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target     string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c attachCmd) Run() error {
