@@ -39,6 +39,7 @@ type overviewPage struct {
 	shownFilter string
 
 	sort  tableSort // the table's order (o, O, :sort)
+	cols  colMemo   // the columns shown at this width
 	split splitView // x: the selected role's live log under the table
 }
 

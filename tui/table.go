@@ -36,7 +36,12 @@ type column struct {
 	traffic  bool  // only while the gateway reports per-role traffic
 	cache    bool  // only while some prefill has a prefix cache to show
 	fill     bool  // takes the rest of the line
-	cell     func(p *overviewPage, x *rowCtx, c *cell)
+	// reserve is the room the column's text is known to need at times
+	// (STATE: a drain countdown, a startup phase), kept when the columns
+	// for a width are chosen, so a frame whose text is short does not
+	// choose columns a longer one must then drop.
+	reserve int
+	cell    func(p *overviewPage, x *rowCtx, c *cell)
 	// key orders roles by the column; num reports a number (sorted
 	// largest first by default), else str is compared.
 	key func(k *keyCtx) sortKey
@@ -68,7 +73,7 @@ var tableColumns = []column{
 		key: func(k *keyCtx) sortKey {
 			return sortKey{str: gpuText(k.s, k.r)}
 		}},
-	{id: "state", title: "STATE", priority: 0, shrinkAt: []int{4, 3, 2},
+	{id: "state", title: "STATE", priority: 0, shrinkAt: []int{4, 3, 2}, reserve: stateReserve,
 		cell: func(p *overviewPage, x *rowCtx, c *cell) {
 			stateForms(x.r, p.m.c.Now(), c)
 			// A breaker that is not closed (tui/breaker.go) follows the
@@ -419,8 +424,51 @@ func (p *overviewPage) buildTable(rows []dispRow) *frameTable {
 		fits = append(fits, cf)
 	}
 	p.fits = fits
-	t.layout = fitColumns(fits, p.w, tableGutter)
+	t.layout = fitColumns(fits, p.w, tableGutter, p.columnSet(t.cols, fits, len(rows) > 0))
 	return t
+}
+
+// stateReserve is the STATE column's reserve: its longest short forms
+// ("drain · 12 infl · 1m30s", "hshake · handshake done").
+const stateReserve = 23
+
+// colMemo is the column set chosen for one width and one set of columns
+// in play (traffic and cache columns come and go with the gateway's
+// figures): while neither changes, the table shows the same columns.
+type colMemo struct {
+	key string
+	set []bool
+}
+
+// columnSet is the columns shown at this width: chosen once, from the
+// widths the rows hold then (STATE at least its reserve), then kept, so
+// a cell's text changing width takes a shorter form or cuts that cell,
+// never the column set. Without rows nothing is chosen yet.
+func (p *overviewPage) columnSet(cols []int, fits []colFit, rows bool) []bool {
+	var kb strings.Builder
+	kb.WriteString(itoa(p.w))
+	for _, ci := range cols {
+		kb.WriteByte(' ')
+		kb.WriteString(tableColumns[ci].id)
+	}
+	if p.cols.key == kb.String() {
+		return p.cols.set
+	}
+	if !rows {
+		return nil
+	}
+	nominal := make([]colFit, len(fits))
+	for j, f := range fits {
+		nominal[j] = f
+		if r := tableColumns[cols[j]].reserve; r > 0 {
+			nominal[j].widths = make([]int, len(f.widths))
+			for k, w := range f.widths {
+				nominal[j].widths[k] = max(w, r)
+			}
+		}
+	}
+	p.cols = colMemo{key: kb.String(), set: chooseColumns(nominal, p.w, tableGutter)}
+	return p.cols.set
 }
 
 // rowContext points x at what row d shows.
