@@ -621,10 +621,10 @@ func (p *logsPage) View() string {
 				s = p.highlightFilter(s)
 			}
 			switch {
+			case e.level == levelError: // a crash note of tsd's too
+				s = st.Bad.Render(s)
 			case e.note:
 				s = st.Warn.Render(s)
-			case e.level == levelError:
-				s = st.Bad.Render(s)
 			case e.level == levelWarning:
 				s = st.Warn.Render(s)
 			}

@@ -40,22 +40,56 @@ type gpuMem struct {
 	used, total uint64
 }
 
-// gpuMemCell fits a role's per-GPU memory in the table's 9-cell column:
-// one GPU "71.2 GiB", several "2×71 GiB" (the largest, so the cell never
-// reads more than a card holds).
-func gpuMemCell(per []gpuMem, sum uint64) string {
+// gpuMemCell fits a role's per-GPU memory in the table's column: one GPU
+// "71.2 GiB", several "≤71 GiB/GPU" (the most on any of its GPUs, said to
+// be per GPU: "2×71 GiB" read as a total), else the role's total.
+func gpuMemCell(c *cell, per []gpuMem, sum uint64) {
 	switch len(per) {
 	case 0:
 		if sum == 0 {
-			return "-"
+			c.set("-", pPlain)
+			return
 		}
-		return humanBytes(sum) // no per-process readings: the role's total
+		c.set(humanBytes(sum), pPlain) // no per-process readings: the role's total
+		return
 	case 1:
-		return humanBytes(per[0].used)
+		c.set(humanBytes(per[0].used), pPlain)
+		return
 	}
 	top := uint64(0)
 	for _, g := range per {
 		top = max(top, g.used)
 	}
-	return fmt.Sprintf("%d×%.0f GiB", len(per), float64(top)/(1<<30))
+	gb := float64(top) / (1 << 30)
+	c.set(fmt.Sprintf("≤%.0f GiB/GPU", gb), pPlain)
+	c.add(fmt.Sprintf("≤%.0fG/GPU", gb))
+}
+
+// gpuUtil is the mean utilization of the GPUs that run any of the role
+// instances members (indices in s.Roles), as telemetry joins GPUs to
+// roles; ok is false when no GPU reading names one of them.
+func gpuUtil(s *snapshot.Snapshot, members []int) (int, bool) {
+	sum, n := 0, 0
+	for gi := range s.GPUs {
+		g := &s.GPUs[gi]
+		if gpuRuns(s, g.Roles, members) {
+			sum += g.UtilPct
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return (sum + n/2) / n, true
+}
+
+func gpuRuns(s *snapshot.Snapshot, on []string, members []int) bool {
+	for _, name := range on {
+		for _, i := range members {
+			if s.Roles[i].Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }

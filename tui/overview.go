@@ -452,11 +452,9 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Mode != "" {
 		parts = append(parts, "mode "+g.Mode)
 	}
-	// Rates as the trends smooth them (raw per-snapshot rates jitter).
+	// The gateway's own rates, over the same window as the rows' REQ/S
+	// and TOK/S (gateway/traffic's ten seconds): one source on one screen.
 	reqRate, tokRate := g.ReqPerSec, g.TokPerSec
-	if p.m.trends.set.Len() > 0 {
-		reqRate, tokRate = p.m.trends.smoothed()
-	}
 	parts = append(parts, ready,
 		ftoa(reqRate, 1)+" req/s",
 		ftoa(tokRate, 0)+" tok/s",
@@ -676,7 +674,7 @@ func (p *overviewPage) eventLines() []string {
 		if who == "" {
 			who = "tsd"
 		}
-		lines = append(lines, "  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message)
+		lines = append(lines, cutLine("  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message, p.w))
 	}
 	return lines
 }
