@@ -224,7 +224,7 @@ var tableColumns = []column{
 			}
 			c.set(cacheCell(x))
 		},
-		key:  trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.CachedShare }), desc: true},
+		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.CachedShare }), desc: true},
 	// The engine's pid, its process group (K signals the group).
 	{id: "pid", title: "PID", right: true, priority: 6,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {

@@ -47,7 +47,7 @@ type StopFlags struct {
 
 // ScaleFlags are the flags `tsd scale` and `:scale` share.
 type ScaleFlags struct {
-	GPUs string `name:"gpus" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
+	GPUs string `name:"gpus" placeholder:"G,G" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
 }
 
 // Signals are the signals `:signal` may send, by the names `kill -l`

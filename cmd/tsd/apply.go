@@ -30,7 +30,7 @@ import (
 type applyCmd struct {
 	ctlTarget
 	applyFlags
-	Args []string `arg:"" help:"The deployment (default: this directory's) and the edited profile."`
+	Args []string `arg:"" complete:"deployment|file,file" help:"The deployment (default: this directory's) and the edited profile."`
 }
 
 type applyFlags struct {
@@ -75,7 +75,7 @@ type scaleCmd struct {
 	applyFlags
 	// --gpus, as :scale takes it.
 	verbs.ScaleFlags
-	Args []string `arg:"" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
+	Args []string `arg:"" complete:"deployment|entry" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
 }
 
 func (c scaleCmd) Run() error {

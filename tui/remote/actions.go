@@ -96,10 +96,20 @@ func (b *Backend) Apply(ctx context.Context, profile, expect string, progress fu
 	return b.c.Apply(ctx, req, false, nil, progress)
 }
 
-// registry is where Deployments and Switch look: the daemons' registry
-// (daemons.Dir, $TSD_REGISTRY_DIR in tests).
-func registry() ([]daemons.Entry, error) {
-	r, err := daemons.Open("")
+// UseRegistry makes :ctx read the daemons' registry in dir instead of
+// daemons.Dir (tests keep their own).
+func (b *Backend) UseRegistry(dir string) {
+	b.mu.Lock()
+	b.registry = dir
+	b.mu.Unlock()
+}
+
+// deployments are the registry's live entries.
+func (b *Backend) deployments() ([]daemons.Entry, error) {
+	b.mu.Lock()
+	dir := b.registry
+	b.mu.Unlock()
+	r, err := daemons.Open(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +119,7 @@ func registry() ([]daemons.Entry, error) {
 // Deployments implements tui.Switcher: the deployments running here, by
 // the registry.
 func (b *Backend) Deployments() ([]string, error) {
-	es, err := registry()
+	es, err := b.deployments()
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +133,7 @@ func (b *Backend) Deployments() ([]string, error) {
 // Switch implements tui.Switcher: a backend on the deployment called name
 // (read-only if this one is).
 func (b *Backend) Switch(ctx context.Context, name string) (tui.Backend, error) {
-	es, err := registry()
+	es, err := b.deployments()
 	if err != nil {
 		return nil, err
 	}
@@ -138,5 +148,8 @@ func (b *Backend) Switch(ctx context.Context, name string) (tui.Backend, error) 
 	if b.refused() {
 		nb.SetReadOnly()
 	}
+	b.mu.Lock()
+	nb.registry = b.registry
+	b.mu.Unlock()
 	return nb, nil
 }
