@@ -493,12 +493,6 @@ func control(what string, fn func() error) tea.Cmd {
 	return func() tea.Msg { return controlDoneMsg{what: what, err: fn()} }
 }
 
-// run starts a control call now, saying so on the message line.
-func (m *Model) run(what string, fn func() error) tea.Cmd {
-	m.flash.set(what + "…")
-	return control(what, fn)
-}
-
 // startCmd starts a role; once the backend accepted it the model waits
 // for the role to be ready before it says "done".
 func (m *Model) startCmd(name string) tea.Cmd {

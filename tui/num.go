@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -13,8 +11,6 @@ func itoa(n int) string    { return strconv.Itoa(n) }
 func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func ftoa(f float64, prec int) string { return strconv.FormatFloat(f, 'f', prec, 64) }
-
-func textWidthANSI(s string) int { return ansi.StringWidth(s) }
 
 // roleGPUMem is a role's GPU memory per GPU it uses, by physical index,
 // from the per-process readings (a role's total across its GPUs is not a
