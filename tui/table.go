@@ -530,6 +530,9 @@ func (p *overviewPage) columnSet(cols []int, fits []colFit, rows bool) []bool {
 	nominal := make([]colFit, len(fits))
 	for j, f := range fits {
 		nominal[j] = f
+		if f.fill {
+			nominal[j].minFill = minReason // the most it keeps once it has text
+		}
 		if r := tableColumns[cols[j]].reserve; r > 0 {
 			nominal[j].widths = make([]int, len(f.widths))
 			for k, w := range f.widths {
