@@ -36,7 +36,6 @@ func (t *trends) fold(s snapshot.Snapshot) {
 	}
 }
 
-
 // trendKind says how a series' numbers read.
 type trendKind uint8
 
