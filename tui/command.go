@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kong"
 
@@ -112,10 +113,39 @@ func grammar() (*kong.Kong, *verbs.Dashboard) {
 	return k, &g
 }
 
+// verbHelp is one `:` verb as the footer and the `?` page show it.
+type verbHelp struct {
+	name, synopsis, help string
+}
+
+// dashboardHelp is every `:` verb, in the grammar's order: read once
+// from the grammar (it never changes), not once a frame.
+var dashboardHelp = sync.OnceValue(func() []verbHelp {
+	k, _ := grammar()
+	var out []verbHelp
+	for _, name := range verbs.Verbs(k.Model.Node) {
+		n := verbs.Find(k.Model.Node, name)
+		args := []string{":" + name}
+		for _, a := range n.Positional {
+			w := verbs.Placeholder(a)
+			if !a.Required {
+				w = "[" + w + "]"
+			}
+			args = append(args, w)
+		}
+		out = append(out, verbHelp{name: name, synopsis: strings.Join(args, " "), help: n.Help})
+	}
+	return out
+})
+
 // dashboardVerbs are the `:` verbs, in the grammar's order.
 func dashboardVerbs() []string {
-	k, _ := grammar()
-	return verbs.Verbs(k.Model.Node)
+	hs := dashboardHelp()
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.name
+	}
+	return out
 }
 
 // parseCommand reads one command line against the roles that exist; the

@@ -6,8 +6,6 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-
-	"github.com/tsd-project/tsd/verbs"
 )
 
 // helpPage lists every binding, generated from the one keymap, and every
@@ -189,19 +187,9 @@ func (p *helpPage) helpLines() []string {
 	// The `:` verbs, from the grammar the line parses: each verb with
 	// what it takes (tab completes it, and its flags) and its help, in
 	// columns of their own under the keys.
-	k, _ := grammar()
 	var rows [][2]string
-	for _, name := range verbs.Verbs(k.Model.Node) {
-		n := verbs.Find(k.Model.Node, name)
-		args := []string{":" + name}
-		for _, a := range n.Positional {
-			w := verbs.Placeholder(a)
-			if !a.Required {
-				w = "[" + w + "]"
-			}
-			args = append(args, w)
-		}
-		rows = append(rows, [2]string{strings.Join(args, " "), n.Help})
+	for _, v := range dashboardHelp() {
+		rows = append(rows, [2]string{v.synopsis, v.help})
 	}
 	vl := rowsOf(rows)
 	n := max(1, (p.w+helpGap)/(helpMinVerbColumn+helpGap))

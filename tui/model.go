@@ -658,15 +658,19 @@ func newFooter(st Styles) footer {
 
 func (f *footer) view(pageKeys, tailKeys []key.Binding, readOnly bool, w int) string {
 	page := shortBindings(pageKeys)
-	tail := shortBindings(tailKeys)
+	// The key is the width and the page's keys: the tail and read-only
+	// are the dashboard's for its whole run.
 	var kb strings.Builder
 	kb.WriteString(itoa(w))
-	for _, b := range append(page, tail...) {
+	for _, b := range page {
 		h := b.Help()
-		kb.WriteString("|" + h.Key + " " + h.Desc)
+		kb.WriteByte('|')
+		kb.WriteString(h.Key)
+		kb.WriteByte(' ')
+		kb.WriteString(h.Desc)
 	}
 	if ck := kb.String(); ck != f.key {
-		f.key, f.val = ck, f.layout(page, tail, readOnly, w)
+		f.key, f.val = ck, f.layout(page, shortBindings(tailKeys), readOnly, w)
 	}
 	return f.val
 }

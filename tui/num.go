@@ -61,6 +61,24 @@ func gpuMemCell(c *cell, per []gpuMem, sum uint64) {
 	c.add(fmt.Sprintf("≤%.0fG/GPU", gb))
 }
 
+// pcts are "0%" … "100%", made once: a percentage cell each frame costs
+// no allocation.
+var pcts = func() [101]string {
+	var out [101]string
+	for i := range out {
+		out[i] = strconv.Itoa(i) + "%"
+	}
+	return out
+}()
+
+// pctText is n as a percentage cell.
+func pctText(n int) string {
+	if n >= 0 && n <= 100 {
+		return pcts[n]
+	}
+	return strconv.Itoa(n) + "%"
+}
+
 // gpuUtil is the mean utilization of the GPUs that run any of the role
 // instances members (indices in s.Roles), as telemetry joins GPUs to
 // roles; ok is false when no GPU reading names one of them.

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -284,7 +285,7 @@ var tableColumns = []column{
 				return
 			}
 			if u, ok := gpuUtil(&p.m.snap, x.members); ok && !x.idle {
-				c.set(itoa(u)+"%", loadPaint(float64(u), "util"))
+				c.set(pctText(u), loadPaint(float64(u), "util"))
 				return
 			}
 			c.set("-", pPlain)
@@ -506,8 +507,9 @@ const stateReserve = 23
 // in play (traffic and cache columns come and go with the gateway's
 // figures): while neither changes, the table shows the same columns.
 type colMemo struct {
-	key string
-	set []bool
+	w    int
+	cols []int // the columns in play (indices into tableColumns)
+	set  []bool
 }
 
 // columnSet is the columns shown at this width: chosen once, from the
@@ -515,13 +517,7 @@ type colMemo struct {
 // a cell's text changing width takes a shorter form or cuts that cell,
 // never the column set. Without rows nothing is chosen yet.
 func (p *overviewPage) columnSet(cols []int, fits []colFit, rows bool) []bool {
-	var kb strings.Builder
-	kb.WriteString(itoa(p.w))
-	for _, ci := range cols {
-		kb.WriteByte(' ')
-		kb.WriteString(tableColumns[ci].id)
-	}
-	if p.cols.key == kb.String() {
+	if p.cols.set != nil && p.cols.w == p.w && slices.Equal(p.cols.cols, cols) {
 		return p.cols.set
 	}
 	if !rows {
@@ -540,7 +536,7 @@ func (p *overviewPage) columnSet(cols []int, fits []colFit, rows bool) []bool {
 			}
 		}
 	}
-	p.cols = colMemo{key: kb.String(), set: chooseColumns(nominal, p.w, tableGutter)}
+	p.cols = colMemo{w: p.w, cols: slices.Clone(cols), set: chooseColumns(nominal, p.w, tableGutter)}
 	return p.cols.set
 }
 
@@ -592,6 +588,7 @@ func (p *overviewPage) heading(ci int) string {
 // renderRow draws row i of the frame (i < 0: the heading).
 func (p *overviewPage) renderRow(t *frameTable, i int, styled, selected bool) string {
 	var b strings.Builder
+	b.Grow(p.w + p.w/2) // the row's cells and their colours, grown once
 	if i >= 0 && selected {
 		b.WriteString("▸ ")
 	} else {
