@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -518,6 +521,12 @@ func (a *actor) spawn() []event {
 	if a.file != nil {
 		file = a.file
 	}
+	if why := a.missingModel(); why != "" {
+		a.note("%s", why)
+		a.env.rec.releaseCgroup(cgroup)
+		p := &process{exit: Exit{StartErr: why, Code: 127, Lasting: true}, started: a.env.now(), empty: true}
+		return []event{a.ended(p, "")}
+	}
 	p, err := startProcess(spec, func(out *os.File) error {
 		if file == nil {
 			return captureStream(out, a.ring, nil, onLine)
@@ -830,4 +839,20 @@ func (a *actor) progress() (event, bool) {
 		phase = "no milestone yet"
 	}
 	return event{Kind: evNoProgress, Why: fmt.Sprintf("no progress for %s (phase: %s)", HumanDuration(limit), phase)}, true
+}
+
+// missingModel says why a local engine cannot start when its model is a
+// folder path that does not exist (an absolute path: a Hugging Face id is
+// never one): starting it again would fail the same way until someone
+// fixes the profile or the disk, so it is a lasting start error. Roles
+// started elsewhere (Slurm steps) read their own filesystem.
+func (a *actor) missingModel() string {
+	plan := a.env.plan.Load()
+	if plan == nil || a.plan.Launcher == profiles.LauncherSlurm || !a.plan.Local || !filepath.IsAbs(plan.Model) {
+		return ""
+	}
+	if _, err := os.Stat(plan.Model); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("model folder %s does not exist", plan.Model)
+	}
+	return ""
 }

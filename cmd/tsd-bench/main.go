@@ -80,6 +80,7 @@ type options struct {
 	requestsAll               int // -requests as one number for every C
 	scale                     []int
 	skipShare                 bool
+	lay                       layoutsOptions
 }
 
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
@@ -135,8 +136,21 @@ func parseFlags(args []string) (options, error) {
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
 	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
 	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
+	fs.BoolVar(&o.lay.skip, "skip-layouts", false, "skip the layouts rows (aggregated, PD and conditional compared on ts-fake's performance model)")
+	fs.BoolVar(&o.lay.only, "layouts-only", false, "run only the layouts rows and put their section into -out, keeping the rest of the file")
+	fs.StringVar(&o.lay.examples, "layouts-examples", "profiles/examples", "layouts: folder of the example profiles")
+	fs.StringVar(&o.lay.names, "layouts", "agg-4,pd-1p3d,pd-2p2d,mixed-conditional", "layouts: the example profiles compared (names without .yaml)")
+	fs.StringVar(&o.lay.preset, "layouts-preset", defaultLayoutPreset, "layouts: ts-fake's --fake-perf preset")
+	fs.StringVar(&o.lay.rates, "layouts-rates", "12,24,40,56", "layouts: request rates (req/s) of the sweep")
+	fs.IntVar(&o.lay.requests, "layouts-requests", 480, "layouts: requests at each rate")
+	fs.StringVar(&o.lay.goodput, "layouts-goodput", "ttft:1000,tpot:10", "layouts: the SLO, in tsd bench --goodput's words")
+	fs.IntVar(&o.lay.outputLen, "layouts-output-len", 200, "layouts: output tokens of every request")
+	fs.StringVar(&o.lay.plot, "layouts-plot", "", "layouts: also write the comparison's PNG here (docs/layouts.png)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.lay.requests < 1 || o.lay.outputLen < 1 {
+		return o, fmt.Errorf("-layouts-requests %d, -layouts-output-len %d: want at least 1", o.lay.requests, o.lay.outputLen)
 	}
 	if strings.TrimSpace(*scale) != "" {
 		for _, s := range strings.Split(*scale, ",") {
@@ -465,6 +479,9 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	if o.lay.only {
+		return layoutsOnly(o, e, tsd, fake, work)
+	}
 	fmt.Println(l.describe())
 
 	var rows []loadRow
@@ -561,6 +578,13 @@ func run(o options) error {
 		rel = runReliability(o.rel, l, tsd, fake, work)
 	}
 
+	var lay *layoutsRun
+	if !o.lay.skip {
+		r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
+		lay = &r
+		routingMD += renderLayouts(r, e)
+	}
+
 	var gob []goResult
 	switch {
 	case o.skipGo:
@@ -582,10 +606,40 @@ func run(o options) error {
 	}
 	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
-		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale}); err != nil {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale, "Layouts": lay}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)
+	}
+	return nil
+}
+
+// layoutsOnly runs the layouts rows alone and puts their section into
+// -out in place of the one there (appended when there is none), so a run
+// of only these rows keeps the rest of the results file.
+func layoutsOnly(o options, e env, tsd, fake, work string) error {
+	r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
+	section := renderLayouts(r, e)
+	doc, err := os.ReadFile(o.out)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	md := spliceSection(string(doc), layoutsHeading, section)
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	fmt.Println("wrote", o.out)
+	if o.jsonOut != "" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.jsonOut, err)
+		}
+	}
+	if r.Err != "" {
+		return errors.New(firstLine(r.Err))
 	}
 	return nil
 }

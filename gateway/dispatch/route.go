@@ -69,7 +69,9 @@ var alwaysPD = routing.LayoutDecision{Layout: routing.LayoutPD, Reason: routing.
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
 // the choice index an empty list (the 1P-dp2 kill test's "index out of
-// range [-1]"). kv, when set, adds each worker's KV events.
+// range [-1]"). kv, when set, adds each worker's KV events. Quiet ranks
+// (outputs stopped while they have work, gateway/lane quiet.go) are left
+// out while another rank of the pool is not quiet.
 func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 	out := make([]routing.WorkerView, len(ws))
 	for i, w := range ws {
@@ -80,7 +82,7 @@ func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 			perRank, v.Live = kv.Match(w.Role(), prompt)
 		}
 		for _, r := range ranks {
-			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens}
+			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens, Quiet: r.Quiet}
 			if !r.Since.IsZero() {
 				rv.Epoch = r.Since.UnixNano()
 			}
@@ -91,7 +93,7 @@ func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 		}
 		out[i] = v
 	}
-	return out
+	return routing.AvoidQuiet(out)
 }
 
 // legsFor turns the Router's choice into legs: the prefill leg goes to
