@@ -717,6 +717,7 @@ func (a *actor) ended(p *process, errLine string) event {
 		a.note("log capture: %v", p.captureErr)
 	}
 	ev := event{Kind: evExited, Exit: p.exit, Ran: ran, Held: a.gpu.held != nil, ErrLine: errLine}
+	a.countExit(exitReason(a.lc, ev))
 	if !p.empty {
 		a.note("process group %d still has live processes %v after SIGKILL", p.pid, p.leftover)
 		ev.Left = fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover)
@@ -726,6 +727,17 @@ func (a *actor) ended(p *process, errLine string) event {
 		a.note("%s after %s; process group %d verified empty", p.exit, HumanDuration(ran), p.pid)
 	}
 	return ev
+}
+
+// countExit counts one end of the role's process by reason (exits.go):
+// the map is replaced, never changed, since published snapshots share it.
+func (a *actor) countExit(reason string) {
+	m := make(map[string]int, len(a.st.Exits)+1)
+	for k, v := range a.st.Exits {
+		m[k] = v
+	}
+	m[reason]++
+	a.st.Exits = m
 }
 
 // onMilestone publishes what the capture saw; the launcher's ready line

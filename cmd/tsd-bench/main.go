@@ -80,6 +80,7 @@ type options struct {
 	requestsAll               int // -requests as one number for every C
 	scale                     []int
 	skipShare                 bool
+	skipTracing               bool // the rows with gateway.tracing at 10% (tracing.go)
 	lay                       layoutsOptions
 }
 
@@ -133,6 +134,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&fakeGPUs, "fake-gpus", 0, "run tsd with --fake-gpus N: simulated GPUs, so a host whose real GPUs are fewer than the profiles name (ts-fake uses none) still plans them")
 	fs.IntVar(&o.shareN, "share-requests", 300, "requests of each C=1 run that reads the gateway's share of TTFT (gw_us) from tsd's access lines")
 	fs.BoolVar(&o.skipShare, "skip-share", false, "skip the gateway-share-of-TTFT rows")
+	fs.BoolVar(&o.skipTracing, "skip-tracing", false, "skip the rows measured again with gateway.tracing sampled at 10%")
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
 	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
 	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
@@ -487,6 +489,8 @@ func run(o options) error {
 	var rows []loadRow
 	var ctl []controlRow
 	var share []shareRow
+	var traced *tracingRow
+	tracedC := tracingConc(o.conc)
 	var scale []scaleRow
 	if !o.skipServe {
 		fmt.Println("tsd: 1 prefill + 1 decode ts-fake, unpaced")
@@ -532,6 +536,10 @@ func run(o options) error {
 		b.stop(5 * time.Second)
 		if !o.skipShare {
 			share = runShare(o, l, tsd, work, d)
+		}
+		if !o.skipTracing {
+			tr := runTracing(o, l, tsd, work, d, tracedC)
+			traced = &tr
 		}
 		if dur, err := d.restart(tsd, "decode-0"); err != nil {
 			ctl = append(ctl, controlRow{"`tsd restart decode` → re-admitted", "failed", err.Error()})
@@ -596,7 +604,7 @@ func run(o options) error {
 	default:
 		gob = runGoBenches(o)
 	}
-	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o), renderScale(scale, o),
+	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o)+renderTracing(l, traced, rows, share, tracedC), renderScale(scale, o),
 		renderReliability(rel, o.rel)) + routingMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
@@ -606,7 +614,7 @@ func run(o options) error {
 	}
 	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
-		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale, "Layouts": lay}); err != nil {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale, "Layouts": lay, "Tracing": traced}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
@@ -289,6 +290,8 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 	waited := false
 	images := len(r.Images) > 0
 	wait := rs.live.config().queueTimeout // as the request found it
+	times := reqtime.FromContext(ctx)
+	times.Mark(reqtime.Picking) // reqtime's queued phase: from here to the pick that routes it
 	for {
 		changed := rs.lane.Changed() // before looking, so no change is missed
 		view := rs.brk.current()
@@ -296,11 +299,15 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 		var rt route
 		if images && len(rs.enc.routable(view)) == 0 {
 			err = errNoEncode
-		} else if rt, err = rs.pick(r, room, av, view); err == nil {
-			if waited {
-				rs.metrics.Queued.WithLabelValues("routed").Inc()
+		} else {
+			times.Mark(reqtime.RouteBegin)
+			if rt, err = rs.pick(r, room, av, view); err == nil {
+				times.Mark(reqtime.Routed)
+				if waited {
+					rs.metrics.Queued.WithLabelValues("routed").Inc()
+				}
+				return rt, nil
 			}
-			return rt, nil
 		}
 		if wait < 0 {
 			return rt, err
