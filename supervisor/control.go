@@ -39,6 +39,8 @@ import (
 //	                                    the backlog first (possibly [])
 //	     [&tail=N][&since=RFC3339]      only the backlog's last N lines / lines since
 //	POST /v1/save-log?role=R&path=P     SaveLog(R, P) in the daemon; answers the path
+//	POST /v1/signal?role=R&sig=S        Signal(R, S): S (TERM, USR1, …) to R's process group
+//	                                    (controlsignal.go); answers what was sent
 //	GET  /v1/describe?role=R            Describe(R): the role as planned (snapshot.RoleSpec, secrets masked)
 //	POST /v1/test-request               one request through the gateway (JSON reply)
 //
@@ -81,6 +83,9 @@ var controlCommands = map[string]controlCommand{
 			return answer, nil
 		}
 		return answer, s.StopNow(r, q.Get("now") == "1")
+	},
+	"signal": func(s *Supervisor, q url.Values) (string, error) {
+		return s.Signal(q.Get("role"), q.Get("sig"))
 	},
 	"save-log": func(s *Supervisor, q url.Values) (string, error) {
 		path := q.Get("path")

@@ -26,7 +26,7 @@ import (
 // serve` (and SGLang's bench_serving), so their numbers compare directly.
 type benchCmd struct {
 	ctlTarget
-	Target string `arg:"" optional:"" help:"Profile YAML (its gateway host:port is the target) or the name of the deployment running here; default: --base-url, else the tsd in this directory."`
+	Target string `arg:"" optional:"" complete:"deployment|file" help:"Profile YAML (its gateway host:port is the target) or the name of the deployment running here; default: --base-url, else the tsd in this directory."`
 
 	BaseURL        string   `name:"base-url" help:"Server base URL, e.g. http://127.0.0.1:8000 (instead of a profile)."`
 	Host           string   `name:"host" help:"Server host, with --port (instead of --base-url)."`
