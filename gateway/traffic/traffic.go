@@ -91,6 +91,7 @@ type acct struct {
 	reqs, toks               window
 	ttft, itl                samples
 	ttftH, itlH              hist
+	plan                     planAcct // what the SLO planner reads (observe.go)
 }
 
 // New returns an empty Book.
@@ -171,6 +172,7 @@ type routeFields struct {
 type roleRef struct {
 	kind, name string
 	legs       int
+	queued     int // prompt tokens booked as waiting for this role's prefill (observe.go)
 }
 
 // Begin starts the record of one request; End must follow.
@@ -289,6 +291,7 @@ func (r *Rec) Role(kind, name string) {
 				b.row(name).inflight++
 			}
 			x.legs++
+			r.queueLocked(x)
 			return
 		}
 	}
@@ -297,8 +300,10 @@ func (r *Rec) Role(kind, name string) {
 			b.roles[GatewayRole].inflight--
 		}
 		b.row(name).inflight++
+		b.row(name).plan.promptIn += uint64(r.prompt)
 	}
-	r.roles = append(r.roles, roleRef{kind, name, 1})
+	r.roles = append(r.roles, roleRef{kind: kind, name: name, legs: 1})
+	r.queueLocked(&r.roles[len(r.roles)-1])
 }
 
 // Leave takes back one leg on role name: an attempt that failed there
@@ -319,6 +324,7 @@ func (r *Rec) Leave(name string) {
 		if x := &r.roles[i]; x.name == name && x.legs > 0 {
 			if x.legs--; x.legs == 0 && r.counted {
 				b.row(name).inflight--
+				r.unqueueLocked(x)
 			}
 			return
 		}
@@ -369,6 +375,9 @@ func (r *Rec) FirstToken() {
 	r.first, r.ttft = true, now-r.begin
 	if !r.counted {
 		return
+	}
+	for i := range r.roles {
+		r.unqueueLocked(&r.roles[i]) // a first token: every prefill is done
 	}
 	b.total.ttft.add(now, r.ttft)
 	for _, x := range r.roles {
@@ -523,8 +532,12 @@ func (r *Rec) End(status int) {
 	failed := status >= 400 && status != StatusClientClosed || r.failed != ""
 	if r.counted {
 		sec := second(now)
+		for i := range r.roles {
+			r.unqueueLocked(&r.roles[i])
+		}
 		count := func(a *acct, inflight bool) {
 			a.requests++
+			a.plan.busy += (now - r.begin).Seconds()
 			a.reqs.add(sec, 1)
 			if inflight {
 				a.inflight--
