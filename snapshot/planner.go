@@ -10,6 +10,9 @@ import "time"
 type TrafficWindow struct {
 	Window time.Duration // the span the percentiles cover
 	Roles  []RoleWindow
+	// Groups are the p90s over the union of the samples of each set of
+	// roles asked for (a profile entry's instances); Role is the set's name.
+	Groups []RoleWindow
 }
 
 // RoleWindow is one role instance's share of a TrafficWindow.

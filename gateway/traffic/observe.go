@@ -50,8 +50,10 @@ func (r *Rec) unqueueLocked(x *roleRef) {
 // Observe reads every role's row (GatewayRole first, then the roles in
 // Options order): p90s over the samples of the last window (at most
 // SampleAge, and at most the newest SampleCap samples of the row), the
-// planner's counters, and the in-flight and queued prompt tokens now.
-func (b *Book) Observe(window time.Duration) snapshot.TrafficWindow {
+// planner's counters, and the in-flight and queued prompt tokens now;
+// and for each named set of roles in groups (a profile entry's
+// instances), the p90s over the union of their samples.
+func (b *Book) Observe(window time.Duration, groups map[string][]string) snapshot.TrafficWindow {
 	window = min(max(window, time.Second), SampleAge)
 	b.mu.Lock()
 	now := b.elapsed()
@@ -71,6 +73,27 @@ func (b *Book) Observe(window time.Duration) snapshot.TrafficWindow {
 		itl = append(itl, a.itl.within(now, window))
 	}
 	b.mu.Unlock()
+	at := make(map[string]int, len(out.Roles))
+	for i, r := range out.Roles {
+		at[r.Role] = i
+	}
+	names := make([]string, 0, len(groups))
+	for g := range groups {
+		names = append(names, g)
+	}
+	slices.Sort(names)
+	for _, g := range names {
+		gw := snapshot.RoleWindow{Role: g}
+		var gt, gi []time.Duration
+		for _, r := range groups[g] {
+			if i, ok := at[r]; ok {
+				gt, gi = append(gt, ttft[i]...), append(gi, itl[i]...)
+			}
+		}
+		gw.TTFTp90, gw.TTFTN = p90(gt)
+		gw.ITLp90, gw.ITLN = p90(gi)
+		out.Groups = append(out.Groups, gw)
+	}
 	// Sorted outside the lock, as Status does.
 	for i := range out.Roles {
 		out.Roles[i].TTFTp90, out.Roles[i].TTFTN = p90(ttft[i])

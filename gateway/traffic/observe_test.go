@@ -44,7 +44,7 @@ func TestObserve(t *testing.T) {
 		recs = append(recs, r)
 		_ = i
 	}
-	w := b.Observe(10 * time.Second)
+	w := b.Observe(10*time.Second, nil)
 	if p := rowOf(t, w, "prefill"); p.Queued != 10_000 || p.InFlight != 10 || p.PromptIn != 100+10_000 {
 		t.Fatalf("ten prompts waiting: %+v", p)
 	}
@@ -62,7 +62,7 @@ func TestObserve(t *testing.T) {
 			r.Leave("prefill")
 		}
 	}
-	if p := rowOf(t, b.Observe(10*time.Second), "prefill"); p.Queued != 4000 || p.Prefilled != 5000 || p.Cached != 2500 {
+	if p := rowOf(t, b.Observe(10*time.Second, nil), "prefill"); p.Queued != 4000 || p.Prefilled != 5000 || p.Cached != 2500 {
 		t.Fatalf("after five prefills and one leg left: %+v", p)
 	}
 	for i, r := range recs {
@@ -71,7 +71,7 @@ func TestObserve(t *testing.T) {
 		r.Output("decode", false, 20*time.Millisecond, 1)
 		r.End(200)
 	}
-	w = b.Observe(10 * time.Second)
+	w = b.Observe(10*time.Second, nil)
 	p, d := rowOf(t, w, "prefill"), rowOf(t, w, "decode")
 	if p.Queued != 0 || p.InFlight != 0 || p.Requests != 11 {
 		t.Fatalf("every request ended: %+v", p)
@@ -87,7 +87,11 @@ func TestObserve(t *testing.T) {
 	if want := 5 + 15.5; d.BusySec < want-1e-9 || d.BusySec > want+1e-9 {
 		t.Errorf("busy %v s, want %v", d.BusySec, want)
 	}
-	if all := b.Observe(time.Hour); rowOf(t, all, "prefill").TTFTN != 11 || all.Window != SampleAge {
+	g := b.Observe(10*time.Second, map[string][]string{"pd": {"prefill", "decode"}, "none": {"gone"}})
+	if len(g.Groups) != 2 || g.Groups[1].Role != "pd" || g.Groups[1].TTFTN != 20 || g.Groups[1].ITLN != 10 || g.Groups[0].TTFTN != 0 {
+		t.Errorf("groups: the union of their rows' samples: %+v", g.Groups)
+	}
+	if all := b.Observe(time.Hour, nil); rowOf(t, all, "prefill").TTFTN != 11 || all.Window != SampleAge {
 		t.Errorf("a window past SampleAge reads SampleAge: %+v", all)
 	}
 }
@@ -101,15 +105,15 @@ func TestObserveQueuedRetryAndFailure(t *testing.T) {
 	r.Prompt(300)
 	r.Role("aggregated", "agg")
 	r.Leave("agg")
-	if q := rowOf(t, b.Observe(time.Minute), "agg").Queued; q != 0 {
+	if q := rowOf(t, b.Observe(time.Minute, nil), "agg").Queued; q != 0 {
 		t.Fatalf("after the leg left: queued %d", q)
 	}
 	r.Role("aggregated", "agg")
-	if q := rowOf(t, b.Observe(time.Minute), "agg").Queued; q != 300 {
+	if q := rowOf(t, b.Observe(time.Minute, nil), "agg").Queued; q != 300 {
 		t.Fatalf("the retry: queued %d, want 300", q)
 	}
 	r.End(503)
-	if row := rowOf(t, b.Observe(time.Minute), "agg"); row.Queued != 0 || row.PromptIn != 300 {
+	if row := rowOf(t, b.Observe(time.Minute, nil), "agg"); row.Queued != 0 || row.PromptIn != 300 {
 		t.Fatalf("after the failure: %+v", row)
 	}
 }
