@@ -26,6 +26,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/probe"
 	"github.com/tsd-project/tsd/headless"
+	"github.com/tsd-project/tsd/planner"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
@@ -343,6 +344,9 @@ func (c upCmd) runSupervisor() error {
 	}
 	current = sup.Plan
 	tester.Key = sup.APIKey // tsd apply may change it
+	// The SLO planner's series (tsd_planner_*), read from the snapshot
+	// at each scrape (docs/architecture.md §4.4).
+	reg.MustRegister(planner.NewCollector(func() *snapshot.PlannerStatus { return sup.Snapshot().Planner }))
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
