@@ -495,7 +495,7 @@ func plannerWaits(f waitFacts, proposal bool) string {
 		if len(busy) > 3 {
 			busy = append(busy[:3], fmt.Sprintf("%d more", len(busy)-3))
 		}
-		return "waits for " + strings.Join(busy, ", ")
+		return strings.Join(busy, ", ")
 	}
 	return ""
 }

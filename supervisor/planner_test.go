@@ -243,9 +243,9 @@ func TestPlannerWaits(t *testing.T) {
 		{"a move under way", waitFacts{mode: "act", moving: true, apply: true}, true, "the last move is under way"},
 		{"an operator's apply", waitFacts{mode: "act", apply: true, applyStep: "start extra", rolling: 1}, true, "an apply is in progress (start extra)"},
 		{"a rolling restart", waitFacts{mode: "act", rolling: 1, roles: draining}, true, "a rolling restart is in progress"},
-		{"a drain", waitFacts{mode: "act", roles: draining}, true, "waits for decode draining"},
+		{"a drain", waitFacts{mode: "act", roles: draining}, true, "decode draining"},
 		{"many not ready", waitFacts{mode: "act", roles: []snapshot.RoleStatus{{Name: "a", State: "failed"}, {Name: "b", State: "starting"},
-			{Name: "c", State: "backoff"}, {Name: "d", State: "stopped"}}}, true, "waits for a failed, b starting, c backoff, 1 more"},
+			{Name: "c", State: "backoff"}, {Name: "d", State: "stopped"}}}, true, "a failed, b starting, c backoff, 1 more"},
 	} {
 		if got := plannerWaits(c.f, c.proposal); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)

@@ -10,7 +10,7 @@ import (
 // A `:` command is what has no key, or a key on another page: typed as a
 // verb and (for most) a role, like k9s's command line.
 type command struct {
-	verb string // restart | stop | start | scale | logs | inspect | describe | sort | split | events | help | quit
+	verb string // restart | stop | start | scale | logs | inspect | describe | sort | split | events | planner | help | quit
 	arg  string // role (or "" / "gateway" for logs, a column for sort)
 	// now: --now on restart and stop (skip the drain, as the CLI's flag).
 	now bool
@@ -41,6 +41,7 @@ var commandVerbs = []struct {
 	{"sort", "[COLUMN [asc|desc]]", "sort the roles table by a column; none: the plan's order", nil},
 	{"split", "", "the roles table with the selected role's live log under it (x)", nil},
 	{"events", "", "every event the daemon keeps, filterable", []string{"ev"}},
+	{"planner", "", "the SLO planner: targets against measured, the proposal and why (P)", []string{"slo"}},
 	{"help", "", "the help page", []string{"h", "?"}},
 	{"quit", "", "quit the dashboard", []string{"q"}},
 }

@@ -16,6 +16,7 @@ type KeyMap struct {
 	Command key.Binding
 	Sort    key.Binding
 	Events  key.Binding
+	Planner key.Binding
 
 	// Answers of a confirm prompt besides Yes and No: each means one
 	// thing in every prompt.
@@ -80,6 +81,7 @@ func DefaultKeyMap() KeyMap {
 		Command: b([]string{":"}, ":", "command line (tab completes, ↑/↓ history)"),
 		Sort:    b([]string{"o"}, "o", "sort by the next column"),
 		Events:  b([]string{"v"}, "v", "events"),
+		Planner: b([]string{"P"}, "P", "SLO planner"),
 
 		Now:     b([]string{"!"}, "!", "now (skip the drain)"),
 		Detach:  b([]string{"d", "D"}, "d", "detach (keep running)"),
@@ -130,8 +132,9 @@ func (k KeyMap) helpSections() []helpSection {
 	return []helpSection{
 		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Yes, k.No, k.Now, k.Detach, k.StopAll}},
 		{"overview", []key.Binding{k.Up, k.Down, k.Inspect, k.Expand, k.Collapse, k.Logs, k.MergedLogs, k.Describe, k.Split,
-			k.Restart, k.StopStart, k.RestartAll, k.RoleFilter, k.Sort, k.SortReverse, k.Events}},
+			k.Restart, k.StopStart, k.RestartAll, k.RoleFilter, k.Sort, k.SortReverse, k.Events, k.Planner}},
 		{"events", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Filter}},
+		{"planner", []key.Binding{k.Up, k.Down, k.Top, k.Events}},
 		{"inspector", []key.Binding{k.Up, k.Down, k.Logs, k.Describe, k.Restart, k.StopStart, k.RestartAll}},
 		{"logs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom, k.Find, k.Next, k.Prev,
 			k.Filter, k.Inverse, k.Follow, k.Wrap, k.Timestamps, k.Left, k.Right, k.NextError, k.PrevError,

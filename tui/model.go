@@ -25,6 +25,7 @@ const (
 	pageHelp
 	pageEvents
 	pageDescribe
+	pagePlanner
 )
 
 // page is the component contract: a page gets its size, handles the keys
@@ -81,6 +82,7 @@ type Model struct {
 	describe  *describePage
 	events    *eventsPage
 	help      *helpPage
+	planner   *plannerPage // the SLO planner (planner.go)
 	focus     pageID
 	back      []pageID // where esc returns to
 
@@ -144,6 +146,7 @@ func New(b Backend, opts Options) *Model {
 	m.splitLog = newLogsPage(m, splitLogLines)
 	m.describe = &describePage{m: m}
 	m.help = &helpPage{m: m}
+	m.planner = &plannerPage{m: m}
 	m.helpBar = help.New()
 	m.helpBar.Styles.ShortKey = m.c.Styles.HelpKey
 	m.helpBar.Styles.ShortDesc = m.c.Styles.HelpDesc
@@ -173,6 +176,8 @@ func (m *Model) page(id pageID) page {
 		return m.events
 	case pageDescribe:
 		return m.describe
+	case pagePlanner:
+		return m.planner
 	}
 	return m.overview
 }
@@ -183,7 +188,7 @@ const chromeLines = 3
 func (m *Model) setSize(w, h int) {
 	m.c.Width, m.c.Height = w, h
 	bh := max(h-chromeLines, 1)
-	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents, pageDescribe} {
+	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents, pageDescribe, pagePlanner} {
 		m.page(id).SetSize(w, bh)
 	}
 	m.helpBar.SetWidth(w)
@@ -552,6 +557,8 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		return m.navigate(pageHelp, "")
 	case "events":
 		return m.navigate(pageEvents, "")
+	case "planner":
+		return m.navigate(pagePlanner, "")
 	case "quit":
 		return m.askQuit()
 	}
@@ -784,7 +791,7 @@ func (m *Model) titleLine() string {
 	if m.snap.Profile != "" {
 		parts = append(parts, m.snap.Profile)
 	}
-	pageName := [...]string{"overview", "inspector", "logs", "help", "events", "describe"}[m.focus]
+	pageName := [...]string{"overview", "inspector", "logs", "help", "events", "describe", "planner"}[m.focus]
 	left := strings.Join(parts, " · ")
 	right := "[" + pageName + "]"
 	gap := m.c.Width - ansi.StringWidth(left) - len(right)

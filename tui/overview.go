@@ -189,6 +189,8 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		return p.m.navigate(pageLogs, "")
 	case key.Matches(k, keys.Events):
 		return p.m.navigate(pageEvents, "")
+	case key.Matches(k, keys.Planner):
+		return p.m.navigate(pagePlanner, "")
 	case key.Matches(k, keys.Sort):
 		p.nextSort()
 		return nil
