@@ -39,7 +39,7 @@ func newKVEvents(plan *profiles.Plan, log *slog.Logger, onPanic func(string, any
 // event sockets, per DP rank; false when it publishes none.
 func kvEngine(w profiles.WorkerPlan) (kvevents.EngineConfig, bool) {
 	k := w.KVEvents
-	if k == nil || w.Kind != profiles.KindPrefill || len(k.Publish) == 0 {
+	if kind, _ := profiles.KindOf(w.Kind); k == nil || !kind.KVEvents || len(k.Publish) == 0 {
 		return kvevents.EngineConfig{}, false
 	}
 	c := kvevents.EngineConfig{Worker: w.Role}
@@ -152,16 +152,20 @@ const (
 )
 
 // kvRows adds what the subscriber knows to the traffic account's rows of
-// the prefill roles: each rank's cached blocks, whether its events are
-// live, and why not.
+// the roles whose kind may publish KV events (prefill, aggregated): each
+// rank's cached blocks, whether its events are live, and why not.
 func (g *Gateway) kvRows(rows []snapshot.RoleTraffic) {
-	kvAware := g.plan.Gateway.Policy.Prefill == profiles.PolicyKVAware
 	for i := range rows {
 		row := &rows[i]
 		w, ok := g.plan.Gateway.Worker(row.Role)
-		if !ok || w.Kind != profiles.KindPrefill {
+		if !ok {
 			continue
 		}
+		kind, _ := profiles.KindOf(w.Kind)
+		if !kind.KVEvents {
+			continue
+		}
+		kvAware := kind.PolicyOf(g.plan.Gateway.Policy) == profiles.PolicyKVAware
 		var st kvevents.EngineStatus
 		followed := false
 		if g.kv != nil {

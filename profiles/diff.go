@@ -408,6 +408,10 @@ var gatewaySettings = map[string]string{
 	"bucket":           settingLive,
 	"circuit_breaker":  settingLive,
 	"workers":          settingSkip,
+	// How requests split between prefill → decode and aggregated
+	// engines: the route decision reads them per request.
+	"disaggregation": settingLive,
+	"conditional":    settingLive,
 
 	// The cache is built with the front ends, once: a new size takes a
 	// new `tsd up`.

@@ -164,7 +164,7 @@ roles:
     gpus: [1]
     kv_events: true
 `
-	if _, errs := planText(t, bad, HostFacts{}); !strings.Contains(errs.Error(), "kv.yaml:7:5: roles[1].kv_events: kv events are followed from prefill engines only") {
+	if _, errs := planText(t, bad, HostFacts{}); !strings.Contains(errs.Error(), "kv.yaml:7:5: roles[1].kv_events: kv events are followed from prefill and aggregated engines only; a decode role") {
 		t.Fatalf("decode kv_events: %v", errs)
 	}
 }

@@ -44,6 +44,7 @@ const (
 	KindEncode  = "encode"
 	KindPrefill = "prefill"
 	KindDecode  = "decode"
+	// KindAggregated is in kinds.go, beside the table of kinds.
 )
 
 // Gateway modes after `auto` is resolved.
@@ -93,6 +94,32 @@ type GatewayPlan struct {
 	// no migration and no breaker.
 	Retry          RetryPlan          `json:"retry"`
 	CircuitBreaker CircuitBreakerPlan `json:"circuit_breaker"`
+	// Disaggregation (gateway.disaggregation, resolved): always (every
+	// request prefill → decode), never (every request on an aggregated
+	// engine) or conditional (per request, by Conditional). Empty in a
+	// hand-written plan: always.
+	Disaggregation string `json:"disaggregation"`
+	// Conditional (gateway.conditional): under disaggregation: conditional
+	// a request goes to an aggregated engine when its uncached prompt
+	// tokens are at most MaxUncachedTokens and at most MaxUncachedRatio of
+	// the prompt, or when every prefill is busy.
+	Conditional ConditionalPlan `json:"conditional"`
+}
+
+// ConditionalPlan is gateway.conditional (docs/profiles.md
+// "Conditional disaggregation"; Dynamo's defaults).
+type ConditionalPlan struct {
+	// MaxUncachedTokens: a prompt whose tokens not cached on the
+	// aggregated engine the policy would pick are at most this many …
+	MaxUncachedTokens int `json:"max_uncached_tokens"`
+	// MaxUncachedRatio: … and at most this share of the prompt (0, 1]
+	// goes to that aggregated engine.
+	MaxUncachedRatio float64 `json:"max_uncached_ratio"`
+	// PrefillBusy: a prefill worker with more prompt tokens than this
+	// queued on it (sent, first output not yet back) is busy; when every
+	// prefill is busy the request goes aggregated whatever its prompt. 0:
+	// a prefill is never busy.
+	PrefillBusy int `json:"prefill_busy"`
 }
 
 // RetryPlan is gateway.retry, SMG's retry knobs under SMG's names plus
@@ -125,9 +152,10 @@ type CircuitBreakerPlan struct {
 
 // PolicyPlan names the worker-selection policy per role kind.
 type PolicyPlan struct {
-	Prefill string `json:"prefill"`
-	Decode  string `json:"decode"`
-	Encode  string `json:"encode"`
+	Prefill    string `json:"prefill"`
+	Decode     string `json:"decode"`
+	Encode     string `json:"encode"`
+	Aggregated string `json:"aggregated"`
 }
 
 // WorkerPlan is one worker's socket set on the gateway side (docs/protocol.md).
@@ -143,7 +171,7 @@ type WorkerPlan struct {
 	EngineIndex int    `json:"engine_index"`
 	Remote      bool   `json:"remote"` // engine runs on another host; tsd does not spawn it
 	// KVEvents is where the engine's DP ranks publish their KV cache
-	// events, when it does (prefill roles with kv_events).
+	// events, when it does (prefill and aggregated roles with kv_events).
 	KVEvents *KVEventsPlan `json:"kv_events,omitempty"`
 }
 
@@ -198,7 +226,7 @@ type RolePlan struct {
 	Bootstrap            string            `json:"bootstrap,omitempty"` // host:port, prefill/encode
 	BootstrapPort        int               `json:"bootstrap_port,omitempty"`
 	LogFile              string            `json:"log_file"`
-	KVEvents             *KVEventsPlan     `json:"kv_events,omitempty"` // prefill roles with kv_events
+	KVEvents             *KVEventsPlan     `json:"kv_events,omitempty"` // prefill and aggregated roles with kv_events
 	Restart              RestartPlan       `json:"restart"`
 	// StallAction (health.stall_action): restart | wait.
 	StallAction string `json:"stall_action"`

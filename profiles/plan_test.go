@@ -214,7 +214,7 @@ func TestSeedAscendGolden(t *testing.T) {
 // documents them).
 func TestPlanJSONGolden(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"seed-pd", "1e1p2d", "seed-epd-ascend"} {
+	for _, name := range []string{"seed-pd", "1e1p2d", "seed-epd-ascend", "agg-4", "mixed-conditional"} {
 		plan := planExample(t, name+".yaml")
 		var buf bytes.Buffer
 		if err := plan.WriteJSON(&buf); err != nil {

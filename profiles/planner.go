@@ -464,18 +464,20 @@ func (pl *planner) reserveFixedPorts(insts []*inst) {
 func kvEventsSpan(dp int) int { return 2 * dp }
 
 // KVEventsOn reports whether a role's engine publishes KV events: its
-// kv_events, else (a prefill) whether the prefill policy routes on them.
+// kv_events, else (a kind that may publish: prefill, aggregated) whether
+// its kind's policy routes on them or a kv_events_port is written.
 func KVEventsOn(p *Profile, r *Role) bool {
-	if r.Kind != KindPrefill {
+	k := kindOf(r.Kind)
+	if !k.KVEvents {
 		return false
 	}
 	if r.KVEvents != nil {
 		return *r.KVEvents
 	}
-	return p.Gateway.Policy.Prefill == PolicyKVAware || slices.ContainsFunc(r.KVEventsPorts, func(p int) bool { return p > 0 })
+	return k.PolicyOf(p.Gateway.Policy) == PolicyKVAware || slices.ContainsFunc(r.KVEventsPorts, func(p int) bool { return p > 0 })
 }
 
-// PolicyKVAware is the prefill policy that routes on the engines' KV events.
+// PolicyKVAware is the policy that routes on the engines' KV events.
 const PolicyKVAware = "kv_aware"
 
 // reserveKVEvents reserves an explicit kv_events_port's range.
@@ -636,11 +638,11 @@ func (pl *planner) reserveDistInit(in *inst) {
 // explicit bootstrap port.
 func (pl *planner) reserveBootstrap(in *inst) {
 	r := in.role
-	if r.Kind != KindPrefill && r.Kind != KindEncode {
+	if !kindOf(r.Kind).Bootstrap {
 		return
 	}
 	in.bootNS = in.ns
-	if r.Kind == KindPrefill && pl.p.Gateway.BootstrapServer == BootstrapTSD {
+	if kindOf(r.Kind).TSDBootstrap && pl.p.Gateway.BootstrapServer == BootstrapTSD {
 		in.bootNS = localNS
 		if !r.Local() {
 			pl.warn(in.key+".host", "gateway.bootstrap_server is tsd but %s runs on %s: it registers at its own 127.0.0.1, where tsd's rendezvous is not; use bootstrap_server: engine for remote prefills", in.name, r.Host)
@@ -658,20 +660,17 @@ func (pl *planner) reserveBootstrap(in *inst) {
 	}
 }
 
-// planBootstrapPorts picks the bootstrap ports the profile leaves open:
-// prefill from 8998 and encode from 18995 upward (TokenSpeed's default and
-// the CI's encode port).
+// planBootstrapPorts picks the bootstrap ports the profile leaves open,
+// from the kind's FirstBootstrap upward: prefill from 8998 and encode from
+// 18995 (TokenSpeed's default and the CI's encode port).
 func (pl *planner) planBootstrapPorts(insts []*inst) {
 	for _, in := range insts {
-		r := in.role
-		if (r.Kind != KindPrefill && r.Kind != KindEncode) || in.bootSet {
+		k := kindOf(in.role.Kind)
+		if !k.Bootstrap || in.bootSet {
 			continue
 		}
 		in.bootKey = in.key + ".bootstrap_port"
-		start := firstPrefillBootstrap
-		if r.Kind == KindEncode {
-			start = firstEncodeBootstrap
-		}
+		start := k.FirstBootstrap
 		found := false
 		for b := start; b < HandshakeBandLo; b++ {
 			if pl.conflict(in.bootNS, b, b) != nil || !pl.free(in.bootNS, b) {
@@ -720,11 +719,12 @@ func (pl *planner) planDistInit(insts []*inst) {
 	}
 }
 
-// gatewayMode resolves mode: auto.
+// gatewayMode resolves mode: auto: epd when a kind only epd routes to
+// (encode) has a role.
 func (pl *planner) gatewayMode(insts []*inst) string {
 	hasEncode := false
 	for _, in := range insts {
-		hasEncode = hasEncode || in.role.Kind == KindEncode
+		hasEncode = hasEncode || kindOf(in.role.Kind).EPDOnly
 	}
 	mode := pl.p.Gateway.Mode
 	switch {
@@ -766,6 +766,8 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		Retry:            g.Retry,
 		CircuitBreaker:   g.CircuitBreaker,
 		TokenizerCacheMB: g.TokenizerCacheMB,
+		Disaggregation:   g.Disaggregation,
+		Conditional:      g.Conditional,
 	}
 	routingPlans(&gp, g.Policy, g.Routing)
 	return gp
@@ -790,6 +792,9 @@ func nvlinkForced(v string) bool {
 // engine.mooncake.intranode_nvlink: true.
 func (pl *planner) transferWarnings(insts []*inst) {
 	p := pl.p
+	if !slices.ContainsFunc(insts, func(in *inst) bool { return kindOf(in.role.Kind).Transfer }) {
+		return // aggregated engines only: nothing is transferred
+	}
 	if p.Engine.TransferBackend != DefaultTransferBackend {
 		pl.warn("engine.transfer_backend", "%q: TokenSpeed knows only mooncake", p.Engine.TransferBackend)
 	}
@@ -966,17 +971,20 @@ func roleArgv(p *Profile, in *inst, rp RolePlan) []string {
 	if r.DP != 1 {
 		argv = append(argv, "--data-parallel-size", strconv.Itoa(r.DP))
 	}
-	argv = append(argv, "--disaggregation-mode", r.Kind)
+	k := kindOf(r.Kind)
+	argv = append(argv, "--disaggregation-mode", k.Mode)
 	if in.boot > 0 {
 		argv = append(argv, "--disaggregation-bootstrap-port", strconv.Itoa(in.boot))
 	}
-	if r.Kind == KindPrefill && r.DP > 1 {
-		// TokenSpeed refuses any other method for a prefill with DP > 1.
-		argv = append(argv, "--load-balance-method", "round_robin")
+	if k.DPLoadBalance != "" && r.DP > 1 {
+		// TokenSpeed refuses any other method for this kind with DP > 1.
+		argv = append(argv, "--load-balance-method", k.DPLoadBalance)
 	}
-	argv = append(argv, "--disaggregation-transfer-backend", p.Engine.TransferBackend)
-	if rp.IBDevice != "" {
-		argv = append(argv, "--disaggregation-ib-device", rp.IBDevice)
+	if k.Transfer {
+		argv = append(argv, "--disaggregation-transfer-backend", p.Engine.TransferBackend)
+		if rp.IBDevice != "" {
+			argv = append(argv, "--disaggregation-ib-device", rp.IBDevice)
+		}
 	}
 	argv = append(argv, "--dist-init-addr", rp.DistInitAddr)
 	if in.worker.Scheme != "" {

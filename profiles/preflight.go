@@ -133,7 +133,7 @@ func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 	}
 	tsdBoot := plan.Gateway.BootstrapServer == BootstrapTSD
 	for _, r := range plan.Roles {
-		if r.Kind == KindPrefill && tsdBoot && r.BootstrapPort > 0 {
+		if kindOf(r.Kind).TSDBootstrap && tsdBoot && r.BootstrapPort > 0 {
 			wants = append(wants, want{r.BootstrapPort, "gateway", "bootstrap rendezvous of " + r.Name})
 		}
 	}
@@ -144,7 +144,7 @@ func preflightPorts(plan *Plan, env PreflightEnv, add addFunc) {
 		for _, p := range r.PortCluster {
 			wants = append(wants, want{p, r.Name, "dist-init cluster port"})
 		}
-		if r.BootstrapPort > 0 && !(r.Kind == KindPrefill && tsdBoot) {
+		if r.BootstrapPort > 0 && !(kindOf(r.Kind).TSDBootstrap && tsdBoot) {
 			wants = append(wants, want{r.BootstrapPort, r.Name, "bootstrap port"})
 		}
 		for _, p := range r.KVEvents.Ports() {

@@ -97,6 +97,12 @@ type Gateway struct {
 	// routing for a while.
 	Retry          RetryPlan
 	CircuitBreaker CircuitBreakerPlan
+	// Disaggregation is gateway.disaggregation resolved: always, never or
+	// conditional (the default follows the role kinds; validate.go).
+	Disaggregation string
+	// Conditional is gateway.conditional: when a request under
+	// disaggregation: conditional goes to an aggregated engine.
+	Conditional ConditionalPlan
 }
 
 // Health is how tsd judges a running role that has stopped making
@@ -142,8 +148,9 @@ type Role struct {
 	// the Slurm job (ascending, distinct; one task on each, tp × dp split
 	// evenly); nil when it runs on one. Exclusive with Node.
 	Nodes []int
-	// KVEvents is the role's kv_events: nil leaves it to the prefill
-	// policy (on under kv_aware); only prefill roles publish them.
+	// KVEvents is the role's kv_events: nil leaves it to the kind's
+	// policy (on under kv_aware); only kinds whose row has KVEvents
+	// (prefill, aggregated) publish them.
 	KVEvents *bool
 	// KVEventsPorts are explicit first KV event ports, one per replica
 	// (0: planned).
@@ -218,14 +225,4 @@ func DefaultRestart() Restart {
 	var r Restart
 	restartSection.setDefaults(&r)
 	return r
-}
-
-// Policies lists the policy names the profile accepts per role kind (SMG's
-// names plus tsd's kv_aware, docs/profiles.md "Routing policies"). The
-// gateway implements every one of them (gateway/routing, and the encode
-// choice in gateway/dispatch; a test there holds it to that).
-var Policies = map[string][]string{
-	KindPrefill: {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual", "bucket", "kv_aware"},
-	KindDecode:  {"round_robin", "random", "cache_aware", "power_of_two", "least_load", "consistent_hashing", "prefix_hash", "manual"},
-	KindEncode:  {"consistent_hashing", "round_robin", "random"},
 }

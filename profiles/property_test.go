@@ -21,14 +21,15 @@ type interval struct {
 	what   string
 }
 
-// genProfile builds a random valid-looking profile: 1-8 roles, dp 1-4,
-// mixed ipc/tcp workers, some remote roles, some explicit ports.
+// genProfile builds a random valid-looking profile: 1-8 roles of every
+// kind (aggregated ones beside the prefill and decode, conditional), dp
+// 1-4, mixed ipc/tcp workers, some remote roles, some explicit ports.
 func genProfile(rng *rand.Rand, n int) (string, []genRole, int) {
 	roles := make([]genRole, 0, n)
 	nextGPU := 0
 	tcpPort := 31000 + rng.Intn(500)
 	for i := 0; i < n; i++ {
-		kind := []string{KindPrefill, KindDecode, KindEncode}[rng.Intn(3)]
+		kind := []string{KindPrefill, KindDecode, KindEncode, KindAggregated}[rng.Intn(4)]
 		if i == 0 {
 			kind = KindPrefill
 		}
@@ -60,7 +61,7 @@ func genProfile(rng *rand.Rand, n int) (string, []genRole, int) {
 		case 5:
 			r.dist = 7995 // clashes with the default gateway port 8000
 		}
-		if kind != KindDecode {
+		if kindOf(kind).Bootstrap {
 			switch rng.Intn(6) {
 			case 0:
 				r.boot = 1024 + rng.Intn(60000)
@@ -75,7 +76,13 @@ func genProfile(rng *rand.Rand, n int) (string, []genRole, int) {
 		gwPort = 1024 + rng.Intn(60000)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "model: m\ngateway: {port: %d, bootstrap_server: %s}\nroles:\n", gwPort, []string{"engine", "tsd"}[rng.Intn(2)])
+	disagg := ""
+	for _, r := range roles {
+		if r.kind == KindAggregated {
+			disagg = ", disaggregation: conditional" // a mixed profile must say
+		}
+	}
+	fmt.Fprintf(&b, "model: m\ngateway: {port: %d, bootstrap_server: %s%s}\nroles:\n", gwPort, []string{"engine", "tsd"}[rng.Intn(2)], disagg)
 	for _, r := range roles {
 		var gpus []string
 		for g := 0; g < r.tp*r.dp; g++ {

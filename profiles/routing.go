@@ -104,7 +104,7 @@ func init() {
 func routingPlans(g *GatewayPlan, pol PolicyPlan, r Routing) {
 	uses := func(names ...string) bool {
 		for _, n := range names {
-			if pol.Prefill == n || pol.Decode == n {
+			if pol.Prefill == n || pol.Decode == n || pol.Aggregated == n {
 				return true
 			}
 		}

@@ -271,6 +271,7 @@ var (
 	mooncakeSection section[Mooncake]
 	gatewaySection  section[Gateway]
 	policySection   section[PolicyPlan]
+	condSection     section[ConditionalPlan]
 	retrySection    section[RetryPlan]
 	breakerSection  section[CircuitBreakerPlan]
 	roleSection     section[Role]
@@ -349,9 +350,19 @@ func init() {
 	}}
 
 	policySection = section[PolicyPlan]{Path: "gateway.policy", Rows: []row[PolicyPlan]{
-		policyKey(KindPrefill, "round_robin", func(p *PolicyPlan) *string { return &p.Prefill }),
-		policyKey(KindDecode, "round_robin", func(p *PolicyPlan) *string { return &p.Decode }),
-		policyKey(KindEncode, "consistent_hashing", func(p *PolicyPlan) *string { return &p.Encode }),
+		policyKey(kindOf(KindPrefill)),
+		policyKey(kindOf(KindDecode)),
+		policyKey(kindOf(KindEncode)),
+		policyKey(kindOf(KindAggregated)),
+	}}
+
+	// Dynamo's conditional-disaggregation thresholds and defaults
+	// (--router-conditional-disagg), docs/profiles.md "Conditional
+	// disaggregation".
+	condSection = section[ConditionalPlan]{Path: "gateway.conditional", Rows: []row[ConditionalPlan]{
+		intKey("max_uncached_tokens", 0, 1<<30, "2048", "under disaggregation: conditional, a request goes to an aggregated engine when its prompt tokens not cached on the one the aggregated policy picks are at most this many…", func(c *ConditionalPlan) *int { return &c.MaxUncachedTokens }),
+		floatKey("max_uncached_ratio", 0, 1, "0.7", "…and at most this share of the prompt", func(c *ConditionalPlan) *float64 { return &c.MaxUncachedRatio }),
+		intKey("prefill_busy", 0, 1<<30, "0", "a prefill with more prompt tokens than this queued on it (sent, prefill not done) is busy; when every prefill is busy a request goes aggregated whatever its prompt; 0 = never busy", func(c *ConditionalPlan) *int { return &c.PrefillBusy }),
 	}}
 
 	// SMG's retry and circuit-breaker knobs, names and defaults
@@ -381,6 +392,8 @@ func init() {
 		intKey("port", 1, 65535, strconv.Itoa(DefaultGatewayPort), "HTTP listen port", func(g *Gateway) *int { return &g.Port }),
 		enumKey("mode", []string{ModeAuto, ModePD, ModeEPD}, ModeAuto, "auto = epd when an encode role exists", func(g *Gateway) *string { return &g.Mode }),
 		subKey("policy", "how the gateway picks a worker of each kind", &policySection, func(g *Gateway) *PolicyPlan { return &g.Policy }),
+		{Key: "disaggregation", Type: "always | never | conditional", DefaultDoc: "always with prefill and decode roles only, never with aggregated roles only; a profile with both must say", Doc: "how requests split between prefill → decode and aggregated engines: always prefill → decode, never (always aggregated), or conditional (per request, by gateway.conditional)", read: readDisaggregation},
+		subKey("conditional", "when disaggregation: conditional sends a request to an aggregated engine (Dynamo's conditional disaggregation)", &condSection, func(g *Gateway) *ConditionalPlan { return &g.Conditional }),
 		subKey("cache_aware", "cache_aware's knobs (and kv_aware's, which falls back to it); see Routing policies", &cacheAwareSection, func(g *Gateway) *CacheAwarePlan { return &g.Routing.CacheAware }),
 		subKey("kv_aware", "kv_aware's own knobs (its balance and fallback are cache_aware's)", &kvAwareSection, func(g *Gateway) *KVAwarePlan { return &g.Routing.KVAware }),
 		subKey("prefix_hash", "prefix_hash's knobs", &prefixHashSection, func(g *Gateway) *PrefixHashPlan { return &g.Routing.PrefixHash }),
@@ -431,10 +444,10 @@ func init() {
 
 	roleSection = section[Role]{Path: "roles[]", Rows: []row[Role]{
 		{Key: "name", Type: "string", Doc: "required; letters, digits, . _ - (\"gateway\" is reserved); names logs and sockets", read: readRoleName},
-		{Key: "kind", Type: "encode | prefill | decode", DefaultDoc: "the name, when it is a kind", Doc: "--disaggregation-mode", read: func(l *loader, f field, r *Role) {
+		{Key: "kind", Type: strings.Join(roleKinds, " | "), DefaultDoc: "the name, when it is a kind", Doc: "what the engine does: --disaggregation-mode encode, prefill or decode, or aggregated (--disaggregation-mode null: TokenSpeed's aggregate serving, prefill and decode in one engine)", read: func(l *loader, f field, r *Role) {
 			r.Kind = l.str(f)
 			if !contains(roleKinds, r.Kind) {
-				l.errf(f, "must be encode, prefill or decode, got %q%s", r.Kind, didYouMean(r.Kind, roleKinds))
+				l.errf(f, "must be %s, got %q%s", orList(roleKinds), r.Kind, didYouMean(r.Kind, roleKinds))
 			}
 		}},
 		intKey("replicas", 1, 64, "1", "> 1 expands to name-0, name-1, …; gpus is then one list per replica", func(r *Role) *int { return &r.Replicas }),
@@ -451,8 +464,8 @@ func init() {
 			read: func(l *loader, f field, r *Role) { restartSection.read(l, f, &r.Restart) }},
 		{Key: "bootstrap_host", Type: "string", DefaultDoc: "127.0.0.1, or host for a remote role", Doc: "where decode reaches this prefill's or encode's rendezvous", read: func(l *loader, f field, r *Role) {
 			r.BootstrapHost = l.str(f)
-			if r.Kind == KindDecode && r.BootstrapHost != "" {
-				l.errf(f, "a decode role has no bootstrap server; bootstrap_host is for prefill and encode roles")
+			if r.BootstrapHost != "" && !kindOf(r.Kind).Bootstrap {
+				l.errf(f, "%s has no bootstrap server; bootstrap_host is for %s roles", anKind(r.Kind), kindsWith(func(k KindSpec) bool { return k.Bootstrap }))
 			}
 		}},
 		{Key: "gpus", Type: "list of indices or UUIDs", Doc: "required; exactly tp × dp devices (GPUs, or NPUs with accelerator: ascend)", read: func(l *loader, f field, r *Role) {
@@ -471,24 +484,24 @@ func init() {
 			r.DistInitPorts = perReplicaInts(l, f, r.Replicas, "dist_init_port")
 		}},
 		{Key: "bootstrap_port", Type: "integer 1-65535", DefaultDoc: "planned (prefill, encode)", Doc: "--disaggregation-bootstrap-port; prefill and encode only (one per replica)", read: func(l *loader, f field, r *Role) {
-			if r.Kind == KindDecode {
-				l.errf(f, "a decode role has no bootstrap server; bootstrap_port is for prefill and encode roles")
+			if k, known := KindOf(r.Kind); known && !k.Bootstrap {
+				l.errf(f, "%s has no bootstrap server; bootstrap_port is for %s roles", anKind(r.Kind), kindsWith(func(k KindSpec) bool { return k.Bootstrap }))
 				return
 			}
 			r.BootstrapPorts = perReplicaInts(l, f, r.Replicas, "bootstrap_port")
 		}},
-		{Key: "kv_events", Type: "true | false", DefaultDoc: "true for a prefill when gateway.policy.prefill is kv_aware", Doc: "the engine publishes its KV cache events (--kv-events-config, docs/protocol.md §16) and the gateway follows them: kv_aware routes on them, the dashboard shows each rank's cached blocks; prefill roles only", read: func(l *loader, f field, r *Role) {
+		{Key: "kv_events", Type: "true | false", DefaultDoc: "true when the role's kind's policy (gateway.policy.prefill or .aggregated) is kv_aware", Doc: "the engine publishes its KV cache events (--kv-events-config, docs/protocol.md §16) and the gateway follows them: kv_aware routes on them, the dashboard shows each rank's cached blocks; prefill and aggregated roles only", read: func(l *loader, f field, r *Role) {
 			if v, ok := l.boolv(f); ok {
-				if v && r.Kind != KindPrefill {
-					l.errf(f, "kv events are followed from prefill engines only; a %s role has no use for them", r.Kind)
+				if v && !kindOf(r.Kind).KVEvents {
+					l.errf(f, "kv events are followed from %s engines only; a %s role has no use for them", kindsWith(func(k KindSpec) bool { return k.KVEvents }), r.Kind)
 					return
 				}
 				r.KVEvents = &v
 			}
 		}},
 		{Key: "kv_events_port", Type: "integer 1-65535", DefaultDoc: "planned from 9100", Doc: "first port of the engine's KV event sockets (one per replica): DP rank r publishes on port + r and answers replays on port + dp + r", read: func(l *loader, f field, r *Role) {
-			if r.Kind != KindPrefill {
-				l.errf(f, "kv events are followed from prefill engines only; kv_events_port is for prefill roles")
+			if !kindOf(r.Kind).KVEvents {
+				l.errf(f, "kv events are followed from %s engines only; kv_events_port is for %s roles", kindsWith(func(k KindSpec) bool { return k.KVEvents }), kindsWith(func(k KindSpec) bool { return k.KVEvents }))
 				return
 			}
 			r.KVEventsPorts = perReplicaInts(l, f, r.Replicas, "kv_events_port")
@@ -549,11 +562,47 @@ func init() {
 	}, finish: finishTop}
 }
 
-var roleKinds = []string{KindEncode, KindPrefill, KindDecode}
+var roleKinds = KindNames()
 
-func policyKey(kind, def string, get func(*PolicyPlan) *string) row[PolicyPlan] {
-	choices := Policies[kind]
-	return row[PolicyPlan]{Key: kind, Type: "policy name", Default: def, Doc: strings.Join(choices, " "), read: func(l *loader, f field, p *PolicyPlan) {
+// anKind is "a decode role", "an aggregated role".
+func anKind(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind + " role"
+	}
+	return "a " + kind + " role"
+}
+
+// kindsWith lists the kinds whose row passes ok: "prefill and aggregated".
+func kindsWith(ok func(KindSpec) bool) string {
+	var names []string
+	for _, k := range Kinds {
+		if ok(k) {
+			names = append(names, k.Kind)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// readDisaggregation reads gateway.disaggregation as written; validate
+// resolves the default, which depends on the role kinds.
+func readDisaggregation(l *loader, f field, g *Gateway) {
+	choices := []string{DisaggAlways, DisaggNever, DisaggConditional}
+	s := l.str(f)
+	switch {
+	case s == "":
+	case contains(choices, s):
+		g.Disaggregation = s
+	default:
+		l.errf(f, "must be %s, got %q%s", orList(choices), s, didYouMean(s, choices))
+	}
+}
+
+func policyKey(k KindSpec) row[PolicyPlan] {
+	kind, choices, get := k.Kind, k.Policies, k.policy
+	return row[PolicyPlan]{Key: kind, Type: "policy name", Default: k.DefaultPolicy, Doc: strings.Join(choices, " "), read: func(l *loader, f field, p *PolicyPlan) {
 		s := l.str(f)
 		if s == "" {
 			return
@@ -582,7 +631,7 @@ func finishTop(l *loader, _ field, p *Profile, m map[string]field) {
 		p.ServedModelName = filepath.Base(strings.TrimRight(p.Model, "/"))
 	}
 	if _, ok := m["roles"]; !ok {
-		l.errAt(Pos{1, 1}, "roles", "missing: a profile needs at least one prefill and one decode role")
+		l.errAt(Pos{1, 1}, "roles", "missing: a profile needs aggregated roles, or at least one prefill and one decode role")
 	}
 }
 
@@ -641,7 +690,7 @@ func readBudget(l *loader, f field, r *Restart) {
 
 func readRoles(l *loader, at field, p *Profile) {
 	if isNull(at.n) {
-		l.errf(at, "needs at least one prefill and one decode role")
+		l.errf(at, "needs aggregated roles, or at least one prefill and one decode role")
 		return
 	}
 	seq, ok := at.n.(*ast.SequenceNode)
@@ -740,7 +789,7 @@ func finishRole(l *loader, at field, r *Role, m map[string]field) {
 		l.errf(at, "missing name")
 	}
 	if _, ok := m["kind"]; !ok && !contains(roleKinds, r.Name) {
-		l.errf(at, "missing kind (encode, prefill or decode)")
+		l.errf(at, "missing kind (%s)", orList(roleKinds))
 	}
 	if _, ok := m["gpus"]; !ok {
 		l.errf(at, "missing gpus: list the %d GPU(s) this role uses (tp × dp)", r.TP*r.DP)

@@ -65,7 +65,7 @@ func TestSchemaDefaults(t *testing.T) {
 	if got := DefaultCommand(); !reflect.DeepEqual(got, []string{"ts", "serve"}) {
 		t.Errorf("DefaultCommand = %q", got)
 	}
-	if got := DefaultPolicy(); got != (PolicyPlan{Prefill: "round_robin", Decode: "round_robin", Encode: "consistent_hashing"}) {
+	if got := DefaultPolicy(); got != (PolicyPlan{Prefill: "round_robin", Decode: "round_robin", Encode: "consistent_hashing", Aggregated: "round_robin"}) {
 		t.Errorf("DefaultPolicy = %+v", got)
 	}
 	var g Gateway

@@ -74,7 +74,7 @@ func (l *loader) validate(p *Profile) {
 		r := &p.Roles[i]
 		rk := fmt.Sprintf("roles[%d]", i)
 		kinds[r.Kind]++
-		if r.Kind != KindEncode && r.Kind != KindPrefill && r.Kind != KindDecode {
+		if _, ok := KindOf(r.Kind); !ok {
 			kindsKnown = false
 		}
 		for k := 0; k < r.Replicas; k++ {
@@ -105,16 +105,82 @@ func (l *loader) validate(p *Profile) {
 		}
 	}
 	if len(p.Roles) > 0 && kindsKnown {
-		if kinds[KindPrefill] == 0 {
-			add(p.errAt("roles", "no prefill role: PD serving needs at least one role with kind: prefill"))
-		}
-		if kinds[KindDecode] == 0 {
-			add(p.errAt("roles", "no decode role: PD serving needs at least one role with kind: decode"))
-		}
+		l.errs = append(l.errs, layoutErrors(p, kinds)...)
 	}
 	if p.Gateway.Mode == ModeEPD && kinds[KindEncode] == 0 && kindsKnown {
 		add(p.errAt("gateway.mode", "epd mode needs an encode role (add one with kind: encode, or use mode: pd)"))
 	}
+}
+
+// layoutRule is one shape a profile's roles may take, and the
+// gateway.disaggregation it defaults to.
+type layoutRule struct {
+	pd, agg bool   // prefill and decode roles; aggregated roles
+	def     string // default of gateway.disaggregation; "" = the profile must say
+}
+
+// layoutRules are the shapes a profile may have (docs/profiles.md
+// "Layouts"): PD (or EPD), aggregated only, or both side by side. Encode
+// roles come on top of PD: they feed the prefill → decode route only.
+var layoutRules = []layoutRule{
+	{pd: true, def: DisaggAlways},
+	{agg: true, def: DisaggNever},
+	{pd: true, agg: true},
+}
+
+// disaggNeeds is what each gateway.disaggregation routes to: the layouts
+// it needs roles for.
+var disaggNeeds = map[string]struct{ pd, agg bool }{
+	DisaggAlways:      {pd: true},
+	DisaggNever:       {agg: true},
+	DisaggConditional: {pd: true, agg: true},
+}
+
+// layoutErrors checks the role kinds against one another and against
+// gateway.disaggregation, and resolves its default into p (warnings for
+// roles a setting leaves without work go to p.warnings).
+func layoutErrors(p *Profile, kinds map[string]int) []*Error {
+	var out []*Error
+	pre, dec, agg := kinds[KindPrefill] > 0, kinds[KindDecode] > 0, kinds[KindAggregated] > 0
+	switch {
+	case pre && !dec:
+		out = append(out, p.errAt("roles", "no decode role: prefill roles need at least one role with kind: decode (prefill and decode come together, or use kind: aggregated)"))
+	case dec && !pre:
+		out = append(out, p.errAt("roles", "no prefill role: decode roles need at least one role with kind: prefill (prefill and decode come together, or use kind: aggregated)"))
+	case !pre && !dec && !agg:
+		out = append(out, p.errAt("roles", "no prefill, decode or aggregated role: a profile serves with aggregated roles, or with at least one prefill and one decode role"))
+	}
+	if len(out) > 0 {
+		return out
+	}
+	pd := pre && dec
+	key := "gateway.disaggregation"
+	d := p.Gateway.Disaggregation
+	if d == "" {
+		for _, r := range layoutRules {
+			if r.pd == pd && r.agg == agg {
+				d = r.def
+			}
+		}
+		if d == "" {
+			return append(out, p.errAt(key, "missing: this profile has aggregated roles beside prefill and decode roles, so it must say how requests split: always (prefill → decode), never (aggregated) or conditional (per request, by gateway.conditional)"))
+		}
+		p.Gateway.Disaggregation = d
+	}
+	need := disaggNeeds[d]
+	switch {
+	case need.pd && !pd:
+		out = append(out, p.errAt(key, "%s sends requests prefill → decode, but the profile has no prefill and decode roles (add them, or use never)", d))
+	case need.agg && !agg:
+		out = append(out, p.errAt(key, "%s sends requests to aggregated engines, but the profile has no role with kind: aggregated (add one, or use always)", d))
+	case d == DisaggNever && kinds[KindEncode] > 0:
+		out = append(out, p.errAt(key, "never sends every request to an aggregated engine, but encode roles feed the prefill → decode route only: images would have nowhere to go (use conditional, which sends image requests prefill → decode, or drop the encode roles)"))
+	case !need.agg && agg:
+		p.warnings = append(p.warnings, p.errAt(key, "%s: the aggregated role(s) start but get no work", d))
+	case !need.pd && pd:
+		p.warnings = append(p.warnings, p.errAt(key, "%s: the prefill and decode role(s) start but get no work", d))
+	}
+	return out
 }
 
 // engineArgsOverride refuses --gpu-memory-utilization in engine.args when
@@ -140,8 +206,8 @@ func engineArgsOverride(p *Profile) []*Error {
 // roleRuleErrors are the rules of one role that need no other role.
 func roleRuleErrors(p *Profile, r *Role, rk string) []*Error {
 	var out []*Error
-	if r.Kind == KindEncode && r.DP > 1 {
-		out = append(out, p.errAt(rk+".dp", "an encode role cannot use data parallelism (TokenSpeed refuses encode with dp > 1)"))
+	if k, ok := KindOf(r.Kind); ok && k.MaxDP > 0 && r.DP > k.MaxDP {
+		out = append(out, p.errAt(rk+".dp", "%s cannot use data parallelism (TokenSpeed refuses --disaggregation-mode %s with dp > %d)", anKind(r.Kind), k.Mode, k.MaxDP))
 	}
 	if !r.Local() && r.Workers != nil {
 		for k, w := range r.Workers {

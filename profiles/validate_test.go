@@ -233,7 +233,7 @@ roles:
   - name: d
     kind: decoder #<
     gpus: [1]
-`, "roles[1].kind", `must be encode, prefill or decode, got "decoder" (did you mean "decode"?)`},
+`, "roles[1].kind", `must be encode, prefill, decode or aggregated, got "decoder" (did you mean "decode"?)`},
 		{"missing kind", `model: m
 roles:
   - {name: prefill, gpus: [0]}

@@ -181,9 +181,11 @@ func factsFor(rp profiles.RolePlan, expect int, gateway bool) roleFacts {
 }
 
 // ranksExpected: every attention-DP rank dials the gateway (docs/protocol.md
-// §10.2); encode engines do not dial at all upstream (docs/protocol.md §9.1).
+// §10.2), whatever the kind (an aggregated engine's as a prefill's or a
+// decode's); encode engines do not dial at all upstream (docs/protocol.md
+// §9.1), so the kind's row says when they are awaited.
 func ranksExpected(rp profiles.RolePlan, mode string) int {
-	if rp.Kind == profiles.KindEncode && mode != profiles.ModeEPD {
+	if k, ok := profiles.KindOf(rp.Kind); ok && !k.AwaitsRanks(mode) {
 		// Outside epd mode nothing is routed to an encode server, so its
 		// launcher's ready line is the signal; in epd mode its rank 0
 		// registers on the lane like any role (docs/protocol.md §9.4).

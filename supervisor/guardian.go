@@ -80,25 +80,16 @@ func RunGuardian(cfg GuardConfig) int {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
 	}
-	say := func(format string, a ...any) {
-		if cfg.Status != nil {
-			fmt.Fprintf(cfg.Status, format+"\n", a...)
-		}
-	}
-	diag := func(format string, a ...any) {
-		if cfg.Diag != nil {
-			fmt.Fprintf(cfg.Diag, "[tsd-guard] "+format+"\n", a...)
-		}
-	}
+	l := &guardLoop{cfg: cfg, self: os.Getpid()}
 	// Catch (not ignore) SIGPIPE: once tsd is gone our stderr is a broken
 	// pipe, and Go would otherwise die on the first write to it. Caught
 	// signals reset to default across exec, so the engine is unaffected.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCHLD, syscall.SIGPIPE)
-	defer signal.Stop(sigs)
+	l.sigs = make(chan os.Signal, 16)
+	signal.Notify(l.sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGCHLD, syscall.SIGPIPE)
+	defer signal.Stop(l.sigs)
 
 	if _, err := unix.PrctlRetInt(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		diag("cannot become child subreaper (%v); orphaned ranks are found by /proc scan", err)
+		l.diag("cannot become child subreaper (%v); orphaned ranks are found by /proc scan", err)
 	}
 	// Nothing but stdio may leak into the engine.
 	for _, f := range []*os.File{cfg.Lifeline, cfg.Status} {
@@ -106,15 +97,67 @@ func RunGuardian(cfg GuardConfig) int {
 			syscall.CloseOnExec(int(f.Fd()))
 		}
 	}
-	if len(cfg.Argv) == 0 {
-		say("starterr no command")
+	pid, ok := l.start()
+	if !ok {
 		return 127
+	}
+	l.pid = pid
+	l.say("pid %d", pid)
+	if cfg.Lifeline != nil {
+		l.lifeline = make(chan struct{})
+		go func() {
+			// Any read result (EOF or error) means the write end is gone.
+			_, _ = io.Copy(io.Discard, cfg.Lifeline)
+			close(l.lifeline)
+		}()
+	}
+	defer l.stopTimers()
+	return l.run(guardState{Pgid: pid, Grace: cfg.Grace, KillWait: cfg.KillWait})
+}
+
+// guardLoop is the guardian's I/O: it gathers guardStep's inputs and
+// executes its actions. It decides nothing.
+type guardLoop struct {
+	cfg       GuardConfig
+	self, pid int // the guardian's pid; the engine's (its group's id)
+	sigs      chan os.Signal
+	lifeline  chan struct{} // closed at the lifeline's EOF; nil once heard
+	leader    *guardInput   // the leader's exit, once reaped
+	told      bool          // next has handed leader to the step
+
+	// The timers guardStep arms (nil channels until then): while the
+	// engine runs, every change arrives as an event, so the guardian
+	// sleeps; once stopping it polls for the group to empty, since a
+	// rank that is not its child dies without telling it.
+	grace, hard, strays *time.Timer
+	poll                *time.Ticker
+}
+
+func (l *guardLoop) say(format string, a ...any) {
+	if l.cfg.Status != nil {
+		fmt.Fprintf(l.cfg.Status, format+"\n", a...)
+	}
+}
+
+func (l *guardLoop) diag(format string, a ...any) {
+	if l.cfg.Diag != nil {
+		fmt.Fprintf(l.cfg.Diag, "[tsd-guard] "+format+"\n", a...)
+	}
+}
+
+// start forks the engine in a new process group (and the cgroup, when
+// given), reporting a start error on the status fd.
+func (l *guardLoop) start() (int, bool) {
+	cfg := l.cfg
+	if len(cfg.Argv) == 0 {
+		l.say("starterr no command")
+		return 0, false
 	}
 	path, err := exec.LookPath(cfg.Argv[0])
 	if err != nil {
-		say("starterr %s", oneLine(err.Error()))
-		diag("cannot start %s: %v", cfg.Argv[0], err)
-		return 127
+		l.say("starterr %s", oneLine(err.Error()))
+		l.diag("cannot start %s: %v", cfg.Argv[0], err)
+		return 0, false
 	}
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	if cfg.Cgroup != "" {
@@ -122,167 +165,170 @@ func RunGuardian(cfg GuardConfig) int {
 			defer syscall.Close(fd)
 			sys.UseCgroupFD, sys.CgroupFD = true, fd
 		} else {
-			diag("cannot open cgroup %s (%v); the process group alone keeps the engine together", cfg.Cgroup, err)
+			l.diag("cannot open cgroup %s (%v); the process group alone keeps the engine together", cfg.Cgroup, err)
 		}
 	}
-	pid, err := syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{
-		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
-		Sys:   sys,
-	})
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}, Sys: sys}
+	pid, err := syscall.ForkExec(path, cfg.Argv, attr)
 	if err != nil && sys.UseCgroupFD {
 		// An old kernel without clone3 into a cgroup: start it without.
-		diag("cannot start in cgroup %s (%v); starting without it", cfg.Cgroup, err)
+		l.diag("cannot start in cgroup %s (%v); starting without it", cfg.Cgroup, err)
 		sys.UseCgroupFD = false
-		pid, err = syscall.ForkExec(path, cfg.Argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}, Sys: sys})
+		pid, err = syscall.ForkExec(path, cfg.Argv, attr)
 	}
 	if err != nil {
-		say("starterr %s", oneLine(err.Error()))
-		diag("cannot start %s: %v", path, err)
-		return 127
+		l.say("starterr %s", oneLine(err.Error()))
+		l.diag("cannot start %s: %v", path, err)
+		return 0, false
 	}
-	pgid := pid
-	say("pid %d", pid)
+	return pid, true
+}
 
-	lifelineEOF := make(chan struct{})
-	if cfg.Lifeline != nil {
-		go func() {
-			// Any read result (EOF or error) means the write end is gone.
-			_, _ = io.Copy(io.Discard, cfg.Lifeline)
-			close(lifelineEOF)
-		}()
-	}
-
-	var (
-		leaderDone bool
-		leaderWS   syscall.WaitStatus
-		stopping   bool
-		killed     bool
-		graceC     <-chan time.Time
-		hardC      <-chan time.Time
-	)
-	reap := func() {
-		for {
-			var ws syscall.WaitStatus
-			p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-			if p <= 0 || err != nil {
-				return
-			}
-			if p == pid {
-				leaderDone, leaderWS = true, ws
-				code, sig := waitCode(ws)
-				say("exit %d %d", code, int(sig))
-			}
-		}
-	}
-	// While the engine runs, every change the guardian acts on arrives as
-	// an event (SIGCHLD, a signal, the lifeline's EOF), so it sleeps. Only
-	// once stopping does it poll, for the group to empty: a rank that is
-	// not our child dies without telling us.
-	var pollC <-chan time.Time
-	var poll *time.Ticker
-	startPoll := func() {
-		if poll == nil {
-			poll = time.NewTicker(100 * time.Millisecond)
-			pollC = poll.C
-		}
-	}
-	defer func() {
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-	term := func(why string) {
-		if stopping {
-			return
-		}
-		stopping = true
-		startPoll()
-		if groupEmpty(pgid) {
-			return
-		}
-		say("term %s", why)
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		graceC = time.After(cfg.Grace)
-	}
-	kill := func(why string) {
-		stopping = true
-		startPoll()
-		graceC = nil
-		if !killed {
-			killed = true
-			hardC = time.After(cfg.KillWait)
-		}
-		if groupEmpty(pgid) {
-			return
-		}
-		say("kill %s", why)
-		diag("SIGKILL to process group %d: %s", pgid, why)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
+// run steps every input until guardStep says exit.
+func (l *guardLoop) run(st guardState) int {
+	var queue []guardInput
 	for {
-		reap()
-		if leaderDone && !stopping {
-			// The launcher is gone; its ranks must not outlive it (docs/protocol.md §10.5).
-			term("engine exited")
+		if len(queue) == 0 {
+			queue = append(queue, l.next())
 		}
-		if stopping && groupEmpty(pgid) {
-			// Reap stragglers that died between the checks.
-			reap()
-			if leaderDone {
-				break
+		in := l.observe(st, queue[0])
+		queue = queue[1:]
+		var acts []guardAct
+		st, acts = guardStep(st, in)
+		for _, a := range acts {
+			switch a.Kind {
+			case gaExit:
+				return a.Code
+			case gaLook:
+				queue = append(queue, guardInput{Ev: gePoll})
+			default:
+				l.exec(a)
 			}
+		}
+	}
+}
+
+// next waits for the next input: the leader reaped, a signal, the
+// lifeline's EOF, a timer or a poll tick.
+func (l *guardLoop) next() guardInput {
+	for {
+		l.reap()
+		if l.leader != nil && !l.told {
+			l.told = true
+			return *l.leader
 		}
 		select {
-		case s := <-sigs:
+		case s := <-l.sigs:
 			switch s {
 			case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
-				term("stop requested")
+				return guardInput{Ev: geStop}
 			case syscall.SIGUSR1:
-				kill("kill requested")
+				return guardInput{Ev: geKill}
 			}
-		case <-lifelineEOF:
-			lifelineEOF = nil
-			term("tsd is gone")
-		case <-graceC:
-			kill(fmt.Sprintf("still running %s after SIGTERM", HumanDuration(cfg.Grace)))
-		case <-hardC:
-			left := groupMembers(pgid)
-			say("notempty %s", joinInts(left))
-			diag("process group %d not empty %s after SIGKILL: %v", pgid, HumanDuration(cfg.KillWait), left)
-			return 125
-		case <-pollC:
+			return guardInput{Ev: gePoll} // SIGCHLD (reaped above on the next round) or SIGPIPE
+		case <-l.lifeline:
+			l.lifeline = nil
+			return guardInput{Ev: geLifeline}
+		case <-timerC(l.grace):
+			l.grace = nil
+			return guardInput{Ev: geGrace}
+		case <-timerC(l.hard):
+			return guardInput{Ev: geHard}
+		case <-timerC(l.strays):
+			return guardInput{Ev: geStrayDeadline}
+		case <-tickerC(l.poll):
+			return guardInput{Ev: gePoll}
 		}
 	}
-	say("empty")
-	// Descendants that left the group (setsid, setpgid) are orphaned by now
-	// and, since we are their subreaper, our children: they were part of
-	// the engine, so they go too. Their own children come back to us in
-	// turn, hence the rounds.
-	strayDeadline := time.After(cfg.KillWait)
-	startPoll()
+}
+
+// reap collects every exited child; the leader's exit becomes an input.
+func (l *guardLoop) reap() {
 	for {
-		reap()
-		strays := childrenOf(os.Getpid())
-		if len(strays) == 0 {
-			break
+		var ws syscall.WaitStatus
+		p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if p <= 0 || err != nil {
+			return
 		}
-		say("strays %s", joinInts(strays))
-		diag("SIGKILL to %v: engine processes that left process group %d", strays, pgid)
-		for _, pid := range strays {
+		if p == l.pid {
+			code, sig := waitCode(ws)
+			l.leader = &guardInput{Ev: geExit, Code: code, Sig: sig}
+		}
+	}
+}
+
+// observe adds the facts st needs to decide on in: the group's members
+// once stopping, the guardian's live children while sweeping.
+func (l *guardLoop) observe(st guardState, in guardInput) guardInput {
+	if st.needsGroup(in.Ev) {
+		in.Empty = groupEmpty(l.pid)
+		if in.Ev == geHard {
+			in.Left = groupMembers(l.pid)
+		}
+	}
+	if st.needsStrays() {
+		l.reap()
+		in.Strays = childrenOf(l.self)
+	}
+	return in
+}
+
+// exec carries out one action.
+func (l *guardLoop) exec(a guardAct) {
+	switch a.Kind {
+	case gaSay:
+		l.say("%s", a.Line)
+	case gaDiag:
+		l.diag("%s", a.Line)
+	case gaSignal:
+		_ = syscall.Kill(-l.pid, a.Sig)
+	case gaKillStrays:
+		for _, pid := range a.Pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		select {
-		case <-sigs:
-		case <-pollC:
-		case <-strayDeadline:
-			diag("processes %v outlived SIGKILL", strays)
-			code, _ := waitCode(leaderWS)
-			return code
+	case gaArmGrace:
+		l.grace = time.NewTimer(a.Delay)
+	case gaDisarmGrace:
+		if l.grace != nil {
+			l.grace.Stop()
+			l.grace = nil
+		}
+	case gaArmHard:
+		l.hard = time.NewTimer(a.Delay)
+	case gaArmStrays:
+		l.strays = time.NewTimer(a.Delay)
+	case gaPoll:
+		if l.poll == nil {
+			l.poll = time.NewTicker(100 * time.Millisecond)
 		}
 	}
-	code, _ := waitCode(leaderWS)
-	return code
+}
+
+func (l *guardLoop) stopTimers() {
+	for _, t := range []*time.Timer{l.grace, l.hard, l.strays} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	if l.poll != nil {
+		l.poll.Stop()
+	}
+}
+
+// timerC and tickerC are a timer's channel, nil (never ready) before it
+// is armed.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+func tickerC(t *time.Ticker) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
 }
 
 // childrenOf lists the live (non-zombie) children of pid.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tsd-project/tsd/cmd/ts-fake/perfmodel"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 )
 
@@ -53,8 +54,8 @@ var engineFlags = []flagSpec{
 	{name: "load-balance-method", kind: kValue, used: true, help: "validated: prefill with DP>1 needs round_robin"},
 	{name: "dist-init-addr", kind: kValue, used: true, help: "HOST:PORT; HOST is where a prefill registers its ranks"},
 	{name: "max-model-len", kind: kValue, used: true, help: "context length (default 32768)"},
-	{name: "max-num-seqs", kind: kValue, used: true, help: "running-request cap, split across DP ranks (default 160)"},
-	{name: "chunked-prefill-size", kind: kValue, used: true, help: "reported as max_num_batched_tokens (default 8192)"},
+	{name: "max-num-seqs", kind: kValue, used: true, help: "running-request cap, split across DP ranks (default 160); with --fake-perf the batch of continuous batching"},
+	{name: "chunked-prefill-size", kind: kValue, used: true, help: "reported as max_num_batched_tokens (default 8192); with --fake-perf the prefill tokens one step computes (<= 0: whole prompts)"},
 	{name: "prefix-granularity", kind: kValue, used: true, help: "reported in the registration (default 64)"},
 	{name: "block-size", kind: kValue, used: true, alias: "prefix-granularity", help: "alias of --prefix-granularity"},
 	{name: "dtype", kind: kValue, used: true, help: "auto | bfloat16 | float16 | float32 (auto reports bfloat16)"},
@@ -89,8 +90,8 @@ var engineFlags = []flagSpec{
 	{name: "mm-encoder-tp-mode", kind: kValue, help: "weights | data"},
 	{name: "base-gpu-id", kind: kValue, used: true, help: "first CUDA device (fake GPU memory holder)"},
 	{name: "gpu-id-step", kind: kValue, help: "ignored upstream on this path"},
-	{name: "gpu-memory-utilization", kind: kValue, help: "GPU memory fraction"},
-	{name: "max-total-tokens", kind: kValue, used: true, help: "KV pool of each DP rank in tokens: the prefix cache's capacity, least recently used pages evicted beyond it (default 262144)"},
+	{name: "gpu-memory-utilization", kind: kValue, used: true, help: "fraction of GPU memory for weights + KV; with --fake-perf it sizes the KV pool when --max-total-tokens is not given (default by world size, as TokenSpeed: 1: 0.88, 2-3: 0.87, 4-7: 0.95, 8-15: 0.81, 16+: 0.79)"},
+	{name: "max-total-tokens", kind: kValue, used: true, help: "KV pool of each DP rank in tokens: the prefix cache's capacity, least recently used pages evicted beyond it; with --fake-perf also what running requests may hold, new ones waiting when it is full (default 262144, or with --fake-perf sized from the preset's GPU memory)"},
 	{name: "max-prefill-tokens", kind: kValue, help: "max prefill tokens"},
 	{name: "max-cudagraph-capture-size", kind: kValue, help: "decode graph sizes"},
 	{name: "cudagraph-capture-sizes", kind: kList, help: "decode graph sizes"},
@@ -162,6 +163,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-replies", kind: kValue, used: true, help: "FILE of prompt-substring -> reply rules (JSON array of {match, reply}, JSON object, or MATCH<TAB>REPLY lines): a matching prompt's completion spells the reply, then EOS"},
 	{name: "fake-gpu-mem-mb", kind: kValue, used: true, help: "each rank holds N MB on its CUDA device through a python3+torch child (skipped with a log line without torch/GPU)"},
 	{name: "fake-prefill-us-per-token", kind: kValue, used: true, help: "simulated prefill time per uncached prompt token, microseconds; a rank computes one prompt at a time (default 0: free)"},
+	{name: "fake-perf", kind: kValue, used: true, help: "PRESET|FILE: time every engine step with the performance model (docs/perf-model.md): continuous batching, prefill by uncached tokens in chunks, decode by batch and KV read, KV transfer, TP efficiency; PRESET is a shipped one (llama-3.1-8b-bf16-h200), FILE a YAML or JSON preset. Off by default; while on, --fake-tokens-per-s and --fake-prefill-us-per-token are not used. Its figures are simulated"},
 	{name: "fake-kv-events-drop", kind: kValue, used: true, help: "each rank's N-th KV event batch is buffered for replay but not sent on its PUB, as a PUB past its high-water mark drops it (default 0: none)"},
 	{name: "fake-kv-clear-after-requests", kind: kValue, used: true, help: "a rank clears its prefix cache (one AllBlocksCleared event) when it receives its K-th request (default 0: never)"},
 }
@@ -303,6 +305,8 @@ type config struct {
 	replies          []replyRule
 
 	maxTotalTokens    int              // KV pool per DP rank, tokens
+	gpuMemUtil        float64          // --gpu-memory-utilization, or TokenSpeed's default for the world size
+	perf              *perfmodel.Model // --fake-perf: the performance model on this engine's TP; nil: off
 	prefixCaching     bool             // the prefix cache is on
 	kvEvents          *kvevents.Config // --kv-events-config when it enables publishing
 	prefillUsPerToken float64          // simulated prefill cost per uncached prompt token
@@ -494,9 +498,27 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	default:
 		return c, valueError{fmt.Sprintf("dtype %q is not supported by the msgpack lane (bfloat16, float16, float32)", c.dtype)}
 	}
+	_, totalGiven := p.values["max-total-tokens"]
 	c.maxTotalTokens = l.int("max-total-tokens", kvCacheTokens)
 	if c.maxTotalTokens < 1 {
 		return c, valueError{fmt.Sprintf("--max-total-tokens %d must be positive", c.maxTotalTokens)}
+	}
+	c.gpuMemUtil = l.float("gpu-memory-utilization", defaultMemUtil(c.world))
+	if c.gpuMemUtil <= 0 || c.gpuMemUtil > 1 {
+		return c, valueError{fmt.Sprintf("--gpu-memory-utilization %g must be in (0, 1]", c.gpuMemUtil)}
+	}
+	if name := l.str("fake-perf", ""); name != "" {
+		preset, err := perfmodel.Load(name)
+		if err != nil {
+			return c, usageError{"argument --fake-perf: " + err.Error()}
+		}
+		m := preset.For(c.tp)
+		c.perf = &m
+		if !totalGiven {
+			if c.maxTotalTokens, err = m.KVCapacity(c.gpuMemUtil); err != nil {
+				return c, valueError{fmt.Sprintf("--fake-perf %s: the KV pool at --gpu-memory-utilization %g: %v", preset.Name, c.gpuMemUtil, err)}
+			}
+		}
 	}
 	c.prefixCaching = !l.bool("no-enable-prefix-caching", false) && !l.bool("disable-prefix-caching", false)
 	if cfg, ok := l.raw("kv-events-config"); ok && cfg != "" {
@@ -592,6 +614,24 @@ func resolveConfig(p parsedArgs, getenv func(string) string) (config, error) {
 	}
 	c.unknown = p.unknown
 	return c, l.err
+}
+
+// defaultMemUtil is TokenSpeed's --gpu-memory-utilization default for a
+// world size (docs/protocol.md §10.6 lists the flag; the table is
+// upstream's server args).
+func defaultMemUtil(world int) float64 {
+	switch {
+	case world >= 16:
+		return 0.79
+	case world >= 8:
+		return 0.81
+	case world >= 4:
+		return 0.95
+	case world >= 2:
+		return 0.87
+	default:
+		return 0.88
+	}
 }
 
 func printHelp(w io.Writer) {

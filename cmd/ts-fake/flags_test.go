@@ -117,3 +117,46 @@ func TestEmitCadence(t *testing.T) {
 		t.Errorf("stream k=4 emits at %v, want 1, 5, 9, ...", got[:3])
 	}
 }
+
+// --fake-perf turns the performance model on for the engine's TP; the KV
+// pool then comes from the preset's GPU memory at TokenSpeed's default
+// --gpu-memory-utilization for the world size, unless --max-total-tokens
+// or --gpu-memory-utilization say otherwise.
+func TestFakePerfFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args    string
+		tp      int
+		kvPool  int
+		message string // an error containing this
+	}{
+		{args: "--headless m", kvPool: kvCacheTokens}, // off: the old default pool, no model
+		{args: "--headless m --fake-perf llama-3.1-8b-bf16-h200", tp: 1, kvPool: 824123},
+		{args: "--headless m --fake-perf llama-3.1-8b-bf16-h200 --tp 2", tp: 2, kvPool: 1749263},
+		{args: "--headless m --fake-perf llama-3.1-8b-bf16-h200 --gpu-memory-utilization 0.5", tp: 1, kvPool: 415340},
+		{args: "--headless m --fake-perf llama-3.1-8b-bf16-h200 --max-total-tokens 5000", tp: 1, kvPool: 5000},
+		{args: "--headless m --fake-perf nope", message: `argument --fake-perf: "nope" is neither a preset`},
+		{args: "--headless m --fake-perf llama-3.1-8b-bf16-h200 --gpu-memory-utilization 0.1", message: "do not fit"},
+		{args: "--headless m --gpu-memory-utilization 1.5", message: "must be in (0, 1]"},
+	} {
+		cfg, err := resolveConfig(parseArgs(strings.Fields(c.args)), noEnv)
+		if c.message != "" {
+			if err == nil || !strings.Contains(err.Error(), c.message) {
+				t.Errorf("%q: %v, want an error with %q", c.args, err, c.message)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if (cfg.perf != nil) != (c.tp > 0) || (cfg.perf != nil && cfg.perf.TP != c.tp) || cfg.maxTotalTokens != c.kvPool {
+			t.Errorf("%q: model %+v, KV pool %d; want TP %d, pool %d", c.args, cfg.perf, cfg.maxTotalTokens, c.tp, c.kvPool)
+		}
+	}
+	var help bytes.Buffer
+	printHelp(&help)
+	if !strings.Contains(help.String(), "--fake-perf") || !strings.Contains(help.String(), "simulated") {
+		t.Error("--help does not list --fake-perf as simulated")
+	}
+}

@@ -68,6 +68,12 @@ func runLauncher(cfg config) int {
 	sleep(phases.args)
 	log.info("engine.py:402", "headless server_args=ServerArgs(model_path=%q, served_model_name=%q, tp_size=%d, dp_size=%d, world_size=%d, disaggregation_mode=%q, disaggregation_bootstrap_port=%d, dist_init_addr=%q, data_parallel_address=%q, data_parallel_rpc_port=%d, zmq_engine_index=%d, max_model_len=%d, max_num_seqs=%d, dtype=%q, zmq_msgpack=True, skip_tokenizer_init=True)",
 		cfg.model, cfg.servedName, cfg.tp, cfg.dp, cfg.world, cfg.mode, cfg.bootstrapPort, cfg.distInitAddr, cfg.dpAddr, cfg.dpPort, cfg.engineIndex, cfg.maxModelLen, cfg.maxNumSeqs, cfg.dtype)
+	if cfg.perf != nil {
+		// Every figure this engine produces from here on is the model's;
+		// say so, and what it rests on (docs/perf-model.md).
+		log.info("ts-fake.py:1", "performance model: %s; KV pool %d tokens per DP rank, batch %d, chunked prefill %d tokens",
+			cfg.perf.Describe(), cfg.maxTotalTokens, max(1, cfg.maxNumSeqs/cfg.dp), cfg.chunkedPrefill)
+	}
 
 	childEnv := []string{}
 	if hostsBootstrap(cfg) {

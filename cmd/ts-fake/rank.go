@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/tsd-project/tsd/cmd/ts-fake/kvpub"
 	"github.com/tsd-project/tsd/gateway/bootstrap"
-	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
 
@@ -98,12 +98,12 @@ func runRank(cfg config, global int) int {
 
 // startKVEvents binds this DP rank's KV event publisher (ports offset by
 // the rank, docs/protocol.md §16.2) when --kv-events-config enables it.
-func (r *rank) startKVEvents() *kvevents.Publisher {
+func (r *rank) startKVEvents() *kvpub.Publisher {
 	kc := r.cfg.kvEvents
 	if kc == nil {
 		return nil
 	}
-	pub, err := kvevents.NewPublisher(*kc, r.dpRank, func(err error) {
+	pub, err := kvpub.New(*kc, r.dpRank, func(err error) {
 		r.log.errorf("kv_events.py:331", "Error in publisher thread: %v", err)
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
+	"github.com/tsd-project/tsd/cmd/ts-fake/kvpub"
 	"github.com/tsd-project/tsd/gateway/bootstrap"
 	"github.com/tsd-project/tsd/gateway/kvevents"
 	"github.com/tsd-project/tsd/gateway/wire"
@@ -19,12 +20,13 @@ import (
 type reqState int
 
 const (
-	stWaiting    reqState = iota // admitted, waiting for a batch slot
-	stFetching                   // decode: waiting for the prefill's KV
-	stRunning                    // generating one token per step
-	stSending                    // prefill: first token sampled, KV being fetched by decode
-	stEmbedding                  // EPD prefill: waiting for image embeddings from encode servers
-	stPrefilling                 // its uncached prompt tokens are being computed (--fake-prefill-us-per-token)
+	stWaiting      reqState = iota // admitted, waiting for a batch slot
+	stFetching                     // decode: waiting for the prefill's KV
+	stRunning                      // generating one token per step
+	stSending                      // prefill: first token sampled, KV being fetched by decode
+	stEmbedding                    // EPD prefill: waiting for image embeddings from encode servers
+	stPrefilling                   // its uncached prompt tokens are being computed (--fake-prefill-us-per-token, --fake-perf)
+	stTransferring                 // decode under --fake-perf: its KV is arriving from the prefill (until readyAt)
 )
 
 // request is one rid in the scheduler. Only the scheduler goroutine
@@ -49,7 +51,8 @@ type request struct {
 	topN       int           // top-k alternatives per token asked (return_logprob with top_logprobs_num); 0 none
 	cached     int           // prompt tokens found in the prefix cache at admission
 	pinned     []*cachedPage // cache pages it uses (never evicted meanwhile)
-	readyAt    time.Time     // stPrefilling: when its prompt is computed
+	readyAt    time.Time     // stPrefilling: when its prompt is computed; stTransferring: when its KV has arrived
+	done       int           // --fake-perf: prompt tokens in its KV (cached, then each chunk computed)
 }
 
 // pdResult comes back from a transfer goroutine.
@@ -108,13 +111,16 @@ type engine struct {
 	hung     bool
 	vocab    *fakemodel.Vocab // see vocabulary
 
-	cache     *prefixCache        // nil: no prefix cache (decode, encode, caching off)
-	kvPub     *kvevents.Publisher // nil: no KV events
-	kvBatches int                 // event batches made (--fake-kv-events-drop)
-	busyUntil time.Time           // prompts are computed one at a time
+	cache     *prefixCache     // nil: no prefix cache (decode, encode, caching off)
+	kvPub     *kvpub.Publisher // nil: no KV events
+	kvBatches int              // event batches made (--fake-kv-events-drop)
+	busyUntil time.Time        // prompts are computed one at a time
+
+	inflight *perfStep // --fake-perf: the step being computed (nil: none)
+	waitWhy  string    // --fake-perf: why admission last stopped, logged when it changes
 }
 
-func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kvevents.Publisher) *engine {
+func newEngine(r *rank, in zmq4.Socket, t *bootstrap.TransferServer, pub *kvpub.Publisher) *engine {
 	e := &engine{
 		r: r, cfg: r.cfg, in: in, transfer: t,
 		inbox:   make(chan wire.InputMessage, 256),
@@ -146,6 +152,10 @@ func (e *engine) run() {
 	var hangTimer <-chan time.Time
 	if e.cfg.hangAfter > 0 {
 		hangTimer = time.After(e.cfg.hangAfter)
+	}
+	if e.cfg.perf != nil {
+		e.runPerf(hangTimer)
+		return
 	}
 	var period time.Duration
 	if e.cfg.tokensPerS > 0 {
@@ -405,6 +415,8 @@ func (e *engine) add(g wire.GenerateRequest) {
 		q.invalid = "prompt logprobs (logprob_start_len >= 0) are not supported by this engine"
 	case q.promptLP >= len(g.InputIDs):
 		q.invalid = fmt.Sprintf("logprob_start_len %d is not below the prompt length %d", q.promptLP, len(g.InputIDs))
+	case e.cfg.perf != nil && q.promptLen > e.cfg.maxTotalTokens:
+		q.invalid = fmt.Sprintf("input of %d tokens exceeds the KV pool of %d tokens", q.promptLen, e.cfg.maxTotalTokens)
 	}
 	if q.invalid == "" {
 		q.invalid = checkMultimodal(g)
@@ -614,6 +626,9 @@ func (e *engine) handlePD(res pdResult) {
 		tok := res.kv.FirstToken
 		q.firstToken = &tok
 		q.state = stRunning
+		if e.cfg.perf != nil {
+			q.state = stWaiting // for a batch slot and KV room, then the transfer (perfsched.go)
+		}
 	case stSending:
 		reason := q.params.Finish(0, q.tokens[0])
 		if reason == "" {
@@ -695,26 +710,8 @@ func (e *engine) step() {
 		if q.state != stRunning {
 			continue
 		}
-		i := len(q.tokens)
-		tok := q.params.Token(i)
-		if i == 0 && q.firstToken != nil {
-			tok = *q.firstToken
-		}
-		q.tokens = append(q.tokens, tok)
-		reason := q.params.Finish(i, tok)
-		if e.cfg.mode == "prefill" {
-			e.startSend(q) // no intermediate output; terminal after the transfer
-			continue
-		}
-		if reason != "" {
-			batch = append(batch, e.entry(q, reason))
+		if e.advance(q, &batch) {
 			done = append(done, q)
-			e.logFinishCached(q.rid, q.promptLen, len(q.tokens), q.cached, reason)
-			e.finished(q)
-			continue
-		}
-		if emitNow(q) {
-			batch = append(batch, e.entry(q, ""))
 		}
 	}
 	for _, q := range done {
@@ -724,6 +721,33 @@ func (e *engine) step() {
 		e.send(batch)
 	}
 	e.publishKV()
+}
+
+// advance gives running request q its next token and adds what is worth
+// reporting to batch; it reports whether q finished (the caller removes
+// it). A prefill request hands its first token to the transfer instead.
+func (e *engine) advance(q *request, batch *[]outEntry) bool {
+	i := len(q.tokens)
+	tok := q.params.Token(i)
+	if i == 0 && q.firstToken != nil {
+		tok = *q.firstToken
+	}
+	q.tokens = append(q.tokens, tok)
+	reason := q.params.Finish(i, tok)
+	if e.cfg.mode == "prefill" {
+		e.startSend(q) // no intermediate output; terminal after the transfer
+		return false
+	}
+	if reason != "" {
+		*batch = append(*batch, e.entry(q, reason))
+		e.logFinishCached(q.rid, q.promptLen, len(q.tokens), q.cached, reason)
+		e.finished(q)
+		return true
+	}
+	if emitNow(q) {
+		*batch = append(*batch, e.entry(q, ""))
+	}
+	return false
 }
 
 // admitRunning gives a waiting request its slot: the prefix cache finds

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +141,8 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 	fmt.Fprintf(&b, "\ngateway\n")
 	fmt.Fprintf(&b, "  listen:     %s (%s)\n", g.Listen, g.URL)
 	fmt.Fprintf(&b, "  mode:       %s\n", g.Mode)
-	fmt.Fprintf(&b, "  policies:   prefill=%s decode=%s encode=%s\n", g.Policy.Prefill, g.Policy.Decode, g.Policy.Encode)
+	fmt.Fprintf(&b, "  policies:   %s\n", policiesText(g))
+	fmt.Fprintf(&b, "  requests:   %s\n", disaggregationText(g))
 	if g.APIKeyEnv != "" {
 		fmt.Fprintf(&b, "  api key:    $%s\n", g.APIKeyEnv)
 	}
@@ -160,6 +162,35 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// policiesText is kind=policy for each kind the plan has workers of, in
+// the kinds table's order.
+func policiesText(g *profiles.GatewayPlan) string {
+	var parts []string
+	for _, k := range profiles.Kinds {
+		if slices.ContainsFunc(g.Workers, func(w profiles.WorkerPlan) bool { return w.Kind == k.Kind }) {
+			parts = append(parts, k.Kind+"="+k.PolicyOf(g.Policy))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// disaggregationText says which way requests go (gateway.disaggregation)
+// and, under conditional, by what rule.
+func disaggregationText(g *profiles.GatewayPlan) string {
+	switch g.Disaggregation {
+	case profiles.DisaggNever:
+		return "never disaggregated: every request on an aggregated engine"
+	case profiles.DisaggConditional:
+		c := g.Conditional
+		s := fmt.Sprintf("conditional: aggregated when at most %d uncached prompt tokens and at most %g of the prompt", c.MaxUncachedTokens, c.MaxUncachedRatio)
+		if c.PrefillBusy > 0 {
+			s += fmt.Sprintf(", or when every prefill has more than %d prompt tokens queued", c.PrefillBusy)
+		}
+		return s + "; else prefill → decode"
+	}
+	return "always disaggregated: every request prefill → decode"
 }
 
 // compactPorts prints a sorted port list with runs collapsed: 12579,12580,12582-12585.

@@ -148,7 +148,7 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
 	good := filepath.Join("..", "..", "profiles", "examples", "demo.yaml")
-	if err := (validateCmd{Profile: good}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil || out.String() != "ok\n" {
+	if err := (validateCmd{Profile: good}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil || out.String() != "ok: 2 engines (1 prefill, 1 decode), disaggregation always\n" {
 		t.Fatalf("good profile: %v %q", err, out.String())
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
@@ -252,5 +252,53 @@ func TestPlanShowsKVEvents(t *testing.T) {
 	i := slices.Index(words, "--kv-events-config")
 	if i < 0 || i+1 >= len(words) || words[i+1] != pf.KVEvents.Config {
 		t.Fatalf("command line %q does not carry the config %s", pf.CommandLine(), pf.KVEvents.Config)
+	}
+}
+
+// Pins: every shipped example passes `tsd validate` (its summary naming
+// the kinds it runs and how requests split) and `tsd plan` (a block per
+// role naming its kind, the gateway's policy per kind present), the layout
+// examples with the shapes their names promise.
+func TestExamplesValidateAndPlan(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "..", "profiles", "examples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	layouts := map[string]string{
+		"agg-4.yaml":             "ok: 4 engines (4 aggregated), disaggregation never\n",
+		"pd-1p3d.yaml":           "ok: 4 engines (1 prefill, 3 decode), disaggregation always\n",
+		"pd-2p2d.yaml":           "ok: 4 engines (2 prefill, 2 decode), disaggregation always\n",
+		"mixed-conditional.yaml": "ok: 4 engines (1 prefill, 1 decode, 2 aggregated), disaggregation conditional\n",
+		"1e1p2d.yaml":            "ok: 4 engines (1 encode, 1 prefill, 2 decode), disaggregation always\n",
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			if err := (validateCmd{Profile: f, NoModelDirs: true}).run(&out, &errOut, testFacts(), profiles.PreflightEnv{}); err != nil || !strings.HasPrefix(out.String(), "ok: ") {
+				t.Fatalf("validate: %v %q", err, out.String())
+			}
+			if want, ok := layouts[name]; ok && out.String() != want {
+				t.Errorf("validate says %q, want %q", out.String(), want)
+			}
+			out.Reset()
+			if err := (planCmd{Profile: f}).run(&out, &errOut, testFacts()); err != nil {
+				t.Fatalf("plan: %v", err)
+			}
+			_, plan, errs := profiles.LoadPlan(f, testFacts())
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			for _, r := range plan.Roles {
+				if !strings.Contains(out.String(), "\nrole "+r.Name+" ("+r.Kind+", ") {
+					t.Errorf("plan output lacks role %s's kind %s:\n%s", r.Name, r.Kind, out.String())
+				}
+				if k, _ := profiles.KindOf(r.Kind); !strings.Contains(out.String(), " "+r.Kind+"="+k.PolicyOf(plan.Gateway.Policy)) {
+					t.Errorf("plan output lacks the %s policy", r.Kind)
+				}
+			}
+		})
 	}
 }

@@ -62,8 +62,31 @@ func (c validateCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts, env
 			return &exitError{code: 1, msg: strings.Join(bad, "\n")}
 		}
 	}
-	fmt.Fprintln(stdout, "ok")
+	fmt.Fprintln(stdout, "ok:", layoutSummary(plan))
 	return nil
+}
+
+// layoutSummary is what a profile runs, by kind in the kinds table's
+// order, and how requests split: "4 engines (2 aggregated, 1 prefill,
+// 1 decode), disaggregation conditional".
+func layoutSummary(plan *profiles.Plan) string {
+	var parts []string
+	for _, k := range profiles.Kinds {
+		n := 0
+		for _, r := range plan.Roles {
+			if r.Kind == k.Kind {
+				n++
+			}
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k.Kind))
+		}
+	}
+	engines := "engines"
+	if len(plan.Roles) == 1 {
+		engines = "engine"
+	}
+	return fmt.Sprintf("%d %s (%s), disaggregation %s", len(plan.Roles), engines, strings.Join(parts, ", "), plan.Gateway.Disaggregation)
 }
 
 // loadTokenizer is what the gateway does with the tokenizer folder at

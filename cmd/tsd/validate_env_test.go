@@ -21,7 +21,7 @@ func TestValidateWarnsNVLinkInEnv(t *testing.T) {
 		}
 		return ""
 	}}
-	if err := (validateCmd{Profile: good, NoModelDirs: true}).run(&out, &errOut, testFacts(), env); err != nil || out.String() != "ok\n" {
+	if err := (validateCmd{Profile: good, NoModelDirs: true}).run(&out, &errOut, testFacts(), env); err != nil || out.String() != "ok: 2 engines (1 prefill, 1 decode), disaggregation always\n" {
 		t.Fatalf("validate: %v %q", err, out.String())
 	}
 	if !strings.Contains(errOut.String(), "warning: MC_INTRANODE_NVLINK is set in tsd's environment") {

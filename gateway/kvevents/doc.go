@@ -10,9 +10,10 @@
 //     a decoder of hostile input that bounds every allocation by the input
 //     and names the failing field), the PUB message and replay frames, the
 //     engine's block hash, and a small ZMTP 3.0 client whose frame and
-//     message caps are checked before anything is allocated. ts-fake
-//     imports this half, like gateway/wire, to publish what the engine
-//     publishes;
+//     message caps are checked before anything is allocated. ts-fake's
+//     publisher (cmd/ts-fake/kvpub) sends these frames, so both sides
+//     share one codec; the publisher itself lives with ts-fake because it
+//     runs on go-zeromq/zmq4, which the tsd binary must not link;
 //   - the gateway's side: a Subscriber per prefill engine that dials each
 //     DP rank's publisher (retrying quietly while the engine starts),
 //     detects sequence gaps and restarts, recovers gaps through the replay

@@ -14,6 +14,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 
@@ -47,6 +48,9 @@ type Result struct {
 	Messages    int // output batches that carried this rid
 	EngineIndex int // engine_index of the last batch carrying it
 	Done        bool
+	// Arrivals is when each message carrying this rid was received
+	// (inter-token times of a stream, for the performance model's tests).
+	Arrivals []time.Time
 
 	// From messages in the full BatchTokenIDOut variant (tsd's design for
 	// prompt logprobs): the input logprobs (NaN = None) and their token
@@ -270,6 +274,7 @@ func (f *Frontend) serveOutput() {
 			continue
 		}
 		o := ao.Batch
+		at := time.Now()
 		f.update(func() {
 			f.state.Batches++
 			f.state.MaxBatchRIDs = max(f.state.MaxBatchRIDs, len(o.RIDs))
@@ -291,6 +296,7 @@ func (f *Frontend) serveOutput() {
 					r.Cached = o.CachedTokens[i]
 				}
 				r.Messages++
+				r.Arrivals = append(r.Arrivals, at)
 				if ao.Full != nil {
 					r.FullMessages++
 					if v, ids, ok, err := ao.PromptLogprobs(i); err != nil {
@@ -417,6 +423,7 @@ func (r *Result) clone() Result {
 	c.PromptLogprobIDs = append([]int32(nil), r.PromptLogprobIDs...)
 	c.TopLogprobs = append([][]float64(nil), r.TopLogprobs...)
 	c.TopLogprobIDs = append([][]int32(nil), r.TopLogprobIDs...)
+	c.Arrivals = append([]time.Time(nil), r.Arrivals...)
 	return c
 }
 

@@ -1,4 +1,10 @@
-package kvevents
+// Package kvpub is ts-fake's KV cache event publisher: TokenSpeed's
+// ZmqEventPublisher in Go (docs/protocol.md §16.2, §16.4), one per DP
+// rank. It lives beside ts-fake, not in gateway/kvevents, because it runs
+// on go-zeromq/zmq4 and the tsd binary must not link that library; the
+// frames and the batch codec it sends are gateway/kvevents', the one
+// codec both sides share.
+package kvpub
 
 import (
 	"context"
@@ -9,10 +15,11 @@ import (
 	"sync"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/tsd-project/tsd/gateway/kvevents"
 )
 
-// Publisher is TokenSpeed's ZmqEventPublisher in Go, for ts-fake (one per
-// DP rank): a PUB socket that numbers batches from 0, a replay buffer of
+// Publisher is one DP rank's publisher: a PUB socket that numbers batches from 0, a replay buffer of
 // the last BufferSteps batches and a replay ROUTER that answers a start
 // sequence with every buffered batch from it, then the end marker
 // (docs/protocol.md §16.2, §16.4). One goroutine owns the sequence and the
@@ -32,11 +39,11 @@ type Publisher struct {
 	closeOnce   sync.Once
 }
 
-// NewPublisher starts rank's publisher for cfg: endpoints offset by rank,
+// New starts rank's publisher for cfg: endpoints offset by rank,
 // bound or connected by upstream's rule. onErr hears send errors (nil:
 // dropped).
-func NewPublisher(cfg Config, rank int, onErr func(error)) (*Publisher, error) {
-	ep, err := OffsetEndpoint(cfg.Endpoint, rank)
+func New(cfg kvevents.Config, rank int, onErr func(error)) (*Publisher, error) {
+	ep, err := kvevents.OffsetEndpoint(cfg.Endpoint, rank)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +64,7 @@ func NewPublisher(cfg Config, rank int, onErr func(error)) (*Publisher, error) {
 		return nil, fmt.Errorf("kv events publisher: %w", err)
 	}
 	if cfg.ReplayEndpoint != nil && *cfg.ReplayEndpoint != "" {
-		rep, err := OffsetEndpoint(*cfg.ReplayEndpoint, rank)
+		rep, err := kvevents.OffsetEndpoint(*cfg.ReplayEndpoint, rank)
 		if err == nil {
 			p.replay = zmq4.NewRouter(ctx, quiet)
 			// Upstream always binds the replay ROUTER.
@@ -81,7 +88,7 @@ func NewPublisher(cfg Config, rank int, onErr func(error)) (*Publisher, error) {
 
 // open binds or connects s to ep as upstream decides (Binds).
 func open(s zmq4.Socket, ep string) (string, error) {
-	if Binds(ep) {
+	if kvevents.Binds(ep) {
 		return listen(s, ep)
 	}
 	if err := s.Dial(ep); err != nil {
@@ -121,15 +128,15 @@ func (p *Publisher) Subscribed() bool {
 func (p *Publisher) Endpoints() (pub, replay string) { return p.pubAddr, p.replayAddr }
 
 // Publish queues one batch (upstream's publish: a full queue waits).
-func (p *Publisher) Publish(b Batch) { p.queue <- item{batch: b} }
+func (p *Publisher) Publish(b kvevents.Batch) { p.queue <- item{batch: b} }
 
 // PublishUnsent numbers and buffers a batch without sending it, as a
 // libzmq PUB drops a message past its high-water mark: subscribers see a
 // gap that the replay socket can fill (ts-fake's fault knob).
-func (p *Publisher) PublishUnsent(b Batch) { p.queue <- item{batch: b, unsent: true} }
+func (p *Publisher) PublishUnsent(b kvevents.Batch) { p.queue <- item{batch: b, unsent: true} }
 
 type item struct {
-	batch  Batch
+	batch  kvevents.Batch
 	unsent bool
 }
 
@@ -162,13 +169,13 @@ func (p *Publisher) run() {
 			if !ok {
 				return
 			}
-			payload, err := EncodeBatch(it.batch)
+			payload, err := kvevents.EncodeBatch(it.batch)
 			if err != nil {
 				p.onErr(err)
 				continue
 			}
 			if !it.unsent {
-				if err := p.pub.Send(zmq4.NewMsgFrom(PubFrames(p.topic, seq, payload)...)); err != nil {
+				if err := p.pub.Send(zmq4.NewMsgFrom(kvevents.PubFrames(p.topic, seq, payload)...)); err != nil {
 					p.onErr(fmt.Errorf("publish batch %d: %w", seq, err))
 				}
 			}
@@ -178,17 +185,17 @@ func (p *Publisher) run() {
 			}
 			seq++
 		case req := <-p.requests:
-			id, start, ok := ParseReplayRequest(req)
+			id, start, ok := kvevents.ParseReplayRequest(req)
 			if !ok {
 				p.onErr(fmt.Errorf("invalid replay request of %d frames", len(req)))
 				continue
 			}
 			for _, e := range buf {
 				if e.seq >= start {
-					_ = p.replay.Send(zmq4.NewMsgFrom(ReplayAnswer(id, e.seq, e.payload)...))
+					_ = p.replay.Send(zmq4.NewMsgFrom(kvevents.ReplayAnswer(id, e.seq, e.payload)...))
 				}
 			}
-			_ = p.replay.Send(zmq4.NewMsgFrom(ReplayEnd(id)...))
+			_ = p.replay.Send(zmq4.NewMsgFrom(kvevents.ReplayEnd(id)...))
 		}
 	}
 }
