@@ -22,10 +22,6 @@ const (
 	SLOAct = "act"
 )
 
-// kindAggregatedSLO is the aggregated role kind's name, which the planner
-// moves replicas of like prefill and decode ones.
-const kindAggregatedSLO = "aggregated"
-
 // SLO is a profile's slo:, defaults applied. Nil on a Profile: no planner.
 type SLO struct {
 	TTFTP90  time.Duration // 0: time to first token is not a target
@@ -88,7 +84,7 @@ func (s *SLOPlan) Bounds(group string) (SLORolePlan, bool) {
 
 // sloKinds are the kinds whose replicas the planner moves: encode
 // engines feed every image request whatever the load, and stay as written.
-var sloKinds = []string{KindPrefill, KindDecode, kindAggregatedSLO}
+var sloKinds = []string{KindPrefill, KindDecode, KindAggregated}
 
 func readSLO(l *loader, f field, p *Profile) {
 	s := &SLO{}

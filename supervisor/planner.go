@@ -562,6 +562,7 @@ func (s *Supervisor) plannerCmd(pause bool) (string, error) {
 	}
 	select {
 	case a := <-c.reply:
+		s.pub.sync() // the answer's state is in the snapshot the caller reads next
 		return a, nil
 	case <-s.planner.done:
 		return "", ErrNotRunning
