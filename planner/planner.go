@@ -13,7 +13,7 @@
 // (supervisor/planner.go) only observes, asks and carries the answer out
 // through tsd scale's steps.
 //
-// The model, stated (docs/architecture.md §4.4):
+// The model, stated (docs/architecture.md §4.5):
 //
 //   - pressure: an entry's observed p90 over its target, per target it is
 //     judged on (prefill: TTFT; decode: ITL; aggregated: both, the larger

@@ -48,8 +48,8 @@ type PlannerStatus struct {
 	Cooldown time.Duration `json:"-"` // JSON cooldown_ms
 	GPUs     []string      `json:"gpus"`
 	// Last is when the last decision was made, Next when the next is due.
-	Last time.Time `json:"last,omitempty"`
-	Next time.Time `json:"next,omitempty"`
+	Last time.Time `json:"last,omitzero"`
+	Next time.Time `json:"next,omitzero"`
 	// Code and Reason are the last decision's (codes: planner.Code*).
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -91,7 +91,7 @@ type PlannerGroup struct {
 	Judged    string  `json:"judged,omitempty"`
 	Streak    int     `json:"streak"`
 	// CooldownUntil: no change to the entry before it.
-	CooldownUntil  time.Time `json:"cooldown_until,omitempty"`
+	CooldownUntil  time.Time `json:"cooldown_until,omitzero"`
 	ReqPerSec      float64   `json:"req_per_sec"`
 	PromptPerReq   float64   `json:"prompt_per_req"`
 	CachedShare    float64   `json:"cached_share"`

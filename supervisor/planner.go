@@ -15,7 +15,7 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// The SLO planner's loop (docs/architecture.md §4.4): once per
+// The SLO planner's loop (docs/architecture.md §4.5): once per
 // slo.interval it observes the gateway (per profile entry: TTFT and ITL
 // p90 of the interval, the load that came in), asks the pure decision
 // (planner.Decide) what layout holds the targets, shows the answer

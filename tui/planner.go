@@ -12,7 +12,7 @@ import (
 )
 
 // plannerPage is the SLO planner (profile key slo:, docs/architecture.md
-// §4.4): the targets against what each entry measured over the last
+// §4.5): the targets against what each entry measured over the last
 // interval, with the trend of its share of the target; the layout that
 // runs and the one proposed; the last decision with its reason and
 // numbers; what a proposal waits for (a cooldown, a drain, pause, advise

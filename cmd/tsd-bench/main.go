@@ -80,6 +80,7 @@ type options struct {
 	requestsAll               int // -requests as one number for every C
 	scale                     []int
 	skipShare                 bool
+	planner                   plannerBench // the SLO planner rows (planner.go)
 }
 
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
@@ -135,6 +136,7 @@ func parseFlags(args []string) (options, error) {
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
 	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
 	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
+	o.planner.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -466,6 +468,9 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(work)
 	fmt.Println(l.describe())
+	if o.planner.only {
+		return writePlannerOnly(o, l, tsd, fake, work)
+	}
 
 	var rows []loadRow
 	var ctl []controlRow
@@ -560,6 +565,10 @@ func run(o options) error {
 	if !o.rel.skip {
 		rel = runReliability(o.rel, l, tsd, fake, work)
 	}
+	var plannerMD string
+	if !o.planner.skip {
+		plannerMD = renderPlanner(o.planner, runPlannerRows(o.planner, l, tsd, fake, work))
+	}
 
 	var gob []goResult
 	switch {
@@ -573,7 +582,7 @@ func run(o options) error {
 		gob = runGoBenches(o)
 	}
 	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o), renderScale(scale, o),
-		renderReliability(rel, o.rel)) + routingMD
+		renderReliability(rel, o.rel)) + routingMD + plannerMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func (c planCmd) running(stdout, stderr io.Writer) error {
 	if err := c.print(stdout, stderr, plan); err != nil || c.JSON {
 		return err
 	}
-	// The SLO planner's proposal beside what runs (docs/architecture.md §4.4).
+	// The SLO planner's proposal beside what runs (docs/architecture.md §4.5).
 	if s, err := supervisor.NewControlClient(f.socket).Status(ctx); err == nil && s.Planner != nil {
 		renderPlanner(stdout, s.Planner, time.Now())
 	}

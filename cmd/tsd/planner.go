@@ -13,7 +13,7 @@ import (
 )
 
 // tsd planner pause|resume: an operator takes the wheel back from the SLO
-// planner (docs/architecture.md §4.4), and gives it back.
+// planner (docs/architecture.md §4.5), and gives it back.
 type plannerCmd struct {
 	Pause  plannerPauseCmd  `cmd:"" help:"The planner goes on observing and proposing, and changes nothing until tsd planner resume (a move under way completes)."`
 	Resume plannerResumeCmd `cmd:"" help:"The planner carries its proposals out again (slo.mode: act)."`

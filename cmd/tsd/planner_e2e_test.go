@@ -1,6 +1,6 @@
 package main
 
-// The SLO planner end to end (docs/architecture.md §4.4): `tsd up
+// The SLO planner end to end (docs/architecture.md §4.5): `tsd up
 // --headless` on ts-fake engines under the performance model, a prefill
 // loaded with long prompts past its TTFT target while the decodes have
 // room; in act mode the planner moves a decode's GPU to a second prefill

@@ -345,7 +345,7 @@ func (c upCmd) runSupervisor() error {
 	current = sup.Plan
 	tester.Key = sup.APIKey // tsd apply may change it
 	// The SLO planner's series (tsd_planner_*), read from the snapshot
-	// at each scrape (docs/architecture.md §4.4).
+	// at each scrape (docs/architecture.md §4.5).
 	reg.MustRegister(planner.NewCollector(func() *snapshot.PlannerStatus { return sup.Snapshot().Planner }))
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly

@@ -8,7 +8,7 @@ import (
 )
 
 // The SLO planner's side of the account (supervisor's planner loop,
-// docs/architecture.md §4.4): each interval it reads every role's TTFT
+// docs/architecture.md §4.5): each interval it reads every role's TTFT
 // and ITL p90 over the interval, and counters it differences between two
 // readings: prompt tokens that came in, prefilled and cached, output
 // tokens, requests ended and their summed latency (whose growth over a
