@@ -41,7 +41,8 @@ type plannerBench struct {
 	ttft, itl            time.Duration
 	preset, fakeStartup  string
 	breachIntervals      int
-	staticLayouts        string
+	runs                 string // which runs: "planner" and static layouts "P+D"
+	from                 string // render these runs' JSON instead of running
 	startPrefill, startD int
 }
 
@@ -50,10 +51,10 @@ func (b *plannerBench) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&b.only, "planner-only", false, "run only the SLO planner rows (they write -out on their own)")
 	fs.DurationVar(&b.phase1, "planner-phase1", 60*time.Second, "planner rows: the chat phase")
 	fs.DurationVar(&b.phase2, "planner-phase2", 120*time.Second, "planner rows: the long-prompt phase")
-	fs.Float64Var(&b.chatRate, "planner-chat-rate", 20, "planner rows: chat requests per second (Poisson) in phase 1")
+	fs.Float64Var(&b.chatRate, "planner-chat-rate", 34, "planner rows: chat requests per second (Poisson) in phase 1")
 	fs.Float64Var(&b.longRate, "planner-long-rate", 9, "planner rows: long-prompt requests per second (Poisson) in phase 2")
 	fs.IntVar(&b.chatPrompt, "planner-chat-prompt", 200, "planner rows: chat prompt tokens (±30%)")
-	fs.IntVar(&b.chatOut, "planner-chat-output", 200, "planner rows: chat output tokens")
+	fs.IntVar(&b.chatOut, "planner-chat-output", 800, "planner rows: chat output tokens")
 	fs.IntVar(&b.longPrompt, "planner-long-prompt", 6000, "planner rows: long prompt tokens (±30%)")
 	fs.IntVar(&b.longOut, "planner-long-output", 100, "planner rows: long-prompt output tokens")
 	fs.DurationVar(&b.interval, "planner-interval", 5*time.Second, "planner rows: slo.interval (and the breach bins)")
@@ -61,7 +62,8 @@ func (b *plannerBench) flags(fs *flag.FlagSet) {
 	fs.IntVar(&b.breachIntervals, "planner-breach", 2, "planner rows: slo.breach")
 	fs.StringVar(&b.preset, "planner-preset", "llama-3.1-8b-bf16-h200", "planner rows: ts-fake's performance preset")
 	fs.StringVar(&b.fakeStartup, "planner-fake-startup", "2s", "planner rows: ts-fake's startup (a real engine takes minutes: see the results' note)")
-	fs.StringVar(&b.staticLayouts, "planner-static", "1+3,2+2,3+1", "planner rows: the static layouts P+D compared")
+	fs.StringVar(&b.runs, "planner-runs", "planner,1+3,2+2,3+1", "planner rows: the runs, in order: planner (starts 1P+3D) and static layouts P+D (a device call too short for all runs them in parts, with -json each)")
+	fs.StringVar(&b.from, "planner-from", "", "planner rows: render the runs of these -json files (comma-separated, from -planner-only runs) instead of running")
 	b.ttft, b.itl = time.Second, 50*time.Millisecond
 	b.startPrefill, b.startD = 1, 3
 }
@@ -154,8 +156,12 @@ func runPlannerRows(b plannerBench, l layout, tsd, fake, work string) []plannerR
 		p, d        int
 		withPlanner bool
 	}
-	specs := []spec{{"planner (starts 1P+3D)", b.startPrefill, b.startD, true}}
-	for _, s := range strings.Split(b.staticLayouts, ",") {
+	var specs []spec
+	for _, s := range strings.Split(b.runs, ",") {
+		if strings.TrimSpace(s) == "planner" {
+			specs = append(specs, spec{fmt.Sprintf("planner (starts %dP+%dD)", b.startPrefill, b.startD), b.startPrefill, b.startD, true})
+			continue
+		}
 		ps, ds, ok := strings.Cut(strings.TrimSpace(s), "+")
 		p, err1 := strconv.Atoi(ps)
 		d, err2 := strconv.Atoi(ds)
@@ -527,7 +533,24 @@ func renderPlanner(b plannerBench, runs []plannerRun) string {
 // writePlannerOnly runs only the planner rows (-planner-only) and writes
 // them to -out.
 func writePlannerOnly(o options, l layout, tsd, fake, work string) error {
-	runs := runPlannerRows(o.planner, l, tsd, fake, work)
+	var runs []plannerRun
+	if o.planner.from == "" {
+		runs = runPlannerRows(o.planner, l, tsd, fake, work)
+	}
+	for _, f := range strings.Split(o.planner.from, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var more []plannerRun
+		if err := json.Unmarshal(data, &more); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		runs = append(runs, more...)
+	}
 	md := "# tsd bench: the SLO planner\n" + renderPlanner(o.planner, runs)
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
