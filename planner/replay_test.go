@@ -40,13 +40,11 @@ const (
 )
 
 type phase struct {
-	minute                 float64
-	name                   string
-	rate, prompt, output   float64
-	cached                 float64
-	start, end             int // intervals [start, end)
-	layoutOK, steadyAfter  int
-	firstMove, movesInside int
+	minute               float64
+	name                 string
+	rate, prompt, output float64
+	cached               float64
+	start, end           int // intervals [start, end)
 }
 
 func readTrace(t *testing.T, path string) []phase {

@@ -103,7 +103,6 @@ type plannerReq struct {
 	ttft    time.Duration
 	gaps    []time.Duration
 	err     string
-	started bool
 }
 
 func (b *plannerBench) profile(name, fake string, l layout, port, prefill, decode int, slo bool) string {
@@ -278,11 +277,10 @@ func (b *plannerBench) run(l layout, tsd, fake, work, name string, prefill, deco
 			break
 		}
 	}
-	for i, at := range r.ChangeAt {
+	for _, at := range r.ChangeAt {
 		recovered := r.RecoveredBin >= 0 && at >= shift+float64(r.RecoveredBin)*b.interval.Seconds()
 		if at < shift || recovered {
 			r.SteadyChanges++
-			_ = i
 		}
 	}
 	return r

@@ -116,8 +116,8 @@ func TestE2EPlannerAct(t *testing.T) {
 	d, base := startPlannerE2E(t, "act")
 	before := pidsOf(d.status())
 	load := startLoadPrompt(base, 3, 16, 6000, 60*time.Second)
-	s := d.waitPlanner(90*time.Second, "a move carried out", func(p *snapshot.PlannerStatus) bool { return p.Moves >= 1 })
-	s = d.waitStatus(func(s snapshot.Snapshot) bool {
+	d.waitPlanner(90*time.Second, "a move carried out", func(p *snapshot.PlannerStatus) bool { return p.Moves >= 1 })
+	s := d.waitStatus(func(s snapshot.Snapshot) bool {
 		return strings.Join(roleNames(s), ",") == "prefill-0,prefill-1,decode" && allReady(s)
 	})
 	tl := tallyOf(load.stop())
