@@ -99,10 +99,10 @@ type plannerBin struct {
 
 // plannerReq is one request's outcome.
 type plannerReq struct {
-	at      time.Duration // since the load began
-	ttft    time.Duration
-	gaps    []time.Duration
-	err     string
+	at   time.Duration // since the load began
+	ttft time.Duration
+	gaps []time.Duration
+	err  string
 }
 
 func (b *plannerBench) profile(name, fake string, l layout, port, prefill, decode int, slo bool) string {
