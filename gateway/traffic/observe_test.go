@@ -117,3 +117,22 @@ func TestObserveQueuedRetryAndFailure(t *testing.T) {
 		t.Fatalf("after the failure: %+v", row)
 	}
 }
+
+// Pins: an aggregated engine streams its requests' tokens itself, so its
+// row gets their tokens and inter-token latency, as a decode's does.
+func TestObserveAggregatedStreams(t *testing.T) {
+	clk := newClock()
+	b := New(Options{Now: clk.Now})
+	r := b.Begin("POST", "/generate")
+	r.Prompt(100)
+	r.Role("aggregated", "agg-0")
+	clk.Set(time.Second)
+	r.Output("agg-0", true, 0, 1)
+	clk.Set(time.Second + 30*time.Millisecond)
+	r.Output("agg-0", false, 30*time.Millisecond, 3)
+	r.End(200)
+	row := rowOf(t, b.Observe(time.Minute, nil), "agg-0")
+	if row.Output != 4 || row.ITLN != 3 || row.ITLp90 != 10*time.Millisecond || row.TTFTN != 1 {
+		t.Fatalf("aggregated row: %+v", row)
+	}
+}

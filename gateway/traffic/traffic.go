@@ -36,9 +36,15 @@ import (
 // requests at all. It is the name no role may take (profiles.GatewayLogName).
 const GatewayRole = "gateway"
 
-// Role kinds as the dispatch names them (profiles.Kind*); only the decode
-// kind gets tokens and inter-token latency.
-const kindDecode = "decode"
+// Role kinds as the dispatch names them (profiles.Kind*); only the kinds
+// that stream a request's tokens (decode, and aggregated, which prefills
+// and decodes in one leg) get tokens and inter-token latency.
+const (
+	kindDecode     = "decode"
+	kindAggregated = "aggregated"
+)
+
+func streamsTokens(kind string) bool { return kind == kindDecode || kind == kindAggregated }
 
 // Bounds of the request id and path written to the access line: both come
 // from the client.
@@ -454,7 +460,7 @@ func (r *Rec) tokensLocked(role string, n int, now time.Duration) {
 	b.total.tokens += uint64(n)
 	b.total.toks.add(sec, uint64(n))
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.tokens += uint64(n)
 			a.toks.add(sec, uint64(n))
@@ -468,7 +474,7 @@ func (r *Rec) itlLocked(role string, d, now time.Duration) {
 	b := r.b
 	b.total.itl.add(now, d)
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.itl.add(now, d)
 			a.itlH.observe(d)
