@@ -132,7 +132,7 @@ func TestObserveAggregatedStreams(t *testing.T) {
 	r.Output("agg-0", false, 30*time.Millisecond, 3)
 	r.End(200)
 	row := rowOf(t, b.Observe(time.Minute, nil), "agg-0")
-	if row.Output != 4 || row.ITLN != 3 || row.ITLp90 != 10*time.Millisecond || row.TTFTN != 1 {
+	if row.Output != 4 || row.ITLN != 1 || row.ITLp90 != 10*time.Millisecond || row.TTFTN != 1 {
 		t.Fatalf("aggregated row: %+v", row)
 	}
 }
