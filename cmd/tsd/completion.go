@@ -63,15 +63,17 @@ const (
 // positionalArgs says, per command path, what each positional takes; a
 // command not listed takes files, and a positional with an enum its words.
 var positionalArgs = map[string][]argKind{
-	"attach":  {argName},
-	"status":  {argName},
-	"restart": {argRole, argNameFile},
-	"start":   {argRole, argNameFile},
-	"stop":    {argRoleName, argNameFile},
-	"logs":    {argLogRole, argNameFile},
-	"bench":   {argNameFile},
-	"ls":      {},
-	"version": {},
+	"attach":         {argName},
+	"status":         {argName},
+	"restart":        {argRole, argNameFile},
+	"start":          {argRole, argNameFile},
+	"stop":           {argRoleName, argNameFile},
+	"logs":           {argLogRole, argNameFile},
+	"bench":          {argNameFile},
+	"planner pause":  {argNameFile},
+	"planner resume": {argNameFile},
+	"ls":             {},
+	"version":        {},
 }
 
 // completionSource is what completion reads of the world.
