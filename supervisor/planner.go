@@ -309,7 +309,9 @@ func (s *Supervisor) plannerMoved(st *plannerState, m moveDone) {
 			break
 		}
 	}
-	st.lastKey = "" // say the next decision, whatever it is
+	if !m.refused {
+		st.lastKey = "" // the layout changed: say the next decision, whatever it is
+	}
 }
 
 // plannerPublish is the last status with the loop's counters now.
