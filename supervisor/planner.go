@@ -202,7 +202,7 @@ func (s *Supervisor) plannerTick(ctx context.Context, pl *plannerLoop, st *plann
 		js := job.snapshotStatus()
 		jobRunning, jobStep = js.State == snapshot.ApplyRunning, js.Step
 	}
-	waiting := plannerWaits(waitFacts{mode: slo.Mode, paused: st.paused, moving: st.moving != nil, apply: jobRunning,
+	waiting := plannerWaits(waitFacts{mode: slo.Mode, paused: st.paused, noProfile: s.applied.Load().profile == nil, moving: st.moving != nil, apply: jobRunning,
 		applyStep: jobStep, rolling: int(s.rolling.Load()), roles: snap.Roles}, d.Move != nil)
 	proposal := moveText(d.Move)
 	key := d.Code + "|" + proposal
@@ -453,6 +453,7 @@ func plannerLayout(p *profiles.Plan, slo *profiles.SLOPlan) (planner.Layout, map
 type waitFacts struct {
 	mode      string
 	paused    bool
+	noProfile bool // a plan-file deployment: tsd scale has no profile to edit
 	moving    bool
 	apply     bool
 	applyStep string
@@ -472,6 +473,8 @@ func plannerWaits(f waitFacts, proposal bool) string {
 		return "paused (tsd planner resume gives it the wheel back)"
 	case f.mode != profiles.SLOAct:
 		return "advise mode (slo.mode: act carries proposals out)"
+	case f.noProfile:
+		return "a deployment run from a plan file has no profile to scale (tsd apply a profile first)"
 	case f.moving:
 		return "the last move is under way"
 	case f.apply:

@@ -240,6 +240,7 @@ func TestPlannerWaits(t *testing.T) {
 		{"a remote role is not waited for", waitFacts{mode: "act", roles: remote}, true, ""},
 		{"paused first", waitFacts{mode: "advise", paused: true, moving: true}, true, "paused (tsd planner resume gives it the wheel back)"},
 		{"advise", waitFacts{mode: "advise", moving: true}, true, "advise mode (slo.mode: act carries proposals out)"},
+		{"a plan file", waitFacts{mode: "act", noProfile: true, moving: true}, true, "a deployment run from a plan file has no profile to scale (tsd apply a profile first)"},
 		{"a move under way", waitFacts{mode: "act", moving: true, apply: true}, true, "the last move is under way"},
 		{"an operator's apply", waitFacts{mode: "act", apply: true, applyStep: "start extra", rolling: 1}, true, "an apply is in progress (start extra)"},
 		{"a rolling restart", waitFacts{mode: "act", rolling: 1, roles: draining}, true, "a rolling restart is in progress"},
