@@ -182,7 +182,11 @@ func (c *cluster) start(name string) {
 	w, _ := c.g.Lane().Worker(name)
 	hs := strings.TrimPrefix(w.HandshakeEndpoint(), "tcp://")
 	host, port, _ := net.SplitHostPort(hs)
-	args := []string{"serve", "--headless", "--model", "fake-model", "--disaggregation-mode", r.kind,
+	mode := r.kind
+	if k, ok := profiles.KindOf(r.kind); ok {
+		mode = k.Mode // aggregated: null, upstream's aggregate serving
+	}
+	args := []string{"serve", "--headless", "--model", "fake-model", "--disaggregation-mode", mode,
 		"--data-parallel-address", host, "--data-parallel-rpc-port", port, "--zmq-engine-index", "0",
 		"--data-parallel-size", strconv.Itoa(r.dp), "--dist-init-addr", "127.0.0.1:" + strconv.Itoa(freePort(c.t)),
 		"--fake-startup", "0", "--fake-log-requests=false"}

@@ -441,16 +441,18 @@ func (g *Gateway) Generate(ctx context.Context, r tokenapi.Request) (<-chan toke
 	return g.disp.Generate(ctx, r)
 }
 
-// Ready reports whether at least one prefill and one decode rank are
-// registered and routed, and in EPD mode one encode worker's rank 0.
+// Ready reports whether a request has a route: a prefill and a decode
+// rank registered and routed, or an aggregated one, as
+// gateway.disaggregation routes (gateway/dispatch Routable), and in EPD
+// mode one encode worker's rank 0.
 func (g *Gateway) Ready() bool { return g.disp.Ready() }
 
 // ImageSupport says whether image requests can be routed: only in epd
 // mode with an encode role (front ends ask before decoding anything).
 func (g *Gateway) ImageSupport() error { return g.disp.ImageSupport() }
 
-// health counts routable prefill and decode workers and all of them.
-func (g *Gateway) health() (prefill, decode, healthy, total int) { return g.disp.Health() }
+// health counts routable workers per kind and all of them.
+func (g *Gateway) health() dispatch.Health { return g.disp.Health() }
 
 // Status is the gateway's headline numbers.
 func (g *Gateway) Status() snapshot.GatewayStatus {
@@ -483,6 +485,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		ITLp99:    tot.ITLp99,
 		Breakers:  g.disp.Breakers(),
 		Policy:    g.policyStatus(),
+		Layouts:   g.disp.Layouts(),
 
 		TokenizerCache: g.tokenizerCacheStatus(),
 	}

@@ -81,13 +81,13 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (g *Gateway) handleReadiness(w http.ResponseWriter, _ *http.Request) {
-	p, d, healthy, total := g.health()
-	if p > 0 && d > 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": healthy, "total_workers": total})
+	h := g.health()
+	if g.disp.Routable(h) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": h.Healthy, "total_workers": h.Total})
 		return
 	}
 	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "reason": "insufficient healthy workers",
-		"healthy_workers": healthy, "total_workers": total})
+		"healthy_workers": h.Healthy, "total_workers": h.Total})
 }
 
 func (g *Gateway) modelName() string {
@@ -98,8 +98,7 @@ func (g *Gateway) modelName() string {
 }
 
 func (g *Gateway) handleModels(w http.ResponseWriter, _ *http.Request) {
-	_, _, healthy, _ := g.health()
-	if healthy == 0 {
+	if g.health().Healthy == 0 {
 		WriteError(w, &RequestError{Status: http.StatusServiceUnavailable, Code: "no_models", Message: "No models available"})
 		return
 	}

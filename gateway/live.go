@@ -39,7 +39,7 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string) error {
 	next := p
 	next.Workers = nil // the lane's business; settings only
 	g.settings.Store(&next)
-	g.log.Info("gateway settings changed by tsd apply", "policy_prefill", p.Policy.Prefill, "policy_decode", p.Policy.Decode,
+	g.log.Info("gateway settings changed by tsd apply", "policy_prefill", p.Policy.Prefill, "policy_decode", p.Policy.Decode, "disaggregation", p.Disaggregation,
 		"max_concurrent", p.MaxConcurrent, "queue_timeout", p.QueueTimeout.D(), "cors_origins", len(p.CORSOrigins), "api_key", apiKey != "")
 	return nil
 }
@@ -56,6 +56,6 @@ func queueWait(d profiles.Duration) time.Duration {
 // policyStatus is the routing policy the gateway routes by now
 // (defaults resolved).
 func (g *Gateway) policyStatus() *snapshot.PolicyStatus {
-	pre, dec, enc := g.disp.Policies()
-	return &snapshot.PolicyStatus{Prefill: pre, Decode: dec, Encode: enc}
+	p := g.disp.Policies()
+	return &p
 }

@@ -33,6 +33,7 @@ type metrics struct {
 	events        *prometheus.CounterVec
 	queued        *prometheus.CounterVec
 	routes        *prometheus.CounterVec
+	layouts       *prometheus.CounterVec
 	attempts      *prometheus.CounterVec
 	cbTransitions *prometheus.CounterVec
 
@@ -90,6 +91,9 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.routes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_route_decisions_total", Help: "Routing decisions by role kind, policy and reason (cache_hit, cache_miss, balance, kv_hit, fallback_cache_hit, sticky, ...; docs/profiles.md \"Routing policies\")."},
 		[]string{"kind", "policy", "reason"})
+	m.layouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_layout_routes_total", Help: "Requests routed by layout (pd: prefill → decode; aggregated: one leg on an aggregated engine) and the reason (always, never, uncached, prefill_busy, uncached_tokens, uncached_ratio, image, no_aggregated_worker, no_pd_worker; docs/protocol.md §11.12), one per attempt."},
+		[]string{"layout", "reason"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tsd_gateway_attempt_failures_total", Help: "Failed attempts of requests, by what failed (refused, died, stalled, ended, aborted, encode, fatal) and what followed (retry, migrate, fail, continue)."}, []string{"failure", "verdict"})
 	m.cbTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -113,7 +117,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, workerCollector{g}, m.traffic, kvCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, m.layouts, workerCollector{g}, m.traffic, kvCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -126,7 +130,7 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
 		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued,
-		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes}
+		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes, Layouts: m.layouts}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at

@@ -111,6 +111,19 @@ type GatewayStatus struct {
 	// TokenizerCache is the prompt tokenizer cache's account; nil when
 	// there is none (no tokenizer, or gateway.tokenizer_cache_mb: 0).
 	TokenizerCache *TokenizerCacheStatus `json:"tokenizer_cache,omitempty"`
+	// Layouts is how requests split between prefill → decode and
+	// aggregated engines; nil when every request goes prefill → decode
+	// and there is no aggregated engine.
+	Layouts *LayoutStatus `json:"layouts,omitempty"`
+}
+
+// LayoutStatus is the gateway's split of requests between the layouts
+// (gateway.disaggregation, docs/profiles.md "Layouts"): the setting it
+// routes by now and the attempts routed each way since start.
+type LayoutStatus struct {
+	Disaggregation string `json:"disaggregation"` // always | never | conditional
+	PD             uint64 `json:"pd"`
+	Aggregated     uint64 `json:"aggregated"`
 }
 
 // TokenizerCacheStatus is the gateway's prompt tokenizer cache since
@@ -130,9 +143,10 @@ type TokenizerCacheStatus struct {
 
 // PolicyStatus is the gateway's live routing policy per role kind.
 type PolicyStatus struct {
-	Prefill string `json:"prefill"`
-	Decode  string `json:"decode"`
-	Encode  string `json:"encode,omitempty"`
+	Prefill    string `json:"prefill"`
+	Decode     string `json:"decode"`
+	Encode     string `json:"encode,omitempty"`
+	Aggregated string `json:"aggregated,omitempty"` // only with aggregated engines
 }
 
 // Circuit-breaker states, SMG's names (docs/protocol.md §11.9).

@@ -512,6 +512,9 @@ func (p *overviewPage) gatewayLines() []string {
 		errs = st.Bad.Render(errs)
 	}
 	parts = append(parts, errs)
+	if l := g.Layouts; l != nil {
+		parts = append(parts, layoutSplit(l))
+	}
 	if g.Note != "" {
 		parts = append(parts, st.Warn.Render(g.Note))
 	}
@@ -519,6 +522,18 @@ func (p *overviewPage) gatewayLines() []string {
 		parts = append(parts, st.Bad.Render(g.Problem))
 	}
 	return wrapParts("", "  ", parts, " · ", p.w)
+}
+
+// layoutSplit is how requests split between the layouts: the
+// disaggregation setting, then each layout's share of the requests
+// routed so far.
+func layoutSplit(l *snapshot.LayoutStatus) string {
+	s := "layout " + l.Disaggregation
+	if n := l.PD + l.Aggregated; n > 0 {
+		pd := (200*l.PD + n) / (2 * n) // rounded; the two add up to 100
+		s += fmt.Sprintf(" pd %d%% agg %d%%", pd, 100-pd)
+	}
+	return s
 }
 
 // detailLines spell out trouble in full under the table (the REASON

@@ -496,3 +496,26 @@ func TestBreakerMarkFits(t *testing.T) {
 		t.Fatalf("breaker mark: %q", row)
 	}
 }
+
+// The gateway line shows how requests split between the layouts when a
+// deployment has more than one (the setting, then each one's share of
+// the requests routed), and nothing of it when all go prefill → decode.
+func TestOverviewLayoutSplit(t *testing.T) {
+	t.Parallel()
+	s := deployment()
+	m, _ := newTestModel(t, 160, 40, s)
+	if strings.Contains(plain(m), "layout ") {
+		t.Fatalf("a PD deployment shows a layout split:\n%s", plain(m))
+	}
+	s.Gateway.Layouts = &snapshot.LayoutStatus{Disaggregation: "conditional", PD: 62, Aggregated: 38}
+	m, _ = newTestModel(t, 160, 40, s)
+	if !strings.Contains(plain(m), "layout conditional pd 62% agg 38%") {
+		t.Fatalf("no layout split on the gateway line:\n%s", plain(m))
+	}
+	if got := layoutSplit(&snapshot.LayoutStatus{Disaggregation: "never"}); got != "layout never" {
+		t.Fatalf("nothing routed yet: %q", got)
+	}
+	if got := layoutSplit(&snapshot.LayoutStatus{Disaggregation: "conditional", PD: 1, Aggregated: 2}); got != "layout conditional pd 33% agg 67%" {
+		t.Fatalf("shares: %q", got)
+	}
+}

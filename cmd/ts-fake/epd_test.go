@@ -211,6 +211,28 @@ func TestEPDEmbeddingTimeout(t *testing.T) {
 	}
 }
 
+// An aggregated engine (--disaggregation-mode null) asked for prompt
+// logprobs computes them itself and sends them with its first output, in
+// the full variant, beside its first tokens; the rest of its stream
+// stays slim.
+func TestPromptLogprobsAggregated(t *testing.T) {
+	t.Parallel()
+	fe, _ := readyFake(t, 1, "--disaggregation-mode", "null", "--enable-output-logprobs")
+	ctx := ctxFor(t, 30*time.Second)
+	q := req("agg-plp", 6, true)
+	q.ReturnLogprob, q.LogprobStartLen = true, 1
+	if err := fe.Submit(0, q); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fe.Result(ctx, "agg-plp")
+	if err != nil || r.FullMessages != 1 || len(r.Tokens) != 6 {
+		t.Fatalf("aggregated %+v %v, want one full message and 6 tokens", r, err)
+	}
+	if err := epd.CheckPromptLogprobs(epd.TokenLogprobs{Vals: r.PromptLogprobs, IDs: r.PromptLogprobIDs}, q.InputIDs, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A prefill asked for prompt logprobs answers in the full variant with
 // deterministic input logprobs from logprob_start_len (position 0: None);
 // joined in front of the decode's output logprobs they cover prompt and

@@ -143,7 +143,7 @@ var fakeFlags = []flagSpec{
 	{name: "fake-kv-timeout", kind: kValue, used: true, help: "decode: how long to wait for the prefill's KV before aborting (default $TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT or 300s)"},
 	{name: "fake-send-timeout", kind: kValue, used: true, help: "prefill: how long to wait for the decode to fetch the KV before aborting (default $TOKENSPEED_DISAGGREGATION_BOOTSTRAP_TIMEOUT or 120s)"},
 	{name: "fake-embed-timeout", kind: kValue, used: true, help: "EPD prefill: how long to wait for an image's embedding from the encode server before aborting (default $TOKENSPEED_DISAGGREGATION_WAITING_TIMEOUT or 300s)"},
-	{name: "fake-prompt-logprobs", kind: kBool, used: true, help: "prefill computes prompt logprobs for return_logprob with logprob_start_len >= 0 (default true); false: abort such requests with a message, as an engine without support"},
+	{name: "fake-prompt-logprobs", kind: kBool, used: true, help: "prefill and aggregated engines compute prompt logprobs for return_logprob with logprob_start_len >= 0 (default true; a prefill on its terminal output, an aggregated engine on its first); false: abort such requests with a message, as an engine without support"},
 	{name: "fake-top-logprobs", kind: kBool, used: true, help: "answer return_logprob with top_logprobs_num > 0 with the top-k alternatives in the full output variant (default true); false: answer slim without them, as upstream's engine does"},
 	{name: "fake-log-requests", kind: kBool, used: true, help: "log a `Req: <rid> Finish!` line per request (default true)"},
 	{name: "fake-exit-code", kind: kValue, used: true, help: "exit code for --fake-exit-after / --fake-exit-after-requests (default 1)"},

@@ -381,7 +381,10 @@ func (e *engine) add(g wire.GenerateRequest) {
 	}
 	q := &request{rid: g.RID, promptLen: len(g.InputIDs), stream: g.Stream, logprob: g.ReturnLogprob,
 		inputIDs: g.InputIDs, promptLP: -1}
-	if e.cfg.mode == "prefill" && g.ReturnLogprob && g.LogprobStartLen >= 0 {
+	if (e.cfg.mode == "prefill" || e.cfg.mode == "null") && g.ReturnLogprob && g.LogprobStartLen >= 0 {
+		// The engines that compute the prompt: a prefill answers them on
+		// its terminal output, an aggregated engine on its first
+		// (docs/protocol.md §6.6).
 		q.promptLP = g.LogprobStartLen
 	}
 	if g.ReturnLogprob && g.TopLogprobsNum > 0 && e.cfg.topLogprobs {
@@ -655,6 +658,10 @@ func (e *engine) entry(q *request, reason string) outEntry {
 		for i := range ids {
 			o.lpVal[i] = fakemodel.Logprob(q.params.Seed, q.sent+i)
 		}
+	}
+	if e.cfg.mode == "null" && q.promptLP >= 0 && q.sent == 0 {
+		o.full = true
+		o.inVal, o.inIdx = promptLogprobs(q.inputIDs, q.promptLP)
 	}
 	if q.topN > 0 {
 		o.full = true

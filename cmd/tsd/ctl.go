@@ -316,6 +316,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if s.Gateway.Note != "" {
 		fmt.Fprintf(w, "  %s\n", s.Gateway.Note)
 	}
+	if l := s.Gateway.Layouts; l != nil {
+		fmt.Fprintf(w, "  disaggregation %s: %d routed prefill → decode, %d aggregated\n", l.Disaggregation, l.PD, l.Aggregated)
+	}
 	if line := applyLine(s.Apply); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}

@@ -349,3 +349,132 @@ func (b *breakerBook) status() []snapshot.BreakerStatus {
 	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
 	return out
 }
+
+// breakers is the dispatch's circuit breakers as routing and the flights
+// use them: the book while gateway.circuit_breaker is on (nil: off; tsd
+// apply swaps it), and what starting one needs. Its methods are safe
+// while the book is off: every worker allowed, nothing reported.
+type breakers struct {
+	p        atomic.Pointer[breakerBook]
+	lane     *lane.Lane
+	shutdown <-chan struct{}
+	now      func() time.Time
+	onTr     func(role, from, to, reason string) // each state change (metrics, the event list)
+	guard    panicGuard
+}
+
+func (r *breakers) on() bool                                { return r.p.Load() != nil }
+func (r *breakers) current() *breakerView                   { return r.p.Load().current() }
+func (r *breakers) report(o outcome, stop <-chan struct{})  { r.p.Load().report(o, stop) }
+func (r *breakers) status() []snapshot.BreakerStatus        { return r.p.Load().status() }
+func (r *breakers) command(c bookCmd, stop <-chan struct{}) { r.p.Load().send(c, stop) }
+
+// start starts a book for roles (none when cfg is off).
+func (r *breakers) start(cfg BreakerConfig, roles []string) {
+	b := newBreakerBook(cfg, roles, r.now, r.onTr)
+	if b == nil {
+		return
+	}
+	r.p.Store(b)
+	go func() {
+		defer r.guard.here("circuit breakers", nil)
+		b.run(r.lane, r.shutdown)
+	}()
+}
+
+// set takes tsd apply's knobs: the running book keeps its breakers under
+// them, off stops it, and on starts one over roles with every breaker
+// closed.
+func (r *breakers) set(cfg BreakerConfig, roles func() []string) error {
+	b := r.p.Load()
+	switch {
+	case b != nil && cfg.Enabled():
+		if !b.send(bookCmd{cfg: &cfg}, r.shutdown) {
+			return fmt.Errorf("circuit breakers: the gateway is shutting down")
+		}
+	case b != nil:
+		r.p.Store(nil)
+		close(b.quit)
+	case cfg.Enabled():
+		r.start(cfg, roles())
+	}
+	return nil
+}
+
+// bookCmd is one change to the book, made on its goroutine: new knobs,
+// or a worker added, removed or renamed (tsd apply).
+type bookCmd struct {
+	cfg      *BreakerConfig
+	add      string
+	remove   string
+	from, to string // rename
+	done     chan struct{}
+}
+
+// send hands c to the book's goroutine and waits until it is applied;
+// false when the book or the gateway has stopped (a nil book: nothing to
+// do).
+func (b *breakerBook) send(c bookCmd, stop <-chan struct{}) bool {
+	if b == nil {
+		return true
+	}
+	c.done = make(chan struct{})
+	select {
+	case b.ctl <- c:
+	case <-b.done:
+		return false
+	case <-stop:
+		return false
+	}
+	select {
+	case <-c.done:
+		return true
+	case <-b.done:
+		return false
+	}
+}
+
+// command applies c on the book's goroutine and publishes the view.
+func (b *breakerBook) command(c bookCmd) {
+	defer close(c.done)
+	if c.cfg != nil {
+		b.cfg = *c.cfg
+	}
+	old := b.view.Load()
+	v := &breakerView{entries: make(map[string]breakerEntry, len(old.entries)+1), cfg: b.cfg, next: make(chan struct{})}
+	for k, x := range old.entries {
+		v.entries[k] = x
+	}
+	switch {
+	case c.add != "":
+		if _, ok := v.entries[c.add]; !ok {
+			v.entries[c.add] = breakerEntry{b: Breaker{State: snapshot.BreakerClosed, Since: b.now()}}
+			b.roles = append(b.roles, c.add)
+		}
+	case c.remove != "":
+		delete(v.entries, c.remove)
+		b.roles = without(b.roles, c.remove)
+	case c.from != "":
+		if e, ok := v.entries[c.from]; ok {
+			delete(v.entries, c.from)
+			v.entries[c.to] = e
+		}
+		for i, r := range b.roles {
+			if r == c.from {
+				b.roles[i] = c.to
+			}
+		}
+	}
+	b.view.Store(v)
+	close(old.next)
+}
+
+func without(s []string, x string) []string {
+	out := s[:0:0]
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}

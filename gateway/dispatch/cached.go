@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
@@ -32,33 +33,31 @@ func (c *cachedCount) decode(o lane.Output) {
 // awaitPrefillCount is called when the decode leg finished before the
 // prefill's terminal output was seen (a short answer races the prefill's
 // last batch): it takes that output if it already arrived, else waits
-// for it up to the drain grace, so the usage carries the prefill's count.
-// The prefill leg is then done and is not aborted.
-func (f *flight) awaitPrefillCount() {
-	if f.preDone || f.cached.fromPre {
+// for it up to grace (or until ctx ends), so the usage carries the
+// prefill's count. The prefill leg is then done and is not aborted.
+func (a *attempt) awaitPrefillCount(ctx context.Context, grace time.Duration) {
+	if a.pre.done || a.cached.fromPre {
 		return
 	}
-	select {
-	case pr := <-f.preCh:
-		f.preCh, f.preDone = nil, true
-		f.cached.prefill(pr)
+	if a.pre.has {
+		a.pre.done = true
+		a.cached.prefill(a.pre.take())
 		return
-	default:
 	}
-	if f.preWake == nil {
-		return // awaitPrompt's result is on preCh, or the leg is not read
+	if a.pre.wake == nil {
+		return // the leg is not read
 	}
 	// A wait on the leg's wake-up and a timer, not Recv under a timeout's
-	// context: the context, its timer and its registration with f.ctx
-	// were allocations of many requests, as many as the prefill's output
-	// happened to be late (a noise in the decode path's allocation count,
-	// BenchmarkDecodePathChat).
-	ps := f.cur.ls.ps
-	if f.prefillQueued(ps) {
+	// context: the context, its timer and its registration with the
+	// request's were allocations of many requests, as many as the
+	// prefill's output happened to be late (a noise in the decode path's
+	// allocation count, BenchmarkDecodePathChat).
+	ps := a.pre.s
+	if a.prefillQueued() {
 		return
 	}
 	t := graceTimer()
-	t.Reset(f.g.opts.DrainGrace)
+	t.Reset(grace)
 	defer func() {
 		t.Stop()
 		graceTimers.Put(t)
@@ -68,11 +67,30 @@ func (f *flight) awaitPrefillCount() {
 		case <-ps.Wake():
 		case <-t.C:
 			return
-		case <-f.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
-		if f.prefillQueued(ps) {
+		if a.prefillQueued() {
 			return
+		}
+	}
+}
+
+// prefillQueued reads what the prefill leg has queued; true when that
+// ends the wait: its terminal output (whose count the usage then
+// carries), or its failure or end.
+func (a *attempt) prefillQueued() bool {
+	for {
+		o, ok, err := a.pre.s.Poll()
+		switch {
+		case !ok:
+			return false
+		case err != nil:
+			return true
+		case o.Finished != "":
+			a.pre.wake, a.pre.done = nil, true
+			a.cached.prefill(legResult{out: o})
+			return true
 		}
 	}
 }
@@ -93,23 +111,4 @@ func graceTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return t
-}
-
-// prefillQueued reads what the prefill leg ps has queued; true when that
-// ends the wait: its terminal output (whose count the usage then
-// carries), or its failure or end.
-func (f *flight) prefillQueued(ps *lane.Stream) bool {
-	for {
-		o, ok, err := ps.Poll()
-		switch {
-		case !ok:
-			return false
-		case err != nil:
-			return true
-		case o.Finished != "":
-			f.preWake, f.preDone = nil, true
-			f.cached.prefill(legResult{out: o})
-			return true
-		}
-	}
 }

@@ -1,7 +1,9 @@
 // Package dispatch is the gateway's generation dispatch: the Dispatcher
-// (dispatcher.go) behind tokenapi.Engine, which validates a request, picks its
-// PD/EPD legs, submits them and drives each request's flight
-// (generate.go, epdroute.go). Which worker and DP rank take a leg is
+// (dispatcher.go) behind tokenapi.Engine, which validates a request, picks
+// its route and legs (a PD pair, with encode legs for images, or one leg
+// on an aggregated engine: docs/protocol.md §11.12), submits them and
+// drives each request's flight and its attempts (flight.go, attempt.go).
+// Which route and which worker and DP rank take a leg is
 // gateway/routing's decision (route.go turns the lane's ranks into its
 // view and its choice into legs); the bootstrap room follows the chosen
 // prefill rank (this file, docs/protocol.md §8.3).

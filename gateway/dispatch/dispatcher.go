@@ -58,6 +58,9 @@ type Metrics struct {
 	// Routes counts routing decisions by kind (prefill, decode), policy
 	// and reason (gateway/routing's reasons: cache_hit, balance, ...).
 	Routes *prometheus.CounterVec
+	// Layouts counts routed attempts by layout (pd, aggregated) and the
+	// layout decision's reason (routing.DecideLayout).
+	Layouts *prometheus.CounterVec
 	// Attempts counts failed attempts by what failed and what followed
 	// (retry, migrate, fail, continue); BreakerTransitions each breaker
 	// state change (SMG's smg_worker_cb_transitions_total).
@@ -73,10 +76,9 @@ func (m *Metrics) dispatched(promptTokens int) {
 	m.InTokens.Add(float64(promptTokens))
 }
 
-// selected counts an attempt's worker choice.
-func (m *Metrics) selected(pre, dec leg) {
-	m.Selection.WithLabelValues(pre.w.Role(), pre.w.Kind(), strconv.Itoa(pre.id)).Inc()
-	m.Selection.WithLabelValues(dec.w.Role(), dec.w.Kind(), strconv.Itoa(dec.id)).Inc()
+// selected counts a leg's worker choice.
+func (m *Metrics) selected(l leg) {
+	m.Selection.WithLabelValues(l.w.Role(), l.w.Kind(), strconv.Itoa(l.id)).Inc()
 }
 
 func (m *Metrics) attemptFailed(f Failure, v Verdict) {
@@ -115,105 +117,69 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Dispatcher implements tokenapi.Engine over the lane's workers.
+// Dispatcher implements tokenapi.Engine over the lane's workers. What it
+// owns is split by job: the live settings and worker set (liveState,
+// live.go), the routing side (routes, route.go), encode routing and the
+// embedding watches (encoders, epdroute.go) and the circuit breakers
+// (breakers, breaker.go); each request's flight (flight.go) and its
+// attempts (attempt.go) read them.
 type Dispatcher struct {
 	mode      string // the plan's gateway mode (EPDMode)
 	opts      Options
 	lane      *lane.Lane
 	metrics   *Metrics
-	onPanic   func(where string, v any, stack []byte)
+	guard     panicGuard
 	shutdown  <-chan struct{}
 	queuedNow *atomic.Int64
+	inflight  atomic.Int64
+	rng       *lockedRand
 
-	// ps is the workers routed to, by kind: swapped whole when tsd apply
-	// adds or removes one (live.go); a request takes it once.
-	ps  atomic.Pointer[pools]
-	enc encodeRouting
-
-	inflight atomic.Int64
-	rng      *lockedRand
-
-	// router owns the routing state of both PD pools (gateway/routing);
-	// kv feeds kv_aware.
-	router *routing.Router
-	kv     KVIndex
-	// encSeq is the encode round-robin position.
-	encSeq atomic.Uint64
-	// live is the settings tsd apply may change (live.go): policies,
-	// retry knobs, the queue timeout; read once by each request.
-	live     atomic.Pointer[liveConfig]
-	breakers bookRef    // gateway.circuit_breaker; no book while off
-	liveMu   sync.Mutex // one Reconfigure or worker change at a time
-	now      func() time.Time
-	onEvent  func(kind, role, msg string)
-}
-
-// pools are the workers of each kind.
-type pools struct {
-	prefill, decode pool
-	encode          []*lane.Worker
-}
-
-// pools is the worker set now.
-func (g *Dispatcher) pools() *pools { return g.ps.Load() }
-
-// pool is the workers of one PD kind.
-type pool struct {
-	workers []*lane.Worker
-	src     []rankSource // the same workers, as routing reads them
-}
-
-func (p *pool) add(w *lane.Worker) {
-	p.workers = append(p.workers, w)
-	p.src = append(p.src, w)
-}
-
-// routable counts the pool's workers that have a routable rank.
-func (p *pool) routable() int {
-	n := 0
-	for _, w := range p.workers {
-		if len(w.Routable()) > 0 {
-			n++
-		}
-	}
-	return n
+	live     *liveState // what tsd apply changes: settings, the worker set
+	routes   *routes    // the routing side: the Router, the KV index, queueing
+	enc      *encoders  // encode routing and the embedding watches
+	breakers *breakers  // gateway.circuit_breaker; no book while off
 }
 
 // New builds the dispatch over cfg.Lane's workers.
 func New(cfg Config) *Dispatcher {
-	g := &Dispatcher{mode: cfg.Plan.Gateway.Mode, opts: cfg.Options, lane: cfg.Lane, metrics: cfg.Metrics, onPanic: cfg.OnPanic,
-		shutdown: cfg.Shutdown, queuedNow: cfg.Queued, rng: newLockedRand()}
+	g := &Dispatcher{mode: cfg.Plan.Gateway.Mode, opts: cfg.Options, lane: cfg.Lane, metrics: cfg.Metrics, guard: panicGuard{cfg.OnPanic},
+		shutdown: cfg.Shutdown, queuedNow: cfg.Queued, rng: newLockedRand(), live: &liveState{}}
 	if g.queuedNow == nil {
 		g.queuedNow = &atomic.Int64{}
 	}
-	if g.onPanic == nil {
-		g.onPanic = func(string, any, []byte) {}
+	if g.guard.onPanic == nil {
+		g.guard.onPanic = func(string, any, []byte) {}
 	}
 	ps := &pools{}
 	for _, w := range cfg.Lane.Workers() {
 		ps.add(w)
 	}
-	g.ps.Store(ps)
-	g.kv = cfg.KV
+	g.live.ps.Store(ps)
 	if g.opts.RequestTimeout <= 0 {
 		g.opts.RequestTimeout = 30 * time.Minute
 	}
 	lc := liveOf(cfg.Plan.Gateway, g.opts.QueueTimeout)
-	g.live.Store(lc)
-	g.router = routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
-		OnPanic: g.onPanic})
+	g.live.cfg.Store(lc)
+	g.breakers = &breakers{lane: cfg.Lane, shutdown: cfg.Shutdown, now: cfg.Now, guard: g.guard, onTr: func(role, from, to, reason string) {
+		if m := g.metrics.BreakerTransitions; m != nil {
+			m.WithLabelValues(role, from, to).Inc()
+		}
+		if cfg.OnEvent != nil {
+			cfg.OnEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
+		}
+	}}
+	g.enc = &encoders{mode: g.mode, live: g.live, lane: cfg.Lane, brk: g.breakers, rng: g.rng, metrics: cfg.Metrics, guard: g.guard}
+	router := routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Aggregated: lc.aggregatedPolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+		OnPanic: g.guard.onPanic})
+	g.routes = &routes{router: router, kv: cfg.KV, live: g.live, brk: g.breakers, enc: g.enc, lane: cfg.Lane, metrics: cfg.Metrics,
+		queued: g.queuedNow, shutdown: cfg.Shutdown, hookPick: g.opts.HookPick}
 	if cfg.Shutdown != nil {
 		go func() {
 			<-cfg.Shutdown
-			g.router.Close()
+			router.Close()
 		}()
 	}
-	var roles []string
-	for _, w := range cfg.Lane.Workers() {
-		roles = append(roles, w.Role())
-	}
-	g.now, g.onEvent = cfg.Now, cfg.OnEvent
-	g.startBook(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), roles)
+	g.breakers.start(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), laneRoles(cfg.Lane))
 	return g
 }
 
@@ -227,44 +193,83 @@ func orDefault(s, def string) string {
 // Close stops the routing goroutine (the gateway's Shutdown does it
 // through Config.Shutdown; tests that build a Dispatcher without one call
 // Close).
-func (g *Dispatcher) Close() { g.router.Close() }
+func (g *Dispatcher) Close() { g.routes.router.Close() }
 
-// Policies are the prefill, decode and encode policies in use.
-func (g *Dispatcher) Policies() (prefill, decode, encode string) {
-	lc := g.live.Load()
-	return lc.prefillPolicy, lc.decodePolicy, lc.encodePolicy
+// Policies are the policies in use per kind (aggregated's only with
+// aggregated engines).
+func (g *Dispatcher) Policies() snapshot.PolicyStatus {
+	lc := g.live.config()
+	p := snapshot.PolicyStatus{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Encode: lc.encodePolicy}
+	if len(g.live.pools().aggregated.workers) > 0 {
+		p.Aggregated = lc.aggregatedPolicy
+	}
+	return p
+}
+
+// Layouts is the split of requests between the layouts; nil while every
+// request goes prefill → decode and there is no aggregated engine.
+func (g *Dispatcher) Layouts() *snapshot.LayoutStatus {
+	mode := g.live.config().layout.Mode
+	if mode == routing.DisaggAlways && len(g.live.pools().aggregated.workers) == 0 {
+		return nil
+	}
+	return &snapshot.LayoutStatus{Disaggregation: mode, PD: g.routes.split[0].Load(), Aggregated: g.routes.split[1].Load()}
 }
 
 // Breakers is every worker's circuit breaker, by role (none when
 // gateway.circuit_breaker is off).
 func (g *Dispatcher) Breakers() []snapshot.BreakerStatus { return g.breakers.status() }
 
-// Ready reports whether at least one prefill and one decode rank are
-// registered and routed, and in EPD mode one encode worker's rank 0.
+// Ready reports whether a request has a route (Routable), and in EPD
+// mode one encode worker's rank 0 is registered and routed.
 func (g *Dispatcher) Ready() bool {
-	p, d, _, _ := g.Health()
-	if g.EPDMode() && len(g.encodeReady()) == 0 {
+	if g.EPDMode() && len(g.enc.ready()) == 0 {
 		return false
 	}
-	return p > 0 && d > 0
+	return g.Routable(g.Health())
 }
 
-// Health counts routable prefill and decode workers and all of them.
-func (g *Dispatcher) Health() (prefill, decode, healthy, total int) {
-	ps := g.pools()
-	prefill, decode = ps.prefill.routable(), ps.decode.routable()
-	return prefill, decode, prefill + decode, len(ps.prefill.workers) + len(ps.decode.workers)
+// Health counts the workers of each kind that have a routable rank, and
+// every routed prefill, decode and aggregated worker.
+type Health struct {
+	Prefill, Decode, Aggregated int // workers with a routable rank
+	Healthy, Total              int
+}
+
+// Health counts routable prefill, decode and aggregated workers and all
+// of them.
+func (g *Dispatcher) Health() Health {
+	ps := g.live.pools()
+	h := Health{Prefill: ps.prefill.routable(), Decode: ps.decode.routable(), Aggregated: ps.aggregated.routable()}
+	h.Healthy = h.Prefill + h.Decode + h.Aggregated
+	h.Total = len(ps.prefill.workers) + len(ps.decode.workers) + len(ps.aggregated.workers)
+	return h
+}
+
+// Routable reports whether a text request has a route with h's workers
+// under the disaggregation setting in use: a prefill and a decode rank
+// (always), an aggregated rank (never), either (conditional).
+func (g *Dispatcher) Routable(h Health) bool {
+	pd, agg := h.Prefill > 0 && h.Decode > 0, h.Aggregated > 0
+	switch g.live.config().layout.Mode {
+	case routing.DisaggNever:
+		return agg
+	case routing.DisaggConditional:
+		return pd || agg
+	}
+	return pd
 }
 
 // InFlight is how many generations the dispatch is running now.
 func (g *Dispatcher) InFlight() int64 { return g.inflight.Load() }
 
-// MaxModelLen is the smallest max_model_len among registered prefill and
-// decode ranks (a prompt must fit both legs), 0 when none reported one.
+// MaxModelLen is the smallest max_model_len among registered prefill,
+// decode and aggregated ranks (a prompt must fit whichever route it
+// takes), 0 when none reported one.
 func (g *Dispatcher) MaxModelLen() int {
 	best := 0
-	ps := g.pools()
-	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers} {
+	ps := g.live.pools()
+	for _, ws := range [][]*lane.Worker{ps.prefill.workers, ps.decode.workers, ps.aggregated.workers} {
 		for _, w := range ws {
 			if n := w.MaxModelLen(); n > 0 && (best == 0 || n < best) {
 				best = n
@@ -280,16 +285,22 @@ func (g *Dispatcher) Queues() bool { return g.opts.QueueTimeout > 0 }
 
 // ReportPanic reports a panic a front end's goroutine recovered the way
 // the dispatch's own boundaries report theirs (Config.OnPanic).
-func (g *Dispatcher) ReportPanic(where string, v any, stack []byte) { g.onPanic(where, v, stack) }
+func (g *Dispatcher) ReportPanic(where string, v any, stack []byte) { g.guard.onPanic(where, v, stack) }
 
-// recoverHere is deferred at the top of a per-request goroutine: a panic
-// is reported and onPanic (may be nil) ends that one request cleanly.
-func (g *Dispatcher) recoverHere(where string, onPanic func(err error)) {
+// panicGuard is the dispatch's recover boundary, shared by every
+// goroutine it starts and every request's flight.
+type panicGuard struct {
+	onPanic func(where string, v any, stack []byte)
+}
+
+// here is deferred at the top of a per-request goroutine: a panic is
+// reported and onPanic (may be nil) ends that one request cleanly.
+func (p panicGuard) here(where string, onPanic func(err error)) {
 	v := recover()
 	if v == nil {
 		return
 	}
-	g.onPanic(where, v, debug.Stack())
+	p.onPanic(where, v, debug.Stack())
 	if onPanic != nil {
 		onPanic(fmt.Errorf("internal error in the gateway's %s (recovered: %v)", where, v))
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/epd"
@@ -17,10 +18,21 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
-// encodeRouting is the encoder choice state: a consistent-hashing ring
-// over the encode workers that are ready, rebuilt only when that set
-// changes (so a repeated image keeps landing on the same encoder).
-type encodeRouting struct {
+// encoders is the dispatch's encode side: which encode worker takes each
+// image (a consistent-hashing ring over the encode workers that are
+// ready, rebuilt only when that set changes, so a repeated image keeps
+// landing on the same encoder; or round_robin / random), submitting the
+// encode legs, and the watches on the embeddings finished legs hold.
+type encoders struct {
+	mode    string     // the plan's gateway mode
+	live    *liveState // the encode workers and the encode policy
+	lane    *lane.Lane
+	brk     *breakers
+	rng     *lockedRand
+	metrics *Metrics
+	guard   panicGuard
+	seq     atomic.Uint64 // the round-robin position
+
 	mu   sync.Mutex
 	key  string
 	ring *epd.Ring
@@ -31,7 +43,7 @@ type encodeRouting struct {
 	// While the role's view says its process ended (lane Worker.Ended) a
 	// watcher gets a closed drop at once: that is the supervisor's verdict,
 	// read from the view, not kept here. What dispatch saw itself (an
-	// encode rank that left or registered anew, watchEncoder; a worker's
+	// encode rank that left or registered anew, watch; a worker's
 	// breaker) stays dispatch's own.
 	drops map[string]*EncodeDrop
 	// pending counts, per encode role, requests whose encode leg on it
@@ -57,16 +69,18 @@ func closedDrop(why string) *EncodeDrop {
 	return d
 }
 
-// epdMode reports whether images are routed to encode workers.
-func (g *Dispatcher) EPDMode() bool {
-	return g.mode == profiles.ModeEPD && len(g.pools().encode) > 0
+// EPDMode reports whether images are routed to encode workers.
+func (g *Dispatcher) EPDMode() bool { return g.enc.epdMode() }
+
+func (e *encoders) epdMode() bool {
+	return e.mode == profiles.ModeEPD && len(e.live.pools().encode) > 0
 }
 
-// encodeReady counts encode workers whose DP rank 0 (the rank that takes
+// ready names the encode workers whose DP rank 0 (the rank that takes
 // encode requests) is registered and routed.
-func (g *Dispatcher) encodeReady() []string {
+func (e *encoders) ready() []string {
 	var names []string
-	for _, w := range g.pools().encode {
+	for _, w := range e.live.pools().encode {
 		if _, ok := encodeRank(w); ok {
 			names = append(names, w.Role())
 		}
@@ -83,40 +97,80 @@ func encodeRank(w *lane.Worker) (int, bool) {
 	return 0, false
 }
 
-func (g *Dispatcher) EncodeRing() *epd.Ring {
-	names := g.encodeRoutable(g.breakers.current())
+// EncodeRing is the encoder ring images are routed by now.
+func (g *Dispatcher) EncodeRing() *epd.Ring { return g.enc.shared() }
+
+// shared is the ring over the routable encoders, kept while that set
+// stays.
+func (e *encoders) shared() *epd.Ring {
+	names := e.routable(e.brk.current())
 	key := strings.Join(names, "\x00")
-	g.enc.mu.Lock()
-	defer g.enc.mu.Unlock()
-	if g.enc.ring == nil || g.enc.key != key {
-		g.enc.ring, g.enc.key = epd.NewRing(names, 0), key
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ring == nil || e.key != key {
+		e.ring, e.key = epd.NewRing(names, 0), key
 	}
-	return g.enc.ring
+	return e.ring
 }
 
-// encodePicker is the encode policy's chooser over the routable
+// routable is ready less the encoders whose breaker is open.
+func (e *encoders) routable(view *breakerView) []string {
+	names := e.ready()
+	if view == nil {
+		return names
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		if view.allows(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ringAvoiding is the encoder ring, less the encoders av holds when
+// another is routable: a retry's images go to other encoders (a ring of
+// its own, so the shared one keeps its assignments).
+func (e *encoders) ringAvoiding(av avoid) *epd.Ring {
+	if len(av) == 0 {
+		return e.shared()
+	}
+	names := e.routable(e.brk.current())
+	var keep []string
+	for _, n := range names {
+		if w, ok := e.lane.Worker(n); !ok || !av[w] {
+			keep = append(keep, n)
+		}
+	}
+	if len(keep) == 0 || len(keep) == len(names) {
+		return e.shared()
+	}
+	return epd.NewRing(keep, 0)
+}
+
+// picker is the encode policy's chooser over the routable
 // encoders, less those av holds when another is routable (a retry's
 // images go elsewhere): consistent hashing on the image's content (so a
 // repeated image meets its cached embedding), or round_robin / random
 // over them.
-func (g *Dispatcher) encodePicker(av avoid) epd.Picker {
-	encPolicy := g.live.Load().encodePolicy
+func (e *encoders) picker(av avoid) epd.Picker {
+	encPolicy := e.live.config().encodePolicy
 	if encPolicy != routing.RoundRobin && encPolicy != routing.Random {
-		return g.encodeRingAvoiding(av)
+		return e.ringAvoiding(av)
 	}
-	names := g.encodeRoutable(g.breakers.current())
+	names := e.routable(e.brk.current())
 	var keep []string
 	for _, n := range names {
-		if w, ok := g.lane.Worker(n); !ok || !av[w] {
+		if w, ok := e.lane.Worker(n); !ok || !av[w] {
 			keep = append(keep, n)
 		}
 	}
 	if len(keep) > 0 {
 		names = keep
 	}
-	seq := g.rng.Uint64()
+	seq := e.rng.Uint64()
 	if encPolicy == routing.RoundRobin {
-		seq = g.encSeq.Add(1) - 1
+		seq = e.seq.Add(1) - 1
 	}
 	return &encodeCycle{names: names, seq: seq}
 }
@@ -137,10 +191,10 @@ func (c *encodeCycle) Pick(string) string {
 	return c.names[(c.seq+c.n-1)%uint64(len(c.names))]
 }
 
-// encoderAddr is where the prefill fetches an encode worker's embeddings:
+// addr is where the prefill fetches an encode worker's embeddings:
 // its registration's bootstrap host/port, else the plan's.
-func (g *Dispatcher) encoderAddr(role string) (epd.Encoder, bool) {
-	w, ok := g.lane.Worker(role)
+func (e *encoders) addr(role string) (epd.Encoder, bool) {
+	w, ok := e.lane.Worker(role)
 	if !ok {
 		return epd.Encoder{}, false
 	}
@@ -158,18 +212,18 @@ func (g *Dispatcher) ImageSupport() error {
 		return nil
 	}
 	why := "gateway mode " + g.mode
-	if len(g.pools().encode) == 0 {
+	if len(g.live.pools().encode) == 0 {
 		why = "no encode role"
 	}
 	return &RequestError{Status: http.StatusBadRequest, Code: "multimodal_not_supported", Param: "messages",
 		Message: "this deployment cannot take images: it routes nothing to an encode server (" + why + "); add an encode role and use gateway mode epd (or auto)"}
 }
 
-// submitEncodes sends each image's encode leg (built by epd.BuildLegs,
+// submit sends each image's encode leg (built by epd.BuildLegs,
 // its tensors out of band) to DP rank 0 of its encode worker and returns
 // the streams that carry their terminal outputs. On failure the ones
 // already sent are aborted.
-func (g *Dispatcher) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
+func (e *encoders) submit(legs epd.Legs) ([]*lane.Stream, error) {
 	streams := make([]*lane.Stream, 0, len(legs.Encode))
 	fail := func(err error) ([]*lane.Stream, error) {
 		for _, s := range streams {
@@ -177,20 +231,20 @@ func (g *Dispatcher) submitEncodes(legs epd.Legs) ([]*lane.Stream, error) {
 		}
 		return nil, err
 	}
-	for i, e := range legs.Encode {
-		w, ok := g.lane.Worker(e.Worker)
+	for i, el := range legs.Encode {
+		w, ok := e.lane.Worker(el.Worker)
 		if !ok {
-			return fail(fmt.Errorf("image %d: unknown encode worker %s", i, e.Worker))
+			return fail(fmt.Errorf("image %d: unknown encode worker %s", i, el.Worker))
 		}
 		id, ok := encodeRank(w)
 		if !ok {
 			return fail(fmt.Errorf("image %d: encode worker %s has no registered rank 0", i, w.Role()))
 		}
-		s, err := w.SubmitAux(id, e.Request.RID, e.Payload, e.Aux)
+		s, err := w.SubmitAux(id, el.Request.RID, el.Payload, el.Aux)
 		if err != nil {
 			return fail(fmt.Errorf("image %d: %w", i, err))
 		}
-		g.metrics.Selection.WithLabelValues(w.Role(), w.Kind(), strconv.Itoa(id)).Inc()
+		e.metrics.Selection.WithLabelValues(w.Role(), w.Kind(), strconv.Itoa(id)).Inc()
 		streams = append(streams, s)
 	}
 	return streams, nil
@@ -203,12 +257,12 @@ type encodeResult struct {
 	err  error
 }
 
-// watchEncodes reports each encode stream's terminal output (or error).
-func (g *Dispatcher) watchEncodes(encs []*lane.Stream) <-chan encodeResult {
+// results reports each encode stream's terminal output (or error).
+func (e *encoders) results(encs []*lane.Stream) <-chan encodeResult {
 	ch := make(chan encodeResult, len(encs))
 	for i, s := range encs {
 		go func() {
-			defer g.recoverHere("encode reader", func(err error) { ch <- encodeResult{i, lane.Output{}, err} })
+			defer e.guard.here("encode reader", func(err error) { ch <- encodeResult{i, lane.Output{}, err} })
 			for {
 				o, err := s.Recv(context.Background())
 				if err != nil || o.Finished != "" {
@@ -238,36 +292,39 @@ func encodeFailure(r encodeResult) error {
 
 // encodeNote describes encode routing for the status line.
 func (g *Dispatcher) EncodeNote() string {
+	encs := g.live.pools().encode
 	switch {
-	case len(g.pools().encode) == 0:
+	case len(encs) == 0:
 		return ""
 	case g.mode != profiles.ModeEPD:
 		return "encode: not routed (gateway mode " + g.mode + ")"
 	}
-	n := len(g.encodeReady())
-	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(g.pools().encode), g.live.Load().encodePolicy)
+	n := len(g.enc.ready())
+	return fmt.Sprintf("encode: %d/%d worker(s) ready, %s", n, len(encs), g.live.config().encodePolicy)
 }
 
 // EncodeDropped is the drop a watcher of role holds: closed once the
 // role's requests are ended or its process dies; already closed while the
 // role's view says its process ended.
-func (g *Dispatcher) EncodeDropped(role string) *EncodeDrop {
-	w, known := g.lane.Worker(role)
-	g.enc.mu.Lock()
-	defer g.enc.mu.Unlock()
+func (g *Dispatcher) EncodeDropped(role string) *EncodeDrop { return g.enc.dropped(role) }
+
+func (e *encoders) dropped(role string) *EncodeDrop {
+	w, known := e.lane.Worker(role)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	// Asked under enc.mu: the gateway stores a view before it calls
 	// DropEmbeds, so a drop taken here is either closed now or still
 	// registered when DropEmbeds runs.
 	if known && w.Ended() {
 		return closedDrop(whyProcessEnded)
 	}
-	d := g.enc.drops[role]
+	d := e.drops[role]
 	if d == nil {
 		d = &EncodeDrop{ch: make(chan struct{})}
-		if g.enc.drops == nil {
-			g.enc.drops = map[string]*EncodeDrop{}
+		if e.drops == nil {
+			e.drops = map[string]*EncodeDrop{}
 		}
-		g.enc.drops[role] = d
+		e.drops[role] = d
 	}
 	return d
 }
@@ -292,37 +349,63 @@ func (g *Dispatcher) HearView(role string, c lane.ViewChange, reason string) {
 // its finished legs hold are gone (its requests were ended, it was judged
 // stalled, its process ended). The next watcher takes a fresh drop, or a
 // closed one while the role's view says its process ended.
-func (g *Dispatcher) DropEmbeds(role, why string) {
-	g.enc.mu.Lock()
-	defer g.enc.mu.Unlock()
-	if d := g.enc.drops[role]; d != nil {
+func (g *Dispatcher) DropEmbeds(role, why string) { g.enc.drop(role, why) }
+
+func (e *encoders) drop(role, why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d := e.drops[role]; d != nil {
 		d.why = why
 		close(d.ch)
-		delete(g.enc.drops, role)
+		delete(e.drops, role)
 	}
 }
 
-// holdEmbed counts a request whose prefill still has to fetch an embedding
-// from role; the returned func releases it (once).
-func (g *Dispatcher) holdEmbed(role string) func() {
-	g.enc.mu.Lock()
-	if g.enc.pending == nil {
-		g.enc.pending = map[string]int{}
+// forget drops role's encode state: its worker left the deployment.
+func (e *encoders) forget(role string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.drops, role)
+	delete(e.pending, role)
+}
+
+// rename moves role's encode state to its new name.
+func (e *encoders) rename(from, to string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d, ok := e.drops[from]; ok {
+		delete(e.drops, from)
+		e.drops[to] = d
 	}
-	g.enc.pending[role]++
-	g.enc.mu.Unlock()
+	if n, ok := e.pending[from]; ok {
+		delete(e.pending, from)
+		e.pending[to] = n
+	}
+}
+
+// hold counts a request whose prefill still has to fetch an embedding
+// from role; the returned func releases it (once).
+func (e *encoders) hold(role string) func() {
+	e.mu.Lock()
+	if e.pending == nil {
+		e.pending = map[string]int{}
+	}
+	e.pending[role]++
+	e.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			g.enc.mu.Lock()
-			if g.enc.pending[role]--; g.enc.pending[role] <= 0 {
-				delete(g.enc.pending, role)
+			e.mu.Lock()
+			if e.pending[role]--; e.pending[role] <= 0 {
+				delete(e.pending, role)
 			}
-			g.enc.mu.Unlock()
+			e.mu.Unlock()
 		})
 	}
 }
 
+// PendingEmbeds is how many requests still have to fetch an embedding
+// role's finished encode legs hold (DrainCount).
 func (g *Dispatcher) PendingEmbeds(role string) int {
 	g.enc.mu.Lock()
 	defer g.enc.mu.Unlock()
@@ -335,16 +418,16 @@ type encodeDeath struct {
 	role, why string
 }
 
-// watchEncoder sends on out (once, out has room) when the encode rank that
+// watch sends on out (once, out has room) when the encode rank that
 // served s, a leg that finished, goes away before stop closes: its rank
 // leaves registration (disconnect, ENGINE_CORE_DEAD, silence), registers
 // anew after since (another run of the engine, which does not hold the
 // embedding), or its role is dropped from routing or dies. The embedding
 // the prefill still has to fetch lived in that engine.
-func (g *Dispatcher) watchEncoder(s *lane.Stream, since time.Time, stop <-chan struct{}, out chan<- encodeDeath) {
+func (e *encoders) watch(s *lane.Stream, since time.Time, stop <-chan struct{}, out chan<- encodeDeath) {
 	role, id := s.Worker().Role(), s.Identity
-	dropped := g.EncodeDropped(role)
-	cur, evs, cancel := g.lane.SubscribeRanks()
+	dropped := e.dropped(role)
+	cur, evs, cancel := e.lane.SubscribeRanks()
 	gone := func(ev snapshot.RankEvent) (string, bool) {
 		switch {
 		case ev.Role != role || ev.Rank.Identity != id:
@@ -361,7 +444,7 @@ func (g *Dispatcher) watchEncoder(s *lane.Stream, since time.Time, stop <-chan s
 	}
 	go func() {
 		defer cancel()
-		defer g.recoverHere("encode watcher", nil)
+		defer e.guard.here("encode watcher", nil)
 		for _, ev := range cur {
 			if why, ok := gone(ev); ok {
 				out <- encodeDeath{role, why}

@@ -1,13 +1,15 @@
 package dispatch
 
-// A request's flight (docs/protocol.md §8.4, §11.9): its attempts, each a
-// PD pair (with encode legs for images) under a fresh rid and bootstrap
-// room, and what run's goroutine has seen of them. An attempt that fails
-// before any token reached the client is made again elsewhere (a retry);
-// one whose decode dies after tokens were sent continues on another
-// decode (a migration: the prompt plus the tokens sent, the rest of the
-// budget), so the client sees one stream. What follows a failure is
-// DecideRetry's (retry.go); the flight only executes it.
+// A request's flight (docs/protocol.md §8.4, §11.9): the request's facts,
+// what its attempts delivered so far, and the current attempt
+// (attempt.go), a fresh value per try: a PD pair (with encode legs for
+// images) under a fresh rid and bootstrap room, or one leg on an
+// aggregated engine (docs/protocol.md §11.12). An attempt that fails
+// before any token reached the client is made again elsewhere (a
+// retry); one whose decode (or aggregated engine) dies after tokens were
+// sent continues elsewhere (a migration: the prompt plus the tokens
+// sent, the rest of the budget), so the client sees one stream. What follows a failure
+// is DecideRetry's (retry.go); the flight only executes it.
 
 import (
 	"context"
@@ -15,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/epd"
@@ -24,10 +25,6 @@ import (
 	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/gateway/wire"
 )
-
-// avoid is the workers a request's failed attempts ran on: its next
-// attempt goes elsewhere when elsewhere has a routable rank.
-type avoid map[*lane.Worker]bool
 
 // attemptErr is how an attempt failed: what the retry decision needs
 // (class, decode), where the next attempt should not go (avoid), whose
@@ -51,174 +48,65 @@ func fatal(metric string, err error) *attemptErr {
 	return &attemptErr{class: FailFatal, metric: metric, err: err}
 }
 
-// readRanks is one read of a worker's routable ranks, so a routing
-// decision decides on exactly what was read (chooseLegs reads each source
-// once).
-type readRanks struct {
-	name  string
-	ranks []lane.RankLoad
-	dp    int
-}
-
-func (r readRanks) Routable() []lane.RankLoad { return r.ranks }
-func (r readRanks) DPSize() int               { return max(r.dp, 1) }
-func (r readRanks) Role() string              { return r.name }
-
-// allowed is the pool as one routing decision may see it: a worker whose
-// breaker is open is left out, and so are the workers this request's
-// failed attempts ran on (av), unless no other has a routable rank. With
-// no breakers and nothing to avoid the pool goes as it is.
-func (g *Dispatcher) allowed(p *pool, av avoid, view *breakerView) []rankSource {
-	if view == nil && len(av) == 0 {
-		return p.src
-	}
-	out := make([]rankSource, len(p.src))
-	other := false
-	for i, w := range p.workers {
-		if !view.allows(w.Role()) {
-			out[i] = readRanks{name: w.Role()}
-			continue
-		}
-		rr := readRanks{name: w.Role(), ranks: p.src[i].Routable(), dp: p.src[i].DPSize()}
-		out[i] = rr
-		if !av[w] && len(rr.ranks) > 0 {
-			other = true
-		}
-	}
-	if other {
-		for i, w := range p.workers {
-			if av[w] {
-				out[i] = readRanks{name: w.Role()}
-			}
-		}
-	}
-	return out
-}
-
-// encodeRoutable is encodeReady less the encoders whose breaker is open.
-func (g *Dispatcher) encodeRoutable(view *breakerView) []string {
-	names := g.encodeReady()
-	if view == nil {
-		return names
-	}
-	out := names[:0:0]
-	for _, n := range names {
-		if view.allows(n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// encodeRingAvoiding is the encoder ring, less the encoders av holds when
-// another is routable: a retry's images go to other encoders (a ring of
-// its own, so the shared one keeps its assignments).
-func (g *Dispatcher) encodeRingAvoiding(av avoid) *epd.Ring {
-	if len(av) == 0 {
-		return g.EncodeRing()
-	}
-	names := g.encodeRoutable(g.breakers.current())
-	var keep []string
-	for _, n := range names {
-		if w, ok := g.lane.Worker(n); !ok || !av[w] {
-			keep = append(keep, n)
-		}
-	}
-	if len(keep) == 0 || len(keep) == len(names) {
-		return g.EncodeRing()
-	}
-	return epd.NewRing(keep, 0)
-}
-
-// attempt is the flight's current PD pair.
-type attempt struct {
-	pre, dec leg
-	ls       legStreams
-	view     *breakerView // the breakers it was routed by (their epochs)
-	left     bool         // its legs were taken out of the traffic account's in flight
-}
-
-// flight is one dispatched request as Next drives it, in steps: its
-// attempts, what has been seen of the current one's legs, and the event
-// the last step produced. Only the goroutine reading it touches it: the
-// one that called Stream, or Generate's (docs/architecture.md §3.2). It
-// is the request's tokenapi.Streamer.
-type flight struct {
-	g           *Dispatcher
+// requestFacts is what a flight knows of its request from the start and keeps
+// as it was: its contexts (the client's, and one under the request
+// deadline), its record in the traffic account, the retry knobs it
+// found, and the request as the client asked.
+type requestFacts struct {
 	parent, ctx context.Context
 	cancel      context.CancelFunc
 	deadline    time.Time
 	rec         *traffic.Rec // the request's record in the traffic account (gateway/traffic)
-	sent        *[]*lane.Stream
+	retry       RetryConfig  // gateway.retry as the request found it
+	orig        tokenapi.Request
+}
 
-	// out is the event the last step produced, for Next to return (has);
-	// more holds any further one a step produced (rare: one step emits
-	// at most one in practice). running: the first Next armed the legs;
-	// over: the request ended and its end was accounted (end).
-	out                tokenapi.Event
-	more               []tokenapi.Event
-	has, running, over bool
+// flight is one dispatched request as Next drives it, in steps: the
+// request's facts, what its attempts delivered so far, its current
+// attempt, and the event the last step produced. Only the goroutine
+// reading it touches it: the one that called Stream, or Generate's
+// (docs/architecture.md §3.2). It is the request's tokenapi.Streamer.
+type flight struct {
+	g *Dispatcher
+	requestFacts
 
-	retry RetryConfig // gateway.retry as the request found it
+	// send is what the next attempt sends (a migration's prompt and
+	// budget), sp its sampling in wire form; sent is the streams the
+	// attempt being made submitted (Stream's panic boundary aborts them).
+	send tokenapi.Request
+	sp   wire.SamplingParams
+	sent *[]*lane.Stream
 
-	orig tokenapi.Request    // as the client asked
-	req  tokenapi.Request    // what the next attempt sends (a migration's prompt and budget)
-	sp   wire.SamplingParams // req's sampling in wire form
-
+	cur      attempt // the current attempt: a fresh value per try
 	attempts int
 	migrated bool
-	avoid    avoid
+	avoid    avoid // the workers failed attempts ran on (nil until one failed)
 	// emitted is every token handed to the front end, in order: a
 	// migration's prompt continues with it. base is how many there were
 	// when the current attempt started: its engine counts from there.
-	emitted   []int32
-	base      int
-	streaming bool // the current attempt's decode sent a token: it holds the KV
+	emitted []int32
+	base    int
 
 	began    time.Time // the first dispatch: TTFT and duration count from here
-	first    bool
-	last     time.Time
+	last     time.Time // the last output relayed
+	first    bool      // no token relayed yet
 	promptTk int
-	promptLP []float64  // rides on the first event
-	preRes   *legResult // the prefill's terminal output awaitPrompt took
+	promptLP []float64 // rides on the first event
 
-	cur attempt
-
-	// Both legs are read in step's own select (lane.Stream.Wake and Poll),
-	// not by a reader goroutine per leg: an n=1 request costs only the
-	// goroutine calling Next. pollLegs moves what arrived into preCh (the
-	// prefill's terminal output; its other outputs carry nothing the
-	// client needs) and decCh (the decode's next output), each holding at
-	// most one result for the select to take.
-	preCh, decCh     chan legResult
-	preWake, decWake <-chan struct{}
-
-	// Encode legs end with their own terminal output (encCh). Once one
-	// has finished, its engine still holds the embedding until the
-	// prefill fetched it: that engine's death before the prefill leg ends
-	// fails the attempt now (deathCh), not after the prefill's embedding
-	// timeout.
-	encCh     <-chan encodeResult
-	encLeft   int
-	deathCh   chan encodeDeath
-	watched   map[*lane.Worker]bool
-	stopWatch chan struct{}
-	stopOnce  *sync.Once
-	releases  []func() // pending embeddings this attempt holds (DrainCount)
-
-	preDone, succeeded bool
-	cached             cachedCount // the current attempt's cached prompt tokens (usage)
-}
-
-type legResult struct {
-	out lane.Output
-	err error
+	// ready is the event the last step produced, for Next to return
+	// (has); more holds any further one a step produced (rare: one step
+	// emits at most one in practice). running: the first Next began the
+	// attempt's watches; over: the request ended and its end was
+	// accounted (end).
+	ready              tokenapi.Event
+	more               []tokenapi.Event
+	has, running, over bool
 }
 
 func (g *Dispatcher) newFlight(parent context.Context, r tokenapi.Request, sp wire.SamplingParams, sent *[]*lane.Stream) *flight {
-	f := &flight{g: g, parent: parent, rec: traffic.FromContext(parent), sent: sent, orig: r, req: r, sp: sp, first: true, avoid: avoid{},
-		retry: g.live.Load().retry}
-	f.deadline = time.Now().Add(g.opts.RequestTimeout)
+	f := &flight{g: g, send: r, sp: sp, sent: sent, first: true}
+	f.requestFacts = requestFacts{parent: parent, rec: traffic.FromContext(parent), retry: g.live.config().retry, orig: r,
+		deadline: time.Now().Add(g.opts.RequestTimeout)}
 	f.ctx, f.cancel = context.WithDeadline(parent, f.deadline)
 	return f
 }
@@ -240,16 +128,17 @@ func (f *flight) launch() *attemptErr {
 	return nil
 }
 
-// try makes one attempt: pick a pair (waiting for a routable worker),
-// encode its legs under a fresh rid and room, submit them, and with
-// prompt logprobs asked await the prefill's. On failure nothing of it is
-// left running.
+// try makes one attempt: pick its route and ranks (waiting for a
+// routable worker), encode its legs under a fresh rid (and room), submit
+// them, and with prompt logprobs asked await them (the prefill's, or the
+// aggregated engine's first output). On failure nothing of it is left
+// running.
 func (f *flight) try() *attemptErr {
 	g := f.g
 	f.attempts++
-	f.streaming = false
+	f.cur = attempt{}
 	*f.sent = (*f.sent)[:0]
-	pre, dec, room, ri, view, err := g.pickQueued(f.ctx, &f.req, Room(g.rng.Uint64()), f.avoid)
+	rt, err := g.routes.pickQueued(f.ctx, &f.send, Room(g.rng.Uint64()), f.avoid)
 	if err != nil {
 		switch {
 		case f.parent.Err() != nil:
@@ -259,39 +148,50 @@ func (f *flight) try() *attemptErr {
 		}
 		return fatal("no_workers", err)
 	}
-	p, ae := g.encodeLegs(f.req, f.sp, pre, room, f.avoid)
+	p, ae := encodeLegs(g, f.send, f.sp, rt, f.avoid)
 	if ae != nil {
 		return ae
 	}
 	// The engines log this rid: on the access line it joins the gateway's
 	// line to theirs. Every attempt's fresh one goes there.
 	f.rec.EngineRID(p.rid)
-	ls, ae := g.submit(p, pre, dec, f.sent)
+	a, ae := submit(g.enc, p, rt, f.sent)
 	if ae != nil {
 		return ae
 	}
-	g.metrics.selected(pre, dec)
-	recordLegs(f.parent, pre, dec, ls.encs, len(f.orig.InputIDs))
-	g.noteRoute(f.parent, ri, ls.ps, ls.ds)
-	if f.began.IsZero() {
-		f.began = ls.start
+	if !a.oneLeg() {
+		g.metrics.selected(rt.pre)
 	}
-	f.cur = attempt{pre: pre, dec: dec, ls: ls, view: view}
-	f.preRes = nil
+	g.metrics.selected(rt.dec)
+	recordLegs(f.parent, &a, len(f.orig.InputIDs))
+	g.routes.note(f.parent, rt.info, a.pre.s, a.dec.s)
+	if f.began.IsZero() {
+		f.began = a.start
+	}
+	f.cur = a
 	if p.wantPrompt {
 		res, ae := f.awaitPrompt()
 		if ae != nil {
-			f.leaveAttempt()
+			f.cur.leave(f.rec)
 			return ae
 		}
-		f.preRes = &res
 		if res.out.HasPromptLogprobs {
 			// Delivered once, on the first event: a later attempt need not
-			// ask its prefill again.
+			// ask for them again.
 			f.promptLP = res.out.PromptLogprobs
-			f.req.LogprobStartLen = -1
+			f.send.LogprobStartLen = -1
 		}
-		ls.ds.Expect()
+		if f.cur.oneLeg() {
+			// The first output, prompt logprobs and tokens: the flight
+			// relays it first.
+			f.cur.dec.pending, f.cur.dec.has = res, true
+			if res.out.Finished != "" {
+				f.cur.dec.wake = nil
+			}
+			return nil
+		}
+		f.cur.pre.hold(res)
+		f.cur.dec.s.Expect()
 	}
 	return nil
 }
@@ -317,11 +217,11 @@ func (f *flight) Next() (ev tokenapi.Event, ok bool) {
 	if f.over {
 		return tokenapi.Event{}, false
 	}
-	defer f.g.recoverHere("request", func(err error) {
+	defer f.g.guard.here("request", func(err error) {
 		f.abortAttempt(err)
 		f.g.metrics.reqError("panic")
 		f.rec.Fail("panic")
-		f.out, f.more, f.has = tokenapi.Event{}, nil, false
+		f.ready, f.more, f.has = tokenapi.Event{}, nil, false
 		f.end()
 		ev, ok = tokenapi.Event{Err: fmt.Errorf("%w; both legs aborted", err)}, true
 	})
@@ -330,21 +230,9 @@ func (f *flight) Next() (ev tokenapi.Event, ok bool) {
 		if h := f.g.opts.HookRun; h != nil {
 			h()
 		}
-		f.arm()
+		f.cur.enc.begin(f.g.enc)
 	}
 	for !f.has {
-		f.pollLegs()
-		if len(f.decCh) > 0 && f.preCh == nil && f.ctx.Err() == nil {
-			// The steady path: a decode output is waiting and nothing
-			// else can be (the prefill is done; a deadline or cancel is
-			// seen by step's select once none is waiting): relay it
-			// without a select.
-			if f.onDecode(<-f.decCh) {
-				f.end()
-				break
-			}
-			continue
-		}
 		if f.step() {
 			f.end()
 			break
@@ -357,10 +245,10 @@ func (f *flight) Next() (ev tokenapi.Event, ok bool) {
 }
 
 func (f *flight) pop() tokenapi.Event {
-	ev := f.out
-	f.out, f.has = tokenapi.Event{}, false
+	ev := f.ready
+	f.ready, f.has = tokenapi.Event{}, false
 	if len(f.more) > 0 {
-		f.out, f.has = f.more[0], true
+		f.ready, f.has = f.more[0], true
 		f.more = f.more[1:]
 	}
 	return ev
@@ -375,7 +263,7 @@ func (f *flight) Buffered() bool {
 	if f.over || !f.running {
 		return false
 	}
-	return len(f.decCh) > 0 || (f.decWake != nil && f.cur.ls.ds.Buffered())
+	return f.cur.buffered()
 }
 
 // Close ends a request its reader walked away from (the client went, a
@@ -385,7 +273,7 @@ func (f *flight) Close() {
 	if f.over {
 		return
 	}
-	defer f.g.recoverHere("request close", nil)
+	defer f.g.guard.here("request close", nil)
 	err := f.parent.Err()
 	if err == nil {
 		err = context.Canceled
@@ -393,7 +281,7 @@ func (f *flight) Close() {
 	f.abortAttempt(err)
 	f.g.metrics.reqError("client_disconnected")
 	f.rec.Gone(err)
-	f.out, f.more, f.has = tokenapi.Event{}, nil, false
+	f.ready, f.more, f.has = tokenapi.Event{}, nil, false
 	f.end()
 }
 
@@ -407,71 +295,42 @@ func (f *flight) end() {
 	f.over = true
 	if f.running {
 		f.noteAttempts()
-		f.endEncodes()
-		f.stopWatching()
+		f.cur.endEncodes(f.g.opts.DrainGrace, f.g.guard)
+		f.cur.enc.stopWatching()
 	}
 	f.cancel()
 	f.g.inflight.Add(-1)
 }
 
-// arm sets up run's view of the current attempt's legs.
-func (f *flight) arm() {
-	f.preCh, f.decCh = make(chan legResult, 1), make(chan legResult, 1)
-	f.decWake, f.preWake = f.cur.ls.ds.Wake(), nil
-	f.preDone, f.succeeded, f.streaming = false, false, false
-	f.cached = cachedCount{}
-	f.encLeft, f.encCh, f.deathCh = len(f.cur.ls.encs), nil, nil
-	f.watched, f.stopWatch, f.stopOnce, f.releases = map[*lane.Worker]bool{}, make(chan struct{}), &sync.Once{}, nil
-	if f.encLeft > 0 {
-		f.encCh = f.g.watchEncodes(f.cur.ls.encs)
-	}
-	if f.preRes != nil {
-		f.preCh <- *f.preRes
-		f.preRes = nil
-	} else {
-		f.preWake = f.cur.ls.ps.Wake()
-	}
-}
-
-// step waits for the next thing that happens to the request and handles
-// it; true: the request is over.
+// step handles what the current attempt has for the flight, or waits for
+// the next thing that happens to the request (a leg's wake-up, the
+// context, an encode event) and handles it; true: the request is over.
+// A pending result is handled before anything is awaited: the prefill's
+// terminal output, then the decode's next output (the steady path: a
+// token relayed without entering the select).
 func (f *flight) step() (done bool) {
+	a := &f.cur
+	a.poll()
+	if f.ctx.Err() == nil {
+		switch {
+		case a.pre.has:
+			return f.onPrefill(a.pre.take())
+		case a.dec.has:
+			return f.onDecode(a.dec.take())
+		}
+	}
+	encs, deaths := a.enc.channels()
 	select {
-	case <-f.preWake:
-		return false // pollLegs takes what arrived
-	case <-f.decWake:
-		return false // pollLegs polls the decode whenever decCh is empty
+	case <-a.pre.wake:
+		return false // the next step's poll takes what arrived
+	case <-a.dec.wake:
+		return false
 	case <-f.ctx.Done():
 		return f.onDeadline()
-	case er := <-f.encCh:
+	case er := <-encs:
 		return f.onEncode(er)
-	case d := <-f.deathCh:
+	case d := <-deaths:
 		return f.onEncoderDeath(d)
-	case pr := <-f.preCh:
-		return f.onPrefill(pr)
-	case dr := <-f.decCh:
-		return f.onDecode(dr)
-	}
-}
-
-func (f *flight) pollLegs() {
-	for f.preWake != nil {
-		o, ok, err := f.cur.ls.ps.Poll()
-		if !ok {
-			break
-		}
-		if err != nil || o.Finished != "" {
-			f.preCh <- legResult{o, err}
-			f.preWake = nil
-		}
-	}
-	if f.decWake != nil && len(f.decCh) == 0 {
-		if o, ok, err := f.cur.ls.ds.Poll(); ok {
-			f.decCh <- legResult{o, err}
-			if err != nil || o.Finished != "" {
-				f.decWake = nil
-			}
-		}
 	}
 }
 
@@ -479,6 +338,9 @@ func (f *flight) pollLegs() {
 // blame, the count) and returns DecideRetry's verdict and delay.
 func (f *flight) decide(ae *attemptErr) (Verdict, time.Duration) {
 	for _, w := range ae.avoid {
+		if f.avoid == nil {
+			f.avoid = avoid{}
+		}
 		f.avoid[w] = true
 	}
 	if blames(ae.class) {
@@ -486,7 +348,7 @@ func (f *flight) decide(ae *attemptErr) (Verdict, time.Duration) {
 			f.report(w, BreakerFailure)
 		}
 	}
-	a := Attempted{Attempts: f.attempts, Sent: len(f.emitted), Streaming: f.streaming, Decode: ae.decode, Left: time.Until(f.deadline)}
+	a := Attempted{Attempts: f.attempts, Sent: len(f.emitted), Streaming: f.cur.streaming, Decode: ae.decode, Left: time.Until(f.deadline)}
 	v, d, _ := DecideRetry(f.retry, ae.class, a, f.g.rng.Float64())
 	f.g.metrics.attemptFailed(ae.class, v)
 	return v, d
@@ -546,7 +408,7 @@ func (f *flight) attemptFailed(ae *attemptErr) bool {
 		}
 		if ae = f.wait(d); ae == nil {
 			if ae = f.try(); ae == nil {
-				f.arm()
+				f.cur.enc.begin(f.g.enc)
 				return false
 			}
 		}
@@ -575,7 +437,7 @@ func (f *flight) migrate() (done bool) {
 	r.LogprobStartLen = -1
 	// The client's sampling passed admission and only its budget shrank.
 	sp, _ := r.Sampling.Wire()
-	f.req, f.sp, f.base = r, sp, sent
+	f.send, f.sp, f.base = r, sp, sent
 	return false
 }
 
@@ -610,75 +472,20 @@ func (f *flight) finishLocal(reason string) {
 // noteAttempts puts the request's attempts on its access line.
 func (f *flight) noteAttempts() { f.rec.Attempts(f.attempts-1, f.migrated) }
 
-// abortAttempt ends every leg of the current attempt with err.
+// abortAttempt ends every leg of the current attempt with err and takes
+// them out of the in-flight counts.
 func (f *flight) abortAttempt(err error) {
-	if f.cur.ls.ps == nil {
-		return
-	}
-	f.cur.ls.ps.Abort(err)
-	f.cur.ls.ds.Abort(err)
-	f.cur.ls.abortEncodes(err)
-	f.stopWatching()
-	f.leaveAttempt()
-}
-
-// leaveAttempt takes the current attempt's legs out of the in-flight
-// counts of the roles they ran on (the request still counts there when
-// it ends), once.
-func (f *flight) leaveAttempt() {
-	if f.cur.left || f.cur.ls.ps == nil {
-		return
-	}
-	f.cur.left = true
-	for _, s := range f.cur.ls.encs {
-		f.rec.Leave(s.Worker().Role())
-	}
-	f.rec.Leave(f.cur.pre.w.Role())
-	f.rec.Leave(f.cur.dec.w.Role())
-}
-
-// endEncodes ends encode legs still running when the request ends: now
-// on failure, after the drain grace on success (their answer may be in
-// flight).
-func (f *flight) endEncodes() {
-	if len(f.cur.ls.encs) == 0 {
-		return
-	}
-	encs, g := f.cur.ls.encs, f.g
-	if f.succeeded {
-		time.AfterFunc(g.opts.DrainGrace, func() {
-			defer g.recoverHere("encode drain", nil)
-			for _, s := range encs {
-				s.Abort(nil)
-			}
-		})
-		return
-	}
-	for _, s := range encs {
-		s.Abort(nil)
-	}
-}
-
-func (f *flight) stopWatching() {
-	if f.stopOnce == nil {
-		return
-	}
-	f.stopOnce.Do(func() {
-		close(f.stopWatch)
-		for _, r := range f.releases {
-			r()
-		}
-	})
+	f.cur.abort(err)
+	f.cur.leave(f.rec)
 }
 
 // emit hands ev to Next.
-func (f *flight) emit(ev tokenapi.Event) bool {
+func (f *flight) emit(ev tokenapi.Event) {
 	if f.has {
 		f.more = append(f.more, ev)
-		return true
+		return
 	}
-	f.out, f.has = ev, true
-	return true
+	f.ready, f.has = ev, true
 }
 
 func (f *flight) fail(kind string, ev tokenapi.Event) {
@@ -687,15 +494,9 @@ func (f *flight) fail(kind string, ev tokenapi.Event) {
 	f.emit(ev)
 }
 
-// abortLegs ends both PD legs with err.
-func (f *flight) abortLegs(err error) {
-	f.cur.ls.ps.Abort(err)
-	f.cur.ls.ds.Abort(err)
-}
-
 // onDeadline: the client went away or the request deadline passed.
 func (f *flight) onDeadline() bool {
-	f.abortLegs(f.ctx.Err())
+	f.cur.abortLegs(f.ctx.Err())
 	if f.parent.Err() != nil {
 		f.g.metrics.reqError("client_disconnected")
 		f.rec.Gone(f.parent.Err())
@@ -708,37 +509,34 @@ func (f *flight) onDeadline() bool {
 // onEncode: an encode leg ended; on success its encoder is watched until
 // the prefill fetched the embedding.
 func (f *flight) onEncode(er encodeResult) bool {
+	a := &f.cur
+	s := a.enc.legs[er.item]
 	if err := encodeFailure(er); err != nil {
 		if f.ctx.Err() != nil {
 			return false // onDeadline reports it
 		}
-		w := f.cur.ls.encs[er.item].Worker()
+		w := s.Worker()
 		return f.attemptFailed(&attemptErr{class: FailEncode, metric: "encode_failed", err: err,
 			avoid: []*lane.Worker{w}, blame: []*lane.Worker{w}})
 	}
-	if f.encLeft--; f.encLeft == 0 {
-		f.encCh = nil
-		f.cur.ls.ps.Expect() // the embeddings exist: the prefill owes output now
+	if a.enc.ended() {
+		a.pre.s.Expect() // the embeddings exist: the prefill owes output now
 	}
-	if w := f.cur.ls.encs[er.item].Worker(); !f.preDone && !f.watched[w] {
-		if f.deathCh == nil {
-			f.deathCh = make(chan encodeDeath, len(f.cur.ls.encs))
-		}
-		f.watched[w] = true
-		f.releases = append(f.releases, f.g.holdEmbed(w.Role()))
-		f.g.watchEncoder(f.cur.ls.encs[er.item], f.cur.ls.start, f.stopWatch, f.deathCh)
+	if !a.pre.done {
+		a.enc.watchEncoder(f.g.enc, s, a.start)
 	}
 	return false
 }
 
 // onEncoderDeath: an encoder holding this attempt's embedding died.
 func (f *flight) onEncoderDeath(d encodeDeath) bool {
-	if f.cur.ls.ps.Done() || f.ctx.Err() != nil {
+	a := &f.cur
+	if a.pre.s.Done() || f.ctx.Err() != nil {
 		// The prefill's end (or onDeadline) is reported instead.
-		f.deathCh = nil
+		a.enc.deaths = nil
 		return false
 	}
-	err := fmt.Errorf("encode worker %s died before prefill %s received the image embedding (%s); both legs aborted", d.role, f.cur.pre.w.Role(), d.why)
+	err := fmt.Errorf("encode worker %s died before prefill %s received the image embedding (%s); both legs aborted", d.role, a.pre.w.Role(), d.why)
 	var ws []*lane.Worker
 	if w, ok := f.g.lane.Worker(d.role); ok {
 		ws = []*lane.Worker{w}
@@ -749,34 +547,34 @@ func (f *flight) onEncoderDeath(d encodeDeath) bool {
 // onPrefill: the prefill leg ended; a failure or abort fails the attempt
 // (unless the decode already streams: it has the KV).
 func (f *flight) onPrefill(pr legResult) bool {
-	f.preCh = nil
-	f.preDone = true
-	f.cached.prefill(pr)
-	f.stopWatching()
-	f.deathCh = nil
-	f.cur.ls.ds.Expect() // its KV is ready (or the attempt ends below)
-	pw := f.cur.pre.w
+	a := &f.cur
+	a.pre.done = true
+	a.cached.prefill(pr)
+	if a.enc != nil {
+		a.enc.stopWatching()
+		a.enc.deaths = nil
+	}
+	a.dec.s.Expect() // its KV is ready (or the attempt ends below)
 	switch {
 	case pr.err != nil && f.ctx.Err() != nil:
 		// onDeadline reports it
 	case pr.err != nil:
-		return f.attemptFailed(&attemptErr{class: legFailureKind(pr.err), metric: legFailure("prefill_failed", pr.err),
-			err: fmt.Errorf("prefill leg failed: %w", pr.err), avoid: []*lane.Worker{pw}, blame: []*lane.Worker{pw}})
+		return f.attemptFailed(failedLeg("prefill", a.pre.leg, pr.err, false))
 	case pr.out.Finished == wire.FinishAbort || pr.out.Finished == wire.FinishError:
 		// A KV transfer or bootstrap failure ends the prefill so: either
 		// side may be at fault, so the next attempt avoids both.
 		ev := tokenapi.Event{PromptTokens: pr.out.PromptTokens, Finish: &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: "prefill leg aborted (" + pr.out.Finished + ")"}}
 		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "prefill_aborted", ev: &ev,
-			avoid: []*lane.Worker{pw, f.cur.dec.w}, blame: []*lane.Worker{pw}})
+			avoid: []*lane.Worker{a.pre.w, a.dec.w}, blame: []*lane.Worker{a.pre.w}})
 	default:
-		recordPrefill(f.rec, f.cur.ls.ps, pr.out)
+		recordPrefill(f.rec, a.pre.s, pr.out)
 	}
 	return false
 }
 
 // onDecode relays one decode output; its terminal one ends the request.
 func (f *flight) onDecode(dr legResult) bool {
-	dw := f.cur.dec.w
+	a := &f.cur
 	if dr.err != nil {
 		if f.ctx.Err() != nil {
 			return false // onDeadline reports it
@@ -784,42 +582,39 @@ func (f *flight) onDecode(dr legResult) bool {
 		if errors.Is(dr.err, io.EOF) {
 			dr.err = errors.New("decode stream ended without a finish")
 		}
-		return f.attemptFailed(&attemptErr{class: legFailureKind(dr.err), metric: legFailure("decode_failed", dr.err),
-			err: fmt.Errorf("decode leg failed: %w", dr.err), decode: true, avoid: []*lane.Worker{dw}, blame: []*lane.Worker{dw}})
+		return f.attemptFailed(failedLeg("decode", a.dec.leg, dr.err, true))
 	}
 	o := dr.out
 	if o.PromptTokens > 0 && f.base == 0 {
 		f.promptTk = o.PromptTokens // a migration's prompt holds the tokens sent: the client's stays
 	}
-	f.cached.decode(o)
+	a.cached.decode(o)
 	ev := tokenapi.Event{TokenIDs: o.TokenIDs, Logprobs: o.Logprobs, PromptTokens: f.promptTk, OutputTokens: f.base + o.CompletionTokens, PromptLogprobs: f.promptLP,
-		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs), CachedTokens: f.cached.n}
+		TopLogprobs: topLogprobs(o.TopLogprobs, o.TopLogprobIDs), CachedTokens: a.cached.n}
 	if o.Finished == wire.FinishAbort || o.Finished == wire.FinishError {
 		// The engine ended the stream itself: before any token reached the
-		// client it is worth another pair; after, the client sees it.
+		// client it is worth another attempt; after, the client sees it.
 		ev.Finish = finishOf(o.Finished)
 		last := ev // its own copy: ev stays off the heap on the token path
 		return f.attemptFailed(&attemptErr{class: FailAborted, metric: "engine_abort", ev: &last, finished: true, decode: true,
-			avoid: []*lane.Worker{f.cur.pre.w, dw}, blame: []*lane.Worker{dw}})
+			avoid: a.workers(), blame: []*lane.Worker{a.dec.w}})
 	}
 	now := time.Now()
 	f.observeTokens(len(o.TokenIDs), now)
 	f.promptLP = nil
 	if len(o.TokenIDs) > 0 {
-		f.streaming = true
+		a.streaming = true
 	}
 	if o.Finished != "" {
-		f.awaitPrefillCount()
-		ev.CachedTokens = f.cached.n
+		if a.oneLeg() {
+			recordPrefill(f.rec, a.dec.s, o) // the engine computed the prompt too
+		}
+		a.awaitPrefillCount(f.ctx, f.g.opts.DrainGrace)
+		ev.CachedTokens = a.cached.n
 		f.finish(ev, o.Finished, now)
 		return true
 	}
-	if !f.emit(ev) {
-		f.abortLegs(f.parent.Err())
-		f.g.metrics.reqError("client_disconnected")
-		f.rec.Gone(f.parent.Err())
-		return true
-	}
+	f.emit(ev)
 	if f.emitted == nil && len(o.TokenIDs) > 0 {
 		f.emitted = make([]int32, 0, f.emittedCap())
 	}
@@ -865,66 +660,81 @@ func (f *flight) observeTokens(n int, now time.Time) {
 // leg still running is given the drain grace to deliver its own terminal
 // output. The attempt's workers' breakers count a success.
 func (f *flight) finish(ev tokenapi.Event, finished string, now time.Time) {
+	a := &f.cur
 	ev.Finish = finishOf(finished)
-	if !f.preDone {
-		ps, g := f.cur.ls.ps, f.g
+	if !a.pre.done {
+		ps, g := a.pre.s, f.g
 		time.AfterFunc(g.opts.DrainGrace, func() {
-			defer g.recoverHere("prefill drain", nil)
+			defer g.guard.here("prefill drain", nil)
 			ps.Abort(nil)
 		})
 	}
 	f.g.metrics.finished(ev.Finish.Reason, now.Sub(f.began))
-	f.succeeded = true
-	f.report(f.cur.pre.w, BreakerSuccess)
-	f.report(f.cur.dec.w, BreakerSuccess)
-	for _, s := range f.cur.ls.encs {
+	a.succeeded = true
+	f.report(a.pre.w, BreakerSuccess)
+	f.report(a.dec.w, BreakerSuccess)
+	for _, s := range a.encodeLegs() {
 		f.report(s.Worker(), BreakerSuccess)
 	}
 	f.emit(ev)
 }
 
-// awaitPrompt waits for the prefill leg's terminal output when prompt
-// logprobs were asked, so that an engine which cannot compute them is a
-// clean 400 before any response (streaming included) has started. The
-// decode leg's outputs queue on its stream meanwhile; in PD it cannot
-// produce a token before the prefill's KV arrives anyway. A prefill abort
-// for another reason is returned as the result for run to report.
+// awaitPrompt waits for the prompt logprobs when they were asked, so
+// that an engine which cannot compute them is a clean 400 before any
+// response (streaming included) has started: in PD the prefill leg's
+// terminal output (the decode leg's outputs queue on its stream
+// meanwhile; it cannot produce a token before the prefill's KV arrives
+// anyway), in a one-leg attempt the aggregated engine's first output,
+// which carries them beside its first tokens. An abort for another
+// reason is returned as the result for the flight to report.
 func (f *flight) awaitPrompt() (legResult, *attemptErr) {
-	ls, r := f.cur.ls, f.req
+	a, r := &f.cur, f.send
+	one := a.oneLeg()
+	l, name := &a.pre, "prefill"
+	if one {
+		l, name = &a.dec, "aggregated"
+	}
 	var o lane.Output
 	var err error
 	for {
-		if o, err = ls.ps.Recv(f.ctx); err != nil || o.Finished != "" {
+		if o, err = l.s.Recv(f.ctx); err != nil || o.Finished != "" || one {
 			break
 		}
 	}
 	if err != nil {
-		ls.ps.Abort(err)
-		ls.ds.Abort(err)
-		ls.abortEncodes(err)
+		a.abort(err)
 		switch {
 		case f.parent.Err() != nil:
 			return legResult{}, fatal("client_disconnected", f.parent.Err())
 		case f.ctx.Err() != nil:
-			return legResult{}, f.deadlineErr(" waiting for the prefill's prompt logprobs")
+			return legResult{}, f.deadlineErr(" waiting for the " + name + "'s prompt logprobs")
 		}
-		pw := f.cur.pre.w
-		return legResult{}, &attemptErr{class: legFailureKind(err), metric: legFailure("prefill_failed", err), avoid: []*lane.Worker{pw}, blame: []*lane.Worker{pw},
-			err: &RequestError{Status: http.StatusBadGateway, Code: "prefill_failed", Message: "prefill leg failed: " + err.Error()}}
+		return legResult{}, &attemptErr{class: legFailureKind(err), metric: legFailure(name+"_failed", err), avoid: []*lane.Worker{l.w}, blame: []*lane.Worker{l.w},
+			decode: one, err: &RequestError{Status: http.StatusBadGateway, Code: name + "_failed", Message: name + " leg failed: " + err.Error()}}
+	}
+	abortRest := func() {
+		a.dec.s.Abort(nil)
+		for _, s := range a.encodeLegs() {
+			s.Abort(nil)
+		}
 	}
 	// An engine's refusal may carry empty input-logprob columns; a prompt
 	// of at least one token past logprob_start_len always has a value.
 	got := o.HasPromptLogprobs && len(o.PromptLogprobs) > 0
-	if ferr := epd.PromptLogprobFailure(o.Finished, o.AbortMessage, got); ferr != nil {
-		ls.ds.Abort(nil)
-		ls.abortEncodes(nil)
+	ferr := epd.PromptLogprobFailure(o.Finished, o.AbortMessage, got)
+	if ferr == nil && one && !got && o.Finished == "" {
+		// An aggregated engine that answers without them cannot compute
+		// them: its first output is where they belong.
+		ferr = fmt.Errorf("%w: its first output has no input logprobs", epd.ErrPromptLogprobsUnsupported)
+	}
+	if ferr != nil {
+		abortRest()
 		return legResult{}, fatal("invalid_request", &RequestError{Status: http.StatusBadRequest, Code: "prompt_logprobs_unsupported", Param: "logprob_start_len", Message: ferr.Error()})
 	}
 	if got {
 		if cerr := epd.CheckPromptLogprobs(epd.TokenLogprobs{Vals: o.PromptLogprobs, IDs: o.PromptLogprobIDs}, r.InputIDs, r.LogprobStartLen); cerr != nil {
-			ls.ds.Abort(nil)
-			ls.abortEncodes(nil)
-			return legResult{}, fatal("prefill_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()})
+			abortRest()
+			return legResult{}, fatal(name+"_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()})
 		}
 	}
 	return legResult{out: o}, nil

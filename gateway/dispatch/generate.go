@@ -2,15 +2,12 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"time"
 
-	"github.com/tsd-project/tsd/gateway/epd"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -107,7 +104,7 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 		if v == nil {
 			return
 		}
-		g.onPanic("dispatch", v, debug.Stack())
+		g.guard.onPanic("dispatch", v, debug.Stack())
 		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
 		for _, s := range sent {
 			s.Abort(perr)
@@ -133,7 +130,7 @@ func (g *Dispatcher) Generate(ctx context.Context, r tokenapi.Request) (<-chan t
 	go func() {
 		defer close(events)
 		defer st.Close()
-		defer g.recoverHere("request channel", nil) // Next recovers its own; this guards the loop
+		defer g.guard.here("request channel", nil) // Next recovers its own; this guards the loop
 		for {
 			ev, ok := st.Next()
 			if !ok {
@@ -204,187 +201,4 @@ func (g *Dispatcher) admit(r *tokenapi.Request) (wire.SamplingParams, error) {
 		return sp, badRequest("sampling_params", "%v", err)
 	}
 	return sp, nil
-}
-
-// legPayloads are one request's encoded legs.
-type legPayloads struct {
-	rid        string
-	pre, dec   []byte   // the prefill's and the decode's GenerateRequest
-	legs       epd.Legs // EPD: the encode requests and their workers
-	wantPrompt bool     // prompt logprobs asked (awaitPrompt)
-}
-
-// encodeLegs builds each leg's request: one rid and bootstrap room for
-// both PD legs, in EPD an encode request per image (on encoders other
-// than av's when there are: a retry's). Its failures are final (the
-// deployment's addresses, the request itself).
-func (g *Dispatcher) encodeLegs(r tokenapi.Request, sp wire.SamplingParams, pre leg, room uint64, av avoid) (legPayloads, *attemptErr) {
-	p := legPayloads{rid: g.mintRID(r.RID)}
-	host, port, err := splitBootstrap(pre.w.Bootstrap())
-	if err != nil {
-		return p, fatal("bootstrap", &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()})
-	}
-	// Only the prefill saw the prompt, so only it computes prompt
-	// logprobs; the decode leg asks for output logprobs alone.
-	p.wantPrompt = r.LogprobStartLen >= 0
-	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
-	if r.ReturnLogprob {
-		// Both legs: the first token, the prefill's, has alternatives too
-		// (docs/protocol.md §6.7).
-		q.TopLogprobsNum = r.TopLogprobsNum
-	}
-	if p.wantPrompt {
-		q.LogprobStartLen = r.LogprobStartLen
-	}
-	q.Stream = r.Stream
-	q.SetBootstrap(host, port, room)
-	if len(r.Images) > 0 {
-		// EPD: each image goes to its encoder (consistent hashing on its
-		// content) under its own room; the prefill fetches the embeddings
-		// from there, the decode gets the items' metadata only.
-		p.legs, err = epd.BuildLegs(p.rid, r.Images, g.encodePicker(av), g.encoderAddr, room, g.rng.Uint64)
-		switch {
-		case errors.Is(err, epd.ErrNoEncoder):
-			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()})
-		case err != nil:
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
-		}
-		q.MultimodalInputs = p.legs.Prefill
-	}
-	if p.pre, err = wire.EncodeGenerateRequest(q); err != nil {
-		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
-	}
-	p.dec = p.pre
-	if p.wantPrompt || len(r.Images) > 0 {
-		qd := q
-		qd.ReturnLogprob, qd.LogprobStartLen = r.ReturnLogprob, -1
-		if len(r.Images) > 0 {
-			qd.MultimodalInputs = p.legs.Decode
-		}
-		if p.dec, err = wire.EncodeGenerateRequest(qd); err != nil {
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
-		}
-	}
-	return p, nil
-}
-
-// legStreams are one request's submitted legs.
-type legStreams struct {
-	ps, ds *lane.Stream
-	encs   []*lane.Stream
-	start  time.Time // dispatch time: TTFT and duration count from here
-}
-
-func (ls legStreams) abortEncodes(err error) {
-	for _, s := range ls.encs {
-		s.Abort(err)
-	}
-}
-
-// submit sends the encode legs, then the prefill, then the decode; each
-// stream sent is appended to sent (Generate's panic boundary aborts them).
-// A refusal aborts what was already sent; the next attempt avoids the
-// worker that refused.
-func (g *Dispatcher) submit(p legPayloads, pre, dec leg, sent *[]*lane.Stream) (legStreams, *attemptErr) {
-	ls := legStreams{start: time.Now()}
-	var err error
-	if len(p.legs.Encode) > 0 {
-		ls.encs, err = g.submitEncodes(p.legs)
-		*sent = append(*sent, ls.encs...)
-		if err != nil {
-			return ls, &attemptErr{class: submitFailureKind(err), metric: "encode_worker_failed_to_start",
-				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}}
-		}
-	}
-	// In EPD the prefill owes nothing until its embeddings exist, and the
-	// decode owes nothing until its prefill's KV does: their silence
-	// before is no stall (Expect is called when it ends).
-	submitPre := pre.w.Submit
-	if len(ls.encs) > 0 && !p.wantPrompt { // awaitPrompt does not watch the encode legs
-		submitPre = pre.w.SubmitQuiet
-	}
-	if ls.ps, err = submitPre(pre.id, p.rid, p.pre); err != nil {
-		ls.abortEncodes(err)
-		return ls, &attemptErr{class: submitFailureKind(err), metric: "prefill_worker_failed_to_start", avoid: []*lane.Worker{pre.w},
-			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}}
-	}
-	*sent = append(*sent, ls.ps)
-	if ls.ds, err = dec.w.SubmitQuiet(dec.id, p.rid, p.dec); err != nil {
-		ls.ps.Abort(err)
-		ls.abortEncodes(err)
-		return ls, &attemptErr{class: submitFailureKind(err), metric: "decode_worker_failed_to_start", avoid: []*lane.Worker{dec.w}, decode: true,
-			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}}
-	}
-	*sent = append(*sent, ls.ds)
-	return ls, nil
-}
-
-// pickQueued is pick that waits, up to QueueTimeout, while no worker of a
-// kind the request needs is routable (the only decode drains or restarts,
-// or every breaker of a kind is open, say): each lane change (a rank's
-// state, a role's routing) and each breaker change wakes it to try again,
-// and the client going away or the deadline ends the wait. Then the
-// refusal is a 503 that says how long it waited; every 503 carries
-// Retry-After. It returns the routing decision's details and the
-// breakers' view it routed by, which the request's outcomes are reported
-// against.
-func (g *Dispatcher) pickQueued(ctx context.Context, r *tokenapi.Request, room uint64, av avoid) (pre, dec leg, _ uint64, ri routeInfo, _ *breakerView, _ error) {
-	var timeout <-chan time.Time
-	waited := false
-	images := len(r.Images) > 0
-	wait := g.live.Load().queueTimeout // as the request found it
-	for {
-		changed := g.lane.Changed() // before looking, so no change is missed
-		view := g.breakers.current()
-		var err error
-		if images && len(g.encodeRoutable(view)) == 0 {
-			err = errNoEncode
-		} else {
-			var moved uint64
-			if pre, dec, moved, ri, err = g.pick(r, room, av, view); err == nil {
-				if waited {
-					g.metrics.Queued.WithLabelValues("routed").Inc()
-				}
-				return pre, dec, moved, ri, view, nil
-			}
-		}
-		if wait < 0 {
-			return pre, dec, room, ri, view, err
-		}
-		if timeout == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			timeout = t.C
-			waited = true
-			g.queuedNow.Add(1)
-			defer g.queuedNow.Add(-1)
-		}
-		select {
-		case <-changed:
-		case <-view.changed():
-		case <-timeout:
-			g.metrics.Queued.WithLabelValues("timeout").Inc()
-			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
-			return pre, dec, room, ri, view, &re
-		case <-ctx.Done():
-			g.metrics.Queued.WithLabelValues("client_gone").Inc()
-			return pre, dec, room, ri, view, ctx.Err()
-		case <-g.shutdown:
-			return pre, dec, room, ri, view, err
-		}
-	}
-}
-
-// errNoEncode refuses an image request while no encode worker is ready.
-var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: "no encode engine rank is registered and routed"}
-
-func (g *Dispatcher) mintRID(client string) string {
-	suffix := strconv.FormatUint(g.rng.Uint64(), 36)
-	if client == "" {
-		return "gen-" + suffix
-	}
-	// PD: a client rid always gets a per-attempt suffix (docs/protocol.md §8.5).
-	return client + "-" + suffix
 }

@@ -3,183 +3,131 @@ package dispatch
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/profiles"
-	"github.com/tsd-project/tsd/snapshot"
 )
 
 // The dispatch's live settings (tsd apply, docs/architecture.md §4.3):
-// routing policies, retry knobs, the queue timeout and the circuit
-// breakers' knobs. A request reads liveConfig once (its flight keeps the
-// retry knobs it started with); a change swaps the whole value.
+// the workers routed to, routing policies, retry knobs, the queue timeout
+// and the circuit breakers' knobs. A request reads liveConfig once (its
+// flight keeps the retry knobs it started with); a change swaps the whole
+// value.
 
 // liveConfig is what tsd apply may change while requests run.
 type liveConfig struct {
 	retry                                     RetryConfig
 	queueTimeout                              time.Duration // negative: no wait
 	prefillPolicy, decodePolicy, encodePolicy string
+	aggregatedPolicy                          string
 	routing                                   routing.Config
+	// layout is gateway.disaggregation and gateway.conditional: which
+	// route a request takes (routing.DecideLayout).
+	layout routing.LayoutConfig
 }
 
 // liveOf is the plan's live settings, policies defaulted.
 func liveOf(p profiles.GatewayPlan, queueTimeout time.Duration) *liveConfig {
 	return &liveConfig{retry: RetryConfigOf(p.Retry), queueTimeout: queueTimeout, routing: routingConfig(p),
 		prefillPolicy: orDefault(p.Policy.Prefill, routing.RoundRobin), decodePolicy: orDefault(p.Policy.Decode, routing.RoundRobin),
-		encodePolicy: orDefault(p.Policy.Encode, routing.ConsistentHashing)}
+		encodePolicy: orDefault(p.Policy.Encode, routing.ConsistentHashing), aggregatedPolicy: orDefault(p.Policy.Aggregated, routing.RoundRobin),
+		layout: layoutConfig(p)}
 }
 
-// Reconfigure takes p's policies and their knobs, retry and breaker
-// knobs, and the queue timeout (as the gateway resolved it) for requests
-// admitted from now on. The router keeps the state of a pool whose
-// policy and knobs stay (its radix tree, sticky keys); breakers keep
-// their state under new knobs; switched on, every worker's starts
-// closed; switched off, routing ignores them.
-func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Duration) error {
-	g.liveMu.Lock()
-	defer g.liveMu.Unlock()
-	next := liveOf(p, queueTimeout)
-	cur := g.live.Load()
-	if next.prefillPolicy != cur.prefillPolicy || next.decodePolicy != cur.decodePolicy || !reflect.DeepEqual(next.routing, cur.routing) {
-		if err := g.router.Reconfigure(routing.Options{Prefill: next.prefillPolicy, Decode: next.decodePolicy, Config: next.routing}); err != nil {
-			return fmt.Errorf("routing policies: %w", err)
+// layoutConfig is the plan's gateway.disaggregation and
+// gateway.conditional in gateway/routing's terms. A plan that names no
+// disaggregation (a hand-written one) routes always prefill → decode, or
+// never when it has aggregated workers only; a conditional one without
+// thresholds takes Dynamo's defaults, as the profile does.
+func layoutConfig(p profiles.GatewayPlan) routing.LayoutConfig {
+	c := routing.LayoutConfig{Mode: p.Disaggregation, MaxUncachedTokens: p.Conditional.MaxUncachedTokens,
+		MaxUncachedRatio: p.Conditional.MaxUncachedRatio, PrefillBusy: p.Conditional.PrefillBusy}
+	if c.Mode == "" {
+		c.Mode = routing.DisaggAlways
+		if onlyAggregated(p.Workers) {
+			c.Mode = routing.DisaggNever
 		}
 	}
-	cfg := BreakerConfigOf(p.CircuitBreaker)
-	b := g.breakers.p.Load()
-	switch {
-	case b != nil && cfg.Enabled():
-		if !b.send(bookCmd{cfg: &cfg}, g.shutdown) {
-			return fmt.Errorf("circuit breakers: the gateway is shutting down")
-		}
-	case b != nil:
-		g.breakers.p.Store(nil)
-		close(b.quit)
-	case cfg.Enabled():
-		g.startBook(cfg, g.roleNames())
+	if c.MaxUncachedTokens == 0 && c.MaxUncachedRatio == 0 {
+		c.MaxUncachedTokens, c.MaxUncachedRatio = defaultMaxUncachedTokens, defaultMaxUncachedRatio
 	}
-	g.live.Store(next)
-	return nil
+	return c
 }
 
-// roleNames is every worker's role, in the lane's order.
-func (g *Dispatcher) roleNames() []string {
-	var roles []string
-	for _, w := range g.lane.Workers() {
-		roles = append(roles, w.Role())
+// Dynamo's conditional-disaggregation defaults, as gateway.conditional
+// has them (profiles/schema.go).
+const (
+	defaultMaxUncachedTokens = 2048
+	defaultMaxUncachedRatio  = 0.7
+)
+
+// onlyAggregated: the plan's workers are aggregated engines (and none
+// prefills or decodes).
+func onlyAggregated(ws []profiles.WorkerPlan) bool {
+	agg := false
+	for _, w := range ws {
+		switch w.Kind {
+		case profiles.KindAggregated:
+			agg = true
+		case profiles.KindPrefill, profiles.KindDecode:
+			return false
+		}
 	}
-	return roles
+	return agg
 }
 
-// startBook starts a breaker book for roles (none when cfg is off).
-func (g *Dispatcher) startBook(cfg BreakerConfig, roles []string) {
-	b := newBreakerBook(cfg, roles, g.now, func(role, from, to, reason string) {
-		if m := g.metrics.BreakerTransitions; m != nil {
-			m.WithLabelValues(role, from, to).Inc()
-		}
-		if g.onEvent != nil {
-			g.onEvent("breaker", role, fmt.Sprintf("%s circuit breaker %s → %s (%s)", role, from, to, reason))
-		}
-	})
-	if b == nil {
-		return
-	}
-	g.breakers.p.Store(b)
-	go func() {
-		defer g.recoverHere("circuit breakers", nil)
-		b.run(g.lane, g.shutdown)
-	}()
+// liveState is what tsd apply changes under the dispatch: the settings
+// and the worker set, each an immutable value swapped whole, so a
+// request reads each once and routes on exactly what it read. mu orders
+// the changes (one Reconfigure or worker change at a time); readers take
+// no lock.
+type liveState struct {
+	mu  sync.Mutex
+	cfg atomic.Pointer[liveConfig]
+	ps  atomic.Pointer[pools]
 }
 
-// bookRef is the dispatcher's breaker book; tsd apply swaps it when it
-// turns breakers on or off.
-type bookRef struct{ p atomic.Pointer[breakerBook] }
+// config is the settings now.
+func (s *liveState) config() *liveConfig { return s.cfg.Load() }
 
-func (r *bookRef) on() bool                                { return r.p.Load() != nil }
-func (r *bookRef) current() *breakerView                   { return r.p.Load().current() }
-func (r *bookRef) report(o outcome, stop <-chan struct{})  { r.p.Load().report(o, stop) }
-func (r *bookRef) status() []snapshot.BreakerStatus        { return r.p.Load().status() }
-func (r *bookRef) command(c bookCmd, stop <-chan struct{}) { r.p.Load().send(c, stop) }
+// pools is the worker set now.
+func (s *liveState) pools() *pools { return s.ps.Load() }
 
-// bookCmd is one change to the book, made on its goroutine: new knobs,
-// or a worker added, removed or renamed (tsd apply).
-type bookCmd struct {
-	cfg      *BreakerConfig
-	add      string
-	remove   string
-	from, to string // rename
-	done     chan struct{}
+// pools are the workers of each kind.
+type pools struct {
+	prefill, decode, aggregated pool
+	encode                      []*lane.Worker
 }
 
-// send hands c to the book's goroutine and waits until it is applied;
-// false when the book or the gateway has stopped (a nil book: nothing to
-// do).
-func (b *breakerBook) send(c bookCmd, stop <-chan struct{}) bool {
-	if b == nil {
-		return true
-	}
-	c.done = make(chan struct{})
-	select {
-	case b.ctl <- c:
-	case <-b.done:
-		return false
-	case <-stop:
-		return false
-	}
-	select {
-	case <-c.done:
-		return true
-	case <-b.done:
-		return false
-	}
+// all is every routed worker, by kind.
+func (ps *pools) all() [][]*lane.Worker {
+	return [][]*lane.Worker{ps.prefill.workers, ps.decode.workers, ps.aggregated.workers, ps.encode}
 }
 
-// command applies c on the book's goroutine and publishes the view.
-func (b *breakerBook) command(c bookCmd) {
-	defer close(c.done)
-	if c.cfg != nil {
-		b.cfg = *c.cfg
-	}
-	old := b.view.Load()
-	v := &breakerView{entries: make(map[string]breakerEntry, len(old.entries)+1), cfg: b.cfg, next: make(chan struct{})}
-	for k, x := range old.entries {
-		v.entries[k] = x
-	}
-	switch {
-	case c.add != "":
-		if _, ok := v.entries[c.add]; !ok {
-			v.entries[c.add] = breakerEntry{b: Breaker{State: snapshot.BreakerClosed, Since: b.now()}}
-			b.roles = append(b.roles, c.add)
-		}
-	case c.remove != "":
-		delete(v.entries, c.remove)
-		b.roles = without(b.roles, c.remove)
-	case c.from != "":
-		if e, ok := v.entries[c.from]; ok {
-			delete(v.entries, c.from)
-			v.entries[c.to] = e
-		}
-		for i, r := range b.roles {
-			if r == c.from {
-				b.roles[i] = c.to
-			}
-		}
-	}
-	b.view.Store(v)
-	close(old.next)
+// pool is the workers of one PD kind.
+type pool struct {
+	workers []*lane.Worker
+	src     []rankSource // the same workers, as routing reads them
 }
 
-func without(s []string, x string) []string {
-	out := s[:0:0]
-	for _, v := range s {
-		if v != x {
-			out = append(out, v)
+func (p *pool) add(w *lane.Worker) {
+	p.workers = append(p.workers, w)
+	p.src = append(p.src, w)
+}
+
+// routable counts the pool's workers that have a routable rank.
+func (p *pool) routable() int {
+	n := 0
+	for _, w := range p.workers {
+		if len(w.Routable()) > 0 {
+			n++
 		}
 	}
-	return out
+	return n
 }
 
 // add puts w in its kind's pool (building pools: the value is not yet
@@ -190,6 +138,8 @@ func (ps *pools) add(w *lane.Worker) {
 		ps.prefill.add(w)
 	case profiles.KindDecode:
 		ps.decode.add(w)
+	case profiles.KindAggregated:
+		ps.aggregated.add(w)
 	case profiles.KindEncode:
 		ps.encode = append(ps.encode, w)
 	}
@@ -198,63 +148,84 @@ func (ps *pools) add(w *lane.Worker) {
 // clone is a copy whose slices a change may grow or cut.
 func (ps *pools) clone() *pools {
 	c := &pools{}
-	for _, w := range ps.prefill.workers {
-		c.prefill.add(w)
+	for _, ws := range ps.all() {
+		for _, w := range ws {
+			c.add(w)
+		}
 	}
-	for _, w := range ps.decode.workers {
-		c.decode.add(w)
-	}
-	c.encode = append(c.encode, ps.encode...)
 	return c
+}
+
+// Reconfigure takes p's policies and their knobs, the disaggregation
+// setting and its thresholds, retry and breaker knobs, and the queue
+// timeout (as the gateway resolved it) for requests
+// admitted from now on. The router keeps the state of a pool whose
+// policy and knobs stay (its radix tree, sticky keys); breakers keep
+// their state under new knobs; switched on, every worker's starts
+// closed; switched off, routing ignores them.
+func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Duration) error {
+	g.live.mu.Lock()
+	defer g.live.mu.Unlock()
+	next := liveOf(p, queueTimeout)
+	cur := g.live.config()
+	if next.prefillPolicy != cur.prefillPolicy || next.decodePolicy != cur.decodePolicy || next.aggregatedPolicy != cur.aggregatedPolicy ||
+		!reflect.DeepEqual(next.routing, cur.routing) {
+		if err := g.routes.router.Reconfigure(routing.Options{Prefill: next.prefillPolicy, Decode: next.decodePolicy, Aggregated: next.aggregatedPolicy,
+			Config: next.routing}); err != nil {
+			return fmt.Errorf("routing policies: %w", err)
+		}
+	}
+	if err := g.breakers.set(BreakerConfigOf(p.CircuitBreaker), func() []string { return laneRoles(g.lane) }); err != nil {
+		return err
+	}
+	g.live.cfg.Store(next)
+	return nil
+}
+
+// laneRoles is every worker's role, in the lane's order.
+func laneRoles(l *lane.Lane) []string {
+	var roles []string
+	for _, w := range l.Workers() {
+		roles = append(roles, w.Role())
+	}
+	return roles
 }
 
 // AddWorker routes to w from now on (it is routable once its ranks
 // register and its view says so), with a closed breaker.
 func (g *Dispatcher) AddWorker(w *lane.Worker) {
-	g.liveMu.Lock()
-	defer g.liveMu.Unlock()
+	g.live.mu.Lock()
+	defer g.live.mu.Unlock()
 	g.breakers.command(bookCmd{add: w.Role()}, g.shutdown)
-	ps := g.pools().clone()
+	ps := g.live.pools().clone()
 	ps.add(w)
-	g.ps.Store(ps)
+	g.live.ps.Store(ps)
 }
 
 // RemoveWorker stops routing to role's worker; requests on it have ended
 // (the supervisor drained and stopped it first).
 func (g *Dispatcher) RemoveWorker(role string) {
-	g.liveMu.Lock()
-	defer g.liveMu.Unlock()
-	old := g.pools()
+	g.live.mu.Lock()
+	defer g.live.mu.Unlock()
+	old := g.live.pools()
 	ps := &pools{}
-	for _, ws := range [][]*lane.Worker{old.prefill.workers, old.decode.workers, old.encode} {
+	for _, ws := range old.all() {
 		for _, w := range ws {
 			if w.Role() != role {
 				ps.add(w)
 			}
 		}
 	}
-	g.ps.Store(ps)
+	g.live.ps.Store(ps)
 	g.breakers.command(bookCmd{remove: role}, g.shutdown)
-	g.enc.mu.Lock()
-	delete(g.enc.drops, role)
-	delete(g.enc.pending, role)
-	g.enc.mu.Unlock()
+	g.enc.forget(role)
 }
 
 // RenameWorker follows a worker the lane renamed: its breaker and encode
 // state move to the new name (the pools hold the worker itself).
 func (g *Dispatcher) RenameWorker(from, to string) {
-	g.liveMu.Lock()
-	defer g.liveMu.Unlock()
+	g.live.mu.Lock()
+	defer g.live.mu.Unlock()
 	g.breakers.command(bookCmd{from: from, to: to}, g.shutdown)
-	g.enc.mu.Lock()
-	defer g.enc.mu.Unlock()
-	if d, ok := g.enc.drops[from]; ok {
-		delete(g.enc.drops, from)
-		g.enc.drops[to] = d
-	}
-	if n, ok := g.enc.pending[from]; ok {
-		delete(g.enc.pending, from)
-		g.enc.pending[to] = n
-	}
+	g.enc.rename(from, to)
 }

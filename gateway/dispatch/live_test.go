@@ -41,7 +41,7 @@ func TestReconfigure(t *testing.T) {
 	if err := d.Reconfigure(next, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	live := d.live.Load()
+	live := d.live.config()
 	if live.prefillPolicy != "random" || live.retry.MaxAttempts != 7 || live.queueTimeout != 2*time.Second {
 		t.Fatalf("live settings %+v", live)
 	}

@@ -167,11 +167,65 @@ func TestChooseLegsKVAware(t *testing.T) {
 	}
 }
 
+// kv_aware over aggregated engines reads their KV events as a prefill's:
+// under never the rank holding the prompt takes it (its one leg weighs
+// the tokens it must compute); under conditional its match is what the
+// uncached count is taken against, so a prompt it mostly holds stays
+// aggregated and one nobody holds goes prefill → decode.
+func TestPickLayoutKVAwareAggregated(t *testing.T) {
+	t.Parallel()
+	var n uint64
+	r := routing.NewRouter(routing.Options{Prefill: routing.RoundRobin, Decode: routing.RoundRobin, Aggregated: routing.KVAware, Rand: func() uint64 { n++; return n }})
+	t.Cleanup(r.Close)
+	since := time.Now()
+	fresh := func() *pools {
+		ps := &pools{}
+		ps.aggregated = pool{workers: make([]*lane.Worker, 2), src: []rankSource{
+			&vanishing{name: "agg-0", dp: 2, ranks: []lane.RankLoad{{Identity: 0, DPRank: 0, Since: since}, {Identity: 1, DPRank: 1, Since: since}}},
+			&vanishing{name: "agg-1", dp: 2, ranks: []lane.RankLoad{{Identity: 0, DPRank: 0, Since: since}, {Identity: 1, DPRank: 1, Since: since}}}}}
+		ps.prefill = pool{workers: make([]*lane.Worker, 1), src: []rankSource{&vanishing{name: "prefill", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}}
+		ps.decode = pool{workers: make([]*lane.Worker, 1), src: []rankSource{&vanishing{name: "decode", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}}
+		return ps
+	}
+	rs := &routes{router: r, kv: fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}}}
+	prompt := make([]int32, 64)
+	lc := &liveConfig{prefillPolicy: routing.RoundRobin, aggregatedPolicy: routing.KVAware, layout: routing.LayoutConfig{Mode: routing.DisaggNever}}
+	rt, err := rs.pickLayout(routing.Request{Prompt: prompt}, false, fresh(), lc, 1000, nil, nil)
+	if err != nil || !rt.info.aggregated() || rt.dec.id != 1 || rt.info.preRank != 1 || rt.info.pre.Reason != routing.ReasonKVHit || rt.info.decWeight != 16 || rt.info.layout.Reason != routing.LayoutReasonNever {
+		t.Fatalf("never: %+v %v", rt, err)
+	}
+	// The next turn: the prompt sent there (kv_aware counts it held until
+	// the events show it) and 16 new tokens.
+	lc.layout = routing.LayoutConfig{Mode: routing.DisaggConditional, MaxUncachedTokens: 2048, MaxUncachedRatio: 0.7}
+	turn := append(append([]int32{}, prompt...), make([]int32, 16)...)
+	for i := 64; i < 80; i++ {
+		turn[i] = int32(900 + i)
+	}
+	rt, err = rs.pickLayout(routing.Request{Prompt: turn}, false, fresh(), lc, 1000, nil, nil)
+	if err != nil || !rt.info.aggregated() || rt.dec.id != 1 || rt.info.layout.Reason != routing.LayoutReasonUncached || rt.info.layout.Uncached != 16 || rt.info.layout.Ratio != 0.2 {
+		t.Fatalf("conditional, mostly held: %+v %v", rt, err)
+	}
+	other := make([]int32, 64)
+	for i := range other {
+		other[i] = int32(i + 1)
+	}
+	rs.kv = fakeKV{"agg-0": {perRank: []int{0, 0}, live: true}, "agg-1": {perRank: []int{0, 0}, live: true}}
+	rt, err = rs.pickLayout(routing.Request{Prompt: other}, false, fresh(), lc, 1000, nil, nil)
+	if err != nil || rt.info.aggregated() || rt.info.layout.Reason != routing.LayoutReasonRatioTooHi || rt.info.preWeight != 64 || rt.info.decWeight != 64 {
+		t.Fatalf("conditional, held nowhere: %+v %v", rt, err)
+	}
+	// An image takes prefill → decode whatever the cache says.
+	rs.kv = fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}}
+	if rt, err = rs.pickLayout(routing.Request{Prompt: prompt}, true, fresh(), lc, 1000, nil, nil); err != nil || rt.info.aggregated() || rt.info.layout.Reason != routing.LayoutReasonImage {
+		t.Fatalf("an image: %+v %v", rt, err)
+	}
+}
+
 // Every policy name the profile accepts for prefill and decode is one
 // the gateway implements: none falls back to another.
 func TestEveryProfilePolicyIsImplemented(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
+	for _, kind := range []string{profiles.KindPrefill, profiles.KindDecode, profiles.KindAggregated} {
 		for _, p := range profiles.Policies[kind] {
 			if !routing.Known(p) {
 				t.Errorf("%s policy %q is accepted by the profile but not implemented", kind, p)

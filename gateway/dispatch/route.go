@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
@@ -14,7 +16,8 @@ import (
 
 // The dispatch's side of routing: the lane's routable ranks (and, for
 // kv_aware, the KV index) become gateway/routing's view, its Router
-// decides both legs, and the choice becomes legs and a bootstrap room.
+// decides the route (prefill → decode, or one aggregated leg) and its
+// legs, and the choice becomes legs and, PD, a bootstrap room.
 
 // leg is one chosen engine rank for one request.
 type leg struct {
@@ -35,22 +38,33 @@ type rankSource interface {
 // and the engine identity on it.
 type legChoice struct{ worker, identity int }
 
-// errNoPrefill and errNoDecode are the refusals while no worker of a
-// kind can take a request; Generate waits for one (QueueTimeout) first.
+// errNoPrefill, errNoDecode and errNoAggregated are the refusals while
+// no worker of a kind the request's route needs can take it; Generate
+// waits for one (QueueTimeout) first.
 var (
-	errNoPrefill = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
-	errNoDecode  = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
+	errNoPrefill    = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_prefill_worker", Message: "no prefill engine rank is registered and routed"}
+	errNoDecode     = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_decode_worker", Message: "no decode engine rank is registered and routed"}
+	errNoAggregated = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_aggregated_worker", Message: "no aggregated engine rank is registered and routed"}
 )
 
-// routeInfo is what a pick decided, beyond the legs: the access line's
-// fields, the decision counter's labels, and the weights the legs carry
-// in their ranks' in-flight tokens.
+// routeInfo is what a pick decided, beyond the legs: the route and why
+// (layout), the access line's fields, the decision counter's labels, and
+// the weights the legs carry in their ranks' in-flight tokens. An
+// aggregated route's one choice is in pre (preRank its DP rank) and its
+// leg's weight in decWeight: the leg that decodes.
 type routeInfo struct {
+	layout               routing.LayoutDecision
 	pre, dec             routing.Choice
 	preRank, decRank     int // DP ranks
 	prompt               int
 	preWeight, decWeight int
 }
+
+// aggregated: the route is one leg on an aggregated engine.
+func (ri routeInfo) aggregated() bool { return ri.layout.Layout == routing.LayoutAggregated }
+
+// alwaysPD is the layout of a request under disaggregation: always.
+var alwaysPD = routing.LayoutDecision{Layout: routing.LayoutPD, Reason: routing.LayoutReasonAlways}
 
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
@@ -120,35 +134,238 @@ func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, 
 	return p, d, room, ri, nil
 }
 
-// pick chooses the prefill and the decode rank for r among the workers
-// av and the breakers allow (allowed), and moves the room to the chosen
-// prefill rank.
-func (g *Dispatcher) pick(r *tokenapi.Request, room uint64, av avoid, view *breakerView) (pre, dec leg, _ uint64, _ routeInfo, _ error) {
-	if h := g.opts.HookPick; h != nil {
+// routes is the dispatch's routing side: the Router (gateway/routing)
+// that owns the policies' state, the KV index kv_aware reads, and the
+// wait for a routable worker. It reads the worker set and the policies
+// from the live state and the breakers' view, once per decision.
+type routes struct {
+	router   *routing.Router
+	kv       KVIndex
+	split    [2]atomic.Uint64 // requests routed prefill → decode, and aggregated (the snapshot's split)
+	live     *liveState
+	brk      *breakers
+	enc      *encoders // an image request also needs a routable encoder
+	lane     *lane.Lane
+	metrics  *Metrics
+	queued   *atomic.Int64 // requests waiting for a worker (the front door's queue counts here too)
+	shutdown <-chan struct{}
+	hookPick func() // Options.HookPick
+}
+
+// route is one routing decision: the legs (an aggregated route's one leg
+// is dec, the leg that decodes; pre has no worker), the bootstrap room
+// moved to the chosen prefill rank, what the access line and the
+// counters say of it, and the breakers' view it was routed by (the
+// request's outcomes are reported against its epochs).
+type route struct {
+	pre, dec leg
+	room     uint64
+	info     routeInfo
+	view     *breakerView
+}
+
+// readRanks is one read of a worker's routable ranks, so a routing
+// decision decides on exactly what was read (chooseLegs reads each source
+// once).
+type readRanks struct {
+	name  string
+	ranks []lane.RankLoad
+	dp    int
+}
+
+func (r readRanks) Routable() []lane.RankLoad { return r.ranks }
+func (r readRanks) DPSize() int               { return max(r.dp, 1) }
+func (r readRanks) Role() string              { return r.name }
+
+// avoid is the workers a request's failed attempts ran on: its next
+// attempt goes elsewhere when elsewhere has a routable rank.
+type avoid map[*lane.Worker]bool
+
+// allowed is the pool as one routing decision may see it: a worker whose
+// breaker is open is left out, and so are the workers this request's
+// failed attempts ran on (av), unless no other has a routable rank. With
+// no breakers and nothing to avoid the pool goes as it is.
+func allowed(p *pool, av avoid, view *breakerView) []rankSource {
+	if view == nil && len(av) == 0 {
+		return p.src
+	}
+	out := make([]rankSource, len(p.src))
+	other := false
+	for i, w := range p.workers {
+		if !view.allows(w.Role()) {
+			out[i] = readRanks{name: w.Role()}
+			continue
+		}
+		rr := readRanks{name: w.Role(), ranks: p.src[i].Routable(), dp: p.src[i].DPSize()}
+		out[i] = rr
+		if !av[w] && len(rr.ranks) > 0 {
+			other = true
+		}
+	}
+	if other {
+		for i, w := range p.workers {
+			if av[w] {
+				out[i] = readRanks{name: w.Role()}
+			}
+		}
+	}
+	return out
+}
+
+// pick chooses r's route and its ranks among the workers av and the
+// breakers allow (allowed): under disaggregation: always the prefill and
+// the decode rank, the room moved to the chosen prefill rank; under
+// never or conditional the Router decides the route too (RouteLayout).
+func (rs *routes) pick(r *tokenapi.Request, room uint64, av avoid, view *breakerView) (route, error) {
+	if h := rs.hookPick; h != nil {
 		h()
 	}
 	req := routing.Request{Prompt: r.InputIDs, Key: r.RoutingKey}
-	ps, kvAware := g.pools(), g.live.Load().prefillPolicy == routing.KVAware // one worker set for the choice and its indexes
-	p, d, room, ri, err := chooseLegs(g.router, g.kv, kvAware, req, g.allowed(&ps.prefill, av, view), g.allowed(&ps.decode, av, view), room)
-	if err != nil {
-		return pre, dec, room, ri, err
+	ps, lc := rs.live.pools(), rs.live.config() // one worker set for the choice and its indexes
+	if lc.layout.Mode != routing.DisaggAlways {
+		return rs.pickLayout(req, len(r.Images) > 0, ps, lc, room, av, view)
 	}
-	return leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room, ri, nil
+	p, d, room, ri, err := chooseLegs(rs.router, rs.kv, lc.prefillPolicy == routing.KVAware, req, allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), room)
+	ri.layout = alwaysPD
+	if err != nil {
+		return route{room: room, info: ri, view: view}, err
+	}
+	return route{pre: leg{w: ps.prefill.workers[p.worker], id: p.identity}, dec: leg{w: ps.decode.workers[d.worker], id: d.identity},
+		room: room, info: ri, view: view}, nil
 }
 
-// noteRoute is called once the legs were submitted: each leg weighs its
-// tokens in its rank's in-flight load until it ends, the request's access
-// line gets the decision (docs/protocol.md §11.10) and the decision is
-// counted.
-func (g *Dispatcher) noteRoute(ctx context.Context, ri routeInfo, ps, ds *lane.Stream) {
-	ps.Weigh(ri.preWeight)
+// pickLayout is pick under never or conditional: one read of every
+// pool, and the Router's layout decision and choice over it.
+func (rs *routes) pickLayout(req routing.Request, images bool, ps *pools, lc *liveConfig, room uint64, av avoid, view *breakerView) (route, error) {
+	kvOf := func(policy string) KVIndex {
+		if policy == routing.KVAware {
+			return rs.kv
+		}
+		return nil
+	}
+	pre, dec, agg := allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), allowed(&ps.aggregated, av, view)
+	pv, dv, gv := views(pre, kvOf(lc.prefillPolicy), req.Prompt), views(dec, nil, req.Prompt), views(agg, kvOf(lc.aggregatedPolicy), req.Prompt)
+	rt, err := rs.router.RouteLayout(req, pv, dv, gv, images, lc.layout)
+	out := route{room: room, view: view, info: routeInfo{layout: rt.Layout, prompt: len(req.Prompt)}}
+	if err != nil {
+		return out, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
+	}
+	n := len(req.Prompt)
+	if rt.Layout.Layout == routing.LayoutAggregated {
+		if rt.Agg.Worker < 0 {
+			return out, errNoAggregated
+		}
+		ar := gv[rt.Agg.Worker].Ranks[rt.Agg.Rank]
+		out.dec = leg{w: ps.aggregated.workers[rt.Agg.Worker], id: ar.Identity}
+		out.info.pre, out.info.preRank, out.info.decWeight = rt.Agg, ar.DPRank, max(n-rt.Agg.Match, 0)
+		return out, nil
+	}
+	dp := 1
+	if rt.Pre.Worker >= 0 {
+		dp = pre[rt.Pre.Worker].DPSize()
+	}
+	p, d, room, err := legsFor(rt.Pre, rt.Dec, pv, dv, dp, room)
+	if err != nil {
+		return out, err
+	}
+	pr, dr := pv[rt.Pre.Worker].Ranks[rt.Pre.Rank], dv[rt.Dec.Worker].Ranks[rt.Dec.Rank]
+	out.pre, out.dec, out.room = leg{w: ps.prefill.workers[p.worker], id: p.identity}, leg{w: ps.decode.workers[d.worker], id: d.identity}, room
+	out.info.pre, out.info.dec, out.info.preRank, out.info.decRank = rt.Pre, rt.Dec, pr.DPRank, dr.DPRank
+	out.info.preWeight, out.info.decWeight = max(n-rt.Pre.Match, 0), n
+	return out, nil
+}
+
+// pickQueued is pick that waits, up to QueueTimeout, while no worker of a
+// kind the request needs is routable (the only decode drains or restarts,
+// or every breaker of a kind is open, say): each lane change (a rank's
+// state, a role's routing) and each breaker change wakes it to try again,
+// and the client going away or the deadline ends the wait. Then the
+// refusal is a 503 that says how long it waited; every 503 carries
+// Retry-After.
+func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint64, av avoid) (route, error) {
+	var timeout <-chan time.Time
+	waited := false
+	images := len(r.Images) > 0
+	wait := rs.live.config().queueTimeout // as the request found it
+	for {
+		changed := rs.lane.Changed() // before looking, so no change is missed
+		view := rs.brk.current()
+		var err error
+		var rt route
+		if images && len(rs.enc.routable(view)) == 0 {
+			err = errNoEncode
+		} else if rt, err = rs.pick(r, room, av, view); err == nil {
+			if waited {
+				rs.metrics.Queued.WithLabelValues("routed").Inc()
+			}
+			return rt, nil
+		}
+		if wait < 0 {
+			return rt, err
+		}
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+			waited = true
+			rs.queued.Add(1)
+			defer rs.queued.Add(-1)
+		}
+		select {
+		case <-changed:
+		case <-view.changed():
+		case <-timeout:
+			rs.metrics.Queued.WithLabelValues("timeout").Inc()
+			re := *err.(*RequestError)
+			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
+			return rt, &re
+		case <-ctx.Done():
+			rs.metrics.Queued.WithLabelValues("client_gone").Inc()
+			return rt, ctx.Err()
+		case <-rs.shutdown:
+			return rt, err
+		}
+	}
+}
+
+// errNoEncode refuses an image request while no encode worker is ready.
+var errNoEncode = &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: "no encode engine rank is registered and routed"}
+
+// note is called once the legs were submitted (ps nil: an aggregated
+// route's one leg, ds): each leg weighs its tokens in its rank's
+// in-flight load until it ends, the request's access line gets the
+// decision (docs/protocol.md §11.10) and the decision is counted.
+func (rs *routes) note(ctx context.Context, ri routeInfo, ps, ds *lane.Stream) {
+	if ps != nil {
+		ps.Weigh(ri.preWeight)
+	}
 	ds.Weigh(ri.decWeight)
 	match := -1.0
 	if ri.prompt > 0 && usesCache(ri.pre.Policy) {
 		match = float64(ri.pre.Match) / float64(ri.prompt)
 	}
-	traffic.FromContext(ctx).Route(ri.pre.Policy, ri.pre.Reason, match, ri.preRank, ri.decRank)
-	if c := g.metrics.Routes; c != nil {
+	rec := traffic.FromContext(ctx)
+	uncached, ratio := -1, -1.0
+	if ri.layout.Counted {
+		uncached, ratio = ri.layout.Uncached, ri.layout.Ratio
+	}
+	rec.Layout(ri.layout.Layout, ri.layout.Reason, uncached, ratio)
+	agg := ri.aggregated()
+	if agg {
+		rec.RouteAggregated(ri.pre.Policy, ri.pre.Reason, match, ri.preRank)
+		rs.split[1].Add(1)
+	} else {
+		rec.Route(ri.pre.Policy, ri.pre.Reason, match, ri.preRank, ri.decRank)
+		rs.split[0].Add(1)
+	}
+	if c := rs.metrics.Layouts; c != nil {
+		c.WithLabelValues(ri.layout.Layout, ri.layout.Reason).Inc()
+	}
+	if c := rs.metrics.Routes; c != nil {
+		if agg {
+			c.WithLabelValues(profiles.KindAggregated, ri.pre.Policy, ri.pre.Reason).Inc()
+			return
+		}
 		c.WithLabelValues(profiles.KindPrefill, ri.pre.Policy, ri.pre.Reason).Inc()
 		c.WithLabelValues(profiles.KindDecode, ri.dec.Policy, ri.dec.Reason).Inc()
 	}
@@ -157,14 +374,14 @@ func (g *Dispatcher) noteRoute(ctx context.Context, ri routeInfo, ps, ds *lane.S
 // TreeTokens is, per kind whose policy keeps a radix tree (cache_aware,
 // kv_aware), the prompt tokens the tree holds (its memory, /metrics).
 func (g *Dispatcher) TreeTokens() map[string]int {
-	tokens, _, err := g.router.TreeStats()
+	tokens, _, err := g.routes.router.TreeStats()
 	if err != nil {
 		return nil
 	}
 	out := map[string]int{}
-	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode} {
-		lc := g.live.Load()
-		if p := []string{lc.prefillPolicy, lc.decodePolicy}[i]; usesCache(p) {
+	lc := g.live.config()
+	for i, kind := range []string{profiles.KindPrefill, profiles.KindDecode, profiles.KindAggregated} {
+		if p := []string{lc.prefillPolicy, lc.decodePolicy, lc.aggregatedPolicy}[i]; usesCache(p) {
 			out[kind] = tokens[i]
 		}
 	}

@@ -17,18 +17,19 @@ import (
 // recordLegs tells the request's record which roles serve its legs, once
 // every leg was submitted: from then on it counts on them, not on the
 // gateway row.
-func recordLegs(ctx context.Context, pre, dec leg, encs []*lane.Stream, promptTokens int) {
+func recordLegs(ctx context.Context, a *attempt, promptTokens int) {
 	reqtime.Mark(ctx, reqtime.LegsSent) // the engine's share of TTFT starts here
 	rec := traffic.FromContext(ctx)
 	if rec == nil {
 		return
 	}
 	rec.Prompt(promptTokens)
-	for _, s := range encs {
+	for _, s := range a.encodeLegs() {
 		rec.Role(s.Worker().Kind(), s.Worker().Role())
 	}
-	rec.Role(pre.w.Kind(), pre.w.Role())
-	rec.Role(dec.w.Kind(), dec.w.Role())
+	for _, w := range a.workers() {
+		rec.Role(w.Kind(), w.Role())
+	}
 }
 
 // recordOutput records one output of the decode leg on role carrying n
@@ -39,9 +40,9 @@ func recordOutput(rec *traffic.Rec, role string, first bool, gap time.Duration, 
 	rec.Output(role, first, gap, n)
 }
 
-// recordPrefill records a prefill leg that ended well: its prompt tokens
-// and how many of them its rank's prefix cache held (cached_tokens), on
-// that DP rank.
+// recordPrefill records a prefill leg (or an aggregated engine's one
+// leg) that ended well: its prompt tokens and how many of them its
+// rank's prefix cache held (cached_tokens), on that DP rank.
 func recordPrefill(rec *traffic.Rec, ps *lane.Stream, out lane.Output) {
 	if rec == nil {
 		return

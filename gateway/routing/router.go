@@ -11,10 +11,12 @@ import (
 	"time"
 )
 
-// Pools: the two kinds a PD request needs a leg of.
+// Pools: the two kinds a PD request needs a leg of, and the aggregated
+// engines, which take a request in one leg.
 const (
 	PoolPrefill = iota
 	PoolDecode
+	PoolAggregated
 	numPools
 )
 
@@ -82,8 +84,8 @@ var ErrClosed = errors.New("routing: the router has stopped")
 
 // Options configure a Router.
 type Options struct {
-	Prefill, Decode string // each pool's policy
-	Config          Config
+	Prefill, Decode, Aggregated string // each pool's policy
+	Config                      Config
 	// Now and Rand are the clock and random source; nil: the real ones.
 	// Tests inject fixed ones.
 	Now  func() time.Time
@@ -108,13 +110,22 @@ type Router struct {
 type ask struct {
 	req      Request
 	pre, dec []WorkerView
+	layout   *layoutAsk   // a layout decision's further facts; nil: a PD route
 	fn       func(*state) // instead of a route: run this in the goroutine
 	reply    chan answer
 }
 
+// layoutAsk is what RouteLayout adds to a PD route's ask.
+type layoutAsk struct {
+	agg    []WorkerView
+	images bool
+	cfg    LayoutConfig
+}
+
 type answer struct {
-	p, d Choice
-	err  error
+	p, d   Choice
+	routed Routed
+	err    error
 }
 
 // NewRouter starts the Router's goroutine; Close stops it.
@@ -138,6 +149,36 @@ func (r *Router) Route(req Request, pre, dec []WorkerView) (p, d Choice, err err
 		return ans.p, ans.d, ans.err
 	case <-r.ended:
 		return p, d, ErrClosed
+	}
+}
+
+// Routed is a layout decision and the choice of the route it took: Pre
+// and Dec under LayoutPD, Agg under LayoutAggregated (the other route's
+// choices have Worker -1).
+type Routed struct {
+	Layout        LayoutDecision
+	Pre, Dec, Agg Choice
+}
+
+// RouteLayout decides which route a request takes (DecideLayout, under
+// cfg) and chooses the ranks of that route, in one step of the Router's
+// goroutine: the aggregated policy's pick is what the uncached count is
+// taken against, and only the route taken records its decision (its
+// tree insert, its round-robin step), so a request sent prefill →
+// decode leaves the aggregated pool's state as it found it. images:
+// the request carries images (only prefill → decode takes them).
+func (r *Router) RouteLayout(req Request, pre, dec, agg []WorkerView, images bool, cfg LayoutConfig) (Routed, error) {
+	a := ask{req: req, pre: pre, dec: dec, layout: &layoutAsk{agg: agg, images: images, cfg: cfg}, reply: make(chan answer, 1)}
+	select {
+	case r.asks <- a:
+	case <-r.done:
+		return Routed{}, ErrClosed
+	}
+	select {
+	case ans := <-a.reply:
+		return ans.routed, ans.err
+	case <-r.ended:
+		return Routed{}, ErrClosed
 	}
 }
 
@@ -290,7 +331,7 @@ func newState(o Options) *state {
 	if s.onPanic == nil {
 		s.onPanic = func(string, any, []byte) {}
 	}
-	for i, p := range []string{o.Prefill, o.Decode} {
+	for i, p := range []string{o.Prefill, o.Decode, o.Aggregated} {
 		if p == "" {
 			p = RoundRobin
 		}
@@ -313,7 +354,12 @@ func newState(o Options) *state {
 }
 
 func (s *state) uses(policy string) bool {
-	return s.pools[PoolPrefill].policy == policy || s.pools[PoolDecode].policy == policy
+	for _, p := range s.pools {
+		if p.policy == policy {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *state) usesTree() bool { return s.uses(CacheAware) || s.uses(KVAware) }
@@ -336,8 +382,62 @@ func (s *state) serve(a ask) answer {
 		return answer{err: s.guard("do", func() { a.fn(s) })}
 	}
 	var ans answer
+	if a.layout != nil {
+		ans.err = s.guard("route", func() { ans.routed = s.routeLayout(a.req, a.pre, a.dec, a.layout) })
+		return ans
+	}
 	ans.err = s.guard("route", func() { ans.p, ans.d = s.route(a.req, a.pre, a.dec) })
 	return ans
+}
+
+// routeLayout decides the layout, then records and returns the choice of
+// the route taken. The aggregated pool is only planned (its pick read,
+// nothing recorded) until the decision takes it.
+func (s *state) routeLayout(req Request, pre, dec []WorkerView, la *layoutAsk) Routed {
+	now := s.now()
+	none := Choice{Worker: -1}
+	out := Routed{Pre: none, Dec: none, Agg: none}
+	f := LayoutFacts{Prompt: len(req.Prompt), Images: la.images, PD: anyRanks(pre) && anyRanks(dec), Aggregated: anyRanks(la.agg)}
+	var ap pick
+	planned := la.cfg.Mode != DisaggAlways && la.cfg.Mode != "" && f.Aggregated
+	if planned {
+		ap = s.pools[PoolAggregated].plan(s, req, la.agg, now)
+		f.Uncached = len(req.Prompt) - ap.Match
+		for _, w := range pre {
+			if len(w.Ranks) == 0 {
+				continue
+			}
+			q := 0
+			for _, r := range w.Ranks {
+				q += r.Tokens
+			}
+			f.PrefillQueued = append(f.PrefillQueued, q)
+		}
+	}
+	out.Layout = DecideLayout(f, la.cfg)
+	if out.Layout.Layout == LayoutAggregated {
+		if !planned || ap.Worker < 0 {
+			// never, with no routable aggregated rank: no choice (the
+			// caller waits for one or refuses).
+			out.Agg = Choice{Worker: -1, Policy: s.pools[PoolAggregated].policy, Reason: ReasonNone}
+			return out
+		}
+		s.pools[PoolAggregated].commit(s, req, ap, now)
+		out.Agg = ap.Choice
+		return out
+	}
+	out.Pre, out.Dec = s.pools[PoolPrefill].route(s, req, pre, now), s.pools[PoolDecode].route(s, req, dec, now)
+	return out
+}
+
+// anyRanks: some worker of ws has a routable rank.
+func anyRanks(ws []WorkerView) bool {
+	for _, w := range ws {
+		if len(w.Ranks) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // route decides both pools.
@@ -394,7 +494,36 @@ type ringEntry struct {
 	ring    *Ring
 }
 
+// pick is a pool's decision before it is recorded: the choice, the
+// chosen rank's tenant name, and the two decisions that made it (among
+// workers, then among the chosen worker's ranks). route records it at
+// once; a layout decision records only the pool of the route it takes.
+type pick struct {
+	Choice
+	name       string
+	worker, dp step
+}
+
+// step is one scope's decision and what it was made over.
+type step struct {
+	scope string
+	cands []Candidate
+	d     Decision
+}
+
 func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time) Choice {
+	p := ps.plan(s, req, ws, now)
+	if p.Worker >= 0 {
+		ps.commit(s, req, p, now)
+	}
+	return p.Choice
+}
+
+// plan decides the pool's choice for req without recording it. What it
+// changes is only what was already true: a rank that registered anew
+// forgets its tree entries, kv_aware's pending generations rotate by
+// age.
+func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time) pick {
 	c := Choice{Worker: -1, Policy: ps.policy}
 	kv := ps.policy == KVAware
 	// The tree's view of every routable rank, once per request.
@@ -459,40 +588,50 @@ func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time
 	}
 	if len(cands) == 0 {
 		c.Reason = ReasonNone
-		return c
+		return pick{Choice: c}
 	}
 	var hash uint64
 	if ps.policy == PrefixHash {
 		hash = HashTokens(req.Prompt, s.cfg.PrefixHash.PrefixTokens)
 	}
-	wd := ps.decide(s, "", cands, req, hash, now)
-	c.Worker = widx[wd.Index]
+	p := pick{}
+	p.worker = ps.decide(s, "", cands, req, hash, now)
+	c.Worker = widx[p.worker.d.Index]
 	w := ws[c.Worker]
-	rd := ps.decide(s, w.Name, rankCands[c.Worker], req, hash, now)
-	c.Rank = rd.Index
-	chosen := rankCands[c.Worker][rd.Index]
+	p.dp = ps.decide(s, w.Name, rankCands[c.Worker], req, hash, now)
+	c.Rank = p.dp.d.Index
+	chosen := rankCands[c.Worker][c.Rank]
 	c.Match = chosen.Match
-	c.Reason = wd.Reason
+	c.Reason = p.worker.d.Reason
 	if len(cands) == 1 {
-		c.Reason = rd.Reason
+		c.Reason = p.dp.d.Reason
 	}
-	if kv {
-		ps.pending[0].Insert(req.Prompt, chosen.Name)
-	}
-	if ps.tree != nil {
-		ps.tree.Insert(req.Prompt, chosen.Name)
-		if lim := s.cfg.CacheAware.MaxTreeSize; ps.tree.Size(chosen.Name) > 2*lim {
-			// Between evictions a tenant may grow to twice the limit,
-			// never more: the memory bound docs/profiles.md states.
-			ps.tree.Evict(chosen.Name, lim)
-		}
-	}
-	return c
+	p.Choice, p.name = c, chosen.Name
+	return p
 }
 
-// decide gathers the view of one scope, decides, and records what the
-// decision changes in that scope.
-func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Request, hash uint64, now time.Time) Decision {
+// commit records a planned choice: each scope's decision (its counter,
+// sticky key, bucket load, kv_aware's spread), and the prompt as held by
+// the chosen rank in the tree (and kv_aware's pending tree).
+func (ps *poolState) commit(s *state, req Request, p pick, now time.Time) {
+	ps.record(s, p.worker, req, now)
+	ps.record(s, p.dp, req, now)
+	if ps.policy == KVAware {
+		ps.pending[0].Insert(req.Prompt, p.name)
+	}
+	if ps.tree != nil {
+		ps.tree.Insert(req.Prompt, p.name)
+		if lim := s.cfg.CacheAware.MaxTreeSize; ps.tree.Size(p.name) > 2*lim {
+			// Between evictions a tenant may grow to twice the limit,
+			// never more: the memory bound docs/profiles.md states.
+			ps.tree.Evict(p.name, lim)
+		}
+	}
+}
+
+// decide gathers the view of one scope and decides; record keeps what
+// the decision changes in that scope.
+func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Request, hash uint64, now time.Time) step {
 	v := View{Cands: cands, Prompt: len(req.Prompt), Key: req.Key, Hash: hash, Seq: ps.seq[scope], Rnd: [2]uint64{s.rnd(), s.rnd()}}
 	switch ps.policy {
 	case ConsistentHashing, PrefixHash:
@@ -516,26 +655,29 @@ func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Reque
 			v.Cands[i].Recent = ps.recent[scope][v.Cands[i].Name]
 		}
 	}
-	d := Decide(ps.policy, s.cfg, v)
-	ps.seq[scope]++
-	name := cands[d.Index].Name
+	return step{scope: scope, cands: cands, d: Decide(ps.policy, s.cfg, v)}
+}
+
+// record keeps what st's decision changes in its scope.
+func (ps *poolState) record(s *state, st step, req Request, now time.Time) {
+	ps.seq[st.scope]++
+	name := st.cands[st.d.Index].Name
 	switch {
-	case ps.policy == Manual && d.Assign:
-		ps.sticky.assign(stickyKey(scope, req.Key), name, now)
+	case ps.policy == Manual && st.d.Assign:
+		ps.sticky.assign(stickyKey(st.scope, req.Key), name, now)
 	case ps.policy == Bucket:
-		ps.buckets[scope].observe(len(req.Prompt), name, now, s.cfg.Bucket.AdjustInterval)
+		ps.buckets[st.scope].observe(len(req.Prompt), name, now, s.cfg.Bucket.AdjustInterval)
 	case ps.policy == KVAware:
-		r := ps.recent[scope]
+		r := ps.recent[st.scope]
 		if r == nil {
 			r = map[string]float64{}
-			ps.recent[scope] = r
+			ps.recent[st.scope] = r
 		}
 		for n := range r {
 			r[n] *= recentDecay
 		}
 		r[name]++
 	}
-	return d
 }
 
 // ring is the scope's ring over cands, rebuilt when the members change.

@@ -163,13 +163,21 @@ type Rec struct {
 	route      routeFields
 }
 
-// routeFields are the routing decision the access line shows (the
-// prefill leg's policy, reason and cache match; both legs' DP ranks).
+// routeFields are the routing decision the access line shows: the route
+// the request took and why (layout, with the uncached prompt it was
+// weighed on), then the policy's decision for its first leg (the
+// prefill's, or the aggregated engine's: policy, reason, cache match)
+// and the legs' DP ranks.
 type routeFields struct {
 	set                     bool
 	policy, reason          string
 	match                   float64 // < 0: the policy reads no cache
 	prefillRank, decodeRank int
+	aggregated              bool // one leg on an aggregated engine: aggRank, no prefill or decode rank
+	aggRank                 int
+	layout, layoutReason    string  // "": none recorded
+	uncached                int     // < 0: not weighed
+	ratio                   float64 // the uncached share of the prompt
 }
 
 // roleRef is a role that served one of the request's legs; legs counts
@@ -348,7 +356,40 @@ func (r *Rec) Route(policy, reason string, match float64, prefillRank, decodeRan
 	}
 	r.b.mu.Lock()
 	if !r.ended {
+		l := r.route
 		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, prefillRank: prefillRank, decodeRank: decodeRank}
+		r.route.layout, r.route.layoutReason, r.route.uncached, r.route.ratio = l.layout, l.layoutReason, l.uncached, l.ratio
+	}
+	r.b.mu.Unlock()
+}
+
+// RouteAggregated is Route for a request served in one leg on an
+// aggregated engine: the aggregated policy's decision and the DP rank it
+// chose.
+func (r *Rec) RouteAggregated(policy, reason string, match float64, rank int) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		l := r.route
+		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, aggregated: true, aggRank: rank}
+		r.route.layout, r.route.layoutReason, r.route.uncached, r.route.ratio = l.layout, l.layoutReason, l.uncached, l.ratio
+	}
+	r.b.mu.Unlock()
+}
+
+// Layout records the route the request took (pd or aggregated) and why,
+// with the uncached prompt tokens and their share of the prompt it was
+// weighed on (uncached < 0: not weighed, not shown). Call it before
+// Route or RouteAggregated; the last call wins, as Route's does.
+func (r *Rec) Layout(layout, reason string, uncached int, ratio float64) {
+	if r == nil {
+		return
+	}
+	r.b.mu.Lock()
+	if !r.ended {
+		r.route.layout, r.route.layoutReason, r.route.uncached, r.route.ratio = layout, reason, uncached, ratio
 	}
 	r.b.mu.Unlock()
 }
@@ -611,7 +652,7 @@ func (a access) write(log *slog.Logger) {
 	if a.status >= 500 || a.failed != "" {
 		level = slog.LevelWarn
 	}
-	attrs := make([]slog.Attr, 0, 24)
+	attrs := make([]slog.Attr, 0, 28)
 	attrs = append(attrs,
 		slog.String("method", a.method),
 		slog.String("path", a.path),
@@ -656,12 +697,22 @@ func (a access) write(log *slog.Logger) {
 		migrated = 1
 	}
 	attrs = append(attrs, slog.Int("retries", a.retries), slog.Int("migrated", migrated))
+	if rt := a.route; rt.layout != "" {
+		attrs = append(attrs, slog.String("layout", rt.layout), slog.String("layout_reason", rt.layoutReason))
+		if rt.uncached >= 0 {
+			attrs = append(attrs, slog.Int("uncached", rt.uncached), slog.String("ratio", strconv.FormatFloat(rt.ratio, 'f', 2, 64)))
+		}
+	}
 	if rt := a.route; rt.set {
 		attrs = append(attrs, slog.String("route", rt.policy), slog.String("route_reason", rt.reason))
 		if rt.match >= 0 {
 			attrs = append(attrs, slog.String("match", strconv.FormatFloat(rt.match, 'f', 2, 64)))
 		}
-		attrs = append(attrs, slog.Int("prefill_rank", rt.prefillRank), slog.Int("decode_rank", rt.decodeRank))
+		if rt.aggregated {
+			attrs = append(attrs, slog.Int("aggregated_rank", rt.aggRank))
+		} else {
+			attrs = append(attrs, slog.Int("prefill_rank", rt.prefillRank), slog.Int("decode_rank", rt.decodeRank))
+		}
 	}
 	if a.gwSet {
 		attrs = append(attrs, slog.Int64("gw_us", a.gw.Total.Microseconds()), slog.Int64("gw_tok_us", a.gw.Tok.Microseconds()),

@@ -353,6 +353,40 @@ func TestAccessLineRoute(t *testing.T) {
 	}
 }
 
+// The route a request took rides the access line just before the
+// policy's decision: layout and layout_reason, with uncached and ratio
+// when the uncached prompt was weighed; an aggregated route names its
+// one DP rank, aggregated_rank, instead of a prefill and a decode rank.
+func TestAccessLineLayout(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	r := b.Begin("POST", "/v1/chat/completions")
+	r.Layout("aggregated", "uncached", 312, 0.1523)
+	r.RouteAggregated("cache_aware", "cache_hit", 0.85, 1)
+	r.End(200)
+	r = b.Begin("POST", "/v1/chat/completions")
+	r.Layout("pd", "uncached_ratio", 200, 1)
+	r.Route("round_robin", "cycle", -1, 0, 1)
+	r.End(200)
+	r = b.Begin("POST", "/generate")
+	r.Layout("pd", "always", -1, -1)
+	r.Route("round_robin", "cycle", -1, 0, 0)
+	r.End(200)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{
+		"migrated=0 layout=aggregated layout_reason=uncached uncached=312 ratio=0.15 route=cache_aware route_reason=cache_hit match=0.85 aggregated_rank=1",
+		"migrated=0 layout=pd layout_reason=uncached_ratio uncached=200 ratio=1.00 route=round_robin route_reason=cycle prefill_rank=0 decode_rank=1",
+		"migrated=0 layout=pd layout_reason=always route=round_robin route_reason=cycle prefill_rank=0 decode_rank=0",
+	} {
+		if !strings.HasSuffix(lines[i], want) {
+			t.Errorf("line %q does not end with %q", lines[i], want)
+		}
+	}
+}
+
 // Calls on a nil Rec (a dispatch without an HTTP request) do nothing.
 func TestNilRec(t *testing.T) {
 	var r *Rec
