@@ -85,6 +85,9 @@ type plannerRun struct {
 	SteadyChanges     int                      // changes in phase 1 and after recovery
 	FinalLayout, Note string
 	Err               string
+	// Events are tsd's planner lines, "+SECONDS line" since the load began;
+	// Decisions every decision the status showed (polled each interval).
+	Events, Decisions []string
 }
 
 // plannerBin is one bin of requests by arrival.
@@ -195,14 +198,21 @@ func (b *plannerBench) run(l layout, tsd, fake, work, name string, prefill, deco
 	stopWatch := make(chan struct{})
 	watchDone := make(chan struct{})
 	start := time.Now()
+	var lastDecision time.Time
 	go func() {
 		defer close(watchDone)
-		tick := time.NewTicker(b.interval)
+		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		for bin := 0; ; bin++ {
+		for {
 			if s, err := d.status(tsd); err == nil {
 				layoutMu.Lock()
-				layouts[bin] = layoutOfSnap(s)
+				if bin := int(time.Since(start) / b.interval); layouts[bin] == "" {
+					layouts[bin] = layoutOfSnap(s)
+				}
+				if p := s.Planner; p != nil && !p.Last.Equal(lastDecision) && !p.Last.IsZero() {
+					lastDecision = p.Last
+					r.Decisions = append(r.Decisions, fmt.Sprintf("+%.1f %s: %s", p.Last.Sub(start).Seconds(), p.Code, p.Reason))
+				}
 				layoutMu.Unlock()
 			}
 			select {
@@ -212,9 +222,17 @@ func (b *plannerBench) run(l layout, tsd, fake, work, name string, prefill, deco
 			}
 		}
 	}()
+	from := d.srv.count()
 	reqs := b.load(d.base, start)
 	close(stopWatch)
 	<-watchDone
+	d.srv.mu.Lock()
+	for i := from; i < len(d.srv.lines); i++ {
+		if _, msg, ok := strings.Cut(d.srv.lines[i], "planner: "); ok {
+			r.Events = append(r.Events, fmt.Sprintf("+%.1f %s", d.srv.stamp[i].Sub(start).Seconds(), msg))
+		}
+	}
+	d.srv.mu.Unlock()
 	r.Sent = len(reqs)
 	for _, q := range reqs {
 		if q.err != "" {
@@ -510,10 +528,18 @@ func renderPlanner(b plannerBench, runs []plannerRun) string {
 				runs[best].Name, runs[best].BreachMinutes, runs[worst].Name, runs[worst].BreachMinutes,
 				map[bool]string{true: "at or below the worst", false: "above the worst"}[r.BreachMinutes <= runs[worst].BreachMinutes])
 		}
-		for _, c := range r.Changes {
-			fmt.Fprintf(&s, "\n- %s (%s): %s", c.Time.Format("15:04:05"), c.Outcome, cell(c.Reason))
+		fmt.Fprintln(&s, "\nThe planner's decisions as tsd status showed them each interval (seconds since the load began):")
+		fmt.Fprintln(&s, "\n```")
+		for _, e := range r.Decisions {
+			fmt.Fprintln(&s, e)
 		}
-		fmt.Fprintln(&s)
+		fmt.Fprintln(&s, "```")
+		fmt.Fprintln(&s, "\nThe planner's events:")
+		fmt.Fprintln(&s, "\n```")
+		for _, e := range r.Events {
+			fmt.Fprintln(&s, e)
+		}
+		fmt.Fprintln(&s, "```")
 		fmt.Fprintln(&s, "\nPer bin (planner run): start s, layout at the bin's start, requests, TTFT p90, ITL p90, breach")
 		fmt.Fprintln(&s, "\n```")
 		for _, bin := range r.Bins {
