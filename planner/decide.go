@@ -47,15 +47,23 @@ func Decide(h History, o Observation, l Layout, c Config, now time.Time) Decisio
 			gh.ITLLoad = gh.ITLLoad.Fold(itlLoad, alpha, beta)
 			v.TTFT, v.ITL, v.TTFTN, v.ITLN = ob.TTFT, ob.ITL, ob.TTFTN, ob.ITLN
 			v.Cached, v.InFlight, v.Queued = ob.Cached, ob.InFlight, ob.Queued
+			if ob.Prefilled > 0 {
+				v.PrefillRate = float64(ob.Prefilled) / span
+				v.Backlog = time.Duration(float64(ob.Queued) / v.PrefillRate * float64(time.Second))
+			}
 			v.RequestsPerSec = float64(ob.Requests) / span
 			v.OutputTokPerSec = float64(ob.OutputToks) / span
 			if ob.Requests > 0 {
 				v.PromptPerReq = float64(ob.Prompt) / float64(ob.Requests)
 			}
 		}
-		if judgesTTFT(g.Kind) && c.TTFT > 0 && v.TTFTN >= MinSamples {
-			p := ratio(v.TTFT, c.TTFT)
-			if q := predicted(p, ttftLoad, gh.TTFTLoad.Forecast()); q >= v.Predicted {
+		if judgesTTFT(g.Kind) && c.TTFT > 0 && (v.TTFTN >= MinSamples || v.Backlog > 0) {
+			var p float64
+			if v.TTFTN >= MinSamples {
+				p = ratio(v.TTFT, c.TTFT)
+			}
+			q := max(predicted(p, ttftLoad, gh.TTFTLoad.Forecast()), ratio(v.Backlog, c.TTFT))
+			if q >= v.Predicted {
 				v.Pressure, v.Predicted, v.Judged, v.Load, v.Forecast = p, q, "ttft", ttftLoad, gh.TTFTLoad.Forecast()
 			}
 		}
@@ -255,12 +263,21 @@ func observed(v Verdict) time.Duration {
 func breachText(v Verdict, c Config) string {
 	m, t, o := metricName(v.Judged), target(v.Judged, c), observed(v)
 	s := fmt.Sprintf("%s %s p90 %s", v.Group, m, ms(o))
-	if v.Pressure > 1 {
+	switch {
+	case v.Pressure > 1:
 		s += " > " + ms(t)
-	} else {
+	case backlogged(v, c):
+		s += fmt.Sprintf(", its queue (%d prompt tokens, %s at the %.0f tokens/s it prefilled) over %s", v.Queued, ms(v.Backlog), v.PrefillRate, ms(t))
+	default:
 		s += fmt.Sprintf(", rising to a predicted %s of %s", pct(v.Predicted), ms(t))
 	}
 	return s + fmt.Sprintf(" for %d interval%s", v.Streak, plural(v.Streak))
+}
+
+// backlogged: the entry's queue, not its p90 or trend, is what puts it
+// over its TTFT target.
+func backlogged(v Verdict, c Config) bool {
+	return v.Judged == "ttft" && c.TTFT > 0 && v.Backlog > c.TTFT && ratio(v.Backlog, c.TTFT) >= v.Predicted
 }
 
 // latencyText: "decode ITL p90 18 ms", or "decode idle".
@@ -300,7 +317,11 @@ func holdText(vs []Verdict, c Config) string {
 			parts = append(parts, v.Group+" "+idleText(v, c))
 		case v.Predicted > 1:
 			over = true
-			parts = append(parts, fmt.Sprintf("%s %s p90 %s, %s of %s (%d of %d intervals)", v.Group, metricName(v.Judged), ms(observed(v)),
+			queue := ""
+			if backlogged(v, c) {
+				queue = ", queue " + ms(v.Backlog)
+			}
+			parts = append(parts, fmt.Sprintf("%s %s p90 %s%s, %s of %s (%d of %d intervals)", v.Group, metricName(v.Judged), ms(observed(v)), queue,
 				pct(v.Predicted), ms(target(v.Judged, c)), v.Streak, max(c.Breach, 1)))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %s p90 %s, %s of %s", v.Group, metricName(v.Judged), ms(observed(v)), pct(v.Pressure), ms(target(v.Judged, c))))

@@ -151,6 +151,27 @@ func TestDecide(t *testing.T) {
 				return h
 			}, o: obs(480*ms, 18*ms), code: CodeMove,
 			reason: "prefill TTFT p90 480 ms, rising to a predicted 1"},
+		{name: "a growing queue is a breach before the p90 shows it",
+			h: func(l Layout) History { return streaks(l, map[string]int{"prefill": 1}) },
+			o: func() Observation {
+				o := obs(400*ms, 18*ms)
+				o.Groups[0].Queued, o.Groups[0].Prefilled = 60000, 750000 // 25,000 tokens/s: 2.4 s of queue
+				return o
+			}(), code: CodeMove,
+			reason: "=prefill TTFT p90 400 ms, its queue (60000 prompt tokens, 2.4 s at the 25000 tokens/s it prefilled) over 500 ms for 2 intervals; decode ITL p90 18 ms with headroom (54% of 50 ms with 2 replicas): move GPU 3 from decode-2 to prefill-1"},
+		{name: "a short queue changes nothing",
+			h: func(l Layout) History { return streaks(l, map[string]int{"prefill": 1}) },
+			o: func() Observation {
+				o := obs(100*ms, 18*ms)
+				o.Groups[0].Queued, o.Groups[0].Prefilled = 2500, 750000 // 0.1 s
+				return o
+			}(), code: CodeHold, reason: "=within targets: prefill TTFT p90 100 ms, 20% of 500 ms; decode ITL p90 18 ms, 36% of 50 ms"},
+		{name: "the queue over target for one interval of two",
+			o: func() Observation {
+				o := obs(400*ms, 18*ms)
+				o.Groups[0].Queued, o.Groups[0].Prefilled = 60000, 750000
+				return o
+			}(), code: CodeHold, reason: "prefill TTFT p90 400 ms, queue 2.4 s, 480% of 500 ms (1 of 2 intervals)"},
 		{name: "no target for the kind: the entry is a donor, never a receiver",
 			h: func(l Layout) History { return streaks(l, map[string]int{"prefill": 2}) }, o: obs(820*ms, 90*ms),
 			c:    func(c Config) Config { c.ITL = 0; return c },

@@ -26,7 +26,12 @@
 //     window / interval); the predicted pressure is the observed one
 //     times the forecast over the load now, clamped to [1, MaxLift]
 //     (a trend may bring a move sooner, never hide a breach, and a burst
-//     the level still remembers cannot make one).
+//     the level still remembers cannot make one). For TTFT, the queue
+//     is a second, leading reading: a request arriving now waits for the
+//     prompt tokens queued before it at the rate the entry prefilled
+//     last interval (the backlog), so the predicted pressure is at least
+//     backlog / target — a queue that grows is seen before the p90 of
+//     the requests it already served shows it.
 //   - scaling: latency is taken as proportional to load per replica, so
 //     an entry with n replicas would show pressure p·n/(n−1) with one
 //     fewer and p·n/(n+1) with one more.
@@ -116,6 +121,7 @@ type GroupObs struct {
 	Cached     float64       // share of prefilled prompt tokens the engines found cached, 0..1
 	InFlight   float64       // mean requests in flight over the span
 	Queued     int           // prompt tokens waiting for a prefill at the end of the span
+	Prefilled  int           // prompt tokens the entry prefilled over the span
 	OutputToks int           // output tokens streamed
 }
 
@@ -188,4 +194,9 @@ type Verdict struct {
 	Queued          int
 	RequestsPerSec  float64
 	OutputTokPerSec float64
+	// Backlog is how long a request arriving now waits for the prompt
+	// tokens queued before it, at the rate the entry prefilled last
+	// interval (Queued / PrefillRate); 0 when it prefilled nothing.
+	Backlog     time.Duration
+	PrefillRate float64 // prompt tokens prefilled per second
 }

@@ -103,7 +103,7 @@ func (s *sim) step(ph phase, span float64) Observation {
 	load := lambda * o * decodeK / float64(s.decodes)
 	itl := decodeBase / max(1-load, 0.05)
 	var ttfts []float64
-	var prompt float64
+	var prompt, prefilled float64
 	for at := s.clock + s.rng.ExpFloat64()/lambda; at < end; at += s.rng.ExpFloat64() / lambda {
 		p := ph.prompt * (0.7 + 0.6*s.rng.Float64())
 		prompt += p
@@ -111,6 +111,7 @@ func (s *sim) step(ph phase, span float64) Observation {
 		start := max(at, s.free[i])
 		done := start + p*(1-ph.cached)/prefillTokS
 		s.free[i] = done
+		prefilled += p * (1 - ph.cached) // (done within the span, or soon: the fluid reading)
 		ttfts = append(ttfts, done-at+transfer+itl)
 	}
 	var queued float64
@@ -123,7 +124,8 @@ func (s *sim) step(ph phase, span float64) Observation {
 	n := len(ttfts)
 	streams := lambda * o * itl
 	return Observation{Span: time.Duration(span * float64(time.Second)), Groups: []GroupObs{
-		{Group: "prefill", TTFT: p90, TTFTN: n, Requests: n, Prompt: int(prompt), Cached: ph.cached, InFlight: lambda * p90.Seconds(), Queued: int(queued)},
+		{Group: "prefill", TTFT: p90, TTFTN: n, Requests: n, Prompt: int(prompt), Cached: ph.cached, InFlight: lambda * p90.Seconds(), Queued: int(queued),
+			Prefilled: int(min(prefilled, prefillTokS*span*float64(len(s.free))))},
 		{Group: "decode", TTFT: p90, TTFTN: n, ITL: itl90, ITLN: int(float64(n) * o), Requests: n, Prompt: int(prompt), Cached: ph.cached,
 			InFlight: streams, OutputToks: int(float64(n) * o)},
 	}}

@@ -118,13 +118,14 @@ func (p *PlannerStatus) UnmarshalJSON(b []byte) error {
 
 type plannerGroupWire struct {
 	plainPlannerGroup
-	TTFT float64 `json:"ttft_p90_ms"`
-	ITL  float64 `json:"itl_p90_ms"`
+	TTFT    float64 `json:"ttft_p90_ms"`
+	ITL     float64 `json:"itl_p90_ms"`
+	Backlog float64 `json:"backlog_ms"`
 }
 
-// MarshalJSON writes the entry's p90s in ms.
+// MarshalJSON writes the entry's p90s and backlog in ms.
 func (g PlannerGroup) MarshalJSON() ([]byte, error) {
-	return json.Marshal(plannerGroupWire{plainPlannerGroup(g), Millis(g.TTFT), Millis(g.ITL)})
+	return json.Marshal(plannerGroupWire{plainPlannerGroup(g), Millis(g.TTFT), Millis(g.ITL), Millis(g.Backlog)})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -134,6 +135,6 @@ func (g *PlannerGroup) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*g = PlannerGroup(w.plainPlannerGroup)
-	g.TTFT, g.ITL = FromMillis(w.TTFT), FromMillis(w.ITL)
+	g.TTFT, g.ITL, g.Backlog = FromMillis(w.TTFT), FromMillis(w.ITL), FromMillis(w.Backlog)
 	return nil
 }

@@ -91,14 +91,17 @@ type PlannerGroup struct {
 	Judged    string  `json:"judged,omitempty"`
 	Streak    int     `json:"streak"`
 	// CooldownUntil: no change to the entry before it.
-	CooldownUntil  time.Time `json:"cooldown_until,omitzero"`
-	ReqPerSec      float64   `json:"req_per_sec"`
-	PromptPerReq   float64   `json:"prompt_per_req"`
-	CachedShare    float64   `json:"cached_share"`
-	InFlight       float64   `json:"in_flight"`
-	QueuedPrompt   int       `json:"queued_prompt_tokens"`
-	OutputTokPerS  float64   `json:"output_tok_per_sec"`
-	PressureSeries []float64 `json:"pressure_series,omitempty"` // the last intervals' pressures, oldest first (the dashboard's trend)
+	CooldownUntil time.Time `json:"cooldown_until,omitzero"`
+	ReqPerSec     float64   `json:"req_per_sec"`
+	PromptPerReq  float64   `json:"prompt_per_req"`
+	CachedShare   float64   `json:"cached_share"`
+	InFlight      float64   `json:"in_flight"`
+	QueuedPrompt  int       `json:"queued_prompt_tokens"`
+	// Backlog is how long a request arriving now would wait for the
+	// queued prompt tokens at the rate the entry prefilled (JSON backlog_ms).
+	Backlog        time.Duration `json:"-"`
+	OutputTokPerS  float64       `json:"output_tok_per_sec"`
+	PressureSeries []float64     `json:"pressure_series,omitempty"` // the last intervals' pressures, oldest first (the dashboard's trend)
 }
 
 // PlannerChange is one decision that moved (or, in advise mode, proposed

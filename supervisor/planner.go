@@ -343,7 +343,7 @@ func (s *Supervisor) plannerStatus(st *plannerState, slo *profiles.SLOPlan, cfg 
 		ps.Groups = append(ps.Groups, snapshot.PlannerGroup{Group: v.Group, Kind: v.Kind, Replicas: v.Replicas, Proposed: v.Proposed,
 			Min: b.Min, Max: b.Max, TTFT: v.TTFT, ITL: v.ITL, TTFTN: v.TTFTN, ITLN: v.ITLN, Pressure: v.Pressure, Predicted: v.Predicted,
 			Judged: v.Judged, Streak: v.Streak, CooldownUntil: v.CooldownUntil, ReqPerSec: v.RequestsPerSec, PromptPerReq: v.PromptPerReq,
-			CachedShare: v.Cached, InFlight: v.InFlight, QueuedPrompt: v.Queued, OutputTokPerS: v.OutputTokPerSec,
+			CachedShare: v.Cached, InFlight: v.InFlight, QueuedPrompt: v.Queued, Backlog: v.Backlog, OutputTokPerS: v.OutputTokPerSec,
 			PressureSeries: append([]float64(nil), st.series[v.Group]...)})
 	}
 	return ps
@@ -381,6 +381,7 @@ func (st *plannerState) observation(tw snapshot.TrafficWindow, groups map[string
 			g.Prompt += int(sub(c.PromptIn, p.PromptIn))
 			g.OutputToks += int(sub(c.Output, p.Output))
 			prefilled += sub(c.Prefilled, p.Prefilled)
+			g.Prefilled += int(sub(c.Prefilled, p.Prefilled))
 			cached += sub(c.Cached, p.Cached)
 			busy += max(0, c.BusySec-p.BusySec)
 		}

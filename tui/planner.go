@@ -123,8 +123,8 @@ func plannerLines(pl *snapshot.PlannerStatus, c Common, w int) []string {
 
 	// What came in, per entry.
 	for _, g := range pl.Groups {
-		out = append(out, st.Faint.Render(fmt.Sprintf("  %-12s %6.1f req/s · %6.0f prompt tokens/req · %3.0f%% cached · %5.1f in flight · %6d prompt tokens queued · %7.0f output tok/s",
-			fit(g.Group, 12), g.ReqPerSec, g.PromptPerReq, g.CachedShare*100, g.InFlight, g.QueuedPrompt, g.OutputTokPerS)))
+		out = append(out, st.Faint.Render(fmt.Sprintf("  %-12s %6.1f req/s · %6.0f prompt tokens/req · %3.0f%% cached · %5.1f in flight · %6d prompt tokens queued (%s) · %7.0f output tok/s",
+			fit(g.Group, 12), g.ReqPerSec, g.PromptPerReq, g.CachedShare*100, g.InFlight, g.QueuedPrompt, latencyText(g.Backlog), g.OutputTokPerS)))
 	}
 	out = append(out, "")
 
