@@ -132,7 +132,7 @@ func TestE2EPlannerAct(t *testing.T) {
 		t.Fatalf("prefill-1 on GPUs %v, want decode-1's GPU 2", r.GPUs)
 	}
 	out := d.output()
-	for _, want := range []string{"planner: prefill TTFT p90", "> 150 ms for 2 intervals", "move GPU 2 from decode-1 to prefill-1", "planner: done: move GPU 2 from decode-1 to prefill-1"} {
+	for _, want := range []string{"planner: prefill TTFT p90", "for 2 intervals", "move GPU 2 from decode-1 to prefill-1", "planner: done: move GPU 2 from decode-1 to prefill-1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tsd's output lacks %q", want)
 		}
