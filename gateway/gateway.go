@@ -37,12 +37,20 @@ import (
 	"github.com/tsd-project/tsd/snapshot"
 )
 
+// Registry is where the gateway registers its metrics and what /metrics
+// serves: a *prometheus.Registry (a test may wrap one to see every
+// collector registered).
+type Registry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
 // Options tune a Gateway. Zero values are sensible.
 type Options struct {
 	Logger *slog.Logger
 	// Registry receives the gateway's metrics and is what /metrics serves
 	// (one registry per process, docs/architecture.md §D8). nil: a private one.
-	Registry *prometheus.Registry
+	Registry Registry
 	// Transport binds lane sockets; nil: zmq4.
 	Transport lane.Transport
 	// Listener serves HTTP instead of binding plan.Gateway.Listen (tests).
@@ -139,6 +147,8 @@ type Gateway struct {
 
 	queuedNow atomic.Int64 // requests waiting: the front door's queue and the dispatch's
 	panics    atomic.Uint64
+
+	traces tracerSlot // gateway.tracing's tracer (traces.go)
 }
 
 // New prepares a gateway for plan; nothing is bound until Bind.
@@ -211,6 +221,11 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	first := plan.Gateway
 	g.settings.Store(&first)
+	tc, err := g.prepareTracing(nil, plan.Gateway.Tracing)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	tc.apply(g)
 	g.door = g.newDoor(apiKey)
 	g.routes()
 	var sub *http.ServeMux
@@ -355,6 +370,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			}
 			g.bound = false
 		}
+		g.stopTracing(ctx)
 	})
 	return errors.Join(errs...)
 }
@@ -467,25 +483,26 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 	}
 	note := strings.Join(notes, "; ")
 	return snapshot.GatewayStatus{
-		URL:       g.plan.Gateway.URL,
-		Mode:      g.plan.Gateway.Mode,
-		Ready:     g.Ready(),
-		ReqPerSec: tot.ReqPerS,
-		TokPerSec: tot.TokPerS,
-		Requests:  tot.Requests,
-		Errors:    tot.Errors,
-		InFlight:  tot.InFlight,
-		Note:      note,
-		Queued:    int(g.queuedNow.Load()),
-		Panics:    g.panics.Load(),
-		Roles:     roles,
-		TTFTp50:   tot.TTFTp50,
-		TTFTp99:   tot.TTFTp99,
-		ITLp50:    tot.ITLp50,
-		ITLp99:    tot.ITLp99,
-		Breakers:  g.disp.Breakers(),
-		Policy:    g.policyStatus(),
-		Layouts:   g.disp.Layouts(),
+		URL:          g.plan.Gateway.URL,
+		Mode:         g.plan.Gateway.Mode,
+		Ready:        g.Ready(),
+		ReqPerSec:    tot.ReqPerS,
+		TokPerSec:    tot.TokPerS,
+		Requests:     tot.Requests,
+		Errors:       tot.Errors,
+		ClientErrors: tot.ClientErrors,
+		InFlight:     tot.InFlight,
+		Note:         note,
+		Queued:       int(g.queuedNow.Load()),
+		Panics:       g.panics.Load(),
+		Roles:        roles,
+		TTFTp50:      tot.TTFTp50,
+		TTFTp99:      tot.TTFTp99,
+		ITLp50:       tot.ITLp50,
+		ITLp99:       tot.ITLp99,
+		Breakers:     g.disp.Breakers(),
+		Policy:       g.policyStatus(),
+		Layouts:      g.disp.Layouts(),
 
 		TokenizerCache: g.tokenizerCacheStatus(),
 	}

@@ -20,7 +20,7 @@ func (g *Gateway) ReportPanic(where string, v any, stack []byte) {
 // the lane puts first ("decode-1 output batch" → "output batch"), so the
 // series stay few.
 func panicSite(where string) string {
-	for _, w := range []string{"output batch", "input message", "handshake message", "peer event", "watchdog", "send", "lane loop", "zmtp watcher"} {
+	for _, w := range []string{"output batch", "input message", "handshake message", "peer event", "watchdog", "rank book", "send", "lane loop", "zmtp watcher"} {
 		if strings.Contains(where, w) {
 			return "lane " + w
 		}

@@ -26,6 +26,10 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string) error {
 		apiKey = ""
 	}
 	cur := g.settings.Load()
+	tc, err := g.prepareTracing(cur.Tracing, p.Tracing) // the one step that may fail on the daemon's env: first
+	if err != nil {
+		return err
+	}
 	live := g.door.Settings()
 	if p.MaxConcurrent != cur.MaxConcurrent || p.QueueTimeout != cur.QueueTimeout {
 		// Requests holding a slot of the old limiter release it there.
@@ -33,8 +37,10 @@ func (g *Gateway) Reconfigure(p profiles.GatewayPlan, apiKey string) error {
 	}
 	live.APIKey, live.CORSOrigins, live.MetricsPublic = apiKey, p.CORSOrigins, p.MetricsPublic
 	if err := g.disp.Reconfigure(p, queueWait(p.QueueTimeout)); err != nil {
+		tc.discard(g)
 		return err
 	}
+	tc.apply(g)
 	g.door.SetLive(live)
 	next := p
 	next.Workers = nil // the lane's business; settings only

@@ -46,6 +46,8 @@ type metrics struct {
 	// token (gateway/reqtime: accept → legs sent, first token → first
 	// byte), the access line's gw_us.
 	gwAdded prometheus.Histogram
+
+	phaseMetrics // each request's phases, sheds, trace exports (phasemetrics.go)
 }
 
 // gwAddedBuckets resolve the gateway's share of TTFT from 25 µs (a
@@ -109,6 +111,10 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	if err := reg.Register(m.gwAdded); err != nil {
 		return nil, err
 	}
+	var err error
+	if m.phaseMetrics, err = newPhaseMetrics(reg); err != nil {
+		return nil, err
+	}
 	if c := g.opts.TokenizerCache; c != nil && c.Stats().Enabled {
 		if err := reg.Register(tokenizerCacheCollector{g.opts.TokenizerCache}); err != nil {
 			return nil, err
@@ -155,6 +161,10 @@ var (
 		[]string{"worker", "state"}, nil)
 	descCBFailures = prometheus.NewDesc("smg_worker_cb_consecutive_failures", "The current run of consecutive failures per worker.",
 		[]string{"worker"}, nil)
+	descCBSuccesses = prometheus.NewDesc("smg_worker_cb_consecutive_successes", "The current run of consecutive successes per worker while its breaker is half-open.",
+		[]string{"worker"}, nil)
+	descPool = prometheus.NewDesc("smg_worker_pool_size", "Workers (role instances) the gateway routes to, by kind; connection_mode is always zmq (the lane).",
+		[]string{"worker_type", "connection_mode"}, nil)
 	descQueued = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
 	descTree   = prometheus.NewDesc("tsd_gateway_routing_tree_tokens", "Prompt tokens cache_aware's radix tree keeps (also kv_aware's fallback), by role kind: about 4 bytes each (docs/profiles.md, Routing policies).",
 		[]string{"kind"}, nil)
@@ -171,6 +181,8 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCBState
 	ch <- descCBStates
 	ch <- descCBFailures
+	ch <- descCBSuccesses
+	ch <- descPool
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -183,6 +195,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 		code := map[string]float64{snapshot.BreakerClosed: 0, snapshot.BreakerOpen: 1, snapshot.BreakerHalfOpen: 2}[b.State]
 		ch <- prometheus.MustNewConstMetric(descCBState, prometheus.GaugeValue, code, b.Role)
 		ch <- prometheus.MustNewConstMetric(descCBFailures, prometheus.GaugeValue, float64(b.Failures), b.Role)
+		ch <- prometheus.MustNewConstMetric(descCBSuccesses, prometheus.GaugeValue, float64(b.Successes), b.Role)
 		for _, st := range []string{snapshot.BreakerClosed, snapshot.BreakerOpen, snapshot.BreakerHalfOpen} {
 			v := 0.0
 			if st == b.State {
@@ -190,6 +203,13 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descCBStates, prometheus.GaugeValue, v, b.Role, st)
 		}
+	}
+	pool := map[string]int{}
+	for _, w := range c.g.lane.Workers() {
+		pool[w.Kind()]++
+	}
+	for kind, n := range pool {
+		ch <- prometheus.MustNewConstMetric(descPool, prometheus.GaugeValue, float64(n), kind, "zmq")
 	}
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()

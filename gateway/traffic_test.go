@@ -106,6 +106,8 @@ func TestTrafficSnapshotMatchesMetrics(t *testing.T) {
 	}{
 		{"tsd_gateway_traffic_requests_total", float64(st.Requests)},
 		{"tsd_gateway_traffic_errors_total", float64(st.Errors)},
+		{"tsd_gateway_traffic_client_errors_total", float64(st.ClientErrors)},
+		{`tsd_gateway_role_client_errors_total{role="gateway"}`, float64(trafficRow(t, st, "gateway").ClientErrors)},
 		{"tsd_gateway_traffic_requests_in_flight", float64(st.InFlight)},
 		{`tsd_gateway_role_errors_total{role="gateway"}`, float64(trafficRow(t, st, "gateway").Errors)},
 		{`tsd_gateway_role_errors_total{role="prefill"}`, float64(trafficRow(t, st, "prefill").Errors)},
@@ -117,8 +119,9 @@ func TestTrafficSnapshotMatchesMetrics(t *testing.T) {
 			t.Errorf("%s: /metrics %v, snapshot %v", tc.series, got, tc.status)
 		}
 	}
-	if st.Requests != 5 || st.Errors != 2 {
-		t.Errorf("snapshot: %d requests, %d errors; want 5 and 2", st.Requests, st.Errors)
+	// The 503 is the deployment's error, the 400 the client's.
+	if st.Requests != 5 || st.Errors != 1 || st.ClientErrors != 1 {
+		t.Errorf("snapshot: %d requests, %d errors, %d client errors; want 5, 1 and 1", st.Requests, st.Errors, st.ClientErrors)
 	}
 	for _, want := range []struct {
 		series string

@@ -412,6 +412,8 @@ var gatewaySettings = map[string]string{
 	// engines: the route decision reads them per request.
 	"disaggregation": settingLive,
 	"conditional":    settingLive,
+	// A new exporter is built and the old one flushed and shut down.
+	"tracing": settingLive,
 
 	// The cache is built with the front ends, once: a new size takes a
 	// new `tsd up`.

@@ -207,6 +207,9 @@ func TestDiff(t *testing.T) {
 			return edit(t, applyBase, "  port: 8000\n", "  port: 8000\n  max_concurrent: 8\n  queue_timeout: 5s\n  cors_origins: [\"*\"]\n  api_key_env: TSD_KEY\n")
 		}, want{roles: []string{"prefill unchanged", "decode unchanged"},
 			gateway: []string{"gateway.api_key_env", "gateway.queue_timeout", "gateway.max_concurrent", "gateway.cors_origins"}}},
+		{"tracing turned on is live", func(t *testing.T) string {
+			return edit(t, applyBase, "  port: 8000\n", "  port: 8000\n  tracing: {endpoint: \"http://127.0.0.1:4318\", sample_ratio: 0.5}\n")
+		}, want{roles: []string{"prefill unchanged", "decode unchanged"}, gateway: []string{"gateway.tracing"}}},
 		{"the gateway's port", func(t *testing.T) string { return edit(t, applyBase, "port: 8000", "port: 8001") },
 			want{roles: []string{"prefill unchanged", "decode unchanged"}, fixed: []string{"gateway.listen", "gateway.url"}}},
 		{"the model", func(t *testing.T) string { return edit(t, applyBase, "/models/m", "/models/n") },

@@ -104,6 +104,9 @@ type GatewayPlan struct {
 	// tokens are at most MaxUncachedTokens and at most MaxUncachedRatio of
 	// the prompt, or when every prefill is busy.
 	Conditional ConditionalPlan `json:"conditional"`
+	// Tracing (gateway.tracing): where the gateway sends a trace per
+	// request; nil: no tracing.
+	Tracing *TracingPlan `json:"tracing,omitempty"`
 }
 
 // ConditionalPlan is gateway.conditional (docs/profiles.md

@@ -770,6 +770,7 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		Conditional:      g.Conditional,
 	}
 	routingPlans(&gp, g.Policy, g.Routing)
+	gp.Tracing = tracingPlan(g.Tracing)
 	return gp
 }
 

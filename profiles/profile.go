@@ -77,6 +77,8 @@ type Gateway struct {
 	ImageURLAllow []string
 	// MetricsPublic serves /metrics without the API key.
 	MetricsPublic bool
+	// Tracing is gateway.tracing: a trace per request over OTLP/HTTP.
+	Tracing TracingPlan
 	// MaxConcurrent bounds the generation requests served at once; more
 	// wait up to QueueTimeout, then get 429. 0: unlimited.
 	MaxConcurrent int

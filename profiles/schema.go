@@ -418,6 +418,7 @@ func init() {
 			}
 		}},
 		boolKey("metrics_public", "false", "true: /metrics answers without the API key (for a scraper on a trusted network)", func(g *Gateway) *bool { return &g.MetricsPublic }),
+		subKey("tracing", "an OpenTelemetry trace per request, sent over OTLP/HTTP (docs/metrics.md, Traces)", &tracingSection, func(g *Gateway) *TracingPlan { return &g.Tracing }),
 		parserKey("tool_call_parser", "the model's, as `ts serve` and SMG pick it (by family, else by model name: qwen for Qwen3, qwen_xml for Qwen3.5, ...)", "how replies' tool calls are parsed into tool_calls (SMG's names: qwen, qwen_xml, deepseek31, deepseek_v4, kimik2, kimi_k3, glm45_moe, glm47_moe, llama, json, harmony, inkling, passthrough)", func(g *Gateway) *string { return &g.ToolCallParser }),
 		parserKey("reasoning_parser", "the model family's, as `ts serve` picks it (passthrough for most)", "how a think block is split into reasoning_content (SMG's names: qwen3, qwen3_thinking, deepseek_r1, deepseek_v31, glm45, kimi, kimi_k3, harmony, inkling, passthrough); a parser other than passthrough is passed to the engines as --reasoning-parser too", func(g *Gateway) *string { return &g.ReasoningParser }),
 		durKey("queue_timeout", "30s", "while no worker of a kind is routable (draining, restarting), a new request waits this long, then gets 503 with Retry-After; also how long a request beyond max_concurrent waits before 429", func(g *Gateway) *time.Duration { return &g.QueueTimeout }),

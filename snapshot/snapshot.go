@@ -84,11 +84,14 @@ type GatewayStatus struct {
 	ReqPerSec float64 `json:"req_per_sec"`
 	TokPerSec float64 `json:"tok_per_sec"`
 	Requests  uint64  `json:"requests"`
-	Errors    uint64  `json:"errors"`
-	InFlight  int     `json:"in_flight"`
-	Note      string  `json:"note,omitempty"`   // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
-	Queued    int     `json:"queued,omitempty"` // requests waiting for a routable worker
-	Panics    uint64  `json:"panics,omitempty"` // panics recovered since start (each failed one request)
+	Errors    uint64  `json:"errors"` // the deployment's: a 5xx, or a stream that broke after its 200
+	// ClientErrors are requests refused for what they asked (a 4xx other
+	// than 499): the client's mistakes, not the deployment's errors.
+	ClientErrors uint64 `json:"client_errors"`
+	InFlight     int    `json:"in_flight"`
+	Note         string `json:"note,omitempty"`   // e.g. "encode: 1/1 worker(s) ready, consistent_hashing"
+	Queued       int    `json:"queued,omitempty"` // requests waiting for a routable worker
+	Panics       uint64 `json:"panics,omitempty"` // panics recovered since start (each failed one request)
 	// Problem is something the operator must fix, shown in red: e.g. the
 	// OpenAI API is off because the tokenizer did not load.
 	Problem string `json:"problem,omitempty"`
@@ -173,15 +176,17 @@ type BreakerStatus struct {
 // RoleTraffic is one role's share of the gateway's traffic. Its
 // latencies are float milliseconds in JSON (ttft_p50_ms, json.go).
 type RoleTraffic struct {
-	Role     string        `json:"role"`
-	ReqPerS  float64       `json:"req_per_sec"`
-	TokPerS  float64       `json:"tok_per_sec"`
-	InFlight int           `json:"in_flight"`
-	Errors   uint64        `json:"errors"`
-	TTFTp50  time.Duration `json:"-"`
-	TTFTp99  time.Duration `json:"-"`
-	ITLp50   time.Duration `json:"-"`
-	ITLp99   time.Duration `json:"-"`
+	Role     string  `json:"role"`
+	ReqPerS  float64 `json:"req_per_sec"`
+	TokPerS  float64 `json:"tok_per_sec"`
+	InFlight int     `json:"in_flight"`
+	Errors   uint64  `json:"errors"` // the deployment's (as GatewayStatus.Errors)
+	// ClientErrors are its requests refused with a 4xx (not 499).
+	ClientErrors uint64        `json:"client_errors,omitempty"`
+	TTFTp50      time.Duration `json:"-"`
+	TTFTp99      time.Duration `json:"-"`
+	ITLp50       time.Duration `json:"-"`
+	ITLp99       time.Duration `json:"-"`
 
 	// The prefix cache (prefill roles): CachedShare is the share of the
 	// prompt tokens it prefilled over the traffic window that its engine
@@ -234,6 +239,12 @@ type RoleStatus struct {
 	Worker    string    `json:"worker"`
 	LogFile   string    `json:"log_file"`
 	Remote    bool      `json:"remote,omitempty"`
+
+	// Exits counts how the role's processes ended, by reason
+	// (supervisor.ExitReasons: requested, crashed with an error, killed by
+	// a signal, ...), since tsd started it; nil before the first end.
+	// Never changed once published: a new count is a new map.
+	Exits map[string]int `json:"exits,omitempty"`
 
 	// LogError is set while the role's log file cannot be written (disk
 	// full, read-only): the engine keeps running and its output is kept

@@ -47,7 +47,7 @@ func (g *liveGW) Reconfigure(s profiles.GatewayPlan, key string) error {
 // The apply tests' engine: logs the launcher's ready line, then sleeps;
 // --fail (in its args) makes it exit at once.
 const applyProfile = `name: ap
-model: /models/m
+model: org/m # a hub id: the sh engine reads no model
 engine:
   command: [sh, -c, 'case "$*" in *--fail*) echo failing >&2; exit 3;; esac; echo "headless scheduler(s) ready"; exec sleep 1000', eng]
   env: {TSD_TEST_GUARD: "1"}

@@ -174,7 +174,7 @@ func (p *process) wait(spec procSpec, final <-chan guardStatus, capDone <-chan e
 	werr := p.guard.Wait()
 	switch {
 	case st.startErr != "":
-		p.exit = Exit{StartErr: st.startErr, Code: 127}
+		p.exit = Exit{StartErr: st.startErr, Code: 127, Lasting: st.lasting}
 	case st.exit != nil:
 		p.exit = *st.exit
 	default:

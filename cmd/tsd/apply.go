@@ -16,6 +16,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // tsd apply and tsd scale change a running deployment without reloading
@@ -29,7 +30,7 @@ import (
 type applyCmd struct {
 	ctlTarget
 	applyFlags
-	Args []string `arg:"" help:"The deployment (default: this directory's) and the edited profile."`
+	Args []string `arg:"" complete:"deployment|file,file" help:"The deployment (default: this directory's) and the edited profile."`
 }
 
 type applyFlags struct {
@@ -72,8 +73,9 @@ func (c applyCmd) Run() error {
 type scaleCmd struct {
 	ctlTarget
 	applyFlags
-	GPUs string   `name:"gpus" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
-	Args []string `arg:"" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
+	// --gpus, as :scale takes it.
+	verbs.ScaleFlags
+	Args []string `arg:"" complete:"deployment|entry" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
 }
 
 func (c scaleCmd) Run() error {

@@ -20,6 +20,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // The control verbs talk to a running daemon over its control socket
@@ -204,7 +205,7 @@ type statusCmd struct {
 	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
 	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
 	Watch       bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
-	Target      string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target      string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c statusCmd) Run() error {
@@ -401,12 +402,11 @@ func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 type restartCmd struct {
 	ctlTarget
-	Rolling bool          `help:"Restart the instances of ROLE (an instance, a replica group or a kind) one at a time, each ready again before the next; waits until done."`
-	Now     bool          `help:"Skip the drain: requests in flight on the role end at once with an error."`
+	// --rolling, --now, ROLE: the dashboard's :restart takes the same words.
+	verbs.Restart
 	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
-	Role    string        `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
-	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c restartCmd) Run() error {
@@ -574,8 +574,9 @@ func restartCmdline(c restartCmd) string {
 
 type startCmd struct {
 	ctlTarget
-	Role   string `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
-	Target string `arg:"" optional:"" help:"Deployment name or profile (default: the only one running)."`
+	// ROLE, as :start takes it.
+	verbs.Start
+	Target string `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the only one running)."`
 }
 
 func (c startCmd) Run() error {
@@ -620,8 +621,9 @@ func roleCommand(f found, verb, role string, extra url.Values) error {
 
 type stopCmd struct {
 	ctlTarget
-	Now  bool     `help:"Skip the drain: requests in flight on the role end at once with an error."`
-	Args []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
+	// --now, as :stop takes it.
+	verbs.StopFlags
+	Args []string `arg:"" optional:"" complete:"role|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
 }
 
 func (c stopCmd) Run() error {
@@ -671,7 +673,7 @@ type logsCmd struct {
 	Tail       *int     `short:"n" help:"Only the last N lines of what is retained (-n 0: none; with -f, only lines written from now on)."`
 	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
 	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
-	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
+	Args       []string `arg:"" optional:"" complete:"log|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
 }
 
 func (c logsCmd) Run() error {

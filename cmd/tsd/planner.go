@@ -21,7 +21,7 @@ type plannerCmd struct {
 
 type plannerVerbCmd struct {
 	ctlTarget
-	Target string `arg:"" optional:"" help:"Deployment name or profile (default: this directory's)."`
+	Target string `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: this directory's)."`
 }
 
 func (c plannerVerbCmd) run(do string) error {

@@ -26,11 +26,11 @@ func TestStatusJSONGolden(t *testing.T) {
 		Seq: 42, Time: at, Name: "qwen-pd", Profile: "/home/op/qwen-pd.yaml",
 		Gateway: snapshot.GatewayStatus{
 			URL: "http://127.0.0.1:8000", Mode: "pd", Ready: true, ReqPerSec: 12.5, TokPerSec: 1830,
-			Requests: 4211, Errors: 3, InFlight: 9, Queued: 1,
+			Requests: 4211, Errors: 3, ClientErrors: 5, InFlight: 9, Queued: 1,
 			TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond,
 			ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond,
 			Roles: []snapshot.RoleTraffic{
-				{Role: "gateway", Errors: 1},
+				{Role: "gateway", Errors: 1, ClientErrors: 5},
 				{Role: "prefill", ReqPerS: 12.5, InFlight: 2, TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond},
 				{Role: "decode", ReqPerS: 12.5, TokPerS: 1830, InFlight: 7, Errors: 2,
 					TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond, ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond},
@@ -44,7 +44,7 @@ func TestStatusJSONGolden(t *testing.T) {
 			{Name: "decode", Kind: "decode", GPUs: []string{"1"}, State: snapshot.StateStarting, Phase: "loading weights",
 				PID: 4343, StartedAt: at.Add(-5 * time.Second), Worker: "ipc:///run/decode", LogFile: "/logs/decode.log",
 				RanksExpected: 1, Progress: &snapshot.Progress{Phase: "loading weights", Frac: 0.45, Text: "5/11"},
-				Reason: "started by tsd restart", Restarts: 1},
+				Reason: "started by tsd restart", Restarts: 1, Exits: map[string]int{snapshot.ExitRequested: 1}},
 		},
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "fake", Simulated: true},
 		GPUs: []snapshot.GPUStatus{{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", UtilPct: 87, MemUsedB: 70 << 30, MemTotalB: 141 << 30,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/gateway/lane"
+	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/traffic"
@@ -69,7 +70,9 @@ var alwaysPD = routing.LayoutDecision{Layout: routing.LayoutPD, Reason: routing.
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
 // the choice index an empty list (the 1P-dp2 kill test's "index out of
-// range [-1]"). kv, when set, adds each worker's KV events.
+// range [-1]"). kv, when set, adds each worker's KV events. Quiet ranks
+// (outputs stopped while they have work, gateway/lane quiet.go) are left
+// out while another rank of the pool is not quiet.
 func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 	out := make([]routing.WorkerView, len(ws))
 	for i, w := range ws {
@@ -80,7 +83,7 @@ func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 			perRank, v.Live = kv.Match(w.Role(), prompt)
 		}
 		for _, r := range ranks {
-			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens}
+			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens, Quiet: r.Quiet}
 			if !r.Since.IsZero() {
 				rv.Epoch = r.Since.UnixNano()
 			}
@@ -91,7 +94,7 @@ func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
 		}
 		out[i] = v
 	}
-	return out
+	return routing.AvoidQuiet(out)
 }
 
 // legsFor turns the Router's choice into legs: the prefill leg goes to
@@ -287,6 +290,8 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 	waited := false
 	images := len(r.Images) > 0
 	wait := rs.live.config().queueTimeout // as the request found it
+	times := reqtime.FromContext(ctx)
+	times.Mark(reqtime.Picking) // reqtime's queued phase: from here to the pick that routes it
 	for {
 		changed := rs.lane.Changed() // before looking, so no change is missed
 		view := rs.brk.current()
@@ -294,11 +299,15 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 		var rt route
 		if images && len(rs.enc.routable(view)) == 0 {
 			err = errNoEncode
-		} else if rt, err = rs.pick(r, room, av, view); err == nil {
-			if waited {
-				rs.metrics.Queued.WithLabelValues("routed").Inc()
+		} else {
+			times.Mark(reqtime.RouteBegin)
+			if rt, err = rs.pick(r, room, av, view); err == nil {
+				times.Mark(reqtime.Routed)
+				if waited {
+					rs.metrics.Queued.WithLabelValues("routed").Inc()
+				}
+				return rt, nil
 			}
-			return rt, nil
 		}
 		if wait < 0 {
 			return rt, err

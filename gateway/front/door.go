@@ -14,6 +14,13 @@ import (
 	"github.com/tsd-project/tsd/gateway/reqtime"
 )
 
+// Why the door sheds a request (Config.OnShed): the reasons of
+// smg_admission_queue_rejected_total (docs/metrics.md).
+const (
+	ShedTimeout    = "timeout"     // no gateway.max_concurrent slot freed within queue_timeout (SMG's name)
+	ShedBodyBudget = "body_budget" // the bodies of the requests in flight hold their whole budget
+)
+
 // Config is the front door's policy. Zero values mean "off".
 type Config struct {
 	// APIKey, when set, is the bearer token every non-public route needs.
@@ -34,6 +41,9 @@ type Config struct {
 	Observe func(method, route string, status int, d time.Duration)
 	// OnPanic hears a panic a route's boundary recovered.
 	OnPanic func(where string, v any, stack []byte)
+	// OnShed hears a request the door turned away for want of room
+	// (ShedTimeout, ShedBodyBudget): the gateway counts them.
+	OnShed func(reason string)
 	// Begin, when set, starts a request's record once its id is known
 	// (the traffic account, gateway/traffic): it may return the request
 	// with a new context, and end hears the final status and the error
@@ -154,6 +164,9 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		if b := d.cfg.Body; b != nil {
 			release, e := b.Read(sw, r)
 			defer release()
+			if e != nil && e.Status == http.StatusTooManyRequests {
+				d.shed(ShedBodyBudget)
+			}
 			if e != nil {
 				if e.Code == codeBodyTimeout {
 					WriteError(sw, e) // a client that stalls mid-body is not waited for again
@@ -169,7 +182,14 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		if live.Admit != nil && (rt.Generate || (rt.Admit != nil && rt.Admit(r))) {
+			// The wait for a slot is the request's admission queue
+			// (reqtime's queued phase).
+			sw.times.Mark(reqtime.AdmitBegin)
 			release, e := live.Admit.Acquire(r.Context())
+			sw.times.Mark(reqtime.Admitted)
+			if e != nil && e.Status == http.StatusTooManyRequests {
+				d.shed(ShedTimeout)
+			}
 			if e != nil {
 				WriteError(sw, e)
 				return
@@ -179,6 +199,12 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 		sw.wrote() // a reply net/http flushes only now
 	})
+}
+
+func (d *Door) shed(reason string) {
+	if d.cfg.OnShed != nil {
+		d.cfg.OnShed(reason)
+	}
 }
 
 // routeLabel is a route's metrics label: the path alone, so the gateway's

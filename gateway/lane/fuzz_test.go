@@ -42,8 +42,10 @@ func FuzzGate(f *testing.F) {
 	f.Add([]byte{0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 1})
 	f.Add(append(greeting(), 0x01, 0x00, 0x00, 0x00))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := &zsock{kind: Router, opts: TransportOptions{HandshakeTimeout: 200 * time.Millisecond, FirstMessageTimeout: time.Minute}.withDefaults(),
-			bind: BindOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, live: map[string]int{},
+		opts := TransportOptions{HandshakeTimeout: 200 * time.Millisecond, FirstMessageTimeout: time.Minute}.withDefaults()
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		s := &zsock{kind: Router, opts: opts, adm: newAdmission(opts), refused: newRefusalLog(log, "", "ROUTER"),
+			bind: BindOptions{Logger: log}, live: map[string]int{},
 			conns: map[string]map[*trackedConn]struct{}{}, events: newQueue[PeerEvent]()}
 		g := &gateListener{sock: s}
 		ours, theirs := net.Pipe()
@@ -54,11 +56,17 @@ func FuzzGate(f *testing.F) {
 			_, _ = theirs.Write(data)
 			_ = theirs.Close() // EOF instead of waiting out the deadline
 		}()
-		s.nconns = 1
-		tc, err := g.handshake(ours)
+		tk, why := s.enter("fuzz")
+		if why != "" {
+			t.Fatalf("a first connection refused: %s", why)
+		}
+		tc, _, err := g.handshake(ours, PeerInfo{UID: -1}, true, tk)
 		if err != nil {
-			_ = ours.Close()
+			g.fail(ours, tk)
 			_ = theirs.Close()
+			if s.nconns != 0 || s.pending != 0 || s.adm.pending != 0 {
+				t.Fatalf("refused connection still counted: conns %d pending %d/%d", s.nconns, s.pending, s.adm.pending)
+			}
 			return
 		}
 		if !tc.p.ready || !compatiblePeer(Router, tc.p.sockType) {
@@ -69,8 +77,8 @@ func FuzzGate(f *testing.F) {
 		}
 		_ = tc.Close()
 		_ = theirs.Close()
-		if s.Live([]byte(tc.p.identity)) != 0 || s.nconns != 0 {
-			t.Fatalf("closed connection still counted: live %d conns %d", s.Live([]byte(tc.p.identity)), s.nconns)
+		if s.Live([]byte(tc.p.identity)) != 0 || s.nconns != 0 || s.pending != 0 || s.adm.pending != 0 {
+			t.Fatalf("closed connection still counted: live %d conns %d pending %d/%d", s.Live([]byte(tc.p.identity)), s.nconns, s.pending, s.adm.pending)
 		}
 		s.events.close()
 	})

@@ -62,8 +62,12 @@ func (g *gateListener) acceptLoop() {
 			}
 			return
 		}
-		if !g.sock.reserve() {
-			g.sock.bind.Logger.Warn("lane connection refused: too many connections", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", c.RemoteAddr().String(), "limit", g.sock.opts.MaxConns)
+		// What the peer is (cheap: SO_PEERCRED, or one sock_diag
+		// message) decides its source before a byte is read (churn.go).
+		peer, diag := peerOf(c)
+		t, why := g.sock.enter(sourceOf(peer))
+		if why != "" {
+			g.sock.refused.note(why, peer.Addr, nil)
 			_ = c.Close()
 			continue
 		}
@@ -71,28 +75,28 @@ func (g *gateListener) acceptLoop() {
 		g.pending[c] = struct{}{}
 		g.mu.Unlock()
 		g.wg.Add(1)
-		go g.greet(c)
+		go g.greet(c, peer, diag, t)
 	}
 }
 
 // greet reads the peer's greeting and READY under the handshake deadline,
 // admits it and hands it to its owner. Every failure closes the
 // connection right away.
-func (g *gateListener) greet(c net.Conn) {
+func (g *gateListener) greet(c net.Conn, peer PeerInfo, diag bool, t *ticket) {
 	defer g.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
 			g.sock.bind.Logger.Error("lane greeting panicked", "worker", g.sock.bind.Role, "peer", c.RemoteAddr().String(), "panic", fmt.Sprint(r))
-			g.fail(c)
+			g.fail(c, t)
 		}
 	}()
-	tc, err := g.handshake(c)
+	tc, why, err := g.handshake(c, peer, diag, t)
 	g.mu.Lock()
 	delete(g.pending, c)
 	g.mu.Unlock()
 	if err != nil {
-		g.sock.bind.Logger.Warn("lane connection refused", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", c.RemoteAddr().String(), "err", err)
-		g.fail(c)
+		g.sock.refused.note(why, peer.Addr, err)
+		g.fail(c, t)
 		return
 	}
 	select {
@@ -102,76 +106,100 @@ func (g *gateListener) greet(c net.Conn) {
 	}
 }
 
-func (g *gateListener) fail(c net.Conn) {
+// fail closes a connection the gate refused and gives back all it held.
+func (g *gateListener) fail(c net.Conn, t *ticket) {
 	_ = c.Close()
+	t.settle(false)
 	g.sock.unreserve()
 }
 
-// handshake returns the admitted connection, or an error; the caller
-// closes a refused connection.
-func (g *gateListener) handshake(c net.Conn) (*trackedConn, error) {
+// greetBuf is what the gate reads a greeting into; gateMaxCommand bounds
+// the READY it waits for (its properties are a socket type and an
+// identity of at most 255 bytes), so a connection that has not settled
+// makes the gate hold a few KiB at most.
+const (
+	greetBuf       = 512
+	gateMaxCommand = 4 << 10
+)
+
+// handshake returns the admitted connection, or why it was refused (a
+// short reason for the refusal log) and the error; the caller closes a
+// refused connection.
+func (g *gateListener) handshake(c net.Conn, peer PeerInfo, diag bool, t *ticket) (*trackedConn, string, error) {
 	opts := g.sock.opts
 	_ = c.SetDeadline(time.Now().Add(opts.HandshakeTimeout))
 	if _, err := c.Write(serverGreeting); err != nil {
-		return nil, fmt.Errorf("send greeting: %w", err)
+		return nil, "greeting", fmt.Errorf("send greeting: %w", err)
 	}
-	p := zmtpParser{maxFrame: opts.MaxFrame, maxMessage: opts.MaxMessage}
+	p := zmtpParser{maxFrame: opts.MaxFrame, maxMessage: opts.MaxMessage, maxCommand: gateMaxCommand}
 	var got []byte
-	buf := make([]byte, 512)
+	var buf [greetBuf]byte
 	for !p.ready {
-		n, err := c.Read(buf)
+		n, err := c.Read(buf[:])
 		if n > 0 {
 			if perr := p.feed(buf[:n]); perr != nil {
-				return nil, perr
+				return nil, "protocol", perr
 			}
 			got = append(got, buf[:n]...)
-			if len(got) > zmtpGreetingLen+maxCommand+16 {
-				return nil, errors.New("zmtp: no READY command after the greeting")
+			if len(got) > zmtpGreetingLen+gateMaxCommand+16 {
+				return nil, "protocol", errors.New("zmtp: no READY command after the greeting")
 			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, errors.New("peer closed during the greeting")
+				return nil, "closed", errors.New("peer closed during the greeting")
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return nil, fmt.Errorf("no greeting within %s", opts.HandshakeTimeout)
+				return nil, "timeout", fmt.Errorf("no greeting within %s", opts.HandshakeTimeout)
 			}
-			return nil, fmt.Errorf("read greeting: %w", err)
+			return nil, "greeting", fmt.Errorf("read greeting: %w", err)
 		}
 	}
 	_ = c.SetDeadline(time.Time{})
 	if string(p.greeting[12:16]) != "NULL" || p.greeting[16] != 0 {
-		return nil, errors.New("zmtp: only the NULL mechanism is supported")
+		return nil, "protocol", errors.New("zmtp: only the NULL mechanism is supported")
 	}
 	if !compatiblePeer(g.sock.kind, p.sockType) {
-		return nil, fmt.Errorf("zmtp: a %s peer cannot talk to our %s", p.sockType, g.sock.kind)
+		return nil, "protocol", fmt.Errorf("zmtp: a %s peer cannot talk to our %s", p.sockType, g.sock.kind)
 	}
-	peer := PeerInfo{Network: c.LocalAddr().Network(), Addr: c.RemoteAddr().String(), Identity: []byte(p.identity), UID: -1}
+	peer.Identity = []byte(p.identity)
 	vetted := false
 	if check := g.sock.bind.Check; check != nil {
-		peer.PID, peer.UID = peerProcess(c)
+		if !diag {
+			lookupInode(c, &peer) // a kernel without sock_diag: the bounded table scan
+		}
 		if err := check(peer); err != nil {
-			return nil, fmt.Errorf("peer check (pid %d): %w", peer.PID, err)
+			return nil, "peer check", fmt.Errorf("peer check (pid %d, uid %d): %w", peer.PID, peer.UID, err)
 		}
 		vetted = true
 	}
 	// The owner's reader starts from the bytes the gate read past READY.
 	tc := &trackedConn{Conn: c, sock: g.sock, p: p, replay: got, zready: make(chan struct{})}
-	if err := g.sock.admit(tc, p.identity, vetted); err != nil {
-		return nil, err
+	settled := g.sock.kind != Router || p.sawData
+	if !settled {
+		// Settles at its first message (sock.go), or is closed unsettled.
+		// Set before admit: from then on a takeover may close it.
+		tc.ticket = t
 	}
-	if g.sock.kind == Router && !p.sawData {
+	if err := g.sock.admit(tc, p.identity, vetted); err != nil {
+		return nil, "identity", err
+	}
+	switch {
+	case !settled:
 		tc.firstTimer.Store(time.AfterFunc(opts.FirstMessageTimeout, func() {
 			if !tc.firstMsg.Load() {
-				g.sock.bind.Logger.Warn("lane connection closed: no message after the greeting", "worker", g.sock.bind.Role, "socket", g.sock.kind.String(), "peer", peer.Addr, "after", opts.FirstMessageTimeout)
+				g.sock.refused.note("no first message", peer.Addr, fmt.Errorf("no message within %s of the greeting", opts.FirstMessageTimeout))
 				_ = tc.Close()
 			}
 		}))
-	} else if p.sawData {
-		tc.firstMsg.Store(true)
+	default:
+		if p.sawData {
+			tc.firstMsg.Store(true)
+		}
+		t.settle(true)
 	}
-	return tc, nil
+	return tc, "", nil
 }
 
 // Close stops accepting and closes every connection still greeting.

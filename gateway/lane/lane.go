@@ -28,8 +28,13 @@ type Options struct {
 	// StallTimeout judges one rank stalled when it sends nothing for this
 	// long while it owes output (worker.go, stall detection); 0 disables it.
 	StallTimeout time.Duration
+	// QuietAfter is the least silence, while it owes output, that makes a
+	// rank quiet (quiet.go: routing avoids it while another is routable);
+	// 0 means DefaultQuietAfter, negative turns it off.
+	QuietAfter time.Duration
 	// OnPanic hears panics caught at the lane's recover boundaries (socket
-	// readers, the ZMTP watcher, the send loop, the watchdog).
+	// readers, the ZMTP watcher, the sender, the rank book's inputs and
+	// its watchdog).
 	OnPanic PanicFunc
 	// OnEvent hears rank verdicts worth showing (kind "stall", "readmit")
 	// on role; it is called outside every lane lock and must not block for
@@ -114,6 +119,9 @@ func New(plans []profiles.WorkerPlan, opts Options) (*Lane, error) {
 	}
 	if opts.StallTimeout < 0 {
 		opts.StallTimeout = 0
+	}
+	if opts.QuietAfter == 0 {
+		opts.QuietAfter = DefaultQuietAfter
 	}
 	l := &Lane{opts: opts, log: opts.Logger, changed: newNotifier()}
 	l.broker = newBroker(l.changed.notify)
@@ -217,14 +225,13 @@ func (l *Lane) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
-	if l.bound {
-		for _, w := range l.Workers() {
-			if err := w.close(); err != nil {
-				errs = append(errs, fmt.Errorf("close worker %s: %w", w.Role(), err))
-			}
+	// A worker never bound has no sockets, but its rank book runs.
+	for _, w := range l.Workers() {
+		if err := w.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close worker %s: %w", w.Role(), err))
 		}
-		l.bound = false
 	}
+	l.bound = false
 	return errors.Join(errs...)
 }
 

@@ -77,6 +77,7 @@ func (l *Lane) AddWorker(p profiles.WorkerPlan) (*Worker, error) {
 	}
 	w := newWorker(l, addr)
 	if err := w.bind(); err != nil {
+		_ = w.close()
 		l.broker.forgetRole(p.Role)
 		return nil, fmt.Errorf("bind worker %s: %w", p.Role, err)
 	}
@@ -101,10 +102,7 @@ func (l *Lane) RemoveWorker(role string) error {
 		return fmt.Errorf("remove worker %s: no such worker", role)
 	}
 	l.set.Store(set.without(w))
-	var err error
-	if l.bound {
-		err = w.close()
-	}
+	err := w.close()
 	l.broker.forgetRole(role)
 	l.changed.notify()
 	if err != nil {

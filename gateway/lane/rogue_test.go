@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,9 +349,11 @@ func TestFailedGreetingClosesFD(t *testing.T) {
 	}
 }
 
-// PeerCheck sees the connecting process: our own pid for a loopback tcp
-// handshake and for ipc data sockets. A refusing check keeps every peer
-// out; the legitimate tree gets in.
+// PeerCheck sees the connecting process: our own pid for ipc data
+// sockets (SO_PEERCRED), and for a loopback tcp handshake the socket's
+// inode and our uid, whose holder Process finds among the pids it is
+// given (ours). A refusing check keeps every peer out; the legitimate
+// tree gets in.
 func TestPeerCheckSeesProcess(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -357,8 +361,12 @@ func TestPeerCheckSeesProcess(t *testing.T) {
 	check := func(role string, p PeerInfo) error {
 		mu.Lock()
 		defer mu.Unlock()
-		seen[p.Network] = p.PID
-		if role != "decode" || !InProcessTree(p.PID, os.Getpid()) {
+		if p.Network == "tcp" && (p.PID != 0 || p.Inode == 0 || p.UID != os.Getuid()) {
+			return fmt.Errorf("tcp peer %+v: want its inode and uid, no pid yet", p)
+		}
+		pid := p.Process([]int{os.Getpid()})
+		seen[p.Network] = pid
+		if role != "decode" || !InProcessTree(pid, os.Getpid()) {
 			return errors.New("not in the role's tree")
 		}
 		return nil
@@ -412,4 +420,59 @@ func TestTreeCheck(t *testing.T) {
 	if err := check("decode", PeerInfo{PID: 1}); err == nil {
 		t.Error("init admitted")
 	}
+	// A loopback tcp peer (an inode, no pid) is found in the root's tree
+	// and nowhere else.
+	c, s := tcpPair(t)
+	defer s.Close()
+	defer c.Close()
+	inode := sockInode(t, c)
+	if err := check("decode", PeerInfo{Inode: inode, UID: os.Getuid(), Addr: "x"}); err != nil {
+		t.Errorf("own socket refused: %v", err)
+	}
+	if err := check("parent", PeerInfo{Inode: inode, UID: os.Getuid(), Addr: "x"}); err != nil {
+		t.Errorf("own socket under the parent root refused: %v", err)
+	}
+	if err := check("prefill", PeerInfo{Inode: inode, UID: os.Getuid(), Addr: "x"}); err == nil {
+		t.Error("a role without a process admitted a socket")
+	}
+	if err := check("decode", PeerInfo{Inode: inode, UID: os.Getuid() + 1, Addr: "x"}); err == nil {
+		t.Error("a socket of another user admitted")
+	}
+	if err := check("decode", PeerInfo{Inode: inode + 1<<40, UID: -1, Addr: "x"}); err == nil {
+		t.Error("an inode nobody holds admitted")
+	}
+}
+
+// tcpPair is a connected loopback tcp pair.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+// sockInode is a connection's socket inode.
+func sockInode(t *testing.T, c net.Conn) uint64 {
+	t.Helper()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return st.Ino
 }

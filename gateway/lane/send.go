@@ -5,7 +5,7 @@ package lane
 // body separately; here a message goes to its identity's admitted
 // connection as one write of ZMTP frames, under that connection's write
 // lock and the transport's write deadline. The socket's one sender (the
-// worker's sendLoop for the input socket) hands over everything queued
+// worker's sender for the input socket, sendq.go) hands over everything queued
 // at once, and consecutive messages for one identity share one write. A
 // send waits until the connection's owner has written our READY
 // (trackedConn.zready).

@@ -1,9 +1,10 @@
 package lane
 
-// The worker's side of the output PULL's sink (pull.go): each engine
+// The worker's side of the output PULL's sink (sock.go): each engine
 // connection's reader goroutine decodes its messages in place
 // (wire.OutputDecoder) and delivers every rid's increment to its stream
-// under w.mu, with no channel and no allocation per message: token ids
+// under the stream table's lock (streams.go), with no channel and no
+// allocation per message: token ids
 // are copied out of the reused decode buffer into a per-connection arena
 // that streams' outputs are carved from (one allocation per arenaChunk
 // tokens, which the consumers may keep as long as they like).
@@ -12,10 +13,8 @@ import (
 	"bytes"
 	"fmt"
 	"runtime/debug"
-	"time"
 
 	"github.com/tsd-project/tsd/gateway/wire"
-	"github.com/tsd-project/tsd/snapshot"
 )
 
 // arenaChunk is how many token ids one arena allocation holds.
@@ -68,23 +67,26 @@ func (k *outputSink) message(f [][]byte) {
 	k.route(v)
 }
 
-// route is Worker.route for a decoded view: same crediting of the rank,
-// same removal of finished streams.
+// route is streamTable.route for a decoded view: same crediting of the
+// rank, same removal of finished streams, under the table's lock.
 func (k *outputSink) route(v *wire.OutputView) {
-	w := k.w
-	w.mu.Lock()
-	h := hearing{w: w, now: w.now(), last: -1}
+	t := k.w.streams
+	t.mu.Lock()
+	now, last := t.now(), -1
 	for i, rid := range v.RIDs {
-		s := w.streams[string(rid)]
+		s := t.streams[string(rid)]
 		if s == nil {
 			continue
 		}
-		h.hear(s.Identity)
+		if s.Identity != last {
+			last = s.Identity
+			t.hearLocked(last, now)
+		}
 		reason, finished, _ := wire.ClassifyFinish(v.FinishedReasons[i])
 		if !finished {
 			reason = ""
 		} else {
-			w.removeLocked(s)
+			t.removeLocked(s)
 		}
 		o := Output{
 			TokenIDs:         k.keepTokens(v.OutputIDs[i]),
@@ -99,11 +101,10 @@ func (k *outputSink) route(v *wire.OutputView) {
 		}
 		s.deliver(o)
 	}
-	if h.last < 0 && len(v.RIDs) > 0 {
-		h.hear(v.EngineIndex)
+	if last < 0 && len(v.RIDs) > 0 {
+		t.hearLocked(v.EngineIndex, now)
 	}
-	w.mu.Unlock()
-	h.done()
+	t.mu.Unlock()
 }
 
 // keepTokens copies ids into the arena; the slice's capacity ends at its
@@ -124,46 +125,4 @@ func (k *outputSink) keepFloats(vals []float64) []float64 {
 	lo := len(k.floats)
 	k.floats = append(k.floats, vals...)
 	return k.floats[lo:len(k.floats):len(k.floats)]
-}
-
-// hearing credits the ranks a batch came from (a batch comes from one
-// rank: the last credited is skipped) and collects what a rank that
-// speaks again after a stall is owed; done acts on it after w.mu is let
-// go.
-type hearing struct {
-	w          *Worker
-	now        time.Time
-	last       int
-	aborts     []pendingAbort
-	readmitted []string
-}
-
-// hear runs under w.mu.
-func (h *hearing) hear(id int) {
-	if id == h.last {
-		return
-	}
-	h.last = id
-	w := h.w
-	r := w.ranks[id]
-	if r == nil {
-		return
-	}
-	r.heard = h.now
-	if r.stalled {
-		r.stalled = false
-		h.aborts = append(h.aborts, w.takeUnabortedLocked(id, r))
-		if w.refreshLocked(r, "") && r.st.State == snapshot.RankRegistered {
-			h.readmitted = append(h.readmitted, fmt.Sprintf("%s rank %d speaks again: back in routing", w.Role(), id))
-		}
-	}
-}
-
-func (h *hearing) done() {
-	w := h.w
-	w.sendPending(h.aborts)
-	for _, m := range h.readmitted {
-		w.lane.log.Info("engine rank re-admitted", "worker", w.Role(), "msg", m)
-		w.lane.event("readmit", w.Role(), m)
-	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/profiles"
+	"github.com/tsd-project/tsd/snapshot"
 )
 
 // sinkWorker is an unbound worker with running streams for rids.
@@ -18,16 +19,16 @@ func sinkWorker(t testing.TB, rids ...string) (*Worker, []*Stream) {
 		t.Fatal(err)
 	}
 	w, _ := l.Worker("decode")
+	t.Cleanup(func() { _ = l.Close() })
 	var ss []*Stream
-	w.mu.Lock()
+	w.streams.setState(0, snapshot.RankRegistered, false, false) // as the rank book would once it registered
 	for _, rid := range rids {
 		s := newStream(w, rid, 0)
-		w.streams[rid] = s
-		w.inflight[0]++
-		w.total++
+		if _, err := w.streams.add(s, false); err != nil {
+			t.Fatal(err)
+		}
 		ss = append(ss, s)
 	}
-	w.mu.Unlock()
 	return w, ss
 }
 

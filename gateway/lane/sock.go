@@ -101,9 +101,13 @@ func (o *ownedSock) own(tc *trackedConn) {
 		o.cut(tc, err)
 		return
 	}
-	rd := zmtp.NewReader(tc.Conn, zmtp.Limits{MaxFrame: o.opts.MaxFrame, MaxMessage: o.opts.MaxMessage}, connReadBuf)
+	// A small buffer until the connection proves to be an engine's: a
+	// ROUTER only ever reads a rank's few handshake and registration
+	// messages, and a PULL takes connReadBuf with its first message.
+	rd := zmtp.NewReader(tc.Conn, zmtp.Limits{MaxFrame: o.opts.MaxFrame, MaxMessage: o.opts.MaxMessage}, connSmallBuf)
 	rd.Prime(rest)
 	tc.replay = nil
+	grown := o.kind != Pull // a ROUTER keeps the small buffer
 	var deliver func([][]byte)
 	if o.sink != nil {
 		deliver = o.sink()
@@ -125,15 +129,20 @@ func (o *ownedSock) own(tc *trackedConn) {
 			if t := tc.firstTimer.Load(); t != nil {
 				t.Stop()
 			}
+			tc.ticket.settle(true) // a ROUTER peer settles with its first message (churn.go)
 		}
 		if deliver != nil {
 			deliver(frames) // frames are valid only during the call
-			continue
+		} else {
+			select {
+			case o.msgs <- copyMessage(id, frames):
+			case <-o.stop:
+				return
+			}
 		}
-		select {
-		case o.msgs <- copyMessage(id, frames):
-		case <-o.stop:
-			return
+		if !grown {
+			rd.Grow(connReadBuf) // the frames above are handed on: the buffer may move
+			grown = true
 		}
 	}
 }
@@ -237,6 +246,7 @@ func (o *ownedSock) Close() error {
 			}
 		}
 		o.events.close()
+		o.refused.close()
 		close(o.done)
 	})
 	return err

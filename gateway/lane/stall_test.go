@@ -160,9 +160,8 @@ func TestRankStallAndReadmit(t *testing.T) {
 	if n, _ := w.InFlight(); n != 0 {
 		t.Fatalf("%d still in flight", n)
 	}
-	w.mu.Lock()
-	held := len(w.ranks[0].unaborted)
-	w.mu.Unlock()
+	var held int
+	w.ranks.do(func() { held = len(w.ranks.ranks[0].unaborted) })
 	if held != 2 {
 		t.Fatalf("%d ABORTs held for the stalled rank, want 2", held)
 	}
@@ -205,9 +204,9 @@ func TestQuietLegOwesNothingUntilExpect(t *testing.T) {
 	t.Parallel()
 	_, w, _, _ := stallLane(t, time.Hour, &eventLog{})
 	owed := func() int {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.ranks[0].owed
+		w.streams.mu.Lock()
+		defer w.streams.mu.Unlock()
+		return w.streams.ranks[0].owed
 	}
 	s, err := w.SubmitQuiet(0, "rid-q", []byte{0x90})
 	if err != nil {

@@ -22,9 +22,9 @@ type Stream struct {
 	ended bool // terminal output queued, or failed
 	wake  chan struct{}
 
-	owed bool // counted in its rank's owed output; guarded by w.mu
+	owed bool // counted in its rank's owed output; guarded by the stream table's mu
 	// tokens is the stream's weight in its rank's in-flight tokens (Weigh);
-	// guarded by w.mu.
+	// guarded by the stream table's mu.
 	tokens int
 }
 
@@ -35,16 +35,7 @@ func newStream(w *Worker, rid string, identity int) *Stream {
 // Weigh counts n tokens in the stream's rank's in-flight tokens
 // (RankLoad.InFlightTokens) until the stream ends: the load routing
 // weighs (gateway/routing). A stream that already ended weighs nothing.
-func (s *Stream) Weigh(n int) {
-	w := s.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.streams[s.RID] != s || n <= 0 {
-		return
-	}
-	s.tokens += n
-	w.inflightTok[s.Identity] += n
-}
+func (s *Stream) Weigh(n int) { s.w.streams.weigh(s, n) }
 
 // Worker is the worker the stream runs on.
 func (s *Stream) Worker() *Worker { return s.w }
@@ -156,7 +147,7 @@ func (s *Stream) Abort(err error) {
 // Expect says the leg owes output from now on (a decode leg whose prefill
 // finished); the rank's stall clock covers it. Idempotent; Submit's legs
 // owe output from the start.
-func (s *Stream) Expect() { s.w.expect(s) }
+func (s *Stream) Expect() { s.w.streams.expect(s) }
 
 // Done reports whether the stream ended (terminal output or failure).
 func (s *Stream) Done() bool {

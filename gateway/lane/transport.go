@@ -81,6 +81,21 @@ type TransportOptions struct {
 	// MaxConns caps the connections of one socket, admitted or still
 	// greeting, so idle peers cannot pin the fd limit; 0 means 256.
 	MaxConns int
+	// MaxPending caps one socket's unsettled connections: those still
+	// greeting, and a ROUTER's admitted ones before their first message
+	// (HELLO or a registration); 0 means 64. MaxPendingTotal caps them
+	// over every socket the transport binds; 0 means 256. What an
+	// unsettled connection may cost is small (churn.go), and these make
+	// it small in total.
+	MaxPending      int
+	MaxPendingTotal int
+	// ChurnRate and ChurnBurst limit new connections per source (a
+	// remote address; a local peer's user): each takes a token, one that
+	// settles gives it back, and a source without tokens is refused at
+	// accept. Tokens refill at ChurnRate a second up to ChurnBurst; 0
+	// means 16 and 64. Negative ChurnRate turns the limit off.
+	ChurnRate  float64
+	ChurnBurst int
 }
 
 // DefaultMaxMessage bounds one inbound message. The largest thing an engine
@@ -114,6 +129,18 @@ func (o TransportOptions) withDefaults() TransportOptions {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 256
 	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 64
+	}
+	if o.MaxPendingTotal <= 0 {
+		o.MaxPendingTotal = 256
+	}
+	if o.ChurnRate == 0 {
+		o.ChurnRate = 16
+	}
+	if o.ChurnBurst <= 0 {
+		o.ChurnBurst = 64
+	}
 	return o
 }
 
@@ -123,14 +150,18 @@ var (
 	ErrNoPeer = errors.New("no live connection for identity")
 )
 
-// PeerInfo is what the transport knows about a connecting peer. PID and
-// UID are 0 and -1 when they cannot be learned (a remote tcp peer).
+// PeerInfo is what the transport knows about a connecting peer. An ipc
+// peer's PID and UID come from SO_PEERCRED; a loopback tcp peer's UID
+// and socket Inode from the kernel's socket table, its PID only through
+// Process, among the processes a check names (peer.go). PID 0, UID -1
+// and Inode 0 are unknown (a remote tcp peer).
 type PeerInfo struct {
 	Network  string // "tcp" or "unix"
 	Addr     string // remote address ("" for unnamed unix peers)
 	Identity []byte // ZMTP identity from the peer's READY
 	PID      int
 	UID      int
+	Inode    uint64
 }
 
 // BindOptions are per-socket admission rules.
@@ -138,11 +169,13 @@ type BindOptions struct {
 	// Role names the worker in log lines and is passed to Check.
 	Role string
 	// Check vets a peer after its greeting and before it is admitted; an
-	// error refuses the connection (closed, logged). When set, the
-	// transport resolves the peer's PID (SO_PEERCRED for ipc, /proc for
-	// loopback tcp) first, and a peer passing it may take over a live
-	// identity (a restarted rank whose old connection lingers). Without
-	// it a second connection for a live identity is always refused.
+	// error refuses the connection (closed, logged). An ipc peer comes
+	// with its PID (SO_PEERCRED); a loopback tcp peer with its socket's
+	// Inode and no PID: the check finds the process among the ones it
+	// admits (PeerInfo.Process), which keeps it from reading every
+	// process (peer.go). A peer passing it may take over a live identity
+	// (a restarted rank whose old connection lingers). Without it a
+	// second connection for a live identity is always refused.
 	Check func(PeerInfo) error
 	// Logger receives refusals; nil discards them.
 	Logger *slog.Logger

@@ -10,8 +10,8 @@ import (
 // value on its worker: SetView stores it, and everything that asks
 // whether the role is routed, held stalled by the supervisor, alive or
 // ended reads it (Routed, Alive, Ended, the ranks' shown state). It is
-// written under the worker's mutex, so a rank's state moves with it, and
-// read without a lock on the routing path.
+// written by the rank book's goroutine (ranks.go), so a rank's state
+// moves with it, and read without a lock on the routing path.
 //
 // The lane's own facts stay beside it, not in it: a rank's stall judged
 // from its missing output (rank.stalled, lifted by the rank's next
@@ -90,25 +90,14 @@ func (w *Worker) SetView(v snapshot.RoleView) ViewChange {
 	if v.Stalled && v.Reason == "" {
 		v.Reason = defaultStallReason
 	}
-	w.mu.Lock()
-	c := stepView(w.view.Load(), v, w.plan.Remote)
-	w.view.Store(&v)
+	var c ViewChange
 	var aborts []pendingAbort
-	if c.StallBegins || c.StallEnds {
-		why := ""
-		if c.StallBegins {
-			why = v.Reason
-		}
-		for id, r := range w.ranks {
-			if c.StallEnds {
-				r.stalled = false
-				aborts = append(aborts, w.takeUnabortedLocked(id, r))
-			}
-			w.refreshLocked(r, why)
-		}
+	if !w.ranks.do(func() { c, aborts = w.ranks.setView(v) }) {
+		// The worker has closed: nothing of its ranks is left to show.
+		c = stepView(w.view.Load(), v, w.plan.Remote)
+		w.view.Store(&v)
 	}
-	w.mu.Unlock()
-	w.sendPending(aborts) // lifted: the rank is presumed able to act on them
+	w.send.pending(aborts) // lifted: the rank is presumed able to act on them
 	if c.Routing {
 		w.lane.changed.notify()
 	}

@@ -31,10 +31,16 @@ import (
 // ZMQ4 returns the lane's ZMTP Transport (named for the zmq4 library it
 // once wrapped; its sockets interoperate with libzmq and zmq4 peers).
 func ZMQ4(opts TransportOptions) Transport {
-	return zmqTransport{opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return zmqTransport{opts: opts, adm: newAdmission(opts)}
 }
 
-type zmqTransport struct{ opts TransportOptions }
+// zmqTransport binds sockets that share one admission (churn.go): the
+// sources' connection budgets and the cap on unsettled connections.
+type zmqTransport struct {
+	opts TransportOptions
+	adm  *admission
+}
 
 func (t zmqTransport) Bind(kind SocketKind, endpoint string) (Socket, error) {
 	return t.BindWith(kind, endpoint, BindOptions{})
@@ -53,14 +59,16 @@ func (t zmqTransport) BindWith(kind SocketKind, endpoint string, o BindOptions) 
 		return nil, fmt.Errorf("endpoint %q: want tcp://HOST:PORT or ipc://PATH", endpoint)
 	}
 	s := &zsock{
-		kind:   kind,
-		opts:   t.opts,
-		bind:   o,
-		live:   map[string]int{},
-		conns:  map[string]map[*trackedConn]struct{}{},
-		events: newQueue[PeerEvent](),
-		out:    make(chan PeerEvent),
-		done:   make(chan struct{}),
+		kind:    kind,
+		opts:    t.opts,
+		bind:    o,
+		adm:     t.adm,
+		refused: newRefusalLog(o.Logger, o.Role, kind.String()),
+		live:    map[string]int{},
+		conns:   map[string]map[*trackedConn]struct{}{},
+		events:  newQueue[PeerEvent](),
+		out:     make(chan PeerEvent),
+		done:    make(chan struct{}),
 	}
 	network := "tcp"
 	switch scheme {
@@ -90,16 +98,19 @@ type zsock struct {
 	bind     BindOptions
 	endpoint string
 	ipcPath  string
+	adm      *admission  // shared with the transport's other sockets
+	refused  *refusalLog // refused connections, a line per interval
 
-	mu     sync.Mutex
-	live   map[string]int
-	conns  map[string]map[*trackedConn]struct{} // admitted, by identity
-	nconns int                                  // admitted plus greeting
-	events *queue[PeerEvent]
-	out    chan PeerEvent
-	done   chan struct{}
-	closed atomic.Bool
-	once   sync.Once
+	mu      sync.Mutex
+	live    map[string]int
+	conns   map[string]map[*trackedConn]struct{} // admitted, by identity
+	nconns  int                                  // admitted plus greeting
+	pending int                                  // not settled yet (churn.go)
+	events  *queue[PeerEvent]
+	out     chan PeerEvent
+	done    chan struct{}
+	closed  atomic.Bool
+	once    sync.Once
 }
 
 func (s *zsock) Endpoint() string { return s.endpoint }
@@ -181,16 +192,28 @@ func (s *zsock) release(c *trackedConn, id string) {
 	}
 }
 
-// reserve counts a connection that has not finished its greeting against
-// MaxConns; unreserve gives the slot back.
-func (s *zsock) reserve() bool {
+// enter admits a new connection from src to the gate, or says why not
+// (churn.go): its source's token, then a place under MaxConns, the
+// socket's MaxPending and the transport's MaxPendingTotal. The ticket
+// holds the pending places until it settles; the MaxConns place is
+// given back by unreserve when the connection closes.
+func (s *zsock) enter(src string) (*ticket, string) {
+	if !s.adm.limiter.take(src) {
+		return nil, "rate"
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.nconns >= s.opts.MaxConns {
-		return false
+	switch {
+	case s.nconns >= s.opts.MaxConns:
+		return nil, "too many connections"
+	case s.pending >= s.opts.MaxPending:
+		return nil, "too many unsettled connections"
+	case !s.adm.reserve():
+		return nil, "too many unsettled connections on the lane"
 	}
 	s.nconns++
-	return true
+	s.pending++
+	return &ticket{sock: s, src: src}, ""
 }
 
 func (s *zsock) unreserve() {
@@ -261,6 +284,9 @@ type trackedConn struct {
 
 	upID     atomic.Pointer[string]
 	downOnce sync.Once
+	// ticket is a ROUTER connection's place among the unsettled ones
+	// until its first message (churn.go); nil once settled at the gate.
+	ticket *ticket
 
 	wmu  sync.Mutex // every write: the owner's READY and a ROUTER's sends (send.go)
 	obuf []byte     // the sends' framing buffer, under wmu
@@ -278,9 +304,14 @@ func (c *trackedConn) markReady() {
 	}
 }
 
-// connReadBuf is the read buffer of one lane connection: a 512-rid decode
-// step's output batch (about 20 KB, bench/results.md LanePull) fits whole.
-const connReadBuf = 64 << 10
+// connReadBuf is the read buffer of an engine's output connection: a
+// 512-rid decode step's output batch (about 20 KB, bench/results.md
+// LanePull) fits whole. connSmallBuf is every other connection's, and an
+// output connection's until its first message (churn.go).
+const (
+	connReadBuf  = 64 << 10
+	connSmallBuf = 4 << 10
+)
 
 func (c *trackedConn) write(b []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.sock.opts.WriteTimeout))
@@ -315,6 +346,7 @@ func (c *trackedConn) down() {
 		if id := c.upID.Load(); id != nil {
 			c.sock.release(c, *id)
 		}
+		c.ticket.settle(false)
 		c.sock.unreserve()
 	})
 }
@@ -336,6 +368,7 @@ func (e connError) Temporary() bool { return false }
 type zmtpParser struct {
 	maxFrame   int64
 	maxMessage int64 // 0: no cap beyond maxFrame
+	maxCommand int64 // the READY's cap; 0: zmtp.MaxCommand
 	msgBytes   int64 // bytes of the message being received so far
 	sawData    bool  // a message frame (not a command) has begun
 
@@ -427,7 +460,7 @@ func (p *zmtpParser) feed(b []byte) error {
 		p.flags = flags
 		p.hdr = p.hdr[:0]
 		p.cmdFrame = flags&flagCommand != 0 && !p.ready
-		if p.cmdFrame && size > maxCommand {
+		if p.cmdFrame && size > p.commandCap() {
 			return fmt.Errorf("zmtp: command of %d bytes", size)
 		}
 		p.need = size
@@ -440,6 +473,13 @@ func (p *zmtpParser) feed(b []byte) error {
 		}
 	}
 	return nil
+}
+
+func (p *zmtpParser) commandCap() int64 {
+	if p.maxCommand > 0 {
+		return p.maxCommand
+	}
+	return maxCommand
 }
 
 func (p *zmtpParser) endFrame() error {

@@ -39,6 +39,42 @@ type RankView struct {
 	// Epoch changes when the rank registers anew (a restarted engine):
 	// the tree forgets what it believed that rank held.
 	Epoch int64
+	// Quiet: the rank owes output and has stopped giving it, long before
+	// any stall verdict (gateway/lane quiet.go); AvoidQuiet leaves it out
+	// while another rank of the pool is not quiet.
+	Quiet bool
+}
+
+// AvoidQuiet is the pool without its quiet ranks, when at least one rank
+// of the pool is not quiet; otherwise (none quiet, or all) the pool as
+// it is. A worker left with no rank is no candidate. The caller routes on
+// what it returns and indexes the choice into it. Pure: ws is not
+// modified.
+func AvoidQuiet(ws []WorkerView) []WorkerView {
+	quiet, other := false, false
+	for _, w := range ws {
+		for _, r := range w.Ranks {
+			if r.Quiet {
+				quiet = true
+			} else {
+				other = true
+			}
+		}
+	}
+	if !quiet || !other {
+		return ws
+	}
+	out := make([]WorkerView, len(ws))
+	for i, w := range ws {
+		out[i] = w
+		out[i].Ranks = nil
+		for _, r := range w.Ranks {
+			if !r.Quiet {
+				out[i].Ranks = append(out[i].Ranks, r)
+			}
+		}
+	}
+	return out
 }
 
 // Request is what routing knows of a request.

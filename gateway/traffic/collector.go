@@ -9,7 +9,9 @@ var (
 	descRoleRequests = prometheus.NewDesc("tsd_gateway_role_requests_total",
 		"Requests finished, by the role that served a leg (role=\"gateway\": no engine served it).", []string{"role"}, nil)
 	descRoleErrors = prometheus.NewDesc("tsd_gateway_role_errors_total",
-		"Requests that failed (HTTP status >= 400 or a stream that broke), by the role that served a leg.", []string{"role"}, nil)
+		"Requests the deployment failed (HTTP status >= 500 or a stream that broke), by the role that served a leg.", []string{"role"}, nil)
+	descRoleClientErrors = prometheus.NewDesc("tsd_gateway_role_client_errors_total",
+		"Requests refused for what they asked (HTTP 4xx but 499), by the role that served a leg (role=\"gateway\": refused before dispatch).", []string{"role"}, nil)
 	descRoleTokens = prometheus.NewDesc("tsd_gateway_role_output_tokens_total",
 		"Output tokens streamed, by decode role.", []string{"role"}, nil)
 	descRoleActive = prometheus.NewDesc("tsd_gateway_role_requests_in_flight",
@@ -21,7 +23,9 @@ var (
 	descRequests = prometheus.NewDesc("tsd_gateway_traffic_requests_total",
 		"Requests (POSTs) finished, each once.", nil, nil)
 	descErrors = prometheus.NewDesc("tsd_gateway_traffic_errors_total",
-		"Requests (POSTs) that failed, each once.", nil, nil)
+		"Requests (POSTs) the deployment failed (HTTP status >= 500 or a stream that broke), each once.", nil, nil)
+	descClientErrors = prometheus.NewDesc("tsd_gateway_traffic_client_errors_total",
+		"Requests (POSTs) refused for what they asked (HTTP 4xx but 499), each once.", nil, nil)
 	descTokens = prometheus.NewDesc("tsd_gateway_traffic_output_tokens_total",
 		"Output tokens streamed to clients.", nil, nil)
 	descActive = prometheus.NewDesc("tsd_gateway_traffic_requests_in_flight",
@@ -30,8 +34,8 @@ var (
 
 // Describe implements prometheus.Collector.
 func (b *Book) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRoleRequests, descRoleErrors, descRoleTokens, descRoleActive,
-		descRoleTTFT, descRoleITL, descRequests, descErrors, descTokens, descActive,
+	for _, d := range []*prometheus.Desc{descRoleRequests, descRoleErrors, descRoleClientErrors, descRoleTokens, descRoleActive,
+		descRoleTTFT, descRoleITL, descRequests, descErrors, descClientErrors, descTokens, descActive,
 		descPrefillPrompt, descPrefillCached, descPrefillShare} {
 		ch <- d
 	}
@@ -49,12 +53,14 @@ func (b *Book) Collect(ch chan<- prometheus.Metric) {
 	}
 	c(descRequests, float64(b.total.requests))
 	c(descErrors, float64(b.total.errors))
+	c(descClientErrors, float64(b.total.clientErrors))
 	c(descTokens, float64(b.total.tokens))
 	g(descActive, float64(b.total.inflight))
 	for _, name := range b.order {
 		a := b.roles[name]
 		c(descRoleRequests, float64(a.requests), name)
 		c(descRoleErrors, float64(a.errors), name)
+		c(descRoleClientErrors, float64(a.clientErrors), name)
 		c(descRoleTokens, float64(a.tokens), name)
 		g(descRoleActive, float64(a.inflight), name)
 		ms = append(ms, prometheus.MustNewConstHistogram(descRoleTTFT, a.ttftH.count, a.ttftH.sum, a.ttftH.cumulative(), name))

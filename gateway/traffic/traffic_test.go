@@ -163,12 +163,14 @@ func TestAttribution(t *testing.T) {
 
 	clk.Set(2 * time.Second)
 	tot, rows := b.Status()
-	if tot.Requests != 4 || tot.Errors != 3 || tot.InFlight != 0 {
-		t.Fatalf("totals %+v, want 4 requests, 3 errors, none in flight", tot)
+	// The 400 is the client's: counted apart from the deployment's
+	// errors (the 503 and the stream that broke).
+	if tot.Requests != 4 || tot.Errors != 2 || tot.ClientErrors != 1 || tot.InFlight != 0 {
+		t.Fatalf("totals %+v, want 4 requests, 2 errors, 1 client error, none in flight", tot)
 	}
 	g, p, d, e := row(rows, GatewayRole), row(rows, "prefill-0"), row(rows, "decode-0"), row(rows, "encode-0")
-	if g.Errors != 2 || p.Errors != 1 || d.Errors != 1 || e.Errors != 0 {
-		t.Fatalf("errors gateway %d prefill %d decode %d encode %d, want 2 1 1 0", g.Errors, p.Errors, d.Errors, e.Errors)
+	if g.Errors != 1 || g.ClientErrors != 1 || p.Errors != 1 || d.Errors != 1 || e.Errors != 0 || p.ClientErrors+d.ClientErrors != 0 {
+		t.Fatalf("errors gateway %d (+%d client) prefill %d decode %d encode %d, want 1 (+1) 1 1 0", g.Errors, g.ClientErrors, p.Errors, d.Errors, e.Errors)
 	}
 	if d.TokPerS != 5 || p.TokPerS != 0 || tot.TokPerS != 5 {
 		t.Fatalf("tok/s decode %.1f prefill %.1f total %.1f, want 5 0 5 (10 tokens over 2 s)", d.TokPerS, p.TokPerS, tot.TokPerS)
@@ -224,6 +226,7 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 		r.End(200)
 	}
 	b.Begin("POST", "/generate").End(503)
+	b.Begin("POST", "/generate").End(401)
 	open := b.Begin("POST", "/generate")
 	open.Role("decode", "decode-0")
 
@@ -237,6 +240,8 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 	}{
 		{"tsd_gateway_traffic_requests_total", gather(t, reg, "tsd_gateway_traffic_requests_total", ""), float64(tot.Requests)},
 		{"tsd_gateway_traffic_errors_total", gather(t, reg, "tsd_gateway_traffic_errors_total", ""), float64(tot.Errors)},
+		{"tsd_gateway_traffic_client_errors_total", gather(t, reg, "tsd_gateway_traffic_client_errors_total", ""), float64(tot.ClientErrors)},
+		{"gateway client errors", gather(t, reg, "tsd_gateway_role_client_errors_total", GatewayRole), float64(row(rows, GatewayRole).ClientErrors)},
 		{"tsd_gateway_traffic_requests_in_flight", gather(t, reg, "tsd_gateway_traffic_requests_in_flight", ""), float64(tot.InFlight)},
 		{"gateway errors", gather(t, reg, "tsd_gateway_role_errors_total", GatewayRole), float64(row(rows, GatewayRole).Errors)},
 		{"decode in flight", gather(t, reg, "tsd_gateway_role_requests_in_flight", "decode-0"), float64(row(rows, "decode-0").InFlight)},
@@ -246,7 +251,7 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 			t.Errorf("%s: /metrics %v, status %v", tc.name, tc.got, tc.want)
 		}
 	}
-	if tot.Requests != 6 || tot.Errors != 1 || tot.InFlight != 1 {
+	if tot.Requests != 7 || tot.Errors != 1 || tot.ClientErrors != 1 || tot.InFlight != 1 {
 		t.Fatalf("totals %+v", tot)
 	}
 	if n := testutil.CollectAndCount(b, "tsd_gateway_role_ttft_seconds"); n != 3 {
@@ -590,9 +595,10 @@ func TestAccessLineRIDsAbandonAndReason(t *testing.T) {
 	}
 	clk.Set(time.Second + time.Millisecond)
 	tot, rows := b.Status()
-	// 503, 502 and 400 are errors; the abandoned request is not.
-	if tot.Errors != 3 || row(rows, "decode-0").Errors != 0 {
-		t.Fatalf("errors: total %d, decode-0 %d; want 3 and 0", tot.Errors, row(rows, "decode-0").Errors)
+	// 503 and 502 are the deployment's errors, the 400 the client's; the
+	// abandoned request is neither.
+	if tot.Errors != 2 || tot.ClientErrors != 1 || row(rows, "decode-0").Errors != 0 {
+		t.Fatalf("errors: total %d (+%d client), decode-0 %d; want 2 (+1) and 0", tot.Errors, tot.ClientErrors, row(rows, "decode-0").Errors)
 	}
 }
 

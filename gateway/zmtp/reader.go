@@ -49,6 +49,21 @@ func NewReader(src io.Reader, lim Limits, size int) *Reader {
 	return &Reader{src: src, lim: lim, size: size, buf: make([]byte, size)}
 }
 
+// Grow raises the buffer's resting size to size (a connection that
+// proved to carry large messages), reallocating it now and keeping the
+// unread bytes. What the last call returned is invalid after it.
+func (z *Reader) Grow(size int) {
+	if size <= z.size {
+		return
+	}
+	z.size = size
+	if len(z.buf) < size {
+		nb := make([]byte, size)
+		z.w = copy(nb, z.buf[z.r:z.w])
+		z.buf, z.r = nb, 0
+	}
+}
+
 // Prime queues bytes already read from the connection (by a gate that
 // read the greeting) ahead of what src delivers.
 func (z *Reader) Prime(b []byte) {

@@ -2,7 +2,7 @@
 // NULL mechanism (RFC 23/ZMTP): the greeting, the READY and ERROR
 // commands, frame headers, and a reader that checks every frame and
 // message against caps before it buffers a byte of it. The lane's output
-// PULL reads engine output through it (gateway/lane/pull.go) and the KV
+// PULL reads engine output through it (gateway/lane/sock.go) and the KV
 // event client dials publishers with it (gateway/kvevents/zmtp.go).
 //
 // A greeting is 64 bytes: signature 0xFF, 8 padding bytes, 0x7F; version

@@ -190,3 +190,32 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// Grow raises the resting size without losing bytes already read: a
+// connection that starts small and grows between messages reads on.
+func TestReaderGrow(t *testing.T) {
+	t.Parallel()
+	var stream []byte
+	for i := range 4 {
+		stream = AppendMessage(stream, bytes.Repeat([]byte{byte(i)}, 300))
+	}
+	z := NewReader(bytes.NewReader(stream), testLimits, 512)
+	if _, err := z.ReadMessage(); err != nil {
+		t.Fatal(err)
+	}
+	left := z.Buffered()
+	z.Grow(4096)
+	if len(z.buf) < 4096 || z.size != 4096 || z.Buffered() != left {
+		t.Fatalf("after Grow: buffer %d, size %d, buffered %d (was %d)", len(z.buf), z.size, z.Buffered(), left)
+	}
+	z.Grow(100) // smaller: nothing changes
+	for i := 1; i < 4; i++ {
+		m, err := z.ReadMessage()
+		if err != nil || len(m) != 1 || !bytes.Equal(m[0], bytes.Repeat([]byte{byte(i)}, 300)) {
+			t.Fatalf("message %d after Grow: %v %v", i, len(m), err)
+		}
+	}
+	if z.size != 4096 {
+		t.Fatalf("size %d after a smaller Grow", z.size)
+	}
+}

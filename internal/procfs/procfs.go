@@ -3,9 +3,12 @@
 // whole process table in one pass (the trees telemetry measures, the
 // stall scan, the guardian's strays, the registry's liveness). Sockets: the
 // TCP socket table (/proc/net/tcp, tcp6) and which process holds a socket
-// inode among its fds. The lane maps a loopback peer to its process with
-// them (gateway/lane/peer.go); preflight names the process that holds a
-// port (profiles/preflight.go). Best effort: unreadable entries are skipped.
+// inode among its fds; preflight names the process that holds a port with
+// them (profiles/preflight.go). For one connection's peer, without reading
+// any whole table: the socket by its exact addresses (sockdiag.go, the
+// kernel's sock_diag) and whether one of a few processes holds it
+// (holder.go); the lane maps a loopback peer to its process with those
+// (gateway/lane/peer.go). Best effort: unreadable entries are skipped.
 package procfs
 
 import (
