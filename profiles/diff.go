@@ -481,6 +481,9 @@ var planSettings = map[string]string{
 	"gateway":           settingSkip,
 	"roles":             settingSkip,
 	"warnings":          settingSkip,
+	// The SLO planner reads its targets and bounds at each interval: a
+	// change takes effect at the next one, no engine touched.
+	"slo": settingLive,
 }
 
 const (
@@ -503,6 +506,9 @@ func gatewayChanges(running, next *Plan) (live, fixed []FieldChange) {
 			}
 			fa, fb := a.Field(i), b.Field(i)
 			var changes []FieldChange
+			if fa.Kind() == reflect.Pointer && !fa.IsNil() && !fb.IsNil() && fa.Elem().Kind() == reflect.Struct {
+				fa, fb = fa.Elem(), fb.Elem() // both set: field by field
+			}
 			if fa.Kind() == reflect.Struct {
 				changes = structChanges(prefix+name, fa, fb)
 			} else if x, y := showValue(fa), showValue(fb); x != y {

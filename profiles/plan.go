@@ -35,6 +35,8 @@ type Plan struct {
 	Gateway  GatewayPlan `json:"gateway"`
 	Roles    []RolePlan  `json:"roles"`
 	Warnings []string    `json:"warnings,omitempty"`
+	// SLO is slo: (the SLO planner's targets and bounds); nil: no planner.
+	SLO *SLOPlan `json:"slo,omitempty"`
 }
 
 // Role kinds.

@@ -328,6 +328,7 @@ func (pl *planner) plan() *Plan {
 	pl.transferWarnings(insts)
 	pl.deviceRules(plan.Accelerator, insts)
 	plan.Gateway = pl.gatewayPlan(pl.gatewayMode(insts), logDir)
+	plan.SLO = sloPlan(p)
 	for _, in := range insts {
 		rp := pl.rolePlan(in, logDir, plan.Accelerator)
 		plan.Roles = append(plan.Roles, rp)

@@ -28,6 +28,7 @@ type Profile struct {
 	RunDir      string
 	LogDir      string
 	Slurm       Slurm
+	SLO         *SLO // slo: the SLO planner's targets; nil: no planner
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.

@@ -50,6 +50,8 @@ type Snapshot struct {
 	ProfileRevision string `json:"profile_revision,omitempty"`
 	// Apply is the last tsd apply or tsd scale, while it runs and after.
 	Apply *ApplyStatus `json:"apply,omitempty"`
+	// Planner is the SLO planner (profile key slo:); nil without one.
+	Planner *PlannerStatus `json:"planner,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
 	// a watch that asked for them (docs/protocol.md, the control socket).
 	History *History `json:"history,omitempty"`

@@ -406,6 +406,14 @@ func (s *Supervisor) scale(next *applied, req ApplyRequest, running *profiles.Pl
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
+	// Entries that shrink first: the GPUs their replicas leave may be the
+	// ones given to an entry that grows (the SLO planner's moves), and
+	// each scaled profile is checked for GPUs two engines would share.
+	shrinks := func(g string) bool {
+		i := roleEntry(next.profile, g)
+		return i >= 0 && req.Scale[g] < next.profile.Roles[i].Replicas
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return shrinks(groups[i]) && !shrinks(groups[j]) })
 	given := append([]string(nil), req.GPUs...)
 	taken := *running
 	taken.Roles = append([]profiles.RolePlan(nil), running.Roles...)

@@ -84,6 +84,7 @@ type options struct {
 	skipShare                 bool
 	skipTracing               bool // the rows with gateway.tracing at 10% (tracing.go)
 	lay                       layoutsOptions
+	planner                   plannerBench // the SLO planner rows (planner.go)
 }
 
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
@@ -152,6 +153,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.lay.goodput, "layouts-goodput", "ttft:1000,tpot:10", "layouts: the SLO, in tsd bench --goodput's words")
 	fs.IntVar(&o.lay.outputLen, "layouts-output-len", 200, "layouts: output tokens of every request")
 	fs.StringVar(&o.lay.plot, "layouts-plot", "", "layouts: also write the comparison's PNG here (docs/layouts.png)")
+	o.planner.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -489,6 +491,9 @@ func run(o options) error {
 		return layoutsOnly(o, e, tsd, fake, work)
 	}
 	fmt.Println(l.describe())
+	if o.planner.only {
+		return writePlannerOnly(o, l, tsd, fake, work)
+	}
 
 	var rows []loadRow
 	var ctl []controlRow
@@ -592,6 +597,10 @@ func run(o options) error {
 	if !o.rel.skip {
 		rel = runReliability(o.rel, l, tsd, fake, work)
 	}
+	var plannerMD string
+	if !o.planner.skip {
+		plannerMD = renderPlanner(o.planner, runPlannerRows(o.planner, l, tsd, fake, work))
+	}
 
 	var lay *layoutsRun
 	if !o.lay.skip {
@@ -612,7 +621,7 @@ func run(o options) error {
 		gob = runGoBenches(o)
 	}
 	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o)+renderTracing(l, traced, rows, share, tracedC), renderScale(scale, o),
-		renderReliability(rel, o.rel)) + routingMD
+		renderReliability(rel, o.rel)) + routingMD + plannerMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}

@@ -340,6 +340,9 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if line := applyLine(s.Apply); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	if line := plannerLine(s.Planner); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	for _, t := range s.Gateway.Roles {
 		if t.KVEvents == snapshot.KVEventsAbsent {
 			fmt.Fprintf(w, "  %s: %s\n", t.Role, t.KVNote)
