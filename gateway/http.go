@@ -48,6 +48,7 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 			g.metrics.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
 		},
 		OnPanic: g.ReportPanic,
+		OnShed:  g.metrics.shed,
 		// The request's one record in the traffic account; the
 		// dispatch finds it in the context (gateway/traffic).
 		Begin: func(r *http.Request) (*http.Request, func(int, string)) {
@@ -55,11 +56,19 @@ func (g *Gateway) newDoor(apiKey string) *front.Door {
 			rec.ID(front.RequestID(r.Context()))
 			times := reqtime.FromContext(r.Context())
 			rec.Times(times)
+			trace := g.startTrace(r, rec) // nil: tracing off, or not sampled
 			return r.WithContext(traffic.NewContext(r.Context(), rec)), func(status int, code string) {
 				rec.Reason(code)
 				rec.End(status)
+				if !traffic.Counted(r.Method) {
+					return
+				}
 				if b, ok := times.Breakdown(); ok {
 					g.metrics.gwAdded.Observe(b.Total.Seconds())
+				}
+				g.metrics.phases(rec.Timeline())
+				if trace != nil { // tracing off or not sampled: nothing more
+					trace.Finish(rec.Summary())
 				}
 			}
 		},

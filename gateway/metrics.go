@@ -36,6 +36,11 @@ type metrics struct {
 	layouts       *prometheus.CounterVec
 	attempts      *prometheus.CounterVec
 	cbTransitions *prometheus.CounterVec
+	// The admission queue's per-observation series (gateway/admission;
+	// the rest are read at scrape time, admission.go).
+	tenantRequests *prometheus.CounterVec
+	tenantTokens   *prometheus.CounterVec
+	queueWait      *prometheus.HistogramVec
 
 	// traffic is the one account of request outcomes, so the dashboard and
 	// /metrics never disagree: its series are on /metrics and Status reads
@@ -46,6 +51,8 @@ type metrics struct {
 	// token (gateway/reqtime: accept → legs sent, first token → first
 	// byte), the access line's gw_us.
 	gwAdded prometheus.Histogram
+
+	phaseMetrics // each request's phases, sheds, trace exports (phasemetrics.go)
 }
 
 // gwAddedBuckets resolve the gateway's share of TTFT from 25 µs (a
@@ -98,6 +105,12 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_attempt_failures_total", Help: "Failed attempts of requests, by what failed (refused, died, stalled, ended, aborted, encode, fatal) and what followed (retry, migrate, fail, continue)."}, []string{"failure", "verdict"})
 	m.cbTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "smg_worker_cb_transitions_total", Help: "Circuit breaker state transitions, by worker, from and to."}, []string{"worker", "from", "to"})
+	m.tenantRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_tenant_requests_total", Help: "Generation requests by API key (gateway.api_keys name) and outcome (admitted, or why the admission queue shed it)."}, []string{"tenant", "outcome"})
+	m.tenantTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_tenant_prompt_tokens_total", Help: "Prompt tokens of the requests each API key got admitted."}, []string{"tenant"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "smg_scheduler_queue_wait_seconds", Help: "Time requests waited in the gateway's admission queue before they were admitted or shed, by priority class.", Buckets: latencyBuckets}, []string{"class"})
 	var roles []string
 	for _, w := range g.lane.Workers() {
 		roles = append(roles, w.Role())
@@ -109,6 +122,10 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	if err := reg.Register(m.gwAdded); err != nil {
 		return nil, err
 	}
+	var err error
+	if m.phaseMetrics, err = newPhaseMetrics(reg); err != nil {
+		return nil, err
+	}
 	if c := g.opts.TokenizerCache; c != nil && c.Stats().Enabled {
 		if err := reg.Register(tokenizerCacheCollector{g.opts.TokenizerCache}); err != nil {
 			return nil, err
@@ -117,7 +134,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, m.layouts, workerCollector{g}, m.traffic, kvCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, m.layouts, workerCollector{g}, m.traffic, kvCollector{g},
+		m.tenantRequests, m.tenantTokens, m.queueWait, admissionCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -130,7 +148,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
 		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued,
-		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes, Layouts: m.layouts}
+		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes, Layouts: m.layouts,
+		TenantRequests: m.tenantRequests, TenantTokens: m.tenantTokens, QueueWait: m.queueWait, Shed: m.shed}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at
@@ -155,6 +174,10 @@ var (
 		[]string{"worker", "state"}, nil)
 	descCBFailures = prometheus.NewDesc("smg_worker_cb_consecutive_failures", "The current run of consecutive failures per worker.",
 		[]string{"worker"}, nil)
+	descCBSuccesses = prometheus.NewDesc("smg_worker_cb_consecutive_successes", "The current run of consecutive successes per worker while its breaker is half-open.",
+		[]string{"worker"}, nil)
+	descPool = prometheus.NewDesc("smg_worker_pool_size", "Workers (role instances) the gateway routes to, by kind; connection_mode is always zmq (the lane).",
+		[]string{"worker_type", "connection_mode"}, nil)
 	descQueued = prometheus.NewDesc("tsd_gateway_requests_queued", "Requests waiting for a routable worker (QueueTimeout).", nil, nil)
 	descTree   = prometheus.NewDesc("tsd_gateway_routing_tree_tokens", "Prompt tokens cache_aware's radix tree keeps (also kv_aware's fallback), by role kind: about 4 bytes each (docs/profiles.md, Routing policies).",
 		[]string{"kind"}, nil)
@@ -171,6 +194,8 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCBState
 	ch <- descCBStates
 	ch <- descCBFailures
+	ch <- descCBSuccesses
+	ch <- descPool
 }
 
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -183,6 +208,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 		code := map[string]float64{snapshot.BreakerClosed: 0, snapshot.BreakerOpen: 1, snapshot.BreakerHalfOpen: 2}[b.State]
 		ch <- prometheus.MustNewConstMetric(descCBState, prometheus.GaugeValue, code, b.Role)
 		ch <- prometheus.MustNewConstMetric(descCBFailures, prometheus.GaugeValue, float64(b.Failures), b.Role)
+		ch <- prometheus.MustNewConstMetric(descCBSuccesses, prometheus.GaugeValue, float64(b.Successes), b.Role)
 		for _, st := range []string{snapshot.BreakerClosed, snapshot.BreakerOpen, snapshot.BreakerHalfOpen} {
 			v := 0.0
 			if st == b.State {
@@ -190,6 +216,13 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descCBStates, prometheus.GaugeValue, v, b.Role, st)
 		}
+	}
+	pool := map[string]int{}
+	for _, w := range c.g.lane.Workers() {
+		pool[w.Kind()]++
+	}
+	for kind, n := range pool {
+		ch <- prometheus.MustNewConstMetric(descPool, prometheus.GaugeValue, float64(n), kind, "zmq")
 	}
 	for _, w := range c.g.lane.Workers() {
 		total, per := w.InFlight()

@@ -174,9 +174,14 @@ func Do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend,
 
 // do is Do, also collecting the generated text or ids when collect (a
 // conversation's next turn sends them back).
-func do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend, model string, p Prompt, collect bool) (Result, answer) {
-	r := Result{PromptTokens: p.InputLen}
-	var ans answer
+func do(ctx context.Context, hc *http.Client, baseURL, apiKey string, b Backend, model string, p Prompt, collect bool) (r Result, ans answer) {
+	r = Result{PromptTokens: p.InputLen, Class: p.Class}
+	defer func() {
+		// Cut by the run's own stop (Ctrl-C, SIGTERM): not the server's failure.
+		if !r.OK && ctx.Err() != nil {
+			r.Cancelled = true
+		}
+	}()
 	var text strings.Builder
 	body, err := b.Body(model, p)
 	if err != nil {

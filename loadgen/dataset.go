@@ -32,6 +32,9 @@ type Prompt struct {
 	// RoutingKey, when set, goes out as X-SMG-Routing-Key (SMG's header
 	// for sticky routing), on every turn.
 	RoutingKey string
+	// Class names the kind of request (a mixed dataset's "chat" or "rag");
+	// its results carry it, so a report can tell the kinds apart.
+	Class string
 
 	// messages is a chat turn's whole conversation (set by Run for
 	// multi-turn chat); nil: one user message of Text.
@@ -60,6 +63,10 @@ type RandomOptions struct {
 	// IDs are drawn from [MinID, Vocab); the defaults (256, 1000) stay inside
 	// the demo tokenizer's vocabulary and above its raw-byte tokens.
 	MinID, Vocab int
+	// Count, when set, is the served model's token count: text prompts
+	// are then built to InputLen tokens of that tokenizer; without it a
+	// word counts as one token.
+	Count TokenCounter
 }
 
 // words make random text prompts: short lowercase words that a byte-level
@@ -101,19 +108,15 @@ func Random(o RandomOptions) ([]Prompt, error) {
 		hi := max(lo, int(float64(n)*(1+o.RangeRatio)))
 		return lo + rng.IntN(hi-lo+1)
 	}
+	wt := newWordText(o.Count)
 	out := make([]Prompt, o.N)
 	for i := range out {
 		in := length(o.InputLen)
 		p := Prompt{IDs: make([]int32, in), InputLen: in, OutputLen: length(o.OutputLen)}
-		var b strings.Builder
 		for j := range in {
 			p.IDs[j] = int32(o.MinID + rng.IntN(o.Vocab-o.MinID))
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(words[rng.IntN(len(words))])
 		}
-		p.Text = b.String()
+		p.Text = wt.text(rng, in)
 		out[i] = p
 	}
 	return out, nil

@@ -46,11 +46,19 @@ type Result struct {
 	// meta_info.cached_tokens), when the server reports them (HasCached).
 	CachedTokens int
 	HasCached    bool
+	// Class is the prompt's class (a mixed dataset's "chat" or "rag").
+	Class string
+	// NotSent: the run stopped (its context ended) before this request
+	// went out. Cancelled: it was in flight when the run stopped and the
+	// client cut it. Neither is the server's failure: Summarize counts
+	// them apart from Failed, and goodput does not judge them.
+	NotSent, Cancelled bool
 }
 
-// Stats are mean, median, standard deviation and 99th percentile in ms.
+// Stats are mean, median, standard deviation and the 90th and 99th
+// percentiles in ms.
 type Stats struct {
-	Mean, Median, Std, P99 float64
+	Mean, Median, Std, P90, P99 float64
 }
 
 // Summary is a run's metrics. JSON names follow upstream's bench (`ts
@@ -74,25 +82,38 @@ type Summary struct {
 	OutputThroughput     float64 `json:"output_throughput"`
 	TotalTokenThroughput float64 `json:"total_token_throughput"`
 	MaxOutputTokensPerS  float64 `json:"max_output_tokens_per_s"`
-	MaxConcurrentReqs    int     `json:"max_concurrent_requests"`
+	// MaxConcurrentReqs is upstream's "peak concurrent requests": the most
+	// requests whose run overlapped any one whole second of the run (1 s
+	// bins from the first send), so it can exceed the concurrency limit.
+	// MaxInFlight is the most requests in flight at one instant.
+	MaxConcurrentReqs int `json:"max_concurrent_requests"`
+	MaxInFlight       int `json:"max_in_flight_requests"`
+	// NotSent and Cancelled are requests the run's stop (Ctrl-C, SIGTERM)
+	// kept from going out or cut in flight: not failures of the server.
+	NotSent   int `json:"not_sent,omitempty"`
+	Cancelled int `json:"cancelled,omitempty"`
 
 	MeanTTFTms   float64 `json:"mean_ttft_ms"`
 	MedianTTFTms float64 `json:"median_ttft_ms"`
 	StdTTFTms    float64 `json:"std_ttft_ms"`
+	P90TTFTms    float64 `json:"p90_ttft_ms"`
 	P99TTFTms    float64 `json:"p99_ttft_ms"`
 	MeanTPOTms   float64 `json:"mean_tpot_ms"`
 	MedianTPOTms float64 `json:"median_tpot_ms"`
 	StdTPOTms    float64 `json:"std_tpot_ms"`
+	P90TPOTms    float64 `json:"p90_tpot_ms"`
 	P99TPOTms    float64 `json:"p99_tpot_ms"`
 	MeanITLms    float64 `json:"mean_itl_ms"`
 	MedianITLms  float64 `json:"median_itl_ms"`
 	StdITLms     float64 `json:"std_itl_ms"`
+	P90ITLms     float64 `json:"p90_itl_ms"`
 	P99ITLms     float64 `json:"p99_itl_ms"`
 	// E2E latency under both spellings: upstream's "e2el" and SGLang's
 	// "e2e_latency".
 	MeanE2ELms         float64  `json:"mean_e2el_ms"`
 	MedianE2ELms       float64  `json:"median_e2el_ms"`
 	StdE2ELms          float64  `json:"std_e2el_ms"`
+	P90E2ELms          float64  `json:"p90_e2el_ms"`
 	P99E2ELms          float64  `json:"p99_e2el_ms"`
 	MeanE2ELatencyms   float64  `json:"mean_e2e_latency_ms"`
 	MedianE2ELatencyms float64  `json:"median_e2e_latency_ms"`
@@ -104,6 +125,11 @@ type Summary struct {
 	// (omitted when the server reports none).
 	TotalCachedTokens *int     `json:"total_cached_tokens,omitempty"`
 	CachedTokenShare  *float64 `json:"cached_token_share,omitempty"`
+
+	// Goodput against the run's SLO (--goodput); nil when none was given.
+	// RequestGoodput repeats its figure under vLLM's key.
+	RequestGoodput *float64 `json:"request_goodput,omitempty"`
+	Goodput        *Goodput `json:"goodput,omitempty"`
 }
 
 // Summarize computes the metrics of a run that took dur. TPOT is per
@@ -119,6 +145,14 @@ func Summarize(rs []Result, dur time.Duration) Summary {
 	seen := map[string]bool{}
 	var first, last time.Time
 	for _, r := range rs {
+		switch {
+		case r.NotSent:
+			s.NotSent++
+			continue
+		case r.Cancelled:
+			s.Cancelled++
+			continue
+		}
 		if !r.OK {
 			s.Failed++
 			if len(s.Errors) < 10 && !seen[r.Err] {
@@ -158,14 +192,15 @@ func Summarize(rs []Result, dur time.Duration) Summary {
 		s.TotalTokenThroughput = float64(s.TotalInputTokens+s.TotalOutputTokens) / sec
 	}
 	s.MaxOutputTokensPerS, s.MaxConcurrentReqs = peaks(rs, first, last)
+	s.MaxInFlight = inFlight(rs)
 	st := stats(ttft)
-	s.MeanTTFTms, s.MedianTTFTms, s.StdTTFTms, s.P99TTFTms = st.Mean, st.Median, st.Std, st.P99
+	s.MeanTTFTms, s.MedianTTFTms, s.StdTTFTms, s.P90TTFTms, s.P99TTFTms = st.Mean, st.Median, st.Std, st.P90, st.P99
 	st = stats(tpot)
-	s.MeanTPOTms, s.MedianTPOTms, s.StdTPOTms, s.P99TPOTms = st.Mean, st.Median, st.Std, st.P99
+	s.MeanTPOTms, s.MedianTPOTms, s.StdTPOTms, s.P90TPOTms, s.P99TPOTms = st.Mean, st.Median, st.Std, st.P90, st.P99
 	st = stats(itl)
-	s.MeanITLms, s.MedianITLms, s.StdITLms, s.P99ITLms = st.Mean, st.Median, st.Std, st.P99
+	s.MeanITLms, s.MedianITLms, s.StdITLms, s.P90ITLms, s.P99ITLms = st.Mean, st.Median, st.Std, st.P90, st.P99
 	st = stats(e2e)
-	s.MeanE2ELms, s.MedianE2ELms, s.StdE2ELms, s.P99E2ELms = st.Mean, st.Median, st.Std, st.P99
+	s.MeanE2ELms, s.MedianE2ELms, s.StdE2ELms, s.P90E2ELms, s.P99E2ELms = st.Mean, st.Median, st.Std, st.P90, st.P99
 	s.MeanE2ELatencyms, s.MedianE2ELatencyms, s.P99E2ELatencyms = st.Mean, st.Median, st.P99
 	if reported {
 		share := 0.0
@@ -209,6 +244,45 @@ func peaks(rs []Result, first, last time.Time) (float64, int) {
 	return float64(slices.Max(toks)), slices.Max(conc)
 }
 
+// inFlight is the most completed requests in flight at one instant: a
+// sweep over their starts and ends (an end before a start at the same
+// instant, so back-to-back requests on one connection count once).
+func inFlight(rs []Result) int {
+	type edge struct {
+		t     time.Time
+		delta int
+	}
+	var es []edge
+	for _, r := range rs {
+		if r.OK {
+			es = append(es, edge{r.Start, 1}, edge{r.Start.Add(r.Latency), -1})
+		}
+	}
+	slices.SortFunc(es, func(a, b edge) int {
+		if c := a.t.Compare(b.t); c != 0 {
+			return c
+		}
+		return a.delta - b.delta
+	})
+	cur, peak := 0, 0
+	for _, e := range es {
+		cur += e.delta
+		peak = max(peak, cur)
+	}
+	return peak
+}
+
+// Judge adds the goodput of rs against slo to s (a no-op without an
+// objective).
+func (s *Summary) Judge(rs []Result, slo SLO) {
+	if slo.IsZero() {
+		return
+	}
+	g := Judge(rs, time.Duration(s.Duration*float64(time.Second)), slo)
+	s.Goodput = &g
+	s.RequestGoodput = &g.Goodput
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // stats of xs (milliseconds); all zero when xs is empty.
@@ -227,7 +301,7 @@ func stats(xs []float64) Stats {
 	for _, x := range s {
 		v += (x - mean) * (x - mean)
 	}
-	return Stats{Mean: mean, Median: Percentile(s, 50), Std: math.Sqrt(v / float64(len(s))), P99: Percentile(s, 99)}
+	return Stats{Mean: mean, Median: Percentile(s, 50), Std: math.Sqrt(v / float64(len(s))), P90: Percentile(s, 90), P99: Percentile(s, 99)}
 }
 
 // Percentile of sorted xs by linear interpolation between closest ranks

@@ -42,6 +42,12 @@ func (s Summary) WriteTable(w io.Writer) {
 	row("Backend:", s.Backend)
 	row("Successful requests:", s.Completed)
 	row("Failed requests:", s.Failed)
+	if s.NotSent > 0 {
+		row("Not sent (the run was stopped):", s.NotSent)
+	}
+	if s.Cancelled > 0 {
+		row("Cut in flight by the stop:", s.Cancelled)
+	}
 	if s.MaxConcurrency != nil {
 		row("Maximum request concurrency:", *s.MaxConcurrency)
 	}
@@ -52,9 +58,22 @@ func (s Summary) WriteTable(w io.Writer) {
 	row("Total input tokens:", s.TotalInputTokens)
 	row("Total generated tokens:", s.TotalOutputTokens)
 	row("Request throughput (req/s):", s.RequestThroughput)
+	if g := s.Goodput; g != nil {
+		row("Request goodput (req/s):", g.Goodput)
+		row("SLO (--goodput):", g.SLO)
+		row("SLO attainment:", fmt.Sprintf("%.1f%% (%d of %d)", 100*g.Attainment, g.Good, g.Judged))
+		for _, c := range g.classNames() {
+			cg := g.ByClass[c]
+			row("  "+c+" requests:", fmt.Sprintf("%.1f%% (%d of %d)", 100*cg.Attainment, cg.Good, cg.Judged))
+		}
+	}
 	row("Output token throughput (tok/s):", s.OutputThroughput)
 	row("Peak output token throughput (tok/s):", s.MaxOutputTokensPerS)
-	row("Peak concurrent requests:", s.MaxConcurrentReqs)
+	// Upstream's "peak concurrent requests" counts every request that
+	// overlapped one 1 s bin, so it exceeds --max-concurrency whenever
+	// requests are short; the instant figure is printed beside it.
+	row("Peak requests in flight at once:", s.MaxInFlight)
+	row("Peak requests active in one 1 s bin:", s.MaxConcurrentReqs)
 	row("Total token throughput (tok/s):", s.TotalTokenThroughput)
 	if s.CachedTokenShare != nil {
 		row("Total cached prompt tokens:", *s.TotalCachedTokens)
@@ -64,14 +83,15 @@ func (s Summary) WriteTable(w io.Writer) {
 		title, name string
 		st          Stats
 	}{
-		{"Time to First Token", "TTFT", Stats{s.MeanTTFTms, s.MedianTTFTms, s.StdTTFTms, s.P99TTFTms}},
-		{"Time per Output Token (excl. 1st token)", "TPOT", Stats{s.MeanTPOTms, s.MedianTPOTms, s.StdTPOTms, s.P99TPOTms}},
-		{"Inter-token Latency", "ITL", Stats{s.MeanITLms, s.MedianITLms, s.StdITLms, s.P99ITLms}},
-		{"End-to-end Latency", "E2E Latency", Stats{s.MeanE2ELms, s.MedianE2ELms, s.StdE2ELms, s.P99E2ELms}},
+		{"Time to First Token", "TTFT", Stats{s.MeanTTFTms, s.MedianTTFTms, s.StdTTFTms, s.P90TTFTms, s.P99TTFTms}},
+		{"Time per Output Token (excl. 1st token)", "TPOT", Stats{s.MeanTPOTms, s.MedianTPOTms, s.StdTPOTms, s.P90TPOTms, s.P99TPOTms}},
+		{"Inter-token Latency", "ITL", Stats{s.MeanITLms, s.MedianITLms, s.StdITLms, s.P90ITLms, s.P99ITLms}},
+		{"End-to-end Latency", "E2E Latency", Stats{s.MeanE2ELms, s.MedianE2ELms, s.StdE2ELms, s.P90E2ELms, s.P99E2ELms}},
 	} {
 		head(m.title, "-")
 		row("Mean "+m.name+" (ms):", m.st.Mean)
 		row("Median "+m.name+" (ms):", m.st.Median)
+		row("P90 "+m.name+" (ms):", m.st.P90)
 		row("P99 "+m.name+" (ms):", m.st.P99)
 	}
 	fmt.Fprintln(w, strings.Repeat("=", 50))

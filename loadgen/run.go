@@ -34,7 +34,7 @@ type Config struct {
 // conversation: its turns go out one after another, each once the answer
 // before it is in, holding one concurrency slot throughout, and each is
 // one result (in turn order). Cancelling ctx stops it: requests not yet
-// sent count as failed.
+// sent come back NotSent and those it cut Cancelled, neither failed.
 func Run(ctx context.Context, c Config) ([]Result, time.Duration, error) {
 	if c.BaseURL == "" {
 		return nil, 0, errors.New("no target: pass --base-url or a profile")
@@ -110,6 +110,14 @@ send:
 				break send
 			}
 		}
+		if ctx.Err() != nil {
+			// A slot and the stop can come together (select picks either):
+			// a request the run was stopped before is not sent.
+			if sem != nil {
+				<-sem
+			}
+			break
+		}
 		sent++
 		wg.Add(1)
 		go func() {
@@ -144,7 +152,7 @@ send:
 		if i >= sent {
 			rs = nil
 			for range 1 + len(c.Prompts[i].Turns) {
-				rs = append(rs, Result{Err: "not sent: " + context.Cause(ctx).Error()})
+				rs = append(rs, Result{Err: "not sent: " + context.Cause(ctx).Error(), NotSent: true, Class: c.Prompts[i].Class})
 			}
 		}
 		out = append(out, rs...)
@@ -177,7 +185,11 @@ func converse(ctx context.Context, hc *http.Client, c Config, p Prompt, done fun
 		}
 		if !r.OK {
 			for range p.Turns[t:] {
-				out = append(out, Result{Err: fmt.Sprintf("not sent: turn %d of the conversation failed", t)})
+				nr := Result{Err: fmt.Sprintf("not sent: turn %d of the conversation failed", t), Class: p.Class}
+				if ctx.Err() != nil {
+					nr.Err, nr.NotSent = "not sent: "+context.Cause(ctx).Error(), true
+				}
+				out = append(out, nr)
 				done()
 			}
 			return out
@@ -185,7 +197,7 @@ func converse(ctx context.Context, hc *http.Client, c Config, p Prompt, done fun
 		// The next turn: everything so far, the answer, the next question.
 		q := p.Turns[t]
 		msgs = append(msgs, chatMessage{Role: "assistant", Content: ans.text}, chatMessage{Role: "user", Content: q.Text})
-		next := Prompt{OutputLen: q.OutputLen, RoutingKey: p.RoutingKey}
+		next := Prompt{OutputLen: q.OutputLen, RoutingKey: p.RoutingKey, Class: p.Class}
 		next.Text = cur.Text + ans.text + "\n\n" + q.Text
 		if cur.IDs != nil {
 			next.IDs = append(append(append(make([]int32, 0, len(cur.IDs)+len(ans.ids)+len(q.IDs)), cur.IDs...), ans.ids...), q.IDs...)

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 )
 
 // SharedPrefixOptions shape upstream bench_serving's
@@ -22,7 +21,8 @@ type SharedPrefixOptions struct {
 	Ordered         bool    // --gsp-ordered: keep group order (default: shuffled)
 	RoutingKey      bool    // --gsp-send-routing-key: one X-SMG-Routing-Key per group
 	Seed            uint64
-	MinID, Vocab    int // token ids drawn from [MinID, Vocab), as Random's
+	MinID, Vocab    int          // token ids drawn from [MinID, Vocab), as Random's
+	Count           TokenCounter // text built to the lengths on this tokenizer (Random's)
 }
 
 // Defaults of bench_serving's generated-shared-prefix options.
@@ -65,17 +65,13 @@ func GeneratedSharedPrefix(o SharedPrefixOptions) ([]Prompt, error) {
 		lo := max(1, int(float64(n)*o.RangeRatio))
 		return lo + rng.IntN(n-lo+1)
 	}
+	wt := newWordText(o.Count)
 	piece := func(n int) ([]int32, string) {
 		ids := make([]int32, n)
-		var b strings.Builder
 		for j := range ids {
 			ids[j] = int32(o.MinID + rng.IntN(o.Vocab-o.MinID))
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(words[rng.IntN(len(words))])
 		}
-		return ids, b.String()
+		return ids, wt.text(rng, n)
 	}
 	sep := []int32{int32(o.MinID)} // the "\n\n" between system prompt and question, one token
 	out := make([]Prompt, 0, o.NumGroups*o.PromptsPerGroup)

@@ -32,6 +32,7 @@ type Profile struct {
 	LogMaxMB int
 	LogKeep  int
 	Slurm    Slurm
+	SLO      *SLO // slo: the SLO planner's targets; nil: no planner
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
@@ -80,6 +81,8 @@ type Gateway struct {
 	ImageURLAllow []string
 	// MetricsPublic serves /metrics without the API key.
 	MetricsPublic bool
+	// Tracing is gateway.tracing: a trace per request over OTLP/HTTP.
+	Tracing TracingPlan
 	// MaxConcurrent bounds the generation requests served at once; more
 	// wait up to QueueTimeout, then get 429. 0: unlimited.
 	MaxConcurrent int
@@ -100,6 +103,11 @@ type Gateway struct {
 	// routing for a while.
 	Retry          RetryPlan
 	CircuitBreaker CircuitBreakerPlan
+	// Admission and APIKeys are gateway.admission and gateway.api_keys
+	// (admission.go): the queue in front of the engines, and the keys
+	// with their limits and priorities.
+	Admission AdmissionPlan
+	APIKeys   []APIKeyPlan
 	// Disaggregation is gateway.disaggregation resolved: always, never or
 	// conditional (the default follows the role kinds; validate.go).
 	Disaggregation string

@@ -203,15 +203,26 @@ wait_for 'describe decode' "the describe view"
 wait_for 'command line \(secrets masked\)' "the command line in the describe view"
 keys Escape
 wait_for '\[overview\]' "back on the overview"
+# K opens the : line on the selected role and TERM; the signal is edited
+# like any word, and enter asks before anything is sent (CONT is harmless
+# to a running engine).
+keys K
+wait_for ':signal decode TERM' "the signal line"
+keys C-w CONT Enter
+wait_for 'send SIGCONT to decode \(process group [0-9]+\)\?' "the signal's question"
+keys y
+wait_for 'send SIGCONT to decode: done' "the signal sent"
 detach_dashboard
 
 # 4. A read-only dashboard: no restart key, and r does nothing.
 session observer 120 40 "'$TSD' attach --readonly '$NAME'"
 wait_for '· ([1-9][0-9]*)/\1 roles ready' "the read-only dashboard"
 screen | tail -1 | grep -q 'read-only' || fail "the read-only help bar does not say so"
-# r must do nothing: a prompt it opened would swallow the ? after it, so
-# the help page opening proves there was none.
-keys j r '?'
+# r must do nothing but say why: a prompt it opened would swallow the ?
+# after it, so the help page opening proves there was none.
+keys j r
+wait_for 'read-only dashboard \(tsd attach --readonly\): cannot restart' "r saying read-only"
+keys '?'
 wait_for '\[help\]' "the help page after r"
 screen | grep -q 'restart decode?' && fail "r asked for a restart on a read-only dashboard"
 keys Escape # alone: an escape with a key right after it reads as alt+key
@@ -233,4 +244,4 @@ $left"
 	sleep 0.2
 done
 DPID=""
-echo "e2e-tmux-tui: ok (daemon-kept trends on attach, a whole drain countdown at 80x24, split and describe views, read-only, nothing left)"
+echo "e2e-tmux-tui: ok (daemon-kept trends on attach, a whole drain countdown at 80x24, split and describe views, a signal asked and sent, read-only says so, nothing left)"

@@ -141,8 +141,10 @@ echo "$events" | awk '/→ stopping/ {s=NR} /→ starting/ && s {t=NR} /→ read
 pids=$(ps -e -o pid=,sid=,comm=,args= | awk -v s="$DSID" '$2==s && $3=="ts-fake" && /--disaggregation-mode decode/ {print $1}')
 [[ -n $pids ]] || fail "no ts-fake process of $role"
 kill -KILL $pids
-wait_for "▸ $role +decode +[^ ]+ +backoff · next try in [0-9]+s" "$role in backoff with a countdown"
-countdown() { screen | grep -E "▸ $role +decode" | sed -nE 's/.*backoff · next try in ([0-9]+)s.*/\1/p' | head -1; }
+# STATE reads "next try in", or its first short form "retry in" when the
+# columns chosen for the width leave it less room (architecture.md §12.1).
+wait_for "▸ $role +decode +[^ ]+ +backoff · (next try|retry) in [0-9]+s" "$role in backoff with a countdown"
+countdown() { screen | grep -E "▸ $role +decode" | sed -nE 's/.*backoff · (next try|retry) in ([0-9]+)s.*/\2/p' | head -1; }
 first=$(countdown)
 [[ -n $first ]] || fail "no countdown on $role's row"
 deadline=$((SECONDS + 5))
@@ -150,7 +152,7 @@ while :; do
 	now=$(countdown)
 	[[ -n $now && $now -lt $first ]] && break
 	# The backoff may end before a second capture: then it has moved too.
-	[[ -z $now ]] && ! screen | grep -Eq "▸ $role +decode +[^ ]+ +backoff · next" && [[ $first -le 2 ]] && break
+	[[ -z $now ]] && ! screen | grep -Eq "▸ $role +decode +[^ ]+ +backoff · (next|retry)" && [[ $first -le 2 ]] && break
 	((SECONDS < deadline)) || fail "the countdown did not move from ${first}s"
 	sleep 0.2
 done

@@ -53,6 +53,8 @@ type Snapshot struct {
 	// Stopping is the whole deployment's stop (tsd stop, a signal to the
 	// daemon) once it has begun: the gateway's drain, then the engines.
 	Stopping *StopStatus `json:"stopping,omitempty"`
+	// Planner is the SLO planner (profile key slo:); nil without one.
+	Planner *PlannerStatus `json:"planner,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
 	// a watch that asked for them (docs/protocol.md, the control socket).
 	History *History `json:"history,omitempty"`
@@ -142,6 +144,9 @@ type GatewayStatus struct {
 	// TokenizerCache is the prompt tokenizer cache's account; nil when
 	// there is none (no tokenizer, or gateway.tokenizer_cache_mb: 0).
 	TokenizerCache *TokenizerCacheStatus `json:"tokenizer_cache,omitempty"`
+	// Admission is the queue in front of the engines
+	// (gateway.admission, gateway.api_keys); nil while it bounds nothing.
+	Admission *AdmissionStatus `json:"admission,omitempty"`
 	// Layouts is how requests split between prefill → decode and
 	// aggregated engines; nil when every request goes prefill → decode
 	// and there is no aggregated engine.
@@ -155,6 +160,17 @@ type LayoutStatus struct {
 	Disaggregation string `json:"disaggregation"` // always | never | conditional
 	PD             uint64 `json:"pd"`
 	Aggregated     uint64 `json:"aggregated"`
+}
+
+// AdmissionStatus is the gateway's admission queue now and since start
+// (docs/protocol.md §11.13).
+type AdmissionStatus struct {
+	Queued       int               `json:"queued"`             // requests waiting, every kind
+	QueuedTokens int               `json:"queued_tokens"`      // their prompt tokens
+	ByClass      map[string]int    `json:"by_class,omitempty"` // waiting requests by priority class (system, interactive, default, bulk, or the number)
+	InFlight     int               `json:"in_flight"`          // admitted and not yet ended
+	Shed         map[string]uint64 `json:"shed,omitempty"`     // requests shed since start, by reason
+	Admitted     uint64            `json:"admitted"`
 }
 
 // TokenizerCacheStatus is the gateway's prompt tokenizer cache since
@@ -267,6 +283,12 @@ type RoleStatus struct {
 	Worker    string    `json:"worker"`
 	LogFile   string    `json:"log_file"`
 	Remote    bool      `json:"remote,omitempty"`
+
+	// Exits counts how the role's processes ended, by reason
+	// (supervisor.ExitReasons: requested, crashed with an error, killed by
+	// a signal, ...), since tsd started it; nil before the first end.
+	// Never changed once published: a new count is a new map.
+	Exits map[string]int `json:"exits,omitempty"`
 
 	// LogError is set while the role's log file cannot be written (disk
 	// full, read-only): the engine keeps running and its output is kept

@@ -2,8 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -523,6 +526,12 @@ func (a *actor) spawn() []event {
 	if a.file != nil {
 		file = a.file
 	}
+	if why := a.missingModel(); why != "" {
+		a.note("%s", why)
+		a.env.rec.releaseCgroup(cgroup)
+		p := &process{exit: Exit{StartErr: why, Code: 127, Lasting: true}, started: a.env.now(), empty: true}
+		return []event{a.ended(p, "")}
+	}
 	p, err := startProcess(spec, func(out *os.File) error {
 		if file == nil {
 			return captureStream(out, a.ring, nil, onLine)
@@ -715,6 +724,7 @@ func (a *actor) ended(p *process, errLine string) event {
 		a.note("log capture: %v", p.captureErr)
 	}
 	ev := event{Kind: evExited, Exit: p.exit, Ran: ran, Held: a.gpu.held != nil, ErrLine: errLine}
+	a.countExit(exitReason(a.lc, ev))
 	if !p.empty {
 		a.note("process group %d still has live processes %v after SIGKILL", p.pid, p.leftover)
 		ev.Left = fmt.Sprintf("%s after %s; process group %d could not be emptied (pids %v)", p.exit, HumanDuration(ran), p.pid, p.leftover)
@@ -724,6 +734,17 @@ func (a *actor) ended(p *process, errLine string) event {
 		a.note("%s after %s; process group %d verified empty", p.exit, HumanDuration(ran), p.pid)
 	}
 	return ev
+}
+
+// countExit counts one end of the role's process by reason (exits.go):
+// the map is replaced, never changed, since published snapshots share it.
+func (a *actor) countExit(reason string) {
+	m := make(map[string]int, len(a.st.Exits)+1)
+	for k, v := range a.st.Exits {
+		m[k] = v
+	}
+	m[reason]++
+	a.st.Exits = m
 }
 
 // onMilestone publishes what the capture saw; the launcher's ready line
@@ -837,4 +858,20 @@ func (a *actor) progress() (event, bool) {
 		phase = "no milestone yet"
 	}
 	return event{Kind: evNoProgress, Why: fmt.Sprintf("no progress for %s (phase: %s)", HumanDuration(limit), phase)}, true
+}
+
+// missingModel says why a local engine cannot start when its model is a
+// folder path that does not exist (an absolute path: a Hugging Face id is
+// never one): starting it again would fail the same way until someone
+// fixes the profile or the disk, so it is a lasting start error. Roles
+// started elsewhere (Slurm steps) read their own filesystem.
+func (a *actor) missingModel() string {
+	plan := a.env.plan.Load()
+	if plan == nil || a.plan.Launcher == profiles.LauncherSlurm || !a.plan.Local || !filepath.IsAbs(plan.Model) {
+		return ""
+	}
+	if _, err := os.Stat(plan.Model); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("model folder %s does not exist", plan.Model)
+	}
+	return ""
 }

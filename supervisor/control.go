@@ -43,8 +43,12 @@ import (
 //	                                    the backlog first (possibly [])
 //	     [&tail=N][&since=RFC3339]      only the backlog's last N lines / lines since
 //	POST /v1/save-log?role=R&path=P     SaveLog(R, P) in the daemon; answers the path
+//	POST /v1/signal?role=R&sig=S        Signal(R, S): S (TERM, USR1, …) to R's process group
+//	                                    (controlsignal.go); answers what was sent
 //	GET  /v1/describe?role=R            Describe(R): the role as planned (snapshot.RoleSpec, secrets masked)
 //	POST /v1/test-request               one request through the gateway (JSON reply)
+//	POST /v1/planner?do=pause|resume    PlannerPause / PlannerResume (tsd planner pause|resume);
+//	                                    answers what the planner does now
 //
 // Errors are plain text with a 4xx/5xx status. Commands are rows of
 // controlCommands: a new one (say rolling=1 on restart) is a query
@@ -85,6 +89,18 @@ var controlCommands = map[string]controlCommand{
 			return answer, nil
 		}
 		return answer, s.StopNow(r, q.Get("now") == "1")
+	},
+	"planner": func(s *Supervisor, q url.Values) (string, error) {
+		switch q.Get("do") {
+		case "pause":
+			return s.PlannerPause()
+		case "resume":
+			return s.PlannerResume()
+		}
+		return "", fmt.Errorf("planner needs do=pause or do=resume, got %q", q.Get("do"))
+	},
+	"signal": func(s *Supervisor, q url.Values) (string, error) {
+		return s.Signal(q.Get("role"), q.Get("sig"))
 	},
 	"save-log": func(s *Supervisor, q url.Values) (string, error) {
 		path := q.Get("path")

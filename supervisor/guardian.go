@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,7 +29,9 @@ import (
 // Status protocol on the status fd, one line each:
 //
 //	pid <engine pid>              the engine started (its pgid equals its pid)
-//	starterr <message>            the engine could not be started
+//	starterr <message>            the engine could not be started (trying again may help)
+//	nostart <message>             the engine cannot be started until someone fixes it
+//	                              (command not found or not executable)
 //	exit <code> <signal>          the engine's launcher exited (signal 0 = none)
 //	term <reason>                 SIGTERM sent to the group
 //	kill <reason>                 SIGKILL sent to the group
@@ -150,12 +153,12 @@ func (l *guardLoop) diag(format string, a ...any) {
 func (l *guardLoop) start() (int, bool) {
 	cfg := l.cfg
 	if len(cfg.Argv) == 0 {
-		l.say("starterr no command")
+		l.say("nostart no command")
 		return 0, false
 	}
 	path, err := exec.LookPath(cfg.Argv[0])
 	if err != nil {
-		l.say("starterr %s", oneLine(err.Error()))
+		l.say("%s %s", startErrWord(err), oneLine(err.Error()))
 		l.diag("cannot start %s: %v", cfg.Argv[0], err)
 		return 0, false
 	}
@@ -177,11 +180,30 @@ func (l *guardLoop) start() (int, bool) {
 		pid, err = syscall.ForkExec(path, cfg.Argv, attr)
 	}
 	if err != nil {
-		l.say("starterr %s", oneLine(err.Error()))
+		l.say("%s %s", startErrWord(err), oneLine(err.Error()))
 		l.diag("cannot start %s: %v", path, err)
 		return 0, false
 	}
 	return pid, true
+}
+
+// startErrWord is the status word of a start error: nostart for one that
+// trying again cannot fix (the file is missing, not executable, not a
+// program), starterr for the rest (out of processes or memory, ...).
+func startErrWord(err error) string {
+	if lastingStartErr(err) {
+		return "nostart"
+	}
+	return "starterr"
+}
+
+func lastingStartErr(err error) bool {
+	for _, e := range []error{exec.ErrNotFound, fs.ErrNotExist, fs.ErrPermission, syscall.ENOENT, syscall.EACCES, syscall.ENOEXEC, syscall.ENOTDIR, syscall.EISDIR, syscall.ELOOP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // run steps every input until guardStep says exit.
@@ -386,6 +408,7 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 type guardStatus struct {
 	pid      int
 	startErr string
+	lasting  bool // the start error cannot heal (nostart)
 	exit     *Exit
 	empty    bool
 	notEmpty string
@@ -401,6 +424,8 @@ func parseGuardLine(st *guardStatus, line string) {
 		st.pid, _ = strconv.Atoi(rest)
 	case "starterr":
 		st.startErr = rest
+	case "nostart":
+		st.startErr, st.lasting = rest, true
 	case "exit":
 		a, b, _ := strings.Cut(rest, " ")
 		code, _ := strconv.Atoi(a)

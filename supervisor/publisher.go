@@ -135,6 +135,7 @@ func (p *publisher) build() snapshot.Snapshot {
 		cp := *st
 		snap.Stopping = &cp
 	}
+	snap.Planner = s.plannerSnapshot()
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		if st := snap.Stopping; st != nil && st.Phase == snapshot.StopDraining {

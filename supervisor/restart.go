@@ -49,6 +49,11 @@ type Exit struct {
 	Code     int            // exit code; 128+signal when killed by a signal
 	Signal   syscall.Signal // the signal that killed it, or 0
 	StartErr string         // the engine could not be started at all
+	// Lasting: the start error cannot heal by trying again (the command
+	// is not found or not executable, the model folder is missing), so
+	// the policy gives up at once, as Nomad does on an unrecoverable
+	// start error, instead of spending the restart budget on it.
+	Lasting bool
 }
 
 // Failed reports whether the exit counts as a failure for on-failure.
@@ -198,6 +203,9 @@ func Decide(in RestartInput) Decision {
 
 	if in.Manual {
 		return Decision{Action: ActionRestart, Reason: "manual restart", Attempt: 0, History: hist}
+	}
+	if in.Exit.StartErr != "" && in.Exit.Lasting {
+		return Decision{Action: ActionGiveUp, Reason: head + "; trying again cannot fix it: fix it, then start the role", Attempt: attempt, History: hist}
 	}
 
 	switch p.Policy {

@@ -82,6 +82,12 @@ func TestDecide(t *testing.T) {
 			ActionRestart, 2 * time.Second, 1, 8, "exit 1 after 1s; restart 8; next try in 2s"},
 		{"start error is a failure", RestartInput{Policy: pol, Exit: Exit{StartErr: "exec: \"ts\": not found", Code: 127}, Now: t0, Rand: half},
 			ActionRestart, 2 * time.Second, 1, 1, "start failed: exec: \"ts\": not found; restart 1/5 in 10m; next try in 2s"},
+		{"a lasting start error gives up at once", RestartInput{Policy: with(func(p *RestartPolicy) { p.Policy = PolicyAlways }),
+			Exit: Exit{StartErr: "exec: \"ts\": executable file not found in $PATH", Code: 127, Lasting: true}, Now: t0, Rand: half},
+			ActionGiveUp, 0, 0, 0, "start failed: exec: \"ts\": executable file not found in $PATH; trying again cannot fix it: fix it, then start the role"},
+		{"a manual restart still tries a lasting start error again", RestartInput{Policy: pol, Manual: true,
+			Exit: Exit{StartErr: "model folder /m not found", Code: 127, Lasting: true}, Now: t0},
+			ActionRestart, 0, 0, 0, "manual restart"},
 		{"unknown policy gives up", RestartInput{Policy: with(func(p *RestartPolicy) { p.Policy = "sometimes" }), Exit: fail, Ran: time.Second, Now: t0},
 			ActionGiveUp, 0, 0, 0, "exit 1 after 1s; unknown restart policy \"sometimes\""},
 	}

@@ -753,6 +753,54 @@ func TestStartErrorFails(t *testing.T) {
 	}
 }
 
+// TestLastingStartErrorFailsAtOnce: a command that is not found, or is
+// not executable, cannot start however often it is tried, so even policy
+// always fails the role at once with the reason instead of spending the
+// restart budget (Exit.Lasting, Decide).
+func TestLastingStartErrorFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "ts")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, cmd, want string }{
+		{"not found", "/nonexistent/ts", "/nonexistent/ts"},
+		{"not on PATH", "ts-not-installed-here", "executable file not found"},
+		{"not executable", notExec, "permission denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			role := shRole("decode", profiles.KindDecode, "")
+			role.Argv = []string{tc.cmd, "serve"}
+			role.Restart.Policy = PolicyAlways
+			f := newFixture(t, nil, nil, role)
+			r := f.wait("decode", "failed", state(snapshot.StateFailed))
+			if !strings.Contains(r.Reason, tc.want) || !strings.Contains(r.Reason, "trying again cannot fix it") {
+				t.Fatalf("reason %q", r.Reason)
+			}
+			if r.Restarts != 0 {
+				t.Fatalf("a lasting start error was restarted %d times", r.Restarts)
+			}
+		})
+	}
+}
+
+// TestMissingModelFolderFailsAtOnce: a local engine whose model is a
+// folder path that does not exist is not started at all: the role fails
+// at once saying which folder is missing.
+func TestMissingModelFolderFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	role := shRole("decode", profiles.KindDecode, readyLine+"; exec sleep 1000")
+	role.Restart.Policy = PolicyAlways
+	missing := filepath.Join(t.TempDir(), "no-such-model")
+	f := newFixture(t, nil, func(o *Options) { o.Plan.Model = missing }, role)
+	r := f.wait("decode", "failed", state(snapshot.StateFailed))
+	if !strings.Contains(r.Reason, "model folder "+missing+" does not exist") || r.Restarts != 0 {
+		t.Fatalf("reason %q, restarts %d", r.Reason, r.Restarts)
+	}
+}
+
 // TestRemoteRoleFollowsRanks: a role on another host is never spawned; it
 // is ready while its ranks are registered and waits again when they drop.
 func TestRemoteRoleFollowsRanks(t *testing.T) {

@@ -118,7 +118,7 @@ func BenchmarkLogIngest(b *testing.B) {
 			for _, r := range m.snap.Roles {
 				lines = append(lines, tuitest.LogLines(r.Name, 105, t0)...)
 			}
-			gen := m.logs.gen
+			gen := m.logs.feed.gen
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += len(lines) {

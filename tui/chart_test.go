@@ -73,19 +73,25 @@ func BenchmarkBrailleChart200(b *testing.B) {
 }
 
 // Pins: a role's GPU memory reads per card, never as a sum no card holds
-// (two 107 GiB shares on 141 GiB cards are "2×107 GiB", not "214 GiB").
+// (two 107 GiB shares on 141 GiB cards are "≤107 GiB/GPU", not "214
+// GiB"), and says it is per GPU ("2×107 GiB" read as a total).
 func TestGPUMemPerCard(t *testing.T) {
+	gpuMemText := func(per []gpuMem, sum uint64) string {
+		var c cell
+		gpuMemCell(&c, per, sum)
+		return c.forms[0]
+	}
 	s := snapshot.Snapshot{GPUs: []snapshot.GPUStatus{
 		{Index: 0, MemTotalB: 141 << 30, Processes: []snapshot.GPUProcess{{PID: 1, UsedB: 107 << 30, Role: "decode"}, {PID: 2, UsedB: 3 << 30, Role: "prefill"}}},
 		{Index: 1, MemTotalB: 141 << 30, Processes: []snapshot.GPUProcess{{PID: 3, UsedB: 107 << 30, Role: "decode"}}},
 	}}
-	if got := gpuMemCell(roleGPUMem(&s, "decode"), 214<<30); got != "2×107 GiB" {
+	if got := gpuMemText(roleGPUMem(&s, "decode"), 214<<30); got != "≤107 GiB/GPU" {
 		t.Errorf("decode: %q", got)
 	}
-	if got := gpuMemCell(roleGPUMem(&s, "prefill"), 3<<30); got != humanBytes(3<<30) {
+	if got := gpuMemText(roleGPUMem(&s, "prefill"), 3<<30); got != humanBytes(3<<30) {
 		t.Errorf("prefill: %q", got)
 	}
-	if got := gpuMemCell(nil, 0); got != "-" {
+	if got := gpuMemText(nil, 0); got != "-" {
 		t.Errorf("none: %q", got)
 	}
 }

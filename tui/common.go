@@ -88,6 +88,18 @@ func running(state string) bool {
 	return true
 }
 
+// alive reports whether a role's process exists now: running, and not
+// between a death and the next try.
+func alive(state string) bool {
+	return running(state) && state != snapshot.StateBackoff && state != snapshot.StateCrashed
+}
+
+// serving reports whether a role may be serving requests now: its rates
+// and latencies mean something. A remote role serves while it is routed.
+func serving(state string) bool {
+	return alive(state) || state == snapshot.StateRemote
+}
+
 // fit truncates s to w cells and pads it with spaces to exactly w cells.
 func fit(s string, w int) string {
 	if w <= 0 {
@@ -100,6 +112,14 @@ func fit(s string, w int) string {
 	}
 	if sw < w {
 		s += strings.Repeat(" ", w-sw)
+	}
+	return s
+}
+
+// cutLine cuts s to w cells with "…" when it is longer (unpadded).
+func cutLine(s string, w int) string {
+	if len(s) > w && width(s) > w {
+		return ansi.Truncate(s, w, "…")
 	}
 	return s
 }

@@ -32,16 +32,45 @@ type answer struct {
 	cmd  tea.Cmd
 }
 
-// ask shows a y/n question; y runs cmd.
-func (m *Model) ask(text, what string, cmd tea.Cmd) *confirmPrompt {
-	m.confirm = &confirmPrompt{text: text, def: -1, answers: []answer{{b: m.c.Keys.Yes, what: what, cmd: cmd}}}
-	return m.confirm
-}
-
 // orNow adds the ! answer: the same action without the drain.
 func (c *confirmPrompt) orNow(b key.Binding, what string, cmd tea.Cmd) *confirmPrompt {
 	c.answers = append(c.answers, answer{b: b, what: what, cmd: cmd})
 	return c
+}
+
+// nowOnly turns a restart or stop prompt into its --now form: y does
+// what ! would (a typed --now was the answer to the drain question).
+func (c *confirmPrompt) nowOnly(yes key.Binding) *confirmPrompt {
+	if len(c.answers) < 2 {
+		return c
+	}
+	now := c.answers[1]
+	now.b = yes
+	text := strings.Replace(c.text, "? ", " now? ", 1)
+	text = strings.Replace(text, " [y/n · ! now, no drain]", " [y/n]", 1)
+	text = strings.Replace(text, "drains first", "ends at once", 1)
+	text = strings.Replace(text, "drain first", "end at once", 1)
+	return &confirmPrompt{text: text, def: -1, answers: []answer{now}}
+}
+
+// asked is what a prompt builder answers: the prompt to open, or a note
+// saying why there is nothing to ask.
+type asked struct {
+	c    *confirmPrompt
+	note string
+}
+
+// ask opens a prompt that acts on the deployment: refused (and said so)
+// on a read-only dashboard; without a prompt it only says the note.
+func (m *Model) ask(what string, a asked) {
+	if m.refuseReadOnly(what) {
+		return
+	}
+	if a.c == nil {
+		m.flash.set(a.note)
+		return
+	}
+	m.confirm = a.c
 }
 
 // confirmKey answers the open prompt with k.
@@ -49,7 +78,7 @@ func (m *Model) confirmKey(k tea.KeyPressMsg) tea.Cmd {
 	c := m.confirm
 	take := func(a answer) tea.Cmd {
 		m.confirm = nil
-		m.flash = a.what + "…"
+		m.flash.set(a.what + "…")
 		return a.cmd
 	}
 	for _, a := range c.answers {
@@ -64,9 +93,9 @@ func (m *Model) confirmKey(k tea.KeyPressMsg) tea.Cmd {
 		return take(c.answers[max(c.def, 0)])
 	case key.Matches(k, m.c.Keys.No):
 		m.confirm = nil
-		m.flash = "cancelled"
+		m.flash.set("cancelled")
 	case c.hint != "":
-		m.flash = c.hint
+		m.flash.set(c.hint)
 	}
 	return nil
 }
@@ -78,7 +107,32 @@ func (m *Model) confirmHelp() string {
 		bs = append(bs, a.b)
 	}
 	bs = append(bs, m.c.Keys.No)
-	return m.helpBar.ShortHelpView(shortBindings(bs))
+	return m.bar.bar.ShortHelpView(shortBindings(bs))
+}
+
+// refuseReadOnly says so when a read-only dashboard is asked to act.
+func (m *Model) refuseReadOnly(what string) bool {
+	if !m.opts.ReadOnly {
+		return false
+	}
+	m.flash.set("read-only dashboard (tsd attach --readonly): cannot " + what)
+	return true
+}
+
+// prompts builds the questions the control keys and verbs ask, from what
+// is on screen; the model opens what they return (Model.ask). A nil
+// prompt comes with a note saying why there is nothing to ask.
+type prompts struct {
+	s    *snapshot.Snapshot
+	keys *KeyMap
+	b    Backend
+}
+
+func (m *Model) prompts() prompts { return prompts{s: &m.snap, keys: &m.c.Keys, b: m.b} }
+
+// yesNo is a y/n question; y runs cmd.
+func (p prompts) yesNo(text, what string, cmd tea.Cmd) *confirmPrompt {
+	return &confirmPrompt{text: text, def: -1, answers: []answer{{b: p.keys.Yes, what: what, cmd: cmd}}}
 }
 
 // inFlightText says how many requests a restart or stop would drain.
@@ -131,54 +185,45 @@ func restartCmd(b Backend, name string, now bool) tea.Cmd {
 	}
 	return func() tea.Msg {
 		err := b.RestartNow(name, now)
-		msg := controlDoneMsg{what: what, err: err}
-		if err == nil {
-			msg.restarted = name
+		msg := controlDoneMsg{what: "restart " + name, err: err}
+		if err != nil {
+			msg.what = what
+		} else {
+			msg.ready = name
 		}
 		return msg
 	}
 }
 
-// askRestart is r (and :restart): the question says what drains, and
+// restart is r (and :restart): the question says what drains, and
 // whether it is an outage; ! restarts without the drain.
-func (m *Model) askRestart(r snapshot.RoleStatus) {
-	if m.refuseReadOnly("restart " + r.Name) {
-		return
-	}
+func (p prompts) restart(r snapshot.RoleStatus) asked {
 	name := r.Name
 	q := fmt.Sprintf("restart %s? %s [y/n · ! now, no drain]", name,
-		sentence(inFlightText(r.InFlight), outage(&m.snap, r.Kind, []string{name})))
-	m.ask(q, "restart "+name, restartCmd(m.b, name, false)).
-		orNow(m.c.Keys.Now, "restart "+name+" now", restartCmd(m.b, name, true))
+		sentence(inFlightText(r.InFlight), outage(p.s, r.Kind, []string{name})))
+	return asked{c: p.yesNo(q, "restart "+name, restartCmd(p.b, name, false)).
+		orNow(p.keys.Now, "restart "+name+" now", restartCmd(p.b, name, true))}
 }
 
-// askStop is s on a running role (and :stop).
-func (m *Model) askStop(r snapshot.RoleStatus) {
-	if m.refuseReadOnly("stop " + r.Name) {
-		return
-	}
-	name, b := r.Name, m.b
-	// Stopping a serving role loses its capacity (and, with real weights,
-	// minutes to bring it back): ask first.
+// stop is s on a running role (and :stop). Stopping a serving role loses
+// its capacity (and, with real weights, minutes to bring it back).
+func (p prompts) stop(r snapshot.RoleStatus) asked {
+	name, b := r.Name, p.b
 	q := fmt.Sprintf("stop %s? %s [y/n · ! now, no drain]", name,
-		sentence(inFlightText(r.InFlight), outage(&m.snap, r.Kind, []string{name})))
-	m.ask(q, "stop "+name, control("stop "+name, func() error { return b.StopNow(name, false) })).
-		orNow(m.c.Keys.Now, "stop "+name+" now", control("stop "+name+" --now", func() error { return b.StopNow(name, true) }))
+		sentence(inFlightText(r.InFlight), outage(p.s, r.Kind, []string{name})))
+	return asked{c: p.yesNo(q, "stop "+name, control("stop "+name, func() error { return b.StopNow(name, false) })).
+		orNow(p.keys.Now, "stop "+name+" now", control("stop "+name+" --now", func() error { return b.StopNow(name, true) }))}
 }
 
-// rollingAsk asks for a rolling restart of target (a kind, or a replica
+// rolling asks for a rolling restart of target (a kind, or a replica
 // group), whose instances are names: one at a time, each ready again
 // before the next, so the others carry the traffic. With one instance
 // that is an outage, and the question says so.
-func (m *Model) rollingAsk(target, kind string, names []string, inFlight int) {
-	if m.refuseReadOnly("rolling restart of " + target) {
-		return
-	}
+func (p prompts) rolling(target, kind string, names []string, inFlight int) asked {
 	if len(names) == 0 {
-		m.flash = target + " runs elsewhere; tsd cannot restart it"
-		return
+		return asked{note: target + " runs elsewhere; tsd cannot restart it"}
 	}
-	b := m.b
+	b := p.b
 	what := "rolling restart of " + strings.Join(names, ", ")
 	how := "one at a time, each drained"
 	if len(names) == 1 {
@@ -188,60 +233,75 @@ func (m *Model) rollingAsk(target, kind string, names []string, inFlight int) {
 	// with no other one of its kind serving.
 	note := ""
 	for _, n := range names {
-		if note = outage(&m.snap, kind, []string{n}); note != "" {
+		if note = outage(p.s, kind, []string{n}); note != "" {
 			break
 		}
 	}
 	q := fmt.Sprintf("%s (%s)? %s [y/n · ! now, no drain]", what, how, sentence(inFlightText(inFlight), note))
-	m.ask(q, what, control(what, func() error { return b.RollingRestart(context.Background(), target, false, nil) })).
-		orNow(m.c.Keys.Now, what+" now", control(what+" --now", func() error { return b.RollingRestart(context.Background(), target, true, nil) }))
+	return asked{c: p.yesNo(q, what, control(what, func() error { return b.RollingRestart(context.Background(), target, false, nil) })).
+		orNow(p.keys.Now, what+" now", control(what+" --now", func() error { return b.RollingRestart(context.Background(), target, true, nil) }))}
 }
 
-// rollingKind is R: a rolling restart of every local role of r's kind.
-func (m *Model) rollingKind(r snapshot.RoleStatus) {
-	var names []string
-	inFlight := 0
-	for _, o := range m.snap.Roles {
-		if o.Kind == r.Kind && !o.Remote {
-			names = append(names, o.Name)
-			inFlight += o.InFlight
-		}
-	}
-	if len(names) == 0 {
-		m.flash = r.Name + " runs elsewhere; tsd cannot restart it"
-		return
-	}
-	m.rollingAsk(r.Kind, r.Kind, names, inFlight)
-}
-
-// rollingGroup is :restart GROUP: a rolling restart of one replica group.
-func (m *Model) rollingGroup(group string) {
+// rollingOf is R (every local role of r's kind, or :restart --rolling
+// KIND) and :restart GROUP (one replica group): the instances match.
+func (p prompts) rollingOf(target string, match func(r *snapshot.RoleStatus) bool) asked {
 	var names []string
 	kind := ""
 	inFlight := 0
-	for _, o := range m.snap.Roles {
-		if o.Group == group && !o.Remote {
+	for i := range p.s.Roles {
+		o := &p.s.Roles[i]
+		if match(o) && !o.Remote {
 			names = append(names, o.Name)
 			inFlight += o.InFlight
 			kind = o.Kind
 		}
 	}
-	m.rollingAsk(group, kind, names, inFlight)
+	return p.rolling(target, kind, names, inFlight)
 }
 
-// refuseReadOnly says so when a read-only dashboard is asked to act.
-func (m *Model) refuseReadOnly(what string) bool {
-	if !m.opts.ReadOnly {
-		return false
+func (p prompts) rollingKind(kind string) asked {
+	return p.rollingOf(kind, func(r *snapshot.RoleStatus) bool { return r.Kind == kind })
+}
+
+func (p prompts) rollingGroup(group string) asked {
+	return p.rollingOf(group, func(r *snapshot.RoleStatus) bool { return r.Group == group })
+}
+
+// signal is K (and :signal): the question names the signal, the role and
+// its process group, since a signal is as final as the engine makes it.
+func (p prompts) signal(r snapshot.RoleStatus, sig string) asked {
+	sg, ok := p.b.(Signaler)
+	switch {
+	case !ok:
+		return asked{note: "this dashboard's backend cannot send signals"}
+	case r.Remote:
+		return asked{note: r.Name + " runs elsewhere; tsd cannot signal it"}
+	case r.PID <= 0 || !running(r.State):
+		return asked{note: r.Name + " has no process to signal (" + r.State + ")"}
 	}
-	m.flash = "read-only dashboard (tsd attach --readonly): cannot " + what
-	return true
+	name := r.Name
+	what := "SIG" + sig + " to " + name
+	q := fmt.Sprintf("send SIG%s to %s (process group %d)? %s [y/n]", sig, name, r.PID, signalNote(sig))
+	return asked{c: p.yesNo(q, "send "+what, control("send "+what, func() error { return sg.Signal(name, sig) }))}
+}
+
+// signalNote says what a signal usually does to an engine.
+func signalNote(sig string) string {
+	switch sig {
+	case "KILL":
+		return "it ends at once, nothing drains; tsd restarts it by its policy"
+	case "TERM", "INT", "QUIT", "HUP":
+		return "it may end, nothing drains; tsd restarts it by its policy"
+	case "STOP":
+		return "it pauses: requests hang and its stall check may fire; CONT resumes it"
+	}
+	return "what it does is the engine's"
 }
 
 // runningRoles counts roles whose processes run (what quitting stops).
-func (m *Model) runningRoles() int {
+func runningRoles(s *snapshot.Snapshot) int {
 	n := 0
-	for _, r := range m.snap.Roles {
+	for _, r := range s.Roles {
 		if running(r.State) {
 			n++
 		}
@@ -256,7 +316,7 @@ func (m *Model) runningRoles() int {
 // --stop-on-quit only changes which one enter takes. A read-only
 // dashboard detaches at once: it cannot stop anything.
 func (m *Model) askQuit() tea.Cmd {
-	n := m.runningRoles()
+	n := runningRoles(&m.snap)
 	keys := m.c.Keys
 	switch {
 	case m.opts.ReadOnly:
@@ -265,7 +325,9 @@ func (m *Model) askQuit() tea.Cmd {
 		if n == 0 {
 			return tea.Quit
 		}
-		m.ask(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n]", n), "quitting", tea.Quit).quitKey = true
+		c := m.prompts().yesNo(fmt.Sprintf("quit tsd? this stops %d running role(s) [y/n]", n), "quitting", tea.Quit)
+		c.quitKey = true
+		m.confirm = c
 		return nil
 	}
 	detach := answer{b: keys.Detach, what: "detaching", cmd: tea.Quit}

@@ -45,8 +45,8 @@ func TestDetachQuitDefaultDetaches(t *testing.T) {
 		if !strings.Contains(plain(m), "quit: d detach, 8 running role(s) keep running · s stop them all [enter = d]") {
 			t.Fatalf("no detach prompt:\n%s", plain(m))
 		}
-		if cmd := press(m, "y"); cmd != nil || m.confirm == nil || !strings.Contains(m.flash, "d detaches") {
-			t.Fatalf("y acted or closed the prompt (flash %q)", m.flash)
+		if cmd := press(m, "y"); cmd != nil || m.confirm == nil || !strings.Contains(m.flash.text, "d detaches") {
+			t.Fatalf("y acted or closed the prompt (flash %q)", m.flash.text)
 		}
 		if !isQuit(press(m, answer)) {
 			t.Fatalf("%s did not detach", answer)
@@ -74,8 +74,8 @@ func TestDetachQuitStopAll(t *testing.T) {
 	if next := runCmd(t, m, cmd); !isQuit(next) {
 		t.Fatal("stop did not quit")
 	}
-	if !slices.Equal(f.Calls(), []string{"stop-deployment"}) || !m.stopChosen {
-		t.Fatalf("calls %v, stopChosen %v", f.Calls(), m.stopChosen)
+	if !slices.Equal(f.Calls(), []string{"stop-deployment"}) || !m.out.Stopped {
+		t.Fatalf("calls %v, stopChosen %v", f.Calls(), m.out.Stopped)
 	}
 }
 
@@ -124,8 +124,8 @@ func TestReadOnly(t *testing.T) {
 	for _, line := range []string{"restart decode-0", "stop decode-0", "start decode-0", "restart --now decode-0"} {
 		press(m, ":")
 		typeText(m, line)
-		if cmd := press(m, "enter"); cmd != nil || m.confirm != nil || !strings.Contains(m.flash, "read-only") {
-			t.Fatalf(":%s on a read-only dashboard: flash %q", line, m.flash)
+		if cmd := press(m, "enter"); cmd != nil || m.confirm != nil || !strings.Contains(m.flash.text, "read-only") {
+			t.Fatalf(":%s on a read-only dashboard: flash %q", line, m.flash.text)
 		}
 	}
 	if len(f.Calls()) != 0 {
@@ -141,7 +141,7 @@ func TestDetachDaemonGoneQuits(t *testing.T) {
 	t.Parallel()
 	m, _ := newDetachModel(t, Options{})
 	_, cmd := m.Update(snapClosedMsg{})
-	if !isQuit(cmd) || !m.daemonGone {
+	if !isQuit(cmd) || !m.out.DaemonGone {
 		t.Fatal("stream end did not quit the attached dashboard")
 	}
 }

@@ -118,7 +118,9 @@ func (p *eventsPage) View() string {
 		if who == "" {
 			who = "tsd"
 		}
-		line := "  " + e.Time.Format("15:04:05") + " " + fit(who, 14) + " " + e.Message
+		// A line too long for the page is cut with "…", so a cut reads
+		// as one (the whole message is in the logs and tsd status).
+		line := cutLine("  "+e.Time.Format("15:04:05")+" "+fit(who, 14)+" "+e.Message, p.w)
 		if lineLevel(" "+e.Message+" ") == levelError || strings.Contains(e.Message, "failed") || strings.Contains(e.Message, "crashed") {
 			line = st.Bad.Render(line)
 		}

@@ -19,13 +19,19 @@ const frame = time.Second / 60
 const maxHold = 4 * frame
 
 type (
+	// The snapshot messages name the feed they came from (nil: the
+	// current one), so a late one from before a :ctx switch is dropped.
 	snapSubscribedMsg struct {
 		cur    snapshot.Snapshot
 		ch     <-chan snapshot.Snapshot
 		cancel func()
+		from   *snapFeed
 	}
-	snapMsg       struct{ s snapshot.Snapshot }
-	snapClosedMsg struct{}
+	snapMsg struct {
+		s    snapshot.Snapshot
+		from *snapFeed
+	}
+	snapClosedMsg struct{ from *snapFeed }
 
 	logSubscribedMsg struct {
 		gen     int
@@ -44,10 +50,10 @@ type (
 	tickMsg time.Time
 )
 
-func subscribeCmd(b Backend) tea.Cmd {
+func subscribeCmd(b Backend, f *snapFeed) tea.Cmd {
 	return func() tea.Msg {
 		cur, ch, cancel := b.Subscribe()
-		return snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel}
+		return snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel, from: f}
 	}
 }
 
@@ -74,23 +80,23 @@ func waitSnap(ch <-chan snapshot.Snapshot, done <-chan struct{}) tea.Cmd {
 			select {
 			case s, ok := <-ch:
 				if !ok {
-					return snapMsg{latest} // the close is seen on the next wait
+					return snapMsg{s: latest} // the close is seen on the next wait
 				}
 				latest = s
 				if time.Since(start) < maxHold {
 					continue
 				}
-				return snapMsg{latest}
+				return snapMsg{s: latest}
 			default:
 			}
 			select {
 			case s, ok := <-ch:
 				if !ok {
-					return snapMsg{latest}
+					return snapMsg{s: latest}
 				}
 				latest = s
 			case <-t.C:
-				return snapMsg{latest}
+				return snapMsg{s: latest}
 			case <-done:
 				return nil
 			}
@@ -150,4 +156,62 @@ func waitLogs(gen int, ch <-chan []snapshot.LogLine, done <-chan struct{}, max i
 // no snapshot arrives.
 func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// snapFeed is the dashboard's snapshot subscription: the channel a
+// command waits on, how to cancel it, and done, which ends a wait still
+// blocked when the dashboard goes away (or switches deployment).
+type snapFeed struct {
+	cancel func()
+	ch     <-chan snapshot.Snapshot
+	done   chan struct{}
+	closed bool
+}
+
+func newSnapFeed() *snapFeed { return &snapFeed{done: make(chan struct{})} }
+
+// attach takes a subscription; false when the feed is closed already (the
+// subscription is cancelled then).
+func (f *snapFeed) attach(ch <-chan snapshot.Snapshot, cancel func()) bool {
+	if f.closed {
+		cancel()
+		return false
+	}
+	f.ch, f.cancel = ch, cancel
+	return true
+}
+
+// next waits for the next snapshot (nil when there is nothing to wait on).
+func (f *snapFeed) next() tea.Cmd {
+	if f.ch == nil || f.closed {
+		return nil
+	}
+	wait := waitSnap(f.ch, f.done)
+	return func() tea.Msg {
+		switch msg := wait().(type) {
+		case snapMsg:
+			msg.from = f
+			return msg
+		case snapClosedMsg:
+			msg.from = f
+			return msg
+		default:
+			return msg
+		}
+	}
+}
+
+// owns: a message from this feed (nil from: the current one, as tests
+// and Run send it).
+func (f *snapFeed) owns(from *snapFeed) bool { return from == nil || from == f }
+
+func (f *snapFeed) close() {
+	if f.closed {
+		return
+	}
+	f.closed = true
+	close(f.done)
+	if f.cancel != nil {
+		f.cancel()
+	}
 }

@@ -86,8 +86,8 @@ func TestReplicaGroups(t *testing.T) {
 		t.Fatal("enter did not open the group")
 	}
 	press(m, "up", "r")
-	if m.confirm != nil || !strings.Contains(m.flash, "prefill has 2 replicas") {
-		t.Fatalf("r on a summary: flash %q, confirm %v", m.flash, m.confirm != nil)
+	if m.confirm != nil || !strings.Contains(m.flash.text, "prefill has 2 replicas") {
+		t.Fatalf("r on a summary: flash %q, confirm %v", m.flash.text, m.confirm != nil)
 	}
 	// :inspect of a member of a closed group opens the group.
 	press(m, "left")

@@ -30,10 +30,17 @@ type colLayout struct {
 // fitColumns lays a table out in width cells (gutter included) from the
 // text its rows hold now: each column is as wide as its widest cell, and
 // while that does not fit, the lowest-priority concession is made: a
-// column's next shorter form, or dropping the column. It remembers
-// nothing between frames, so columns widen and shrink back with their
-// text. A fill column gets the rest, at least its minFill while it fits.
-func fitColumns(cols []colFit, width, gutter int) []colLayout {
+// column's next shorter form, or dropping the column. Column widths
+// remember nothing between frames, so columns widen and shrink back with
+// their text. A fill column gets the rest, at least its minFill while it
+// fits.
+//
+// set, when given, is the columns to show (chooseColumns chose them once
+// for this width): no column is dropped or added, only shorter forms
+// taken, and what still does not fit is cut from the widest columns (a
+// cell cut shows "…"), so columns never come and go while a cell's text
+// changes.
+func fitColumns(cols []colFit, width, gutter int, set []bool) []colLayout {
 	out := make([]colLayout, len(cols))
 	type concession struct {
 		priority int
@@ -42,7 +49,7 @@ func fitColumns(cols []colFit, width, gutter int) []colLayout {
 	}
 	var cs []concession
 	for i, c := range cols {
-		out[i].shown = true
+		out[i].shown = set == nil || set[i]
 		for f := 0; f+1 < len(c.widths); f++ {
 			p := c.priority
 			if f < len(c.shrinkAt) {
@@ -52,7 +59,7 @@ func fitColumns(cols []colFit, width, gutter int) []colLayout {
 				cs = append(cs, concession{priority: p, col: i})
 			}
 		}
-		if c.priority > 0 {
+		if c.priority > 0 && set == nil {
 			cs = append(cs, concession{priority: c.priority, drop: true, col: i})
 		}
 	}
@@ -118,6 +125,9 @@ func fitColumns(cols []colFit, width, gutter int) []colLayout {
 			used += out[i].width
 		}
 	}
+	if set != nil {
+		used -= cutWidest(cols, out, used+minFills(cols, out)-width)
+	}
 	for i, c := range cols {
 		if out[i].shown && c.fill {
 			out[i].width = max(width-used, 0)
@@ -125,4 +135,52 @@ func fitColumns(cols []colFit, width, gutter int) []colLayout {
 		}
 	}
 	return out
+}
+
+// minFills is what the shown fill columns keep at least.
+func minFills(cols []colFit, out []colLayout) int {
+	n := 0
+	for i, c := range cols {
+		if out[i].shown && c.fill {
+			n += c.minFill
+		}
+	}
+	return n
+}
+
+// cutWidest takes over cells from the widest shown columns (not the fill,
+// which has its least already) one at a time, down to cutFloor each, and
+// returns how many it took.
+func cutWidest(cols []colFit, out []colLayout, over int) int {
+	taken := 0
+	for ; taken < over; taken++ {
+		w := -1
+		for i, c := range cols {
+			if out[i].shown && !c.fill && out[i].width > cutFloor && (w < 0 || out[i].width > out[w].width) {
+				w = i
+			}
+		}
+		if w < 0 {
+			break
+		}
+		out[w].width--
+	}
+	return taken
+}
+
+// cutFloor is the narrowest a cut column gets: room for a letter or two
+// and the "…".
+const cutFloor = 3
+
+// chooseColumns picks which columns a table shows at width from each
+// column's nominal widths (a column's least: its shortest form, with room
+// reserved where the text is known to grow), as fitColumns would drop
+// them.
+func chooseColumns(nominal []colFit, width, gutter int) []bool {
+	ls := fitColumns(nominal, width, gutter, nil)
+	set := make([]bool, len(ls))
+	for i, l := range ls {
+		set[i] = l.shown
+	}
+	return set
 }

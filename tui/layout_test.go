@@ -58,7 +58,7 @@ func TestFitColumns(t *testing.T) {
 		{"INFL goes last", 44, got{"xx..x", 2, 44 - 34}},
 		{"too narrow for anything: REASON gets nothing", 20, got{"xx..x", 2, 0}},
 	} {
-		if g := show(fitColumns(cols, c.width, 2)); g != c.want {
+		if g := show(fitColumns(cols, c.width, 2, nil)); g != c.want {
 			t.Errorf("%s (%d): %+v, want %+v", c.name, c.width, g, c.want)
 		}
 	}
@@ -135,26 +135,57 @@ func TestDrainCountdownFits(t *testing.T) {
 	}
 }
 
-// Columns shrink back when their text does: after the drain ends, the
-// table is laid out as if it had never been wider (no sticky maxima).
-func TestColumnsShrinkBack(t *testing.T) {
+// One column set per width: while a STATE text grows and shrinks (a
+// drain begins and ends) the table keeps the same columns, whichever
+// came first; STATE takes a shorter form, never cut, and its width goes
+// back to REASON when the drain ends.
+func TestColumnsStayWhileTextChanges(t *testing.T) {
 	t.Parallel()
-	for _, w := range []int{80, 120, 200} {
+	calm := func() snapshot.Snapshot {
 		s := drainingDeployment()
-		m, _ := newTestModel(t, w, 40, s)
-		wide := header(t, plain(m))
 		s.Roles = append([]snapshot.RoleStatus(nil), s.Roles...)
 		s.Roles[2].State, s.Roles[2].DrainInFlight, s.Roles[2].DrainDeadline = snapshot.StateReady, 0, time.Time{}
 		s.Seq++
-		m.setSnapshot(s)
-		after := header(t, plain(m))
-		fresh, _ := newTestModel(t, w, 40, s)
-		if want := header(t, plain(fresh)); after != want {
-			t.Errorf("%d columns: after the drain the header is\n%q\nwant (a fresh dashboard's)\n%q", w, after, want)
+		return s
+	}
+	for _, w := range []int{80, 100, 120, 200} {
+		for _, order := range [][]snapshot.Snapshot{{drainingDeployment(), calm()}, {calm(), drainingDeployment(), calm()}} {
+			m, _ := newTestModel(t, w, 40, order[0])
+			first := strings.Fields(header(t, plain(m)))
+			for k, s := range order[1:] {
+				s.Seq += uint64(k + 10)
+				m.setSnapshot(s)
+				out := plain(m)
+				if got := strings.Fields(header(t, out)); strings.Join(got, " ") != strings.Join(first, " ") {
+					t.Errorf("%d columns, frame %d: columns\n%q\nwant the first frame's\n%q", w, k+1, got, first)
+				}
+				row := rowOf(t, tableLines(t, m), "decode-1")
+				if s.Roles[2].State == snapshot.StateDraining && !strings.Contains(row, " · 12 infl · 1m29s") && !strings.Contains(row, "· 12 in flight · 1m29s") {
+					t.Errorf("%d columns, frame %d: the countdown is not whole: %q", w, k+1, row)
+				}
+			}
 		}
-		if after == wide && w < 200 {
-			t.Errorf("%d columns: the header did not change when the drain ended: %q", w, after)
-		}
+	}
+}
+
+// When the text outgrows the columns chosen for the width, the wide cell
+// is cut with "…" and every line still fits.
+func TestWideCellIsCut(t *testing.T) {
+	t.Parallel()
+	s := drainingDeployment()
+	m, _ := newTestModel(t, 80, 40, s)
+	before := header(t, plain(m))
+	s.Roles = append([]snapshot.RoleStatus(nil), s.Roles...)
+	s.Roles[0].Name = "prefill-with-a-very-long-name-0"
+	s.Seq++
+	m.setSnapshot(s)
+	out := plain(m)
+	checkFrame(t, out, 80, 40)
+	if after := header(t, out); strings.Join(strings.Fields(after), " ") != strings.Join(strings.Fields(before), " ") {
+		t.Errorf("columns changed:\n%q\n%q", before, after)
+	}
+	if row := tableLines(t, m)[0]; !strings.Contains(row, "prefill-with-a-") || !strings.Contains(strings.Fields(row)[1], "…") {
+		t.Errorf("the long name is not cut with an ellipsis: %q", row)
 	}
 }
 

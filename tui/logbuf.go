@@ -55,6 +55,9 @@ func (b *logBuf) add(l snapshot.LogLine) {
 	e := logEntry{time: l.Time, role: l.Role, text: sanitize(l.Text), note: l.Note}
 	e.width = textWidth(e.text)
 	e.level = lineLevel(e.text)
+	if e.note && e.level == levelNone {
+		e.level = noteLevel(e.text)
+	}
 	if b.n == b.max {
 		b.start = (b.start + 1) % len(b.ring)
 		b.first++

@@ -51,6 +51,30 @@ func lineLevel(text string) logLevel {
 	return levelNone
 }
 
+// noteMarks are the words of tsd's own notes that tell of a failure: a
+// crash (a non-zero exit or a signal), a failed start, a stall, a group
+// that would not end. Such a note is an error line, so e and E stop at it
+// (tsd's crash note is often the clearest line of a crash).
+var noteMarks = []string{"crashed", "failed", "stalled", "(SIGKILL)", "(SIGSEGV)", "(SIGABRT)", "(SIGTERM)", "(SIGINT)",
+	"signal:", "was SIGKILLed", "still has live processes", "start failed"}
+
+// noteLevel reads a note of tsd's (a line marked Note): an error when it
+// tells of a failure, else nothing.
+func noteLevel(text string) logLevel {
+	for _, m := range noteMarks {
+		if strings.Contains(text, m) {
+			return levelError
+		}
+	}
+	if i := strings.Index(text, "exit "); i >= 0 {
+		rest := text[i+len("exit "):]
+		if rest != "" && rest[0] >= '1' && rest[0] <= '9' {
+			return levelError // "exit 137 …", not "exit 0"
+		}
+	}
+	return levelNone
+}
+
 // roleColours are the merged view's tag colours (the 16 basic ANSI
 // colours, so the terminal's theme decides the shades), one per role.
 var roleColours = []string{"6", "3", "5", "2", "4", "14", "11", "13", "10", "12"}

@@ -71,8 +71,8 @@ func TestLogsErrorsTimesScroll(t *testing.T) {
 		t.Fatalf("after E: %q", top)
 	}
 	press(m, "E")
-	if !strings.Contains(m.flash, "no error above") {
-		t.Fatalf("flash %q", m.flash)
+	if !strings.Contains(m.flash.text, "no error above") {
+		t.Fatalf("flash %q", m.flash.text)
 	}
 	press(m, "T")
 	if top := strings.Split(plain(m), "\n")[2]; !strings.HasPrefix(top, "» "+t0.Add(12*time.Millisecond).Format(stampLayout)+" ") {

@@ -30,12 +30,7 @@ type logsPage struct {
 
 	source string // role; "" = merged
 	buf    *logBuf
-
-	gen     int
-	cancel  func()
-	logCh   <-chan []snapshot.LogLine
-	logDone chan struct{}
-	dropped uint64 // lines the feed skipped under load
+	feed   logFeed
 
 	follow bool
 	wrap   bool
@@ -46,13 +41,7 @@ type logsPage struct {
 	xoff   int    // first text cell shown when wrap is off (horizontal scroll)
 	top    uint64 // absolute number of the first line shown when not following
 
-	find      string
-	findFold  bool // case-insensitive: the query has no capitals
-	cur       uint64
-	hasCur    bool
-	findCount int // matches in view when last searched
-	findIdx   int // 1-based position of cur among them
-	findMsg   string
+	find finder
 
 	filterText string
 	filterErr  string
@@ -61,9 +50,40 @@ type logsPage struct {
 	in    lineInput // the find or filter being typed
 }
 
-func newLogsPage(m *Model, max int) *logsPage {
-	m.logGen++
-	return &logsPage{m: m, buf: newLogBuf(max), follow: true, gen: m.logGen}
+// logFeed is a log view's subscription: its generation (a message names
+// the view it is for by it), the channel a command waits on and how to
+// end both.
+type logFeed struct {
+	gen     int
+	gens    *int // the last generation handed out, shared by both log views
+	cancel  func()
+	ch      <-chan []snapshot.LogLine
+	done    chan struct{}
+	dropped uint64 // lines the feed skipped under load
+}
+
+// finder is the logs page's find (/, n, N): the text, and the match the
+// view stands on with its place among all of them.
+type finder struct {
+	text  string
+	fold  bool // case-insensitive: the query has no capitals
+	cur   uint64
+	has   bool
+	count int // matches in view when last searched
+	idx   int // 1-based position of cur among them
+	msg   string
+}
+
+func (f *finder) matches(text string) bool {
+	if f.fold {
+		return indexFold(text, f.text) >= 0
+	}
+	return strings.Contains(text, f.text)
+}
+
+func newLogsPage(m *Model, max int, gens *int) *logsPage {
+	*gens++
+	return &logsPage{m: m, buf: newLogBuf(max), follow: true, feed: logFeed{gen: *gens, gens: gens}}
 }
 
 func (p *logsPage) SetSize(w, h int) { p.w, p.h = w, h }
@@ -87,57 +107,57 @@ func (p *logsPage) open(role string) tea.Cmd {
 	p.source = role
 	p.buf.reset()
 	p.buf.setFilter(p.buf.filter, p.buf.inverse)
-	p.follow, p.top, p.hasCur, p.dropped, p.findMsg = true, 0, false, 0, ""
+	p.follow, p.top, p.find.has, p.feed.dropped, p.find.msg = true, 0, false, 0, ""
 	p.hasErr, p.errMsg = false, ""
-	return subscribeLogsCmd(p.m.b, role, p.gen)
+	return subscribeLogsCmd(p.m.b, role, p.feed.gen)
 }
 
 // close ends the current subscription. A feed still waiting on it returns
 // nothing, and anything already in flight carries a stale gen.
 func (p *logsPage) close() {
-	if p.cancel != nil {
-		p.cancel()
-		p.cancel = nil
+	if p.feed.cancel != nil {
+		p.feed.cancel()
+		p.feed.cancel = nil
 	}
-	if p.logDone != nil {
-		close(p.logDone)
-		p.logDone = nil
+	if p.feed.done != nil {
+		close(p.feed.done)
+		p.feed.done = nil
 	}
-	p.logCh = nil
-	// Generations are the model's, shared by both log views, so a message
-	// finds its view by generation alone (Model.logPageOf).
-	p.m.logGen++
-	p.gen = p.m.logGen
+	p.feed.ch = nil
+	// Generations are shared by both log views, so a message finds its
+	// view by generation alone (Model.logPageOf).
+	*p.feed.gens++
+	p.feed.gen = *p.feed.gens
 }
 
 func (p *logsPage) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case logSubscribedMsg:
 		if msg.err != nil {
-			if msg.gen == p.gen {
-				p.m.flash = fmt.Sprintf("logs of %s: %v", sourceName(p.source), msg.err)
+			if msg.gen == p.feed.gen {
+				p.m.flash.set(fmt.Sprintf("logs of %s: %v", sourceName(p.source), msg.err))
 			}
 			return nil
 		}
-		if msg.gen != p.gen || p.m.closed {
+		if msg.gen != p.feed.gen || p.m.feed.closed {
 			msg.cancel()
 			return nil
 		}
-		p.cancel, p.logCh, p.logDone = msg.cancel, msg.ch, make(chan struct{})
+		p.feed.cancel, p.feed.ch, p.feed.done = msg.cancel, msg.ch, make(chan struct{})
 		p.ingest(msg.backlog)
 		return p.rearm()
 	case logBatchMsg:
-		if msg.gen != p.gen {
+		if msg.gen != p.feed.gen {
 			return nil
 		}
-		p.dropped += uint64(msg.dropped)
+		p.feed.dropped += uint64(msg.dropped)
 		for _, b := range msg.batches {
 			p.ingest(b)
 		}
 		return p.rearm()
 	case logClosedMsg:
-		if msg.gen == p.gen {
-			p.logCh = nil
+		if msg.gen == p.feed.gen {
+			p.feed.ch = nil
 		}
 		return nil
 	case tea.KeyPressMsg:
@@ -150,10 +170,10 @@ func (p *logsPage) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (p *logsPage) rearm() tea.Cmd {
-	if p.logCh == nil {
+	if p.feed.ch == nil {
 		return nil
 	}
-	return waitLogs(p.gen, p.logCh, p.logDone, p.buf.max)
+	return waitLogs(p.feed.gen, p.feed.ch, p.feed.done, p.buf.max)
 }
 
 func (p *logsPage) ingest(lines []snapshot.LogLine) {
@@ -200,7 +220,7 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 		if !p.wrap {
 			p.xoff += max(8, p.textWidth()/2)
 		} else {
-			p.m.flash = "wrap is on: nothing to scroll (w turns it off)"
+			p.m.flash.set("wrap is on: nothing to scroll (w turns it off)")
 		}
 	case key.Matches(k, keys.NextError):
 		p.jumpError(topIdx, true)
@@ -215,7 +235,7 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 			p.buf.setFilter(p.buf.filter, !p.buf.inverse)
 			p.afterFilter()
 		} else {
-			p.m.flash = "no filter to invert: set one with &"
+			p.m.flash.set("no filter to invert: set one with &")
 		}
 	case key.Matches(k, keys.Next):
 		p.search(true, false)
@@ -248,7 +268,7 @@ func (p *logsPage) key(k tea.KeyPressMsg) tea.Cmd {
 func (p *logsPage) save() tea.Cmd {
 	b, role := p.m.b, p.source
 	path := filepath.Join(p.m.opts.SaveDir, sourceName(role)+"-"+p.m.c.Now().Format("20060102-150405")+".log")
-	p.m.flash = "saving the full " + sourceName(role) + " log…"
+	p.m.flash.set("saving the full " + sourceName(role) + " log…")
 	return func() tea.Msg {
 		if abs, err := filepath.Abs(path); err == nil {
 			path = abs
@@ -294,8 +314,8 @@ func (p *logsPage) inputKey(k tea.KeyPressMsg) tea.Cmd {
 }
 
 func (p *logsPage) setFind(q string) {
-	p.find, p.hasCur, p.findMsg = q, false, ""
-	p.findFold = strings.ToLower(q) == q
+	p.find.text, p.find.has, p.find.msg = q, false, ""
+	p.find.fold = strings.ToLower(q) == q
 	if q == "" {
 		return
 	}
@@ -315,7 +335,7 @@ func (p *logsPage) setFilter(expr string) {
 	re, err := regexp.Compile(expr)
 	if err != nil {
 		p.filterErr = err.Error()
-		p.m.flash = "bad filter: " + err.Error()
+		p.m.flash.set("bad filter: " + err.Error())
 		return
 	}
 	p.filterText = expr
@@ -324,10 +344,10 @@ func (p *logsPage) setFilter(expr string) {
 }
 
 func (p *logsPage) afterFilter() {
-	if p.hasCur && p.buf.filter != nil {
-		i := p.buf.viewIndex(p.cur)
-		if i >= p.buf.viewLen() || p.buf.viewAt(i) != p.cur {
-			p.hasCur = false
+	if p.find.has && p.buf.filter != nil {
+		i := p.buf.viewIndex(p.find.cur)
+		if i >= p.buf.viewLen() || p.buf.viewAt(i) != p.find.cur {
+			p.find.has = false
 		}
 	}
 	if !p.follow {
@@ -335,24 +355,17 @@ func (p *logsPage) afterFilter() {
 	}
 }
 
-func (p *logsPage) matches(text string) bool {
-	if p.findFold {
-		return indexFold(text, p.find) >= 0
-	}
-	return strings.Contains(text, p.find)
-}
-
 // search moves to the next (or previous) viewed line holding the find
 // text, wrapping around. fromEdge starts at the bottom (backwards) or the
 // top of the screen (forwards) instead of the current match.
 func (p *logsPage) search(forward, fromEdge bool) {
-	if p.find == "" {
-		p.m.flash = "nothing to find: press / first"
+	if p.find.text == "" {
+		p.m.flash.set("nothing to find: press / first")
 		return
 	}
 	n := p.buf.viewLen()
 	if n == 0 {
-		p.findMsg = "no match"
+		p.find.msg = "no match"
 		return
 	}
 	var start int
@@ -361,8 +374,8 @@ func (p *logsPage) search(forward, fromEdge bool) {
 		start = p.topIndex() - 1
 	case fromEdge:
 		start = n
-	case p.hasCur:
-		start = p.buf.viewIndex(p.cur)
+	case p.find.has:
+		start = p.buf.viewIndex(p.find.cur)
 	case forward:
 		start = p.topIndex() - 1
 	default:
@@ -376,27 +389,27 @@ func (p *logsPage) search(forward, fromEdge bool) {
 		} else {
 			i = ((start-step)%n + n) % n
 		}
-		if p.matches(p.buf.entry(p.buf.viewAt(i)).text) {
+		if p.find.matches(p.buf.entry(p.buf.viewAt(i)).text) {
 			found = i
 			break
 		}
 	}
 	if found < 0 {
-		p.hasCur, p.findMsg = false, "no match"
+		p.find.has, p.find.msg = false, "no match"
 		return
 	}
-	p.cur, p.hasCur, p.findMsg = p.buf.viewAt(found), true, ""
+	p.find.cur, p.find.has, p.find.msg = p.buf.viewAt(found), true, ""
 	// Count once per search, not per frame.
 	count, idx := 0, 0
 	for i := 0; i < n; i++ {
-		if p.matches(p.buf.entry(p.buf.viewAt(i)).text) {
+		if p.find.matches(p.buf.entry(p.buf.viewAt(i)).text) {
 			count++
 			if i == found {
 				idx = count
 			}
 		}
 	}
-	p.findCount, p.findIdx = count, idx
+	p.find.count, p.find.idx = count, idx
 	// Show the match a third of the way down, and stop following.
 	p.follow = false
 	p.scrollTo(found - p.rows()/3)
@@ -462,7 +475,7 @@ func (p *logsPage) tagWidth() int {
 }
 
 func (p *logsPage) gutter() int {
-	if p.find != "" || p.hasErr {
+	if p.find.text != "" || p.hasErr {
 		return 2
 	}
 	return 0
@@ -521,9 +534,9 @@ func (p *logsPage) jumpError(topIdx int, forward bool) {
 		return
 	}
 	if forward {
-		p.m.flash = "no error below"
+		p.m.flash.set("no error below")
 	} else {
-		p.m.flash = "no error above"
+		p.m.flash.set("no error above")
 	}
 }
 
@@ -568,14 +581,14 @@ func (p *logsPage) View() string {
 	for i < n && len(out) <= rows {
 		abs := p.buf.viewAt(i)
 		e := p.buf.entry(abs)
-		isCur := p.hasCur && abs == p.cur
+		isCur := p.find.has && abs == p.find.cur
 		prefix := ""
-		if p.hasErr && abs == p.errAbs && p.find == "" {
+		if p.hasErr && abs == p.errAbs && p.find.text == "" {
 			prefix = "» "
-		} else if p.hasErr && p.find == "" {
+		} else if p.hasErr && p.find.text == "" {
 			prefix = "  "
 		}
-		if p.find != "" {
+		if p.find.text != "" {
 			if isCur {
 				prefix = "» "
 			} else {
@@ -602,16 +615,16 @@ func (p *logsPage) View() string {
 				break
 			}
 			switch {
-			case p.find != "":
+			case p.find.text != "":
 				s = p.highlight(s, isCur)
 			case p.buf.filter != nil && !p.buf.inverse:
 				s = p.highlightFilter(s)
 			}
 			switch {
+			case e.level == levelError: // a crash note of tsd's too
+				s = st.Bad.Render(s)
 			case e.note:
 				s = st.Warn.Render(s)
-			case e.level == levelError:
-				s = st.Bad.Render(s)
 			case e.level == levelWarning:
 				s = st.Warn.Render(s)
 			}
@@ -656,17 +669,17 @@ func (p *logsPage) highlight(s string, cur bool) string {
 	var b strings.Builder
 	for {
 		var i int
-		if p.findFold {
-			i = indexFold(s, p.find)
+		if p.find.fold {
+			i = indexFold(s, p.find.text)
 		} else {
-			i = strings.Index(s, p.find)
+			i = strings.Index(s, p.find.text)
 		}
 		if i < 0 {
 			break
 		}
 		b.WriteString(s[:i])
-		b.WriteString(style.Render(s[i : i+len(p.find)]))
-		s = s[i+len(p.find):]
+		b.WriteString(style.Render(s[i : i+len(p.find.text)]))
+		s = s[i+len(p.find.text):]
 	}
 	b.WriteString(s)
 	return b.String()
@@ -686,13 +699,13 @@ func (p *logsPage) statusLine() string {
 		}
 		parts = append(parts, f+fmt.Sprintf(" %d/%d", p.buf.viewLen(), p.buf.n))
 	}
-	if p.find != "" {
-		f := fmt.Sprintf("find %q", p.find)
+	if p.find.text != "" {
+		f := fmt.Sprintf("find %q", p.find.text)
 		switch {
-		case p.findMsg != "":
-			f += " " + p.findMsg
-		case p.hasCur:
-			f += fmt.Sprintf(" %d/%d", p.findIdx, p.findCount)
+		case p.find.msg != "":
+			f += " " + p.find.msg
+		case p.find.has:
+			f += fmt.Sprintf(" %d/%d", p.find.idx, p.find.count)
 		}
 		parts = append(parts, f)
 	}
@@ -704,8 +717,8 @@ func (p *logsPage) statusLine() string {
 		parts = append(parts, fmt.Sprintf("→%d", p.xoff))
 	}
 	total := fmt.Sprintf("%d lines", p.buf.n)
-	if p.buf.first > 0 || p.dropped > 0 {
-		total += fmt.Sprintf(" (%d older not shown)", p.buf.first+p.dropped)
+	if p.buf.first > 0 || p.feed.dropped > 0 {
+		total += fmt.Sprintf(" (%d older not shown)", p.buf.first+p.feed.dropped)
 	}
 	parts = append(parts, total)
 	return strings.Join(parts, " · ")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -25,7 +24,12 @@ const (
 	pageHelp
 	pageEvents
 	pageDescribe
+	pageApply
+	pagePlanner
 )
+
+// pageNames are the title line's names of the pages, by pageID.
+var pageNames = [...]string{"overview", "inspector", "logs", "help", "events", "describe", "apply", "planner"}
 
 // page is the component contract: a page gets its size, handles the keys
 // routed to it, renders exactly its height, and names its bindings for the
@@ -40,13 +44,50 @@ type page interface {
 	Capturing() bool
 }
 
+// pages are the dashboard's pages, one of each; the root model routes to
+// the focused one (nav).
+type pages struct {
+	overview  *overviewPage
+	inspector *inspectorPage
+	logs      *logsPage
+	describe  *describePage
+	events    *eventsPage
+	help      *helpPage
+	apply     *applyPage
+	planner   *plannerPage // the SLO planner (planner.go)
+}
+
+func (ps *pages) get(id pageID) page {
+	switch id {
+	case pageInspector:
+		return ps.inspector
+	case pageLogs:
+		return ps.logs
+	case pageHelp:
+		return ps.help
+	case pageEvents:
+		return ps.events
+	case pageDescribe:
+		return ps.describe
+	case pageApply:
+		return ps.apply
+	case pagePlanner:
+		return ps.planner
+	}
+	return ps.overview
+}
+
+func (ps *pages) all() []page {
+	return []page{ps.overview, ps.inspector, ps.logs, ps.help, ps.events, ps.describe, ps.apply, ps.planner}
+}
+
 type (
 	controlDoneMsg struct {
 		what string
 		err  error
-		// restarted names the role a successful restart call was for: the
-		// message says "done" only once the role is ready again.
-		restarted string
+		// ready names the role a successful restart or start call was
+		// for: the message says "done" only once the role is ready.
+		ready string
 	}
 	testDoneMsg struct {
 		reply   string
@@ -60,60 +101,35 @@ type (
 	}
 )
 
-// Model is the dashboard. It folds messages into view state; everything
-// that talks to the backend runs in a tea.Cmd.
+// Model is the dashboard's root. It folds messages into state and routes
+// keys: to the open prompt, the `:` line (cmdLine), or the focused page
+// (nav); the flash, the table's sort and the command line are models of
+// their own. Everything that talks to the backend runs in a tea.Cmd.
 type Model struct {
 	c    Common
 	b    Backend
 	opts Options
 
-	snap     snapshot.Snapshot
-	planSnap snapshot.Snapshot // snap as the backend sent it (the plan's order)
-	hasSnap  bool
+	raw     snapshot.Snapshot // the newest snapshot as the backend sent it (the plan's order)
+	snap    snapshot.Snapshot // raw in the table's order: what every page reads
+	hasSnap bool
+	trends  *trends // the past, folded from every snapshot
+	feed    *snapFeed
 
-	trends    *trends // the past, folded from every snapshot
-	overview  *overviewPage
-	inspector *inspectorPage
-	logs      *logsPage
-	splitLog  *logsPage // the split view's live log of the selected role
-	split     bool      // the overview shows the table with splitLog under it
-	logGen    int       // the last log subscription generation handed out (both log views)
-	describe  *describePage
-	events    *eventsPage
-	help      *helpPage
-	focus     pageID
-	back      []pageID // where esc returns to
-
-	confirm          *confirmPrompt // the open question, if any
-	stopChosen       bool           // the user chose to stop the deployment on quit
-	daemonGone       bool           // the status stream ended (Detach)
-	flash            string
-	pending          *pendingRestart
-	cmdline          bool      // the : command line is open
-	cmd              lineInput // what is typed on it
-	cmdHist          []string  // commands run, oldest first (up/down recall them)
-	histAt           int       // the history entry shown (len(cmdHist): the line being typed)
-	histDraft        string    // the line being typed while history is browsed
-	tabCands         []string  // what Tab offered last (shown in the footer)
-	tabAt            int       // the candidate Tab cycled to (-1: none yet)
-	tabBase          string    // the line before Tab cycling began
-	sortBy           string    // the roles table's order: a column id ("" = the plan's)
-	sortDesc         bool      // largest (or last) first
-	footKey, footVal string    // the footer as last drawn, and what it was drawn for
-	flashSeen        string    // the flash as the last tick saw it
-	flashAt          time.Time // when that tick first saw it
-	testing          bool
-	helpBar          help.Model
+	pages   // one of each page
+	nav     // the focused page and the way back
+	cmd     cmdLine
+	flash   flash
+	confirm *confirmPrompt // the open question, if any
+	await   *awaitReady    // a restart or start accepted, not yet ready
+	bar     footer
+	testing bool
 	// sized is set by the terminal's first size: until then the view is
 	// blank, so no frame is drawn at New's stand-in 80×24 (a first frame
 	// at the wrong width, and a capture of it, showed a third of the
 	// trends at 200 columns).
 	sized bool
-
-	snapCancel func()
-	snapCh     <-chan snapshot.Snapshot
-	done       chan struct{}
-	closed     bool
+	out   Outcome // how the run ends (stop chosen, daemon gone, deployment)
 }
 
 // New builds the dashboard model. Run uses it; tests drive it directly.
@@ -123,58 +139,49 @@ func New(b Backend, opts Options) *Model {
 		c:    Common{Width: 80, Height: 24, Styles: DefaultStyles(), Keys: DefaultKeyMap(), Now: opts.Now},
 		b:    b,
 		opts: opts,
-		done: make(chan struct{}),
+		feed: newSnapFeed(),
 	}
 	m.trends = newTrends()
-	m.events = newEventsPage(m)
 	switch {
 	case opts.ReadOnly:
 		m.c.Keys.Quit.SetHelp("q", "quit (detach)")
 		// An observer cannot act on the deployment: the keys are off, so
-		// the help bar and the ? page say so, and the commands refuse.
-		for _, b := range []*key.Binding{&m.c.Keys.Restart, &m.c.Keys.StopStart, &m.c.Keys.RestartAll} {
+		// the help bar and the ? page say so, and pressing one says why.
+		for _, b := range m.c.Keys.controlKeys() {
 			b.SetEnabled(false)
 		}
+		m.c.Keys.Test.SetEnabled(false) // a test request is traffic
 	case opts.Detach:
 		m.c.Keys.Quit.SetHelp("q", "quit (detach, or stop every role)")
 	}
-	m.overview = &overviewPage{m: m}
-	m.inspector = &inspectorPage{m: m}
-	m.logs = newLogsPage(m, opts.LogLines)
-	m.splitLog = newLogsPage(m, splitLogLines)
-	m.describe = &describePage{m: m}
-	m.help = &helpPage{m: m}
-	m.helpBar = help.New()
-	m.helpBar.Styles.ShortKey = m.c.Styles.HelpKey
-	m.helpBar.Styles.ShortDesc = m.c.Styles.HelpDesc
-	m.helpBar.ShortSeparator = " · "
+	m.pages = newPages(m, tableSort{})
+	m.bar = newFooter(m.c.Styles)
 	m.setSize(m.c.Width, m.c.Height)
 	return m
+}
+
+// newPages builds every page afresh (New, and a :ctx switch).
+func newPages(m *Model, sort tableSort) pages {
+	gens := new(int) // log subscription generations, shared by both log views
+	return pages{
+		overview:  &overviewPage{m: m, sort: sort, split: splitView{log: newLogsPage(m, splitLogLines, gens)}},
+		inspector: &inspectorPage{m: m},
+		logs:      newLogsPage(m, m.opts.LogLines, gens),
+		describe:  &describePage{m: m},
+		events:    newEventsPage(m),
+		help:      &helpPage{m: m},
+		apply:     &applyPage{m: m},
+		planner:   &plannerPage{m: m},
+	}
 }
 
 // Init subscribes to the snapshot stream (unless Run already did) and
 // starts the clock.
 func (m *Model) Init() tea.Cmd {
-	if m.snapCh != nil {
-		return tea.Batch(m.rearmSnap(), tick())
+	if m.feed.ch != nil {
+		return tea.Batch(m.feed.next(), tick())
 	}
-	return tea.Batch(subscribeCmd(m.b), tick())
-}
-
-func (m *Model) page(id pageID) page {
-	switch id {
-	case pageInspector:
-		return m.inspector
-	case pageLogs:
-		return m.logs
-	case pageHelp:
-		return m.help
-	case pageEvents:
-		return m.events
-	case pageDescribe:
-		return m.describe
-	}
-	return m.overview
+	return tea.Batch(subscribeCmd(m.b, m.feed), tick())
 }
 
 // chrome: a title line on top, a message line and the help bar below.
@@ -183,10 +190,9 @@ const chromeLines = 3
 func (m *Model) setSize(w, h int) {
 	m.c.Width, m.c.Height = w, h
 	bh := max(h-chromeLines, 1)
-	for _, id := range []pageID{pageOverview, pageInspector, pageLogs, pageHelp, pageEvents, pageDescribe} {
-		m.page(id).SetSize(w, bh)
+	for _, p := range m.pages.all() {
+		p.SetSize(w, bh)
 	}
-	m.helpBar.SetWidth(w)
 }
 
 // Update folds one message into the model.
@@ -203,54 +209,59 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.MouseWheelMsg:
 		return m, m.mouseWheel(msg.Mouse())
 	case snapSubscribedMsg:
-		if m.closed {
+		if !m.feed.owns(msg.from) || !m.feed.attach(msg.ch, msg.cancel) {
 			msg.cancel()
 			return m, nil
 		}
-		m.snapCancel, m.snapCh = msg.cancel, msg.ch
 		m.setSnapshot(msg.cur)
-		return m, m.rearmSnap()
+		return m, m.feed.next()
 	case snapMsg:
+		if !m.feed.owns(msg.from) {
+			return m, nil
+		}
 		m.setSnapshot(msg.s)
-		return m, m.rearmSnap()
+		return m, m.feed.next()
 	case snapClosedMsg:
-		m.flash = "status stream ended"
+		if !m.feed.owns(msg.from) {
+			return m, nil
+		}
+		m.flash.set("status stream ended")
 		if m.opts.Detach {
 			// The daemon is gone (stopped by someone, or killed): nothing
 			// is left to show.
-			m.daemonGone = true
+			m.out.DaemonGone = true
 			return m, tea.Quit
 		}
 		return m, nil
 	case stoppedMsg:
-		m.stopChosen = true
+		m.out.Stopped = true
 		return m, tea.Quit
 	case tickMsg:
-		m.expireFlash(time.Time(msg))
+		m.flash.tick(time.Time(msg))
 		return m, tick()
 	case controlDoneMsg:
 		switch {
 		case msg.err != nil:
-			m.flash = fmt.Sprintf("%s failed: %v", msg.what, msg.err)
-		case msg.restarted != "":
-			m.awaitReady(msg.restarted)
+			m.flash.set(fmt.Sprintf("%s failed: %v", msg.what, msg.err))
+		case msg.ready != "":
+			m.awaitReady(msg.what, msg.ready)
 		default:
-			m.flash = msg.what + ": done"
+			m.flash.set(msg.what + ": done")
 		}
 		return m, nil
 	case testDoneMsg:
 		m.testing = false
 		if msg.err != nil {
-			m.flash = fmt.Sprintf("test request failed after %s: %v", fmtLatency(msg.latency), msg.err)
+			m.flash.set(fmt.Sprintf("test request failed after %s: %v", fmtLatency(msg.latency), msg.err))
 		} else {
-			m.flash = fmt.Sprintf("test request ok in %s: %q", fmtLatency(msg.latency), oneLine(msg.reply))
+			m.flash.set(fmt.Sprintf("test request ok in %s: %q", fmtLatency(msg.latency), oneLine(msg.reply)))
 		}
 		return m, nil
 	case savedMsg:
 		if msg.err != nil {
-			m.flash = fmt.Sprintf("save %s log failed: %v", sourceName(msg.role), msg.err)
+			m.flash.set(fmt.Sprintf("save %s log failed: %v", sourceName(msg.role), msg.err))
 		} else {
-			m.flash = fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.path)
+			m.flash.set(fmt.Sprintf("saved the full %s log to %s", sourceName(msg.role), msg.path))
 		}
 		return m, nil
 	case logSubscribedMsg:
@@ -261,15 +272,22 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.logPageOf(msg.gen).Update(msg)
 	case describedMsg:
 		return m, m.describe.Update(msg)
+	case applyPlannedMsg, applyProgressMsg:
+		return m, m.apply.Update(msg)
+	case deploymentsMsg:
+		return m, m.deployments(msg)
+	case connectedMsg:
+		return m, m.switched(msg)
 	}
 	return m, nil
 }
 
-func (m *Model) rearmSnap() tea.Cmd {
-	if m.snapCh == nil || m.closed {
-		return nil
+// logPageOf is the log view a subscription generation belongs to.
+func (m *Model) logPageOf(gen int) *logsPage {
+	if sl := m.overview.split.log; gen == sl.feed.gen {
+		return sl
 	}
-	return waitSnap(m.snapCh, m.done)
+	return m.logs
 }
 
 func (m *Model) setSnapshot(s snapshot.Snapshot) {
@@ -279,332 +297,160 @@ func (m *Model) setSnapshot(s snapshot.Snapshot) {
 		m.trends.fold(s)
 		s.History = nil
 	}
-	m.planSnap = s
-	if m.sortBy != "" {
-		// Snapshots are shared and immutable: sort a copy.
-		s.Roles = sortRoles(&s, m.c.Now(), m.sortBy, m.sortDesc)
-	}
-	m.snap, m.hasSnap = s, true
+	m.raw = s
+	// Snapshots are shared and immutable: the sort orders a copy.
+	m.snap, m.hasSnap = m.overview.sort.apply(s, m.c.Now()), true
 	m.trends.fold(s)
 	// The selection is kept by row key (role name), across re-sorting.
 	m.overview.clamp()
-	m.checkRestarted()
+	m.checkReady()
 }
 
-// pendingRestart is a restart the backend accepted whose role has not yet
-// been seen ready again with a higher restart count.
-type pendingRestart struct {
+// setSort orders the roles table (o, O, :sort) from the newest snapshot
+// the backend sent, keeping the selected role selected.
+func (m *Model) setSort(msg string) {
+	m.snap = m.overview.sort.apply(m.raw, m.c.Now())
+	m.overview.clamp()
+	m.flash.set(msg)
+}
+
+// awaitReady is a restart or start the backend accepted whose role has
+// not been seen ready since (a restart: with a higher restart count).
+type awaitReady struct {
+	what     string // "restart decode-0", "start decode-0"
 	role     string
-	restarts int
+	restarts int // the count when accepted; a start waits for ready only
 	since    time.Time
 }
 
-// awaitReady notes an accepted restart; checkRestarted says "done" when
-// the role is back, or why it is not.
-func (m *Model) awaitReady(role string) {
-	n := 0
-	for _, r := range m.snap.Roles {
-		if r.Name == role {
-			n = r.Restarts
+// awaitReady notes an accepted restart or start; checkReady says "done"
+// when the role is ready, or why it is not.
+func (m *Model) awaitReady(what, role string) {
+	a := &awaitReady{what: what, role: role, restarts: -1, since: m.c.Now()}
+	if strings.HasPrefix(what, "restart") {
+		for _, r := range m.snap.Roles {
+			if r.Name == role {
+				a.restarts = r.Restarts
+			}
 		}
 	}
-	m.pending = &pendingRestart{role: role, restarts: n, since: m.c.Now()}
-	m.flash = "restart " + role + ": waiting for it to be ready…"
-	m.checkRestarted()
+	m.await = a
+	m.flash.set(what + ": waiting for it to be ready…")
+	m.checkReady()
 }
 
-func (m *Model) checkRestarted() {
-	p := m.pending
-	if p == nil {
+func (m *Model) checkReady() {
+	a := m.await
+	if a == nil {
 		return
 	}
 	for _, r := range m.snap.Roles {
-		if r.Name != p.role {
+		if r.Name != a.role {
 			continue
 		}
 		switch {
-		case r.State == snapshot.StateReady && r.Restarts > p.restarts:
-			m.flash = fmt.Sprintf("restart %s: done, ready again in %s", p.role, snapshot.FormatDuration(m.c.Now().Sub(p.since).Round(100*time.Millisecond)))
-			m.pending = nil
+		case r.State == snapshot.StateReady && r.Restarts > a.restarts:
+			again := ""
+			if a.restarts >= 0 {
+				again = " again"
+			}
+			m.flash.set(fmt.Sprintf("%s: done, ready%s in %s", a.what, again, snapshot.FormatDuration(m.c.Now().Sub(a.since).Round(100*time.Millisecond))))
+			m.await = nil
 		case r.State == snapshot.StateFailed:
-			m.flash = fmt.Sprintf("restart %s failed: %s", p.role, r.Reason)
-			m.pending = nil
+			m.flash.set(fmt.Sprintf("%s failed: %s", a.what, r.Reason))
+			m.await = nil
 		}
 	}
 }
 
-// key handles what is global and routes everything else to the focused page.
+// key routes a key: the open prompt, the `:` line, a page reading typed
+// text, a refused control key, the global keys, else the focused page.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	keys := &m.c.Keys
 	if m.confirm != nil {
 		return m.confirmKey(k)
 	}
-	if m.cmdline {
-		return m.cmdKey(k)
+	if m.cmd.active {
+		out := m.cmd.key(k, m.targets())
+		if out.note != "" {
+			m.flash.set(out.note)
+		}
+		if out.ran {
+			return m.runCommand(out.run)
+		}
+		return nil
 	}
-	p := m.page(m.focus)
+	p := m.pages.get(m.focus)
 	if p.Capturing() && k.String() != "ctrl+c" {
 		return p.Update(k)
 	}
+	if m.refuseKey(k) {
+		return nil
+	}
 	switch {
 	case key.Matches(k, keys.Command):
-		m.cmdline, m.cmd = true, lineInput{}
-		m.histAt, m.histDraft = len(m.cmdHist), ""
-		m.tabCands, m.tabAt = nil, -1
-		return nil
+		m.cmd.open("")
+		return m.listDeployments()
 	case key.Matches(k, keys.Quit):
 		return m.askQuit()
 	case key.Matches(k, keys.Help):
 		if m.focus == pageHelp {
 			m.goBack()
-		} else {
-			m.navigate(pageHelp, "")
+			return nil
 		}
-		return nil
+		return m.navigate(pageHelp, "")
 	case key.Matches(k, keys.Back):
 		if m.focus != pageOverview {
 			m.goBack()
 			return nil
 		}
+	case key.Matches(k, keys.Planner):
+		if m.focus == pagePlanner {
+			m.goBack()
+			return nil
+		}
+		return m.navigate(pagePlanner, "")
 	case key.Matches(k, keys.Test):
 		if m.testing {
-			m.flash = "test request already running"
+			m.flash.set("test request already running")
 			return nil
 		}
 		m.testing = true
-		m.flash = "test request sent…"
+		m.flash.set("test request sent…")
 		return testCmd(m.b, m.opts.TestTimeout)
 	}
 	return p.Update(k)
 }
 
-// cmdHistMax bounds the : command history.
-const cmdHistMax = 50
-
-// cmdKey edits the : command line: enter runs it, esc closes it, up and
-// down walk the history, tab completes the word being typed (again:
-// the next candidate).
-func (m *Model) cmdKey(k tea.KeyPressMsg) tea.Cmd {
-	switch k.String() {
-	case "esc":
-		m.cmdline = false
-		return nil
-	case "enter":
-		m.cmdline = false
-		line := strings.TrimSpace(m.cmd.text)
-		if line != "" && (len(m.cmdHist) == 0 || m.cmdHist[len(m.cmdHist)-1] != line) {
-			m.cmdHist = append(m.cmdHist, line)
-			if len(m.cmdHist) > cmdHistMax {
-				m.cmdHist = m.cmdHist[len(m.cmdHist)-cmdHistMax:]
+// refuseKey says so when a read-only dashboard gets a key that would act
+// on the deployment (r, s, R, K on a page that has them; t anywhere): the
+// keys are off, and silence would read as a key that does nothing.
+func (m *Model) refuseKey(k tea.KeyPressMsg) bool {
+	if !m.opts.ReadOnly {
+		return false
+	}
+	keys := &m.c.Keys
+	bs := []*key.Binding{&keys.Test}
+	switch m.focus {
+	case pageOverview, pageInspector, pageDescribe:
+		bs = append(bs, keys.controlKeys()...)
+	}
+	for _, b := range bs {
+		for _, s := range b.Keys() {
+			if k.String() == s {
+				m.refuseReadOnly(b.Help().Desc)
+				return true
 			}
-		}
-		return m.runCommand(line)
-	case "up":
-		if m.histAt > 0 {
-			if m.histAt == len(m.cmdHist) {
-				m.histDraft = m.cmd.text
-			}
-			m.histAt--
-			m.cmd.text = m.cmdHist[m.histAt]
-		}
-		m.tabCands = nil
-		return nil
-	case "down":
-		if m.histAt < len(m.cmdHist) {
-			m.histAt++
-			if m.histAt == len(m.cmdHist) {
-				m.cmd.text = m.histDraft
-			} else {
-				m.cmd.text = m.cmdHist[m.histAt]
-			}
-		}
-		m.tabCands = nil
-		return nil
-	case "tab", "shift+tab":
-		m.tab(k.String() == "shift+tab")
-		return nil
-	case "backspace":
-		if m.cmd.text == "" {
-			m.cmdline = false // backspace on an empty line closes it, as vim's does
-			return nil
 		}
 	}
-	if m.cmd.edit(k) {
-		m.tabCands, m.tabAt = nil, -1
-	}
-	return nil
+	return false
 }
 
-// tab completes the command line: the first tab grows the word to what
-// every candidate shares; with several left, each next tab puts the next
-// one in its place (shift+tab the previous).
-func (m *Model) tab(back bool) {
-	tg := m.commandTargets()
-	if len(m.tabCands) > 1 {
-		n := len(m.tabCands)
-		switch {
-		case m.tabAt < 0 && back:
-			m.tabAt = n - 1
-		case m.tabAt < 0:
-			m.tabAt = 0
-		case back:
-			m.tabAt = (m.tabAt + n - 1) % n
-		default:
-			m.tabAt = (m.tabAt + 1) % n
-		}
-		typing, _ := completions(m.tabBase, tg)
-		m.cmd.text = strings.TrimSuffix(m.tabBase, typing) + m.tabCands[m.tabAt]
-		return
-	}
-	out, cands := completeLine(m.cmd.text, tg)
-	m.cmd.text = out
-	m.tabCands, m.tabAt, m.tabBase = cands, -1, out
-	if len(cands) == 0 {
-		m.flash = "nothing to complete"
-	}
-}
-
-// commandTargets are the names a command line may use now.
-func (m *Model) commandTargets() commandTarget {
-	var tg commandTarget
-	size := map[string]int{}
-	for _, r := range m.snap.Roles {
-		tg.roles = append(tg.roles, r.Name)
-		if r.Group != "" {
-			size[r.Group]++
-		}
-	}
-	for _, r := range m.snap.Roles {
-		if size[r.Group] > 1 && !contains(tg.groups, r.Group) && !contains(tg.roles, r.Group) {
-			tg.groups = append(tg.groups, r.Group)
-		}
-		if r.Group != "" && !r.Remote && !contains(tg.entries, r.Group) {
-			tg.entries = append(tg.entries, r.Group)
-		}
-	}
-	sort.Strings(tg.roles)
-	sort.Strings(tg.groups)
-	sort.Strings(tg.entries)
+// targets are what the `:` line may name now.
+func (m *Model) targets() commandTarget {
+	tg := targetsOf(&m.snap)
+	tg.deployments = m.cmd.deployments
 	return tg
-}
-
-// runCommand does what a : command says. Restart and stop ask as r and s
-// do: a typed line is as easy to get wrong as a key.
-func (m *Model) runCommand(line string) tea.Cmd {
-	c, err := parseCommand(line, m.commandTargets())
-	if err != nil {
-		m.flash = err.Error()
-		return nil
-	}
-	role := func() (snapshot.RoleStatus, bool) {
-		for _, r := range m.snap.Roles {
-			if r.Name == c.arg {
-				return r, true
-			}
-		}
-		return snapshot.RoleStatus{}, false
-	}
-	switch c.verb {
-	case "restart":
-		if c.group {
-			m.rollingGroup(c.arg)
-			return nil
-		}
-		if r, ok := role(); ok {
-			m.askRestart(r)
-			if c.now && m.confirm != nil {
-				m.confirm = m.nowOnly(m.confirm)
-			}
-		}
-	case "stop":
-		if r, ok := role(); ok {
-			m.askStop(r)
-			if c.now && m.confirm != nil {
-				m.confirm = m.nowOnly(m.confirm)
-			}
-		}
-	case "start":
-		if m.refuseReadOnly("start " + c.arg) {
-			return nil
-		}
-		b, name := m.b, c.arg
-		return m.run("start "+name, func() error { return b.Start(name) })
-	case "scale":
-		m.askScale(c)
-	case "logs":
-		return m.navigate(pageLogs, c.arg)
-	case "inspect", "describe":
-		for i, r := range m.snap.Roles {
-			if r.Name == c.arg {
-				m.overview.selectRole(i)
-			}
-		}
-		if c.verb == "describe" {
-			return m.navigate(pageDescribe, c.arg)
-		}
-		return m.navigate(pageInspector, c.arg)
-	case "sort":
-		m.setSort(c.arg, c.desc)
-	case "split":
-		m.toggleSplit()
-		return m.splitLogCmd()
-	case "help":
-		return m.navigate(pageHelp, "")
-	case "events":
-		return m.navigate(pageEvents, "")
-	case "quit":
-		return m.askQuit()
-	}
-	return nil
-}
-
-// nowOnly turns a restart or stop prompt into its --now form: y does
-// what ! would (a typed --now was the answer to the drain question).
-func (m *Model) nowOnly(c *confirmPrompt) *confirmPrompt {
-	if len(c.answers) < 2 {
-		return c
-	}
-	now := c.answers[1]
-	now.b = m.c.Keys.Yes
-	text := strings.Replace(c.text, "? ", " now? ", 1)
-	text = strings.Replace(text, " [y/n · ! now, no drain]", " [y/n]", 1)
-	text = strings.Replace(text, "drains first", "ends at once", 1)
-	text = strings.Replace(text, "drain first", "end at once", 1)
-	return &confirmPrompt{text: text, def: -1, answers: []answer{now}}
-}
-
-// cmdlineHelp is the footer while the : line is open: what Tab offered
-// (the one it put in place marked), else the keys and the verbs.
-func (m *Model) cmdlineHelp() string {
-	st := m.c.Styles
-	if len(m.tabCands) > 1 {
-		parts := make([]string, len(m.tabCands))
-		for i, c := range m.tabCands {
-			if i == m.tabAt {
-				c = st.HelpKey.Render("[" + c + "]")
-			}
-			parts[i] = c
-		}
-		return fit(st.HelpDesc.Render("tab: ")+strings.Join(parts, " "), m.c.Width)
-	}
-	return fit(st.HelpDesc.Render("enter run · esc cancel · tab complete · ↑/↓ history · ctrl+u/ctrl+w erase · verbs: "+strings.Join(verbNames(), " ")), m.c.Width)
-}
-
-// setSort orders the roles table by a column ("" = the plan's order),
-// keeping the selected role selected. The plan's order is restored from
-// the newest snapshot the backend sent, not the sorted copy.
-func (m *Model) setSort(by string, desc bool) {
-	m.sortBy, m.sortDesc = by, desc
-	m.setSnapshot(m.planSnap)
-	if by == "" {
-		m.flash = "roles in plan order"
-		return
-	}
-	dir := "ascending"
-	if desc {
-		dir = "descending"
-	}
-	m.flash = "roles sorted by " + by + " (" + dir + "; o next column, O reverses)"
 }
 
 // stopDeploymentCmd stops the whole deployment through the backend, then
@@ -625,13 +471,10 @@ func (m *Model) stopDeploymentCmd() tea.Cmd {
 
 // navigate switches pages; the logs page subscribes to its source.
 func (m *Model) navigate(to pageID, role string) tea.Cmd {
-	if to == m.focus && to != pageLogs {
+	if !m.push(to) && to != pageLogs {
 		return nil
 	}
-	if to != m.focus {
-		m.back = append(m.back, m.focus)
-	}
-	m.focus = to
+	m.flash.pageChanged()
 	switch to {
 	case pageInspector:
 		m.inspector.open(role)
@@ -639,18 +482,15 @@ func (m *Model) navigate(to pageID, role string) tea.Cmd {
 		return m.logs.open(role)
 	case pageDescribe:
 		return m.describe.open(role)
+	case pageHelp:
+		m.help.open()
 	}
 	return nil
 }
 
 func (m *Model) goBack() {
-	from := m.focus
-	if len(m.back) == 0 {
-		m.focus = pageOverview
-	} else {
-		m.focus = m.back[len(m.back)-1]
-		m.back = m.back[:len(m.back)-1]
-	}
+	from := m.pop()
+	m.flash.pageChanged()
 	if from == pageLogs && m.focus != pageLogs {
 		m.logs.close()
 	}
@@ -664,10 +504,17 @@ func control(what string, fn func() error) tea.Cmd {
 	return func() tea.Msg { return controlDoneMsg{what: what, err: fn()} }
 }
 
-// run starts a control call now, saying so on the message line.
-func (m *Model) run(what string, fn func() error) tea.Cmd {
-	m.flash = what + "…"
-	return control(what, fn)
+// startCmd starts a role; once the backend accepted it the model waits
+// for the role to be ready before it says "done".
+func (m *Model) startCmd(name string) tea.Cmd {
+	what, b := "start "+name, m.b
+	m.flash.set("starting " + name + "…")
+	return func() tea.Msg {
+		if err := b.Start(name); err != nil {
+			return controlDoneMsg{what: what, err: err}
+		}
+		return controlDoneMsg{what: what, ready: name}
+	}
 }
 
 func testCmd(b Backend, timeout time.Duration) tea.Cmd {
@@ -684,16 +531,9 @@ func testCmd(b Backend, timeout time.Duration) tea.Cmd {
 }
 
 func (m *Model) closeSubscriptions() {
-	if m.closed {
-		return
-	}
-	m.closed = true
-	close(m.done)
-	if m.snapCancel != nil {
-		m.snapCancel()
-	}
+	m.feed.close()
 	m.logs.close()
-	m.splitLog.close()
+	m.overview.split.log.close()
 }
 
 // View renders the whole screen at the size last given.
@@ -727,8 +567,8 @@ func (m *Model) render() string {
 	// whole before the answer.
 	var msg []string
 	switch {
-	case m.cmdline:
-		msg = []string{st.Prompt.Render(":") + fitInput(m.cmd.text, max(w-1, 0))}
+	case m.cmd.active:
+		msg = []string{m.cmd.view(st, w)}
 	case m.confirm != nil:
 		ql := wrapText("", "  ", m.confirm.text, w)
 		if len(ql) > 3 || h < 12 {
@@ -738,12 +578,12 @@ func (m *Model) render() string {
 			msg = append(msg, st.Prompt.Render(fit(l, w)))
 		}
 	default:
-		msg = []string{fit(m.flash, w)}
+		msg = []string{fit(m.flash.text, w)}
 	}
 	bodyH := h - 1 - len(msg)
 	lines := make([]string, 0, h)
 	lines = append(lines, m.titleLine())
-	body := m.page(m.focus).View()
+	body := m.pages.get(m.focus).View()
 	lines = append(lines, strings.Split(body, "\n")...)
 	if len(lines) > bodyH {
 		lines = lines[:max(bodyH, 0)]
@@ -784,9 +624,8 @@ func (m *Model) titleLine() string {
 	if m.snap.Profile != "" {
 		parts = append(parts, m.snap.Profile)
 	}
-	pageName := [...]string{"overview", "inspector", "logs", "help", "events", "describe"}[m.focus]
 	left := strings.Join(parts, " · ")
-	right := "[" + pageName + "]"
+	right := "[" + pageNames[m.focus] + "]"
 	gap := m.c.Width - ansi.StringWidth(left) - len(right)
 	if gap < 1 {
 		// A long profile path gives way before the page's name does.
@@ -798,68 +637,68 @@ func (m *Model) titleLine() string {
 	return left + strings.Repeat(" ", gap) + right
 }
 
-// flashLife is how long a message stays in the message line. One that
-// ends in "…" says something is under way and stays until its result
-// replaces it.
-const flashLife = 5 * time.Second
-
-// expireFlash clears a message that has been shown for flashLife; it
-// watches the flash on each tick, so no setter is needed.
-func (m *Model) expireFlash(now time.Time) {
-	if m.flash != m.flashSeen {
-		m.flashSeen, m.flashAt = m.flash, now
-		return
+// helpLine is the footer: the prompt's answers, the `:` line's keys, or
+// the focused page's keys with t, ? and q.
+func (m *Model) helpLine() string {
+	switch {
+	case m.confirm != nil:
+		return m.confirmHelp()
+	case m.cmd.active:
+		return m.cmd.help(m.c.Styles, m.c.Width)
 	}
-	if m.flash != "" && !strings.HasSuffix(m.flash, "…") && now.Sub(m.flashAt) >= flashLife {
-		m.flash, m.flashSeen = "", ""
-	}
+	tail := []key.Binding{m.c.Keys.Test, m.c.Keys.Help, m.c.Keys.Quit}
+	return m.bar.view(m.pages.get(m.focus).ShortHelp(), tail, m.opts.ReadOnly, m.c.Width)
 }
 
-// helpLine is the footer: the focused page's keys, then t, ? and q, which
-// are always shown; page keys that do not fit give way. A confirm prompt
-// shows only the keys that work there.
-func (m *Model) helpLine() string {
-	if m.confirm != nil {
-		return m.confirmHelp()
-	}
-	if m.cmdline {
-		return m.cmdlineHelp()
-	}
-	page := shortBindings(m.page(m.focus).ShortHelp())
-	// The footer only changes with the width and the page's keys; drawing
-	// it was a fifth of a frame, so it is kept until those change.
+// footer is the help bar: a page's keys, then t, ? and q, which always
+// show; page keys that do not fit give way. It is kept until the width or
+// the keys change (drawing it was a fifth of a frame).
+type footer struct {
+	bar      help.Model
+	st       Styles
+	key, val string // the footer as last drawn, and what it was drawn for
+}
+
+func newFooter(st Styles) footer {
+	bar := help.New()
+	bar.Styles.ShortKey = st.HelpKey
+	bar.Styles.ShortDesc = st.HelpDesc
+	bar.ShortSeparator = " · "
+	return footer{bar: bar, st: st}
+}
+
+func (f *footer) view(pageKeys, tailKeys []key.Binding, readOnly bool, w int) string {
+	page := shortBindings(pageKeys)
+	// The key is the width and the page's keys: the tail and read-only
+	// are the dashboard's for its whole run.
 	var kb strings.Builder
-	kb.WriteString(itoa(m.c.Width))
+	kb.WriteString(itoa(w))
 	for _, b := range page {
 		h := b.Help()
-		kb.WriteString("|" + h.Key + " " + h.Desc)
-		if !b.Enabled() {
-			kb.WriteString(" off")
-		}
+		kb.WriteByte('|')
+		kb.WriteString(h.Key)
+		kb.WriteByte(' ')
+		kb.WriteString(h.Desc)
 	}
-	if ck := kb.String(); ck == m.footKey {
-		return m.footVal
-	} else {
-		m.footKey, m.footVal = ck, m.footer(page)
+	if ck := kb.String(); ck != f.key {
+		f.key, f.val = ck, f.layout(page, shortBindings(tailKeys), readOnly, w)
 	}
-	return m.footVal
+	return f.val
 }
 
-// footer lays out the page's keys, then t, ? and q, which always show.
-func (m *Model) footer(page []key.Binding) string {
-	k := m.c.Keys
-	tail := m.helpBar.ShortHelpView(shortBindings([]key.Binding{k.Test, k.Help, k.Quit}))
-	sep := m.helpBar.ShortSeparator
-	if m.opts.ReadOnly {
+func (f *footer) layout(page, tailKeys []key.Binding, readOnly bool, w int) string {
+	bar := f.bar
+	bar.SetWidth(0) // no truncation: we choose what to drop
+	tail := bar.ShortHelpView(tailKeys)
+	sep := bar.ShortSeparator
+	if readOnly {
 		// An observer's dashboard says so where the keys are: r, s and R
 		// are not there.
-		tail = m.c.Styles.Warn.Render("read-only") + sep + tail
+		tail = f.st.Warn.Render("read-only") + sep + tail
 	}
-	room := m.c.Width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
+	room := w - ansi.StringWidth(tail) - ansi.StringWidth(sep)
 	var head string
 	for n := len(page); n > 0; n-- {
-		bar := m.helpBar
-		bar.SetWidth(0) // no truncation: we choose what to drop
 		head = bar.ShortHelpView(page[:n])
 		if n < len(page) {
 			head += sep + "…"
@@ -920,7 +759,7 @@ func sourceName(role string) string {
 
 // mouseClick selects the clicked role row on the overview.
 func (m *Model) mouseClick(ev tea.Mouse) tea.Cmd {
-	if ev.Button != tea.MouseLeft || m.focus != pageOverview || m.cmdline || m.confirm != nil {
+	if ev.Button != tea.MouseLeft || m.focus != pageOverview || m.cmd.active || m.confirm != nil {
 		return nil
 	}
 	// Screen row 0 is the title; the page body starts below it.
@@ -941,7 +780,8 @@ func (m *Model) mouseWheel(ev tea.Mouse) tea.Cmd {
 	default:
 		return nil
 	}
-	if m.cmdline || m.confirm != nil || m.page(m.focus).Capturing() {
+	p := m.pages.get(m.focus)
+	if m.cmd.active || m.confirm != nil || p.Capturing() {
 		return nil
 	}
 	steps := 1
@@ -950,7 +790,7 @@ func (m *Model) mouseWheel(ev tea.Mouse) tea.Cmd {
 	}
 	var cmds []tea.Cmd
 	for range steps {
-		cmds = append(cmds, m.page(m.focus).Update(msg))
+		cmds = append(cmds, p.Update(msg))
 	}
 	return tea.Batch(cmds...)
 }

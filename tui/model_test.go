@@ -161,20 +161,20 @@ func TestFlashExpires(t *testing.T) {
 		now = now.Add(d)
 		m.Update(tickMsg(now))
 	}
-	m.flash = "saved the full log to /tmp/x.log"
+	m.flash.set("saved the full log to /tmp/x.log")
 	tickAt(time.Second)
 	tickAt(4 * time.Second)
-	if m.flash == "" {
+	if m.flash.text == "" {
 		t.Fatal("cleared before its time")
 	}
 	tickAt(time.Second)
-	if m.flash != "" {
-		t.Fatalf("still shown: %q", m.flash)
+	if m.flash.text != "" {
+		t.Fatalf("still shown: %q", m.flash.text)
 	}
-	m.flash = "restart decode-0…"
+	m.flash.set("restart decode-0…")
 	tickAt(time.Second)
 	tickAt(time.Minute)
-	if m.flash == "" {
+	if m.flash.text == "" {
 		t.Fatal("an under-way message was cleared")
 	}
 }
@@ -289,7 +289,7 @@ func TestLogsStaleBatchIgnored(t *testing.T) {
 	t.Parallel()
 	m, _ := newTestModel(t, 80, 24, deployment())
 	runCmd(t, m, press(m, "l"))
-	old := m.logs.gen
+	old := m.logs.feed.gen
 	runCmd(t, m, press(m, "tab"))
 	m.Update(logBatchMsg{gen: old, batches: [][]snapshot.LogLine{tuitest.LogLines("prefill-0", 5, t0)}})
 	if m.logs.buf.n != 0 {
@@ -341,7 +341,7 @@ func TestLogsFindNextPrev(t *testing.T) {
 	press(m, "/")
 	typeText(m, "Model Loaded") // capitals: case-sensitive, no match
 	press(m, "enter")
-	if m.logs.hasCur || !strings.Contains(plain(m), "no match") {
+	if m.logs.find.has || !strings.Contains(plain(m), "no match") {
 		t.Fatal("case-sensitive find matched")
 	}
 	press(m, "/")
@@ -349,8 +349,8 @@ func TestLogsFindNextPrev(t *testing.T) {
 	press(m, "enter")
 	want := func(abs uint64, idx int) {
 		t.Helper()
-		if !m.logs.hasCur || m.logs.cur != abs || m.logs.findIdx != idx || m.logs.findCount != 4 {
-			t.Fatalf("cur %d (has %v) idx %d/%d, want %d idx %d/4", m.logs.cur, m.logs.hasCur, m.logs.findIdx, m.logs.findCount, abs, idx)
+		if !m.logs.find.has || m.logs.find.cur != abs || m.logs.find.idx != idx || m.logs.find.count != 4 {
+			t.Fatalf("cur %d (has %v) idx %d/%d, want %d idx %d/4", m.logs.find.cur, m.logs.find.has, m.logs.find.idx, m.logs.find.count, abs, idx)
 		}
 		if !strings.Contains(plain(m), "» [prefill-0] INFO model loaded") {
 			t.Fatalf("current match not on screen:\n%s", plain(m))
@@ -514,7 +514,7 @@ func TestInitFeedsSnapshots(t *testing.T) {
 	f := tuitest.NewFake(deployment())
 	m := New(f, Options{Now: func() time.Time { return t0 }})
 	defer m.closeSubscriptions()
-	_, next := m.Update(subscribeCmd(f)())
+	_, next := m.Update(subscribeCmd(f, m.feed)())
 	if !m.hasSnap || len(m.snap.Roles) != 8 {
 		t.Fatal("initial snapshot not folded in")
 	}
@@ -557,7 +557,7 @@ func TestLogsFollowScrolling(t *testing.T) {
 		t.Fatal("f did not toggle following off")
 	}
 	press(m, "g")
-	m.Update(logBatchMsg{gen: m.logs.gen, batches: [][]snapshot.LogLine{tuitest.LogLines("prefill-0", 10, t0)}})
+	m.Update(logBatchMsg{gen: m.logs.feed.gen, batches: [][]snapshot.LogLine{tuitest.LogLines("prefill-0", 10, t0)}})
 	if m.logs.topIndex() != 0 {
 		t.Fatalf("screen moved to %d while not following", m.logs.topIndex())
 	}

@@ -37,6 +37,10 @@ type overviewPage struct {
 	input       lineInput
 	filter      string
 	shownFilter string
+
+	sort  tableSort // the table's order (o, O, :sort)
+	cols  colMemo   // the columns shown at this width
+	split splitView // x: the selected role's live log under the table
 }
 
 // rowAt maps a row of the page body to the table row drawn there.
@@ -175,29 +179,29 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 	switch {
 	case key.Matches(k, keys.Up):
 		p.setCursor(rows, cur-1)
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	case key.Matches(k, keys.Down):
 		p.setCursor(rows, cur+1)
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	case key.Matches(k, keys.Top):
 		p.setCursor(rows, 0)
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	case key.Matches(k, keys.Bottom):
 		p.setCursor(rows, len(rows)-1)
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	case key.Matches(k, keys.MergedLogs):
 		return p.m.navigate(pageLogs, "")
 	case key.Matches(k, keys.Events):
 		return p.m.navigate(pageEvents, "")
 	case key.Matches(k, keys.Sort):
-		p.nextSort()
+		p.m.setSort(p.sort.next())
 		return nil
 	case key.Matches(k, keys.SortReverse):
-		if p.m.sortBy == "" {
-			p.m.flash = "the table is in the plan's order: o sorts it by a column"
-			return nil
+		if msg, ok := p.sort.reverse(); !ok {
+			p.m.flash.set(msg)
+		} else {
+			p.m.setSort(msg)
 		}
-		p.m.setSort(p.m.sortBy, !p.m.sortDesc)
 		return nil
 	case key.Matches(k, keys.RoleFilter):
 		p.filtering, p.input = true, lineInput{text: p.filter}
@@ -208,8 +212,7 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		return nil
 	case key.Matches(k, keys.Split):
-		p.m.toggleSplit()
-		return p.m.splitLogCmd()
+		return p.toggleSplit()
 	}
 	if len(rows) == 0 {
 		return nil
@@ -229,7 +232,7 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		case d.group != "":
 			p.toggle(dispRow{kind: rowGroup, group: d.group}, false)
 		}
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	}
 	if d.kind == rowGroup {
 		// A summary acts on the whole role: enter opens it, R restarts
@@ -238,32 +241,14 @@ func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 		case key.Matches(k, keys.Inspect):
 			p.toggle(d, !p.open["g:"+d.group])
 		case key.Matches(k, keys.RestartAll):
-			p.m.rollingKind(s.Roles[d.role])
-		case key.Matches(k, keys.Logs, keys.Restart, keys.StopStart, keys.Describe):
-			p.m.flash = d.group + " has " + itoa(len(d.members)) + " replicas: → opens them, then pick one"
+			r := s.Roles[d.role]
+			p.m.ask("rolling restart of "+r.Kind, p.m.prompts().rollingKind(r.Kind))
+		case key.Matches(k, keys.Logs, keys.Restart, keys.StopStart, keys.Describe, keys.Signal):
+			p.m.flash.set(d.group + " has " + itoa(len(d.members)) + " replicas: → opens them, then pick one")
 		}
 		return nil
 	}
 	return roleKey(p.m, k, s.Roles[d.role])
-}
-
-// nextSort is o: the plan's order, then each column in table order (in
-// its own first direction), then the plan's order again.
-func (p *overviewPage) nextSort() {
-	ids := columnIDs()
-	if p.m.sortBy == "" {
-		p.m.setSort(ids[0], tableColumns[0].desc)
-		return
-	}
-	for i, id := range ids {
-		if id == p.m.sortBy {
-			if i+1 < len(ids) {
-				p.m.setSort(ids[i+1], tableColumns[i+1].desc)
-				return
-			}
-		}
-	}
-	p.m.setSort("", false)
 }
 
 // filterKey edits the / filter: it applies as it is typed; enter keeps
@@ -277,7 +262,7 @@ func (p *overviewPage) filterKey(k tea.KeyPressMsg) tea.Cmd {
 	case "enter":
 		p.filtering = false
 		p.setFilter(strings.TrimSpace(p.input.text))
-		return p.m.splitLogCmd()
+		return p.splitLogCmd()
 	}
 	p.input.edit(k)
 	p.applyFilter(strings.TrimSpace(p.input.text))
@@ -296,33 +281,6 @@ func (p *overviewPage) applyFilter(q string) {
 	p.clamp()
 }
 
-// roleKey handles the keys that act on one role; the overview and the
-// inspector share it.
-func roleKey(m *Model, k tea.KeyPressMsg, r snapshot.RoleStatus) tea.Cmd {
-	keys := m.c.Keys
-	b := m.b
-	name := r.Name
-	switch {
-	case key.Matches(k, keys.Inspect):
-		return m.navigate(pageInspector, name)
-	case key.Matches(k, keys.Logs):
-		return m.navigate(pageLogs, name)
-	case key.Matches(k, keys.Describe):
-		return m.navigate(pageDescribe, name)
-	case key.Matches(k, keys.Restart):
-		m.askRestart(r)
-	case key.Matches(k, keys.StopStart):
-		if running(r.State) {
-			m.askStop(r)
-			return nil
-		}
-		return m.run("start "+name, func() error { return b.Start(name) })
-	case key.Matches(k, keys.RestartAll):
-		m.rollingKind(r)
-	}
-	return nil
-}
-
 func (p *overviewPage) View() string {
 	m := p.m
 	st := m.c.Styles
@@ -333,7 +291,7 @@ func (p *overviewPage) View() string {
 	if fl := p.filterLine(len(rows)); fl != "" {
 		out = append(out, fl)
 	}
-	if m.split {
+	if p.split.on {
 		return p.splitView(out, rows, cur, detail)
 	}
 	gpu := p.gpuLines()
@@ -392,7 +350,7 @@ func (p *overviewPage) splitView(out []string, rows []dispRow, cur int, detail [
 	if logH < 2 {
 		return screen(out, p.w, p.h)
 	}
-	lp := p.m.splitLog
+	lp := p.split.log
 	if lp.source == "" {
 		d := rows[min(cur, max(len(rows)-1, 0))]
 		msg := "  select a role for its log"
@@ -494,11 +452,9 @@ func (p *overviewPage) gatewayLines() []string {
 	if g.Mode != "" {
 		parts = append(parts, "mode "+g.Mode)
 	}
-	// Rates as the trends smooth them (raw per-snapshot rates jitter).
+	// The gateway's own rates, over the same window as the rows' REQ/S
+	// and TOK/S (gateway/traffic's ten seconds): one source on one screen.
 	reqRate, tokRate := g.ReqPerSec, g.TokPerSec
-	if p.m.trends.set.Len() > 0 {
-		reqRate, tokRate = p.m.trends.smoothed()
-	}
 	parts = append(parts, ready,
 		ftoa(reqRate, 1)+" req/s",
 		ftoa(tokRate, 0)+" tok/s",
@@ -510,6 +466,12 @@ func (p *overviewPage) gatewayLines() []string {
 		errs = st.Bad.Render(errs)
 	}
 	parts = append(parts, errs)
+	if a := admissionPart(g.Admission); a != "" {
+		parts = append(parts, a)
+	}
+	if g.ClientErrors > 0 { // refused for what they asked: not the deployment's, never red
+		parts = append(parts, fmt.Sprintf("%d client errors", g.ClientErrors))
+	}
 	if l := g.Layouts; l != nil {
 		parts = append(parts, layoutSplit(l))
 	}
@@ -733,7 +695,7 @@ func (p *overviewPage) eventLines() []string {
 		if who == "" {
 			who = "tsd"
 		}
-		lines = append(lines, "  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message)
+		lines = append(lines, cutLine("  "+e.Time.Format("15:04:05")+" "+fit(who, 12)+" "+e.Message, p.w))
 	}
 	return lines
 }

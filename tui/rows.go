@@ -227,8 +227,8 @@ func groupTraffic(tr map[string]*snapshot.RoleTraffic, s *snapshot.Snapshot, mem
 	any := false
 	for _, i := range members {
 		t := tr[s.Roles[i].Name]
-		if t == nil {
-			continue
+		if t == nil || !serving(s.Roles[i].State) {
+			continue // a member that serves nothing now adds no rate
 		}
 		any = true
 		out.ReqPerS += t.ReqPerS

@@ -17,20 +17,15 @@ type Scaler interface {
 	Scale(ctx context.Context, entry string, replicas int, gpus []string) error
 }
 
-// askScale is :scale ENTRY=N: asked first, since removing replicas drains
+// scale is :scale ENTRY=N: asked first, since removing replicas drains
 // and stops them, and adding ones loads weights for minutes.
-func (m *Model) askScale(c command) {
-	what := fmt.Sprintf("scale %s=%d", c.arg, c.replicas)
-	if m.refuseReadOnly(what) {
-		return
-	}
-	sc, ok := m.b.(Scaler)
+func (p prompts) scale(c command) asked {
+	sc, ok := p.b.(Scaler)
 	if !ok {
-		m.flash = "this dashboard's backend cannot scale; use tsd scale " + c.arg + "=" + fmt.Sprint(c.replicas)
-		return
+		return asked{note: "this dashboard's backend cannot scale; use tsd scale " + c.arg + "=" + fmt.Sprint(c.replicas)}
 	}
 	var names []string
-	for _, r := range m.snap.Roles {
+	for _, r := range p.s.Roles {
 		if r.Group == c.arg {
 			names = append(names, r.Name)
 		}
@@ -39,8 +34,7 @@ func (m *Model) askScale(c command) {
 	var how string
 	switch {
 	case c.replicas == have:
-		m.flash = fmt.Sprintf("%s has %d replica(s) already", c.arg, have)
-		return
+		return asked{note: fmt.Sprintf("%s has %d replica(s) already", c.arg, have)}
 	case c.replicas > have:
 		on := "free GPUs"
 		if len(c.gpus) > 0 {
@@ -50,7 +44,8 @@ func (m *Model) askScale(c command) {
 	default:
 		how = fmt.Sprintf("%d → %d: the last %d drain and stop", have, c.replicas, have-c.replicas)
 	}
+	what := fmt.Sprintf("scale %s=%d", c.arg, c.replicas)
 	entry, n, gpus := c.arg, c.replicas, c.gpus
-	m.ask(fmt.Sprintf("%s (%s)? [y/n]", what, how), what,
-		control(what, func() error { return sc.Scale(context.Background(), entry, n, gpus) }))
+	return asked{c: p.yesNo(fmt.Sprintf("%s (%s)? [y/n]", what, how), what,
+		control(what, func() error { return sc.Scale(context.Background(), entry, n, gpus) }))}
 }

@@ -8,52 +8,54 @@ import (
 // tail, and l opens the whole log.
 const splitLogLines = 2000
 
-// logPageOf is the log view a subscription generation belongs to.
-func (m *Model) logPageOf(gen int) *logsPage {
-	if gen == m.splitLog.gen {
-		return m.splitLog
-	}
-	return m.logs
+// splitView is the overview's split (x, :split): the roles table with the
+// selected role's live log under it, as process-compose lays it out. The
+// overview owns it; the log follows the selection.
+type splitView struct {
+	on  bool
+	log *logsPage
 }
 
-// toggleSplit is x (and :split): the roles table with the selected
-// role's live log under it, as process-compose lays it out.
-func (m *Model) toggleSplit() {
-	m.split = !m.split
-	if !m.split {
-		m.splitLog.close()
-		m.splitLog.source = ""
-		m.flash = "split view off"
-		return
+// toggleSplit is x (and :split).
+func (p *overviewPage) toggleSplit() tea.Cmd {
+	s := &p.split
+	s.on = !s.on
+	if !s.on {
+		s.log.close()
+		s.log.source = ""
+		p.m.flash.set("split view off")
+		return nil
 	}
-	m.flash = "split view: the selected role's log follows the selection (x closes it, l opens the whole log)"
+	p.m.flash.set("split view: the selected role's log follows the selection (x closes it, l opens the whole log)")
+	return p.splitLogCmd()
 }
 
 // splitRole is the role whose log the split view shows: the selected
 // instance (a rank row: its instance); "" for a group's summary row.
-func (m *Model) splitRole() string {
-	d, ok := m.overview.current()
+func (p *overviewPage) splitRole() string {
+	d, ok := p.current()
 	if !ok || d.kind == rowGroup {
 		return ""
 	}
-	return m.snap.Roles[d.role].Name
+	return p.m.snap.Roles[d.role].Name
 }
 
 // splitLogCmd subscribes the split view to the selected role's log when
 // the selection moved to another role (nil when nothing changes).
-func (m *Model) splitLogCmd() tea.Cmd {
-	if !m.split {
+func (p *overviewPage) splitLogCmd() tea.Cmd {
+	s := &p.split
+	if !s.on {
 		return nil
 	}
-	role := m.splitRole()
-	if role == m.splitLog.source {
+	role := p.splitRole()
+	if role == s.log.source {
 		return nil
 	}
 	if role == "" {
-		m.splitLog.close()
-		m.splitLog.source = ""
-		m.splitLog.buf.reset()
+		s.log.close()
+		s.log.source = ""
+		s.log.buf.reset()
 		return nil
 	}
-	return m.splitLog.open(role)
+	return s.log.open(role)
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +19,15 @@ type rowCtx struct {
 	rankCache *snapshot.RankCache
 	label     string // what the ROLE cell says
 	kind      rowKind
+	// idle: the row serves nothing now (a stopped, failed or backing-off
+	// role; a group none of whose members serves), so its rates and
+	// latencies are blank whatever the traffic window still holds.
+	idle bool
+	// members are the role instances the row stands for, as indices in
+	// the snapshot (a group: its members; one: one), for the GPU figures
+	// telemetry keeps per role.
+	members []int
+	one     [1]int
 }
 
 // column is one roles-table column: its heading, how its cells read a
@@ -36,7 +46,12 @@ type column struct {
 	traffic  bool  // only while the gateway reports per-role traffic
 	cache    bool  // only while some prefill has a prefix cache to show
 	fill     bool  // takes the rest of the line
-	cell     func(p *overviewPage, x *rowCtx, c *cell)
+	// reserve is the room the column's text is known to need at times
+	// (STATE: a drain countdown, a startup phase), kept when the columns
+	// for a width are chosen, so a frame whose text is short does not
+	// choose columns a longer one must then drop.
+	reserve int
+	cell    func(p *overviewPage, x *rowCtx, c *cell)
 	// key orders roles by the column; num reports a number (sorted
 	// largest first by default), else str is compared.
 	key func(k *keyCtx) sortKey
@@ -68,7 +83,7 @@ var tableColumns = []column{
 		key: func(k *keyCtx) sortKey {
 			return sortKey{str: gpuText(k.s, k.r)}
 		}},
-	{id: "state", title: "STATE", priority: 0, shrinkAt: []int{4, 3, 2},
+	{id: "state", title: "STATE", priority: 0, shrinkAt: []int{4, 3, 2}, reserve: stateReserve,
 		cell: func(p *overviewPage, x *rowCtx, c *cell) {
 			stateForms(x.r, p.m.c.Now(), c)
 			// A breaker that is not closed (tui/breaker.go) follows the
@@ -89,17 +104,23 @@ var tableColumns = []column{
 		key: func(k *keyCtx) sortKey {
 			return sortKey{num: float64(stateRank(k.r.State)), str: k.r.State}
 		}, desc: true},
+	// UPTIME is the running process's age; in backoff there is none, and
+	// the cell counts down to the next try instead (the dead process's
+	// age read as if it still ran).
 	{id: "uptime", title: "UPTIME", right: true, priority: 2,
 		cell: func(p *overviewPage, x *rowCtx, c *cell) {
 			r := x.r
-			if r.StartedAt.IsZero() || !running(r.State) {
+			switch {
+			case r.State == snapshot.StateBackoff && !r.NextTryAt.IsZero():
+				c.set("in "+countdown(r.NextTryAt, p.m.c.Now()), pBusy)
+			case r.StartedAt.IsZero() || !alive(r.State):
 				c.set("-", pPlain)
-				return
+			default:
+				c.set(humanDuration(p.m.c.Now().Sub(r.StartedAt)), pPlain)
 			}
-			c.set(humanDuration(p.m.c.Now().Sub(r.StartedAt)), pPlain)
 		},
 		key: func(k *keyCtx) sortKey {
-			if k.r.StartedAt.IsZero() || !running(k.r.State) {
+			if k.r.StartedAt.IsZero() || !alive(k.r.State) {
 				return sortKey{num: -1}
 			}
 			return sortKey{num: float64(k.now.Sub(k.r.StartedAt))}
@@ -142,9 +163,11 @@ var tableColumns = []column{
 			return sortKey{num: float64(k.r.InFlight)}
 		}, desc: true},
 	// The gateway's per-role accounting: what /metrics says.
+	// A role that does not serve now (stopped, failed, between tries)
+	// shows no rate or latency: the window's figures are its past.
 	{id: "reqs", title: "REQ/S", right: true, priority: 2, traffic: true,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
-			if t := x.traffic; t != nil {
+			if t := x.traffic; t != nil && !x.idle {
 				c.set(ftoa(t.ReqPerS, 1), pPlain)
 				return
 			}
@@ -153,7 +176,7 @@ var tableColumns = []column{
 		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.ReqPerS }), desc: true},
 	{id: "toks", title: "TOK/S", right: true, priority: 3, traffic: true,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
-			if t := x.traffic; t != nil {
+			if t := x.traffic; t != nil && !x.idle {
 				c.set(ftoa(t.TokPerS, 0), pPlain)
 				return
 			}
@@ -175,7 +198,7 @@ var tableColumns = []column{
 		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return float64(t.Errors) }), desc: true},
 	{id: "ttft", title: "TTFT p50/99", right: true, priority: 4, traffic: true,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
-			if t := x.traffic; t != nil && t.TTFTp99 > 0 {
+			if t := x.traffic; t != nil && !x.idle && t.TTFTp99 > 0 {
 				c.set(fmtLatency(t.TTFTp50)+"/"+fmtLatency(t.TTFTp99), pPlain)
 				return
 			}
@@ -184,7 +207,7 @@ var tableColumns = []column{
 		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return float64(t.TTFTp99) }), desc: true},
 	{id: "itl", title: "ITL p50/99", right: true, priority: 5, traffic: true,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
-			if t := x.traffic; t != nil && t.ITLp99 > 0 {
+			if t := x.traffic; t != nil && !x.idle && t.ITLp99 > 0 {
 				c.set(fmtLatency(t.ITLp50)+"/"+fmtLatency(t.ITLp99), pPlain)
 				return
 			}
@@ -195,8 +218,32 @@ var tableColumns = []column{
 	// engine found cached, per role and per rank, or why kv_aware cannot
 	// see them ("kv absent").
 	{id: "cache", title: "CACHE", right: true, priority: 4, traffic: true, cache: true,
-		cell: func(_ *overviewPage, x *rowCtx, c *cell) { c.set(cacheCell(x)) },
-		key:  trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.CachedShare }), desc: true},
+		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
+			if x.idle {
+				c.set("-", pPlain)
+				return
+			}
+			c.set(cacheCell(x))
+		},
+		key: trafficKey(func(t *snapshot.RoleTraffic) float64 { return t.CachedShare }), desc: true},
+	// The engine's pid, its process group (K signals the group).
+	{id: "pid", title: "PID", right: true, priority: 6,
+		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
+			switch {
+			case x.kind == rowRank:
+				c.set("", pPlain)
+			case x.r.PID <= 0 || !alive(x.r.State):
+				c.set("-", pPlain)
+			default:
+				c.set(itoa(x.r.PID), pPlain)
+			}
+		},
+		key: func(k *keyCtx) sortKey {
+			if k.r.PID <= 0 || !alive(k.r.State) {
+				return sortKey{num: -1}
+			}
+			return sortKey{num: float64(k.r.PID)}
+		}},
 	{id: "cpu", title: "CPU", right: true, priority: 5,
 		cell: func(_ *overviewPage, x *rowCtx, c *cell) {
 			if x.r.Proc == nil {
@@ -225,6 +272,34 @@ var tableColumns = []column{
 			}
 			return sortKey{num: float64(k.r.Proc.RSSBytes)}
 		}, desc: true},
+	// The mean utilization of the GPUs the role runs on, as telemetry
+	// maps GPUs to roles (nvitop's per-process view, per role).
+	{id: "gpuutil", title: "GPU%", right: true, priority: 5,
+		cell: func(p *overviewPage, x *rowCtx, c *cell) {
+			if t, ok := noTelemetryCell(x.r); ok {
+				c.set(t, pFaint)
+				return
+			}
+			if x.kind == rowRank {
+				c.set("", pPlain)
+				return
+			}
+			if u, ok := gpuUtil(&p.m.snap, x.members); ok && !x.idle {
+				c.set(pctText(u), loadPaint(float64(u), "util"))
+				return
+			}
+			c.set("-", pPlain)
+		},
+		key: func(k *keyCtx) sortKey {
+			for i := range k.s.Roles {
+				if k.s.Roles[i].Name == k.r.Name {
+					if u, ok := gpuUtil(k.s, []int{i}); ok {
+						return sortKey{num: float64(u)}
+					}
+				}
+			}
+			return sortKey{num: -1}
+		}, desc: true},
 	{id: "gpumem", title: "GPU MEM", right: true, priority: 5,
 		cell: func(p *overviewPage, x *rowCtx, c *cell) {
 			r := x.r
@@ -234,11 +309,11 @@ var tableColumns = []column{
 			}
 			switch {
 			case x.gpuMem != nil:
-				c.set(gpuMemCell(x.gpuMem, 0), pPlain)
+				gpuMemCell(c, x.gpuMem, 0)
 			case x.kind == rowRank:
 				c.set("", pPlain)
 			default:
-				c.set(gpuMemCell(roleGPUMem(&p.m.snap, r.Name), r.GPUMemB), pPlain)
+				gpuMemCell(c, roleGPUMem(&p.m.snap, r.Name), r.GPUMemB)
 			}
 		},
 		key: func(k *keyCtx) sortKey {
@@ -266,7 +341,7 @@ var tableColumns = []column{
 
 func trafficKey(f func(t *snapshot.RoleTraffic) float64) func(*keyCtx) sortKey {
 	return func(k *keyCtx) sortKey {
-		if k.t == nil {
+		if k.t == nil || !serving(k.r.State) {
 			return sortKey{num: -1}
 		}
 		return sortKey{num: f(k.t)}
@@ -286,6 +361,7 @@ func columnIDs() []string {
 var sortAliases = map[string]string{
 	"name": "role", "rst": "restarts", "infl": "inflight", "req/s": "reqs", "tok/s": "toks",
 	"err": "errors", "gpu": "gpus", "mem": "gpumem", "up": "uptime", "cached": "cache",
+	"util": "gpuutil", "gpu%": "gpuutil",
 }
 
 // findColumn is the column a sort name (or alias) means.
@@ -419,8 +495,49 @@ func (p *overviewPage) buildTable(rows []dispRow) *frameTable {
 		fits = append(fits, cf)
 	}
 	p.fits = fits
-	t.layout = fitColumns(fits, p.w, tableGutter)
+	t.layout = fitColumns(fits, p.w, tableGutter, p.columnSet(t.cols, fits, len(rows) > 0))
 	return t
+}
+
+// stateReserve is the STATE column's reserve: its longest short forms
+// ("drain · 12 infl · 1m30s", "hshake · handshake done").
+const stateReserve = 23
+
+// colMemo is the column set chosen for one width and one set of columns
+// in play (traffic and cache columns come and go with the gateway's
+// figures): while neither changes, the table shows the same columns.
+type colMemo struct {
+	w    int
+	cols []int // the columns in play (indices into tableColumns)
+	set  []bool
+}
+
+// columnSet is the columns shown at this width: chosen once, from the
+// widths the rows hold then (STATE at least its reserve), then kept, so
+// a cell's text changing width takes a shorter form or cuts that cell,
+// never the column set. Without rows nothing is chosen yet.
+func (p *overviewPage) columnSet(cols []int, fits []colFit, rows bool) []bool {
+	if p.cols.set != nil && p.cols.w == p.w && slices.Equal(p.cols.cols, cols) {
+		return p.cols.set
+	}
+	if !rows {
+		return nil
+	}
+	nominal := make([]colFit, len(fits))
+	for j, f := range fits {
+		nominal[j] = f
+		if f.fill {
+			nominal[j].minFill = minReason // the most it keeps once it has text
+		}
+		if r := tableColumns[cols[j]].reserve; r > 0 {
+			nominal[j].widths = make([]int, len(f.widths))
+			for k, w := range f.widths {
+				nominal[j].widths[k] = max(w, r)
+			}
+		}
+	}
+	p.cols = colMemo{w: p.w, cols: slices.Clone(cols), set: chooseColumns(nominal, p.w, tableGutter)}
+	return p.cols.set
 }
 
 // rowContext points x at what row d shows.
@@ -433,6 +550,11 @@ func (p *overviewPage) rowContext(d dispRow, x *rowCtx, tmp *snapshot.RoleStatus
 		x.r = tmp
 		x.traffic = groupTraffic(p.traffic, s, d.members)
 		x.gpuMem = groupGPUMem(s, d.members)
+		x.idle = true
+		for _, i := range d.members {
+			x.idle = x.idle && !serving(s.Roles[i].State)
+		}
+		x.members = d.members
 	case rowRank:
 		*tmp = rankStatus(&s.Roles[d.role], d.rank)
 		x.r = tmp
@@ -440,6 +562,9 @@ func (p *overviewPage) rowContext(d dispRow, x *rowCtx, tmp *snapshot.RoleStatus
 	default:
 		x.r = &s.Roles[d.role]
 		x.traffic = p.traffic[x.r.Name]
+		x.idle = !serving(x.r.State)
+		x.one[0] = d.role
+		x.members = x.one[:]
 	}
 }
 
@@ -451,10 +576,10 @@ func (p *overviewPage) heading(ci int) string {
 	if c.id == "gpus" {
 		title = deviceLabel(p.m.snap.GPUInfo) + "S" // NPUS on Ascend
 	}
-	if p.m.sortBy != c.id {
+	if p.sort.by != c.id {
 		return title
 	}
-	if p.m.sortDesc {
+	if p.sort.desc {
 		return title + "↓"
 	}
 	return title + "↑"
@@ -463,6 +588,7 @@ func (p *overviewPage) heading(ci int) string {
 // renderRow draws row i of the frame (i < 0: the heading).
 func (p *overviewPage) renderRow(t *frameTable, i int, styled, selected bool) string {
 	var b strings.Builder
+	b.Grow(p.w + p.w/2) // the row's cells and their colours, grown once
 	if i >= 0 && selected {
 		b.WriteString("▸ ")
 	} else {

@@ -36,9 +36,6 @@ func (t *trends) fold(s snapshot.Snapshot) {
 	}
 }
 
-// smoothed are the gateway's rates as the trends read them now.
-func (t *trends) smoothed() (reqPerSec, tokPerSec float64) { return t.set.Smoothed() }
-
 // trendKind says how a series' numbers read.
 type trendKind uint8
 

@@ -102,12 +102,57 @@ type DeploymentStopper interface {
 	StopDeployment() error
 }
 
+// Signaler is a Backend that can send a signal to a role's process
+// group (K, :signal).
+type Signaler interface {
+	Signal(role, signal string) error
+}
+
+// Applier is a Backend that can change the running deployment to an
+// edited profile (:apply): the dry run first, then the change once the
+// user confirmed what the dry run showed.
+type Applier interface {
+	// PlanApply is the dry run of applying profile ("" = the file the
+	// deployment runs): what would start, stop or restart, and why.
+	PlanApply(ctx context.Context, profile string) (ApplyPreview, error)
+	// Apply makes the change a preview showed: expect is its revision
+	// (refused if the file changed since), progress gets each step as it
+	// happens; it returns once the new state is ready or with what
+	// stopped it.
+	Apply(ctx context.Context, profile, expect string, progress func(string)) error
+}
+
+// ApplyPreview is an apply's dry run as the dashboard shows it (tsd apply
+// --dry-run prints the same).
+type ApplyPreview struct {
+	Profile  string // the profile file read
+	From, To string // the running revision and the file's
+	Summary  string
+	Lines    []string // one per instance: what happens to it and why
+	Steps    []string // in order
+	Warnings []string
+	Changes  bool // false: nothing to change
+}
+
+// Switcher is a Backend that knows the other deployments running here and
+// can connect to one (:ctx), as k9s switches contexts.
+type Switcher interface {
+	// Deployments are the names of the deployments running now.
+	Deployments() ([]string, error)
+	// Switch connects to the deployment called name; the dashboard then
+	// uses the Backend it returns (and closes the old one if it can).
+	Switch(ctx context.Context, name string) (Backend, error)
+}
+
 // Outcome is how a dashboard run ended.
 type Outcome struct {
 	// Stopped: the user chose to stop the deployment (it was asked to).
 	Stopped bool
 	// DaemonGone: the status stream ended under the dashboard (Detach).
 	DaemonGone bool
+	// Deployment is the deployment shown at the end when :ctx switched
+	// to another ("" = still the one the run began on).
+	Deployment string
 }
 
 // Run shows the dashboard until the user quits (q, confirmed while roles
@@ -125,7 +170,7 @@ func RunOutcome(ctx context.Context, b Backend, opts Options) (Outcome, error) {
 	// Subscribing here, not in a command, means the subscription exists
 	// before the first key and is always cancelled below.
 	cur, ch, cancel := b.Subscribe()
-	m.Update(snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel})
+	m.Update(snapSubscribedMsg{cur: cur, ch: ch, cancel: cancel, from: m.feed})
 	popts := []tea.ProgramOption{tea.WithContext(ctx)}
 	if opts.Input != nil {
 		popts = append(popts, tea.WithInput(opts.Input))
@@ -138,10 +183,12 @@ func RunOutcome(ctx context.Context, b Backend, opts Options) (Outcome, error) {
 	final, err := p.Run()
 	var out Outcome
 	if fm, ok := final.(*Model); ok {
-		fm.closeSubscriptions()
-		out = Outcome{Stopped: fm.stopChosen, DaemonGone: fm.daemonGone}
-	} else {
-		m.closeSubscriptions()
+		m = fm
+	}
+	m.closeSubscriptions()
+	out = m.out
+	if c, ok := m.b.(interface{ Close() }); ok && m.b != b {
+		c.Close() // a backend :ctx connected to; the caller closes its own
 	}
 	if err != nil {
 		if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {

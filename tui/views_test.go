@@ -82,7 +82,7 @@ func TestSplitView(t *testing.T) {
 		t.Fatalf("summary row in the split view:\n%s", out)
 	}
 	press(m, "x")
-	if n := f.LogSubscribers(); n != 0 || m.split {
+	if n := f.LogSubscribers(); n != 0 || m.overview.split.on {
 		t.Fatalf("x did not close the split view: %d subscriptions", n)
 	}
 }
@@ -165,11 +165,11 @@ func TestSortMarker(t *testing.T) {
 	if h := header(t, plain(m)); !strings.Contains(h, "REQ/S↑") {
 		t.Fatalf(":sort reqs asc: header %q", h)
 	}
-	for i := 0; i < len(tableColumns) && m.sortBy != ""; i++ {
+	for i := 0; i < len(tableColumns) && m.overview.sort.by != ""; i++ {
 		press(m, "o")
 	}
-	if m.sortBy != "" || !slices.EqualFunc(m.snap.Roles, s.Roles, func(a, b snapshot.RoleStatus) bool { return a.Name == b.Name }) {
-		t.Fatalf("o past the last column: sort %q", m.sortBy)
+	if m.overview.sort.by != "" || !slices.EqualFunc(m.snap.Roles, s.Roles, func(a, b snapshot.RoleStatus) bool { return a.Name == b.Name }) {
+		t.Fatalf("o past the last column: sort %q", m.overview.sort.by)
 	}
 	if h := header(t, plain(m)); strings.ContainsAny(h, "↑↓") {
 		t.Fatalf("plan order keeps a marker: %q", h)
@@ -180,18 +180,22 @@ func TestSortMarker(t *testing.T) {
 // arguments; a single candidate completes with a space, several grow to
 // their common prefix.
 func TestCompleteLine(t *testing.T) {
-	tg := commandTarget{roles: []string{"decode-0", "decode-1", "prefill-0"}, groups: []string{"decode"}}
+	tg := commandTarget{roles: []string{"decode-0", "decode-1", "prefill-0"}, groups: []string{"decode"}, entries: []string{"decode", "prefill"}}
 	for _, c := range []struct {
 		line, want string
 		cands      []string
 	}{
-		{"", "", verbNames()},
+		{"", "", dashboardVerbs()},
 		{"re", "restart ", []string{"restart"}},
-		{"s", "s", []string{"stop", "start", "scale", "sort", "split"}},
+		{"s", "s", []string{"stop", "start", "scale", "signal", "sort", "split"}},
 		{"st", "st", []string{"stop", "start"}},
 		{"restart d", "restart decode", []string{"decode-0", "decode-1", "decode"}},
 		{"restart p", "restart prefill-0 ", []string{"prefill-0"}},
-		{"restart -", "restart --now ", []string{"--now"}},
+		{"restart -", "restart --", []string{"--rolling", "--now"}},
+		{"restart --n", "restart --now ", []string{"--now"}},
+		{"restart --now -", "restart --now --rolling ", []string{"--rolling"}},
+		{"signal decode-0 ", "signal decode-0 ", []string{"TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "CONT", "STOP", "KILL"}},
+		{"scale d", "scale decode=", []string{"decode="}},
 		{"restart --now d", "restart --now decode", []string{"decode-0", "decode-1", "decode"}},
 		{"stop d", "stop decode-", []string{"decode-0", "decode-1"}},
 		{"logs g", "logs gateway ", []string{"gateway"}},
@@ -218,23 +222,23 @@ func TestCommandTabAndHistory(t *testing.T) {
 	press(m, "tab")
 	typeText(m, "dec")
 	press(m, "tab")
-	if m.cmd.text != "inspect decode-" {
-		t.Fatalf("after tab: %q", m.cmd.text)
+	if m.cmd.in.text != "inspect decode-" {
+		t.Fatalf("after tab: %q", m.cmd.in.text)
 	}
 	if foot := plain(m); !strings.Contains(foot, "tab: decode-0 decode-1 decode-2 decode-3") {
 		t.Fatalf("candidates not shown:\n%s", foot)
 	}
 	press(m, "tab")
-	if m.cmd.text != "inspect decode-0" || !strings.Contains(plain(m), "[decode-0]") {
-		t.Fatalf("cycling: %q", m.cmd.text)
+	if m.cmd.in.text != "inspect decode-0" || !strings.Contains(plain(m), "[decode-0]") {
+		t.Fatalf("cycling: %q", m.cmd.in.text)
 	}
 	press(m, "tab", "tab")
-	if m.cmd.text != "inspect decode-2" {
-		t.Fatalf("cycling on: %q", m.cmd.text)
+	if m.cmd.in.text != "inspect decode-2" {
+		t.Fatalf("cycling on: %q", m.cmd.in.text)
 	}
 	press(m, "shift+tab")
-	if m.cmd.text != "inspect decode-1" {
-		t.Fatalf("shift+tab: %q", m.cmd.text)
+	if m.cmd.in.text != "inspect decode-1" {
+		t.Fatalf("shift+tab: %q", m.cmd.in.text)
 	}
 	press(m, "enter")
 	if m.focus != pageInspector || m.inspector.role != "decode-1" {
@@ -245,25 +249,25 @@ func TestCommandTabAndHistory(t *testing.T) {
 	press(m, "enter", "esc", ":")
 	typeText(m, "half typed")
 	press(m, "up")
-	if m.cmd.text != "events" {
-		t.Fatalf("up: %q", m.cmd.text)
+	if m.cmd.in.text != "events" {
+		t.Fatalf("up: %q", m.cmd.in.text)
 	}
 	press(m, "up")
-	if m.cmd.text != "inspect decode-1" {
-		t.Fatalf("up up: %q", m.cmd.text)
+	if m.cmd.in.text != "inspect decode-1" {
+		t.Fatalf("up up: %q", m.cmd.in.text)
 	}
 	press(m, "up") // the oldest: stays
 	press(m, "down", "down")
-	if m.cmd.text != "half typed" {
-		t.Fatalf("down to the draft: %q", m.cmd.text)
+	if m.cmd.in.text != "half typed" {
+		t.Fatalf("down to the draft: %q", m.cmd.in.text)
 	}
 	press(m, "ctrl+w")
-	if m.cmd.text != "half " {
-		t.Fatalf("ctrl+w: %q", m.cmd.text)
+	if m.cmd.in.text != "half " {
+		t.Fatalf("ctrl+w: %q", m.cmd.in.text)
 	}
 	press(m, "ctrl+u")
-	if m.cmd.text != "" || !m.cmdline {
-		t.Fatalf("ctrl+u: %q", m.cmd.text)
+	if m.cmd.in.text != "" || !m.cmd.active {
+		t.Fatalf("ctrl+u: %q", m.cmd.in.text)
 	}
 }
 

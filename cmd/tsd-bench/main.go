@@ -74,12 +74,17 @@ type options struct {
 	skipGo, skipServe                           bool
 	goSave, goLoad                              string
 	skipRouting                                 bool
+	skipOverload                                bool
+	overloadFor                                 time.Duration
 	rel                                         relOptions
 	// The gateway's share of TTFT (C=1) and the scaling rows.
 	shareN, scaleN, loadCores int
 	requestsAll               int // -requests as one number for every C
 	scale                     []int
 	skipShare                 bool
+	skipTracing               bool // the rows with gateway.tracing at 10% (tracing.go)
+	lay                       layoutsOptions
+	planner                   plannerBench // the SLO planner rows (planner.go)
 }
 
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
@@ -128,6 +133,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.goLoad, "go-load", "", "take the Go benchmark rows from a file -go-save wrote (an earlier run of the same binaries) instead of running them")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
 	fs.BoolVar(&o.skipRouting, "skip-routing", false, "skip the routing rows (cached-token share and TTFT by policy)")
+	fs.BoolVar(&o.skipOverload, "skip-overload", false, "skip the overload rows (two priority classes at twice the engines' capacity)")
+	fs.DurationVar(&o.overloadFor, "overload-duration", 60*time.Second, "how long the overload rows drive twice the engines' capacity")
 	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
 	fs.IntVar(&o.rel.kills, "rel-kills", 10, "reliability: SIGKILLs of decode-0 per run")
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
@@ -136,11 +143,26 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&fakeGPUs, "fake-gpus", 0, "run tsd with --fake-gpus N: simulated GPUs, so a host whose real GPUs are fewer than the profiles name (ts-fake uses none) still plans them")
 	fs.IntVar(&o.shareN, "share-requests", 300, "requests of each C=1 run that reads the gateway's share of TTFT (gw_us) from tsd's access lines")
 	fs.BoolVar(&o.skipShare, "skip-share", false, "skip the gateway-share-of-TTFT rows")
+	fs.BoolVar(&o.skipTracing, "skip-tracing", false, "skip the rows measured again with gateway.tracing sampled at 10%")
 	scale := fs.String("scale", "2,4,8", "scaling rows: tsd core counts, each a chat C=512 run with tsd pinned to that many cores (\"\": none)")
 	fs.IntVar(&o.scaleN, "scale-requests", 0, "requests of each scaling run (0: -requests' figure for C=512, or its one figure, else 10240)")
 	fs.IntVar(&o.loadCores, "load-cores", 0, "load generator cores in the scaling rows (0: every core tsd and the engines leave)")
+	fs.BoolVar(&o.lay.skip, "skip-layouts", false, "skip the layouts rows (aggregated, PD and conditional compared on ts-fake's performance model)")
+	fs.BoolVar(&o.lay.only, "layouts-only", false, "run only the layouts rows and put their section into -out, keeping the rest of the file")
+	fs.StringVar(&o.lay.examples, "layouts-examples", "profiles/examples", "layouts: folder of the example profiles")
+	fs.StringVar(&o.lay.names, "layouts", "agg-4,pd-1p3d,pd-2p2d,mixed-conditional", "layouts: the example profiles compared (names without .yaml)")
+	fs.StringVar(&o.lay.preset, "layouts-preset", defaultLayoutPreset, "layouts: ts-fake's --fake-perf preset")
+	fs.StringVar(&o.lay.rates, "layouts-rates", "12,24,40,56", "layouts: request rates (req/s) of the sweep")
+	fs.IntVar(&o.lay.requests, "layouts-requests", 480, "layouts: requests at each rate")
+	fs.StringVar(&o.lay.goodput, "layouts-goodput", "ttft:1000,tpot:10", "layouts: the SLO, in tsd bench --goodput's words")
+	fs.IntVar(&o.lay.outputLen, "layouts-output-len", 200, "layouts: output tokens of every request")
+	fs.StringVar(&o.lay.plot, "layouts-plot", "", "layouts: also write the comparison's PNG here (docs/layouts.png)")
+	o.planner.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.lay.requests < 1 || o.lay.outputLen < 1 {
+		return o, fmt.Errorf("-layouts-requests %d, -layouts-output-len %d: want at least 1", o.lay.requests, o.lay.outputLen)
 	}
 	if strings.TrimSpace(*scale) != "" {
 		for _, s := range strings.Split(*scale, ",") {
@@ -469,11 +491,19 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	if o.lay.only {
+		return layoutsOnly(o, e, tsd, fake, work)
+	}
 	fmt.Println(l.describe())
+	if o.planner.only {
+		return writePlannerOnly(o, l, tsd, fake, work)
+	}
 
 	var rows []loadRow
 	var ctl []controlRow
 	var share []shareRow
+	var traced *tracingRow
+	tracedC := tracingConc(o.conc)
 	var scale []scaleRow
 	if !o.skipServe {
 		fmt.Println("tsd: 1 prefill + 1 decode ts-fake, unpaced")
@@ -520,6 +550,10 @@ func run(o options) error {
 		if !o.skipShare {
 			share = runShare(o, l, tsd, work, d)
 		}
+		if !o.skipTracing {
+			tr := runTracing(o, l, tsd, work, d, tracedC)
+			traced = &tr
+		}
 		if dur, err := d.restart(tsd, "decode-0"); err != nil {
 			ctl = append(ctl, controlRow{"`tsd restart decode` → re-admitted", "failed", err.Error()})
 		} else {
@@ -560,9 +594,23 @@ func run(o options) error {
 	if !o.skipRouting {
 		routingMD = routingSection(l, tsd, fake, work)
 	}
+	if !o.skipOverload {
+		routingMD += overloadSection(l, tsd, fake, work, o.overloadFor)
+	}
 	var rel []relRow
 	if !o.rel.skip {
 		rel = runReliability(o.rel, l, tsd, fake, work)
+	}
+	var plannerMD string
+	if !o.planner.skip {
+		plannerMD = renderPlanner(o.planner, runPlannerRows(o.planner, l, tsd, fake, work))
+	}
+
+	var lay *layoutsRun
+	if !o.lay.skip {
+		r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
+		lay = &r
+		routingMD += renderLayouts(r, e)
 	}
 
 	var gob []goResult
@@ -576,8 +624,8 @@ func run(o options) error {
 	default:
 		gob = runGoBenches(o)
 	}
-	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o), renderScale(scale, o),
-		renderReliability(rel, o.rel)) + routingMD
+	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o)+renderTracing(l, traced, rows, share, tracedC), renderScale(scale, o),
+		renderReliability(rel, o.rel)) + routingMD + plannerMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
@@ -586,10 +634,40 @@ func run(o options) error {
 	}
 	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
-		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale}); err != nil {
+		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale, "Layouts": lay, "Tracing": traced}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)
+	}
+	return nil
+}
+
+// layoutsOnly runs the layouts rows alone and puts their section into
+// -out in place of the one there (appended when there is none), so a run
+// of only these rows keeps the rest of the results file.
+func layoutsOnly(o options, e env, tsd, fake, work string) error {
+	r := runLayouts(o.lay, tsd, fake, o.tokenizer, work)
+	section := renderLayouts(r, e)
+	doc, err := os.ReadFile(o.out)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	md := spliceSection(string(doc), layoutsHeading, section)
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.out, err)
+	}
+	fmt.Println("wrote", o.out)
+	if o.jsonOut != "" {
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.jsonOut, err)
+		}
+	}
+	if r.Err != "" {
+		return errors.New(firstLine(r.Err))
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // tsd apply and tsd scale change a running deployment without reloading
@@ -30,7 +31,7 @@ import (
 type applyCmd struct {
 	ctlTarget
 	applyFlags
-	Args []string `arg:"" help:"The deployment (default: this directory's) and the edited profile."`
+	Args []string `arg:"" complete:"deployment|file,file" help:"The deployment (default: this directory's) and the edited profile."`
 }
 
 type applyFlags struct {
@@ -63,6 +64,14 @@ func (c applyCmd) Run() error {
 	if env := p.Gateway.APIKeyEnv; env != "" {
 		req.APIKey = os.Getenv(env)
 	}
+	for _, k := range p.Gateway.APIKeys {
+		if v := os.Getenv(k.KeyEnv); v != "" {
+			if req.Keys == nil {
+				req.Keys = map[string]string{}
+			}
+			req.Keys[k.KeyEnv] = v
+		}
+	}
 	cmdline := "tsd apply"
 	if name == "" {
 		cmdline = "tsd apply " + path
@@ -73,8 +82,9 @@ func (c applyCmd) Run() error {
 type scaleCmd struct {
 	ctlTarget
 	applyFlags
-	GPUs string   `name:"gpus" help:"GPUs for the new replicas, comma-separated, tp × dp of them per replica in order (default: GPUs no role uses)."`
-	Args []string `arg:"" help:"Replicas per profile entry (decode=3) and, before or after them, the deployment NAME (default: this directory's)."`
+	// --gpus, as :scale takes it.
+	verbs.ScaleFlags
+	Args []string `arg:"" complete:"deployment|entry" help:"Replicas per profile entry (decode=3) and, before or after them, the deployment NAME (default: this directory's)."`
 }
 
 func (c scaleCmd) Run() error {

@@ -249,6 +249,9 @@ func attachDashboard(t attachTarget, stopOnQuit bool) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
+	if out.Deployment != "" && out.Deployment != t.name {
+		t = switchedTarget(out.Deployment)
+	}
 	switch {
 	case out.Stopped:
 		fmt.Fprintf(os.Stderr, "tsd: stopping %s…\n", t.name)
@@ -262,6 +265,18 @@ func attachDashboard(t attachTarget, stopOnQuit bool) error {
 		fmt.Fprintf(os.Stderr, "tsd: detached; %s keeps running (tsd attach %s, tsd stop %s)\n", t.name, t.name, t.name)
 	}
 	return nil
+}
+
+// switchedTarget is the deployment :ctx switched the dashboard to, as the
+// registry lists it: what the lines after the dashboard speak of.
+func switchedTarget(name string) attachTarget {
+	t := attachTarget{name: name}
+	for _, c := range deployments() {
+		if c.Name == name && !c.Dead {
+			t.socket, t.pid = c.Socket, c.PID
+		}
+	}
+	return t
 }
 
 // waitDaemonGone waits until the daemon process has exited (its child
@@ -309,7 +324,7 @@ type attachCmd struct {
 	ctlTarget
 	StopOnQuit bool   `name:"stop-on-quit" help:"Quitting stops the deployment unless you pick detach."`
 	ReadOnly   bool   `name:"readonly" help:"Watch only: no restart, stop or start keys (for observers)."`
-	Target     string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
+	Target     string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
 }
 
 func (c attachCmd) Run() error {

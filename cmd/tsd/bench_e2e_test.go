@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // startBenchProfile runs `tsd up --headless` on a PD profile of unpaced
@@ -212,5 +217,104 @@ func TestE2EBenchSharedPrefixConversations(t *testing.T) {
 		if sh, ok := r["cached_token_share"].(float64); ok && (sh < 0 || sh > 1) {
 			t.Errorf("%s: cached_token_share %g", backend, sh)
 		}
+	}
+}
+
+// TestBenchSIGTERMNotSentIsNotFailed: `tsd bench` stopped by SIGTERM
+// mid-run prints its table with the requests it never sent (and the one
+// it cut) apart from Failed, which stays 0 (they used to be counted
+// failed), and exits 0: every request it did finish succeeded.
+func TestBenchSIGTERMNotSentIsNotFailed(t *testing.T) {
+	second := make(chan struct{})
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if n.Add(1) == 2 {
+			close(second)
+			<-r.Context().Done() // held until the client goes away
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	cmd := exec.Command(tsdBin, "bench", "--base-url", srv.URL, "--model", "m", "--num-prompts", "10", "--max-concurrency", "1",
+		"--random-input-len", "4", "--output-len", "1", "--disable-tqdm")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the second request never came:\n%s", out.String())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("tsd bench after SIGTERM: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"Successful requests:                     1",
+		"Failed requests:                         0",
+		"Not sent (the run was stopped):          8",
+		"Cut in flight by the stop:               1",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestE2EBenchSweep: `tsd bench PROFILE --request-rate A,B` against a
+// running deployment is a sweep: one run per rate, a table with goodput
+// beside throughput, the JSON report with one point per rate, the PNG.
+func TestE2EBenchSweep(t *testing.T) {
+	d, profile, _ := startBenchProfile(t)
+	out := t.TempDir()
+	jsonPath, pngPath := filepath.Join(out, "s.json"), filepath.Join(out, "s.png")
+	cmd := exec.Command(tsdBin, "bench", profile, "--dataset-name", "mixed", "--num-prompts", "10", "--mixed-rag-len", "200",
+		"--mixed-system-prompt-len", "20", "--mixed-chat-len", "5", "--mixed-chat-output-len", "3", "--mixed-rag-output-len", "3",
+		"--request-rate", "200,400", "--goodput", "ttft:60000", "e2el:60000", "--output-file", jsonPath, "--plot", pngPath)
+	cmd.Dir = d.dir
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("tsd bench sweep: %v\n%s", err, b)
+	}
+	var rep struct {
+		SLO     string
+		Layouts []struct {
+			Name   string
+			Shape  string
+			Points []struct {
+				RequestRate float64 `json:"request_rate"`
+				Summary     struct {
+					Completed      int
+					RequestGoodput *float64 `json:"request_goodput"`
+				} `json:"summary"`
+			}
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, raw)
+	}
+	if rep.SLO != "ttft<=60000ms e2el<=60000ms" || len(rep.Layouts) != 1 || rep.Layouts[0].Shape != "1P+1D" || len(rep.Layouts[0].Points) != 2 {
+		t.Fatalf("report %+v\n%s", rep, b)
+	}
+	for i, p := range rep.Layouts[0].Points {
+		if p.RequestRate != []float64{200, 400}[i] || p.Summary.Completed != 10 || p.Summary.RequestGoodput == nil {
+			t.Errorf("point %d: %+v", i, p)
+		}
+	}
+	if !strings.Contains(string(b), "goodput") || !strings.Contains(string(b), "Plot: "+pngPath) {
+		t.Errorf("output:\n%s", b)
+	}
+	if _, err := os.Stat(pngPath); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // completionCmd prints a completion script. Verbs and flags come from the
@@ -47,33 +48,6 @@ func (c completeCmd) Run(k *kong.Kong) error {
 	return nil
 }
 
-// argKind is what one positional argument takes.
-type argKind int
-
-const (
-	argFile     argKind = iota // a profile (or any file)
-	argName                    // a deployment name
-	argRole                    // a role of the deployment
-	argRoleName                // [ROLE] [NAME|PROFILE]: a role, or a deployment
-	argLogRole                 // as argRoleName, and "gateway"
-	argNameFile                // a deployment name or a profile
-	argNothing
-)
-
-// positionalArgs says, per command path, what each positional takes; a
-// command not listed takes files, and a positional with an enum its words.
-var positionalArgs = map[string][]argKind{
-	"attach":  {argName},
-	"status":  {argName},
-	"restart": {argRole, argNameFile},
-	"start":   {argRole, argNameFile},
-	"stop":    {argRoleName, argNameFile},
-	"logs":    {argLogRole, argNameFile},
-	"bench":   {argNameFile},
-	"ls":      {},
-	"version": {},
-}
-
 // completionSource is what completion reads of the world.
 type completionSource interface {
 	Names() []string                   // deployment names (running or dead)
@@ -83,124 +57,37 @@ type completionSource interface {
 
 // completeArgs says what fits after words (the words after `tsd`, before
 // the one being completed) in the CLI model app: candidates, and whether
-// file names fit too. Flags and their values are skipped.
+// file names fit too. What each positional takes is its `complete` tag
+// (verbs.Complete reads the same tags for the dashboard's `:` line).
 func completeArgs(app *kong.Node, words []string, src completionSource) (cands []string, files bool) {
-	node := app
-	var pos []string // positional words typed for the current command
-	path := ""
-	valueFlags := map[string]bool{}
-	addFlags := func(n *kong.Node) {
-		for _, f := range n.Flags {
-			if !f.IsBool() && !f.IsCounter() {
-				valueFlags["--"+f.Name] = true
-				if f.Short != 0 {
-					valueFlags["-"+string(f.Short)] = true
-				}
-			}
-		}
-	}
-	addFlags(node)
-	for i := 0; i < len(words); i++ {
-		w := words[i]
-		switch {
-		case w == "=": // bash splits --since=10m at the '='
-			i++
-			continue
-		case strings.HasPrefix(w, "-"):
-			if valueFlags[w] && !strings.Contains(w, "=") && (i+1 >= len(words) || words[i+1] != "=") {
-				i++ // the flag's value
-			}
-			continue
-		}
-		if child := childCommand(node, w); child != nil && len(pos) == 0 {
-			node = child
-			path = strings.TrimSpace(path + " " + w)
-			addFlags(node)
-			continue
-		}
-		pos = append(pos, w)
-	}
-	if node == app {
-		return nil, false // the verb itself: the script offers the verbs
-	}
-	if subs := visibleChildren(node); len(subs) > 0 {
-		if len(pos) == 0 {
-			return subs, false
-		}
-		return nil, false
-	}
-	kinds, listed := positionalArgs[path]
-	p := len(pos)
-	if !listed {
-		if p < len(node.Positional) {
-			if e := node.Positional[p].EnumSlice(); len(e) > 0 && node.Positional[p].Enum != "" {
-				return e, false
-			}
-		}
-		return nil, true
-	}
-	if p >= len(kinds) {
-		return nil, false
-	}
-	// A ROLE comes before the NAME, so its deployment is the one a bare
-	// read-only verb would pick (this directory's, or the only one).
-	roles := func(withGateway bool) []string {
-		rs := src.Roles()
-		if len(rs) == 0 {
-			// No running deployment here: the profile beside us says.
-			rs = src.ProfileRoles("")
-		}
-		if withGateway {
-			rs = append(rs, supervisor.GatewayLogSource)
-		}
-		return rs
-	}
-	switch kinds[p] {
-	case argName:
-		return src.Names(), false
-	case argNameFile:
-		return src.Names(), true
-	case argRole:
-		return roles(false), false
-	case argRoleName:
-		return uniq(append(roles(false), src.Names()...)), false
-	case argLogRole:
-		return uniq(append(roles(true), src.Names()...)), false
-	case argFile:
-		return nil, true
-	}
-	return nil, false
+	c := verbs.Complete(app, words, shellKinds{src})
+	return c.Words, c.Files
 }
 
-func childCommand(n *kong.Node, name string) *kong.Node {
-	for _, c := range n.Children {
-		if c.Type == kong.CommandNode && c.Name == name {
-			return c
+// shellKinds are a shell's words of each kind: a ROLE from the deployment
+// a bare read-only verb would pick (this directory's, or the only one),
+// else from the profile beside us; a group is a ROLE wherever an instance
+// is (the CLI acts on each of its instances).
+type shellKinds struct{ src completionSource }
+
+func (s shellKinds) Words(kind string) []string {
+	roles := func() []string {
+		if rs := s.src.Roles(); len(rs) > 0 {
+			return rs
 		}
+		return s.src.ProfileRoles("")
+	}
+	switch kind {
+	case verbs.KindRole, verbs.KindInstance:
+		return roles()
+	case verbs.KindLog:
+		return append(roles(), supervisor.GatewayLogSource)
+	case verbs.KindDeployment:
+		return s.src.Names()
+	case verbs.KindSignal:
+		return verbs.Signals
 	}
 	return nil
-}
-
-func visibleChildren(n *kong.Node) []string {
-	var out []string
-	for _, c := range n.Children {
-		if c.Type == kong.CommandNode && !c.Hidden {
-			out = append(out, c.Name)
-		}
-	}
-	return out
-}
-
-func uniq(ss []string) []string {
-	seen := map[string]bool{}
-	out := make([]string, 0, len(ss))
-	for _, s := range ss {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // liveCompletionSource reads the registry, the control socket and the

@@ -20,6 +20,7 @@ import (
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/verbs"
 )
 
 // The control verbs talk to a running daemon over its control socket
@@ -217,7 +218,7 @@ type statusCmd struct {
 	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
 	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
 	Watch       bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
-	Target      string `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
+	Target      string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
 }
 
 func (c statusCmd) Run() error {
@@ -312,6 +313,23 @@ func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer,
 	}
 }
 
+// shedText is "queue_full 3, deadline 1" (most first), "none" when empty.
+func shedText(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // renderStatus prints the readable table of `tsd status`.
 func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	gw := "no gateway"
@@ -343,10 +361,16 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if line := applyLine(s.Apply); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	if line := plannerLine(s.Planner); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	for _, t := range s.Gateway.Roles {
 		if t.KVEvents == snapshot.KVEventsAbsent {
 			fmt.Fprintf(w, "  %s: %s\n", t.Role, t.KVNote)
 		}
+	}
+	if a := s.Gateway.Admission; a != nil {
+		fmt.Fprintf(w, "  admission: %d waiting (%d prompt tokens), %d in flight, %d admitted, shed %s\n", a.Queued, a.QueuedTokens, a.InFlight, a.Admitted, shedText(a.Shed))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tINFL\tREQ/S\tERR\tGPUS\tGPU MEM\tREASON")
@@ -455,12 +479,11 @@ func msText(d time.Duration) string {
 
 type restartCmd struct {
 	ctlTarget
-	Rolling bool          `help:"Restart the instances of ROLE (an instance, a replica group or a kind) one at a time, each ready again before the next; waits until done."`
-	Now     bool          `help:"Skip the drain: requests in flight on the role end at once with an error."`
+	// --rolling, --now, ROLE: the dashboard's :restart takes the same words.
+	verbs.Restart
 	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
-	Role    string        `arg:"" help:"Role instance to restart (e.g. decode, decode-1)."`
-	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
+	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c restartCmd) Run() error {
@@ -628,10 +651,11 @@ func restartCmdline(c restartCmd) string {
 
 type startCmd struct {
 	ctlTarget
+	// ROLE, as :start takes it.
+	verbs.Start
 	Wait    bool          `help:"Return once the role (every instance of a group) is ready, showing its phases as tsd up -d does (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
-	Role    string        `arg:"" help:"Role instance to start (a stopped, failed or backing-off one)."`
-	Target  string        `arg:"" optional:"" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
+	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c startCmd) Run() error {
@@ -756,9 +780,10 @@ func roleCommand(f found, verb, role string, extra url.Values) error {
 
 type stopCmd struct {
 	ctlTarget
-	Now     bool     `help:"Skip the drain: requests in flight end at once with an error (a stream: finish reason abort, then the error event)."`
+	// --now, as :stop takes it.
+	verbs.StopFlags
 	Timeout string   `help:"Without ROLE: drain this long (e.g. 2m, 0 = --now) instead of the profile's restart.drain_timeout."`
-	Args    []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops, after its requests in flight drain (restart.drain_timeout)."`
+	Args    []string `arg:"" optional:"" complete:"role|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops, after its requests in flight drain (restart.drain_timeout)."`
 }
 
 // drain is the whole stop's drain the flags ask for: nil for the
@@ -920,7 +945,7 @@ type logsCmd struct {
 	Tail       *int     `short:"n" help:"Only the last N lines of what is retained (-n 0: none; with -f, only lines written from now on)."`
 	Since      string   `help:"Only lines since this long ago (10m, 2h) or this time (RFC 3339)."`
 	Timestamps bool     `short:"t" help:"Prefix each line with its time."`
-	Args       []string `arg:"" optional:"" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
+	Args       []string `arg:"" optional:"" complete:"log|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: ROLE is a role or gateway (the gateway's log, one access line per request); without ROLE, every role merged in time order."`
 }
 
 func (c logsCmd) Run() error {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/supervisor"
@@ -74,7 +75,14 @@ func (c planCmd) running(stdout, stderr io.Writer) error {
 	if err != nil {
 		return unreachable(f, err)
 	}
-	return c.print(stdout, stderr, plan)
+	if err := c.print(stdout, stderr, plan); err != nil || c.JSON {
+		return err
+	}
+	// The SLO planner's proposal beside what runs (docs/architecture.md §4.5).
+	if s, err := supervisor.NewControlClient(f.socket).Status(ctx); err == nil && s.Planner != nil {
+		renderPlanner(stdout, s.Planner, time.Now())
+	}
+	return nil
 }
 
 func (c planCmd) print(stdout, stderr io.Writer, plan *profiles.Plan) error {
@@ -156,6 +164,9 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 	if g.ImageURLs {
 		fmt.Fprintf(&b, "  images:     http(s) image URLs fetched (gateway.image_urls)\n")
 	}
+	if t := g.Tracing; t != nil {
+		fmt.Fprintf(&b, "  tracing:    %s\n", tracingText(t))
+	}
 	fmt.Fprintf(&b, "  log:        %s\n", g.LogFile)
 	fmt.Fprintf(&b, "  control:    %s\n", plan.ControlSocket)
 	fmt.Fprintf(&b, "  workers:\n")
@@ -168,6 +179,16 @@ func renderPlan(w io.Writer, plan *profiles.Plan) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// tracingText says where traces go and how many (the headers' variable
+// by name: its value is a secret).
+func tracingText(t *profiles.TracingPlan) string {
+	s := fmt.Sprintf("OTLP/HTTP to %s, %g%% of requests sampled (a client's traceparent decides for its own)", t.Endpoint, 100*t.SampleRatio)
+	if t.HeadersEnv != "" {
+		s += ", headers from $" + t.HeadersEnv
+	}
+	return s
 }
 
 // policiesText is kind=policy for each kind the plan has workers of, in

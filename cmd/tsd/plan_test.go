@@ -302,3 +302,30 @@ func TestExamplesValidateAndPlan(t *testing.T) {
 		})
 	}
 }
+
+// Pins: `tsd plan` of a profile with gateway.tracing says where traces go
+// and how many, and names the headers' variable, never its value.
+func TestPlanShowsTracing(t *testing.T) {
+	t.Setenv("TSD_TEST_PLAN_OTEL", "Authorization=Bearer%20s3cret")
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "profiles", "examples", "seed-pd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(src), "gateway:\n", "gateway:\n  tracing: {endpoint: \"http://127.0.0.1:4318\", sample_ratio: 0.25, headers_env: TSD_TEST_PLAN_OTEL}\n", 1)
+	if text == string(src) {
+		t.Fatal("the example has no gateway section to add tracing to")
+	}
+	path := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := (planCmd{Profile: path}).run(&out, &errOut, testFacts()); err != nil {
+		t.Fatal(err)
+	}
+	want := "  tracing:    OTLP/HTTP to http://127.0.0.1:4318/v1/traces, 25% of requests sampled (a client's traceparent decides for its own), headers from $TSD_TEST_PLAN_OTEL\n"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String()+errOut.String(), "s3cret") {
+		t.Errorf("plan output lacks %q or shows the header's value:\n%s", want, out.String())
+	}
+}

@@ -27,9 +27,11 @@ import (
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/probe"
 	"github.com/tsd-project/tsd/headless"
+	"github.com/tsd-project/tsd/planner"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
+	"github.com/tsd-project/tsd/supervisor/rolemetrics"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
 )
 
@@ -250,6 +252,7 @@ func daemonLog(p *profiles.Plan) string {
 // runSupervisor is the supervisor and gateway in this process: the daemon
 // body, and `tsd up --headless`.
 func (c upCmd) runSupervisor() error {
+	started := time.Now() // tsd_uptime_seconds
 	tuneGCForServing()
 	plan, src, unregister, err := c.register()
 	if err != nil {
@@ -275,10 +278,7 @@ func (c upCmd) runSupervisor() error {
 	// One registry for the process (docs/architecture.md §D8): the gateway serves it
 	// on /metrics with telemetry's GPU and role gauges beside its own.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(tel.Collector())
-	// The daemon's own goroutines, fds and RSS: a leak under faults shows
-	// on /metrics (make chaos checks them against their baseline).
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerProcessCollectors(reg, tel)
 	var gw supervisor.Gateway
 	// Built before both the gateway and the supervisor and handed to each:
 	// the deployment's event list (the gateway's verdicts — a panic
@@ -361,6 +361,12 @@ func (c upCmd) runSupervisor() error {
 	}
 	current = sup.Plan
 	tester.Key = sup.APIKey // tsd apply may change it
+	// The SLO planner's series (tsd_planner_*), read from the snapshot
+	// at each scrape (docs/architecture.md §4.5).
+	reg.MustRegister(planner.NewCollector(func() *snapshot.PlannerStatus { return sup.Snapshot().Planner }))
+	// The roles' states, restarts, exits and uptime, beside the gateway's
+	// and telemetry's series on the one registry.
+	reg.MustRegister(rolemetrics.New(sup.Snapshot, started, nil))
 
 	// First Ctrl-C (or SIGTERM, or SIGHUP in the foreground): orderly
 	// shutdown. Second: SIGKILL every process group now. A daemon has no
@@ -418,6 +424,15 @@ func (c upCmd) runSupervisor() error {
 		return &exitError{code: 1, msg: "tsd: " + strings.Join(failed, "\ntsd: ")}
 	}
 	return nil
+}
+
+// registerProcessCollectors puts telemetry's GPU and role gauges on reg,
+// and the daemon's own goroutines, fds and RSS: a leak under faults shows
+// on /metrics (make chaos checks them against their baseline). Every
+// series is listed in docs/metrics.md (metrics_doc_test.go).
+func registerProcessCollectors(reg prometheus.Registerer, tel *telemetry.Telemetry) {
+	reg.MustRegister(tel.Collector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
 // applyFacts are the host facts tsd apply and tsd scale plan with in the

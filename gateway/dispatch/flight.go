@@ -520,6 +520,7 @@ func (f *flight) onEncode(er encodeResult) bool {
 			avoid: []*lane.Worker{w}, blame: []*lane.Worker{w}})
 	}
 	if a.enc.ended() {
+		recordEncoded(f.rec)
 		a.pre.s.Expect() // the embeddings exist: the prefill owes output now
 	}
 	if !a.pre.done {

@@ -7,6 +7,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/reqtime"
 	"github.com/tsd-project/tsd/gateway/traffic"
+	"github.com/tsd-project/tsd/profiles"
 )
 
 // The dispatch's side of the traffic account (gateway/traffic):
@@ -47,6 +48,13 @@ func recordPrefill(rec *traffic.Rec, ps *lane.Stream, out lane.Output) {
 	if rec == nil {
 		return
 	}
+	if w := ps.Worker(); w.Kind() != profiles.KindAggregated {
+		rec.Mark(reqtime.Prefilled) // the prefill phase ends, the KV transfer begins (reqtime)
+	}
 	w := ps.Worker()
 	rec.Prefill(w.Role(), ps.Identity-w.Plan().EngineIndex, out.PromptTokens, out.CachedTokens)
 }
+
+// recordEncoded marks every encode leg of the attempt done: the encode
+// phase ends, the prefill's begins (reqtime).
+func recordEncoded(rec *traffic.Rec) { rec.Mark(reqtime.Encoded) }

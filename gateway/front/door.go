@@ -14,6 +14,13 @@ import (
 	"github.com/tsd-project/tsd/gateway/reqtime"
 )
 
+// Why the door sheds a request (Config.OnShed): the reasons of
+// smg_admission_queue_rejected_total (docs/metrics.md).
+const (
+	ShedTimeout    = "timeout"     // no gateway.max_concurrent slot freed within queue_timeout (SMG's name)
+	ShedBodyBudget = "body_budget" // the bodies of the requests in flight hold their whole budget
+)
+
 // Config is the front door's policy. Zero values mean "off".
 type Config struct {
 	// APIKey, when set, is the bearer token every non-public route needs.
@@ -34,6 +41,9 @@ type Config struct {
 	Observe func(method, route string, status int, d time.Duration)
 	// OnPanic hears a panic a route's boundary recovered.
 	OnPanic func(where string, v any, stack []byte)
+	// OnShed hears a request the door turned away for want of room
+	// (ShedTimeout, ShedBodyBudget): the gateway counts them.
+	OnShed func(reason string)
 	// Begin, when set, starts a request's record once its id is known
 	// (the traffic account, gateway/traffic): it may return the request
 	// with a new context, and end hears the final status and the error
@@ -53,12 +63,54 @@ type Door struct {
 // limiter releases its slot there, one authorized with the old key
 // finishes.
 type Live struct {
-	APIKey      string
+	APIKey string
+	// Keys are gateway.api_keys: more bearer keys, each naming its tenant
+	// (a request's Caller).
+	Keys        []Key
 	CORSOrigins []string
 	Admit       *Limiter
 	// MetricsPublic opens the routes marked Route.Metrics without the key.
 	MetricsPublic bool
 }
+
+// Key is one bearer key of gateway.api_keys: its tenant's name, the key
+// itself, and the priority class of its requests (also their ceiling).
+type Key struct {
+	Name     string
+	Secret   string
+	Priority int
+}
+
+// Caller is who sent a request and what priority it asked for in its
+// headers, as the door found them (the admission queue reads it).
+type Caller struct {
+	// Tenant is the name of the gateway.api_keys entry whose key the
+	// request carried; "" for api_key_env's key or no key.
+	Tenant string
+	// Priority is that key's class; Keyed says there is one (it is then
+	// also the highest class the request may ask for).
+	Priority int
+	Keyed    bool
+	// Header is the class SMG's x-smg-priority header named; HasHeader
+	// says it was sent (a value SMG does not know counts as default).
+	Header    string
+	HasHeader bool
+}
+
+type callerKey struct{}
+
+// CallerFrom is the request's Caller (zero when the door set none).
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	if c == nil {
+		return Caller{}
+	}
+	return *c
+}
+
+// PriorityHeader is SMG's header naming a request's priority class
+// (system, interactive, default, bulk).
+const PriorityHeader = "X-SMG-Priority"
 
 // New builds a Door; cfg's APIKey, CORSOrigins, Admit and MetricsPublic
 // are its first Live settings.
@@ -149,15 +201,32 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			return // preflight answered
 		}
 		public := rt.Public || (rt.Metrics && live.MetricsPublic)
-		if !public && live.APIKey != "" {
-			if e := Authorize(r, live.APIKey); e != nil {
+		var caller *Caller
+		if !public && (live.APIKey != "" || len(live.Keys) > 0) {
+			k, e := authorize(r, live.APIKey, live.Keys)
+			if e != nil {
 				WriteErrorUnread(sw, r, e)
 				return
 			}
+			if k != nil {
+				caller = &Caller{Tenant: k.Name, Priority: k.Priority, Keyed: true}
+			}
+		}
+		if h := r.Header.Get(PriorityHeader); h != "" {
+			if caller == nil {
+				caller = &Caller{}
+			}
+			caller.Header, caller.HasHeader = h, true
+		}
+		if caller != nil {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
 		}
 		if b := d.cfg.Body; b != nil && !rt.NoBody {
 			release, e := b.Read(sw, r)
 			defer release()
+			if e != nil && e.Status == http.StatusTooManyRequests {
+				d.shed(ShedBodyBudget)
+			}
 			if e != nil {
 				if e.Code == codeBodyTimeout {
 					WriteError(sw, e) // a client that stalls mid-body is not waited for again
@@ -173,7 +242,14 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		if live.Admit != nil && (rt.Generate || (rt.Admit != nil && rt.Admit(r))) {
+			// The wait for a slot is the request's admission queue
+			// (reqtime's queued phase).
+			sw.times.Mark(reqtime.AdmitBegin)
 			release, e := live.Admit.Acquire(r.Context())
+			sw.times.Mark(reqtime.Admitted)
+			if e != nil && e.Status == http.StatusTooManyRequests {
+				d.shed(ShedTimeout)
+			}
 			if e != nil {
 				WriteError(sw, e)
 				return
@@ -183,6 +259,12 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		h.ServeHTTP(sw, r)
 		sw.wrote() // a reply net/http flushes only now
 	})
+}
+
+func (d *Door) shed(reason string) {
+	if d.cfg.OnShed != nil {
+		d.cfg.OnShed(reason)
+	}
 }
 
 // routeLabel is a route's metrics label: the path alone, so the gateway's
@@ -204,11 +286,31 @@ func routeLabel(label string, r *http.Request) string {
 
 // Authorize checks the bearer token in constant time.
 func Authorize(r *http.Request, key string) *Error {
+	_, e := authorize(r, key, nil)
+	return e
+}
+
+// authorize checks the bearer token against key (api_key_env's, "" none)
+// and every one of keys, each in constant time and all of them whatever
+// matched; the key it is, nil for api_key_env's.
+func authorize(r *http.Request, key string, keys []Key) (*Key, *Error) {
 	got, ok := bearer(r.Header.Get("Authorization"))
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(key)) != 1 {
-		return Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
+	tok := []byte(got)
+	found := -1
+	legacy := key != "" && subtle.ConstantTimeCompare(tok, []byte(key)) == 1
+	for i := range keys {
+		if keys[i].Secret != "" && subtle.ConstantTimeCompare(tok, []byte(keys[i].Secret)) == 1 {
+			found = i
+		}
 	}
-	return nil
+	switch {
+	case !ok:
+	case found >= 0:
+		return &keys[found], nil
+	case legacy:
+		return nil, nil
+	}
+	return nil, Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
 }
 
 // bearer is the token of an Authorization header in the Bearer scheme,

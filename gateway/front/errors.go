@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is a request refused or failed, in OpenAI's shape:
@@ -22,6 +25,9 @@ type Error struct {
 	Code    string
 	Param   string
 	Message string
+	// RetryAfter, on a 429 or 503, is the wait the answer's Retry-After
+	// suggests (whole seconds, rounded up); 0: RetryAfterSeconds.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -38,7 +44,7 @@ func (e *Error) ErrorParam() string { return e.Param }
 
 // CodeShutdown is the code of a request tsd's stop cut at the end of its
 // drain (the gateway's ShutdownError): a stream so ended gets the finish
-// reason "abort" before its error event (docs/protocol.md §11.13).
+// reason "abort" before its error event (docs/protocol.md §11.14).
 const CodeShutdown = "shutdown"
 
 // Cut reports whether e ended its request at a shutdown's drain deadline.
@@ -155,6 +161,9 @@ func errorHeaders(h http.Header, e *Error) {
 	h.Set("Content-Type", "application/json")
 	h.Set(ErrorCodeHeader, e.Code)
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
+		if e.RetryAfter > 0 {
+			h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+		}
 		SetRetryAfter(h)
 	}
 }

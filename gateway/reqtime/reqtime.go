@@ -1,18 +1,24 @@
 // Package reqtime stamps the moments of one request the gateway can see,
-// so the access line and /metrics can say how much of the time to first
-// token is the gateway's own: HTTP accept (the front door), tokenized
-// (the front end), legs sent (the dispatch submitted the prefill and
-// decode legs to the lane), first token (the dispatch received it from
-// the lane) and first byte (the first event written and flushed after
-// it). The engine's share is legs sent → first token; everything else
-// before the first byte is the gateway's (Breakdown).
+// so the access line, /metrics and a trace can say where its time went:
+// HTTP accept (the front door), the front door's admission (a
+// gateway.max_concurrent slot), tokenized (the front end), the dispatch
+// picking its legs (waiting for a routable worker, then the routing
+// decision), legs sent (the dispatch submitted them to the lane), encoded
+// (EPD: every encode leg done), prefilled (the prefill leg's end), first
+// token (the dispatch received it from the lane), first byte (the first
+// event written and flushed after it) and the last token. The engine's
+// share of the time to first token is legs sent → first token;
+// everything else before the first byte is the gateway's (Breakdown).
+// Timeline turns the stamps into the request's phases (queued, tokenize,
+// route, encode, prefill, kv_transfer, write, decode: docs/protocol.md
+// §11.10).
 //
 // The front door makes one Stamps per request and carries it in the
 // request's context; Mark on a context without one does nothing, so
 // tests and internal callers need not care. Marking costs one clock read
 // and one atomic store, and never allocates. The clock is monotonic
 // (time.Since of a process-wide base), so a wall-clock step never bends a
-// figure.
+// figure; Wall turns a stamp into a time.Time for a trace.
 package reqtime
 
 import (
@@ -27,14 +33,25 @@ type Stage uint8
 // The stages, in the order a request passes them.
 const (
 	Accept     Stage = iota // the front door took the request
+	AdmitBegin              // the front door asks for a gateway.max_concurrent slot (generation routes with a limit only)
+	Admitted                // ... and has it
 	Tokenized               // the front end has the prompt's token ids
+	QueueBegin              // the request enters the admission queue in front of the engines (gateway.admission bounds something)
+	QueueEnd                // ... and leaves it, admitted or shed
+	Picking                 // the dispatch looks for its legs (an attempt begins)
+	RouteBegin              // the routing decision that chose them begins (after any wait for a routable worker)
+	Routed                  // ... and has chosen
 	LegsSent                // the dispatch submitted every leg to the lane
+	Encoded                 // EPD: every encode leg ended well
+	Prefilled               // the prefill leg's terminal output arrived
 	FirstToken              // the dispatch received the first output token
 	FirstByte               // the first event after it was written and flushed
+	LastToken               // the dispatch received the latest output token
 	NumStages
 )
 
-var stageNames = [NumStages]string{"accept", "tokenized", "legs_sent", "first_token", "first_byte"}
+var stageNames = [NumStages]string{"accept", "admit_begin", "admitted", "tokenized", "queue_begin", "queue_end", "picking", "route_begin", "routed",
+	"legs_sent", "encoded", "prefilled", "first_token", "first_byte", "last_token"}
 
 func (s Stage) String() string {
 	if s < NumStages {
@@ -43,11 +60,22 @@ func (s Stage) String() string {
 	return "stage?"
 }
 
+// perAttempt are the stages a retry stamps again until the first token
+// came: the figures are the attempt's that answered.
+const perAttempt = 1<<Picking | 1<<RouteBegin | 1<<Routed | 1<<LegsSent | 1<<Encoded
+
 // base is the origin of the monotonic clock every stamp reads.
 var base = time.Now()
 
 // now is monotonic nanoseconds since base, never 0 (0 means "not stamped").
 func now() int64 { return int64(time.Since(base)) + 1 }
+
+// Now is the clock stamps read, for a moment compared with them (a
+// request's end).
+func Now() int64 { return now() }
+
+// Wall is the time.Time of stamp ns (a trace's span bounds).
+func Wall(ns int64) time.Time { return base.Add(time.Duration(ns - 1)) }
 
 // Stamps are one request's moments. Any goroutine may mark them (the
 // handler, the dispatch's flight); the zero value is ready.
@@ -56,20 +84,28 @@ type Stamps struct {
 }
 
 // Mark stamps stage now, once: a later Mark of a stamped stage does
-// nothing, except LegsSent, which a retry moves on until the first token
-// came (the engine time is the attempt's that answered). Mark on nil does
-// nothing.
+// nothing, except for the stages of an attempt (picking, route begin,
+// routed, legs sent, encoded), which a retry moves on until the first
+// token came, prefilled, which the attempt that answered stamps even
+// after its first token (a prefill reports once its KV transfer is done,
+// docs/protocol.md §8.4, often just after the decode's first token), and
+// the last token, which each output moves. Mark on nil does nothing.
 func (s *Stamps) Mark(st Stage) {
 	if s == nil || st >= NumStages {
 		return
 	}
-	if st == LegsSent {
-		if s.t[FirstToken].Load() == 0 {
-			s.t[LegsSent].Store(now())
+	switch {
+	case st == LastToken:
+		s.t[st].Store(now())
+	case st == Prefilled:
+		if s.t[FirstToken].Load() == 0 || s.t[Prefilled].Load() < s.t[LegsSent].Load() {
+			s.t[st].Store(now())
 		}
-		return
-	}
-	if s.t[st].Load() == 0 {
+	case perAttempt&(1<<st) != 0:
+		if s.t[FirstToken].Load() == 0 {
+			s.t[st].Store(now())
+		}
+	case s.t[st].Load() == 0:
 		s.t[st].CompareAndSwap(0, now())
 	}
 }

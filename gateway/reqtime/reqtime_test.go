@@ -17,20 +17,20 @@ func TestCompute(t *testing.T) {
 		ok   bool
 		want Breakdown
 	}{
-		{"every stage", st{us(1), us(41), us(61), us(1061), us(1071)}, true,
+		{"every stage", st{Accept: us(1), Tokenized: us(41), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1071)}, true,
 			Breakdown{Tok: 40 * time.Microsecond, Send: 20 * time.Microsecond, Write: 10 * time.Microsecond, Total: 70 * time.Microsecond}},
-		{"no tokenized: all in send", st{us(1), 0, us(61), us(1061), us(1071)}, true,
+		{"no tokenized: all in send", st{Accept: us(1), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1071)}, true,
 			Breakdown{Send: 60 * time.Microsecond, Write: 10 * time.Microsecond, Total: 70 * time.Microsecond}},
-		{"tokenized after legs: all in send", st{us(1), us(90), us(61), us(1061), us(1071)}, true,
+		{"tokenized after legs: all in send", st{Accept: us(1), Tokenized: us(90), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1071)}, true,
 			Breakdown{Send: 60 * time.Microsecond, Write: 10 * time.Microsecond, Total: 70 * time.Microsecond}},
-		{"same instant everywhere", st{5, 5, 5, 5, 5}, true, Breakdown{}},
-		{"no accept", st{0, us(41), us(61), us(1061), us(1071)}, false, Breakdown{}},
-		{"never sent (a 400)", st{us(1), us(41), 0, 0, 0}, false, Breakdown{}},
-		{"no token (failed)", st{us(1), us(41), us(61), 0, us(70)}, false, Breakdown{}},
-		{"no byte after the token (not a stream)", st{us(1), us(41), us(61), us(1061), 0}, false, Breakdown{}},
-		{"byte before the token", st{us(1), us(41), us(61), us(1061), us(1000)}, false, Breakdown{}},
-		{"token before legs", st{us(1), us(41), us(61), us(50), us(1071)}, false, Breakdown{}},
-		{"legs before accept", st{us(100), us(41), us(61), us(1061), us(1071)}, false, Breakdown{}},
+		{"same instant everywhere", st{Accept: 5, Tokenized: 5, LegsSent: 5, FirstToken: 5, FirstByte: 5}, true, Breakdown{}},
+		{"no accept", st{Tokenized: us(41), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1071)}, false, Breakdown{}},
+		{"never sent (a 400)", st{Accept: us(1), Tokenized: us(41)}, false, Breakdown{}},
+		{"no token (failed)", st{Accept: us(1), Tokenized: us(41), LegsSent: us(61), FirstByte: us(70)}, false, Breakdown{}},
+		{"no byte after the token (not a stream)", st{Accept: us(1), Tokenized: us(41), LegsSent: us(61), FirstToken: us(1061)}, false, Breakdown{}},
+		{"byte before the token", st{Accept: us(1), Tokenized: us(41), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1000)}, false, Breakdown{}},
+		{"token before legs", st{Accept: us(1), Tokenized: us(41), LegsSent: us(61), FirstToken: us(50), FirstByte: us(1071)}, false, Breakdown{}},
+		{"legs before accept", st{Accept: us(100), Tokenized: us(41), LegsSent: us(61), FirstToken: us(1061), FirstByte: us(1071)}, false, Breakdown{}},
 	} {
 		b, ok := Compute(c.t)
 		if ok != c.ok || b != c.want {

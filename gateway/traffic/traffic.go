@@ -36,9 +36,12 @@ import (
 // requests at all. It is the name no role may take (profiles.GatewayLogName).
 const GatewayRole = "gateway"
 
-// Role kinds as the dispatch names them (profiles.Kind*); only the decode
-// kind gets tokens and inter-token latency.
+// Role kinds as the dispatch names them (profiles.Kind*); only the kinds
+// that stream a request's tokens (decode, and aggregated, which prefills
+// and decodes in one leg) get tokens and inter-token latency.
 const kindDecode = "decode"
+
+func streamsTokens(kind string) bool { return kind == kindDecode || kind == kindAggregated }
 
 // Bounds of the request id and path written to the access line: both come
 // from the client.
@@ -110,6 +113,7 @@ type acct struct {
 	reqs, toks               window
 	ttft, itl                samples
 	ttftH, itlH              hist
+	plan                     planAcct // what the SLO planner reads (observe.go)
 }
 
 // New returns an empty Book.
@@ -173,6 +177,9 @@ type Rec struct {
 	retries    int  // attempts after the first (retries and migrations)
 	migrated   bool // a migration continued the stream on another decode
 	route      routeFields
+	traceID    string           // the request's trace, when one is recorded (Trace)
+	status     int              // the status End settled on
+	timeline   reqtime.Timeline // its phases, as End found them
 }
 
 // routeFields are the routing decision the access line shows: the route
@@ -198,6 +205,7 @@ type routeFields struct {
 type roleRef struct {
 	kind, name string
 	legs       int
+	queued     int // prompt tokens booked as waiting for this role's prefill (observe.go)
 }
 
 // Begin starts the record of one request; End must follow.
@@ -224,6 +232,26 @@ func (r *Rec) Times(st *reqtime.Stamps) {
 	if r != nil {
 		r.times = st
 	}
+}
+
+// Mark stamps one of the request's moments (gateway/reqtime) on its
+// stamps, for the dispatch's sites that hold the record (the prefill's
+// end, the encode legs' end).
+func (r *Rec) Mark(st reqtime.Stage) {
+	if r != nil {
+		r.times.Mark(st)
+	}
+}
+
+// Trace records the id of the request's trace (gateway/tracing) for its
+// access line, so a line leads to its trace; "" for one not sampled.
+func (r *Rec) Trace(id string) {
+	if r == nil || id == "" {
+		return
+	}
+	r.b.mu.Lock()
+	r.traceID = id
+	r.b.mu.Unlock()
 }
 
 // ID sets the request id the access line shows; the first one set stays
@@ -316,6 +344,7 @@ func (r *Rec) Role(kind, name string) {
 				b.row(name).inflight++
 			}
 			x.legs++
+			r.queueLocked(x)
 			return
 		}
 	}
@@ -324,8 +353,10 @@ func (r *Rec) Role(kind, name string) {
 			b.roles[GatewayRole].inflight--
 		}
 		b.row(name).inflight++
+		b.row(name).plan.promptIn += uint64(r.prompt)
 	}
-	r.roles = append(r.roles, roleRef{kind, name, 1})
+	r.roles = append(r.roles, roleRef{kind: kind, name: name, legs: 1})
+	r.queueLocked(&r.roles[len(r.roles)-1])
 }
 
 // Leave takes back one leg on role name: an attempt that failed there
@@ -346,6 +377,7 @@ func (r *Rec) Leave(name string) {
 		if x := &r.roles[i]; x.name == name && x.legs > 0 {
 			if x.legs--; x.legs == 0 && r.counted {
 				b.row(name).inflight--
+				r.unqueueLocked(x)
 			}
 			return
 		}
@@ -430,6 +462,9 @@ func (r *Rec) FirstToken() {
 	if !r.counted {
 		return
 	}
+	for i := range r.roles {
+		r.unqueueLocked(&r.roles[i]) // a first token: every prefill is done
+	}
 	b.total.ttft.add(now, r.ttft)
 	for _, x := range r.roles {
 		a := b.roles[x.name]
@@ -472,6 +507,7 @@ func (r *Rec) output(role string, n int, d time.Duration) {
 	if r.ended {
 		return
 	}
+	r.times.Mark(reqtime.LastToken)
 	r.completion += n
 	if !r.counted {
 		return
@@ -505,7 +541,7 @@ func (r *Rec) tokensLocked(role string, n int, now time.Duration) {
 	b.total.tokens += uint64(n)
 	b.total.toks.add(sec, uint64(n))
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.tokens += uint64(n)
 			a.toks.add(sec, uint64(n))
@@ -519,7 +555,7 @@ func (r *Rec) itlLocked(role string, d, now time.Duration) {
 	b := r.b
 	b.total.itl.add(now, d)
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.itl.add(now, d)
 			a.itlH.observe(d)
@@ -559,9 +595,10 @@ func (r *Rec) Fail(code string) {
 }
 
 // End closes the record with the HTTP status sent (0: 200). It counts the
-// request once, as an error when status ≥ 400 or Fail was called, on every
-// role that served it or else on the gateway row, and writes its access
-// line. Later calls do nothing.
+// request once, as the deployment's error (a 5xx, or Fail was called) or
+// a client error (another status ≥ 400 but 499), on every role that
+// served it or else on the gateway row, and writes its access line.
+// Later calls do nothing.
 func (r *Rec) End(status int) {
 	if r == nil {
 		return
@@ -598,10 +635,15 @@ func (r *Rec) End(status int) {
 			b.drain.finished++
 		}
 	}
+	r.status = status
 	if r.counted {
 		sec := second(now)
+		for i := range r.roles {
+			r.unqueueLocked(&r.roles[i])
+		}
 		count := func(a *acct, inflight bool) {
 			a.requests++
+			a.plan.busy += (now - r.begin).Seconds()
 			a.reqs.add(sec, 1)
 			if inflight {
 				a.inflight--
@@ -622,12 +664,16 @@ func (r *Rec) End(status int) {
 		}
 	}
 	line := access{method: r.method, path: r.path, status: status, prompt: r.prompt, completion: r.completion,
-		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs, retries: r.retries, migrated: r.migrated, route: r.route}
+		latency: now - r.begin, id: r.id, failed: r.failed, reason: r.reason, moreRIDs: r.moreRIDs, retries: r.retries, migrated: r.migrated, route: r.route,
+		traceID: r.traceID}
 	line.engineRIDs = strings.Join(r.engineRIDs, ",")
 	if r.first {
 		line.ttft = r.ttft
 	}
-	line.gw, line.gwSet = r.times.Breakdown()
+	stamps := r.times.Snapshot()
+	line.gw, line.gwSet = reqtime.Compute(stamps)
+	r.timeline = reqtime.TimelineOf(stamps, r.oneLeg())
+	line.phases = r.timeline
 	names := make([]string, len(r.roles))
 	for i, x := range r.roles {
 		names[i] = x.name
@@ -651,7 +697,10 @@ func (r *Rec) End(status int) {
 // migrations, docs/protocol.md §11.9), migrated (0 or 1). Fields others
 // add go after these: the routing decision, then, on a stream that got
 // its first token, the gateway's share of the time to it (gw_us, and its
-// stages gw_tok_us, gw_send_us, gw_write_us: gateway/reqtime).
+// stages gw_tok_us, gw_send_us, gw_write_us: gateway/reqtime), then the
+// request's phases that were measured (queued_ms, route_us, encode_ms,
+// prefill_ms, kv_ms, decode_ms, itl_ms: docs/protocol.md §11.10) and
+// the trace_id of a request whose trace was recorded.
 type access struct {
 	method, path       string
 	status             int
@@ -665,6 +714,8 @@ type access struct {
 	gw                 reqtime.Breakdown
 	gwSet              bool
 	route              routeFields
+	phases             reqtime.Timeline
+	traceID            string
 }
 
 func (a access) write(log *slog.Logger) {
@@ -738,7 +789,43 @@ func (a access) write(log *slog.Logger) {
 		attrs = append(attrs, slog.Int64("gw_us", a.gw.Total.Microseconds()), slog.Int64("gw_tok_us", a.gw.Tok.Microseconds()),
 			slog.Int64("gw_send_us", a.gw.Send.Microseconds()), slog.Int64("gw_write_us", a.gw.Write.Microseconds()))
 	}
+	attrs = a.phaseAttrs(attrs)
+	if a.traceID != "" {
+		attrs = append(attrs, slog.String("trace_id", a.traceID))
+	}
 	log.LogAttrs(context.Background(), level, "access", attrs...)
+}
+
+// phaseAttrs appends the request's measured phases (docs/protocol.md
+// §11.10): the routing decision in microseconds, the rest in
+// milliseconds; itl_ms is the decode's mean gap per token after the
+// first.
+func (a access) phaseAttrs(attrs []slog.Attr) []slog.Attr {
+	tl := a.phases
+	if d, ok := tl.Duration(reqtime.Queued); ok {
+		attrs = append(attrs, slog.Float64("queued_ms", ms(d)))
+	}
+	if d, ok := tl.Duration(reqtime.Route); ok {
+		attrs = append(attrs, slog.Int64("route_us", d.Microseconds()))
+	}
+	for _, p := range []struct {
+		phase reqtime.Phase
+		key   string
+	}{{reqtime.Encode, "encode_ms"}, {reqtime.Prefill, "prefill_ms"}, {reqtime.KV, "kv_ms"}, {reqtime.Decode, "decode_ms"}} {
+		if d, ok := tl.Duration(p.phase); ok {
+			attrs = append(attrs, slog.Float64(p.key, ms(d)))
+		}
+	}
+	if d, ok := tl.Duration(reqtime.Decode); ok && a.completion > 1 {
+		attrs = append(attrs, slog.Float64("itl_ms", msFine(d/time.Duration(a.completion-1))))
+	}
+	return attrs
+}
+
+// msFine is d in milliseconds rounded to a hundredth of one (inter-token
+// gaps are a few milliseconds).
+func msFine(d time.Duration) float64 {
+	return float64(d.Round(10*time.Microsecond)) / float64(time.Millisecond)
 }
 
 // ms is d in milliseconds rounded to a tenth: short, sortable, greppable.
@@ -828,4 +915,83 @@ func NewContext(ctx context.Context, rec *Rec) context.Context {
 func FromContext(ctx context.Context) *Rec {
 	r, _ := ctx.Value(ctxKey{}).(*Rec)
 	return r
+}
+
+// kindAggregated is the role kind that serves a request in one leg
+// (profiles.KindAggregated).
+const kindAggregated = "aggregated"
+
+// oneLeg reports a request served by an aggregated engine, whose prefill
+// and decode are one leg (reqtime.TimelineOf); b.mu held.
+func (r *Rec) oneLeg() bool {
+	for _, x := range r.roles {
+		if x.kind == kindAggregated {
+			return true
+		}
+	}
+	return false
+}
+
+// Timeline is the request's phases as End found them (/metrics observes
+// them once per request).
+func (r *Rec) Timeline() reqtime.Timeline {
+	if r == nil {
+		return reqtime.Timeline{}
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.timeline
+}
+
+// Summary is a request's record once it ended: what its trace carries
+// (gateway/tracing). Stamps are its moments (gateway/reqtime), Timeline
+// its phases as End found them.
+type Summary struct {
+	Method, Path       string
+	Status             int
+	ID, EngineRIDs     string
+	Reason, Failed     string // the error code sent; the code of a stream that broke
+	Prompt, Completion int
+	Retries            int
+	Migrated           bool
+	Roles              []RoleLeg // the roles that served its legs, in the order they were sent
+	Route              RouteSummary
+	Stamps             [reqtime.NumStages]int64
+	Timeline           reqtime.Timeline
+}
+
+// RoleLeg is a role that served one of a request's legs.
+type RoleLeg struct{ Kind, Name string }
+
+// RouteSummary is the routing decision the access line shows (Set: one
+// was made): its layout and why, the first leg's policy, reason and
+// cache match, and the legs' DP ranks (Aggregated: one leg, on AggRank).
+type RouteSummary struct {
+	Set                     bool
+	Layout, LayoutReason    string // "": none recorded
+	Policy, Reason          string
+	Match                   float64 // < 0: the policy reads no cache
+	PrefillRank, DecodeRank int
+	Aggregated              bool
+	AggRank                 int
+}
+
+// Summary is the record's facts; meaningful once End was called.
+func (r *Rec) Summary() Summary {
+	if r == nil {
+		return Summary{}
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	s := Summary{Method: r.method, Path: r.path, Status: r.status, ID: r.id, EngineRIDs: strings.Join(r.engineRIDs, ","),
+		Reason: r.reason, Failed: r.failed, Prompt: r.prompt, Completion: r.completion, Retries: r.retries, Migrated: r.migrated,
+		Stamps: r.times.Snapshot(), Timeline: r.timeline}
+	for _, x := range r.roles {
+		s.Roles = append(s.Roles, RoleLeg{Kind: x.kind, Name: x.name})
+	}
+	if rt := r.route; rt.set {
+		s.Route = RouteSummary{Set: true, Layout: rt.layout, LayoutReason: rt.layoutReason, Policy: rt.policy, Reason: rt.reason, Match: rt.match,
+			PrefillRank: rt.prefillRank, DecodeRank: rt.decodeRank, Aggregated: rt.aggregated, AggRank: rt.aggRank}
+	}
+	return s
 }

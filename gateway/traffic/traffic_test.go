@@ -227,6 +227,7 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 		r.End(200)
 	}
 	b.Begin("POST", "/generate").End(503)
+	b.Begin("POST", "/generate").End(401)
 	open := b.Begin("POST", "/generate")
 	open.Role("decode", "decode-0")
 
@@ -240,6 +241,8 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 	}{
 		{"tsd_gateway_traffic_requests_total", gather(t, reg, "tsd_gateway_traffic_requests_total", ""), float64(tot.Requests)},
 		{"tsd_gateway_traffic_errors_total", gather(t, reg, "tsd_gateway_traffic_errors_total", ""), float64(tot.Errors)},
+		{"tsd_gateway_traffic_client_errors_total", gather(t, reg, "tsd_gateway_traffic_client_errors_total", ""), float64(tot.ClientErrors)},
+		{"gateway client errors", gather(t, reg, "tsd_gateway_role_client_errors_total", GatewayRole), float64(row(rows, GatewayRole).ClientErrors)},
 		{"tsd_gateway_traffic_requests_in_flight", gather(t, reg, "tsd_gateway_traffic_requests_in_flight", ""), float64(tot.InFlight)},
 		{"gateway errors", gather(t, reg, "tsd_gateway_role_errors_total", GatewayRole), float64(row(rows, GatewayRole).Errors)},
 		{"decode in flight", gather(t, reg, "tsd_gateway_role_requests_in_flight", "decode-0"), float64(row(rows, "decode-0").InFlight)},
@@ -249,7 +252,7 @@ func TestCollectorAgreesWithStatus(t *testing.T) {
 			t.Errorf("%s: /metrics %v, status %v", tc.name, tc.got, tc.want)
 		}
 	}
-	if tot.Requests != 6 || tot.Errors != 1 || tot.InFlight != 1 {
+	if tot.Requests != 7 || tot.Errors != 1 || tot.ClientErrors != 1 || tot.InFlight != 1 {
 		t.Fatalf("totals %+v", tot)
 	}
 	if n := testutil.CollectAndCount(b, "tsd_gateway_role_ttft_seconds"); n != 3 {

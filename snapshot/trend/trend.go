@@ -139,10 +139,6 @@ func (t *Set) Span() time.Duration {
 	return last.Sub(first)
 }
 
-// Smoothed are the gateway's rates as smoothed up to the newest snapshot
-// folded (between samples too).
-func (t *Set) Smoothed() (reqPerSec, tokPerSec float64) { return t.req.v, t.tok.v }
-
 // round keeps what a trend can show (three decimals), so a History is
 // small and the dashboard's fold and the daemon's agree exactly.
 func round(v float64) float64 { return math.Round(v*1000) / 1000 }

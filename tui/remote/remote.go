@@ -30,6 +30,7 @@ type Backend struct {
 	first    *watch            // the watch Dial opened, handed to the first Subscribe
 	last     snapshot.Snapshot // the newest snapshot any watch read
 	readOnly bool              // SetReadOnly: every control call is refused here
+	registry string            // where :ctx looks ("": daemons.Dir)
 }
 
 // ErrReadOnly is what a read-only backend answers every control call.

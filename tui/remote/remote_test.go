@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
@@ -32,11 +33,10 @@ func TestMain(m *testing.M) {
 
 const script = `echo "[2026-08-22 10:00:00] headless scheduler(s) ready; SMG handshake endpoint=tcp://127.0.0.1:1"; exec sleep 1000`
 
-// TestRemoteBackend drives a real supervisor only through the remote
-// backend: the stream follows a restart, logs arrive with their notes,
-// save-log writes the file, and StopDeployment ends the daemon's Run.
-func TestRemoteBackend(t *testing.T) {
-	t.Parallel()
+// startDaemon runs a supervisor of one shell "decode" role with its
+// control socket, until the test ends.
+func startDaemon(t *testing.T, name string) (*profiles.Plan, *supervisor.Supervisor, chan error) {
+	t.Helper()
 	dir := t.TempDir()
 	role := profiles.RolePlan{
 		Name: "decode", Group: "decode", Kind: profiles.KindDecode, Host: "local", Local: true, TP: 1, DP: 1,
@@ -53,7 +53,7 @@ func TestRemoteBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	plan := &profiles.Plan{Name: "remote-test", RunDir: dir, LogDir: filepath.Join(dir, "logs"),
+	plan := &profiles.Plan{Name: name, RunDir: dir, LogDir: filepath.Join(dir, "logs"),
 		ControlSocket: filepath.Join(sockDir, "tsd.sock"), Roles: []profiles.RolePlan{role}}
 	exe, _ := os.Executable()
 	sup, err := supervisor.New(supervisor.Options{Plan: plan, GuardExe: exe, GuardArgs: []string{},
@@ -72,6 +72,16 @@ func TestRemoteBackend(t *testing.T) {
 	case err := <-runErr:
 		t.Fatal(err)
 	}
+	return plan, sup, runErr
+}
+
+// TestRemoteBackend drives a real supervisor only through the remote
+// backend: the stream follows a restart, logs arrive with their notes,
+// save-log writes the file, and StopDeployment ends the daemon's Run.
+func TestRemoteBackend(t *testing.T) {
+	t.Parallel()
+	plan, _, runErr := startDaemon(t, "remote-test")
+	dir := plan.RunDir
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := Dial(ctx, plan.ControlSocket)
@@ -214,5 +224,80 @@ func waitRoleOrNow(t *testing.T, b *Backend, snaps <-chan snapshot.Snapshot, ctx
 		case <-ctx.Done():
 			t.Fatal("timed out")
 		}
+	}
+}
+
+// :ctx through the remote backend lists the registry's deployments and
+// switches to one (a backend of its own, read-only if this one is); K
+// reaches the role's process group through the socket; a read-only
+// backend refuses the signal and the apply.
+func TestRemoteSwitchAndSignal(t *testing.T) {
+	t.Parallel()
+	plan, sup, _ := startDaemon(t, "remote-switch")
+	other, _, _ := startDaemon(t, "remote-other")
+	reg := t.TempDir()
+	r, err := daemons.Open(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*profiles.Plan{plan, other} {
+		if err := r.Add(daemons.Entry{Name: p.Name, Socket: p.ControlSocket, PID: os.Getpid()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := Dial(ctx, plan.ControlSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.UseRegistry(reg)
+	names, err := b.Deployments()
+	if err != nil || strings.Join(names, " ") != "remote-other remote-switch" {
+		t.Fatalf("deployments %v, %v", names, err)
+	}
+	nb, err := b.Switch(ctx, "remote-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.(*Backend).Close()
+	if cur, _, unsub := nb.Subscribe(); cur.Name != "remote-other" {
+		t.Fatalf("switched to %q", cur.Name)
+	} else {
+		unsub()
+	}
+	if _, err := b.Switch(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `no running deployment named "nope"`) {
+		t.Fatalf("switch to nope: %v", err)
+	}
+	cur, snaps, unsub := sup.Subscribe()
+	defer unsub()
+	for len(cur.Roles) != 1 || cur.Roles[0].State != snapshot.StateReady {
+		select {
+		case cur = <-snaps:
+		case <-ctx.Done():
+			t.Fatal("decode never ready")
+		}
+	}
+	if err := b.Signal("decode", "CONT"); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	if _, err := b.PlanApply(ctx, ""); err == nil || !strings.Contains(err.Error(), "plan file") {
+		t.Fatalf("apply of a plan-file deployment: %v", err)
+	}
+	b.SetReadOnly()
+	if err := b.Signal("decode", "TERM"); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("read-only signal: %v", err)
+	}
+	if err := b.Apply(ctx, "", "x", nil); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("read-only apply: %v", err)
+	}
+	ro, err := b.Switch(ctx, "remote-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.(*Backend).Close()
+	if err := ro.(*Backend).Signal("decode", "TERM"); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("a switch from a read-only dashboard is not read-only: %v", err)
 	}
 }

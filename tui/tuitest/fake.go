@@ -261,6 +261,9 @@ func (f *Fake) Scale(_ context.Context, entry string, replicas int, gpus []strin
 	return f.record(call)
 }
 
+// Signal implements tui.Signaler: recorded as "signal ROLE SIG".
+func (f *Fake) Signal(role, sig string) error { return f.record("signal " + role + " " + sig) }
+
 // Describe answers the role's plan: Specs[role], else Spec of the role in
 // the current snapshot.
 func (f *Fake) Describe(role string) (snapshot.RoleSpec, error) {
