@@ -176,7 +176,7 @@ func (e *ChatEnc) Usage(b []byte, prompt, completion int) []byte {
 	b = strconv.AppendInt(b, int64(completion), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	return append(b, `,"prompt_tokens_details":{"cached_tokens":0}}}`+"\n\n"...)
+	return append(b, `,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`+"\n\n"...)
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
