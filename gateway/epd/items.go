@@ -9,6 +9,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Encoder is where an encode worker's embeddings are fetched from: its
@@ -149,25 +150,14 @@ func ImageItem(im tokenapi.Image) wire.MultimodalDataItem {
 // GridTHWRaw is model_specific_data for one image: the msgpack map
 // {"image_grid_thw": [[t, h, w]]} (tsd's design; the engine's key name).
 func GridTHWRaw(g [3]int) wire.Raw {
-	b := []byte{0x81, 0xae}
-	b = append(b, "image_grid_thw"...)
-	b = append(b, 0x91, 0x93)
+	b := msgpack.AppendMapHeader(nil, 1)
+	b = msgpack.AppendStr(b, "image_grid_thw")
+	b = msgpack.AppendArrayHeader(b, 1)
+	b = msgpack.AppendArrayHeader(b, len(g))
 	for _, v := range g {
-		b = appendUint(b, uint64(v))
+		b = msgpack.AppendInt(b, int64(v))
 	}
 	return b
-}
-
-func appendUint(b []byte, v uint64) []byte {
-	switch {
-	case v < 128:
-		return append(b, byte(v))
-	case v <= math.MaxUint16:
-		return append(b, 0xcd, byte(v>>8), byte(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
 }
 
 // Inputs wraps per-leg items as request field 22, with the image pad id.
