@@ -31,16 +31,16 @@ type Legs struct {
 // EncodeLeg is one image's encode request, ready to send to DP rank 0 of
 // Worker: Payload first, then the Aux frames.
 type EncodeLeg struct {
-	Worker  string             // the encode worker (Ring.Pick on the image's hash)
+	Worker  string             // the encode worker (the encoder ring's Pick on the image's hash)
 	Room    uint64             // the embedding's room (MintItemRooms)
 	Request wire.EncodeRequest // its big tensors out of band (MoveFeaturesOutOfBand)
 	Payload []byte             // Request, encoded
 	Aux     [][]byte           // the out-of-band tensor frames
 }
 
-// Picker chooses the encode worker of an image from its content hash: a
-// *Ring (consistent_hashing, the default), or the gateway's round_robin
-// and random encode policies.
+// Picker chooses the encode worker of an image from its content hash: the
+// encoder ring (NewRing; consistent_hashing, the default), or the
+// gateway's round_robin and random encode policies.
 type Picker interface {
 	Pick(hash string) string
 }
@@ -52,7 +52,7 @@ var ErrNoEncoder = errors.New("plan encode legs: no encode worker")
 
 // BuildLegs builds every leg of an image request in one pass over its
 // images (docs/protocol.md §9): for each, ring picks a worker on the
-// image's content hash (the consistent-hashing Ring: a repeated image
+// image's content hash (the consistent-hashing encoder ring: a repeated image
 // lands where its embedding may be cached), addr says where that worker's embeddings are
 // fetched from (false: not known yet, the worker is not ready), a room of
 // its own is minted (distinct from pdRoom and the others), and the image's
