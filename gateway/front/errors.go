@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 )
@@ -17,14 +18,34 @@ import (
 // {"error":{"message","type","param","code"}}. Status picks the HTTP
 // status and the type; Code is the snake_case code (also sent as
 // X-SMG-Error-Code, as SMG does); Param names the field the client sent.
+//
+// Cause is the error behind it, when there is one: errors.Is and
+// errors.As reach it (Unwrap) and a log shows it (LogValue), but the
+// client's body is built from Message alone, so what a cause says of the
+// gateway's insides (an engine's address, a Go type, a file) reaches the
+// log and not the client. Error() is Message, the client's text.
 type Error struct {
 	Status  int
 	Code    string
 	Param   string
+	Cause   error
 	Message string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the cause (nil: none).
+func (e *Error) Unwrap() error { return e.Cause }
+
+// LogValue is e for a log line: the code, status and message the client
+// got and, when there is one, the cause it did not.
+func (e *Error) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("code", e.Code), slog.Int("status", e.Status), slog.String("message", e.Message)}
+	if e.Cause != nil {
+		attrs = append(attrs, slog.String("cause", e.Cause.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
 
 // HTTPStatus, ErrorCode and ErrorParam let code that cannot import this
 // package (or predates it) map the error.
@@ -36,9 +57,25 @@ func (e *Error) ErrorCode() string { return e.Code }
 // ErrorParam names the offending request field, if any.
 func (e *Error) ErrorParam() string { return e.Param }
 
-// Errorf builds an Error.
+// Errorf builds an Error whose message is fmt.Errorf's; an error the
+// format wraps with %w becomes its Cause (with several, the cause wraps
+// them all).
 func Errorf(status int, code, param, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	e := &Error{Status: status, Code: code, Param: param, Message: err.Error()}
+	switch w := err.(type) {
+	case interface{ Unwrap() error }:
+		e.Cause = w.Unwrap()
+	case interface{ Unwrap() []error }:
+		e.Cause = err
+	}
+	return e
+}
+
+// because sets e's cause where its message says it in the client's terms.
+func (e *Error) because(cause error) *Error {
+	e.Cause = cause
+	return e
 }
 
 // BadRequest is a 400 invalid_request naming param.
@@ -61,13 +98,13 @@ func As(err error) *Error {
 	}
 	var se statusError
 	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
-		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error()}
+		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error(), Cause: err}
 		if p, ok := se.(interface{ ErrorParam() string }); ok {
 			out.Param = p.ErrorParam()
 		}
 		return out
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error()}
+	return &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error(), Cause: err}
 }
 
 // Type is OpenAI's error type for a status.

@@ -105,7 +105,7 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		}
 		ids, err := encode(*b.Text)
 		if err != nil {
-			return r, front.Errorf(http.StatusInternalServerError, "tokenization_failed", "text", "tokenize text: %v", err)
+			return r, front.Errorf(http.StatusInternalServerError, "tokenization_failed", "text", "tokenize text: %w", err)
 		}
 		r.InputIDs = ids
 	}
