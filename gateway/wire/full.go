@@ -228,11 +228,7 @@ func DecodeFullOutput(b []byte) (FullOutputBatch, error) {
 			}
 		}
 		if err != nil {
-			name := "extra"
-			if k < len(fullFields) {
-				name = fullFields[k]
-			}
-			err = msgpack.At(msgpack.Field(i, name), err)
+			err = msgpack.At(msgpack.Field(i, fieldName(fullFields[:], k)), err)
 		}
 	}
 	if err == nil {

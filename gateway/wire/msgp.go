@@ -31,3 +31,12 @@ func checkRaw(name string, v Raw) error {
 	}
 	return nil
 }
+
+// fieldName is element k of a struct array as fields names it, or "extra"
+// past them: a newer engine's field this side does not know.
+func fieldName(fields []string, k int) string {
+	if k < len(fields) {
+		return fields[k]
+	}
+	return "extra"
+}

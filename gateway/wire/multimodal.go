@@ -228,29 +228,11 @@ func (r *reader) readEncodeHandshake() (EncodeHandshakeInfo, error) {
 	return h, err
 }
 
-func appendOptInt64(b []byte, v *int64) []byte {
-	if v == nil {
-		return msgpack.AppendNil(b)
-	}
-	return msgpack.AppendInt(b, *v)
-}
-
-func (r *reader) readOptInt64() (*int64, error) {
-	if r.NextNil() {
-		return nil, nil
-	}
-	v, err := r.ReadInt()
-	if err != nil {
-		return nil, err
-	}
-	return &v, nil
-}
-
 func appendItem(b []byte, it MultimodalDataItem) []byte {
 	b = msgpack.AppendArrayHeader(b, len(itemFields))
 	b = msgpack.AppendInt(b, int64(it.Modality))
-	b = appendOptInt64(b, it.Hash)
-	b = appendOptInt64(b, it.PadValue)
+	b = msgpack.AppendOptInt64(b, it.Hash)
+	b = msgpack.AppendOptInt64(b, it.PadValue)
 	if it.Offsets == nil {
 		b = msgpack.AppendNil(b)
 	} else {
@@ -289,9 +271,9 @@ func (r *reader) readItem() (MultimodalDataItem, error) {
 		case 0:
 			it.Modality, err = r.ReadIntN()
 		case 1:
-			it.Hash, err = r.readOptInt64()
+			it.Hash, err = r.ReadOptInt64()
 		case 2:
-			it.PadValue, err = r.readOptInt64()
+			it.PadValue, err = r.ReadOptInt64()
 		case 3:
 			it.Offsets, err = r.readOffsets()
 		case 4:
@@ -318,11 +300,7 @@ func (r *reader) readItem() (MultimodalDataItem, error) {
 			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(itemFields) {
-				name = itemFields[i]
-			}
-			return it, msgpack.At(msgpack.Field(i, name), err)
+			return it, msgpack.At(msgpack.Field(i, fieldName(itemFields[:], i)), err)
 		}
 	}
 	return it, nil
@@ -412,11 +390,7 @@ func (r *reader) readMultimodalInputs() (MultimodalInputs, error) {
 			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(mmInputFields) {
-				name = mmInputFields[i]
-			}
-			return m, msgpack.At(msgpack.Field(i, name), err)
+			return m, msgpack.At(msgpack.Field(i, fieldName(mmInputFields[:], i)), err)
 		}
 	}
 	return m, nil
@@ -480,11 +454,7 @@ func DecodeEncodeRequest(b []byte) (EncodeRequest, error) {
 			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(encodeReqField) {
-				name = encodeReqField[i]
-			}
-			err = msgpack.At(msgpack.Field(i, name), err)
+			err = msgpack.At(msgpack.Field(i, fieldName(encodeReqField[:], i)), err)
 		}
 	}
 	if err == nil {

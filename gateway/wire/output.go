@@ -273,11 +273,7 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(outputFields) {
-				name = outputFields[i]
-			}
-			return o, msgpack.At(msgpack.Field(i, name), err)
+			return o, msgpack.At(msgpack.Field(i, fieldName(outputFields[:], i)), err)
 		}
 	}
 	if err := r.End(); err != nil {
@@ -286,7 +282,6 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 	return o, o.check()
 }
 
-// readStrArray reads a required array of str (nil is an error).
 // readIntColumnInto reads an int column into the free tail of *backing,
 // growing it for this and (by a guess of the same length) two more
 // columns.
@@ -345,6 +340,7 @@ func (r *reader) readReasons() ([]string, error) {
 	return ss, nil
 }
 
+// readStrArray reads a required array of str (nil is an error).
 func (r *reader) readStrArray() ([]string, error) {
 	if r.NextNil() {
 		return nil, msgpack.TypeError{Want: "array", Got: "nil"}

@@ -90,11 +90,7 @@ func (d *OutputDecoder) decode(b []byte) error {
 			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(outputFields) {
-				name = outputFields[i]
-			}
-			return msgpack.At(msgpack.Field(i, name), err)
+			return msgpack.At(msgpack.Field(i, fieldName(outputFields[:], i)), err)
 		}
 	}
 	if err := r.End(); err != nil {

@@ -259,11 +259,7 @@ func decodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	q.WireLen = n
 	for i := 1; i < n; i++ {
 		if err := r.readRequestField(&q, i); err != nil {
-			name := "extra"
-			if i < len(requestFields) {
-				name = requestFields[i]
-			}
-			return q, msgpack.At(msgpack.Field(i, name), err)
+			return q, msgpack.At(msgpack.Field(i, fieldName(requestFields[:], i)), err)
 		}
 	}
 	return q, r.End()

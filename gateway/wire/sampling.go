@@ -255,11 +255,7 @@ func (r *reader) readSampling() (SamplingParams, error) {
 	}
 	for i := 0; i < n; i++ {
 		if err := r.readSamplingField(&p, i); err != nil {
-			name := "extra"
-			if i < len(samplingFields) {
-				name = samplingFields[i]
-			}
-			return p, msgpack.At(msgpack.Field(i, name), err)
+			return p, msgpack.At(msgpack.Field(i, fieldName(samplingFields[:], i)), err)
 		}
 	}
 	return p, nil

@@ -158,6 +158,14 @@ func AppendOptInt(b []byte, v *int) []byte {
 	return AppendInt(b, int64(*v))
 }
 
+// AppendOptInt64 appends *v, or nil for a nil v.
+func AppendOptInt64(b []byte, v *int64) []byte {
+	if v == nil {
+		return AppendNil(b)
+	}
+	return AppendInt(b, *v)
+}
+
 // AppendOptFloat appends *v, or nil for a nil v.
 func AppendOptFloat(b []byte, v *float64) []byte {
 	if v == nil {

@@ -66,6 +66,7 @@ func TestAppendWidths(t *testing.T) {
 		{"ext 65536 ext32", AppendExt(nil, -1, make([]byte, 65536))[:6], "c900010000ff"},
 		{"opt str nil", AppendOptStr(nil, nil), "c0"},
 		{"opt int nil", AppendOptInt(nil, nil), "c0"},
+		{"opt int64 nil", AppendOptInt64(nil, nil), "c0"},
 		{"opt float nil", AppendOptFloat(nil, nil), "c0"},
 		{"raw nil", AppendRaw(nil, nil), "c0"},
 		{"raw value", AppendRaw(nil, []byte{0x91, 0x01}), "9101"},
@@ -117,14 +118,29 @@ func TestRoundTrip(t *testing.T) {
 	b = AppendOptInt32s(b, []int32{})
 	b = AppendOptInt32s(b, nil)
 	b = AppendStrs(b, []string{"rid-1", "rid-2"})
+	big, one := int64(-1<<40), 1
+	b = AppendOptInt64(b, &big)
+	b = AppendOptInt(b, &one)
+	word, half := "w", 0.5
+	b = AppendOptStr(b, &word)
+	b = AppendOptFloat(b, &half)
+	b = AppendOptInt64(b, nil)
 	r := NewReader(b)
 	f, err1 := r.ReadFloat()
 	ok, err2 := r.ReadBool()
 	empty, err3 := r.ReadOptInt32s()
 	none, err4 := r.ReadOptInt32s()
 	ss, err5 := r.ReadOptStrs()
-	if err := errors.Join(err1, err2, err3, err4, err5, r.End()); err != nil {
+	gotBig, err6 := r.ReadOptInt64()
+	gotOne, err7 := r.ReadOptInt()
+	gotWord, err8 := r.ReadOptStr()
+	gotHalf, err9 := r.ReadOptFloat()
+	gotNone, err10 := r.ReadOptInt64()
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8, err9, err10, r.End()); err != nil {
 		t.Fatal(err)
+	}
+	if *gotBig != big || *gotOne != one || *gotWord != word || *gotHalf != half || gotNone != nil {
+		t.Fatalf("optional values read back as %v %v %q %v %v", *gotBig, *gotOne, *gotWord, *gotHalf, gotNone)
 	}
 	if f != 2.25 || !ok || empty == nil || len(empty) != 0 || none != nil || len(ss) != 2 || ss[0] != "rid-1" || ss[1] != "rid-2" {
 		t.Fatalf("read back %v %v %#v %#v %q", f, ok, empty, none, ss)

@@ -505,6 +505,18 @@ func (r *Reader) ReadOptInt() (*int, error) {
 	return &v, nil
 }
 
+// ReadOptInt64 reads an int, or nil as a nil pointer.
+func (r *Reader) ReadOptInt64() (*int64, error) {
+	if r.NextNil() {
+		return nil, nil
+	}
+	v, err := r.ReadInt()
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // ReadOptFloat reads a float, or nil as a nil pointer.
 func (r *Reader) ReadOptFloat() (*float64, error) {
 	if r.NextNil() {
