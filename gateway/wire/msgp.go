@@ -26,6 +26,9 @@ func newReader(b []byte) *reader {
 
 // checkRaw verifies that a pass-through field holds exactly one msgpack value.
 func checkRaw(name string, v Raw) error {
+	if v == nil {
+		return nil
+	}
 	if err := msgpack.CheckRaw(v); err != nil {
 		return fmt.Errorf("%s: invalid msgpack: %w", name, err)
 	}
