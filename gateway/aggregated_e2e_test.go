@@ -225,12 +225,12 @@ func TestMixedConditionalRoutesPerRequest(t *testing.T) {
 	gen(body(""))
 	plan := c.plan.Gateway
 	plan.Disaggregation = profiles.DisaggNever
-	if err := c.g.Reconfigure(plan, ""); err != nil {
+	if err := c.g.Reconfigure(plan, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	gen(body(""))
 	plan.Disaggregation = profiles.DisaggConditional
-	if err := c.g.Reconfigure(plan, ""); err != nil {
+	if err := c.g.Reconfigure(plan, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	gen(body(",1,2,3,4,5,6"))

@@ -103,7 +103,8 @@ func TestErrorShapes(t *testing.T) {
 		{"completions out of range", "POST", "/v1/completions", `{"prompt":"x","repetition_penalty":5}`, true, 400, "invalid_request", "repetition_penalty"},
 		{"completions too long", "POST", "/v1/completions", `{"prompt":"x","max_tokens":1000000000}`, true, 400, "context_length_exceeded", "prompt"},
 		{"completions unknown field", "POST", "/v1/completions", `{"prompt":"x","bogus":1}`, true, 400, "unknown_parameter", "bogus"},
-		{"completions priority", "POST", "/v1/completions", `{"prompt":"x","priority":1}`, true, 400, "unsupported_parameter", "priority"},
+		{"completions unsupported field", "POST", "/v1/completions", `{"prompt":"x","logit_bias":{"1":2}}`, true, 400, "unsupported_parameter", "logit_bias"},
+		{"completions priority out of range", "POST", "/v1/completions", `{"prompt":"x","priority":1000}`, true, 400, "invalid_request", "priority"},
 		{"completions no auth", "POST", "/v1/completions", `{"prompt":"x"}`, false, 401, "invalid_api_key", ""},
 		{"completions too large", "POST", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 70<<10) + `"}`, true, 413, "body_too_large", ""},
 

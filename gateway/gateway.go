@@ -137,9 +137,10 @@ type Gateway struct {
 	shutOnce sync.Once
 	notes    []string
 
-	// kv follows the prefill engines' KV events (nil: none publishes);
-	// stopKV ends it, set by Bind.
-	kv     *kvevents.Subscriber
+	// kv follows the prefill engines' KV events (nil: none publishes,
+	// until tsd apply binds one that does: AddWorker builds it then);
+	// stopKV ends it, set by Bind, under mu.
+	kv     atomic.Pointer[kvevents.Subscriber]
 	stopKV func()
 	// settings are the gateway settings it serves by now: the plan's,
 	// then each tsd apply's (live.go).
@@ -208,25 +209,36 @@ func New(plan *profiles.Plan, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: api_key_env %s is empty or unset", env)
 		}
 	}
-	g.kv = newKVEvents(plan, opts.Logger, g.ReportPanic)
+	if sub := newKVEvents(plan, opts.Logger, g.ReportPanic); sub != nil {
+		g.kv.Store(sub)
+	}
 	g.metrics, err = newMetrics(opts.Registry, g)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: register metrics: %w", err)
 	}
 	var kv dispatch.KVIndex // a nil *Subscriber must stay a nil interface
-	if g.kv != nil {
-		kv = g.kv
+	if sub := g.kv.Load(); sub != nil {
+		kv = sub
 	}
 	g.disp = dispatch.New(dispatch.Config{Plan: plan, Lane: l, Metrics: g.metrics.dispatch(), Queued: &g.queuedNow, Shutdown: g.shutdown, OnPanic: g.ReportPanic, OnEvent: g.event, KV: kv,
 		Options: dispatch.Options{RequestTimeout: opts.RequestTimeout, DrainGrace: opts.DrainGrace, QueueTimeout: opts.QueueTimeout, HookPick: opts.hookPick, HookRun: opts.hookRun}})
 	first := plan.Gateway
 	g.settings.Store(&first)
+	keys, err := doorKeys(plan.Gateway.APIKeys, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	tc, err := g.prepareTracing(nil, plan.Gateway.Tracing)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	tc.apply(g)
 	g.door = g.newDoor(apiKey)
+	if len(keys) > 0 {
+		live := g.door.Settings()
+		live.Keys = keys
+		g.door.SetLive(live)
+	}
 	g.routes()
 	var sub *http.ServeMux
 	if opts.Mount != nil {
@@ -310,7 +322,7 @@ func (g *Gateway) Bind(ctx context.Context) error {
 	g.bound = true
 	// The engines bind their KV event sockets as they start; following
 	// them begins now and retries quietly until they are up.
-	g.stopKV = g.startKVEvents()
+	g.stopKV = g.startKVEvents(g.kv.Load())
 	return nil
 }
 
@@ -505,6 +517,7 @@ func (g *Gateway) Status() snapshot.GatewayStatus {
 		Layouts:      g.disp.Layouts(),
 
 		TokenizerCache: g.tokenizerCacheStatus(),
+		Admission:      g.admissionStatus(),
 	}
 }
 

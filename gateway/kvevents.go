@@ -32,7 +32,31 @@ func newKVEvents(plan *profiles.Plan, log *slog.Logger, onPanic func(string, any
 	if len(engines) == 0 {
 		return nil
 	}
+	return subscriber(engines, log, onPanic)
+}
+
+func subscriber(engines []kvevents.EngineConfig, log *slog.Logger, onPanic func(string, any, []byte)) *kvevents.Subscriber {
 	return kvevents.New(engines, kvevents.Options{Logger: log.With("component", "kv-events"), OnPanic: onPanic})
+}
+
+// followKV follows the KV events of an engine bound by tsd apply: added
+// to the subscriber, or, when none ran (the deployment started with no
+// engine publishing), in a new one, started at once when the gateway is
+// bound and handed to kv_aware.
+func (g *Gateway) followKV(c kvevents.EngineConfig) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sub := g.kv.Load(); sub != nil {
+		return sub.Add(c)
+	}
+	sub := subscriber([]kvevents.EngineConfig{c}, g.log, g.ReportPanic)
+	g.kv.Store(sub)
+	if g.bound {
+		g.stopKV = g.startKVEvents(sub)
+	}
+	g.disp.SetKV(sub)
+	g.log.Info("kv events: following the first engine that publishes them", "role", c.Worker)
+	return nil
 }
 
 // kvEngine is what the subscriber follows of a worker: a prefill's KV
@@ -53,11 +77,10 @@ func kvEngine(w profiles.WorkerPlan) (kvevents.EngineConfig, bool) {
 	return c, true
 }
 
-// startKVEvents dials the publishers and forwards each rank's
+// startKVEvents dials kv's publishers and forwards each rank's
 // registration with the lane (an engine's (re)start: its cache is empty)
 // to the subscriber; stop ends both.
-func (g *Gateway) startKVEvents() (stop func()) {
-	kv := g.kv
+func (g *Gateway) startKVEvents(kv *kvevents.Subscriber) (stop func()) {
 	if kv == nil {
 		return func() {}
 	}
@@ -128,10 +151,11 @@ func (c kvCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c kvCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.g.kv == nil {
+	sub := c.g.kv.Load()
+	if sub == nil {
 		return
 	}
-	for _, e := range c.g.kv.Status() {
+	for _, e := range sub.Status() {
 		for _, r := range e.Ranks {
 			rank := strconv.Itoa(r.DPRank)
 			live := 0.0
@@ -155,6 +179,11 @@ const (
 // the roles whose kind may publish KV events (prefill, aggregated): each
 // rank's cached blocks, whether its events are live, and why not.
 func (g *Gateway) kvRows(rows []snapshot.RoleTraffic) {
+	pol := g.plan.Gateway.Policy
+	if s := g.settings.Load(); s != nil {
+		pol = s.Policy // the policy now, a tsd apply's included
+	}
+	sub := g.kv.Load()
 	for i := range rows {
 		row := &rows[i]
 		w, ok := g.plan.Gateway.Worker(row.Role)
@@ -165,11 +194,11 @@ func (g *Gateway) kvRows(rows []snapshot.RoleTraffic) {
 		if !kind.KVEvents {
 			continue
 		}
-		kvAware := kind.PolicyOf(g.plan.Gateway.Policy) == profiles.PolicyKVAware
+		kvAware := kind.PolicyOf(pol) == profiles.PolicyKVAware
 		var st kvevents.EngineStatus
 		followed := false
-		if g.kv != nil {
-			st, followed = g.kv.StatusOf(row.Role)
+		if sub != nil {
+			st, followed = sub.StatusOf(row.Role)
 		}
 		switch {
 		case followed && st.Live:

@@ -23,7 +23,7 @@ func TestStatusKVEventsAggregated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.kv == nil {
+	if g.kv.Load() == nil {
 		t.Fatal("no subscriber for an aggregated worker's KV events")
 	}
 	rows := map[string]snapshot.RoleTraffic{}

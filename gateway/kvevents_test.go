@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestStatusKVEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.kv == nil {
+	if g.kv.Load() == nil {
 		t.Fatal("no subscriber for a plan with KV events")
 	}
 	rows := map[string]snapshot.RoleTraffic{}
@@ -46,12 +47,71 @@ func TestStatusKVEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g2.kv != nil {
+	if g2.kv.Load() != nil {
 		t.Fatal("a subscriber without KV events")
 	}
 	for _, r := range g2.Status().Roles {
 		if r.KVEvents != "" {
 			t.Errorf("round_robin plan reports kv events: %+v", r)
 		}
+	}
+}
+
+// TestKVAwareTurnedOnLive: a deployment started without KV events anywhere
+// that tsd apply turns to kv_aware: until a prefill publishes, its row
+// says kv_aware routes it by cache_aware (tsd status prints it); once its
+// restarted worker with KV events is bound, the gateway follows them (a
+// subscriber exists, dialling) and the dispatch reads it.
+func TestKVAwareTurnedOnLive(t *testing.T) {
+	dir := t.TempDir()
+	pre := profiles.WorkerPlan{Role: "prefill", Kind: profiles.KindPrefill, DP: 1, URL: "ipc://" + filepath.Join(dir, "prefill"), Handshake: "tcp://127.0.0.1:0"}
+	plan := &profiles.Plan{Gateway: profiles.GatewayPlan{Listen: "127.0.0.1:0", Mode: profiles.ModePD,
+		Policy: profiles.PolicyPlan{Prefill: "round_robin", Decode: "round_robin"}, Workers: []profiles.WorkerPlan{pre}}}
+	g, err := New(plan, Options{QueueTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown(t.Context())
+	if g.kv.Load() != nil {
+		t.Fatal("a subscriber without KV events")
+	}
+	next := plan.Gateway
+	next.Policy.Prefill = profiles.PolicyKVAware
+	if err := g.Reconfigure(next, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	row := func() snapshot.RoleTraffic {
+		for _, r := range g.Status().Roles {
+			if r.Role == "prefill" {
+				return r
+			}
+		}
+		t.Fatal("no prefill row")
+		return snapshot.RoleTraffic{}
+	}
+	if r := row(); r.KVEvents != snapshot.KVEventsAbsent || !strings.HasPrefix(r.KVNote, KVAbsentNote) {
+		t.Fatalf("kv_aware without events: %+v", r)
+	}
+	// The apply restarts the prefill with KV events: its worker is bound anew.
+	if err := g.RemoveWorker("prefill"); err != nil {
+		t.Fatal(err)
+	}
+	pre.URL = "ipc://" + filepath.Join(dir, "prefill2")
+	pre.KVEvents = &profiles.KVEventsPlan{Port: 1, ReplayPort: 2, Publish: []string{"tcp://127.0.0.1:1"}, Replay: []string{"tcp://127.0.0.1:2"}}
+	if err := g.AddWorker(pre); err != nil {
+		t.Fatal(err)
+	}
+	sub := g.kv.Load()
+	if sub == nil || len(sub.Workers()) != 1 || sub.Workers()[0] != "prefill" {
+		t.Fatalf("after the restart with events: subscriber %v", sub)
+	}
+	if g.disp.KV() == nil {
+		t.Fatal("the dispatch does not read the new subscriber")
+	}
+	if r := row(); r.KVEvents != snapshot.KVEventsAbsent || !strings.Contains(r.KVNote, "publisher not connected") {
+		t.Fatalf("followed, not yet connected: %+v", r)
 	}
 }

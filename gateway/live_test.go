@@ -42,17 +42,17 @@ func TestReconfigureAndWorkers(t *testing.T) {
 	}
 	next := plan.Gateway
 	next.APIKeyEnv, next.Policy.Prefill, next.MaxConcurrent = "TSD_KEY", "random", 4
-	if err := g.Reconfigure(next, ""); err == nil {
+	if err := g.Reconfigure(next, "", nil); err == nil {
 		t.Fatal("an api_key_env without a key was taken")
 	}
-	if err := g.Reconfigure(next, "k2"); err != nil {
+	if err := g.Reconfigure(next, "k2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, b := get("/metrics", ""), get("/metrics", "k2"); a != 401 || b != 200 {
 		t.Fatalf("/metrics after the key: %d without, %d with", a, b)
 	}
 	next.MetricsPublic = true
-	if err := g.Reconfigure(next, "k2"); err != nil {
+	if err := g.Reconfigure(next, "k2", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := get("/metrics", ""); got != 200 {
@@ -60,6 +60,18 @@ func TestReconfigureAndWorkers(t *testing.T) {
 	}
 	if p := g.Status().Policy; p == nil || p.Prefill != "random" {
 		t.Fatalf("status policy %+v", p)
+	}
+	// gateway.api_keys: each key's value from the apply's variables; one
+	// missing is refused naming the variable, never a value.
+	next.APIKeys, next.MetricsPublic = []profiles.APIKeyPlan{{Name: "team-a", KeyEnv: "TEAM_A_KEY", Priority: 1}}, false
+	if err := g.Reconfigure(next, "k2", nil); err == nil || !strings.Contains(err.Error(), "$TEAM_A_KEY") {
+		t.Fatalf("a key without its value: %v", err)
+	}
+	if err := g.Reconfigure(next, "k2", map[string]string{"TEAM_A_KEY": "ka"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, c := get("/metrics", "ka"), get("/metrics", "k2"), get("/metrics", "kx"); a != 200 || b != 200 || c != 401 {
+		t.Fatalf("/metrics with team-a's key %d, api_key_env's %d, another %d", a, b, c)
 	}
 
 	wp := profiles.WorkerPlan{Role: "decode", Kind: profiles.KindDecode, DP: 1, URL: "ipc://" + filepath.Join(dir, "decode"), Handshake: "tcp://127.0.0.1:0"}
@@ -107,7 +119,7 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	next := plan.Gateway
 	next.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:1/v1/traces", SampleRatio: 0.1}
-	if err := g.Reconfigure(next, ""); err != nil {
+	if err := g.Reconfigure(next, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	first := g.traces.cur.Load()
@@ -116,12 +128,12 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	same := next
 	same.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:1/v1/traces", SampleRatio: 0.1}
-	if err := g.Reconfigure(same, ""); err != nil || g.traces.cur.Load() != first {
+	if err := g.Reconfigure(same, "", nil); err != nil || g.traces.cur.Load() != first {
 		t.Fatalf("an unchanged tracing setting replaced the tracer (%v)", err)
 	}
 	moved := next
 	moved.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:2/v1/traces", SampleRatio: 1}
-	if err := g.Reconfigure(moved, ""); err != nil {
+	if err := g.Reconfigure(moved, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if cur := g.traces.cur.Load(); cur == first || cur.Endpoint() != moved.Tracing.Endpoint {
@@ -129,11 +141,11 @@ func TestReconfigureTracing(t *testing.T) {
 	}
 	bad := next
 	bad.Tracing = &profiles.TracingPlan{Endpoint: "http://127.0.0.1:3/v1/traces", HeadersEnv: "TSD_TEST_NO_SUCH_VAR"}
-	if err := g.Reconfigure(bad, ""); err == nil || !strings.Contains(err.Error(), "TSD_TEST_NO_SUCH_VAR") {
+	if err := g.Reconfigure(bad, "", nil); err == nil || !strings.Contains(err.Error(), "TSD_TEST_NO_SUCH_VAR") {
 		t.Fatalf("an empty headers_env: %v", err)
 	}
 	off := plan.Gateway
-	if err := g.Reconfigure(off, ""); err != nil || g.traces.cur.Load() != nil {
+	if err := g.Reconfigure(off, "", nil); err != nil || g.traces.cur.Load() != nil {
 		t.Fatalf("tracing off: %v, tracer %v", err, g.traces.cur.Load())
 	}
 }

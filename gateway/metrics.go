@@ -36,6 +36,11 @@ type metrics struct {
 	layouts       *prometheus.CounterVec
 	attempts      *prometheus.CounterVec
 	cbTransitions *prometheus.CounterVec
+	// The admission queue's per-observation series (gateway/admission;
+	// the rest are read at scrape time, admission.go).
+	tenantRequests *prometheus.CounterVec
+	tenantTokens   *prometheus.CounterVec
+	queueWait      *prometheus.HistogramVec
 
 	// traffic is the one account of request outcomes, so the dashboard and
 	// /metrics never disagree: its series are on /metrics and Status reads
@@ -100,6 +105,12 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 		Name: "tsd_gateway_attempt_failures_total", Help: "Failed attempts of requests, by what failed (refused, died, stalled, ended, aborted, encode, fatal) and what followed (retry, migrate, fail, continue)."}, []string{"failure", "verdict"})
 	m.cbTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "smg_worker_cb_transitions_total", Help: "Circuit breaker state transitions, by worker, from and to."}, []string{"worker", "from", "to"})
+	m.tenantRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_tenant_requests_total", Help: "Generation requests by API key (gateway.api_keys name) and outcome (admitted, or why the admission queue shed it)."}, []string{"tenant", "outcome"})
+	m.tenantTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsd_gateway_tenant_prompt_tokens_total", Help: "Prompt tokens of the requests each API key got admitted."}, []string{"tenant"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "smg_scheduler_queue_wait_seconds", Help: "Time requests waited in the gateway's admission queue before they were admitted or shed, by priority class.", Buckets: latencyBuckets}, []string{"class"})
 	var roles []string
 	for _, w := range g.lane.Workers() {
 		roles = append(roles, w.Role())
@@ -123,7 +134,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 	m.inTokens = m.tokens.WithLabelValues("input")
 	m.outTokens = m.tokens.WithLabelValues("output")
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpResponses, m.httpDuration, m.requests, m.reqErrors,
-		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, m.layouts, workerCollector{g}, m.traffic, kvCollector{g}} {
+		m.reqDuration, m.ttft, m.routerTTFT, m.itl, m.tokens, m.finishes, m.selection, m.panics, m.events, m.queued, m.attempts, m.cbTransitions, m.routes, m.layouts, workerCollector{g}, m.traffic, kvCollector{g},
+		m.tenantRequests, m.tenantTokens, m.queueWait, admissionCollector{g}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -136,7 +148,8 @@ func newMetrics(reg prometheus.Registerer, g *Gateway) (*metrics, error) {
 func (m *metrics) dispatch() *dispatch.Metrics {
 	return &dispatch.Metrics{Requests: m.requests, ReqErrors: m.reqErrors, ReqDuration: m.reqDuration, TTFT: m.ttft, RouterTTFT: m.routerTTFT,
 		ITL: m.itl, InTokens: m.inTokens, OutTokens: m.outTokens, Finishes: m.finishes, Selection: m.selection, Queued: m.queued,
-		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes, Layouts: m.layouts}
+		Attempts: m.attempts, BreakerTransitions: m.cbTransitions, Routes: m.routes, Layouts: m.layouts,
+		TenantRequests: m.tenantRequests, TenantTokens: m.tenantTokens, QueueWait: m.queueWait, Shed: m.shed}
 }
 
 // workerCollector reads per-worker and per-rank state from the lane at

@@ -39,12 +39,10 @@ func (g *Gateway) AddWorker(wp profiles.WorkerPlan) error {
 		g.boots[wp.Role] = srv
 	}
 	g.mu.Unlock()
-	if c, ok := kvEngine(wp); ok && g.kv != nil {
-		if err := g.kv.Add(c); err != nil {
+	if c, ok := kvEngine(wp); ok {
+		if err := g.followKV(c); err != nil {
 			g.log.Warn("KV events not followed", "role", wp.Role, "err", err)
 		}
-	} else if ok {
-		g.log.Warn("KV events not followed: the deployment started without any engine publishing them", "role", wp.Role)
 	}
 	g.metrics.traffic.AddRole(wp.Role)
 	g.disp.AddWorker(w)
@@ -66,8 +64,8 @@ func (g *Gateway) RemoveWorker(role string) error {
 			err = fmt.Errorf("close rendezvous of %s: %w", role, cerr)
 		}
 	}
-	if g.kv != nil {
-		g.kv.Remove(role)
+	if sub := g.kv.Load(); sub != nil {
+		sub.Remove(role)
 	}
 	g.metrics.traffic.RemoveRole(role)
 	g.log.Info("worker unbound by tsd apply", "role", role)
@@ -89,8 +87,8 @@ func (g *Gateway) RenameWorker(from, to string) error {
 		g.boots[to] = v
 	}
 	g.mu.Unlock()
-	if g.kv != nil {
-		g.kv.Rename(from, to)
+	if sub := g.kv.Load(); sub != nil {
+		sub.Rename(from, to)
 	}
 	g.metrics.traffic.RenameRole(from, to)
 	g.log.Info("worker renamed by tsd apply", "from", from, "to", to)

@@ -2,6 +2,7 @@ package profiles
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -91,11 +92,14 @@ type PlanDiff struct {
 	// Fixed: settings a running deployment cannot change; an apply with
 	// any refuses and changes nothing.
 	Fixed []FieldChange `json:"fixed,omitempty"`
+	// Refused: what the apply would leave unable to work as asked, each
+	// with its fix (kvAwareRefusals); an apply with any refuses too.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // Changes reports whether applying the diff would do anything.
 func (d PlanDiff) Changes() bool {
-	if len(d.Gateway) > 0 || len(d.Fixed) > 0 {
+	if len(d.Gateway) > 0 || len(d.Fixed) > 0 || len(d.Refused) > 0 {
 		return true
 	}
 	for _, r := range d.Roles {
@@ -121,14 +125,19 @@ func (d PlanDiff) Count(action string) int {
 // settings that cannot change on a running deployment; nil when there are
 // none.
 func (d PlanDiff) Refusal() error {
-	if len(d.Fixed) == 0 {
+	var errs []string
+	if len(d.Fixed) > 0 {
+		var lines []string
+		for _, f := range d.Fixed {
+			lines = append(lines, f.String())
+		}
+		errs = append(errs, "these settings cannot change on a running deployment (stop it and tsd up the profile again): "+strings.Join(lines, "; "))
+	}
+	errs = append(errs, d.Refused...)
+	if len(errs) == 0 {
 		return nil
 	}
-	var lines []string
-	for _, f := range d.Fixed {
-		lines = append(lines, f.String())
-	}
-	return fmt.Errorf("these settings cannot change on a running deployment (stop it and tsd up the profile again): %s", strings.Join(lines, "; "))
+	return errors.New(strings.Join(errs, "\n"))
 }
 
 // Lines is the diff as `tsd apply` prints it: one line per instance
@@ -163,6 +172,9 @@ func (d PlanDiff) Lines() []string {
 	for _, f := range d.Fixed {
 		out = append(out, fmt.Sprintf("%-*s  %-9s  %s", w, "refused", "fixed", f))
 	}
+	for _, r := range d.Refused {
+		out = append(out, fmt.Sprintf("%-*s  %-9s  %s", w, "refused", "kv_aware", r))
+	}
 	return out
 }
 
@@ -177,7 +189,7 @@ func (d PlanDiff) Summary() string {
 	if n := len(d.Gateway); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d live gateway setting(s)", n))
 	}
-	if n := len(d.Fixed); n > 0 {
+	if n := len(d.Fixed) + len(d.Refused); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d refused", n))
 	}
 	if len(parts) == 0 {
@@ -227,7 +239,35 @@ func Diff(running, next *Plan) PlanDiff {
 		}
 	}
 	d.Gateway, d.Fixed = gatewayChanges(running, next)
+	d.Refused = kvAwareRefusals(running, next)
 	return d
+}
+
+// kvAwareRefusals: kv_aware routes on the engines' own KV events
+// (docs/profiles.md "KV events"). An apply that turns it on, or keeps it
+// while turning an engine's events off, must leave every prefill
+// publishing; one that would not (kv_events: false) would say done and
+// then route that engine by cache_aware for good, so it is refused with
+// the key to set. Local engines whose argv lacks --kv-events-config are
+// restarted by the apply itself (the planner gives them the flag); a
+// remote one is restarted by its operator with the command tsd plan
+// --running prints, and shows as routed by cache_aware until then.
+func kvAwareRefusals(running, next *Plan) []string {
+	var out []string
+	for i := range next.Roles {
+		n := &next.Roles[i]
+		k := kindOf(n.Kind)
+		if !k.KVEvents || n.KVEvents != nil || k.PolicyOf(next.Gateway.Policy) != PolicyKVAware {
+			continue
+		}
+		if k.PolicyOf(running.Gateway.Policy) == PolicyKVAware {
+			if o, ok := running.Role(n.Name); ok && o.KVEvents == nil {
+				continue // it published none before this apply either
+			}
+		}
+		out = append(out, fmt.Sprintf("gateway.policy.%s kv_aware routes on the engines' KV events, but %s will publish none (its profile entry %q says kv_events: false): remove kv_events: false there (the engine restarts with --kv-events-config), or keep the %s policy", n.Kind, n.Name, n.Group, n.Kind))
+	}
+	return out
 }
 
 // roleField is one engine setting of a RolePlan as the diff shows it.
@@ -407,6 +447,8 @@ var gatewaySettings = map[string]string{
 	"manual":           settingLive,
 	"bucket":           settingLive,
 	"circuit_breaker":  settingLive,
+	"admission":        settingLive, // the queue takes new bounds; requests waiting stay
+	"api_keys":         settingLive, // names, variables, limits, priorities (their values: the apply's environment)
 	"workers":          settingSkip,
 	// How requests split between prefill → decode and aggregated
 	// engines: the route decision reads them per request.
@@ -439,6 +481,9 @@ var planSettings = map[string]string{
 	"gateway":           settingSkip,
 	"roles":             settingSkip,
 	"warnings":          settingSkip,
+	// The SLO planner reads its targets and bounds at each interval: a
+	// change takes effect at the next one, no engine touched.
+	"slo": settingLive,
 }
 
 const (
@@ -461,6 +506,9 @@ func gatewayChanges(running, next *Plan) (live, fixed []FieldChange) {
 			}
 			fa, fb := a.Field(i), b.Field(i)
 			var changes []FieldChange
+			if fa.Kind() == reflect.Pointer && !fa.IsNil() && !fb.IsNil() && fa.Elem().Kind() == reflect.Struct {
+				fa, fb = fa.Elem(), fb.Elem() // both set: field by field
+			}
 			if fa.Kind() == reflect.Struct {
 				changes = structChanges(prefix+name, fa, fb)
 			} else if x, y := showValue(fa), showValue(fb); x != y {

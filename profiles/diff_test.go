@@ -338,3 +338,57 @@ func TestStablePlannerKeepsKVEventPorts(t *testing.T) {
 		t.Fatalf("prefill-1's KV events %+v collide with prefill-0's", p1.KVEvents)
 	}
 }
+
+// TestDiffKVAwareRefusals: an apply that turns kv_aware on restarts each
+// local prefill into its KV events; one that would leave a prefill
+// publishing none is refused with the key to change, unless that engine
+// published none under kv_aware before either.
+func TestDiffKVAwareRefusals(t *testing.T) {
+	kvAware := func(t *testing.T, src string) string {
+		return edit(t, src, "  port: 8000\n", "  port: 8000\n  policy: {prefill: kv_aware}\n")
+	}
+	noEvents := func(t *testing.T, src string) string {
+		return edit(t, src, "    dp: 2\n", "    dp: 2\n    kv_events: false\n")
+	}
+	withEvents := func(t *testing.T, src string) string {
+		return edit(t, src, "    dp: 2\n", "    dp: 2\n    kv_events: true\n")
+	}
+	rows := []struct {
+		name            string
+		running, target func(t *testing.T) string
+		prefill         string // the prefill's action
+		refused         bool
+	}{
+		{"turned on: the prefill restarts into its events",
+			func(t *testing.T) string { return applyBase },
+			func(t *testing.T) string { return kvAware(t, applyBase) }, ActionRestart, false},
+		{"turned on while a prefill says kv_events: false",
+			func(t *testing.T) string { return applyBase },
+			func(t *testing.T) string { return noEvents(t, kvAware(t, applyBase)) }, ActionUnchanged, true},
+		{"events turned off under kv_aware",
+			func(t *testing.T) string { return kvAware(t, applyBase) },
+			func(t *testing.T) string { return noEvents(t, kvAware(t, applyBase)) }, ActionRestart, true},
+		{"a prefill without events under kv_aware stays so",
+			func(t *testing.T) string { return noEvents(t, kvAware(t, applyBase)) },
+			func(t *testing.T) string { return noEvents(t, kvAware(t, applyBase)) + "restart:\n  budget: 2 in 1m\n" }, ActionUpdate, false},
+		{"turned on where the engines published already",
+			func(t *testing.T) string { return withEvents(t, applyBase) },
+			func(t *testing.T) string { return withEvents(t, kvAware(t, applyBase)) }, ActionUnchanged, false},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			base := planFrom(t, r.running(t), nil)
+			d := Diff(base, planFrom(t, r.target(t), base))
+			if got := d.Roles[0].Action; got != r.prefill {
+				t.Errorf("prefill %s, want %s (%v)", got, r.prefill, d.Lines())
+			}
+			err := d.Refusal()
+			if (err != nil) != r.refused {
+				t.Fatalf("refusal %v, want refused=%v", err, r.refused)
+			}
+			if err != nil && (!strings.Contains(err.Error(), `profile entry "prefill" says kv_events: false`) || !strings.Contains(err.Error(), "remove kv_events: false")) {
+				t.Errorf("the refusal does not say what to change: %v", err)
+			}
+		})
+	}
+}

@@ -35,6 +35,8 @@ type Plan struct {
 	Gateway  GatewayPlan `json:"gateway"`
 	Roles    []RolePlan  `json:"roles"`
 	Warnings []string    `json:"warnings,omitempty"`
+	// SLO is slo: (the SLO planner's targets and bounds); nil: no planner.
+	SLO *SLOPlan `json:"slo,omitempty"`
 }
 
 // Role kinds.
@@ -102,6 +104,11 @@ type GatewayPlan struct {
 	// tokens are at most MaxUncachedTokens and at most MaxUncachedRatio of
 	// the prompt, or when every prefill is busy.
 	Conditional ConditionalPlan `json:"conditional"`
+	// Admission (gateway.admission): nil while the profile leaves it at
+	// its defaults (nothing bounded). APIKeys (gateway.api_keys): the
+	// keys' names, variables, limits and priorities; never their values.
+	Admission *AdmissionPlan `json:"admission,omitempty"`
+	APIKeys   []APIKeyPlan   `json:"api_keys,omitempty"`
 	// Tracing (gateway.tracing): where the gateway sends a trace per
 	// request; nil: no tracing.
 	Tracing *TracingPlan `json:"tracing,omitempty"`

@@ -328,6 +328,7 @@ func (pl *planner) plan() *Plan {
 	pl.transferWarnings(insts)
 	pl.deviceRules(plan.Accelerator, insts)
 	plan.Gateway = pl.gatewayPlan(pl.gatewayMode(insts), logDir)
+	plan.SLO = sloPlan(p)
 	for _, in := range insts {
 		rp := pl.rolePlan(in, logDir, plan.Accelerator)
 		plan.Roles = append(plan.Roles, rp)
@@ -769,6 +770,13 @@ func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 		Conditional:      g.Conditional,
 	}
 	routingPlans(&gp, g.Policy, g.Routing)
+	var def AdmissionPlan
+	admissionSection.setDefaults(&def)
+	if g.Admission != def {
+		a := g.Admission
+		gp.Admission = &a
+	}
+	gp.APIKeys = g.APIKeys
 	gp.Tracing = tracingPlan(g.Tracing)
 	return gp
 }

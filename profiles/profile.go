@@ -28,6 +28,7 @@ type Profile struct {
 	RunDir      string
 	LogDir      string
 	Slurm       Slurm
+	SLO         *SLO // slo: the SLO planner's targets; nil: no planner
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
@@ -98,6 +99,11 @@ type Gateway struct {
 	// routing for a while.
 	Retry          RetryPlan
 	CircuitBreaker CircuitBreakerPlan
+	// Admission and APIKeys are gateway.admission and gateway.api_keys
+	// (admission.go): the queue in front of the engines, and the keys
+	// with their limits and priorities.
+	Admission AdmissionPlan
+	APIKeys   []APIKeyPlan
 	// Disaggregation is gateway.disaggregation resolved: always, never or
 	// conditional (the default follows the role kinds; validate.go).
 	Disaggregation string

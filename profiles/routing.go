@@ -19,8 +19,9 @@ type CacheAwarePlan struct {
 
 // KVAwarePlan is gateway.kv_aware.
 type KVAwarePlan struct {
-	OverlapWeight float64 `json:"overlap_weight"`
-	LoadFactor    float64 `json:"load_factor"`
+	OverlapWeight float64  `json:"overlap_weight"`
+	LoadFactor    float64  `json:"load_factor"`
+	PredictedTTL  Duration `json:"predicted_ttl"`
 }
 
 // PrefixHashPlan is gateway.prefix_hash.
@@ -81,7 +82,8 @@ func init() {
 	}}
 	kvAwareSection = section[KVAwarePlan]{Path: "gateway.kv_aware", Rows: []row[KVAwarePlan]{
 		numKey("overlap_weight", 1, 1e6, "3", "what one cached prompt token is worth against one token of prefill work queued on a rank: the cheapest rank by weight × uncached prompt tokens + queued tokens wins", func(k *KVAwarePlan) *float64 { return &k.OverlapWeight }),
-		numKey("load_factor", 0, 1e6, "1.3", "a rank that took more than this times its even share of the recent requests is passed over while another is within it (a hot prefix spreads); 0 = off", func(k *KVAwarePlan) *float64 { return &k.LoadFactor }),
+		numKey("load_factor", 0, 1e6, "1.3", "a rank whose recent requests of one prefix (the prompt's first 256 tokens) exceed this times its even share of all recent requests is passed over for that prefix while another is within it (a hot prefix spreads, cooler ones stay); 0 = off", func(k *KVAwarePlan) *float64 { return &k.LoadFactor }),
+		durKey("predicted_ttl", "30s", "a prompt routed to a rank counts as cached there (predicted blocks) until the engine's events publish its blocks, a BlockRemoved on its path, or this long", func(k *KVAwarePlan) *time.Duration { return (*time.Duration)(&k.PredictedTTL) }),
 	}}
 	prefixHashSection = section[PrefixHashPlan]{Path: "gateway.prefix_hash", Rows: []row[PrefixHashPlan]{
 		intKey("prefix_token_count", 1, 1<<24, "256", "leading prompt tokens hashed onto the ring", func(p *PrefixHashPlan) *int { return &p.PrefixTokenCount }),

@@ -20,7 +20,7 @@ func TestRoutingSections(t *testing.T) {
 	d := DefaultRouting()
 	want := Routing{
 		CacheAware: CacheAwarePlan{CacheThreshold: 0.3, BalanceAbsThreshold: 64, BalanceRelThreshold: 1.5, EvictionInterval: Duration(120 * time.Second), MaxTreeSize: 1 << 26},
-		KVAware:    KVAwarePlan{OverlapWeight: 3, LoadFactor: 1.3},
+		KVAware:    KVAwarePlan{OverlapWeight: 3, LoadFactor: 1.3, PredictedTTL: Duration(30 * time.Second)},
 		PrefixHash: PrefixHashPlan{PrefixTokenCount: 256, LoadFactor: 1.25},
 		Manual:     ManualPlan{MaxIdle: Duration(4 * time.Hour), EvictionInterval: Duration(time.Minute), AssignmentMode: "random"},
 		Bucket:     BucketPlan{BalanceAbsThreshold: 32, BalanceRelThreshold: 1.0001, AdjustInterval: Duration(5 * time.Second)},

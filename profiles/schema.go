@@ -48,6 +48,9 @@ type row[T any] struct {
 	// inherit: the key opens sub but takes no defaults of its own (a
 	// role's restart starts from the profile's); docs point at sub.
 	inherit bool
+	// subPath is the docs' path of sub when it is not the key's own (a
+	// mapping of names, each a sub section: slo.roles.<entry>).
+	subPath string
 }
 
 // section is one mapping of the profile.
@@ -275,6 +278,8 @@ var (
 	restartSection  section[Restart]
 	healthSection   section[Health]
 	slurmSection    section[Slurm]
+	sloSection      section[SLO]
+	sloRoleSection  section[SLORole]
 )
 
 func init() {
@@ -297,6 +302,34 @@ func init() {
 		strKey("partition", "", "#SBATCH --partition; empty: the cluster's default", func(s *Slurm) *string { return &s.Partition }),
 		strKey("account", "", "#SBATCH --account; empty: none", func(s *Slurm) *string { return &s.Account }),
 	}}
+
+	// The SLO planner's keys (slo.go; docs/profiles.md "The SLO planner").
+	sloRoleSection = section[SLORole]{Path: "slo.roles.<entry>", Rows: []row[SLORole]{
+		intKey("min", 1, 64, "1", "the planner never leaves the entry fewer replicas (it never empties one: the routing needs every kind it has)", func(r *SLORole) *int { return &r.Min }),
+		{Key: "max", Type: "integer 1-64", DefaultDoc: "none: the GPU set bounds it", Doc: "the planner never gives the entry more replicas", read: func(l *loader, f field, r *SLORole) {
+			if v, ok := l.intv(f, 1, 64); ok {
+				r.Max = v
+			}
+		}},
+	}, finish: finishSLORole}
+	sloSection = section[SLO]{Path: "slo", Rows: []row[SLO]{
+		{Key: "ttft_p90", Type: "duration", DefaultDoc: "none", Doc: "target of the 90th percentile of time to first token over an interval; judged on prefill and aggregated entries", read: func(l *loader, f field, s *SLO) {
+			s.TTFTP90, _ = l.duration(f)
+		}},
+		{Key: "itl_p90", Type: "duration", DefaultDoc: "none", Doc: "target of the 90th percentile of inter-token latency over an interval; judged on decode and aggregated entries", read: func(l *loader, f field, s *SLO) {
+			s.ITLP90, _ = l.duration(f)
+		}},
+		enumKey("mode", []string{SLOAdvise, SLOAct}, SLOAdvise, "advise: decide and show the proposal, change nothing; act: carry it out through tsd scale's steps (drain, one replica at a time)", func(s *SLO) *string { return &s.Mode }),
+		durKey("interval", "30s", "one observation, prediction and decision per interval (at least 1s)", func(s *SLO) *time.Duration { return &s.Interval }),
+		durKey("cooldown", "2m", "no second change to one role entry sooner than this after the last", func(s *SLO) *time.Duration { return &s.Cooldown }),
+		{Key: "window", Type: "duration", DefaultDoc: "3 × interval", Doc: "the predictor's memory: load is smoothed (level and trend) over about this long", read: func(l *loader, f field, s *SLO) {
+			s.Window, _ = l.duration(f)
+		}},
+		intKey("breach", 1, 100, "2", "consecutive intervals an entry's predicted latency must be over its target before the planner moves a replica to it", func(s *SLO) *int { return &s.Breach }),
+		floatKey("headroom", 0, 1, "0.7", "an entry gives a replica away only if its predicted latency with one replica fewer stays below this share of its target (hysteresis: no move back)", func(s *SLO) *float64 { return &s.Headroom }),
+		{Key: "gpus", Type: "list of indices or UUIDs", DefaultDoc: "the GPUs the profile's roles hold", Doc: "the GPUs the planner may use: it moves only replicas whose GPUs are all here and adds replicas on ones no role holds", read: readSLOGPUs},
+		{Key: "roles", Type: "mapping of entry names", DefaultDoc: "min 1, no max, per entry", Doc: "per profile entry (prefill, decode, aggregated): min and max replicas", sub: &sloRoleSection, subPath: "slo.roles.<entry>", read: readSLORoles},
+	}, finish: finishSLO}
 
 	mooncakeSection = section[Mooncake]{Path: "engine.mooncake", Rows: []row[Mooncake]{
 		boolKey("intranode_nvlink", "false", "true acknowledges MC_INTRANODE_NVLINK in an env: this platform is known to support Mooncake's forced intra-node NVLink transport", func(m *Mooncake) *bool { return &m.IntranodeNVLink }),
@@ -393,6 +426,8 @@ func init() {
 		intKey("tokenizer_cache_mb", 0, 1<<20, "64", "MiB the gateway keeps of prompts' token ids, so a repeated prompt (L0; a repeated chat's template render is kept too, in the same budget) or a shared system prompt and chat history (L1, cut after the chat template's special tokens) are tokenized once; least recently used first out; 0 = off", func(g *Gateway) *int { return &g.TokenizerCacheMB }),
 		subKey("retry", "how a request whose legs failed is sent again (SMG's knobs), and mid-stream migration", &retrySection, func(g *Gateway) *RetryPlan { return &g.Retry }),
 		subKey("circuit_breaker", "when a failing worker leaves routing for a while (SMG's knobs)", &breakerSection, func(g *Gateway) *CircuitBreakerPlan { return &g.CircuitBreaker }),
+		subKey("admission", "the queue in front of the engines: what they take at once, what may wait, the rule against starvation (see Admission, priority and API keys)", &admissionSection, func(g *Gateway) *AdmissionPlan { return &g.Admission }),
+		{Key: "api_keys", Type: "list of keys", Doc: "bearer keys beside api_key_env, each naming a tenant with its own limits and priority (see Admission, priority and API keys)", sub: &apiKeySection, read: readAPIKeys},
 		{Key: "cors_origins", Type: "list of origins", DefaultDoc: "none", Doc: "browser origins (scheme://host[:port], or \"*\" for any) answered with CORS headers, preflight OPTIONS included; empty = no CORS", read: func(l *loader, f field, g *Gateway) {
 			if list, ok := l.strList(f); ok {
 				for _, o := range list {
@@ -516,6 +551,7 @@ func init() {
 		subKey("health", "how a role that stopped working is judged and handled", &healthSection, func(p *Profile) *Health { return &p.Health }),
 		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
 		subKey("slurm", "batch settings of `tsd export slurm`", &slurmSection, func(p *Profile) *Slurm { return &p.Slurm }),
+		{Key: "slo", Type: "mapping", DefaultDoc: "none: no planner", Doc: "latency targets the SLO planner holds by moving GPUs between role entries", sub: &sloSection, read: readSLO},
 		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.RunDir = resolvePath(p.Dir, s, true)
@@ -842,8 +878,11 @@ func (s *section[T]) docRows(prefix string, seen map[docSection]bool) []DocRow {
 		out = append(out, DocRow{Key: key, Type: r.Type, Default: def, Doc: doc})
 		if r.sub != nil && !seen[r.sub] && !r.inherit {
 			sub := key
-			if r.Key == "roles" {
-				sub = "roles[]"
+			if r.Type == "list of roles" || r.Type == "list of keys" { // a list of mappings: one entry's keys
+				sub += "[]"
+			}
+			if r.subPath != "" {
+				sub = r.subPath
 			}
 			out = append(out, r.sub.docRows(sub, seen)...)
 		}

@@ -57,6 +57,8 @@ func TestSchemaDefaults(t *testing.T) {
 	policySection.defaultsInto(l, &PolicyPlan{})
 	roleSection.defaultsInto(l, &Role{})
 	restartSection.defaultsInto(l, &Restart{})
+	sloSection.defaultsInto(l, &SLO{})
+	sloRoleSection.defaultsInto(l, &SLORole{})
 	if len(l.errs) > 0 {
 		t.Fatalf("defaults that do not read: %v", l.errs)
 	}

@@ -96,6 +96,7 @@ func (l *loader) validate(p *Profile) {
 		}
 	}
 	l.errs = append(l.errs, engineArgsOverride(p)...)
+	l.errs = append(l.errs, sloErrors(p)...)
 	for _, v := range devs.verdicts() {
 		if v.err {
 			add(p.errAt(v.use.key, "%s", v.msg))

@@ -86,3 +86,55 @@ func (t *RoleTraffic) UnmarshalJSON(b []byte) error {
 	t.TTFTp50, t.TTFTp99, t.ITLp50, t.ITLp99 = w.durations()
 	return nil
 }
+
+type (
+	plainPlanner      PlannerStatus
+	plainPlannerGroup PlannerGroup
+)
+
+type plannerWire struct {
+	plainPlanner
+	TTFT     float64 `json:"ttft_p90_ms,omitempty"`
+	ITL      float64 `json:"itl_p90_ms,omitempty"`
+	Interval float64 `json:"interval_ms"`
+	Cooldown float64 `json:"cooldown_ms"`
+}
+
+// MarshalJSON writes the planner's targets and periods in ms.
+func (p PlannerStatus) MarshalJSON() ([]byte, error) {
+	return json.Marshal(plannerWire{plainPlanner(p), Millis(p.TTFT), Millis(p.ITL), Millis(p.Interval), Millis(p.Cooldown)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *PlannerStatus) UnmarshalJSON(b []byte) error {
+	var w plannerWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = PlannerStatus(w.plainPlanner)
+	p.TTFT, p.ITL, p.Interval, p.Cooldown = FromMillis(w.TTFT), FromMillis(w.ITL), FromMillis(w.Interval), FromMillis(w.Cooldown)
+	return nil
+}
+
+type plannerGroupWire struct {
+	plainPlannerGroup
+	TTFT    float64 `json:"ttft_p90_ms"`
+	ITL     float64 `json:"itl_p90_ms"`
+	Backlog float64 `json:"backlog_ms"`
+}
+
+// MarshalJSON writes the entry's p90s and backlog in ms.
+func (g PlannerGroup) MarshalJSON() ([]byte, error) {
+	return json.Marshal(plannerGroupWire{plainPlannerGroup(g), Millis(g.TTFT), Millis(g.ITL), Millis(g.Backlog)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (g *PlannerGroup) UnmarshalJSON(b []byte) error {
+	var w plannerGroupWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*g = PlannerGroup(w.plainPlannerGroup)
+	g.TTFT, g.ITL, g.Backlog = FromMillis(w.TTFT), FromMillis(w.ITL), FromMillis(w.Backlog)
+	return nil
+}

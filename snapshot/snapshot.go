@@ -50,6 +50,8 @@ type Snapshot struct {
 	ProfileRevision string `json:"profile_revision,omitempty"`
 	// Apply is the last tsd apply or tsd scale, while it runs and after.
 	Apply *ApplyStatus `json:"apply,omitempty"`
+	// Planner is the SLO planner (profile key slo:); nil without one.
+	Planner *PlannerStatus `json:"planner,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
 	// a watch that asked for them (docs/protocol.md, the control socket).
 	History *History `json:"history,omitempty"`
@@ -112,6 +114,9 @@ type GatewayStatus struct {
 	// TokenizerCache is the prompt tokenizer cache's account; nil when
 	// there is none (no tokenizer, or gateway.tokenizer_cache_mb: 0).
 	TokenizerCache *TokenizerCacheStatus `json:"tokenizer_cache,omitempty"`
+	// Admission is the queue in front of the engines
+	// (gateway.admission, gateway.api_keys); nil while it bounds nothing.
+	Admission *AdmissionStatus `json:"admission,omitempty"`
 	// Layouts is how requests split between prefill → decode and
 	// aggregated engines; nil when every request goes prefill → decode
 	// and there is no aggregated engine.
@@ -125,6 +130,17 @@ type LayoutStatus struct {
 	Disaggregation string `json:"disaggregation"` // always | never | conditional
 	PD             uint64 `json:"pd"`
 	Aggregated     uint64 `json:"aggregated"`
+}
+
+// AdmissionStatus is the gateway's admission queue now and since start
+// (docs/protocol.md §11.13).
+type AdmissionStatus struct {
+	Queued       int               `json:"queued"`             // requests waiting, every kind
+	QueuedTokens int               `json:"queued_tokens"`      // their prompt tokens
+	ByClass      map[string]int    `json:"by_class,omitempty"` // waiting requests by priority class (system, interactive, default, bulk, or the number)
+	InFlight     int               `json:"in_flight"`          // admitted and not yet ended
+	Shed         map[string]uint64 `json:"shed,omitempty"`     // requests shed since start, by reason
+	Admitted     uint64            `json:"admitted"`
 }
 
 // TokenizerCacheStatus is the gateway's prompt tokenizer cache since

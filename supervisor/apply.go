@@ -39,6 +39,10 @@ type ApplyRequest struct {
 	// APIKey is the value of the target's api_key_env in the caller's
 	// environment ("" leaves it to the daemon's); never shown.
 	APIKey string `json:"api_key,omitempty"`
+	// Keys are the values of the target's gateway.api_keys variables in
+	// the caller's environment, by variable (one missing: the daemon's);
+	// never shown.
+	Keys map[string]string `json:"keys,omitempty"`
 	// DryRun answers the plan and does nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 	// Expect is the target revision the caller was shown and confirmed;
@@ -104,6 +108,7 @@ type applyJob struct {
 	next    *applied
 	batches [][]applyStep
 	apiKey  string
+	apiKeys map[string]string // gateway.api_keys' values by variable
 
 	mu     sync.Mutex
 	lines  []string
@@ -286,6 +291,15 @@ func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
 	if key != *s.apiKey.Load() && target.Gateway.APIKeyEnv != "" && target.Gateway.APIKeyEnv == running.Gateway.APIKeyEnv {
 		d.Gateway = append(d.Gateway, profiles.FieldChange{Field: "gateway.api_key", From: "***", To: "*** (changed)"})
 	}
+	keys, err := s.applyKeys(target, req.Keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range target.Gateway.APIKeys {
+		if old, ok := (*s.apiKeys.Load())[k.KeyEnv]; ok && old != keys[k.KeyEnv] {
+			d.Gateway = append(d.Gateway, profiles.FieldChange{Field: "gateway.api_keys." + k.Name, From: "***", To: "*** (changed)"})
+		}
+	}
 	restartIdle(&d, s.Snapshot())
 	if _, live := s.gw.(LiveGateway); !live && s.gw != nil && needsLive(d) {
 		return nil, errors.New("this gateway cannot change while it runs (no live worker binding); stop the deployment and start the changed profile")
@@ -295,7 +309,7 @@ func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
 		return nil, err
 	}
 	nx := newApplied(next.profile, next.file, next.source, next.scaled)
-	j := &applyJob{target: target, next: nx, batches: batches, apiKey: key, wake: make(chan struct{}), done: make(chan struct{})}
+	j := &applyJob{target: target, next: nx, batches: batches, apiKey: key, apiKeys: keys, wake: make(chan struct{}), done: make(chan struct{})}
 	j.plan = ApplyPlan{From: cur.revision, To: nx.revision, Diff: d, Lines: d.Lines(), Summary: d.Summary(), Warnings: target.Warnings}
 	for _, b := range batches {
 		parts := make([]string, len(b))
@@ -362,6 +376,28 @@ func (s *Supervisor) applyKey(target *profiles.Plan, given string) (string, erro
 	return "", fmt.Errorf("gateway.api_key_env: %s is empty or unset in tsd apply's environment and the daemon's", env)
 }
 
+// applyKeys are the values of the target's gateway.api_keys variables:
+// the caller's, else the daemon's environment, else what the gateway
+// checks now for a variable it already reads.
+func (s *Supervisor) applyKeys(target *profiles.Plan, given map[string]string) (map[string]string, error) {
+	cur := *s.apiKeys.Load()
+	out := map[string]string{}
+	for _, k := range target.Gateway.APIKeys {
+		v := given[k.KeyEnv]
+		if v == "" {
+			v = os.Getenv(k.KeyEnv)
+		}
+		if v == "" {
+			v = cur[k.KeyEnv]
+		}
+		if v == "" {
+			return nil, fmt.Errorf("gateway.api_keys %s: $%s is empty or unset in tsd apply's environment and the daemon's", k.Name, k.KeyEnv)
+		}
+		out[k.KeyEnv] = v
+	}
+	return out, nil
+}
+
 // scale applies req.Scale to next's profile: the new replicas take the
 // GPUs given, in order, or free ones.
 func (s *Supervisor) scale(next *applied, req ApplyRequest, running *profiles.Plan, host []profiles.GPU) error {
@@ -370,6 +406,14 @@ func (s *Supervisor) scale(next *applied, req ApplyRequest, running *profiles.Pl
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
+	// Entries that shrink first: the GPUs their replicas leave may be the
+	// ones given to an entry that grows (the SLO planner's moves), and
+	// each scaled profile is checked for GPUs two engines would share.
+	shrinks := func(g string) bool {
+		i := roleEntry(next.profile, g)
+		return i >= 0 && req.Scale[g] < next.profile.Roles[i].Replicas
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return shrinks(groups[i]) && !shrinks(groups[j]) })
 	given := append([]string(nil), req.GPUs...)
 	taken := *running
 	taken.Roles = append([]profiles.RolePlan(nil), running.Roles...)
@@ -738,12 +782,13 @@ func (s *Supervisor) applyUpdate(j *applyJob, pp *planPatch, st applyStep) error
 
 func (s *Supervisor) applyGateway(j *applyJob, pp *planPatch) error {
 	if lg := s.live(); lg != nil {
-		if err := lg.Reconfigure(j.target.Gateway, j.apiKey); err != nil {
+		if err := lg.Reconfigure(j.target.Gateway, j.apiKey, j.apiKeys); err != nil {
 			return fmt.Errorf("gateway settings: %w", err)
 		}
 	}
-	key := j.apiKey
+	key, keys := j.apiKey, j.apiKeys
 	s.apiKey.Store(&key)
+	s.apiKeys.Store(&keys)
 	pp.patch(func(p *profiles.Plan) {
 		workers := p.Gateway.Workers
 		p.Gateway = j.target.Gateway

@@ -36,7 +36,7 @@ func (g *liveGW) RenameWorker(from, to string) error {
 	g.mu.Unlock()
 	return nil
 }
-func (g *liveGW) Reconfigure(s profiles.GatewayPlan, key string) error {
+func (g *liveGW) Reconfigure(s profiles.GatewayPlan, key string, _ map[string]string) error {
 	g.record("reconfigure prefill=" + s.Policy.Prefill)
 	g.mu.Lock()
 	g.settings, g.key = s, key
@@ -76,6 +76,13 @@ type applyFixture struct {
 // stub gateway, or none.
 func newApplyFixture(t *testing.T, live bool, src string) *applyFixture {
 	t.Helper()
+	return newApplyFixtureWith(t, live, src, nil)
+}
+
+// newApplyFixtureWith is newApplyFixture whose live stub gateway wrap
+// may dress (the planner's tests add Observe).
+func newApplyFixtureWith(t *testing.T, live bool, src string, wrap func(*liveGW) Gateway) *applyFixture {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ap")
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +106,9 @@ func newApplyFixture(t *testing.T, live bool, src string) *applyFixture {
 	if live {
 		af.gw = &liveGW{stubGW: newStubGW()}
 		gw = af.gw
+		if wrap != nil {
+			gw = wrap(af.gw)
+		}
 	}
 	opts := Options{Plan: plan, Gateway: gw, GuardExe: exe, GuardArgs: []string{}, Rand: func() float64 { return 0.5 },
 		Profile: p, ProfileSource: []byte(src), ApplyFacts: func() (profiles.HostFacts, error) { return facts, nil }}

@@ -43,6 +43,8 @@ import (
 //	                                    (controlsignal.go); answers what was sent
 //	GET  /v1/describe?role=R            Describe(R): the role as planned (snapshot.RoleSpec, secrets masked)
 //	POST /v1/test-request               one request through the gateway (JSON reply)
+//	POST /v1/planner?do=pause|resume    PlannerPause / PlannerResume (tsd planner pause|resume);
+//	                                    answers what the planner does now
 //
 // Errors are plain text with a 4xx/5xx status. Commands are rows of
 // controlCommands: a new one (say rolling=1 on restart) is a query
@@ -83,6 +85,15 @@ var controlCommands = map[string]controlCommand{
 			return answer, nil
 		}
 		return answer, s.StopNow(r, q.Get("now") == "1")
+	},
+	"planner": func(s *Supervisor, q url.Values) (string, error) {
+		switch q.Get("do") {
+		case "pause":
+			return s.PlannerPause()
+		case "resume":
+			return s.PlannerResume()
+		}
+		return "", fmt.Errorf("planner needs do=pause or do=resume, got %q", q.Get("do"))
 	},
 	"signal": func(s *Supervisor, q url.Values) (string, error) {
 		return s.Signal(q.Get("role"), q.Get("sig"))

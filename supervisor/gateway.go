@@ -64,6 +64,7 @@ type LiveGateway interface {
 	// retry and breaker knobs, queue and concurrency limits, the API key,
 	// CORS): requests admitted from now on see them, requests in flight
 	// finish under the settings they started with. apiKey is the key when
-	// g.APIKeyEnv names one.
-	Reconfigure(g profiles.GatewayPlan, apiKey string) error
+	// g.APIKeyEnv names one; keys are the values of g.APIKeys' key_env
+	// variables, by variable.
+	Reconfigure(g profiles.GatewayPlan, apiKey string, keys map[string]string) error
 }

@@ -46,18 +46,25 @@ type process struct {
 }
 
 // childEnvUnset lists the variables of tsd's own environment an engine
-// must not inherit: the gateway's API key (gateway.api_key_env) is the
-// gateway's secret, and an engine (its logs, crash dumps, any code it
-// runs) has no use for it. A role that sets the variable in its own env
-// keeps that value.
+// must not inherit: the gateway's API keys (gateway.api_key_env and each
+// gateway.api_keys[].key_env) are the gateway's secrets, and an engine
+// (its logs, crash dumps, any code it runs) has no use for them. A role
+// that sets a variable in its own env keeps that value.
 func childEnvUnset(plan *profiles.Plan, role profiles.RolePlan) []string {
-	if plan == nil || plan.Gateway.APIKeyEnv == "" {
+	if plan == nil {
 		return nil
 	}
-	if _, set := role.Env[plan.Gateway.APIKeyEnv]; set {
-		return nil
+	envs := []string{plan.Gateway.APIKeyEnv}
+	for _, k := range plan.Gateway.APIKeys {
+		envs = append(envs, k.KeyEnv)
 	}
-	return []string{plan.Gateway.APIKeyEnv}
+	var out []string
+	for _, e := range envs {
+		if _, set := role.Env[e]; e != "" && !set {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // envList merges extra into base (extra wins) after dropping unset from

@@ -131,6 +131,7 @@ func (p *publisher) build() snapshot.Snapshot {
 		st := j.snapshotStatus()
 		snap.Apply = &st
 	}
+	snap.Planner = s.plannerSnapshot()
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		for i := range snap.Roles {

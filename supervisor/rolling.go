@@ -59,6 +59,8 @@ func (s *Supervisor) RollingRestart(ctx context.Context, target string, now bool
 			progress(msg)
 		}
 	}
+	s.rolling.Add(1) // the SLO planner waits for it (planner.go)
+	defer s.rolling.Add(-1)
 	s.pub.event("", fmt.Sprintf("rolling restart of %s", strings.Join(names, ", ")))
 	for i, name := range names {
 		start := time.Now()

@@ -173,6 +173,7 @@ type Supervisor struct {
 	// deployment runs, the API key its gateway checks, the last apply.
 	applied  atomic.Pointer[applied]
 	apiKey   atomic.Pointer[string]
+	apiKeys  atomic.Pointer[map[string]string] // gateway.api_keys' values by key_env
 	job      atomic.Pointer[applyJob]
 	jobMu    sync.Mutex    // one apply at a time
 	teardown chan struct{} // closed when Run starts tearing down
@@ -191,6 +192,9 @@ type Supervisor struct {
 
 	cgBase string       // this tsd's cgroup v2 directory for role cgroups, or ""
 	cgSeq  atomic.Int64 // names each run's cgroup
+
+	planner *plannerLoop // the SLO planner's loop (planner.go)
+	rolling atomic.Int32 // rolling restarts under way (the planner waits for them)
 }
 
 // Errors returned by the controls.
@@ -225,6 +229,7 @@ func New(opts Options) (*Supervisor, error) {
 		teardown:   make(chan struct{}),
 		shutdownCh: make(chan struct{}),
 		running:    make(chan struct{}),
+		planner:    &plannerLoop{cmds: make(chan plannerCmd), done: make(chan struct{})},
 	}
 	s.planv.Store(opts.Plan)
 	s.applied.Store(newApplied(opts.Profile, opts.Profile, opts.ProfileSource, nil))
@@ -233,6 +238,11 @@ func New(opts Options) (*Supervisor, error) {
 		key = os.Getenv(env) // what the gateway read when it was built
 	}
 	s.apiKey.Store(&key)
+	keys := map[string]string{}
+	for _, k := range opts.Plan.Gateway.APIKeys {
+		keys[k.KeyEnv] = os.Getenv(k.KeyEnv) // what the gateway read when it was built
+	}
+	s.apiKeys.Store(&keys)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -395,6 +405,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		close(scanDone)
 	}
 	defer func() { close(scanStop); <-scanDone }()
+	plannerStop := make(chan struct{})
+	go s.runPlanner(s.planner, plannerStop)
+	stopPlanner := sync.OnceFunc(func() { close(plannerStop); <-s.planner.done })
+	defer stopPlanner()
 	close(s.running)
 
 	var runErr error
@@ -409,6 +423,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	s.closing.Store(true) // ranks dropping from here on are part of the shutdown
 	close(s.teardown)     // an apply in progress stops
+	stopPlanner()         // and no planner move starts
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.

@@ -24,6 +24,7 @@ type GlobalKeys struct {
 	Back    key.Binding
 	Test    key.Binding
 	Command key.Binding
+	Planner key.Binding // the SLO planner's page (planner.go)
 }
 
 // PromptKeys answer a confirm prompt. Every key means one thing in every
@@ -98,6 +99,7 @@ func DefaultKeyMap() KeyMap {
 			Back:    b([]string{"esc"}, "esc", "back"),
 			Test:    b([]string{"t"}, "t", "test request"),
 			Command: b([]string{":"}, ":", "command line (tab, ↑/↓ history)"),
+			Planner: b([]string{"P"}, "P", "SLO planner (again: back)"),
 		},
 		PromptKeys: PromptKeys{
 			Yes:     b([]string{"y", "Y"}, "y", "confirm"),
@@ -168,7 +170,7 @@ type helpSection struct {
 // on every page and are listed once.
 func helpSections(k KeyMap) []helpSection {
 	return []helpSection{
-		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command}},
+		{"global", []key.Binding{k.Quit, k.Help, k.Back, k.Test, k.Command, k.Planner}},
 		{"moving (every page)", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}},
 		{"answering a prompt", []key.Binding{k.Yes, k.No, k.Now, k.Detach, k.StopAll}},
 		{"overview", []key.Binding{k.Inspect, k.Expand, k.Collapse, k.Logs, k.MergedLogs, k.Describe, k.Split,

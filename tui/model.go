@@ -25,10 +25,11 @@ const (
 	pageEvents
 	pageDescribe
 	pageApply
+	pagePlanner
 )
 
 // pageNames are the title line's names of the pages, by pageID.
-var pageNames = [...]string{"overview", "inspector", "logs", "help", "events", "describe", "apply"}
+var pageNames = [...]string{"overview", "inspector", "logs", "help", "events", "describe", "apply", "planner"}
 
 // page is the component contract: a page gets its size, handles the keys
 // routed to it, renders exactly its height, and names its bindings for the
@@ -53,6 +54,7 @@ type pages struct {
 	events    *eventsPage
 	help      *helpPage
 	apply     *applyPage
+	planner   *plannerPage // the SLO planner (planner.go)
 }
 
 func (ps *pages) get(id pageID) page {
@@ -69,12 +71,14 @@ func (ps *pages) get(id pageID) page {
 		return ps.describe
 	case pageApply:
 		return ps.apply
+	case pagePlanner:
+		return ps.planner
 	}
 	return ps.overview
 }
 
 func (ps *pages) all() []page {
-	return []page{ps.overview, ps.inspector, ps.logs, ps.help, ps.events, ps.describe, ps.apply}
+	return []page{ps.overview, ps.inspector, ps.logs, ps.help, ps.events, ps.describe, ps.apply, ps.planner}
 }
 
 type (
@@ -167,6 +171,7 @@ func newPages(m *Model, sort tableSort) pages {
 		events:    newEventsPage(m),
 		help:      &helpPage{m: m},
 		apply:     &applyPage{m: m},
+		planner:   &plannerPage{m: m},
 	}
 }
 
@@ -399,6 +404,12 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 			m.goBack()
 			return nil
 		}
+	case key.Matches(k, keys.Planner):
+		if m.focus == pagePlanner {
+			m.goBack()
+			return nil
+		}
+		return m.navigate(pagePlanner, "")
 	case key.Matches(k, keys.Test):
 		if m.testing {
 			m.flash.set("test request already running")

@@ -466,6 +466,9 @@ func (p *overviewPage) gatewayLines() []string {
 		errs = st.Bad.Render(errs)
 	}
 	parts = append(parts, errs)
+	if a := admissionPart(g.Admission); a != "" {
+		parts = append(parts, a)
+	}
 	if g.ClientErrors > 0 { // refused for what they asked: not the deployment's, never red
 		parts = append(parts, fmt.Sprintf("%d client errors", g.ClientErrors))
 	}

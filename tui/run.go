@@ -78,6 +78,8 @@ func (m *Model) runCommand(line string) tea.Cmd {
 		return m.navigate(pageHelp, "")
 	case "events":
 		return m.navigate(pageEvents, "")
+	case "planner":
+		return m.navigate(pagePlanner, "")
 	case "quit":
 		return m.askQuit()
 	}

@@ -23,6 +23,7 @@ type Dashboard struct {
 	Sort     Sort     `cmd:"" help:"sort the roles table (none: plan)"`
 	Split    NoArgs   `cmd:"" help:"the table with the role's log (x)"`
 	Events   NoArgs   `cmd:"" aliases:"ev" help:"every event kept, filterable (v)"`
+	Planner  NoArgs   `cmd:"" aliases:"slo" help:"the SLO planner: targets, proposal, why (P)"`
 	Ctx      Ctx      `cmd:"" aliases:"context" help:"switch deployment (none: list them)"`
 	Help     NoArgs   `cmd:"" aliases:"h,?" help:"this page (?)"`
 	Quit     NoArgs   `cmd:"" aliases:"q" help:"quit the dashboard (q)"`

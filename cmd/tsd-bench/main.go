@@ -74,6 +74,8 @@ type options struct {
 	skipGo, skipServe                           bool
 	goSave, goLoad                              string
 	skipRouting                                 bool
+	skipOverload                                bool
+	overloadFor                                 time.Duration
 	rel                                         relOptions
 	// The gateway's share of TTFT (C=1) and the scaling rows.
 	shareN, scaleN, loadCores int
@@ -82,6 +84,7 @@ type options struct {
 	skipShare                 bool
 	skipTracing               bool // the rows with gateway.tracing at 10% (tracing.go)
 	lay                       layoutsOptions
+	planner                   plannerBench // the SLO planner rows (planner.go)
 }
 
 // fakeGPUs is -fake-gpus: every deployment the driver starts gets it.
@@ -126,6 +129,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.goLoad, "go-load", "", "take the Go benchmark rows from a file -go-save wrote (an earlier run of the same binaries) instead of running them")
 	fs.BoolVar(&o.skipServe, "skip-serve", false, "skip the serving rows (only Go benchmarks and control plane)")
 	fs.BoolVar(&o.skipRouting, "skip-routing", false, "skip the routing rows (cached-token share and TTFT by policy)")
+	fs.BoolVar(&o.skipOverload, "skip-overload", false, "skip the overload rows (two priority classes at twice the engines' capacity)")
+	fs.DurationVar(&o.overloadFor, "overload-duration", 60*time.Second, "how long the overload rows drive twice the engines' capacity")
 	fs.IntVar(&o.rel.streams, "rel-streams", 200, "reliability: concurrent streams while decode-0 is killed")
 	fs.IntVar(&o.rel.kills, "rel-kills", 10, "reliability: SIGKILLs of decode-0 per run")
 	fs.IntVar(&o.rel.tokens, "rel-tokens", 64, "reliability: tokens per stream")
@@ -148,6 +153,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.lay.goodput, "layouts-goodput", "ttft:1000,tpot:10", "layouts: the SLO, in tsd bench --goodput's words")
 	fs.IntVar(&o.lay.outputLen, "layouts-output-len", 200, "layouts: output tokens of every request")
 	fs.StringVar(&o.lay.plot, "layouts-plot", "", "layouts: also write the comparison's PNG here (docs/layouts.png)")
+	o.planner.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -485,6 +491,9 @@ func run(o options) error {
 		return layoutsOnly(o, e, tsd, fake, work)
 	}
 	fmt.Println(l.describe())
+	if o.planner.only {
+		return writePlannerOnly(o, l, tsd, fake, work)
+	}
 
 	var rows []loadRow
 	var ctl []controlRow
@@ -581,9 +590,16 @@ func run(o options) error {
 	if !o.skipRouting {
 		routingMD = routingSection(l, tsd, fake, work)
 	}
+	if !o.skipOverload {
+		routingMD += overloadSection(l, tsd, fake, work, o.overloadFor)
+	}
 	var rel []relRow
 	if !o.rel.skip {
 		rel = runReliability(o.rel, l, tsd, fake, work)
+	}
+	var plannerMD string
+	if !o.planner.skip {
+		plannerMD = renderPlanner(o.planner, runPlannerRows(o.planner, l, tsd, fake, work))
 	}
 
 	var lay *layoutsRun
@@ -605,7 +621,7 @@ func run(o options) error {
 		gob = runGoBenches(o)
 	}
 	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o)+renderTracing(l, traced, rows, share, tracedC), renderScale(scale, o),
-		renderReliability(rel, o.rel)) + routingMD
+		renderReliability(rel, o.rel)) + routingMD + plannerMD
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}

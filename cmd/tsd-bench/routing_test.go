@@ -109,6 +109,15 @@ func TestRenderRouting(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, md)
 		}
 	}
+	r.byConc = []concRow{{conc: 1, kv: run("kv_aware", 0.77, 0), cache: run("cache_aware", 0.76, 0)}, {conc: 16, kv: run("kv_aware", 0.70, 0), cache: run("cache_aware", 0.71, 0)}}
+	r.small, r.smallOracle = concRow{conc: 3, kv: run("kv_aware", 0.79, 0), cache: run("cache_aware", 0.79, 0)}, oracleResult{share: 0.81}
+	md = renderRouting(r)
+	for _, want := range []string{"| 1 | 0.770 | 0.760 | 0.96 | pass |", "| 16 | 0.700 | 0.710 | 0.87 | **FAIL** |", "| 3 (6 groups × 8) | 0.790 | 0.790 | 0.98 | pass |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	r.byConc, r.small = nil, concRow{}
 	r.kvHot.perRank = []int{30, 4, 3, 3}
 	r.kv.share = 0.5
 	md = renderRouting(r)

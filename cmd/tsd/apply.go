@@ -63,6 +63,14 @@ func (c applyCmd) Run() error {
 	if env := p.Gateway.APIKeyEnv; env != "" {
 		req.APIKey = os.Getenv(env)
 	}
+	for _, k := range p.Gateway.APIKeys {
+		if v := os.Getenv(k.KeyEnv); v != "" {
+			if req.Keys == nil {
+				req.Keys = map[string]string{}
+			}
+			req.Keys[k.KeyEnv] = v
+		}
+	}
 	cmdline := "tsd apply"
 	if name == "" {
 		cmdline = "tsd apply " + path

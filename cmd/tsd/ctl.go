@@ -300,6 +300,23 @@ func watchStatus(ctx context.Context, cl *supervisor.ControlClient, w io.Writer,
 	}
 }
 
+// shedText is "queue_full 3, deadline 1" (most first), "none" when empty.
+func shedText(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // renderStatus prints the readable table of `tsd status`.
 func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	gw := "no gateway"
@@ -323,10 +340,16 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 	if line := applyLine(s.Apply); line != "" {
 		fmt.Fprintf(w, "  %s\n", line)
 	}
+	if line := plannerLine(s.Planner); line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	for _, t := range s.Gateway.Roles {
 		if t.KVEvents == snapshot.KVEventsAbsent {
 			fmt.Fprintf(w, "  %s: %s\n", t.Role, t.KVNote)
 		}
+	}
+	if a := s.Gateway.Admission; a != nil {
+		fmt.Fprintf(w, "  admission: %d waiting (%d prompt tokens), %d in flight, %d admitted, shed %s\n", a.Queued, a.QueuedTokens, a.InFlight, a.Admitted, shedText(a.Shed))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,13 +58,27 @@ type load struct {
 	inFlight  int
 	firstDone chan struct{}
 	once      sync.Once
+	ids       string // the prompt's input_ids as JSON (startLoadPrompt)
 }
 
 // startLoad runs clients streaming requests of tokens tokens each until
 // stop; a request with no end within deadline counts as hung.
 func startLoad(base string, clients, tokens int, deadline time.Duration) *load {
+	return startLoadPrompt(base, clients, tokens, 8, deadline)
+}
+
+// startLoadPrompt is startLoad with prompts of prompt tokens (the SLO
+// planner's tests load a prefill with long ones).
+func startLoadPrompt(base string, clients, tokens, prompt int, deadline time.Duration) *load {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{base: base, tokens: tokens, deadline: deadline, cancel: cancel, firstDone: make(chan struct{}),
+	ids := make([]string, prompt)
+	for i := range ids {
+		ids[i] = strconv.Itoa(1 + i%8)
+	}
+	if prompt > 8 {
+		ids = ids[3:] // each request's first three tokens are its own (one): no prefix cache hit
+	}
+	l := &load{base: base, tokens: tokens, deadline: deadline, cancel: cancel, firstDone: make(chan struct{}), ids: "[" + strings.Join(ids, ",") + "]",
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients * 2}}}
 	for i := 0; i < clients; i++ {
 		l.wg.Add(1)
@@ -121,7 +136,11 @@ func (l *load) one(loadCtx context.Context, seed int) loadResult {
 	defer cancel()
 	start := time.Now()
 	res := loadResult{start: start}
-	body := fmt.Sprintf(`{"input_ids":[1,2,3,4,5,6,7,8],"stream":true,"sampling_params":{"max_new_tokens":%d,"ignore_eos":true,"seed":%d}}`, l.tokens, seed)
+	ids := l.ids
+	if ids != "[1,2,3,4,5,6,7,8]" {
+		ids = fmt.Sprintf("[%d,%d,%d,%s", 2+seed%997, 2+seed/997%997, 2+seed/994009%997, ids[1:])
+	}
+	body := fmt.Sprintf(`{"input_ids":%s,"stream":true,"sampling_params":{"max_new_tokens":%d,"ignore_eos":true,"seed":%d}}`, ids, l.tokens, seed)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.base+"/generate", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := l.hc.Do(req)

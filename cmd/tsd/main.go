@@ -28,6 +28,7 @@ type cli struct {
 	Stop       stopCmd          `cmd:"" help:"Stop one role, or the whole deployment (a dead one: what its killed daemon left)."`
 	Apply      applyCmd         `cmd:"" help:"Change a running deployment to an edited profile: only what changed starts, stops or restarts (--dry-run shows the diff)."`
 	Scale      scaleCmd         `cmd:"" help:"Add or remove replicas of a running deployment's role (tsd scale decode=3); the profile file is not rewritten."`
+	Planner    plannerCmd       `cmd:"" help:"Pause or resume a running deployment's SLO planner (slo: in its profile): tsd planner pause|resume [NAME]."`
 	Logs       logsCmd          `cmd:"" help:"Print (or follow) one role's log, or every role's merged."`
 	Bench      benchCmd         `cmd:"" help:"Benchmark a running deployment's gateway (flags as ts bench serve; --goodput, rate sweeps), or compare layouts (--layouts a.yaml,b.yaml: each brought up, measured, stopped; the best named and why)."`
 	Export     exportCmd        `cmd:"" help:"Write the profile for another launcher (tsd export slurm PROFILE: a batch script)."`

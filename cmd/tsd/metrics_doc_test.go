@@ -14,6 +14,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/planner"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor/rolemetrics"
@@ -53,6 +54,7 @@ func exported(t *testing.T) map[string]string {
 	tel := telemetry.New(telemetry.Options{FakeGPUs: 1})
 	registerProcessCollectors(reg, tel)
 	reg.MustRegister(rolemetrics.New(func() snapshot.Snapshot { return snapshot.Snapshot{} }, time.Now(), nil))
+	reg.MustRegister(planner.NewCollector(func() *snapshot.PlannerStatus { return nil }))
 	tok, err := tokenizer.Load(filepath.Join("..", "..", "gateway", "vision", "testdata", "demo-vl"))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/supervisor"
@@ -60,7 +61,14 @@ func (c planCmd) running(stdout, stderr io.Writer) error {
 	if err != nil {
 		return unreachable(f, err)
 	}
-	return c.print(stdout, stderr, plan)
+	if err := c.print(stdout, stderr, plan); err != nil || c.JSON {
+		return err
+	}
+	// The SLO planner's proposal beside what runs (docs/architecture.md §4.5).
+	if s, err := supervisor.NewControlClient(f.socket).Status(ctx); err == nil && s.Planner != nil {
+		renderPlanner(stdout, s.Planner, time.Now())
+	}
+	return nil
 }
 
 func (c planCmd) print(stdout, stderr io.Writer, plan *profiles.Plan) error {

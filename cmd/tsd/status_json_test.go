@@ -50,6 +50,13 @@ func TestStatusJSONGolden(t *testing.T) {
 		GPUs: []snapshot.GPUStatus{{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", UtilPct: 87, MemUsedB: 70 << 30, MemTotalB: 141 << 30,
 			PowerW: 612, TempC: 61, SMClockMHz: 1980, Roles: []string{"prefill"}}},
 		Events: []snapshot.Event{{Time: at, Role: "decode", Message: "restart requested: HF_TOKEN=secret ts serve"}},
+		Planner: &snapshot.PlannerStatus{Mode: "advise", TTFT: time.Second, ITL: 50 * time.Millisecond, Interval: 30 * time.Second,
+			Cooldown: 2 * time.Minute, GPUs: []string{"0", "1"}, Last: at.Add(-5 * time.Second), Next: at.Add(25 * time.Second), Code: "hold",
+			Reason:    "within targets: prefill TTFT p90 412 ms, 41% of 1.0 s; decode ITL p90 31 ms, 62% of 50 ms",
+			Decisions: map[string]uint64{"hold": 12},
+			Groups: []snapshot.PlannerGroup{{Group: "prefill", Kind: "prefill", Replicas: 1, Proposed: 1, Min: 1, TTFT: 412 * time.Millisecond,
+				TTFTN: 375, Pressure: 0.412, Predicted: 0.43, Judged: "ttft", ReqPerSec: 12.5, PromptPerReq: 812, CachedShare: 0.4,
+				InFlight: 2.1, PressureSeries: []float64{0.39, 0.41, 0.412}}}},
 	}
 	// As the daemon serves it (supervisor/control.go: indented) and the
 	// CLI prints it (maskJSON).

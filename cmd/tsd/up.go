@@ -26,6 +26,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/probe"
 	"github.com/tsd-project/tsd/headless"
+	"github.com/tsd-project/tsd/planner"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor"
@@ -342,6 +343,9 @@ func (c upCmd) runSupervisor() error {
 	}
 	current = sup.Plan
 	tester.Key = sup.APIKey // tsd apply may change it
+	// The SLO planner's series (tsd_planner_*), read from the snapshot
+	// at each scrape (docs/architecture.md §4.5).
+	reg.MustRegister(planner.NewCollector(func() *snapshot.PlannerStatus { return sup.Snapshot().Planner }))
 	// The roles' states, restarts, exits and uptime, beside the gateway's
 	// and telemetry's series on the one registry.
 	reg.MustRegister(rolemetrics.New(sup.Snapshot, started, nil))

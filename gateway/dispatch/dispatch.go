@@ -9,6 +9,8 @@
 // prefill rank (this file, docs/protocol.md §8.3).
 package dispatch
 
+import "time"
+
 // KVIndex is what the kv_aware policy reads of the engines' own KV events.
 type KVIndex interface {
 	// Match reports, for the worker named by its role instance name (as in
@@ -17,8 +19,12 @@ type KVIndex interface {
 	// according to the engine's KV events (perRank[i] is DP rank i; a
 	// multiple of the engine's page size), and whether that worker's
 	// events are live (subscribed, no unrecovered gap). live=false means
-	// route that worker by cache_aware and say so on screen.
+	// route that worker by cache_aware and say so on screen. A prompt
+	// predicted on a rank (Predict) counts until its events settle it.
 	Match(worker string, prompt []int32) (perRank []int, live bool)
+	// Predict counts prompt as held by DP rank dpRank of worker for ttl
+	// (docs/protocol.md §16.8): kv_aware has just routed it there.
+	Predict(worker string, dpRank int, prompt []int32, ttl time.Duration)
 }
 
 // MaxRoom is the exclusive upper bound of bootstrap rooms: SMG draws rooms

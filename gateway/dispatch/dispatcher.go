@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tsd-project/tsd/gateway/admission"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/routing"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -66,6 +67,28 @@ type Metrics struct {
 	// state change (SMG's smg_worker_cb_transitions_total).
 	Attempts           *prometheus.CounterVec // failure, verdict
 	BreakerTransitions *prometheus.CounterVec // worker, from, to
+	// TenantRequests counts requests by API key (gateway.api_keys name)
+	// and outcome (admitted, or the reason it was shed); TenantTokens
+	// the prompt tokens of those admitted. QueueWait is how long
+	// requests waited in the admission queue, by class (SMG's
+	// smg_scheduler_queue_wait_seconds). nil: not counted.
+	TenantRequests *prometheus.CounterVec
+	TenantTokens   *prometheus.CounterVec
+	QueueWait      *prometheus.HistogramVec
+	// Shed hears a request the admission queue shed, by its reason
+	// (smg_admission_queue_rejected_total, beside the front door's).
+	Shed func(reason string)
+}
+
+// tenant counts a request of an API key's tenant ("": none, not counted).
+func (m *Metrics) tenant(name, outcome string, prompt int) {
+	if name == "" || m.TenantRequests == nil {
+		return
+	}
+	m.TenantRequests.WithLabelValues(name, outcome).Inc()
+	if prompt > 0 && m.TenantTokens != nil {
+		m.TenantTokens.WithLabelValues(name).Add(float64(prompt))
+	}
 }
 
 func (m *Metrics) reqError(kind string) { m.ReqErrors.WithLabelValues(kind).Inc() }
@@ -134,10 +157,13 @@ type Dispatcher struct {
 	inflight  atomic.Int64
 	rng       *lockedRand
 
-	live     *liveState // what tsd apply changes: settings, the worker set
-	routes   *routes    // the routing side: the Router, the KV index, queueing
-	enc      *encoders  // encode routing and the embedding watches
-	breakers *breakers  // gateway.circuit_breaker; no book while off
+	live   *liveState // what tsd apply changes: settings, the worker set
+	routes *routes    // the routing side: the Router, the KV index, queueing
+	// queue is the admission queue in front of the engines
+	// (gateway/admission, admit.go).
+	queue    *admission.Queue
+	enc      *encoders // encode routing and the embedding watches
+	breakers *breakers // gateway.circuit_breaker; no book while off
 }
 
 // New builds the dispatch over cfg.Lane's workers.
@@ -169,14 +195,24 @@ func New(cfg Config) *Dispatcher {
 		}
 	}}
 	g.enc = &encoders{mode: g.mode, live: g.live, lane: cfg.Lane, brk: g.breakers, rng: g.rng, metrics: cfg.Metrics, guard: g.guard}
-	router := routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Aggregated: lc.aggregatedPolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
-		OnPanic: g.guard.onPanic})
-	g.routes = &routes{router: router, kv: cfg.KV, live: g.live, brk: g.breakers, enc: g.enc, lane: cfg.Lane, metrics: cfg.Metrics,
+	g.routes = &routes{live: g.live, brk: g.breakers, enc: g.enc, lane: cfg.Lane, metrics: cfg.Metrics,
 		queued: g.queuedNow, shutdown: cfg.Shutdown, hookPick: g.opts.HookPick}
+	g.SetKV(cfg.KV)
+	router := routing.NewRouter(routing.Options{Prefill: lc.prefillPolicy, Decode: lc.decodePolicy, Aggregated: lc.aggregatedPolicy, Config: routingConfig(cfg.Plan.Gateway), Rand: g.rng.Uint64,
+		OnPanic: g.guard.onPanic, KV: kvSource{g.routes}})
+	g.routes.router = router
+	g.queue = admission.New(queueConfig(cfg.Plan.Gateway), admission.Options{Ranks: g.ranksOf, OnPanic: g.guard.onPanic,
+		OnQueue: func(d int) { g.queuedNow.Add(int64(d)) },
+		OnLeave: func(_ string, class int, waited time.Duration) {
+			if h := g.metrics.QueueWait; h != nil {
+				h.WithLabelValues(admission.ClassLabel(class)).Observe(waited.Seconds())
+			}
+		}})
 	if cfg.Shutdown != nil {
 		go func() {
 			<-cfg.Shutdown
 			router.Close()
+			g.queue.Close()
 		}()
 	}
 	g.breakers.start(BreakerConfigOf(cfg.Plan.Gateway.CircuitBreaker), laneRoles(cfg.Lane))
@@ -193,7 +229,10 @@ func orDefault(s, def string) string {
 // Close stops the routing goroutine (the gateway's Shutdown does it
 // through Config.Shutdown; tests that build a Dispatcher without one call
 // Close).
-func (g *Dispatcher) Close() { g.routes.router.Close() }
+func (g *Dispatcher) Close() {
+	g.routes.router.Close()
+	g.queue.Close()
+}
 
 // Policies are the policies in use per kind (aggregated's only with
 // aggregated engines).

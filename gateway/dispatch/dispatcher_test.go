@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -105,5 +106,51 @@ func TestDispatcherStandsAlone(t *testing.T) {
 	}
 	if d.InFlight() != 0 || testutil.ToFloat64(m.Requests) != 0 {
 		t.Fatalf("in flight %d, dispatched %v", d.InFlight(), testutil.ToFloat64(m.Requests))
+	}
+}
+
+// gateway.queue_timeout bounds the request, not each attempt: an attempt
+// whose request has spent its wait already does not wait again for a
+// routable worker (a request once waited over 60 s through three
+// attempts while the only decode restarted). QueueTimeout is an hour
+// here: were the wait the attempt's, this test would hang.
+func TestQueueDeadlineIsTheRequests(t *testing.T) {
+	t.Parallel()
+	d, m := newTestDispatcher(t, Options{QueueTimeout: time.Hour}, nil)
+	ctx := context.WithValue(context.Background(), queueDeadlineKey{}, time.Now().Add(-time.Second))
+	_, err := d.routes.pickQueued(ctx, &tokenapi.Request{InputIDs: []int32{1, 2}, LogprobStartLen: -1}, 7, avoid{})
+	var fe *front.Error
+	if !errors.As(err, &fe) || fe.Status != http.StatusServiceUnavailable || fe.Code != "no_prefill_worker" || !strings.Contains(fe.Message, "waited 1h0m0s") {
+		t.Fatalf("an attempt past the request's deadline: %v", err)
+	}
+	if n := testutil.ToFloat64(m.Queued.WithLabelValues("timeout")); n != 1 {
+		t.Fatalf("timeouts counted %v", n)
+	}
+}
+
+// A request's priority class: its field, else SMG's header, else its
+// key's; never above its key's (ClassOf, pure).
+func TestClassOf(t *testing.T) {
+	t.Parallel()
+	p := func(v int) *int { return &v }
+	for _, c := range []struct {
+		name     string
+		priority *int
+		caller   front.Caller
+		want     int
+	}{
+		{"nothing: default", nil, front.Caller{}, 0},
+		{"the field", p(5), front.Caller{}, 5},
+		{"the header", nil, front.Caller{Header: "interactive", HasHeader: true}, 1},
+		{"an unknown header value is default", nil, front.Caller{Header: "urgent", HasHeader: true}, 0},
+		{"the field over the header", p(-3), front.Caller{Header: "system", HasHeader: true}, -3},
+		{"the key's class", nil, front.Caller{Tenant: "a", Priority: 2, Keyed: true}, 2},
+		{"a key's class is a ceiling", p(50), front.Caller{Tenant: "a", Priority: 1, Keyed: true}, 1},
+		{"a header above the key's class", nil, front.Caller{Tenant: "a", Priority: -1, Keyed: true, Header: "system", HasHeader: true}, -1},
+		{"lower than the key's is taken", p(-5), front.Caller{Tenant: "a", Priority: 1, Keyed: true}, -5},
+	} {
+		if got := ClassOf(&tokenapi.Request{Priority: c.priority}, c.caller); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
 	}
 }

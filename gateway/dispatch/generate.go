@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/tsd-project/tsd/gateway/admission"
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -99,11 +100,13 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 	// runner): a panic here fails this request with a 500 and aborts any
 	// leg already sent, instead of taking the daemon down.
 	var sent []*lane.Stream
+	var tk *admission.Ticket
 	defer func() {
 		v := recover()
 		if v == nil {
 			return
 		}
+		tk.Done(0)
 		g.guard.onPanic("dispatch", v, debug.Stack())
 		perr := fmt.Errorf("internal error in the gateway's dispatch (recovered: %v)", v)
 		for _, s := range sent {
@@ -112,9 +115,13 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 		g.metrics.reqError("panic")
 		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
 	}()
-	f, err := g.generate(ctx, r, &sent)
+	f, err := g.generate(ctx, r, &sent, &tk)
 	if err != nil {
+		tk.Done(0)
 		return nil, err
+	}
+	if tk != nil {
+		return &admitted{flight: f, tk: tk}, nil
 	}
 	return f, nil
 }
@@ -146,19 +153,25 @@ func (g *Dispatcher) Generate(ctx context.Context, r tokenapi.Request) (<-chan t
 	return events, nil
 }
 
-// generate dispatches one request in steps: admit (validate it) → its
-// first attempt (flight.launch: pick its legs, waiting for a routable
+// generate dispatches one request in steps: admit (validate it) → enter
+// the admission queue (its ticket in *tk) → its first attempt (flight.launch: pick its legs, waiting for a routable
 // worker → encode each leg's request with a fresh rid and room → submit
 // the legs → with prompt logprobs asked, await the prefill's), retried as
 // gateway.retry says while each failure is still a clean error before any
 // response → start its flight, which Next drives through the attempt and
 // any later one (flight.go). Only the failure that ends the request is
 // counted.
-func (g *Dispatcher) generate(ctx context.Context, r tokenapi.Request, sent *[]*lane.Stream) (*flight, error) {
+func (g *Dispatcher) generate(ctx context.Context, r tokenapi.Request, sent *[]*lane.Stream, tk **admission.Ticket) (*flight, error) {
 	traffic.FromContext(ctx).ID(r.RID) // the access line's id unless the client sent one
 	sp, err := g.admit(&r)
 	if err != nil {
 		g.metrics.reqError("invalid_request")
+		return nil, err
+	}
+	// Its place in the admission queue (admit.go), and its deadline for
+	// waiting, in ctx from here on.
+	if ctx, *tk, err = g.enter(ctx, &r); err != nil {
+		g.metrics.reqError(front.As(err).Code)
 		return nil, err
 	}
 	f := g.newFlight(ctx, r, sp, sent)

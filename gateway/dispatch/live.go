@@ -179,6 +179,7 @@ func (g *Dispatcher) Reconfigure(p profiles.GatewayPlan, queueTimeout time.Durat
 		return err
 	}
 	g.live.cfg.Store(next)
+	g.queue.Reconfigure(queueConfig(p))
 	return nil
 }
 

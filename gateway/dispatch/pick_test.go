@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,8 +41,16 @@ func (v *vanishing) Role() string {
 
 func testRouter(t *testing.T, prefill, decode string) *routing.Router {
 	t.Helper()
+	return testRouterKV(t, prefill, decode, nil)
+}
+
+// testRouterKV is testRouter whose kv_aware reads kv (nil: none).
+func testRouterKV(t *testing.T, prefill, decode string, kv KVIndex) *routing.Router {
+	t.Helper()
 	var n uint64
-	r := routing.NewRouter(routing.Options{Prefill: prefill, Decode: decode, Rand: func() uint64 { n++; return n }})
+	g := &Dispatcher{routes: &routes{}}
+	g.SetKV(kv)
+	r := routing.NewRouter(routing.Options{Prefill: prefill, Decode: decode, Rand: func() uint64 { n++; return n }, KV: kvSource{g.routes}})
 	t.Cleanup(r.Close)
 	return r
 }
@@ -55,7 +65,7 @@ func TestChooseLegsReadsRanksOnce(t *testing.T) {
 	pre := &vanishing{ranks: []lane.RankLoad{{Identity: 1, DPRank: 1}}, dp: 2}
 	dec := &vanishing{ranks: []lane.RankLoad{{Identity: 0, DPRank: 0}}, dp: 1}
 	room := uint64(10) // maps to prefill DP rank 0, which is down
-	p, d, r, _, err := chooseLegs(testRouter(t, routing.RoundRobin, routing.LeastLoad), nil, false, routing.Request{Prompt: []int32{1}},
+	p, d, r, _, err := chooseLegs(testRouter(t, routing.RoundRobin, routing.LeastLoad), routing.Request{Prompt: []int32{1}},
 		[]rankSource{pre}, []rankSource{dec}, room)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +117,7 @@ func TestChooseLegs(t *testing.T) {
 		if dPol == "" {
 			dPol = routing.RoundRobin
 		}
-		p, d, room, _, err := chooseLegs(testRouter(t, pPol, dPol), nil, false, routing.Request{Prompt: []int32{1, 2}}, tc.pre, tc.dec, tc.room)
+		p, d, room, _, err := chooseLegs(testRouter(t, pPol, dPol), routing.Request{Prompt: []int32{1, 2}}, tc.pre, tc.dec, tc.room)
 		if tc.wantErr != nil {
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.wantErr)
@@ -120,7 +130,8 @@ func TestChooseLegs(t *testing.T) {
 	}
 }
 
-// fakeKV is a KV index with fixed answers per worker.
+// fakeKV is a KV index with fixed answers per worker; it records what
+// was predicted.
 type fakeKV map[string]struct {
 	perRank []int
 	live    bool
@@ -131,12 +142,63 @@ func (f fakeKV) Match(worker string, _ []int32) ([]int, bool) {
 	return e.perRank, e.live
 }
 
+func (f fakeKV) Predict(worker string, dpRank int, _ []int32, _ time.Duration) {
+	f["predicted"] = struct {
+		perRank []int
+		live    bool
+	}{append(f["predicted"].perRank, dpRank), false}
+}
+
+// predKV is fixed answers per worker and the prompts predicted on each
+// rank since the answers were set: a rank holds the longer of its fixed
+// answer and a predicted prompt's common prefix (never the last token).
+type predKV struct {
+	mu     sync.Mutex
+	fixed  fakeKV
+	claims map[string][][]int32 // worker#rank
+}
+
+func (k *predKV) set(f fakeKV) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fixed, k.claims = f, nil
+}
+
+func (k *predKV) Match(worker string, prompt []int32) ([]int, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.fixed[worker]
+	per := append([]int(nil), e.perRank...)
+	for i := range per {
+		for _, c := range k.claims[fmt.Sprintf("%s#%d", worker, i)] {
+			n := 0
+			for n < len(c) && n < len(prompt)-1 && c[n] == prompt[n] {
+				n++
+			}
+			per[i] = max(per[i], n)
+		}
+	}
+	return per, e.live
+}
+
+func (k *predKV) Predict(worker string, dpRank int, prompt []int32, _ time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.claims == nil {
+		k.claims = map[string][][]int32{}
+	}
+	key := fmt.Sprintf("%s#%d", worker, dpRank)
+	k.claims[key] = append(k.claims[key], prompt)
+}
+
 // kv_aware reads the index per worker: the rank holding the prompt takes
 // it while its events are live; the access fields say why; a worker
 // whose events are absent is routed by the tree.
 func TestChooseLegsKVAware(t *testing.T) {
 	t.Parallel()
-	r := testRouter(t, routing.KVAware, routing.RoundRobin)
+	prompt := make([]int32, 64)
+	kv := fakeKV{"prefill": {perRank: []int{0, 0, 48, 16}, live: true}}
+	r := testRouterKV(t, routing.KVAware, routing.RoundRobin, kv)
 	since := time.Now()
 	pre := func() []rankSource {
 		return []rankSource{&vanishing{name: "prefill", dp: 4, ranks: []lane.RankLoad{
@@ -145,24 +207,27 @@ func TestChooseLegsKVAware(t *testing.T) {
 	dec := func() []rankSource {
 		return []rankSource{&vanishing{name: "decode", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}
 	}
-	prompt := make([]int32, 64)
-	kv := fakeKV{"prefill": {perRank: []int{0, 0, 48, 16}, live: true}}
-	p, _, room, ri, err := chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	p, _, room, ri, err := chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
 	if err != nil || p.identity != 2 || room%4 != 2 || ri.pre.Reason != routing.ReasonKVHit || ri.pre.Match != 48 || ri.preRank != 2 || ri.preWeight != 16 || ri.decWeight != 64 {
 		t.Fatalf("live: %+v room %d %+v %v", p, room, ri, err)
+	}
+	if got := kv["predicted"].perRank; len(got) != 1 || got[0] != 2 {
+		t.Fatalf("predicted on ranks %v, want the chosen rank 2", got)
 	}
 	// The same prompt with the events gone: the tree saw it go to rank 2.
 	kv["prefill"] = struct {
 		perRank []int
 		live    bool
 	}{nil, false}
-	p, _, _, ri, err = chooseLegs(r, kv, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	p, _, _, ri, err = chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
 	if err != nil || p.identity != 2 || ri.pre.Reason != routing.FallbackPrefix+routing.ReasonCacheHit {
 		t.Fatalf("absent: %+v %+v %v", p, ri, err)
 	}
 	// No index at all (Config.KV nil) is the same fallback.
-	p, _, _, ri, err = chooseLegs(r, nil, true, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
-	if err != nil || p.identity != 2 || !routing.IsFallback(ri.pre.Reason) {
+	r = testRouterKV(t, routing.KVAware, routing.RoundRobin, nil)
+	first, _, _, _, _ := chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000) // the tree learns the prompt's rank
+	p, _, _, ri, err = chooseLegs(r, routing.Request{Prompt: prompt}, pre(), dec(), 1000)
+	if err != nil || p.identity != first.identity || ri.pre.Reason != routing.FallbackPrefix+routing.ReasonCacheHit {
 		t.Fatalf("no index: %+v %+v %v", p, ri, err)
 	}
 }
@@ -175,8 +240,13 @@ func TestChooseLegsKVAware(t *testing.T) {
 func TestPickLayoutKVAwareAggregated(t *testing.T) {
 	t.Parallel()
 	var n uint64
-	r := routing.NewRouter(routing.Options{Prefill: routing.RoundRobin, Decode: routing.RoundRobin, Aggregated: routing.KVAware, Rand: func() uint64 { n++; return n }})
+	rs := &routes{}
+	kv := &predKV{fixed: fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}}}
+	var idx KVIndex = kv
+	rs.kv.Store(&idx)
+	r := routing.NewRouter(routing.Options{Prefill: routing.RoundRobin, Decode: routing.RoundRobin, Aggregated: routing.KVAware, Rand: func() uint64 { n++; return n }, KV: kvSource{rs}})
 	t.Cleanup(r.Close)
+	rs.router = r
 	since := time.Now()
 	fresh := func() *pools {
 		ps := &pools{}
@@ -187,15 +257,14 @@ func TestPickLayoutKVAwareAggregated(t *testing.T) {
 		ps.decode = pool{workers: make([]*lane.Worker, 1), src: []rankSource{&vanishing{name: "decode", dp: 1, ranks: []lane.RankLoad{{Identity: 0}}}}}
 		return ps
 	}
-	rs := &routes{router: r, kv: fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}}}
 	prompt := make([]int32, 64)
 	lc := &liveConfig{prefillPolicy: routing.RoundRobin, aggregatedPolicy: routing.KVAware, layout: routing.LayoutConfig{Mode: routing.DisaggNever}}
 	rt, err := rs.pickLayout(routing.Request{Prompt: prompt}, false, fresh(), lc, 1000, nil, nil)
 	if err != nil || !rt.info.aggregated() || rt.dec.id != 1 || rt.info.preRank != 1 || rt.info.pre.Reason != routing.ReasonKVHit || rt.info.decWeight != 16 || rt.info.layout.Reason != routing.LayoutReasonNever {
 		t.Fatalf("never: %+v %v", rt, err)
 	}
-	// The next turn: the prompt sent there (kv_aware counts it held until
-	// the events show it) and 16 new tokens.
+	// The next turn: the prompt sent there (kv_aware predicted its blocks
+	// there, held until the events show them) and 16 new tokens.
 	lc.layout = routing.LayoutConfig{Mode: routing.DisaggConditional, MaxUncachedTokens: 2048, MaxUncachedRatio: 0.7}
 	turn := append(append([]int32{}, prompt...), make([]int32, 16)...)
 	for i := 64; i < 80; i++ {
@@ -209,13 +278,13 @@ func TestPickLayoutKVAwareAggregated(t *testing.T) {
 	for i := range other {
 		other[i] = int32(i + 1)
 	}
-	rs.kv = fakeKV{"agg-0": {perRank: []int{0, 0}, live: true}, "agg-1": {perRank: []int{0, 0}, live: true}}
+	kv.set(fakeKV{"agg-0": {perRank: []int{0, 0}, live: true}, "agg-1": {perRank: []int{0, 0}, live: true}})
 	rt, err = rs.pickLayout(routing.Request{Prompt: other}, false, fresh(), lc, 1000, nil, nil)
 	if err != nil || rt.info.aggregated() || rt.info.layout.Reason != routing.LayoutReasonRatioTooHi || rt.info.preWeight != 64 || rt.info.decWeight != 64 {
 		t.Fatalf("conditional, held nowhere: %+v %v", rt, err)
 	}
 	// An image takes prefill → decode whatever the cache says.
-	rs.kv = fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}}
+	kv.set(fakeKV{"agg-1": {perRank: []int{0, 48}, live: true}})
 	if rt, err = rs.pickLayout(routing.Request{Prompt: prompt}, true, fresh(), lc, 1000, nil, nil); err != nil || rt.info.aggregated() || rt.info.layout.Reason != routing.LayoutReasonImage {
 		t.Fatalf("an image: %+v %v", rt, err)
 	}

@@ -26,7 +26,7 @@ func TestChooseLegsAvoidsQuietRank(t *testing.T) {
 	pre := []rankSource{steady{"p", []lane.RankLoad{{Identity: 0}}}}
 	dec := []rankSource{steady{"d0", []lane.RankLoad{{Identity: 0, Quiet: true, InFlight: 3}}}, steady{"d1", []lane.RankLoad{{Identity: 0}}}}
 	for i := range 6 {
-		_, d, _, _, err := chooseLegs(r, nil, false, routing.Request{Prompt: []int32{1}}, pre, dec, 0)
+		_, d, _, _, err := chooseLegs(r, routing.Request{Prompt: []int32{1}}, pre, dec, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestChooseLegsAvoidsQuietRank(t *testing.T) {
 	both := []rankSource{steady{"d0", []lane.RankLoad{{Identity: 0, Quiet: true}}}, steady{"d1", []lane.RankLoad{{Identity: 0, Quiet: true}}}}
 	seen := map[int]bool{}
 	for range 4 {
-		_, d, _, _, err := chooseLegs(r, nil, false, routing.Request{Prompt: []int32{1}}, pre, both, 0)
+		_, d, _, _, err := chooseLegs(r, routing.Request{Prompt: []int32{1}}, pre, both, 0)
 		if err != nil {
 			t.Fatalf("all decodes quiet: %v", err)
 		}

@@ -70,31 +70,65 @@ var alwaysPD = routing.LayoutDecision{Layout: routing.LayoutPD, Reason: routing.
 // views reads each worker's routable ranks exactly once: ranks that
 // vanish meanwhile can make a later Submit fail cleanly, but never make
 // the choice index an empty list (the 1P-dp2 kill test's "index out of
-// range [-1]"). kv, when set, adds each worker's KV events. Quiet ranks
+// range [-1]"). The KV events are not read here: kv_aware's Router asks
+// the index in its own goroutine, where its choices are recorded too
+// (kvSource), so two requests of one prefix see each other. Quiet ranks
 // (outputs stopped while they have work, gateway/lane quiet.go) are left
 // out while another rank of the pool is not quiet.
-func views(ws []rankSource, kv KVIndex, prompt []int32) []routing.WorkerView {
+func views(ws []rankSource) []routing.WorkerView {
 	out := make([]routing.WorkerView, len(ws))
 	for i, w := range ws {
 		v := routing.WorkerView{Name: w.Role()}
-		ranks := w.Routable()
-		var perRank []int
-		if kv != nil && len(ranks) > 0 {
-			perRank, v.Live = kv.Match(w.Role(), prompt)
-		}
-		for _, r := range ranks {
+		for _, r := range w.Routable() {
 			rv := routing.RankView{Identity: r.Identity, DPRank: r.DPRank, Reqs: r.InFlight, Tokens: r.InFlightTokens, Quiet: r.Quiet}
 			if !r.Since.IsZero() {
 				rv.Epoch = r.Since.UnixNano()
-			}
-			if r.DPRank >= 0 && r.DPRank < len(perRank) {
-				rv.KV = perRank[r.DPRank]
 			}
 			v.Ranks = append(v.Ranks, rv)
 		}
 		out[i] = v
 	}
 	return routing.AvoidQuiet(out)
+}
+
+// kvSource is the Router's KVSource: the dispatch's KV index as it is
+// now (the gateway sets one when the first engine with events is bound,
+// SetKV), or none: every worker not live, nothing predicted.
+type kvSource struct{ rs *routes }
+
+func (k kvSource) Match(worker string, prompt []int32) ([]int, bool) {
+	if kv := k.rs.kvIndex(); kv != nil {
+		return kv.Match(worker, prompt)
+	}
+	return nil, false
+}
+
+func (k kvSource) Predict(worker string, dpRank int, prompt []int32, ttl time.Duration) {
+	if kv := k.rs.kvIndex(); kv != nil {
+		kv.Predict(worker, dpRank, prompt, ttl)
+	}
+}
+
+// kvIndex is the KV index now; nil: none.
+func (rs *routes) kvIndex() KVIndex {
+	if p := rs.kv.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// KV is the index kv_aware reads now; nil: none.
+func (g *Dispatcher) KV() KVIndex { return g.routes.kvIndex() }
+
+// SetKV gives kv_aware the index of the engines' KV events (the gateway
+// builds it when the first engine that publishes them is bound, at
+// start or by tsd apply).
+func (g *Dispatcher) SetKV(kv KVIndex) {
+	if kv == nil {
+		g.routes.kv.Store(nil)
+		return
+	}
+	g.routes.kv.Store(&kv)
 }
 
 // legsFor turns the Router's choice into legs: the prefill leg goes to
@@ -114,11 +148,8 @@ func legsFor(p, d routing.Choice, pv, dv []routing.WorkerView, dp int, room uint
 
 // chooseLegs is one routing decision over one read of each worker's
 // routable ranks.
-func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, pre, dec []rankSource, room uint64) (p, d legChoice, _ uint64, ri routeInfo, _ error) {
-	if !useKV {
-		kv = nil
-	}
-	pv, dv := views(pre, kv, req.Prompt), views(dec, nil, req.Prompt)
+func chooseLegs(r *routing.Router, req routing.Request, pre, dec []rankSource, room uint64) (p, d legChoice, _ uint64, ri routeInfo, _ error) {
+	pv, dv := views(pre), views(dec)
 	pc, dc, err := r.Route(req, pv, dv)
 	if err != nil {
 		return p, d, room, ri, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
@@ -143,8 +174,8 @@ func chooseLegs(r *routing.Router, kv KVIndex, useKV bool, req routing.Request, 
 // from the live state and the breakers' view, once per decision.
 type routes struct {
 	router   *routing.Router
-	kv       KVIndex
-	split    [2]atomic.Uint64 // requests routed prefill → decode, and aggregated (the snapshot's split)
+	kv       atomic.Pointer[KVIndex] // read by the Router (kvSource); set anew when apply binds the first engine with events
+	split    [2]atomic.Uint64        // requests routed prefill → decode, and aggregated (the snapshot's split)
 	live     *liveState
 	brk      *breakers
 	enc      *encoders // an image request also needs a routable encoder
@@ -228,7 +259,7 @@ func (rs *routes) pick(r *tokenapi.Request, room uint64, av avoid, view *breaker
 	if lc.layout.Mode != routing.DisaggAlways {
 		return rs.pickLayout(req, len(r.Images) > 0, ps, lc, room, av, view)
 	}
-	p, d, room, ri, err := chooseLegs(rs.router, rs.kv, lc.prefillPolicy == routing.KVAware, req, allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), room)
+	p, d, room, ri, err := chooseLegs(rs.router, req, allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), room)
 	ri.layout = alwaysPD
 	if err != nil {
 		return route{room: room, info: ri, view: view}, err
@@ -240,14 +271,8 @@ func (rs *routes) pick(r *tokenapi.Request, room uint64, av avoid, view *breaker
 // pickLayout is pick under never or conditional: one read of every
 // pool, and the Router's layout decision and choice over it.
 func (rs *routes) pickLayout(req routing.Request, images bool, ps *pools, lc *liveConfig, room uint64, av avoid, view *breakerView) (route, error) {
-	kvOf := func(policy string) KVIndex {
-		if policy == routing.KVAware {
-			return rs.kv
-		}
-		return nil
-	}
 	pre, dec, agg := allowed(&ps.prefill, av, view), allowed(&ps.decode, av, view), allowed(&ps.aggregated, av, view)
-	pv, dv, gv := views(pre, kvOf(lc.prefillPolicy), req.Prompt), views(dec, nil, req.Prompt), views(agg, kvOf(lc.aggregatedPolicy), req.Prompt)
+	pv, dv, gv := views(pre), views(dec), views(agg)
 	rt, err := rs.router.RouteLayout(req, pv, dv, gv, images, lc.layout)
 	out := route{room: room, view: view, info: routeInfo{layout: rt.Layout, prompt: len(req.Prompt)}}
 	if err != nil {
@@ -289,7 +314,13 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 	var timeout <-chan time.Time
 	waited := false
 	images := len(r.Images) > 0
-	wait := rs.live.config().queueTimeout // as the request found it
+	limit := rs.live.config().queueTimeout // as the request found it
+	wait := limit
+	if dl, ok := queueDeadline(ctx); ok && wait > 0 {
+		// The request's deadline, not the attempt's: a retry waits only
+		// what is left of it.
+		wait = max(time.Until(dl), 0)
+	}
 	times := reqtime.FromContext(ctx)
 	times.Mark(reqtime.Picking) // reqtime's queued phase: from here to the pick that routes it
 	for {
@@ -326,7 +357,7 @@ func (rs *routes) pickQueued(ctx context.Context, r *tokenapi.Request, room uint
 		case <-timeout:
 			rs.metrics.Queued.WithLabelValues("timeout").Inc()
 			re := *err.(*RequestError)
-			re.Message += fmt.Sprintf(" (waited %s for one)", wait)
+			re.Message += fmt.Sprintf(" (waited %s for one)", limit) // the request's whole wait, over its attempts
 			return rt, &re
 		case <-ctx.Done():
 			rs.metrics.Queued.WithLabelValues("client_gone").Inc()
@@ -424,7 +455,7 @@ func routingConfig(g profiles.GatewayPlan) routing.Config {
 	return routing.Config{
 		CacheAware: routing.CacheAwareConfig{Threshold: ca.CacheThreshold, BalanceAbs: ca.BalanceAbsThreshold, BalanceRel: ca.BalanceRelThreshold,
 			EvictionInterval: ca.EvictionInterval.D(), MaxTreeSize: ca.MaxTreeSize},
-		KVAware:    routing.KVAwareConfig{OverlapWeight: kv.OverlapWeight, LoadFactor: kv.LoadFactor},
+		KVAware:    routing.KVAwareConfig{OverlapWeight: kv.OverlapWeight, LoadFactor: kv.LoadFactor, PredictTTL: kv.PredictedTTL.D()},
 		PrefixHash: routing.PrefixHashConfig{PrefixTokens: ph.PrefixTokenCount, LoadFactor: ph.LoadFactor},
 		Manual:     routing.ManualConfig{MaxIdle: mn.MaxIdle.D(), EvictionInterval: mn.EvictionInterval.D(), Assignment: mn.AssignmentMode},
 		Bucket:     routing.BucketConfig{BalanceAbs: bk.BalanceAbsThreshold, BalanceRel: bk.BalanceRelThreshold, AdjustInterval: bk.AdjustInterval.D()},

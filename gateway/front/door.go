@@ -63,12 +63,54 @@ type Door struct {
 // limiter releases its slot there, one authorized with the old key
 // finishes.
 type Live struct {
-	APIKey      string
+	APIKey string
+	// Keys are gateway.api_keys: more bearer keys, each naming its tenant
+	// (a request's Caller).
+	Keys        []Key
 	CORSOrigins []string
 	Admit       *Limiter
 	// MetricsPublic opens the routes marked Route.Metrics without the key.
 	MetricsPublic bool
 }
+
+// Key is one bearer key of gateway.api_keys: its tenant's name, the key
+// itself, and the priority class of its requests (also their ceiling).
+type Key struct {
+	Name     string
+	Secret   string
+	Priority int
+}
+
+// Caller is who sent a request and what priority it asked for in its
+// headers, as the door found them (the admission queue reads it).
+type Caller struct {
+	// Tenant is the name of the gateway.api_keys entry whose key the
+	// request carried; "" for api_key_env's key or no key.
+	Tenant string
+	// Priority is that key's class; Keyed says there is one (it is then
+	// also the highest class the request may ask for).
+	Priority int
+	Keyed    bool
+	// Header is the class SMG's x-smg-priority header named; HasHeader
+	// says it was sent (a value SMG does not know counts as default).
+	Header    string
+	HasHeader bool
+}
+
+type callerKey struct{}
+
+// CallerFrom is the request's Caller (zero when the door set none).
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	if c == nil {
+		return Caller{}
+	}
+	return *c
+}
+
+// PriorityHeader is SMG's header naming a request's priority class
+// (system, interactive, default, bulk).
+const PriorityHeader = "X-SMG-Priority"
 
 // New builds a Door; cfg's APIKey, CORSOrigins, Admit and MetricsPublic
 // are its first Live settings.
@@ -155,11 +197,25 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 			return // preflight answered
 		}
 		public := rt.Public || (rt.Metrics && live.MetricsPublic)
-		if !public && live.APIKey != "" {
-			if e := Authorize(r, live.APIKey); e != nil {
+		var caller *Caller
+		if !public && (live.APIKey != "" || len(live.Keys) > 0) {
+			k, e := authorize(r, live.APIKey, live.Keys)
+			if e != nil {
 				WriteErrorUnread(sw, r, e)
 				return
 			}
+			if k != nil {
+				caller = &Caller{Tenant: k.Name, Priority: k.Priority, Keyed: true}
+			}
+		}
+		if h := r.Header.Get(PriorityHeader); h != "" {
+			if caller == nil {
+				caller = &Caller{}
+			}
+			caller.Header, caller.HasHeader = h, true
+		}
+		if caller != nil {
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
 		}
 		if b := d.cfg.Body; b != nil {
 			release, e := b.Read(sw, r)
@@ -226,11 +282,31 @@ func routeLabel(label string, r *http.Request) string {
 
 // Authorize checks the bearer token in constant time.
 func Authorize(r *http.Request, key string) *Error {
+	_, e := authorize(r, key, nil)
+	return e
+}
+
+// authorize checks the bearer token against key (api_key_env's, "" none)
+// and every one of keys, each in constant time and all of them whatever
+// matched; the key it is, nil for api_key_env's.
+func authorize(r *http.Request, key string, keys []Key) (*Key, *Error) {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(key)) != 1 {
-		return Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
+	tok := []byte(strings.TrimSpace(got))
+	found := -1
+	legacy := key != "" && subtle.ConstantTimeCompare(tok, []byte(key)) == 1
+	for i := range keys {
+		if keys[i].Secret != "" && subtle.ConstantTimeCompare(tok, []byte(keys[i].Secret)) == 1 {
+			found = i
+		}
 	}
-	return nil
+	switch {
+	case !ok:
+	case found >= 0:
+		return &keys[found], nil
+	case legacy:
+		return nil, nil
+	}
+	return nil, Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
 }
 
 type idKey struct{}

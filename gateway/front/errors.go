@@ -10,8 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is a request refused or failed, in OpenAI's shape:
@@ -30,6 +33,9 @@ type Error struct {
 	Param   string
 	Cause   error
 	Message string
+	// RetryAfter, on a 429 or 503, is the wait the answer's Retry-After
+	// suggests (whole seconds, rounded up); 0: RetryAfterSeconds.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -184,6 +190,9 @@ func errorHeaders(h http.Header, e *Error) {
 	h.Set("Content-Type", "application/json")
 	h.Set(ErrorCodeHeader, e.Code)
 	if e.Status == http.StatusServiceUnavailable || e.Status == http.StatusTooManyRequests {
+		if e.RetryAfter > 0 {
+			h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
+		}
 		SetRetryAfter(h)
 	}
 }

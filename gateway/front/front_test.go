@@ -281,3 +281,46 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("%d %s %q", resp.StatusCode, body, where)
 	}
 }
+
+// Several API keys: each names its tenant for the handlers (CallerFrom,
+// with its priority); api_key_env's key still works, naming none; any
+// other is a 401. The x-smg-priority header is handed on as sent.
+func TestKeysAndCaller(t *testing.T) {
+	t.Parallel()
+	d := New(Config{})
+	d.SetLive(Live{APIKey: "legacy", Keys: []Key{{Name: "team-a", Secret: "ka", Priority: 1}, {Name: "batch", Secret: "kb", Priority: -1}}})
+	seen := make(chan Caller, 1)
+	srv := httptest.NewServer(d.Wrap(Route{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen <- CallerFrom(r.Context()) })))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		key, header string
+		status      int
+		want        Caller
+	}{
+		{"ka", "", 200, Caller{Tenant: "team-a", Priority: 1, Keyed: true}},
+		{"kb", "interactive", 200, Caller{Tenant: "batch", Priority: -1, Keyed: true, Header: "interactive", HasHeader: true}},
+		{"legacy", "bulk", 200, Caller{Header: "bulk", HasHeader: true}},
+		{"legacy", "", 200, Caller{}},
+		{"kc", "", 401, Caller{}},
+		{"", "", 401, Caller{}},
+	} {
+		args := []string{}
+		if c.key != "" {
+			args = append(args, "Authorization", "Bearer "+c.key)
+		}
+		if c.header != "" {
+			args = append(args, PriorityHeader, c.header)
+		}
+		resp, body := do(t, "GET", srv.URL+"/x", args...)
+		if resp.StatusCode != c.status {
+			t.Fatalf("key %q: %d %s", c.key, resp.StatusCode, body)
+		}
+		if c.status == 200 {
+			if got := <-seen; got != c.want {
+				t.Errorf("key %q header %q: caller %+v, want %+v", c.key, c.header, got, c.want)
+			}
+		} else if strings.Contains(body, c.key) && c.key != "" {
+			t.Errorf("the refusal shows the key: %s", body)
+		}
+	}
+}

@@ -20,6 +20,9 @@ type generateBody struct {
 	TopLogprobsNum  int             `json:"top_logprobs_num"`
 	RID             string          `json:"rid"`
 	ImageData       json.RawMessage `json:"image_data"`
+	// Priority is SGLang's priority field (docs/protocol.md §11.13):
+	// larger is served first by the gateway's queue.
+	Priority *int `json:"priority"`
 }
 
 type samplingBody struct {
@@ -77,8 +80,11 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 	case b.Text == nil && b.InputIDs == nil:
 		return tokenapi.Request{}, front.BadRequest("input_ids", "input_ids (or text) is required")
 	}
+	if err := tokenapi.CheckPriority(b.Priority); err != nil {
+		return tokenapi.Request{}, front.BadRequest("priority", "%v", err)
+	}
 	r := tokenapi.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
-		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1}
+		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1, Priority: b.Priority}
 	if b.LogprobStartLen != nil && b.ReturnLogprob {
 		// SGLang: prompt logprobs come with return_logprob only.
 		r.LogprobStartLen = *b.LogprobStartLen

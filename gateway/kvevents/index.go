@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Index is the exact set of blocks one DP rank's prefix cache holds, as
@@ -14,6 +15,11 @@ import (
 // unreachable from the root (the engine's own prefix match stops there
 // too) until a page with their parent's hash is stored again.
 //
+// Beside the published blocks it keeps the rank's predicted ones
+// (predicted.go): prompts routed there whose blocks are not published
+// yet. MatchAt counts both; Apply settles and cuts the predictions as
+// the events arrive.
+//
 // An Index belongs to one goroutine (the engine's owner in Subscriber);
 // it has no lock.
 type Index struct {
@@ -23,6 +29,8 @@ type Index struct {
 	root      node
 	tokens    int // tokens held, for the memory cap
 	maxTokens int
+	pred      predictions
+	path      []int32 // a reachable block's tokens from the root (settle, cut), reused
 }
 
 type node struct {
@@ -58,7 +66,7 @@ func NewIndex(maxTokens int) *Index {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	return &Index{byHash: map[uint64]*node{}, orphans: map[uint64][]*node{}, maxTokens: maxTokens}
+	return &Index{byHash: map[uint64]*node{}, orphans: map[uint64][]*node{}, maxTokens: maxTokens, pred: predictions{max: DefaultMaxPredicted}}
 }
 
 // Blocks is how many blocks the rank's cache holds.
@@ -67,12 +75,54 @@ func (x *Index) Blocks() int { return len(x.byHash) }
 // BlockSize is the engine's block size (prefix granularity) once known.
 func (x *Index) BlockSize() int { return x.blockSize }
 
-// Reset empties the index (AllBlocksCleared, an engine restart).
+// Reset empties the index, predictions included (AllBlocksCleared, an
+// engine restart: what was queued there is gone too).
 func (x *Index) Reset() {
 	x.byHash = map[uint64]*node{}
 	x.orphans = map[uint64][]*node{}
 	x.root = node{}
 	x.tokens = 0
+	x.pred.reset()
+}
+
+// Predict counts prompt's pages as the rank's until now + ttl: the
+// gateway just routed it there (predicted.go).
+func (x *Index) Predict(prompt []int32, now time.Time, ttl time.Duration) {
+	x.pred.add(prompt, now.Add(ttl), now)
+}
+
+// Predicted is how many predicted pages the rank keeps (the memory cap).
+func (x *Index) Predicted() int { return x.pred.nodes }
+
+// Prune drops the predictions whose claims expired.
+func (x *Index) Prune(now time.Time) { x.pred.prune(now) }
+
+// MatchAt is Match with the rank's live predictions counted: the leading
+// tokens of prompt its published or predicted blocks cover at now.
+func (x *Index) MatchAt(prompt []int32, keys []uint64, now time.Time) int {
+	return x.pred.match(prompt, x.Match(prompt, keys), x.blockSize, now)
+}
+
+// pathOf is n's tokens from the root, its own page last (in x.path);
+// false when n is not reachable (orphaned).
+func (x *Index) pathOf(n *node) ([]int32, bool) {
+	depth := 0
+	c := n
+	for ; c != nil && c != &x.root; c = c.up {
+		depth++
+	}
+	if c == nil {
+		return nil, false
+	}
+	bs := len(n.tokens)
+	if cap(x.path) < depth*bs {
+		x.path = make([]int32, depth*bs)
+	}
+	x.path = x.path[:depth*bs]
+	for c, i := n, depth-1; c != &x.root; c, i = c.up, i-1 {
+		copy(x.path[i*bs:], c.tokens)
+	}
+	return x.path, true
 }
 
 // Stats counts what Apply did not take as a change.
@@ -130,6 +180,12 @@ func (x *Index) store(e *Event) error {
 		x.storeOne(h, parent, hasParent, page)
 		parent, hasParent = h, true
 	}
+	if x.pred.nodes > 0 {
+		// The published blocks replace the claims they cover.
+		if path, ok := x.pathOf(x.byHash[parent]); ok {
+			x.pred.settle(path, len(path))
+		}
+	}
 	return nil
 }
 
@@ -179,6 +235,13 @@ func (x *Index) remove(h uint64) bool {
 	n, ok := x.byHash[h]
 	if !ok {
 		return false
+	}
+	if x.pred.nodes > 0 {
+		// Nothing past this block is reusable on that path any more:
+		// no claim may keep it alive.
+		if path, ok := x.pathOf(n); ok {
+			x.pred.cut(path, len(path)-len(n.tokens))
+		}
 	}
 	delete(x.byHash, h)
 	x.tokens -= len(n.tokens)

@@ -61,6 +61,8 @@ type Options struct {
 	// OnChange is called by an engine's owner after its state changed
 	// (tests wait on it; it must not block).
 	OnChange func(worker string)
+	// Now is the clock of the predicted blocks' claims; nil: time.Now.
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -90,6 +92,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHeldBytes <= 0 {
 		o.MaxHeldBytes = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	o.Limits = o.Limits.withDefaults()
 	return o
@@ -154,8 +159,9 @@ func (s *Subscriber) Workers() []string { return append([]string(nil), s.set.Loa
 
 // Match implements dispatch.KVIndex: per DP rank of worker, the leading
 // tokens of prompt its cache would reuse (whole pages, never the last
-// token), and whether the worker's events are live. An engine not
-// followed, or not live, answers (nil, false) at once.
+// token), published or predicted (Predict), and whether the worker's
+// events are live. An engine not followed, or not live, answers (nil,
+// false) at once.
 func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 	e := s.set.Load().engines[worker]
 	if e == nil {
@@ -166,12 +172,15 @@ func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 		return nil, false
 	}
 	per := make([]int, len(e.ranks))
-	if st.blockSize == 0 || MatchPages(len(prompt), st.blockSize) == 0 {
-		return per, true // nothing cached yet, or a prompt shorter than a page
+	if MatchPages(len(prompt), PredictPage) == 0 && (st.blockSize == 0 || MatchPages(len(prompt), st.blockSize) == 0) {
+		return per, true // a prompt shorter than a page
 	}
 	q := queryPool.Get().(*query)
-	q.prompt, q.bs, q.per = prompt, st.blockSize, per
-	q.keys = PageKeys(q.keys[:0], prompt, st.blockSize)
+	q.prompt, q.bs, q.per, q.predict = prompt, st.blockSize, per, false
+	q.keys = q.keys[:0]
+	if st.blockSize > 0 {
+		q.keys = PageKeys(q.keys, prompt, st.blockSize)
+	}
 	live := false
 	select {
 	case e.queries <- q:
@@ -184,6 +193,26 @@ func (s *Subscriber) Match(worker string, prompt []int32) ([]int, bool) {
 		return nil, false
 	}
 	return per, true
+}
+
+// Predict counts prompt's blocks as DP rank dpRank's of worker for ttl, or
+// until the rank's events publish or remove them (docs/protocol.md
+// §16.8): the gateway has just routed the prompt there. It returns once
+// the engine's owner has taken it, so a Match after it sees it.
+func (s *Subscriber) Predict(worker string, dpRank int, prompt []int32, ttl time.Duration) {
+	e := s.set.Load().engines[worker]
+	if e == nil || dpRank < 0 || dpRank >= len(e.ranks) || len(prompt) < PredictPage || ttl <= 0 {
+		return
+	}
+	q := queryPool.Get().(*query)
+	q.prompt, q.predict, q.rank, q.ttl = prompt, true, dpRank, ttl
+	select {
+	case e.queries <- q:
+		<-q.reply
+	case <-e.ctx.Done():
+	}
+	q.prompt = nil
+	queryPool.Put(q)
 }
 
 // Registered tells the subscriber that DP rank dpRank of worker completed
@@ -273,12 +302,16 @@ type replayReq struct {
 	from uint64
 }
 
+// query is a Match or, with predict, a Predict, for the engine's owner.
 type query struct {
-	prompt []int32
-	keys   []uint64
-	bs     int
-	per    []int
-	reply  chan bool
+	prompt  []int32
+	keys    []uint64
+	bs      int
+	per     []int
+	reply   chan bool
+	predict bool
+	rank    int
+	ttl     time.Duration
 }
 
 var queryPool = sync.Pool{New: func() any { return &query{reply: make(chan bool, 1)} }}
@@ -417,6 +450,12 @@ func (e *engine) resetAll() {
 }
 
 func (e *engine) answer(q *query) {
+	now := e.s.opts.Now()
+	if q.predict {
+		e.ranks[q.rank].idx.Predict(q.prompt, now, q.ttl)
+		q.reply <- true
+		return
+	}
 	live := true
 	var keys []uint64
 	for i, r := range e.ranks {
@@ -426,13 +465,11 @@ func (e *engine) answer(q *query) {
 		}
 		bs := r.idx.BlockSize()
 		switch {
-		case bs == 0:
-			q.per[i] = 0
 		case bs == q.bs:
-			q.per[i] = r.idx.Match(q.prompt, q.keys)
+			q.per[i] = r.idx.MatchAt(q.prompt, q.keys, now)
 		default:
 			keys = PageKeys(keys[:0], q.prompt, bs)
-			q.per[i] = r.idx.Match(q.prompt, keys)
+			q.per[i] = r.idx.MatchAt(q.prompt, keys, now)
 		}
 	}
 	q.reply <- live
@@ -720,7 +757,9 @@ func (e *engine) registered(rank int) {
 }
 
 func (e *engine) catchUp() {
+	now := e.s.opts.Now()
 	for i, r := range e.ranks {
+		r.idx.Prune(now)
 		if r.connected && !r.replaying && time.Since(r.lastReplay) >= e.s.opts.CatchUp/2 {
 			e.requestReplay(i, 0, false)
 		}

@@ -374,3 +374,26 @@ func TestSubscriberBoundsWhatItHolds(t *testing.T) {
 		t.Fatalf("note %q", st.Note)
 	}
 }
+
+// TestSubscriberPredictionsFollowTheEvents: a prompt routed to a rank
+// counts as its blocks before any event (Predict); when that rank then
+// publishes the prefix's blocks elsewhere moved (BlockStored ×8 on rank 0,
+// BlockRemoved ×8 on rank 1, as upstream's publisher sends them), rank 1
+// holds nothing at once, predictions included.
+func TestSubscriberPredictionsFollowTheEvents(t *testing.T) {
+	f := newFixture(t, 2, true, DefaultBufferSteps, Options{})
+	f.ready()
+	prefix := seq(100, 32) // 8 blocks of 4, two predicted pages
+	q1, q2 := seq(5000, 16), seq(6000, 16)
+	f.sub.Predict("prefill", 1, cat(prefix, q1), time.Minute)
+	got, live := f.sub.Match("prefill", cat(prefix, q2))
+	if !live || !slices.Equal(got, []int{0, 32}) {
+		t.Fatalf("after the prediction: %v live=%v, want [0 32]", got, live)
+	}
+	f.pubs[1].Publish(batch(1, stored(cat(prefix, q1), bs)))
+	f.matches(cat(prefix, q1, seq(1, 1)), 0, 48)
+	f.sub.Predict("prefill", 1, cat(prefix, q2), time.Minute) // another request of the prefix, not computed yet
+	f.pubs[0].Publish(batch(0, stored(prefix, bs)))
+	f.pubs[1].Publish(batch(1, removed(hashes(cat(prefix, q1), bs)...)))
+	f.matches(cat(prefix, q2, seq(1, 1)), 32, 0)
+}

@@ -32,7 +32,6 @@ var ignoredFields = map[string]string{
 var refusedFields = map[string]string{
 	"logit_bias":             "the gateway does not apply logit biases",
 	"continue_final_message": "continuing the final assistant message is not implemented",
-	"priority":               "request priorities are not implemented (every request is served in arrival order)",
 	"functions":              "the deprecated functions API is not implemented; use tools",
 	"function_call":          "the deprecated functions API is not implemented; use tool_choice",
 	"audio":                  "audio output is not supported",

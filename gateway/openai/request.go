@@ -35,6 +35,9 @@ type common struct {
 	IncludeStopStrInOutput bool  `json:"include_stop_str_in_output"`
 	NoStopTrim             bool  `json:"no_stop_trim"`
 	BestOf                 *int  `json:"best_of"`
+	// Priority is SGLang's and vLLM's priority field (docs/protocol.md
+	// §11.13): larger is served first by the gateway's queue.
+	Priority *int `json:"priority"`
 }
 
 // plan is a validated request, ready to run.
@@ -51,6 +54,7 @@ type plan struct {
 	logprobs     bool
 	topLogprobs  int
 	routingKey   string // the X-SMG-Routing-Key header (tokenapi.Request.RoutingKey)
+	priority     *int   // the priority field (tokenapi.Request.Priority)
 }
 
 // stopStrings accepts null, "x" or ["x", ...] (at most 4 in OpenAI; we allow 16).
@@ -80,7 +84,10 @@ func (s *Server) plan(c *common) (*plan, *apiError) {
 	if s.opts.Model != "" && c.Model != "" && c.Model != s.opts.Model {
 		return nil, errorf(http.StatusNotFound, "model_not_found", "model", fmt.Sprintf("No worker available for model '%s'", c.Model))
 	}
-	p := &plan{model: c.Model, n: 1, stream: c.Stream, skipSpecial: true}
+	p := &plan{model: c.Model, n: 1, stream: c.Stream, skipSpecial: true, priority: c.Priority}
+	if err := tokenapi.CheckPriority(c.Priority); err != nil {
+		return nil, badRequest("priority", err.Error())
+	}
 	if p.model == "" {
 		p.model = s.opts.Model
 	}
@@ -194,5 +201,6 @@ func (p *plan) request(rid string, ids []int32, i int) tokenapi.Request {
 		TopLogprobsNum:  p.engineTop(),
 		LogprobStartLen: -1,
 		RoutingKey:      p.routingKey,
+		Priority:        p.priority,
 	}
 }

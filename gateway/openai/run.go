@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
@@ -341,6 +342,12 @@ type statusError interface {
 }
 
 func engineError(err error, status int, code, prefix string) *apiError {
+	var fe *front.Error
+	if errors.As(err, &fe) && fe.Status >= 400 {
+		c := *fe // its Retry-After too
+		c.Message = err.Error()
+		return &c
+	}
 	var se statusError
 	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
 		param := ""

@@ -36,6 +36,8 @@ const (
 	AdmitBegin              // the front door asks for a gateway.max_concurrent slot (generation routes with a limit only)
 	Admitted                // ... and has it
 	Tokenized               // the front end has the prompt's token ids
+	QueueBegin              // the request enters the admission queue in front of the engines (gateway.admission bounds something)
+	QueueEnd                // ... and leaves it, admitted or shed
 	Picking                 // the dispatch looks for its legs (an attempt begins)
 	RouteBegin              // the routing decision that chose them begins (after any wait for a routable worker)
 	Routed                  // ... and has chosen
@@ -48,7 +50,7 @@ const (
 	NumStages
 )
 
-var stageNames = [NumStages]string{"accept", "admit_begin", "admitted", "tokenized", "picking", "route_begin", "routed",
+var stageNames = [NumStages]string{"accept", "admit_begin", "admitted", "tokenized", "queue_begin", "queue_end", "picking", "route_begin", "routed",
 	"legs_sent", "encoded", "prefilled", "first_token", "first_byte", "last_token"}
 
 func (s Stage) String() string {

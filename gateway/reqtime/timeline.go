@@ -45,9 +45,12 @@ func (i Interval) Present() bool { return i.From != 0 }
 type Timeline struct {
 	Phase [NumPhases]Interval
 	// Admission is the front door's wait for a gateway.max_concurrent
-	// slot; Phase[Queued] is the dispatch's wait for a routable worker.
-	// The queued phase lasts both (Duration).
+	// slot; Queue the wait in the admission queue in front of the engines
+	// (gateway.admission, docs/protocol.md §11.13); Phase[Queued] is the
+	// dispatch's wait for a routable worker. The queued phase lasts all
+	// three (Duration).
 	Admission Interval
+	Queue     Interval
 	// Merged: the prefill phase runs to the first token and there is no
 	// kv_transfer: an aggregated engine served the request in one leg, or
 	// its prefill leg's end never came.
@@ -62,6 +65,9 @@ func (tl Timeline) Duration(p Phase) (time.Duration, bool) {
 	d, ok := tl.Phase[p].Dur(), tl.Phase[p].Present()
 	if p == Queued && tl.Admission.Present() {
 		d, ok = d+tl.Admission.Dur(), true
+	}
+	if p == Queued && tl.Queue.Present() {
+		d, ok = d+tl.Queue.Dur(), true
 	}
 	return d, ok
 }
@@ -86,6 +92,7 @@ func interval(from, to int64) Interval {
 func TimelineOf(t [NumStages]int64, oneLeg bool) Timeline {
 	var tl Timeline
 	tl.Admission = interval(t[AdmitBegin], t[Admitted])
+	tl.Queue = interval(t[QueueBegin], t[QueueEnd])
 	tl.Phase[Queued] = interval(t[Picking], t[RouteBegin])
 	from := t[Admitted]
 	if from == 0 {

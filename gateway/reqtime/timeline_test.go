@@ -61,6 +61,8 @@ func TestTimelineOf(t *testing.T) {
 			Timeline{Phase: [NumPhases]Interval{Queued: iv(4, 4), Tokenize: iv(1, 3), Route: iv(4, 5)}}},
 		{"prefill done, no token yet (cut)", st{Accept: ms(1), Tokenized: ms(3), Picking: ms(4), RouteBegin: ms(4), Routed: ms(5), LegsSent: ms(6), Prefilled: ms(9)}, false,
 			Timeline{Phase: [NumPhases]Interval{Queued: iv(4, 4), Tokenize: iv(1, 3), Route: iv(4, 5), Prefill: iv(6, 9)}}},
+		{"waited in the admission queue: its own interval", st{Accept: ms(1), Tokenized: ms(3), QueueBegin: ms(3), QueueEnd: ms(40), Picking: ms(41), RouteBegin: ms(41), Routed: ms(42), LegsSent: ms(43)}, false,
+			Timeline{Queue: iv(3, 40), Phase: [NumPhases]Interval{Queued: iv(41, 41), Tokenize: iv(1, 3), Route: iv(41, 42)}}},
 		{"nothing stamped", st{}, false, Timeline{}},
 	} {
 		if got := TimelineOf(c.t, c.oneLeg); got != c.want {
@@ -69,7 +71,8 @@ func TestTimelineOf(t *testing.T) {
 	}
 }
 
-// The queued phase lasts both waits: the front door's and the dispatch's.
+// The queued phase lasts every wait: the front door's, the admission
+// queue's and the dispatch's.
 func TestTimelineQueuedDuration(t *testing.T) {
 	tl := Timeline{Admission: Interval{10, 30}, Phase: [NumPhases]Interval{Queued: {40, 45}, Route: {45, 46}}}
 	if d, ok := tl.Duration(Queued); !ok || d != 25 {
@@ -77,6 +80,10 @@ func TestTimelineQueuedDuration(t *testing.T) {
 	}
 	if d, ok := (Timeline{Admission: Interval{10, 30}}).Duration(Queued); !ok || d != 20 {
 		t.Fatalf("admission only: %v %v", d, ok)
+	}
+	tl.Queue = Interval{31, 39}
+	if d, ok := tl.Duration(Queued); !ok || d != 33 {
+		t.Fatalf("with the admission queue: %v %v, want 33ns", d, ok)
 	}
 	if _, ok := tl.Duration(Encode); ok {
 		t.Fatal("encode reported without its stamps")

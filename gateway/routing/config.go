@@ -45,9 +45,23 @@ type KVAwareConfig struct {
 	// LoadFactor × its even share of the scope's recent decisions is
 	// passed over while another is within it, so one system prompt taking
 	// half the traffic ends up cached on enough ranks to share it.
-	// 0 turns it off.
+	// The share is counted per hot prefix (the prompt's first
+	// HotPrefixTokens tokens): a rank holding two of six system prompts
+	// takes a third of the traffic by right, and copying one of them
+	// elsewhere would only lose its cache. 0 turns it off.
 	LoadFactor float64
+	// PredictTTL is how long a prompt kv_aware routed counts as its rank's
+	// before the engine's events show it (predicted blocks,
+	// docs/protocol.md §16.8): the events replace the claim as they
+	// arrive and a BlockRemoved on its path ends it at once, so this only
+	// bounds a claim the engine never settles (no room, an abort).
+	PredictTTL time.Duration
 }
+
+// HotPrefixTokens is how many leading prompt tokens name the prefix whose
+// share of recent decisions kv_aware's spread guard counts (a system
+// prompt, a conversation's start); prefix_hash's default width.
+const HotPrefixTokens = 256
 
 // PrefixHashConfig is prefix_hash's knobs.
 type PrefixHashConfig struct {
@@ -88,7 +102,7 @@ const (
 func Defaults() Config {
 	return Config{
 		CacheAware: CacheAwareConfig{Threshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5, EvictionInterval: 120 * time.Second, MaxTreeSize: 1 << 26},
-		KVAware:    KVAwareConfig{OverlapWeight: 3, LoadFactor: 1.3},
+		KVAware:    KVAwareConfig{OverlapWeight: 3, LoadFactor: 1.3, PredictTTL: 30 * time.Second},
 		PrefixHash: PrefixHashConfig{PrefixTokens: 256, LoadFactor: 1.25},
 		Manual:     ManualConfig{MaxIdle: 4 * time.Hour, EvictionInterval: 60 * time.Second, Assignment: AssignRandom},
 		Bucket:     BucketConfig{BalanceAbs: 32, BalanceRel: 1.0001, AdjustInterval: 5 * time.Second},

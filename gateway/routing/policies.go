@@ -116,18 +116,25 @@ func cacheAware(cfg CacheAwareConfig, v View) Decision {
 // prompt tokens it would compute (the prompt less its cached prefix) plus
 // the uncached prompt tokens already in flight there, and the cheapest
 // wins; ties go to the longer cached prefix, then fewer requests, then
-// rotate. A candidate that took more than LoadFactor × its even share of
-// the recent decisions is passed over while another is within it, so a
-// hot prefix spreads. SMG's imbalance test on requests still overrides
+// rotate. A request of a hot prefix (one whose recent decisions exceed
+// an even share of one candidate, View.Prefix > Recent/n) passes over a
+// candidate that took more than LoadFactor × its even share of the
+// recent decisions while another is within it, so a hot prefix spreads;
+// a cooler prefix stays where it is cached (a rank holding two of six
+// system prompts takes a third of the traffic by right, and copying one
+// elsewhere would only lose its cache). SMG's imbalance test on requests still overrides
 // it, as in cache_aware. Candidates whose events are not live carry the
 // radix tree's match; when none is live the decision is cache_aware's,
 // marked as a fallback.
 func kvAware(cfg CacheAwareConfig, kc KVAwareConfig, v View) Decision {
 	live := false
-	recent := 0.0
+	recent := v.Recent
+	sum := recent == 0
 	for _, c := range v.Cands {
 		live = live || c.Live
-		recent += c.Recent
+		if sum {
+			recent += c.Recent
+		}
 	}
 	if !live {
 		d := cacheAware(cfg, v)
@@ -142,7 +149,8 @@ func kvAware(cfg CacheAwareConfig, kc KVAwareConfig, v View) Decision {
 		n := uint64(len(v.Cands))
 		// The guard waits for a few decisions per candidate: before that a
 		// share says nothing.
-		warm := kc.LoadFactor > 0 && recent >= 4*float64(n)
+		hot := v.Prefix > recent/float64(n)
+		warm := kc.LoadFactor > 0 && recent >= 4*float64(n) && hot
 		within := func(c Candidate) bool { return !warm || c.Recent <= kc.LoadFactor*recent/float64(n) }
 		cost := func(c Candidate) float64 {
 			return kc.OverlapWeight*float64(max(v.Prompt-c.Match, 0)) + float64(c.Tokens)

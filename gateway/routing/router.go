@@ -95,22 +95,13 @@ type Choice struct {
 	Match int
 }
 
-// kv_aware's memory of its own decisions.
-const (
-	// RecentHalfLife: a decision's weight in Candidate.Recent halves every
-	// this many decisions of its scope.
-	RecentHalfLife = 256
-	// PendingTTL is how long kv_aware counts a prompt it routed as held by
-	// its rank although the engine's events do not show it yet (it is
-	// queued or being computed): a prompt stays between PendingTTL and
-	// twice that, by then its blocks are in the events or were evicted.
-	PendingTTL = 10 * time.Second
-	// maxPendingTokens rotates the pending tree early under heavy load:
-	// the memory bound of what it keeps.
-	maxPendingTokens = 1 << 24
-)
+// RecentHalfLife: a decision's weight in kv_aware's spread guard
+// (Candidate.Recent) halves every this many decisions of its scope.
+const RecentHalfLife = 256
 
-var recentDecay = math.Pow(2, -1.0/RecentHalfLife)
+// maxHotPrefixes bounds the prefixes the spread guard remembers per
+// scope; past it the ones not chosen for a long while go first.
+const maxHotPrefixes = 4096
 
 // Tenant names a DP rank of a worker in the tree and on rings.
 func Tenant(worker string, dpRank int) string { return fmt.Sprintf("%s#%d", worker, dpRank) }
@@ -118,10 +109,28 @@ func Tenant(worker string, dpRank int) string { return fmt.Sprintf("%s#%d", work
 // ErrClosed is Route's answer once the Router stopped.
 var ErrClosed = errors.New("routing: the router has stopped")
 
+// KVSource is the engines' KV events as kv_aware reads them
+// (gateway/kvevents' Subscriber, through the dispatch).
+type KVSource interface {
+	// Match is, per DP rank of the worker, the leading prompt tokens its
+	// cache holds, published or predicted, and whether its events are
+	// live.
+	Match(worker string, prompt []int32) (perRank []int, live bool)
+	// Predict counts prompt as held by the worker's DP rank for ttl, or
+	// until its events settle or remove it; a Match after it sees it.
+	Predict(worker string, dpRank int, prompt []int32, ttl time.Duration)
+}
+
 // Options configure a Router.
 type Options struct {
 	Prefill, Decode, Aggregated string // each pool's policy
 	Config                      Config
+	// KV is what kv_aware routes on: the Router asks it in its own
+	// goroutine, then records its choice there (Predict), so the next
+	// request's Match sees this one's prompt on its rank whatever the
+	// events say yet. nil: the views' Live and KV fields as given (tests,
+	// the bench's simulation), nothing predicted.
+	KV KVSource
 	// Now and Rand are the clock and random source; nil: the real ones.
 	// Tests inject fixed ones.
 	Now  func() time.Time
@@ -306,7 +315,7 @@ func (r *Router) Reconfigure(o Options) error {
 }
 
 func (s *state) reconfigure(o Options) {
-	o.Now, o.Rand, o.OnPanic = s.now, s.rnd, s.onPanic
+	o.Now, o.Rand, o.OnPanic, o.KV = s.now, s.rnd, s.onPanic, s.kv
 	next := newState(o)
 	same := reflect.DeepEqual(next.cfg, s.cfg)
 	for i := range next.pools {
@@ -351,12 +360,13 @@ type state struct {
 	now     func() time.Time
 	rnd     func() uint64
 	onPanic func(string, any, []byte)
+	kv      KVSource
 	pools   [numPools]*poolState
 	retime  bool // the policies changed: the loop's maintenance tickers follow
 }
 
 func newState(o Options) *state {
-	s := &state{cfg: o.Config.withDefaults(), now: o.Now, rnd: o.Rand, onPanic: o.OnPanic}
+	s := &state{cfg: o.Config.withDefaults(), now: o.Now, rnd: o.Rand, onPanic: o.OnPanic, kv: o.KV}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -375,8 +385,7 @@ func newState(o Options) *state {
 		switch p {
 		case KVAware:
 			ps.tree = NewTree()
-			ps.recent = map[string]map[string]float64{}
-			ps.pending = [2]*Tree{NewTree(), NewTree()}
+			ps.recent = map[string]*spreadBook{}
 		case CacheAware:
 			ps.tree = NewTree()
 		case Manual:
@@ -517,12 +526,9 @@ type poolState struct {
 	sticky  *stickyMap
 	buckets map[string]*bucketState
 	epochs  map[string]int64 // tenant → the registration its tree entries belong to
-	// kv_aware: per scope, each candidate's decayed count of decisions
-	// (Candidate.Recent); and the prompts it routed lately, newest
-	// generation first, which the engines' events may not show yet.
-	recent       map[string]map[string]float64
-	pending      [2]*Tree
-	pendingSince time.Time
+	// recent is kv_aware's decayed count of decisions per scope, by hot
+	// prefix and candidate (Candidate.Recent).
+	recent map[string]*spreadBook
 }
 
 type ringEntry struct {
@@ -537,6 +543,8 @@ type ringEntry struct {
 type pick struct {
 	Choice
 	name       string
+	wname      string // the chosen worker and DP rank (kv_aware's Predict)
+	rank       int
 	worker, dp step
 }
 
@@ -545,6 +553,7 @@ type step struct {
 	scope string
 	cands []Candidate
 	d     Decision
+	hash  uint64 // the request's hot prefix (kv_aware's spread)
 }
 
 func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time) Choice {
@@ -557,11 +566,13 @@ func (ps *poolState) route(s *state, req Request, ws []WorkerView, now time.Time
 
 // plan decides the pool's choice for req without recording it. What it
 // changes is only what was already true: a rank that registered anew
-// forgets its tree entries, kv_aware's pending generations rotate by
-// age.
+// forgets its tree entries.
 func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time) pick {
 	c := Choice{Worker: -1, Policy: ps.policy}
 	kv := ps.policy == KVAware
+	if kv && s.kv != nil {
+		ws = s.readKV(ws, req.Prompt)
+	}
 	// The tree's view of every routable rank, once per request.
 	var tenants []string
 	for _, w := range ws {
@@ -571,28 +582,13 @@ func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time)
 			if ps.tree != nil && ps.epochs[t] != r.Epoch {
 				// A new registration: that engine's cache started empty.
 				ps.tree.Evict(t, 0)
-				for _, p := range ps.pending {
-					if p != nil {
-						p.Evict(t, 0)
-					}
-				}
 				ps.epochs[t] = r.Epoch
 			}
 		}
 	}
-	var treeMatch, pendMatch []int
+	var treeMatch []int
 	if ps.tree != nil {
 		treeMatch = ps.tree.Match(req.Prompt, tenants)
-	}
-	if kv {
-		if tok, _ := ps.pending[0].Stored(); now.Sub(ps.pendingSince) >= PendingTTL || tok > maxPendingTokens {
-			ps.pending = [2]*Tree{NewTree(), ps.pending[0]}
-			ps.pendingSince = now
-		}
-		pendMatch = ps.pending[0].Match(req.Prompt, tenants)
-		for i, m := range ps.pending[1].Match(req.Prompt, tenants) {
-			pendMatch[i] = max(pendMatch[i], m)
-		}
 	}
 	rankCands := make([][]Candidate, len(ws))
 	var cands []Candidate
@@ -609,8 +605,9 @@ func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time)
 				m = treeMatch[k]
 			}
 			if kv && w.Live {
-				// The engine's events, and what was sent there since.
-				m = max(r.KV, pendMatch[k])
+				// The engine's events, and what was sent there since
+				// (predicted blocks).
+				m = r.KV
 			}
 			k++
 			rc := Candidate{Name: Tenant(w.Name, r.DPRank), Reqs: r.Reqs, Tokens: r.Tokens, Match: min(m, len(req.Prompt)), Live: wc.Live}
@@ -627,8 +624,11 @@ func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time)
 		return pick{Choice: c}
 	}
 	var hash uint64
-	if ps.policy == PrefixHash {
+	switch ps.policy {
+	case PrefixHash:
 		hash = HashTokens(req.Prompt, s.cfg.PrefixHash.PrefixTokens)
+	case KVAware:
+		hash = HashTokens(req.Prompt, HotPrefixTokens)
 	}
 	p := pick{}
 	p.worker = ps.decide(s, "", cands, req, hash, now)
@@ -643,17 +643,19 @@ func (ps *poolState) plan(s *state, req Request, ws []WorkerView, now time.Time)
 		c.Reason = p.dp.d.Reason
 	}
 	p.Choice, p.name = c, chosen.Name
+	p.wname, p.rank = w.Name, w.Ranks[c.Rank].DPRank
 	return p
 }
 
 // commit records a planned choice: each scope's decision (its counter,
-// sticky key, bucket load, kv_aware's spread), and the prompt as held by
-// the chosen rank in the tree (and kv_aware's pending tree).
+// sticky key, bucket load, kv_aware's spread), the prompt as held by the
+// chosen rank in the tree, and for kv_aware its predicted blocks there
+// (KVSource.Predict).
 func (ps *poolState) commit(s *state, req Request, p pick, now time.Time) {
 	ps.record(s, p.worker, req, now)
 	ps.record(s, p.dp, req, now)
-	if ps.policy == KVAware {
-		ps.pending[0].Insert(req.Prompt, p.name)
+	if ps.policy == KVAware && s.kv != nil {
+		s.kv.Predict(p.wname, p.rank, req.Prompt, s.cfg.KVAware.PredictTTL)
 	}
 	if ps.tree != nil {
 		ps.tree.Insert(req.Prompt, p.name)
@@ -687,11 +689,17 @@ func (ps *poolState) decide(s *state, scope string, cands []Candidate, req Reque
 		}
 		v.Bucket = b.view(cands)
 	case KVAware:
+		b := ps.recent[scope]
+		if b == nil {
+			b = newSpreadBook()
+			ps.recent[scope] = b
+		}
+		v.Recent, v.Prefix = b.total(), b.prefix(hash)
 		for i := range v.Cands {
-			v.Cands[i].Recent = ps.recent[scope][v.Cands[i].Name]
+			v.Cands[i].Recent = b.of(v.Cands[i].Name)
 		}
 	}
-	return step{scope: scope, cands: cands, d: Decide(ps.policy, s.cfg, v)}
+	return step{scope: scope, cands: cands, d: Decide(ps.policy, s.cfg, v), hash: hash}
 }
 
 // record keeps what st's decision changes in its scope.
@@ -704,15 +712,91 @@ func (ps *poolState) record(s *state, st step, req Request, now time.Time) {
 	case ps.policy == Bucket:
 		ps.buckets[st.scope].observe(len(req.Prompt), name, now, s.cfg.Bucket.AdjustInterval)
 	case ps.policy == KVAware:
-		r := ps.recent[st.scope]
-		if r == nil {
-			r = map[string]float64{}
-			ps.recent[st.scope] = r
+		ps.recent[st.scope].chose(st.hash, name)
+	}
+}
+
+// readKV is ws with each worker's KV events (Live, and every rank's KV)
+// as the Router's KVSource answers now.
+func (s *state) readKV(ws []WorkerView, prompt []int32) []WorkerView {
+	out := make([]WorkerView, len(ws))
+	for i, w := range ws {
+		out[i] = w
+		if len(w.Ranks) == 0 {
+			continue
 		}
-		for n := range r {
-			r[n] *= recentDecay
+		perRank, live := s.kv.Match(w.Name, prompt)
+		out[i].Live = live
+		out[i].Ranks = make([]RankView, len(w.Ranks))
+		for j, r := range w.Ranks {
+			r.KV = 0
+			if r.DPRank >= 0 && r.DPRank < len(perRank) {
+				r.KV = perRank[r.DPRank]
+			}
+			out[i].Ranks[j] = r
 		}
-		r[name]++
+	}
+	return out
+}
+
+// spreadBook is one scope's recent kv_aware decisions: all of them, per
+// candidate and per hot prefix, each weighed down by half every
+// RecentHalfLife decisions. Weights decay lazily: a count is stored with
+// the decision number it was last brought up to date at.
+type spreadBook struct {
+	seq      uint64 // decisions so far
+	all      decayed
+	byCand   map[string]decayed
+	byPrefix map[uint64]decayed
+}
+
+type decayed struct {
+	v  float64
+	at uint64
+}
+
+func (d decayed) weight(seq uint64) float64 {
+	if d.v == 0 {
+		return 0
+	}
+	return d.v * math.Exp2(-float64(seq-d.at)/RecentHalfLife)
+}
+
+func newSpreadBook() *spreadBook {
+	return &spreadBook{byCand: map[string]decayed{}, byPrefix: map[uint64]decayed{}}
+}
+
+func (b *spreadBook) total() float64          { return b.all.weight(b.seq) }
+func (b *spreadBook) of(cand string) float64  { return b.byCand[cand].weight(b.seq) }
+func (b *spreadBook) prefix(p uint64) float64 { return b.byPrefix[p].weight(b.seq) }
+func (d decayed) plusOne(seq uint64) decayed  { return decayed{d.weight(seq) + 1, seq} }
+
+// chose records a decision of prefix for cand.
+func (b *spreadBook) chose(prefix uint64, cand string) {
+	b.seq++
+	b.all = b.all.plusOne(b.seq)
+	b.byCand[cand] = b.byCand[cand].plusOne(b.seq)
+	if _, ok := b.byPrefix[prefix]; !ok && len(b.byPrefix) >= maxHotPrefixes {
+		b.forget()
+	}
+	b.byPrefix[prefix] = b.byPrefix[prefix].plusOne(b.seq)
+}
+
+// forget drops the prefixes not chosen for 8 half-lives (their weight is
+// below 1/256), or else the least recently chosen one.
+func (b *spreadBook) forget() {
+	oldest, at := uint64(0), uint64(math.MaxUint64)
+	for p, d := range b.byPrefix {
+		if b.seq-d.at > 8*RecentHalfLife {
+			delete(b.byPrefix, p)
+			continue
+		}
+		if d.at < at {
+			oldest, at = p, d.at
+		}
+	}
+	if len(b.byPrefix) >= maxHotPrefixes {
+		delete(b.byPrefix, oldest)
 	}
 }
 

@@ -129,32 +129,69 @@ func TestRouterKVAware(t *testing.T) {
 	}
 }
 
-// kv_aware counts what it sent a rank as held there until the engine's
-// events can show it (PendingTTL), and spreads a prompt that takes more
-// than its share of the recent decisions.
-func TestRouterKVAwarePendingAndSpread(t *testing.T) {
+// fakeKV is a KVSource: the prompts predicted on each worker's DP ranks,
+// each until its claim expires on the clock now; their events show
+// nothing else.
+type fakeKV struct {
+	now    func() time.Time
+	dp     int
+	claims map[string][]kvClaim
+	asked  int
+}
+
+type kvClaim struct {
+	rank   int
+	prompt []int32
+	until  time.Time
+}
+
+func (f *fakeKV) Match(worker string, prompt []int32) ([]int, bool) {
+	f.asked++
+	per := make([]int, f.dp)
+	for _, c := range f.claims[worker] {
+		if !f.now().Before(c.until) {
+			continue
+		}
+		n := 0
+		for n < len(c.prompt) && n < len(prompt)-1 && c.prompt[n] == prompt[n] {
+			n++
+		}
+		per[c.rank] = max(per[c.rank], n)
+	}
+	return per, true
+}
+
+func (f *fakeKV) Predict(worker string, dpRank int, prompt []int32, ttl time.Duration) {
+	if f.claims == nil {
+		f.claims = map[string][]kvClaim{}
+	}
+	f.claims[worker] = append(f.claims[worker], kvClaim{dpRank, prompt, f.now().Add(ttl)})
+}
+
+// kv_aware asks its KVSource in the Router's goroutine and records each
+// choice there (Predict), so the same prompt right after goes to the same
+// rank though the events show nothing yet; a claim that expired is gone.
+// A prompt that takes all the traffic spreads past its share.
+func TestRouterKVAwarePredictsAndSpreads(t *testing.T) {
 	t.Parallel()
 	s := fixed(KVAware, RoundRobin, Config{})
 	now := s.now()
 	s.now = func() time.Time { return now }
+	kv := &fakeKV{now: func() time.Time { return now }, dp: 4}
+	s.kv = kv
 	w := worker("prefill", 4)
-	w.Live = true // events live, but they show nothing yet
 	p := prompt(5, 400)
 	first, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
-	if c.Reason != ReasonKVMiss {
-		t.Fatalf("first: %+v", c)
+	if c.Reason != ReasonKVMiss || kv.asked != 1 {
+		t.Fatalf("first: %+v (asked %d)", c, kv.asked)
 	}
 	second, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
-	if second != first || c.Reason != ReasonKVHit || c.Match != 400 {
+	if second != first || c.Reason != ReasonKVHit || c.Match != 399 {
 		t.Fatalf("the same prompt right after went to %v (%+v), the first to %v", second, c, first)
 	}
-	// Past twice the TTL the router forgets what it sent; the events are
-	// the truth again.
-	now = now.Add(2*PendingTTL + time.Second)
-	route(t, s, Request{Prompt: prompt(6, 10)}, []WorkerView{w}) // rotates
-	now = now.Add(PendingTTL + time.Second)
+	now = now.Add(Defaults().KVAware.PredictTTL)
 	if _, c = route(t, s, Request{Prompt: p}, []WorkerView{w}); c.Reason != ReasonKVMiss {
-		t.Fatalf("after the TTL: %+v", c)
+		t.Fatalf("after the claims expired: %+v", c)
 	}
 	// One prompt for every request: its rank takes its share, then the
 	// guard sends the overflow to the others.
@@ -174,6 +211,29 @@ func TestRouterKVAwarePendingAndSpread(t *testing.T) {
 	}
 	if spread == 0 || len(seen) < 3 {
 		t.Fatalf("a prompt taking all the traffic stayed on %v (%d spread)", seen, spread)
+	}
+}
+
+// The spread guard counts a prefix's own share: six system prompts on
+// four ranks leave two ranks with two of them each (a third of the
+// traffic, over 1.3 × a quarter), and none is copied elsewhere.
+func TestRouterKVAwareKeepsCoolPrefixes(t *testing.T) {
+	t.Parallel()
+	s := fixed(KVAware, RoundRobin, Config{})
+	now := s.now()
+	s.now = func() time.Time { return now }
+	s.kv = &fakeKV{now: func() time.Time { return now }, dp: 4}
+	w := worker("prefill", 4)
+	home := map[int32]placed{}
+	for i := 0; i < 600; i++ {
+		g := int32(i % 6)
+		p := append(prompt(g, 300), int32(1_000_000+i)) // the group's system prompt, then its own question
+		pl, c := route(t, s, Request{Prompt: p}, []WorkerView{w})
+		if h, ok := home[g]; !ok {
+			home[g] = pl
+		} else if pl != h {
+			t.Fatalf("request %d of group %d went to %v (%+v), the group's rank is %v", i, g, pl, c, h)
+		}
 	}
 }
 

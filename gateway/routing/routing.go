@@ -98,6 +98,13 @@ type View struct {
 	// Rnd is random bits for the policies that draw (random,
 	// power_of_two, manual's assignment, consistent_hashing without key).
 	Rnd [2]uint64
+	// Recent is the scope's recent decisions, weighed as
+	// Candidate.Recent (kv_aware's spread guard); 0: the candidates' sum.
+	Recent float64
+	// Prefix is the recent decisions, weighed alike, of the request's hot
+	// prefix (its first HotPrefixTokens tokens): the guard spreads only a
+	// prefix above an even share of one candidate.
+	Prefix float64
 }
 
 // Decision is a policy's answer.

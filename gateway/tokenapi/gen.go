@@ -8,6 +8,7 @@ package tokenapi
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Sampling is what a front end asks of the engine, in API terms. A field
@@ -67,6 +68,28 @@ type Request struct {
 	// routing key (the manual and consistent_hashing policies route by
 	// it); "" when the client sent none.
 	RoutingKey string
+
+	// Priority is the request's priority field as SGLang and vLLM take it
+	// in the body (larger is served first here, SGLang's order;
+	// docs/protocol.md §11.13), MinPriority..MaxPriority; nil: the
+	// x-smg-priority header's class, else the API key's.
+	Priority *int
+}
+
+// Request priorities: the range a priority field may take (a 400
+// outside it).
+const (
+	MinPriority = -100
+	MaxPriority = 100
+)
+
+// CheckPriority is the one check of a priority field; param names it as
+// the client sent it.
+func CheckPriority(p *int) error {
+	if p != nil && (*p < MinPriority || *p > MaxPriority) {
+		return fmt.Errorf("priority must be between %d and %d (larger is served first), got %d", MinPriority, MaxPriority, *p)
+	}
+	return nil
 }
 
 // RoutingKeyHeader is SMG's sticky-routing header; front ends copy it

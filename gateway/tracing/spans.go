@@ -85,6 +85,7 @@ func (q *Request) Finish(s traffic.Summary) {
 		sp.End(trace.WithTimestamp(reqtime.Wall(iv.To)))
 	}
 	child("queued", tl.Admission, keyQueue.String("admission"))
+	child("queued", tl.Queue, keyQueue.String("priority"))
 	child("queued", tl.Phase[reqtime.Queued], keyQueue.String("worker"))
 	child("tokenize", tl.Phase[reqtime.Tokenize], keyInTokens.Int(s.Prompt))
 	route := []attribute.KeyValue{keyLayout.String(layout)}

@@ -46,6 +46,11 @@ func (r *Rec) Prefill(role string, dpRank, prompt, cached int) {
 		accts = append(accts, &cacheAcct{})
 	}
 	b.caches[role] = accts
+	for i := range r.roles {
+		if r.roles[i].name == role {
+			r.unqueueLocked(&r.roles[i]) // its prefill here is done
+		}
+	}
 	a := accts[dpRank]
 	sec := second(b.elapsed())
 	a.prompt += uint64(prompt)

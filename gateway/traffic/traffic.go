@@ -36,9 +36,12 @@ import (
 // requests at all. It is the name no role may take (profiles.GatewayLogName).
 const GatewayRole = "gateway"
 
-// Role kinds as the dispatch names them (profiles.Kind*); only the decode
-// kind gets tokens and inter-token latency.
+// Role kinds as the dispatch names them (profiles.Kind*); only the kinds
+// that stream a request's tokens (decode, and aggregated, which prefills
+// and decodes in one leg) get tokens and inter-token latency.
 const kindDecode = "decode"
+
+func streamsTokens(kind string) bool { return kind == kindDecode || kind == kindAggregated }
 
 // Bounds of the request id and path written to the access line: both come
 // from the client.
@@ -94,6 +97,7 @@ type acct struct {
 	reqs, toks               window
 	ttft, itl                samples
 	ttftH, itlH              hist
+	plan                     planAcct // what the SLO planner reads (observe.go)
 }
 
 // New returns an empty Book.
@@ -185,6 +189,7 @@ type routeFields struct {
 type roleRef struct {
 	kind, name string
 	legs       int
+	queued     int // prompt tokens booked as waiting for this role's prefill (observe.go)
 }
 
 // Begin starts the record of one request; End must follow.
@@ -323,6 +328,7 @@ func (r *Rec) Role(kind, name string) {
 				b.row(name).inflight++
 			}
 			x.legs++
+			r.queueLocked(x)
 			return
 		}
 	}
@@ -331,8 +337,10 @@ func (r *Rec) Role(kind, name string) {
 			b.roles[GatewayRole].inflight--
 		}
 		b.row(name).inflight++
+		b.row(name).plan.promptIn += uint64(r.prompt)
 	}
-	r.roles = append(r.roles, roleRef{kind, name, 1})
+	r.roles = append(r.roles, roleRef{kind: kind, name: name, legs: 1})
+	r.queueLocked(&r.roles[len(r.roles)-1])
 }
 
 // Leave takes back one leg on role name: an attempt that failed there
@@ -353,6 +361,7 @@ func (r *Rec) Leave(name string) {
 		if x := &r.roles[i]; x.name == name && x.legs > 0 {
 			if x.legs--; x.legs == 0 && r.counted {
 				b.row(name).inflight--
+				r.unqueueLocked(x)
 			}
 			return
 		}
@@ -437,6 +446,9 @@ func (r *Rec) FirstToken() {
 	if !r.counted {
 		return
 	}
+	for i := range r.roles {
+		r.unqueueLocked(&r.roles[i]) // a first token: every prefill is done
+	}
 	b.total.ttft.add(now, r.ttft)
 	for _, x := range r.roles {
 		a := b.roles[x.name]
@@ -513,7 +525,7 @@ func (r *Rec) tokensLocked(role string, n int, now time.Duration) {
 	b.total.tokens += uint64(n)
 	b.total.toks.add(sec, uint64(n))
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.tokens += uint64(n)
 			a.toks.add(sec, uint64(n))
@@ -527,7 +539,7 @@ func (r *Rec) itlLocked(role string, d, now time.Duration) {
 	b := r.b
 	b.total.itl.add(now, d)
 	for _, x := range r.roles {
-		if x.kind == kindDecode && (role == "" || role == x.name) {
+		if streamsTokens(x.kind) && (role == "" || role == x.name) {
 			a := b.roles[x.name]
 			a.itl.add(now, d)
 			a.itlH.observe(d)
@@ -594,8 +606,12 @@ func (r *Rec) End(status int) {
 	r.status = status
 	if r.counted {
 		sec := second(now)
+		for i := range r.roles {
+			r.unqueueLocked(&r.roles[i])
+		}
 		count := func(a *acct, inflight bool) {
 			a.requests++
+			a.plan.busy += (now - r.begin).Seconds()
 			a.reqs.add(sec, 1)
 			if inflight {
 				a.inflight--
