@@ -384,7 +384,7 @@ func (f *flight) wait(d time.Duration) *attemptErr {
 
 func (f *flight) deadlineErr(waiting string) *attemptErr {
 	return fatal("timeout", &RequestError{Status: http.StatusGatewayTimeout, Code: "timeout",
-		Message: fmt.Sprintf("request deadline of %s exceeded%s; both legs aborted", f.g.opts.RequestTimeout, waiting)})
+		Message: fmt.Sprintf("request deadline of %s exceeded%s; both legs aborted", f.g.opts.RequestTimeout, waiting), Cause: context.DeadlineExceeded})
 }
 
 // attemptFailed handles a failure of the current attempt: the retry

@@ -102,6 +102,22 @@ func As(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	return AsOr(err, http.StatusInternalServerError, "internal_error", "")
+}
+
+// AsOr maps an engine's error to the answer a front end gives it: an
+// *Error in err's chain keeps its status, code, param and Retry-After, an
+// error with HTTPStatus/ErrorCode(/ErrorParam) methods is answered by them
+// (both with err's whole text as the message), and anything else gets
+// status and code, its message prefix then err's text. A new Error's
+// cause is err.
+func AsOr(err error, status int, code, prefix string) *Error {
+	var e *Error
+	if errors.As(err, &e) && e.Status >= 400 {
+		c := *e
+		c.Message = err.Error()
+		return &c
+	}
 	var se statusError
 	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
 		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error(), Cause: err}
@@ -110,7 +126,7 @@ func As(err error) *Error {
 		}
 		return out
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error(), Cause: err}
+	return &Error{Status: status, Code: code, Message: prefix + err.Error(), Cause: err}
 }
 
 // Type is OpenAI's error type for a status.

@@ -121,3 +121,49 @@ func TestErrorLogValue(t *testing.T) {
 		}
 	}
 }
+
+// statusOnly says its status and code the way code that cannot import
+// this package does.
+type statusOnly struct{}
+
+func (statusOnly) Error() string      { return "no slot" }
+func (statusOnly) HTTPStatus() int    { return 429 }
+func (statusOnly) ErrorCode() string  { return "busy" }
+func (statusOnly) ErrorParam() string { return "n" }
+
+// AsOr answers an engine's error: by the Error in its chain (status,
+// code, param and Retry-After kept, the whole chain's text as the
+// message), by a status the error states, else by the front end's
+// default; the error stays the answer's cause.
+func TestAsOr(t *testing.T) {
+	t.Parallel()
+	sentinel := errors.New("rank 3 gone")
+	inner := &Error{Status: 503, Code: "no_decode_worker", Param: "model", Message: "no decode worker", RetryAfter: 7 * time.Second, Cause: sentinel}
+	for _, c := range []struct {
+		name    string
+		err     error
+		want    Error
+		cause   error // errors.Is(answer, cause)
+		isInner bool  // the answer is a copy of inner, not inner itself
+	}{
+		{"an Error as it is", inner, Error{Status: 503, Code: "no_decode_worker", Param: "model", Message: "no decode worker", RetryAfter: 7 * time.Second}, sentinel, true},
+		{"a wrapped Error keeps its status with the wrapper's text", fmt.Errorf("start generation: %w", inner),
+			Error{Status: 503, Code: "no_decode_worker", Param: "model", Message: "start generation: no decode worker", RetryAfter: 7 * time.Second}, sentinel, true},
+		{"a status the error states", fmt.Errorf("admit: %w", statusOnly{}), Error{Status: 429, Code: "busy", Param: "n", Message: "admit: no slot"}, statusOnly{}, false},
+		{"anything else gets the default", sentinel, Error{Status: 502, Code: "worker_stream_failed", Message: "generation failed: rank 3 gone"}, sentinel, false},
+	} {
+		got := AsOr(c.err, 502, "worker_stream_failed", "generation failed: ")
+		if got.Status != c.want.Status || got.Code != c.want.Code || got.Param != c.want.Param || got.Message != c.want.Message || got.RetryAfter != c.want.RetryAfter {
+			t.Errorf("%s: %+v, want %+v", c.name, *got, c.want)
+		}
+		if !errors.Is(got, c.cause) {
+			t.Errorf("%s: errors.Is does not reach %v", c.name, c.cause)
+		}
+		if c.isInner && got == inner {
+			t.Errorf("%s: answered with inner itself, which the caller may then change", c.name)
+		}
+	}
+	if got := As(sentinel); got.Status != 500 || got.Code != "internal_error" || got.Message != "rank 3 gone" || !errors.Is(got, sentinel) {
+		t.Fatalf("As of a plain error: %+v", *got)
+	}
+}
