@@ -267,6 +267,8 @@ func readHashes(r *msgpack.Reader) ([]uint64, error) {
 	return hs, nil
 }
 
+// readTokens reads token_ids: an array the engine never sends as nil (so
+// not msgpack's ReadOptInt32s), each a token id that must fit an int32.
 func readTokens(r *msgpack.Reader) ([]int32, error) {
 	n, err := r.ReadArrayLen()
 	if err != nil {
