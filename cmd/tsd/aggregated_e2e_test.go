@@ -42,7 +42,7 @@ func TestE2EAggregatedRolesReady(t *testing.T) {
 	}
 	d.waitLine(0, "agg-0", `disaggregation_mode="null"`)
 	out, err := d.ctl("status")
-	if err != nil || !regexp.MustCompile(`(?m)^\s*agg-1\s+aggregated\s+ready\s+\S+\s+2/2\s`).MatchString(out) {
+	if err != nil || !regexp.MustCompile(`(?m)^\s*agg-1\s+aggregated\s+ready\s.*\s2/2\s`).MatchString(out) {
 		t.Fatalf("tsd status: %v\n%s", err, out)
 	}
 	if out, err := d.ctl("stop"); err != nil {
