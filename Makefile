@@ -78,12 +78,18 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 
+# make demo DEMO_NAME=mine DEMO_PORT=8002: another deployment name (and
+# with it its own state folder, profiles/examples/.tsd/NAME) and gateway
+# port, so several demos run side by side. demo-ascend serves on 8001 by
+# default, beside make demo's 8000.
+DEMO_NAME ?=
+DEMO_PORT ?=
 demo: build
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --stop-on-quit --fake-gpus 4 profiles/examples/demo.yaml
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --stop-on-quit --fake-gpus 4 $(if $(DEMO_NAME),--name $(DEMO_NAME)) $(if $(DEMO_PORT),--port $(DEMO_PORT)) profiles/examples/demo.yaml
 
 # The same demo on simulated Ascend NPUs (ASCEND_RT_VISIBLE_DEVICES, npu-smi).
 demo-ascend: build
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-npus 4 profiles/examples/demo-ascend.yaml
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/tsd up --fake-npus 4 $(if $(DEMO_NAME),--name $(DEMO_NAME)) --port $(or $(DEMO_PORT),8001) profiles/examples/demo-ascend.yaml
 
 # 50 random faults (SIGKILL, SIGTERM, SIGSTOP+SIGCONT of launchers and
 # ranks) under 64 streaming clients on a 1P(dp 2)+2D ts-fake deployment;

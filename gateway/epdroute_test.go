@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +278,35 @@ func BenchmarkPDTextRequest(b *testing.B) {
 		if _, fin, err := collectGen(b, ch); err != nil || fin == nil {
 			b.Fatal(fin, err)
 		}
+	}
+}
+
+// EPD readiness needs an encode rank too: with the encode role out of
+// routing (stopped, restarting) /readiness answers 503 like the status's
+// Ready, and the worker counts include the encoders.
+func TestEPDReadinessNeedsEncode(t *testing.T) {
+	t.Parallel()
+	rs := epdRoles(1, 1)
+	c := newClusterPlan(t, Options{}, "tsd", profiles.ModeEPD, rs...)
+	c.waitRegistered(roleNames(rs)...)
+	readiness := func() (int, map[string]any) {
+		t.Helper()
+		code, body := httpGet(t, c.base+"/readiness")
+		var v map[string]any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatalf("readiness %d %q: %v", code, body, err)
+		}
+		return code, v
+	}
+	if code, v := readiness(); code != 200 || v["healthy_workers"] != 3.0 || v["total_workers"] != 3.0 {
+		t.Fatalf("all ready: %d %v", code, v)
+	}
+	setRouted(c.g, "encode-a", false)
+	if code, v := readiness(); code != 503 || v["healthy_workers"] != 2.0 || v["total_workers"] != 3.0 || c.g.Status().Ready {
+		t.Fatalf("encode out of routing: %d %v, status ready %v", code, v, c.g.Status().Ready)
+	}
+	setRouted(c.g, "encode-a", true)
+	if code, _ := readiness(); code != 200 {
+		t.Fatalf("encode back: %d", code)
 	}
 }

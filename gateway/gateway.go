@@ -33,6 +33,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/lane"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
+	"github.com/tsd-project/tsd/gateway/traffic"
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
@@ -136,6 +137,11 @@ type Gateway struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 	notes    []string
+
+	// The drain a shutdown begins with (Drain): once, its result kept.
+	drainOnce sync.Once
+	drained   snapshot.DrainResult
+	stopOnce  sync.Once // closes shutdown
 
 	// kv follows the prefill engines' KV events (nil: none publishes,
 	// until tsd apply binds one that does: AddWorker builds it then);
@@ -351,17 +357,78 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops accepting HTTP, lets requests drain until ctx's deadline,
-// then unbinds every socket (failing what is still in flight) and removes
-// ipc socket files.
+// cutGrace is how long the handlers of the requests a drain cut get to
+// write their last event (the error and the finish reason) before their
+// connections are closed.
+const cutGrace = 5 * time.Second
+
+// ShutdownError ends the requests a shutdown's drain cut at its deadline
+// (Drain): a 503 with code "shutdown" before a response began, else the
+// stream's finish reason "abort" and its error event. It unwraps to the
+// lane's closed error, so the dispatch tries no other worker.
+type ShutdownError struct{ Limit time.Duration }
+
+func (e *ShutdownError) Error() string {
+	if e.Limit <= 0 {
+		return "tsd is stopping: the request was ended without a drain (tsd stop --now)"
+	}
+	return fmt.Sprintf("tsd is stopping: the request was still running when its drain of %s ended", e.Limit)
+}
+
+// Unwrap makes the dispatch classify it as the gateway going away.
+func (e *ShutdownError) Unwrap() error { return lane.ErrLaneClosed }
+
+// HTTPStatus is the status a client gets when no response began.
+func (e *ShutdownError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+// ErrorCode is the error's code (traffic.ReasonShutdown).
+func (e *ShutdownError) ErrorCode() string { return traffic.ReasonShutdown }
+
+// Drain stops accepting HTTP requests and lets those in flight finish
+// until ctx ends; then it cuts what is still running (ShutdownError on
+// every leg, so each stream ends with its finish reason and an error
+// event, and its access line says 503 reason=shutdown), gives their
+// handlers cutGrace to write that, and closes what is left. It returns
+// how many requests were in flight, finished and were cut. Only the
+// first call drains; later ones return its result. Shutdown drains first
+// if Drain was not called.
+func (g *Gateway) Drain(ctx context.Context) snapshot.DrainResult {
+	g.drainOnce.Do(func() { g.drained = g.drain(ctx) })
+	return g.drained
+}
+
+func (g *Gateway) drain(ctx context.Context) snapshot.DrainResult {
+	g.stopOnce.Do(func() { close(g.shutdown) }) // requests queued for a worker stop waiting
+	book := g.metrics.traffic
+	book.BeginDrain()
+	start := time.Now()
+	if err := g.srv.Shutdown(ctx); err != nil {
+		limit := time.Duration(0)
+		if dl, ok := ctx.Deadline(); ok {
+			limit = dl.Sub(start).Round(time.Second)
+		}
+		book.Cut()
+		cut := &ShutdownError{Limit: limit}
+		for _, w := range g.lane.Workers() {
+			g.disp.DropEmbeds(w.Role(), "tsd is stopping")
+			w.Abort(cut)
+		}
+		gctx, cancel := context.WithTimeout(context.Background(), cutGrace)
+		if err := g.srv.Shutdown(gctx); err != nil {
+			_ = g.srv.Close()
+		}
+		cancel()
+	}
+	in, fin, cut := book.DrainCounts()
+	return snapshot.DrainResult{InFlight: in, Finished: fin, Cut: cut}
+}
+
+// Shutdown drains HTTP as Drain does (up to ctx's deadline) unless Drain
+// ran already, then unbinds every socket and removes ipc socket files.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	var errs []error
 	g.shutOnce.Do(func() {
-		close(g.shutdown)
-		if err := g.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("drain HTTP: %w", err))
-			_ = g.srv.Close()
-		}
+		g.Drain(ctx)
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.listener != nil {

@@ -89,9 +89,12 @@ func handleHealth(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "OK")
 }
 
+// handleReadiness answers 200 when the gateway can serve a request: a
+// prefill and a decode rank routed, and in EPD mode an encode rank too
+// (Ready); the counts include every worker a request may need.
 func (g *Gateway) handleReadiness(w http.ResponseWriter, _ *http.Request) {
 	h := g.health()
-	if g.disp.Routable(h) {
+	if g.Ready() {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "healthy_workers": h.Healthy, "total_workers": h.Total})
 		return
 	}

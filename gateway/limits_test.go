@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/front"
+	"github.com/tsd-project/tsd/gateway/schemacheck"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/profiles"
 )
@@ -159,5 +161,13 @@ func TestPromptCheckedAgainstMaxModelLen(t *testing.T) {
 	// A prompt that fits still works.
 	if res := c.generate(context.Background(), http.DefaultClient, genBody(1, 2, false)); res.err != "" {
 		t.Fatalf("small prompt: %+v", res)
+	}
+}
+
+// The body bound leaves room for the schemas a request may carry: as
+// much as their own limit allows.
+func TestSchemaAllowanceIsTheSchemaBudget(t *testing.T) {
+	if front.SchemaAllowance != schemacheck.RequestBudget {
+		t.Fatalf("front.SchemaAllowance %d, schemacheck.RequestBudget %d", front.SchemaAllowance, schemacheck.RequestBudget)
 	}
 }

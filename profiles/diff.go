@@ -472,6 +472,8 @@ var planSettings = map[string]string{
 	"served_model_name": settingFixed,
 	"run_dir":           settingFixed,
 	"log_dir":           settingFixed,
+	"log_max_mb":        settingFixed, // the log files are opened at start
+	"log_keep":          settingFixed,
 	"control_socket":    settingFixed,
 	"accelerator":       settingFixed,
 	"intranode_nvlink":  settingSkip, // a preflight acknowledgement; the env it is about is in each role's
@@ -529,6 +531,9 @@ func gatewayChanges(running, next *Plan) (live, fixed []FieldChange) {
 // argvDiff is the tokens of a that b lacks and of b that a lacks, in
 // order (a longest-common-subsequence diff), each joined by spaces.
 func argvDiff(a, b []string) (removed, added string) {
+	// Compared flag by flag: a flag with its values is one unit, so a
+	// changed value shows with its flag's name (-[--x 1] +[--x 2]).
+	a, b = argvUnits(a), argvUnits(b)
 	n, m := len(a), len(b)
 	lcs := make([][]int, n+1)
 	for i := range lcs {
@@ -561,6 +566,25 @@ func argvDiff(a, b []string) (removed, added string) {
 	rm = append(rm, a[i:]...)
 	ad = append(ad, b[j:]...)
 	return strings.Join(rm, " "), strings.Join(ad, " ")
+}
+
+// argvUnits groups an argv into what a reader compares: each flag
+// ("-x", "--x", "--x=v") with the values that follow it (up to the next
+// flag), and each other word alone (the command, a positional). A
+// negative number is a value, not a flag.
+func argvUnits(argv []string) []string {
+	var out []string
+	flag := false
+	for _, t := range argv {
+		isFlag := strings.HasPrefix(t, "-") && len(t) > 1 && !(t[1] >= '0' && t[1] <= '9' || t[1] == '.')
+		if !isFlag && flag && len(out) > 0 {
+			out[len(out)-1] += " " + t
+			continue
+		}
+		out = append(out, t)
+		flag = isFlag
+	}
+	return out
 }
 
 // maskSet shows a secret's value as set or not, never the value.

@@ -294,7 +294,10 @@ func TestArgvDiff(t *testing.T) {
 		removed, adds string
 	}{
 		{"ts serve --x 1", "ts serve --x 1", "", ""},
-		{"ts serve --x 1", "ts serve --x 2", "1", "2"},
+		{"ts serve --x 1", "ts serve --x 2", "--x 1", "--x 2"}, // the flag is named
+		{"ts serve --tp 2 --mem 0.8", "ts serve --tp 4 --mem 0.8", "--tp 2", "--tp 4"},
+		{"ts serve --bias -1", "ts serve --bias -2", "--bias -1", "--bias -2"},
+		{"ts serve --list a b", "ts serve --list a c", "--list a b", "--list a c"},
 		{"ts serve", "ts serve --y", "", "--y"},
 		{"ts serve --a --b", "ts serve --b", "--a", ""},
 		{"--hf-token abc", "--hf-token def", "", ""},

@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -51,9 +52,10 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
 				e.Pos = Pos{tk.Position.Line, tk.Position.Column}
 			}
+			e.Msg += yamlHint(data, ye.GetMessage(), e.Pos.Line)
 			return nil, Errors{e}
 		}
-		return nil, Errors{{File: path, Msg: "YAML: " + err.Error()}}
+		return nil, Errors{{File: path, Msg: "YAML: " + err.Error() + yamlHint(data, err.Error(), 0)}}
 	}
 	var body ast.Node
 	docs := 0
@@ -78,6 +80,27 @@ func Parse(path string, data []byte) (*Profile, Errors) {
 	topSection.read(l, field{n: body, pos: nodePos(body)}, p)
 	l.validate(p)
 	return p, l.errs.sorted()
+}
+
+// yamlHint is what usually causes a YAML syntax error, said after the
+// parser's own words: a tab in a line's indentation (YAML indents with
+// spaces only), else, for an error about the document's structure, the
+// indentation near the line.
+func yamlHint(data []byte, msg string, line int) string {
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		lead := l[:len(l)-len(bytes.TrimLeft(l, " \t"))]
+		if bytes.IndexByte(lead, '\t') >= 0 {
+			return fmt.Sprintf(" (hint: line %d is indented with a tab; YAML indents with spaces only)", i+1)
+		}
+	}
+	if strings.Contains(msg, "quoted") || strings.Contains(msg, "quote") {
+		return ""
+	}
+	near := ""
+	if line > 1 {
+		near = fmt.Sprintf(" near line %d", line)
+	}
+	return fmt.Sprintf(" (hint: check the indentation%s: the keys of one mapping start in the same column, with spaces, and a list item's keys line up after its \"- \")", near)
 }
 
 type loader struct {

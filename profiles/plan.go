@@ -21,8 +21,12 @@ type Plan struct {
 	ServedModelName string `json:"served_model_name"`
 	RunDir          string `json:"run_dir"`
 	LogDir          string `json:"log_dir"`
-	ControlSocket   string `json:"control_socket"`
-	Accelerator     string `json:"accelerator"` // nvidia | ascend (empty in old plans: nvidia)
+	// LogMaxMB and LogKeep (log_max_mb, log_keep) rotate every log file;
+	// 0 in a hand-written plan: 100 MiB and 3.
+	LogMaxMB      int    `json:"log_max_mb,omitempty"`
+	LogKeep       int    `json:"log_keep,omitempty"`
+	ControlSocket string `json:"control_socket"`
+	Accelerator   string `json:"accelerator"` // nvidia | ascend (empty in old plans: nvidia)
 	// IntranodeNVLink: the profile acknowledges MC_INTRANODE_NVLINK
 	// (engine.mooncake.intranode_nvlink), so preflight does not warn.
 	IntranodeNVLink bool `json:"intranode_nvlink,omitempty"`

@@ -300,12 +300,12 @@ roles:
 	if plan.Name != "x" || plan.Model != "/srv/prof/m" || plan.Tokenizer != "/srv/prof/m" || plan.ServedModelName != "m" {
 		t.Errorf("names/paths: %q %q %q %q", plan.Name, plan.Model, plan.Tokenizer, plan.ServedModelName)
 	}
-	if plan.RunDir != "/srv/prof/.tsd/run" || plan.LogDir != "/srv/prof/.tsd/logs" || plan.ControlSocket != "/srv/prof/.tsd/run/tsd.sock" {
+	if plan.RunDir != "/srv/prof/.tsd/x/run" || plan.LogDir != "/srv/prof/.tsd/x/logs" || plan.ControlSocket != "/srv/prof/.tsd/x/run/tsd.sock" {
 		t.Errorf("dirs: %q %q %q", plan.RunDir, plan.LogDir, plan.ControlSocket)
 	}
 	g := plan.Gateway
 	if g.Listen != "127.0.0.1:8000" || g.URL != "http://127.0.0.1:8000" || g.Mode != ModePD || g.BootstrapServer != "engine" ||
-		g.Policy != DefaultPolicy() || g.LogFile != "/srv/prof/.tsd/logs/gateway.log" {
+		g.Policy != DefaultPolicy() || g.LogFile != "/srv/prof/.tsd/x/logs/gateway.log" {
 		t.Errorf("gateway: %+v", g)
 	}
 	var names []string
@@ -317,8 +317,8 @@ roles:
 	}
 	d1, _ := plan.Role("decode-1")
 	if d1.Group != "decode" || d1.Env["CUDA_VISIBLE_DEVICES"] != "2" || d1.Env["NO_PROXY"] != "10.0.0.0/8" ||
-		d1.Env["no_proxy"] != "*" || d1.Env["EXTRA"] != "x y" || d1.Worker != "ipc:///srv/prof/.tsd/run/decode-1" ||
-		d1.LogFile != "/srv/prof/.tsd/logs/decode-1.log" || d1.Bootstrap != "" {
+		d1.Env["no_proxy"] != "*" || d1.Env["EXTRA"] != "x y" || d1.Worker != "ipc:///srv/prof/.tsd/x/run/decode-1" ||
+		d1.LogFile != "/srv/prof/.tsd/x/logs/decode-1.log" || d1.Bootstrap != "" {
 		t.Errorf("decode-1: %+v", d1)
 	}
 	want := RestartPlan{Policy: "on-failure", Backoff: Duration(2 * time.Second), MaxBackoff: Duration(2 * time.Minute),

@@ -38,6 +38,19 @@ type HostFacts struct {
 	// (absolute paths).
 	RunDir string
 	LogDir string
+	// Name is the deployment's name when it is not the profile's (tsd up
+	// --name): its state folder's (StateDir). The plan keeps the
+	// profile's name, which names its Slurm steps; tsd up sets the
+	// deployment's on the plan it runs.
+	Name string
+	// GatewayPort, when set, is the gateway's port instead of
+	// gateway.port (tsd up --port).
+	GatewayPort int
+	// StateDir, when set, is the folder whose run/ and logs/ hold the
+	// deployment's state where the profile sets no run_dir or log_dir,
+	// instead of StateDir(profile folder, name): the shared .tsd of an
+	// earlier tsd whose daemon still runs there (LegacyState).
+	StateDir string
 	// UID and XDGRuntimeDir pick the short socket directory used when ipc
 	// paths under run_dir would exceed the Unix socket path limit.
 	UID           int
@@ -292,7 +305,11 @@ func LoadPlan(path string, facts HostFacts) (*Profile, *Plan, Errors) {
 // makes socket paths too long: $XDG_RUNTIME_DIR/tsd-<hash> or
 // /tmp/tsd-<uid>/<hash>, the hash naming the profile.
 func SocketDir(profileAbs string, facts HostFacts) string {
-	sum := sha256.Sum256([]byte(profileAbs))
+	key := profileAbs
+	if facts.Name != "" {
+		key += "\x00" + facts.Name // tsd up --name: a deployment of its own
+	}
+	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:])[:12]
 	if facts.XDGRuntimeDir != "" {
 		return filepath.Join(facts.XDGRuntimeDir, "tsd-"+h)
@@ -307,16 +324,23 @@ func (pl *planner) plan() *Plan {
 	runDir, logDir := pl.dirs()
 	plan := &Plan{
 		Name: p.Name, ProfilePath: p.Abs, Model: p.Model, Tokenizer: p.Tokenizer,
-		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir,
+		ServedModelName: p.ServedModelName, RunDir: runDir, LogDir: logDir, LogMaxMB: p.LogMaxMB, LogKeep: p.LogKeep,
 		Accelerator:     pl.accelerator(),
 		IntranodeNVLink: p.Engine.Mooncake.IntranodeNVLink,
 		TransferBackend: p.Engine.TransferBackend,
 		Roles:           []RolePlan{},
 	}
-	shortDir := SocketDir(p.Abs, pl.facts)
+	sf := pl.facts
+	if sf.Name == p.Name {
+		sf.Name = "" // the profile's own name: the profile's own folder
+	}
+	shortDir := SocketDir(p.Abs, sf)
 	plan.ControlSocket = filepath.Join(runDir, "tsd.sock")
 	if len(plan.ControlSocket) > MaxSocketPath {
 		plan.ControlSocket = filepath.Join(shortDir, "tsd.sock")
+	}
+	if r := pl.facts.Running; r != nil && r.RunDir == runDir && r.ControlSocket != "" {
+		plan.ControlSocket = r.ControlSocket // the daemon listens there
 	}
 	insts := expandInstances(p)
 	pl.matchRunning(insts)
@@ -346,9 +370,28 @@ func (pl *planner) plan() *Plan {
 	return plan
 }
 
-// dirs are run_dir and log_dir, host facts winning over the profile.
+// dirs are run_dir and log_dir: the profile's, else (a profile that
+// sets neither) the running deployment's (an apply never moves them),
+// else the deployment's own state folder by name; host facts win over
+// all of them.
 func (pl *planner) dirs() (runDir, logDir string) {
 	runDir, logDir = pl.p.RunDir, pl.p.LogDir
+	state := pl.facts.StateDir
+	if state == "" {
+		state = StateDir(pl.p.Dir, pl.name())
+	}
+	if runDir == "" {
+		runDir = filepath.Join(state, "run")
+		if r := pl.facts.Running; r != nil && r.RunDir != "" {
+			runDir = r.RunDir
+		}
+	}
+	if logDir == "" {
+		logDir = filepath.Join(state, "logs")
+		if r := pl.facts.Running; r != nil && r.LogDir != "" {
+			logDir = r.LogDir
+		}
+	}
 	if pl.facts.RunDir != "" {
 		runDir = filepath.Clean(pl.facts.RunDir)
 	}
@@ -357,6 +400,38 @@ func (pl *planner) dirs() (runDir, logDir string) {
 	}
 	return runDir, logDir
 }
+
+// name is the deployment's name: tsd up --name's, else the profile's.
+func (pl *planner) name() string {
+	if pl.facts.Name != "" {
+		return pl.facts.Name
+	}
+	return pl.p.Name
+}
+
+// StateDir is the folder a deployment named name keeps its state in when
+// its profile, in folder dir, sets no run_dir or log_dir: dir/.tsd/NAME,
+// the name made safe for a path (characters other than letters, digits,
+// '.', '_' and '-' become '_'). Each deployment has its own, so any
+// number of profiles in one folder run side by side.
+func StateDir(dir, name string) string {
+	safe := []byte(name)
+	for i, c := range safe {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			safe[i] = '_'
+		}
+	}
+	folder := string(safe)
+	if folder == "" || strings.Trim(folder, ".") == "" {
+		folder = "_" + folder // never "", "." or ".."
+	}
+	return filepath.Join(dir, StateRoot, folder)
+}
+
+// LegacyState is the shared state folder of an earlier tsd (dir/.tsd,
+// whose run/ and logs/ every profile of the folder used): a plan's
+// HostFacts.StateDir while a daemon that tsd started still runs there.
+func LegacyState(dir string) string { return filepath.Join(dir, StateRoot) }
 
 // accelerator is the profile's choice, else the host's only kind, else
 // nvidia.
@@ -441,9 +516,10 @@ func (pl *planner) explicitWorker(in *inst) {
 func (pl *planner) reserveFixedPorts(insts []*inst) {
 	p := pl.p
 	gwKey := "gateway.port"
-	pl.reserve(reservation{localNS, p.Gateway.Port, p.Gateway.Port, "gateway port", gwKey})
+	gwPort := pl.gatewayPort()
+	pl.reserve(reservation{localNS, gwPort, gwPort, "gateway port", gwKey})
 	if _, written := p.pos[gwKey]; written {
-		pl.warnRange(gwKey, "gateway port", p.Gateway.Port, p.Gateway.Port)
+		pl.warnRange(gwKey, "gateway port", gwPort, gwPort)
 	}
 	for _, in := range insts {
 		pl.reserveHandshake(in)
@@ -738,8 +814,17 @@ func (pl *planner) gatewayMode(insts []*inst) string {
 	return mode
 }
 
+// gatewayPort is tsd up --port's, else gateway.port.
+func (pl *planner) gatewayPort() int {
+	if pl.facts.GatewayPort > 0 {
+		return pl.facts.GatewayPort
+	}
+	return pl.p.Gateway.Port
+}
+
 func (pl *planner) gatewayPlan(mode, logDir string) GatewayPlan {
 	g := pl.p.Gateway
+	g.Port = pl.gatewayPort()
 	urlHost := g.Host
 	if isWildcard(g.Host) {
 		urlHost = "127.0.0.1"

@@ -471,31 +471,49 @@ func DirWritable(dir string) error {
 
 // PortHolder names the process listening on a local TCP port ("pid 123:
 // cmdline"), best effort from /proc; "" when it cannot tell.
-func PortHolder(port int) string {
-	pid, cmd := portHolder("/proc", port)
-	if pid == 0 {
-		return ""
-	}
-	if cmd == "" {
+func PortHolder(port int) string { return portHolderText("/proc", port) }
+
+// portHolderText names what holds port under proc: the process that
+// listens on it, else — when only TIME_WAIT sockets are there, as a
+// connection that closed without SO_REUSEADDR leaves them, which refuse
+// a new bind — that it frees itself within a minute; "" when unknown.
+func portHolderText(proc string, port int) string {
+	pid, cmd, timeWait, other := portHolder(proc, port)
+	switch {
+	case pid != 0 && cmd == "":
 		return "pid " + strconv.Itoa(pid)
+	case pid != 0:
+		return fmt.Sprintf("pid %d: %s", pid, cmd)
+	case timeWait > 0 && other == 0:
+		return fmt.Sprintf("only %d socket(s) in TIME_WAIT, connections that closed in the last minute: no process holds it, and the kernel frees it within 60 s", timeWait)
 	}
-	return fmt.Sprintf("pid %d: %s", pid, cmd)
+	return ""
 }
 
-func portHolder(proc string, port int) (int, string) {
+// portHolder reads the sockets on local port under proc: the process of
+// a listening one (pid, its command line), and how many are in TIME_WAIT
+// and in any other state.
+func portHolder(proc string, port int) (pid int, cmd string, timeWait, other int) {
 	inodes := map[string]bool{}
 	want := fmt.Sprintf("%04X", port)
 	for _, so := range procfs.TCPSockets(proc) {
 		i := strings.LastIndexByte(so.Local, ':')
-		if i >= 0 && strings.EqualFold(so.Local[i+1:], want) && so.State == procfs.Listen && so.Inode != "0" {
+		if i < 0 || !strings.EqualFold(so.Local[i+1:], want) {
+			continue
+		}
+		switch {
+		case so.State == procfs.Listen && so.Inode != "0":
 			inodes[so.Inode] = true
+		case so.State == procfs.TimeWait:
+			timeWait++
+		default:
+			other++
 		}
 	}
-	pid := procfs.HolderOf(proc, inodes)
-	if pid == 0 {
-		return 0, ""
+	if pid = procfs.HolderOf(proc, inodes); pid == 0 {
+		return 0, "", timeWait, other
 	}
-	return pid, procfs.Cmdline(proc, pid)
+	return pid, procfs.Cmdline(proc, pid), timeWait, other
 }
 
 // ResolveGPU finds the UUID of a GPU named as the profile allows (and as

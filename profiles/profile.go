@@ -27,8 +27,12 @@ type Profile struct {
 	Health      Health
 	RunDir      string
 	LogDir      string
-	Slurm       Slurm
-	SLO         *SLO // slo: the SLO planner's targets; nil: no planner
+	// LogMaxMB and LogKeep rotate every log file: past LogMaxMB MiB a
+	// log moves to .1 (the older ones up), LogKeep of them kept.
+	LogMaxMB int
+	LogKeep  int
+	Slurm    Slurm
+	SLO      *SLO // slo: the SLO planner's targets; nil: no planner
 
 	// pos maps key paths ("roles[1].gpus") to where they are written, so
 	// planner errors can name the line of the key that causes them.
@@ -208,19 +212,26 @@ const (
 	DefaultGatewayHost     = "127.0.0.1"
 	DefaultGatewayPort     = 8000
 	DefaultTransferBackend = "mooncake"
-	DefaultRunDir          = ".tsd/run"
-	DefaultLogDir          = ".tsd/logs"
-	ModeAuto               = "auto"
-	BootstrapEngine        = "engine"
-	BootstrapTSD           = "tsd"
-	RestartNo              = "no"
-	RestartOnFailure       = "on-failure"
-	RestartAlways          = "always"
-	StallRestart           = "restart"
-	StallWait              = "wait"
-	DefaultStallTimeout    = 30 * time.Second
-	DefaultQueueTimeout    = 30 * time.Second
-	DefaultDrainTimeout    = 30 * time.Second
+	// StateRoot is the folder beside a profile under which each
+	// deployment keeps its state by name (StateDir): the default run_dir
+	// is <StateRoot>/<name>/run, the default log_dir <StateRoot>/<name>/logs.
+	StateRoot = ".tsd"
+	// LegacyRunDir and LegacyLogDir are the defaults of tsd before each
+	// deployment had its own state folder: every profile of a folder
+	// shared them. A daemon of that tsd still running is found there.
+	LegacyRunDir        = ".tsd/run"
+	LegacyLogDir        = ".tsd/logs"
+	ModeAuto            = "auto"
+	BootstrapEngine     = "engine"
+	BootstrapTSD        = "tsd"
+	RestartNo           = "no"
+	RestartOnFailure    = "on-failure"
+	RestartAlways       = "always"
+	StallRestart        = "restart"
+	StallWait           = "wait"
+	DefaultStallTimeout = 30 * time.Second
+	DefaultQueueTimeout = 30 * time.Second
+	DefaultDrainTimeout = 30 * time.Second
 	// GatewayLogName is the gateway's log file name inside log_dir, which is
 	// why no role may be called "gateway".
 	GatewayLogName = "gateway"

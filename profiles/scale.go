@@ -20,6 +20,16 @@ import (
 // added take gpus (one set each, in order) and plan the rest. Errors name
 // the scale argument or, for rules the edited profile breaks, the key.
 func (p *Profile) Scaled(group string, n int, gpus [][]string) (*Profile, error) {
+	return p.ScaledLike(nil, group, n, gpus)
+}
+
+// ScaledLike is Scaled where the replicas added take, slot by slot, the
+// per-replica settings file writes for them (worker, dist_init_port,
+// bootstrap_port, kv_events_port): file is the profile as its file says
+// it, before any tsd scale, so `tsd scale decode=1` then `decode=3`
+// brings replicas 2 and 3 back on the addresses the profile chose rather
+// than on planned ones. file nil (or without the entry): planned.
+func (p *Profile) ScaledLike(file *Profile, group string, n int, gpus [][]string) (*Profile, error) {
 	arg := group + "=" + strconv.Itoa(n)
 	if n < 1 || n > 64 {
 		return nil, fmt.Errorf("%s: replicas must be 1-64", arg)
@@ -51,11 +61,41 @@ func (p *Profile) Scaled(group string, n int, gpus [][]string) (*Profile, error)
 	r.Workers = resize(r.Workers, n)
 	r.DistInitPorts = resize(r.DistInitPorts, n)
 	r.BootstrapPorts = resize(r.BootstrapPorts, n)
+	r.KVEventsPorts = resize(r.KVEventsPorts, n)
+	if f := fileEntry(file, group); f != nil {
+		for k := old; k < n; k++ {
+			r.Workers[k] = slot(f.Workers, k, r.Workers[k])
+			r.DistInitPorts[k] = slot(f.DistInitPorts, k, r.DistInitPorts[k])
+			r.BootstrapPorts[k] = slot(f.BootstrapPorts, k, r.BootstrapPorts[k])
+			r.KVEventsPorts[k] = slot(f.KVEventsPorts, k, r.KVEventsPorts[k])
+		}
+	}
 	q.Roles[idx] = r
 	if errs := q.Check(); len(errs) > 0 {
 		return nil, fmt.Errorf("%s: %w", arg, errs)
 	}
 	return &q, nil
+}
+
+// fileEntry is the entry named group of file, nil when there is none.
+func fileEntry(file *Profile, group string) *Role {
+	if file == nil {
+		return nil
+	}
+	for i := range file.Roles {
+		if file.Roles[i].Name == group {
+			return &file.Roles[i]
+		}
+	}
+	return nil
+}
+
+// slot is s[k] when s has it, else def.
+func slot[T any](s []T, k int, def T) T {
+	if k < len(s) {
+		return s[k]
+	}
+	return def
 }
 
 // resize is a copy of s cut, or padded with zero values, to n entries.

@@ -95,3 +95,51 @@ func TestRevision(t *testing.T) {
 		t.Fatalf("revisions do not name their input: %s", a)
 	}
 }
+
+// Regression: tsd scale decode=1 then decode=3 brought replicas 2 and 3
+// back on planned ports, outside the band the profile chose. Scaled from
+// the running profile like the file's, the replicas added take the
+// file's explicit per-replica settings for their slots, and plan there.
+func TestScaledLikeTheFileKeepsExplicitPorts(t *testing.T) {
+	src := `model: ./m
+roles:
+  - {name: prefill, kind: prefill, gpus: [0]}
+  - name: decode
+    kind: decode
+    replicas: 3
+    gpus: [[1], [2], [3]]
+    dist_init_port: [13000, 13100, 13200]
+`
+	file, errs := Parse("/srv/p/demo.yaml", []byte(src))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	one, err := file.ScaledLike(file, "decode", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one.Roles[1].DistInitPorts; !reflect.DeepEqual(got, []int{13000}) {
+		t.Fatalf("down to one: %v", got)
+	}
+	three, err := one.ScaledLike(file, "decode", 3, [][]string{{"2"}, {"3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := three.Roles[1].DistInitPorts; !reflect.DeepEqual(got, []int{13000, 13100, 13200}) {
+		t.Fatalf("back to three: dist_init_port %v, want the file's", got)
+	}
+	plan, errs := MakePlan(three, HostFacts{})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i, want := range []string{"127.0.0.1:13000", "127.0.0.1:13100", "127.0.0.1:13200"} {
+		if got := plan.Roles[1+i].DistInitAddr; got != want {
+			t.Errorf("decode-%d plans %s, want %s", i, got, want)
+		}
+	}
+	// Without the file (or beyond what it writes), planned as before.
+	planned, err := one.Scaled("decode", 3, [][]string{{"2"}, {"3"}})
+	if err != nil || !reflect.DeepEqual(planned.Roles[1].DistInitPorts, []int{13000, 0, 0}) {
+		t.Fatalf("Scaled without the file: %v %v", planned.Roles[1].DistInitPorts, err)
+	}
+}

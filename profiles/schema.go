@@ -290,7 +290,7 @@ func init() {
 		durKey("reset_after", "10m", "a run this long resets the backoff", func(r *Restart) *time.Duration { return &r.ResetAfter }),
 		{Key: "budget", Type: `"N in DURATION"`, Default: "5 in 10m", Doc: "more restarts than N in the window: the role is failed", read: readBudget},
 		durKey("stop_grace", "30s", "SIGTERM, then SIGKILL after this long", func(r *Restart) *time.Duration { return &r.StopGrace }),
-		durKey("drain_timeout", "30s", "restart and stop wait this long for in-flight requests to finish, then end them (tsd restart --now skips it)", func(r *Restart) *time.Duration { return &r.DrainTimeout }),
+		durKey("drain_timeout", "30s", "restart and stop wait this long for in-flight requests to finish, then end them (--now skips it); a stop of the whole deployment waits the longest of its roles' (tsd stop --timeout changes it)", func(r *Restart) *time.Duration { return &r.DrainTimeout }),
 	}, finish: func(l *loader, at field, r *Restart, _ map[string]field) {
 		if r.Backoff > r.MaxBackoff {
 			l.errf(at, "backoff (%s) is longer than max_backoff (%s)", r.Backoff, r.MaxBackoff)
@@ -552,12 +552,14 @@ func init() {
 		{Key: "roles", Type: "list of roles", Doc: "required; one entry per engine (or per group with replicas)", sub: &roleSection, read: readRoles},
 		subKey("slurm", "batch settings of `tsd export slurm`", &slurmSection, func(p *Profile) *Slurm { return &p.Slurm }),
 		{Key: "slo", Type: "mapping", DefaultDoc: "none: no planner", Doc: "latency targets the SLO planner holds by moving GPUs between role entries", sub: &sloSection, read: readSLO},
-		{Key: "run_dir", Type: "path", Default: DefaultRunDir, Doc: "ipc sockets and the control socket tsd.sock", read: func(l *loader, f field, p *Profile) {
+		{Key: "run_dir", Type: "path", DefaultDoc: "`.tsd/<name>/run`", Doc: "ipc sockets and the control socket tsd.sock; by default each deployment's own, by its name, so the profiles of one folder run side by side", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.RunDir = resolvePath(p.Dir, s, true)
 			}
 		}},
-		{Key: "log_dir", Type: "path", Default: DefaultLogDir, Doc: "`<role>.log` per role instance, plus `gateway.log`", read: func(l *loader, f field, p *Profile) {
+		intKey("log_max_mb", 1, 1<<20, "100", "a log file (each role's, the gateway's) rotates past this many MiB: NAME.log becomes NAME.log.1, the older ones move up", func(p *Profile) *int { return &p.LogMaxMB }),
+		intKey("log_keep", 1, 100, "3", "rotated files kept per log (NAME.log.1 … NAME.log.N); the oldest goes", func(p *Profile) *int { return &p.LogKeep }),
+		{Key: "log_dir", Type: "path", DefaultDoc: "`.tsd/<name>/logs`", Doc: "`<role>.log` per role instance, plus `gateway.log` and the daemon's `tsd.log`; by default each deployment's own", read: func(l *loader, f field, p *Profile) {
 			if s := l.str(f); s != "" {
 				p.LogDir = resolvePath(p.Dir, s, true)
 			}

@@ -63,10 +63,11 @@ fail() {
 	echo "----- screen of session $T (${W}x${H}) -----" >&2
 	screen >&2
 	echo "------------------------------" >&2
-	if [[ -f $TMP/.tsd/logs/tsd.log ]]; then
-		echo "----- daemon log (last 30 lines) -----" >&2
-		tail -30 "$TMP/.tsd/logs/tsd.log" >&2
-	fi
+	for log in "$TMP"/.tsd/*/logs/tsd.log; do # each deployment's own state folder
+		[[ -f $log ]] || continue
+		echo "----- daemon log $log (last 30 lines) -----" >&2
+		tail -30 "$log" >&2
+	done
 	exit 1
 }
 

@@ -70,10 +70,11 @@ fail() {
 	echo "----- screen of session $T (${W}x${H}) -----" >&2
 	screen >&2
 	echo "------------------------------" >&2
-	if [[ -f $TMP/.tsd/logs/tsd.log ]]; then
-		echo "----- daemon log (last 20 lines) -----" >&2
-		tail -20 "$TMP/.tsd/logs/tsd.log" >&2
-	fi
+	for log in "$TMP"/.tsd/*/logs/tsd.log; do # each deployment's own state folder
+		[[ -f $log ]] || continue
+		echo "----- daemon log $log (last 20 lines) -----" >&2
+		tail -20 "$log" >&2
+	done
 	exit 1
 }
 

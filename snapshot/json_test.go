@@ -167,3 +167,37 @@ func TestMillis(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONOptionalTimesOmitZero: an optional time (a breaker's until, a
+// role's started_at, a rank's hello_at…) is left out when unset, never
+// written as "0001-01-01T00:00:00Z" (omitempty keeps a zero time.Time;
+// omitzero drops it).
+func TestJSONOptionalTimesOmitZero(t *testing.T) {
+	timeType := reflect.TypeOf(time.Time{})
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, path string) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice || ty.Kind() == reflect.Map || ty.Kind() == reflect.Array {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || seen[ty] || ty.PkgPath() != reflect.TypeOf(Snapshot{}).PkgPath() {
+			return
+		}
+		seen[ty] = true
+		for i := 0; i < ty.NumField(); i++ {
+			f := ty.Field(i)
+			if f.Type == timeType && strings.Contains(f.Tag.Get("json"), ",omitempty") {
+				t.Errorf("%s.%s: a time.Time tagged omitempty is written as 0001-01-01T00:00:00Z when unset; tag it omitzero", path, f.Name)
+			}
+			walk(f.Type, path+"."+f.Name)
+		}
+	}
+	walk(reflect.TypeOf(Snapshot{}), "Snapshot")
+	b, err := json.Marshal(GatewayStatus{Breakers: []BreakerStatus{{Role: "decode", State: BreakerClosed, Since: time.Unix(1, 0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "0001-01-01") || strings.Contains(string(b), `"until"`) {
+		t.Fatalf("a closed breaker: %s", b)
+	}
+}

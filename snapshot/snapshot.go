@@ -50,6 +50,9 @@ type Snapshot struct {
 	ProfileRevision string `json:"profile_revision,omitempty"`
 	// Apply is the last tsd apply or tsd scale, while it runs and after.
 	Apply *ApplyStatus `json:"apply,omitempty"`
+	// Stopping is the whole deployment's stop (tsd stop, a signal to the
+	// daemon) once it has begun: the gateway's drain, then the engines.
+	Stopping *StopStatus `json:"stopping,omitempty"`
 	// Planner is the SLO planner (profile key slo:); nil without one.
 	Planner *PlannerStatus `json:"planner,omitempty"`
 	// History is the daemon's trend rings, only in the first Snapshot of
@@ -68,6 +71,33 @@ type ApplyStatus struct {
 	Error    string    `json:"error,omitempty"` // why it stopped (failed)
 	Started  time.Time `json:"started"`
 }
+
+// StopStatus is a whole deployment's stop: the gateway stops taking
+// requests and lets those in flight finish until Deadline
+// (restart.drain_timeout, or tsd stop --timeout), then cuts the rest
+// (an error event and finish reason "abort" on a stream, the access
+// line's reason=shutdown); then every engine stops.
+type StopStatus struct {
+	Phase    string      `json:"phase"`             // draining | stopping (the engines)
+	Started  time.Time   `json:"started"`           // when the stop began
+	Deadline time.Time   `json:"deadline,omitzero"` // when the drain cuts what is left
+	InFlight int         `json:"in_flight"`         // requests still in flight (draining)
+	Drain    DrainResult `json:"drain"`             // the drain's count so far (final once stopping)
+}
+
+// DrainResult is what a gateway's drain did with the requests in flight
+// when it began: how many finished and how many it cut at its deadline.
+type DrainResult struct {
+	InFlight int `json:"in_flight"` // in flight when the drain began
+	Finished int `json:"finished"`  // ended before the deadline (answered, or their client left)
+	Cut      int `json:"cut"`       // still running at the deadline: ended with a shutdown error
+}
+
+// Stop phases.
+const (
+	StopDraining = "draining"
+	StopStopping = "stopping"
+)
 
 // Apply states.
 const (
@@ -182,7 +212,7 @@ type BreakerStatus struct {
 	Failures  int       `json:"failures"`
 	Successes int       `json:"successes,omitempty"`
 	Since     time.Time `json:"since"`            // when State was entered
-	Until     time.Time `json:"until,omitempty"`  // open: when it goes half-open
+	Until     time.Time `json:"until,omitzero"`   // open: when it goes half-open
 	Reason    string    `json:"reason,omitempty"` // why it is in State
 	Opened    int       `json:"times_opened"`     // since this run of the engine registered
 }
@@ -247,7 +277,7 @@ type RoleStatus struct {
 	Phase     string    `json:"phase,omitempty"`  // startup milestone from the log
 	Reason    string    `json:"reason,omitempty"` // why the state is what it is
 	PID       int       `json:"pid,omitempty"`
-	StartedAt time.Time `json:"started_at,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
 	Restarts  int       `json:"restarts"`
 	Worker    string    `json:"worker"`
@@ -273,7 +303,7 @@ type RoleStatus struct {
 	// While State is draining: requests that still need the role, and
 	// when the drain gives up and stops it anyway.
 	DrainInFlight int       `json:"drain_in_flight,omitempty"`
-	DrainDeadline time.Time `json:"drain_deadline,omitempty"`
+	DrainDeadline time.Time `json:"drain_deadline,omitzero"`
 
 	Proc    *ProcStatus `json:"proc,omitempty"`
 	GPUMemB uint64      `json:"gpu_mem_bytes"`
@@ -284,7 +314,7 @@ type RoleStatus struct {
 	Progress *Progress `json:"progress,omitempty"`
 	// NextTryAt is when a role in backoff starts again: views count down
 	// to it (the Reason's "next try in 8s" is the delay when it was set).
-	NextTryAt time.Time `json:"next_try_at,omitempty"`
+	NextTryAt time.Time `json:"next_try_at,omitzero"`
 
 	// A Slurm role (tsd up --launcher slurm): its current job step, the
 	// node(s) it runs on and the GPUs Slurm gave it there, as NODE:INDEX
@@ -319,10 +349,10 @@ type RankStatus struct {
 	DPRank       int           `json:"dp_rank"`
 	State        string        `json:"state"`
 	Since        time.Time     `json:"since"` // when State was entered
-	HelloAt      time.Time     `json:"hello_at,omitempty"`
-	InitAt       time.Time     `json:"init_at,omitempty"`
-	ReadyAt      time.Time     `json:"ready_at,omitempty"`
-	RegisteredAt time.Time     `json:"registered_at,omitempty"`
+	HelloAt      time.Time     `json:"hello_at,omitzero"`
+	InitAt       time.Time     `json:"init_at,omitzero"`
+	ReadyAt      time.Time     `json:"ready_at,omitzero"`
+	RegisteredAt time.Time     `json:"registered_at,omitzero"`
 	Registration *Registration `json:"registration,omitempty"`
 	InFlight     int           `json:"in_flight"`
 }

@@ -210,11 +210,16 @@ func (a *actor) send(ev event) bool {
 	}
 }
 
-// watchFile reports the log file's write problems in the events, under
-// the name the role has when they happen.
+// watchFile reports the log file's write problems (a full disk, a log
+// reopened by path) in the events, under the name the role has when they
+// happen, and as a note among the role's lines, which tsd up --headless
+// and tsd logs print (events of a role are the dashboard's).
 func (a *actor) watchFile(s *Supervisor) {
 	if a.file != nil {
-		a.file.setOnHealth(func(msg string) { s.pub.tryEvent(s.nameOf(a), msg) })
+		a.file.setOnHealth(func(msg string) {
+			s.pub.tryEvent(s.nameOf(a), msg)
+			a.note("%s", msg)
+		})
 	}
 }
 
@@ -702,7 +707,9 @@ func (a *actor) exited() event {
 func (a *actor) ended(p *process, errLine string) event {
 	code := p.exit.Code
 	a.st.ExitCode = &code
-	a.st.PID, a.st.Phase, a.st.Progress = 0, "", nil
+	// No process, no uptime: a role in backoff, crashed or stopped shows
+	// none, never its dead process's age (StartedAt is the running one's).
+	a.st.PID, a.st.Phase, a.st.Progress, a.st.StartedAt = 0, "", nil, time.Time{}
 	ran := a.env.now().Sub(p.started)
 	if p.killedGrace {
 		a.note("process group %d ignored SIGTERM for %s and was SIGKILLed", p.pid, HumanDuration(a.policy.StopGrace))

@@ -454,7 +454,7 @@ func (s *Supervisor) scale(next *applied, req ApplyRequest, running *profiles.Pl
 		for _, set := range sets {
 			taken.Roles = append(taken.Roles, profiles.RolePlan{Local: true, GPUs: set})
 		}
-		p, err := next.profile.Scaled(g, n, sets)
+		p, err := next.profile.ScaledLike(next.file, g, n, sets) // replicas back on the file's own ports
 		if err != nil {
 			return err
 		}

@@ -93,11 +93,19 @@ func (s *lineSplitter) flush(emit func(string)) {
 // an operator who deletes or rotates a full log frees its space (an open
 // file's blocks are not freed while tsd holds it) and logging resumes in
 // the new file, which starts with the marker.
+//
+// A log deleted or moved away while the disk is healthy (rm, an external
+// logrotate without copytruncate) is reopened by path too: at most once a
+// reopenCheck, a write first checks that the path still names the open
+// file, and when it does not, the lines go to a new file there and
+// onHealth hears a note saying so (without it they would go to the
+// deleted inode until tsd's own rotation).
 type rotatingFile struct {
 	path string
 	max  int64
 	keep int
 	fs   logFS
+	now  func() time.Time // the clock of the path checks (time.Now)
 
 	mu       sync.Mutex
 	f        logFile
@@ -106,6 +114,7 @@ type rotatingFile struct {
 	lost     int64 // lines not stored during the current outage
 	onHealth func(problem string)
 	closed   bool
+	checked  time.Time // the last check that path names the open file
 
 	health atomic.Pointer[string] // what Health returns
 }
@@ -121,6 +130,9 @@ type logFS interface {
 	// Open opens path for appending (truncating when trunc), mode 0600.
 	Open(path string, trunc bool) (logFile, int64, error)
 	Rename(from, to string) error
+	// Names reports whether path still names the open file f (false when
+	// the path is gone or is another file now).
+	Names(path string, f logFile) bool
 }
 
 type osFS struct{}
@@ -149,6 +161,23 @@ func (osFS) Open(path string, trunc bool) (logFile, int64, error) {
 
 func (osFS) Rename(from, to string) error { return os.Rename(from, to) }
 
+func (osFS) Names(path string, f logFile) bool {
+	of, ok := f.(*os.File)
+	if !ok {
+		return true
+	}
+	at, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	open, err := of.Stat()
+	return err != nil || os.SameFile(at, open) // an open file that cannot stat is not ours to judge
+}
+
+// reopenCheck is how often a log's path is checked against its open
+// file: a stat of each a second, whatever the output rate.
+const reopenCheck = time.Second
+
 // Default log file rotation.
 const (
 	DefaultLogFileMax  = 100 << 20
@@ -173,7 +202,7 @@ func openRotatingFS(fsys logFS, path string, max int64, keep int) (*rotatingFile
 	if err != nil {
 		return nil, fmt.Errorf("open log file: %w", err)
 	}
-	return &rotatingFile{path: path, max: max, keep: keep, fs: fsys, f: f, size: size}, nil
+	return &rotatingFile{path: path, max: max, keep: keep, fs: fsys, now: time.Now, f: f, size: size}, nil
 }
 
 // setOnHealth installs the callback told about outages ("" = healthy
@@ -207,6 +236,20 @@ func (w *rotatingFile) Write(p []byte) (int, error) {
 }
 
 func (w *rotatingFile) writeLocked(p []byte) error {
+	if w.f != nil && w.failErr == nil {
+		if now := w.now(); now.Sub(w.checked) >= reopenCheck {
+			w.checked = now
+			if !w.fs.Names(w.path, w.f) {
+				// Deleted or moved away: the next lines go to a new file at
+				// the path, which the operator (or logrotate) expects.
+				_ = w.f.Close()
+				w.f = nil
+				if w.onHealth != nil {
+					w.onHealth(fmt.Sprintf("log file %s was removed or moved away (rm, logrotate): reopened it by path", w.path))
+				}
+			}
+		}
+	}
 	if w.f == nil {
 		f, size, err := w.fs.Open(w.path, false)
 		if err != nil {

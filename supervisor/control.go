@@ -31,8 +31,12 @@ import (
 //	                                    step as it happens, then "ok" or "error: ..."
 //	POST /v1/start?role=R               Start(R); answers "starting R", or why it did nothing
 //	                                    ("R is already running (ready)"), as startAnswer says
-//	POST /v1/stop?role=R[&now=1]        Stop(R) (now: no drain); role "" = stop the whole deployment;
-//	                                    answers "stopping R" or "R is already stopped" (stopAnswer)
+//	POST /v1/stop?role=R[&now=1]        Stop(R) (now: no drain); answers "stopping R" or
+//	                                    "R is already stopped" (stopAnswer)
+//	POST /v1/stop[?now=1|timeout=D][&follow=1]  stop the whole deployment: the gateway drains for
+//	                                    the plan's drain_timeout (or D; now: none), then every role
+//	                                    stops; follow: "stopping NAME", "drained {…}" (StopLine),
+//	                                    "stopped" as it goes, else "ok" at once (stop.go)
 //	GET  /v1/logs?role=R[&follow=1]     the ring as text, then (follow) new lines; R may be a
 //	                                    comma-separated list of instances (merged by time)
 //	     [&format=json]                 instead: one JSON array of LogLines per line,
@@ -75,7 +79,7 @@ var controlCommands = map[string]controlCommand{
 	},
 	"stop": func(s *Supervisor, q url.Values) (string, error) {
 		r := q.Get("role")
-		if r == "" {
+		if r == "" { // the whole deployment: POST /v1/stop reaches serveStop
 			s.Shutdown()
 			return "ok", nil
 		}
@@ -227,6 +231,16 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 			return
 		}
 		s.serveRolling(w, r, quit)
+	})
+	// A stop of the whole deployment drains first (stop.go); followed, it
+	// answers as it goes.
+	mux.HandleFunc("POST /v1/stop", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("role") != "" {
+			r.SetPathValue("verb", "stop")
+			verbs(w, r)
+			return
+		}
+		s.serveStop(w, r, quit)
 	})
 	return mux
 }
@@ -394,6 +408,43 @@ func (c *ControlClient) RollingRestart(ctx context.Context, target string, now b
 		return fmt.Errorf("read rolling restart progress: %w", err)
 	}
 	return errors.New("tsd ended the rolling restart without an answer")
+}
+
+// StopAll stops the whole deployment and follows the stop until every
+// role has stopped: drain is its limit (nil: the plan's drain_timeout; 0:
+// none), and each line the daemon writes ("stopping NAME", "drained {…}",
+// StopLine) goes to progress. It returns once the daemon says "stopped",
+// or when the socket closes under it (a daemon that does not follow its
+// stop answers "ok" and returns at once: then the caller waits itself).
+func (c *ControlClient) StopAll(ctx context.Context, drain *time.Duration, progress func(string)) (followed bool, err error) {
+	q := "/v1/stop?follow=1"
+	switch {
+	case drain == nil:
+	case *drain <= 0:
+		q += "&now=1"
+	default:
+		q += "&timeout=" + url.QueryEscape(drain.String())
+	}
+	resp, err := c.do(ctx, http.MethodPost, q)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		switch l := sc.Text(); l {
+		case "ok":
+			return false, nil
+		case "stopped":
+			return true, nil
+		default:
+			if progress != nil {
+				progress(l)
+			}
+		}
+	}
+	// The socket closed before "stopped": the daemon went while we read.
+	return true, nil
 }
 
 // Start starts one role.

@@ -25,6 +25,7 @@ func (d *fullDisk) setFull(v bool) { d.mu.Lock(); d.full = v; d.mu.Unlock() }
 
 func (d *fullDisk) Open(string, bool) (logFile, int64, error) { return d, 0, nil }
 func (d *fullDisk) Rename(string, string) error               { return nil }
+func (d *fullDisk) Names(string, logFile) bool                { return true }
 func (d *fullDisk) Close() error                              { return nil }
 func (d *fullDisk) Write(p []byte) (int, error) {
 	d.mu.Lock()
@@ -217,6 +218,13 @@ func (fs *inodeFS) Rename(from, to string) error {
 	return nil
 }
 
+func (fs *inodeFS) Names(path string, f logFile) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	h, ok := f.(*inodeHandle)
+	return !ok || fs.names[path] == h.n
+}
+
 // remove is the operator's rm.
 func (fs *inodeFS) remove(path string) {
 	fs.mu.Lock()
@@ -345,4 +353,100 @@ func TestFullTmpfsLogDeletedResumes(t *testing.T) {
 	if !strings.HasPrefix(string(b), "[tsd] ") || !strings.Contains(string(b), "lines lost") || !strings.HasSuffix(string(b), "after rm\n") {
 		t.Fatalf("new file %q", b)
 	}
+}
+
+// Regression: a log deleted while the disk was healthy (rm, an external
+// logrotate) kept being written to the deleted inode until tsd's own
+// rotation; 20 MB went to deleted files with no note. Now a write checks,
+// at most once a reopenCheck, that the path still names the open file:
+// the lines after the rm go to a new file at the path, the deleted one's
+// blocks are freed, and onHealth hears a note (the role's event).
+func TestDeletedLogReopenedByPath(t *testing.T) {
+	t.Parallel()
+	disk := newInodeFS(1 << 20)
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Unix(1000, 0)
+	w.now = func() time.Time { return clock }
+	var notes []string
+	w.setOnHealth(func(m string) { notes = append(notes, m) })
+	_, _ = w.Write([]byte("before\n"))
+	disk.remove("/logs/decode.log") // the operator's rm
+	_, _ = w.Write([]byte("within the check's second\n"))
+	clock = clock.Add(reopenCheck)
+	_, _ = w.Write([]byte("after\n"))
+	if got := disk.read("/logs/decode.log"); got != "after\n" {
+		t.Fatalf("the new file holds %q, want the lines after the check", got)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "removed or moved away") || w.Health() != "" {
+		t.Fatalf("notes %q, health %q", notes, w.Health())
+	}
+	disk.mu.Lock()
+	files := len(disk.all)
+	disk.mu.Unlock()
+	if files != 1 {
+		t.Fatalf("%d files on disk: the deleted one was not let go", files)
+	}
+	// Moved away (logrotate's rename): the same.
+	_ = disk.Rename("/logs/decode.log", "/logs/decode.log.1")
+	clock = clock.Add(reopenCheck)
+	_, _ = w.Write([]byte("rotated\n"))
+	if got, old := disk.read("/logs/decode.log"), disk.read("/logs/decode.log.1"); got != "rotated\n" || old != "after\n" {
+		t.Fatalf("after a rename: new %q, old %q", got, old)
+	}
+}
+
+// The same on the real filesystem: an rm'd log is recreated by path.
+func TestDeletedLogReopenedOnDisk(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "decode.log")
+	w, err := openRotating(path, 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	clock := time.Unix(1000, 0)
+	w.now = func() time.Time { return clock }
+	_, _ = w.Write([]byte("before\n"))
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(reopenCheck)
+	_, _ = w.Write([]byte("after\n"))
+	if b, err := os.ReadFile(path); err != nil || string(b) != "after\n" {
+		t.Fatalf("after rm: %q %v", b, err)
+	}
+}
+
+// Regression: the disk-full note never appeared in tsd up --headless
+// output, which prints the roles' lines (a role's events are the
+// dashboard's): it is also a note among the role's lines now.
+func TestLogFileHealthNoteInRoleLines(t *testing.T) {
+	t.Parallel()
+	disk := &fullDisk{full: true}
+	w, err := openRotatingFS(disk, "/logs/decode.log", 1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &profiles.Plan{Name: "t", Roles: []profiles.RolePlan{{Name: "decode", Kind: "decode", Local: true}}}
+	s, err := New(Options{Plan: plan, NoLogFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.roster().members[0].a
+	a.file = w
+	a.watchFile(s)
+	_, _ = w.Write([]byte("x\n"))
+	lines, err := s.Logs("decode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l.Note && strings.Contains(l.Text, "[tsd] log file /logs/decode.log not written") && strings.Contains(l.Text, "no space left") {
+			return
+		}
+	}
+	t.Fatalf("no disk-full note among the role's lines: %+v", lines)
 }

@@ -18,7 +18,12 @@ type Gateway interface {
 	Bind(ctx context.Context) error
 	// Serve runs the HTTP API until ctx ends or Shutdown is called.
 	Serve(ctx context.Context) error
-	// Shutdown stops accepting HTTP, drains up to ctx's deadline, unbinds
+	// Drain stops accepting HTTP requests and lets those in flight finish
+	// until ctx ends, then cuts the rest (a stream gets its finish reason
+	// and an error event); it says how many finished and how many it cut.
+	// Only the first call drains.
+	Drain(ctx context.Context) snapshot.DrainResult
+	// Shutdown drains (unless Drain ran) up to ctx's deadline, unbinds
 	// and removes ipc socket files.
 	Shutdown(ctx context.Context) error
 	// SubscribeRanks returns every rank's current state, then a stream of

@@ -131,9 +131,16 @@ func (p *publisher) build() snapshot.Snapshot {
 		st := j.snapshotStatus()
 		snap.Apply = &st
 	}
+	if st := s.stopping.Load(); st != nil {
+		cp := *st
+		snap.Stopping = &cp
+	}
 	snap.Planner = s.plannerSnapshot()
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
+		if st := snap.Stopping; st != nil && st.Phase == snapshot.StopDraining {
+			st.InFlight = snap.Gateway.InFlight
+		}
 		for i := range snap.Roles {
 			r := &snap.Roles[i]
 			var per map[int]int

@@ -260,6 +260,8 @@ type stubGW struct {
 	silent map[string]bool // roles whose ranks never register
 	drain  map[string]int  // in-flight requests per role, as the final gateway counts them for a drain
 	views  map[string]snapshot.RoleView
+	// drained is what Drain answers (a whole stop's drain).
+	drained snapshot.DrainResult
 }
 
 func newStubGW() *stubGW {
@@ -364,6 +366,19 @@ func (g *stubGW) InFlight(role string) (int, map[int]int) {
 	return 0, nil
 }
 func (g *stubGW) Shutdown(context.Context) error { g.record("shutdown"); return nil }
+
+// Drain records the drain's limit (its context's deadline, to the
+// second) and answers the counts set in drained.
+func (g *stubGW) Drain(ctx context.Context) snapshot.DrainResult {
+	limit := "none"
+	if dl, ok := ctx.Deadline(); ok {
+		limit = max(time.Until(dl), 0).Round(time.Second).String()
+	}
+	g.record("drain " + limit)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.drained
+}
 
 func indexOf(calls []string, s string) int {
 	for i, c := range calls {

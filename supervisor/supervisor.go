@@ -97,7 +97,9 @@ type Options struct {
 	// NoProgress stops a starting role that printed no line and reached no
 	// milestone for this long (default 15m; negative disables).
 	NoProgress time.Duration
-	// ShutdownGrace bounds the gateway's drain on shutdown (default 10s).
+	// ShutdownGrace, when set, bounds the gateway's drain on shutdown;
+	// default: the plan's longest restart.drain_timeout (PlanDrain), or
+	// what tsd stop asked for (ShutdownDrain).
 	ShutdownGrace time.Duration
 
 	// ControlSocket is the unix socket for `tsd status|restart|stop|logs`;
@@ -185,10 +187,17 @@ type Supervisor struct {
 
 	shutdownOnce sync.Once
 	shutdownCh   chan struct{}
-	running      chan struct{} // closed when Run starts the actors
-	ran          bool
-	mu           sync.Mutex
-	closing      atomic.Bool
+	// The whole stop (stop.go): the drain asked for, the cut a second
+	// Ctrl-C makes, what the stop has done so far, and its end.
+	stopDrain atomic.Pointer[time.Duration]
+	killOnce  sync.Once
+	killCh    chan struct{}
+	stopping  atomic.Pointer[snapshot.StopStatus]
+	stopDone  chan struct{} // closed once every role has stopped, before the control socket closes
+	running   chan struct{} // closed when Run starts the actors
+	ran       bool
+	mu        sync.Mutex
+	closing   atomic.Bool
 
 	cgBase string       // this tsd's cgroup v2 directory for role cgroups, or ""
 	cgSeq  atomic.Int64 // names each run's cgroup
@@ -212,9 +221,6 @@ func New(opts Options) (*Supervisor, error) {
 	if opts.NoProgress == 0 {
 		opts.NoProgress = 15 * time.Minute
 	}
-	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = 10 * time.Second
-	}
 	if opts.GPUReleaseTimeout == 0 {
 		opts.GPUReleaseTimeout = 15 * time.Second
 	}
@@ -228,6 +234,8 @@ func New(opts Options) (*Supervisor, error) {
 		rosterDone: make(chan struct{}),
 		teardown:   make(chan struct{}),
 		shutdownCh: make(chan struct{}),
+		killCh:     make(chan struct{}),
+		stopDone:   make(chan struct{}),
 		running:    make(chan struct{}),
 		planner:    &plannerLoop{cmds: make(chan plannerCmd), done: make(chan struct{})},
 	}
@@ -274,7 +282,10 @@ func New(opts Options) (*Supervisor, error) {
 	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
 		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
 	} else if s.gwLog.file != nil {
-		s.gwLog.file.setOnHealth(func(msg string) { s.pub.tryEvent(GatewayLogSource, msg) })
+		s.gwLog.file.setOnHealth(func(msg string) {
+			s.pub.tryEvent(GatewayLogSource, msg)
+			s.gwLog.ring.append([]LogLine{{Time: s.now(), Text: "[tsd] " + msg, Note: true}})
+		})
 	}
 	return s, nil
 }
@@ -368,7 +379,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		if err := s.gw.Bind(ctx); err != nil {
 			ctl.close()
 			// Bind may have bound part of the sockets before failing.
-			sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
+			sctx, cancel := context.WithTimeout(context.Background(), unbindGrace)
 			_ = s.gw.Shutdown(sctx)
 			cancel()
 			return fmt.Errorf("bind gateway: %w", err)
@@ -427,13 +438,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.
-	if s.gw != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownGrace)
-		if err := s.gw.Shutdown(sctx); err != nil {
-			s.pub.event("", "gateway shutdown: "+err.Error())
-		}
-		cancel()
-	}
+	s.drainGateway()
 	// No roster change from here on: every actor an apply added is in
 	// the last roster, and each one is stopped.
 	stopRoster()
@@ -444,6 +449,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	for _, m := range members {
 		<-m.a.done
 	}
+	close(s.stopDone) // a tsd stop that follows the stop answers before the socket closes
 	stopServe()
 	if rankCancel != nil {
 		rankCancel()
@@ -534,6 +540,7 @@ func (s *Supervisor) Shutdown() {
 func (s *Supervisor) RolePIDs(role string) []int { return s.runs.PIDs(role) }
 
 func (s *Supervisor) Kill() {
+	s.killOnce.Do(func() { close(s.killCh) }) // a drain under way cuts at once
 	for _, m := range s.roster().members {
 		if pid := s.runs.of(m.name); pid > 0 {
 			killGroupNow(pid)

@@ -98,6 +98,10 @@ func gpuNote() string {
 	return "no NVML here (no GPU polling)"
 }
 
+// pState is where the deployment of the driver's p.yaml keeps its
+// state: its own folder by its name, p (profiles.StateDir).
+const pState = ".tsd/p"
+
 // upArgv is `tsd up --headless PROFILE`, with -fake-gpus when set.
 func upArgv(tsd, profile string) []string {
 	argv := []string{tsd, "up", "--headless"}
@@ -429,7 +433,7 @@ func startDeployment(o options, l layout, tsd, fake, work, name string, nprefill
 func (d *deployment) restart(tsd, role string) (time.Duration, error) {
 	from := d.srv.count()
 	start := time.Now()
-	if b, err := exec.Command(tsd, "restart", "--socket", filepath.Join(d.dir, ".tsd", "run", "tsd.sock"), role).CombinedOutput(); err != nil {
+	if b, err := exec.Command(tsd, "restart", "--socket", filepath.Join(d.dir, pState, "run", "tsd.sock"), role).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("tsd restart %s: %v\n%s", role, err, b)
 	}
 	_, at, err := d.srv.waitLine(from, 60*time.Second, role+" ", "handshaking → ready")

@@ -158,9 +158,9 @@ func TestE2EAdmissionOverload(t *testing.T) {
 	}
 	// The order the decode engine finished them in is the order the queue
 	// let them through, one at a time.
-	order := finishOrder(t, filepath.Join(dir, ".tsd", "logs", "decode.log"), "system", "interactive", "low-1", "low-2")
+	order := finishOrder(t, filepath.Join(stateDir(t, dir), "logs", "decode.log"), "system", "interactive", "low-1", "low-2")
 	if want := "system interactive low-1 low-2"; strings.Join(order, " ") != want {
-		b, _ := os.ReadFile(filepath.Join(dir, ".tsd", "logs", "decode.log"))
+		b, _ := os.ReadFile(filepath.Join(stateDir(t, dir), "logs", "decode.log"))
 		t.Fatalf("served in the order %v, want %s; decode log:\n%s", order, want, tail(string(b), 30))
 	}
 	queue(func(a *snapshot.AdmissionStatus) bool { return a.Queued == 0 && a.InFlight == 0 })

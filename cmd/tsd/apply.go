@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +84,7 @@ type scaleCmd struct {
 	applyFlags
 	// --gpus, as :scale takes it.
 	verbs.ScaleFlags
-	Args []string `arg:"" complete:"deployment|entry" help:"The deployment (default: this directory's), then replicas per profile entry: decode=3."`
+	Args []string `arg:"" complete:"deployment|entry" help:"Replicas per profile entry (decode=3) and, before or after them, the deployment NAME (default: this directory's)."`
 }
 
 func (c scaleCmd) Run() error {
@@ -103,15 +104,17 @@ func (c scaleCmd) Run() error {
 	return c.applyFlags.run(c.ctlTarget, controlVerb("tsd scale "+strings.Join(c.Args, " ")), name, req)
 }
 
-// parseScale splits "[NAME] ENTRY=N ..." (pure: scale_test.go).
+// parseScale splits "ENTRY=N ... [NAME]": the one word without "=" is the
+// deployment, before or after the entries, as every other verb takes
+// its NAME after the rest (pure: scale_test.go).
 func parseScale(args []string) (name string, scale map[string]int, err error) {
 	scale = map[string]int{}
-	usage := "tsd: usage: tsd scale [NAME] ENTRY=N ... (e.g. tsd scale decode=3)"
-	for i, a := range args {
+	usage := "tsd: usage: tsd scale ENTRY=N ... [NAME] (e.g. tsd scale decode=3, or tsd scale decode=3 mydeploy)"
+	for _, a := range args {
 		entry, n, ok := strings.Cut(a, "=")
 		if !ok {
-			if i != 0 || name != "" {
-				return "", nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: %q is not ENTRY=N\n%s", a, usage)}
+			if name != "" {
+				return "", nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: %q and %q: one deployment NAME, the rest ENTRY=N\n%s", name, a, usage)}
 			}
 			name = a
 			continue
@@ -150,6 +153,11 @@ func (fl applyFlags) run(t ctlTarget, v verbSpec, name string, req supervisor.Ap
 	if !plan.Diff.Changes() {
 		fmt.Println("nothing to change")
 		return nil
+	}
+	if now, err := cl.Status(ctx); err == nil {
+		for _, o := range applyOutages(plan.Diff, now) {
+			fmt.Println("warning: outage:", o)
+		}
 	}
 	if fl.DryRun {
 		return nil
@@ -193,6 +201,46 @@ func applyError(f found, err error) error {
 		return &exitError{code: 1, msg: "tsd: refused, nothing changed:\n" + ref.Msg}
 	}
 	return &exitError{code: 1, msg: "tsd: " + err.Error()}
+}
+
+// applyOutages says which of an apply's restarts and stops take the last
+// serving instance of a kind out of service, as the dashboard's r and s
+// keys warn: an instance restarted or stopped while no other instance of
+// its kind is routed and ready, or every other one stops too. Replicas
+// of one kind restart one at a time, each ready before the next, so two
+// that both restart cover each other. Pure: apply_test.go.
+func applyOutages(d profiles.PlanDiff, s snapshot.Snapshot) []string {
+	leaving := map[string]string{} // running name → restart | stop
+	for _, c := range d.Roles {
+		if c.Action == profiles.ActionRestart || c.Action == profiles.ActionStop {
+			leaving[cmp.Or(c.Was, c.Name)] = c.Action
+		}
+	}
+	var out []string
+	for _, c := range d.Roles {
+		name := cmp.Or(c.Was, c.Name)
+		action, ok := leaving[name]
+		if !ok {
+			continue
+		}
+		serves := false
+		for _, r := range s.Roles {
+			if r.Name == name || r.Kind != c.Kind || !r.Routed || r.State != snapshot.StateReady || leaving[r.Name] == profiles.ActionStop {
+				continue
+			}
+			serves = true
+		}
+		if serves {
+			continue
+		}
+		verb := map[string]string{profiles.ActionRestart: "restarts", profiles.ActionStop: "stops"}[action]
+		until := "until it is ready again"
+		if action == profiles.ActionStop {
+			until = "until another one is ready"
+		}
+		out = append(out, fmt.Sprintf("%s %s and no other %s serves: its requests fail %s", name, verb, c.Kind, until))
+	}
+	return out
 }
 
 // printApplyPlan prints what an apply does: one line per instance, the

@@ -88,6 +88,9 @@ func (c upCmd) spawnDaemon() error {
 	if c.FakeGPUs > 0 {
 		args = append(args, fmt.Sprintf("--fake-gpus=%d", c.FakeGPUs))
 	}
+	if c.Port > 0 {
+		args = append(args, fmt.Sprintf("--port=%d", c.Port))
+	}
 	if c.NoGateway {
 		args = append(args, "--no-gateway")
 	}
@@ -321,7 +324,7 @@ type attachCmd struct {
 	ctlTarget
 	StopOnQuit bool   `name:"stop-on-quit" help:"Quitting stops the deployment unless you pick detach."`
 	ReadOnly   bool   `name:"readonly" help:"Watch only: no restart, stop or start keys (for observers)."`
-	Target     string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the only one running)."`
+	Target     string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
 }
 
 func (c attachCmd) Run() error {

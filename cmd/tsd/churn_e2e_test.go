@@ -205,7 +205,7 @@ func TestE2EHandshakeChurnKeepsMemoryFlat(t *testing.T) {
 	}
 	// Refusals are logged a line per interval (10 s) and socket, not one
 	// per connection.
-	b, err := os.ReadFile(filepath.Join(d.dir, ".tsd", "logs", "gateway.log"))
+	b, err := os.ReadFile(filepath.Join(stateDir(t, d.dir), "logs", "gateway.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,11 @@ func TestE2EBareControlVerbElsewhereRefuses(t *testing.T) {
 			t.Fatalf("bare tsd %v from elsewhere: exit %d, want 2 with %q:\n%s", args, code, want, out)
 		}
 	}
+	// The name of a deployment that is gone is said to be gone, not read
+	// as a role with the running deployments listed.
+	if out, code := ctlIn(t, other, "stop", name+"-gone"); code != exitNotRunning || !strings.Contains(out, `no deployment named "`+name+`-gone" is running`) || strings.Contains(out, "tsd stop "+name) {
+		t.Fatalf("tsd stop of a deployment already gone: exit %d\n%s", code, out)
+	}
 	if s := d.status(); roleStatus(t, s, "decode").State != "ready" || roleStatus(t, s, "decode").Restarts != 0 {
 		t.Fatalf("a refused bare verb touched the deployment: %+v", s.Roles)
 	}
@@ -60,7 +65,7 @@ func TestE2EBareControlVerbElsewhereRefuses(t *testing.T) {
 	if out, code := ctlIn(t, d.dir, "logs", "decode", "-n", "0"); code != 0 || out != "" {
 		t.Fatalf("tsd logs -n 0: exit %d %q", code, out)
 	}
-	if out, err := d.ctl("stop"); err != nil || !strings.Contains(out, "stopping "+name) {
+	if out, err := d.ctl("stop"); err != nil || !strings.Contains(out, "stopping "+name) || !strings.Contains(out, "stopped "+name) {
 		t.Fatalf("bare tsd stop in its directory: %v\n%s", err, out)
 	}
 	if err := d.wait(); err != nil {
@@ -357,7 +362,7 @@ restart:
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	d.waitLine(0, "prefill", "→ ready")
 	d.waitLine(0, "decode", "→ ready")
-	logs := filepath.Join(dir, ".tsd", "logs")
+	logs := filepath.Join(stateDir(t, dir), "logs")
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(logs, name+".log"))
 		return string(b)
@@ -513,6 +518,16 @@ func TestE2EWaitProgressPlain(t *testing.T) {
 	out, code = ctlIn(t, dir, "restart", "--rolling", "prefill")
 	if code != 0 || !inOrder(out, "restarting prefill (1/1)", "prefill: starting", "prefill: ready", "prefill ready again", "rolling restart of prefill done") {
 		t.Fatalf("tsd restart --rolling prefill: exit %d\n%s", code, out)
+	}
+	// tsd start --wait shows the start as up -d does and returns once
+	// the role is ready.
+	if out, code := ctlIn(t, dir, "stop", "decode"); code != 0 {
+		t.Fatalf("tsd stop decode: exit %d\n%s", code, out)
+	}
+	// (Right after the stop it may still be stopping: it starts once stopped.)
+	out, code = ctlIn(t, dir, "start", "--wait", "decode")
+	if code != 0 || !inOrder(out, "decode: starting", "decode: ready", "decode ready") || strings.Contains(out, "prefill:") {
+		t.Fatalf("tsd start --wait decode: exit %d\n%s", code, out)
 	}
 	if out, code := ctlIn(t, dir, "stop", name); code != 0 {
 		t.Fatalf("tsd stop: exit %d\n%s", code, out)

@@ -33,9 +33,6 @@ import (
 // usage (a bare control verb with no deployment here), 3 nothing is
 // running.
 
-// defaultSocket is where `tsd up` puts the socket for a profile beside it.
-const defaultSocket = ".tsd/run/tsd.sock"
-
 // exitNotRunning is the exit code of a control verb when no daemon runs.
 const exitNotRunning = 3
 
@@ -77,10 +74,21 @@ func fromCandidate(c candidate) found {
 	return f
 }
 
+// socketName names an unregistered daemon by its control socket: its
+// state folder's name (.tsd/NAME/run/tsd.sock), or for an earlier tsd's
+// shared .tsd/run/tsd.sock the profile folder's.
+func socketName(sock string) string {
+	state := filepath.Dir(filepath.Dir(sock))
+	if filepath.Base(state) == profiles.StateRoot {
+		return filepath.Base(filepath.Dir(state))
+	}
+	return filepath.Base(state)
+}
+
 // locate resolves key (a deployment name, a profile path, or "") for v.
 func (t ctlTarget) locate(v verbSpec, key string) (found, error) {
 	if t.Socket != "" {
-		return found{name: filepath.Base(filepath.Dir(filepath.Dir(t.Socket))), socket: t.Socket}, nil
+		return found{name: socketName(t.Socket), socket: t.Socket}, nil
 	}
 	f, err := t.pick(v, key)
 	if err == nil && f.dead && !v.dead {
@@ -116,7 +124,12 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 				return found{}, fmt.Errorf("profile %s names no control socket", key)
 			}
 			if _, err := os.Stat(plan.ControlSocket); err != nil {
-				return found{}, notRunning(fmt.Sprintf("%s is not running (no %s)", key, plan.ControlSocket))
+				// A daemon of an earlier tsd keeps the folder's shared state.
+				legacy := filepath.Join(filepath.Dir(resolvedPath(key)), profiles.LegacyRunDir, "tsd.sock")
+				if _, lerr := os.Stat(legacy); lerr != nil {
+					return found{}, notRunning(fmt.Sprintf("%s is not running (no %s)", key, plan.ControlSocket))
+				}
+				return found{name: plan.Name, socket: legacy, logDir: filepath.Join(filepath.Dir(resolvedPath(key)), profiles.LegacyLogDir)}, nil
 			}
 			return found{name: plan.Name, socket: plan.ControlSocket, logDir: plan.LogDir}, nil
 		}
@@ -125,7 +138,7 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 		}
 		return found{}, &exitError{code: exitNotRunning, msg: "tsd: " + err.Error()}
 	}
-	ch := pickBare(v.cmdline, v.control, currentDir(), localSocket(), cands)
+	ch := pickBare(v.cmdline, v.control, currentDir(), localSockets(), cands)
 	if ch.err != nil {
 		return found{}, ch.err
 	}
@@ -134,8 +147,8 @@ func (t ctlTarget) pick(v verbSpec, key string) (found, error) {
 	}
 	if ch.socket != "" {
 		// A daemon here that the registry does not list (an older tsd, or
-		// another registry): named after the profile's directory.
-		return found{name: filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(ch.socket)))), socket: ch.socket}, nil
+		// another registry): named after its state folder.
+		return found{name: socketName(ch.socket), socket: ch.socket}, nil
 	}
 	return fromCandidate(ch.cand), nil
 }
@@ -205,7 +218,7 @@ type statusCmd struct {
 	JSON        bool   `name:"json" help:"Print the Snapshot as JSON, as tsd publishes it (secret-looking values masked unless --show-secrets)."`
 	ShowSecrets bool   `name:"show-secrets" help:"Print secret-looking values (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
 	Watch       bool   `short:"w" help:"Redraw every second until Ctrl-C (plain blocks of lines when not a terminal)."`
-	Target      string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the only one running)."`
+	Target      string `arg:"" optional:"" complete:"deployment" help:"Deployment name or profile (default: the deployment of this directory, else the only one running)."`
 }
 
 func (c statusCmd) Run() error {
@@ -328,6 +341,14 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		gw = fmt.Sprintf("gateway %s (%s, %s)", s.Gateway.URL, s.Gateway.Mode, ready)
 	}
 	fmt.Fprintf(w, "%s — %s\n", s.Name, gw)
+	if s.ProfileRevision != "" {
+		// What runs: the file's revision, or after tsd scale another one
+		// (tsd plan --running shows it whole).
+		fmt.Fprintf(w, "  profile revision %s\n", s.ProfileRevision)
+	}
+	if s.Gateway.URL != "" {
+		fmt.Fprintf(w, "  traffic: %s\n", trafficLine(s.Gateway))
+	}
 	if s.Gateway.Problem != "" {
 		fmt.Fprintf(w, "  problem: %s\n", s.Gateway.Problem)
 	}
@@ -352,7 +373,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		fmt.Fprintf(w, "  admission: %d waiting (%d prompt tokens), %d in flight, %d admitted, shed %s\n", a.Queued, a.QueuedTokens, a.InFlight, a.Admitted, shedText(a.Shed))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tGPUS\tGPU MEM\tREASON")
+	fmt.Fprintln(tw, "ROLE\tKIND\tSTATE\tPHASE\tRANKS\tPID\tRESTARTS\tUP\tINFL\tREQ/S\tERR\tGPUS\tGPU MEM\tREASON")
+	traffic := map[string]snapshot.RoleTraffic{}
+	for _, t := range s.Gateway.Roles {
+		traffic[t.Role] = t
+	}
 	for _, r := range s.Roles {
 		pid, up := "-", "-"
 		if r.PID != 0 {
@@ -388,7 +413,11 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 		if r.GPUMemB > 0 {
 			mem = gib(r.GPUMemB)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, gpus, mem, reason)
+		infl, rate, errs := "-", "-", "-"
+		if t, ok := traffic[r.Name]; ok {
+			infl, rate, errs = fmt.Sprint(r.InFlight), fmt.Sprintf("%.1f", t.ReqPerS), fmt.Sprint(t.Errors)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.State, phase, ranks, pid, r.Restarts, up, infl, rate, errs, gpus, mem, reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -420,13 +449,41 @@ func renderStatus(w io.Writer, s snapshot.Snapshot, now time.Time) error {
 
 func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
+// trafficLine is the gateway's traffic in one line: the rates and what is
+// in flight now (req/s and tok/s the mean of the last 10 s), the counts
+// since start with the deployment's errors apart from the requests
+// refused for what they asked (4xx), and the latencies of the last
+// minute.
+func trafficLine(g snapshot.GatewayStatus) string {
+	line := fmt.Sprintf("%.1f req/s, %.0f tok/s, %d in flight", g.ReqPerSec, g.TokPerSec, g.InFlight)
+	if g.Queued > 0 {
+		line += fmt.Sprintf(" (%d queued)", g.Queued)
+	}
+	line += fmt.Sprintf("; since start %d requests, %d errors, %d refused (4xx)", g.Requests, g.Errors, g.ClientErrors)
+	if g.TTFTp50 > 0 {
+		line += fmt.Sprintf("; TTFT p50 %s p99 %s", msText(g.TTFTp50), msText(g.TTFTp99))
+	}
+	if g.ITLp50 > 0 {
+		line += fmt.Sprintf("; ITL p50 %s p99 %s", msText(g.ITLp50), msText(g.ITLp99))
+	}
+	return line
+}
+
+// msText is d in milliseconds, to a tenth below 100 ms.
+func msText(d time.Duration) string {
+	if ms := snapshot.Millis(d); ms < 100 {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.0f ms", snapshot.Millis(d))
+}
+
 type restartCmd struct {
 	ctlTarget
 	// --rolling, --now, ROLE: the dashboard's :restart takes the same words.
 	verbs.Restart
 	Wait    bool          `help:"Return once the role is ready again (exit 1 with the reason if it fails)."`
 	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
-	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the only one running)."`
+	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c restartCmd) Run() error {
@@ -596,15 +653,93 @@ type startCmd struct {
 	ctlTarget
 	// ROLE, as :start takes it.
 	verbs.Start
-	Target string `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the only one running)."`
+	Wait    bool          `help:"Return once the role (every instance of a group) is ready, showing its phases as tsd up -d does (exit 1 with the reason if it fails)."`
+	Timeout time.Duration `default:"30m" help:"With --wait: give up after this long."`
+	Target  string        `arg:"" optional:"" complete:"deployment|file" help:"Deployment name or profile (default: the deployment of this directory: the one whose profile is here, or whose control socket is in ./.tsd; never one elsewhere)."`
 }
 
 func (c startCmd) Run() error {
-	f, err := c.locate(controlVerb("tsd start "+c.Role), c.Target)
+	cmdline := "tsd start " + c.Role
+	if c.Wait {
+		cmdline = "tsd start --wait " + c.Role
+	}
+	f, err := c.locate(controlVerb(cmdline), c.Target)
 	if err != nil {
 		return err
 	}
-	return roleCommand(f, "start", c.Role, nil)
+	if !c.Wait {
+		return roleCommand(f, "start", c.Role, nil)
+	}
+	ctx, cancel := ctlContext()
+	defer cancel()
+	cl := supervisor.NewControlClient(f.socket)
+	before, err := cl.Status(ctx)
+	if err != nil {
+		return unreachable(f, err)
+	}
+	ra, err := resolveRole(before.Roles, c.Role, roleRules{})
+	if err != nil {
+		return err
+	}
+	if err := roleCommand(f, "start", c.Role, nil); err != nil {
+		return err
+	}
+	return waitReady(ctx, cl, before, ra.instances, c.Timeout)
+}
+
+// waitReady follows the stream until every one of instances is ready,
+// showing their phases and progress as tsd up -d does; a failed one is
+// an error once it has left the state it was in (a failed role being
+// started is failed at first).
+func waitReady(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, instances []string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cur, ch, err := cl.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), instances)
+	view.prime(before.Roles)
+	was := map[string]string{}
+	for _, r := range before.Roles {
+		was[r.Name] = r.State
+	}
+	left := map[string]bool{}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		view.update(cur, time.Now())
+		ready := 0
+		for _, name := range instances {
+			r, ok := findRole(cur, name)
+			if !ok {
+				continue
+			}
+			if r.State != was[name] {
+				left[name] = true
+			}
+			switch {
+			case r.State == snapshot.StateReady:
+				ready++
+			case r.State == snapshot.StateFailed && left[name]:
+				return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s failed: %s", name, r.Reason)}
+			}
+		}
+		if ready == len(instances) {
+			fmt.Printf("%s ready\n", strings.Join(instances, ", "))
+			return nil
+		}
+		select {
+		case s, ok := <-ch:
+			if !ok {
+				return &exitError{code: 1, msg: "tsd: the deployment stopped before " + strings.Join(instances, ", ") + " was ready"}
+			}
+			cur = s
+		case <-tick.C:
+		case <-ctx.Done():
+			return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s not ready after %s", strings.Join(instances, ", "), limit)}
+		}
+	}
 }
 
 // roleCommand sends verb (start, stop) to every instance ROLE covers and
@@ -619,6 +754,10 @@ func roleCommand(f found, verb, role string, extra url.Values) error {
 		return unreachable(f, err)
 	}
 	ra, err := resolveRole(s.Roles, role, roleRules{})
+	if ee, ok := err.(*exitError); ok && verb == "stop" {
+		// ROLE may be the name of a deployment that has stopped already.
+		ee.msg += fmt.Sprintf("; and no deployment named %q is running (stopped already? tsd ls lists the running ones)", role)
+	}
 	if err != nil {
 		return err
 	}
@@ -643,7 +782,27 @@ type stopCmd struct {
 	ctlTarget
 	// --now, as :stop takes it.
 	verbs.StopFlags
-	Args []string `arg:"" optional:"" complete:"role|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops."`
+	Timeout string   `help:"Without ROLE: drain this long (e.g. 2m, 0 = --now) instead of the profile's restart.drain_timeout."`
+	Args    []string `arg:"" optional:"" complete:"role|deployment,deployment|file" help:"[ROLE] [NAME|PROFILE]: without ROLE the whole deployment stops, after its requests in flight drain (restart.drain_timeout)."`
+}
+
+// drain is the whole stop's drain the flags ask for: nil for the
+// profile's drain_timeout.
+func (c stopCmd) drain() (*time.Duration, error) {
+	switch {
+	case c.Now && c.Timeout != "":
+		return nil, &exitError{code: 2, msg: "tsd: stop: --now and --timeout say different things; give one"}
+	case c.Now:
+		d := time.Duration(0)
+		return &d, nil
+	case c.Timeout == "":
+		return nil, nil
+	}
+	d, err := time.ParseDuration(c.Timeout)
+	if err != nil || d < 0 {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("tsd: stop --timeout %s: not a duration (30s, 2m) of 0 or more", c.Timeout)}
+	}
+	return &d, nil
 }
 
 func (c stopCmd) Run() error {
@@ -652,6 +811,12 @@ func (c stopCmd) Run() error {
 		return err
 	}
 	f, err := c.locate(verbSpec{cmdline: strings.TrimSpace("tsd stop " + role), control: true, dead: role == ""}, target)
+	if ee, ok := err.(*exitError); ok && role != "" && target == "" && c.Socket == "" && (ee.code == exitNotRunning || strings.Contains(ee.msg, "none runs from")) {
+		// One word that names no running deployment and no role here: most
+		// likely a deployment that has stopped already. Say so, rather than
+		// list other people's deployments as if it were a role.
+		return notRunning(fmt.Sprintf("no deployment named %q is running (stopped already? tsd ls lists the running ones), and no deployment runs from this directory to have a role %q", role, role))
+	}
 	if err != nil {
 		return err
 	}
@@ -659,32 +824,119 @@ func (c stopCmd) Run() error {
 		return reapDead(f.cand)
 	}
 	if role != "" {
+		if c.Timeout != "" {
+			return &exitError{code: 2, msg: "tsd: stop --timeout is the whole deployment's drain; a role drains for its own restart.drain_timeout (--now skips it)"}
+		}
 		var extra url.Values
 		if c.Now {
 			extra = url.Values{"now": {"1"}}
 		}
 		return roleCommand(f, "stop", role, extra)
 	}
+	drain, err := c.drain()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := ctlContext()
 	defer cancel()
-	q := url.Values{}
-	if c.Now {
-		q.Set("now", "1")
-	}
-	if _, err := supervisor.NewControlClient(f.socket).Command(ctx, "stop", q); err != nil {
+	cl := supervisor.NewControlClient(f.socket)
+	before, err := cl.Status(ctx)
+	if err != nil {
 		// A daemon the registry does not know (another registry folder)
 		// that died here: its run folder's records still name what it left.
 		recs := filepath.Join(filepath.Dir(f.socket), "groups")
-		if role == "" && f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
+		if f.cand.Records == "" && len(supervisor.Leftovers(recs)) > 0 {
 			return reapDead(candidate{Entry: daemons.Entry{Name: f.name, Records: recs}})
 		}
 		return unreachable(f, fmt.Errorf("stop: %w", err))
 	}
-	fmt.Printf("stopping %s\n", f.name)
+	res, followed, err := stopWithProgress(ctx, cl, before, drain)
+	if err != nil {
+		return unreachable(f, fmt.Errorf("stop: %w", err))
+	}
 	if f.pid > 0 && !waitPIDGone(f.pid, 10*time.Minute) {
 		return &exitError{code: 1, msg: fmt.Sprintf("tsd: %s has not stopped after 10m (tsd status %s)", f.name, f.name)}
 	}
+	fmt.Println(stoppedLine(f.name, res, followed))
 	return nil
+}
+
+// stoppedLine is a whole stop's last line: "stopped NAME", with what the
+// drain did to the requests in flight when there were any.
+func stoppedLine(name string, r snapshot.DrainResult, followed bool) string {
+	if !followed || r.InFlight+r.Finished+r.Cut == 0 {
+		return "stopped " + name
+	}
+	return fmt.Sprintf("stopped %s: %d finished, %d cut", name, r.Finished, r.Cut)
+}
+
+// stopWithProgress stops the whole deployment and shows its drain and
+// its roles stopping, as restart --wait shows a start: the daemon's own
+// lines (the stop, the drain's end) and, from the snapshot stream, the
+// drain's count and time left and each role's state.
+func stopWithProgress(ctx context.Context, cl *supervisor.ControlClient, before snapshot.Snapshot, drain *time.Duration) (res snapshot.DrainResult, followed bool, err error) {
+	lines := make(chan string, 64)
+	done := make(chan error, 1)
+	go func() {
+		f, err := cl.StopAll(ctx, drain, func(l string) { lines <- l })
+		followed = f
+		done <- err
+	}()
+	view := newProgressView(os.Stdout, isTerminal(os.Stdout), nil)
+	view.prime(before.Roles)
+	view.head = drainHead
+	snaps := (<-chan snapshot.Snapshot)(nil)
+	if _, ch, err := cl.Watch(ctx); err == nil {
+		snaps = ch
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	// The drain's end is told once: from the stream's line, or from the
+	// first snapshot past it, whichever comes first (the snapshot may
+	// bring the roles' stopping before the line arrives).
+	summarized := false
+	summary := func(r snapshot.DrainResult, limit time.Duration) {
+		if !summarized {
+			summarized, res = true, r
+			view.say(supervisor.DrainSummary(r, limit), time.Now())
+		}
+	}
+	say := func(l string) {
+		if r, limit, ok := supervisor.StopLine(l); ok {
+			summary(r, limit)
+			return
+		}
+		view.say(l, time.Now())
+	}
+	for {
+		select {
+		case l := <-lines:
+			say(l)
+		case s, ok := <-snaps:
+			if !ok {
+				snaps = nil
+				continue
+			}
+			if st := s.Stopping; st != nil && st.Phase == snapshot.StopStopping && !st.Deadline.IsZero() {
+				summary(st.Drain, st.Deadline.Sub(st.Started))
+			}
+			view.update(s, time.Now())
+		case t := <-tick.C:
+			view.update(view.cur, t)
+		case err := <-done:
+			for {
+				select {
+				case l := <-lines:
+					say(l)
+					continue
+				default:
+				}
+				break
+			}
+			view.clear()
+			return res, followed, err
+		}
+	}
 }
 
 type logsCmd struct {

@@ -19,10 +19,13 @@ func TestRenderStatus(t *testing.T) {
 	now := time.Date(2026, 8, 22, 10, 0, 0, 0, time.UTC)
 	code := 137
 	s := snapshot.Snapshot{
-		Name:    "qwen-pd",
-		Gateway: snapshot.GatewayStatus{URL: "http://127.0.0.1:8000", Mode: "pd", Ready: true},
+		Name: "qwen-pd", ProfileRevision: "3f2a9c0d1e4b",
+		Gateway: snapshot.GatewayStatus{URL: "http://127.0.0.1:8000", Mode: "pd", Ready: true, ReqPerSec: 12.5, TokPerSec: 1830, InFlight: 9,
+			Requests: 4211, Errors: 3, ClientErrors: 5, TTFTp50: 84300 * time.Microsecond, TTFTp99: 412 * time.Millisecond,
+			ITLp50: 11200 * time.Microsecond, ITLp99: 31 * time.Millisecond,
+			Roles: []snapshot.RoleTraffic{{Role: "gateway", ClientErrors: 5}, {Role: "prefill", ReqPerS: 12.5, Errors: 1}}},
 		Roles: []snapshot.RoleStatus{
-			{Name: "prefill", Kind: "prefill", State: "ready", Phase: "ready", PID: 4242, StartedAt: now.Add(-90 * time.Second), RanksExpected: 1, RanksRegistered: 1},
+			{Name: "prefill", Kind: "prefill", State: "ready", Phase: "ready", PID: 4242, StartedAt: now.Add(-90 * time.Second), RanksExpected: 1, RanksRegistered: 1, InFlight: 2},
 			{Name: "decode", Kind: "decode", State: "backoff", Restarts: 2, ExitCode: &code, RanksExpected: 2,
 				Reason: "exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 4s"},
 		},
@@ -34,9 +37,11 @@ func TestRenderStatus(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"qwen-pd — gateway http://127.0.0.1:8000 (pd, ready)",
-		"ROLE", "REASON",
-		"prefill  prefill  ready    ready  1/1    4242  0         1m30s  -     -        ",
-		"decode   decode   backoff  -      0/2    -     2         -      -     -        exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 4s",
+		"  profile revision 3f2a9c0d1e4b",
+		"  traffic: 12.5 req/s, 1830 tok/s, 9 in flight; since start 4211 requests, 3 errors, 5 refused (4xx); TTFT p50 84.3 ms p99 412 ms; ITL p50 11.2 ms p99 31.0 ms",
+		"ROLE", "INFL  REQ/S  ERR", "REASON",
+		"prefill  prefill  ready    ready  1/1    4242  0         1m30s  2     12.5   1    -     -        ",
+		"decode   decode   backoff  -      0/2    -     2         -      -     -      -    -     -        exit 137 (SIGKILL) after 12m; restart 2/5 in 10m; next try in 4s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)

@@ -122,6 +122,10 @@ func testDeploymentName(t *testing.T) string {
 	return fmt.Sprintf("%s-%d", n, os.Getpid())
 }
 
+// stateDir is the state folder of the deployment runTSD started from a
+// profile in dir (its --name is the test's: profiles.StateDir).
+func stateDir(t *testing.T, dir string) string { return profiles.StateDir(dir, testDeploymentName(t)) }
+
 // runTSD starts `tsd ARGS...` in dir and collects its output lines.
 func runTSD(t *testing.T, dir string, args ...string) *deployment {
 	t.Helper()
@@ -640,7 +644,7 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	if out, err := d.ctl("logs", "gateway"); err != nil || strings.Count(out, "msg=access") != 2 || !strings.Contains(out, "roles=prefill,decode") {
 		t.Fatalf("tsd logs gateway: %v\n%s", err, out)
 	}
-	gwLog := filepath.Join(d.dir, ".tsd", "logs", "gateway.log")
+	gwLog := filepath.Join(stateDir(t, d.dir), "logs", "gateway.log")
 	if fi, err := os.Stat(gwLog); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("gateway log: %v %v", err, fi)
 	}
@@ -665,7 +669,7 @@ func TestE2EFakeEnginesThroughGateway(t *testing.T) {
 	waitExited(t, prePIDs, 2*time.Second)
 	assertGone(t, pre.PID)
 	assertGone(t, dec2.PID)
-	ents, _ := os.ReadDir(filepath.Join(d.dir, ".tsd", "run"))
+	ents, _ := os.ReadDir(filepath.Join(stateDir(t, d.dir), "run"))
 	if len(ents) != 0 {
 		var names []string
 		for _, e := range ents {

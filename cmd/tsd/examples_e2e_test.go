@@ -51,7 +51,7 @@ import (
 //     and would collide between parallel tests.
 //
 // The profile lands in a private temporary directory, so its default run
-// and log dirs (.tsd/run, .tsd/logs, relative to the profile) are private.
+// and log dirs (.tsd/NAME/run, .tsd/NAME/logs, beside the profile) are private.
 func fakeExample(t *testing.T, name string, edit func(p map[string]any)) (dir, path string) {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("../../profiles/examples", name))
@@ -321,7 +321,7 @@ func runExample(t *testing.T, dir, path string, roles []string, wantEncoders int
 	}
 	// The counters agree with what the encode engines logged.
 	for w, n := range encodeChoices(t, base) {
-		b, err := os.ReadFile(filepath.Join(dir, ".tsd", "logs", w+".log"))
+		b, err := os.ReadFile(filepath.Join(stateDir(t, dir), "logs", w+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func runExample(t *testing.T, dir, path string, roles []string, wantEncoders int
 	for _, r := range s.Roles {
 		assertGone(t, r.PID)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir, ".tsd", "run")); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(stateDir(t, dir), "run")); len(ents) != 0 {
 		t.Fatalf("run dir not clean: %v", ents)
 	}
 	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), time.Second); err == nil {

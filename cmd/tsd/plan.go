@@ -23,6 +23,10 @@ type planCmd struct {
 	// ShowSecrets prints env values and flags that look secret (TOKEN,
 	// KEY, SECRET, PASSWORD in the name) instead of ***.
 	ShowSecrets bool `name:"show-secrets" help:"Print secret-looking env values and flags (names with TOKEN, KEY, SECRET or PASSWORD) instead of ***."`
+	// Name plans the deployment as tsd up --name NAME would: its name and
+	// its state folder (.tsd/NAME).
+	Name string `name:"name" help:"Plan as tsd up --name NAME would: the deployment's name and its state folder .tsd/NAME (default: the profile's name)."`
+	Port int    `help:"Plan as tsd up --port PORT would: the gateway on this port instead of gateway.port."`
 	// Launcher slurm plans the job tsd runs in, or a stand-in job outside one.
 	Launcher string `enum:"local,slurm" default:"local" help:"Plan for local (this host) or slurm (each role a step of the Slurm job; outside one, a stand-in job JOBID)."`
 }
@@ -38,6 +42,13 @@ func (c planCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	live := liveEntries()
+	facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, live)
+	facts.GatewayPort = c.Port
+	if own := ownPorts(resolvedPath(c.Profile), c.Name, live); len(own) > 0 && facts.PortFree != nil {
+		free := facts.PortFree
+		facts.PortFree = func(p int) bool { return own[p] || free(p) }
+	}
 	return c.run(os.Stdout, os.Stderr, facts)
 }
 
@@ -45,6 +56,9 @@ func (c planCmd) run(stdout, stderr io.Writer, facts profiles.HostFacts) error {
 	_, plan, errs := profiles.LoadPlan(c.Profile, facts)
 	if len(errs) > 0 {
 		return profileErrors(errs)
+	}
+	if c.Name != "" {
+		plan.Name = c.Name // as tsd up --name names the deployment
 	}
 	return c.print(stdout, stderr, plan)
 }

@@ -33,6 +33,10 @@ type progressView struct {
 	clock map[string]span   // how long each role's start has taken
 	drawn int               // tty: lines of the block on screen
 	cur   snapshot.Snapshot
+	// head, when set, is a line above the roles (a stop's drain): its
+	// text, and a key that changes when a plain line is worth printing.
+	head     func(s snapshot.Snapshot, now time.Time) (text, key string)
+	lastHead string
 }
 
 func newProgressView(w io.Writer, tty bool, roles []string) *progressView {
@@ -83,6 +87,14 @@ func (v *progressView) update(s snapshot.Snapshot, now time.Time) {
 		v.clock[r.Name] = v.clock[r.Name].next(r.State, now)
 	}
 	if !v.tty {
+		if v.head != nil {
+			if text, key := v.head(s, now); key != v.lastHead {
+				v.lastHead = key
+				if text != "" {
+					fmt.Fprintln(v.w, text)
+				}
+			}
+		}
 		for _, l := range phaseChanges(v.last, v.shown(s)) {
 			fmt.Fprintln(v.w, l)
 		}
@@ -115,6 +127,11 @@ func (v *progressView) clear() {
 
 func (v *progressView) redraw(now time.Time) {
 	lines := progressBlock(v.shown(v.cur), v.clock, now)
+	if v.head != nil {
+		if text, _ := v.head(v.cur, now); text != "" {
+			lines = append([]string{text}, lines...)
+		}
+	}
 	var b strings.Builder
 	if v.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
@@ -237,4 +254,19 @@ func progressBlock(roles []snapshot.RoleStatus, clock map[string]span, now time.
 		out[i] = strings.TrimRight(line, " ")
 	}
 	return out
+}
+
+// drainHead is a stop's drain line while the gateway drains: "draining: 3
+// requests in flight, 27s left"; its key changes with the count.
+func drainHead(s snapshot.Snapshot, now time.Time) (text, key string) {
+	st := s.Stopping
+	if st == nil || st.Phase != snapshot.StopDraining {
+		return "", ""
+	}
+	left := max(st.Deadline.Sub(now), 0).Round(time.Second)
+	inflight := fmt.Sprintf("%d requests", st.InFlight)
+	if st.InFlight == 1 {
+		inflight = "1 request"
+	}
+	return fmt.Sprintf("draining: %s in flight, %s left", inflight, supervisor.HumanDuration(left)), fmt.Sprint(st.InFlight)
 }

@@ -124,7 +124,7 @@ var accessKV = regexp.MustCompile(`(\w+)=("[^"]*"|\S+)`)
 // gateway's log and returns where each request went.
 func (r *routedDeployment) landings(t *testing.T, ids ...string) map[string]landing {
 	t.Helper()
-	path := filepath.Join(r.dir, ".tsd", "logs", "gateway.log")
+	path := filepath.Join(stateDir(t, r.dir), "logs", "gateway.log")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := map[string]landing{}

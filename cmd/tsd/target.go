@@ -4,22 +4,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tsd-project/tsd/daemons"
+	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/supervisor"
 )
 
 // Which deployment a verb given no NAME or PROFILE means. A control verb
 // (stop, restart, start, and every later verb that changes a deployment)
 // acts only on the deployment of the current directory: the one whose
-// control socket is ./.tsd/run/tsd.sock, or the one whose profile lies in
-// or under the directory. Anything else is refused with the candidates
+// control socket is in the directory's state folders (./.tsd/NAME/run,
+// or an earlier tsd's shared ./.tsd/run), or the one whose profile lies
+// in the directory itself. Anything else is refused with the candidates
 // and the command to type: a bare `tsd stop` once stopped a deployment
 // another terminal had started for other work, because it was the only
-// one running. A read-only verb (status, logs, attach, bench) may still
-// pick the only one running, and says which on stderr.
+// one running, and, from /, /home or $HOME, one whose profile lay
+// anywhere below. A read-only verb (status, logs, attach, bench) may
+// still pick the only one running, and says which on stderr.
 
 // candidate is one deployment a verb may mean: a running daemon, or a dead
 // one that left processes.
@@ -34,7 +38,7 @@ type candidate struct {
 // note for stderr, or a refusal.
 type bareChoice struct {
 	cand   candidate
-	socket string // an unregistered socket at ./.tsd/run/tsd.sock
+	socket string // an unregistered socket in ./.tsd
 	note   string
 	err    *exitError
 }
@@ -42,23 +46,23 @@ type bareChoice struct {
 // pickBare decides what a verb without NAME or PROFILE acts on. cmdline is
 // the command as typed up to where the NAME goes ("tsd restart decode"),
 // control says whether the verb changes the deployment, cwd is the
-// current directory (absolute, symlinks resolved), localSocket the
-// absolute ./.tsd/run/tsd.sock when it exists ("" otherwise), cands every
-// deployment of the registry (running and dead). Pure: the table test is
-// in target_test.go.
-func pickBare(cmdline string, control bool, cwd, localSocket string, cands []candidate) bareChoice {
+// current directory (absolute, symlinks resolved), localSockets the
+// control sockets that exist in its state folders (localSockets()),
+// cands every deployment of the registry (running and dead). Pure: the
+// table test is in target_test.go.
+func pickBare(cmdline string, control bool, cwd string, localSockets []string, cands []candidate) bareChoice {
 	var here []candidate
+	registered := map[string]bool{}
 	for _, c := range cands {
-		if localSocket != "" && c.Socket == localSocket {
-			return bareChoice{cand: c}
-		}
-	}
-	if localSocket != "" {
-		return bareChoice{socket: localSocket}
-	}
-	for _, c := range cands {
-		if inOrUnder(cwd, c.Profile) {
+		if slices.Contains(localSockets, c.Socket) || inDir(cwd, c.Profile) {
 			here = append(here, c)
+		}
+		registered[c.Socket] = true
+	}
+	var unregistered []string
+	for _, s := range localSockets {
+		if !registered[s] {
+			unregistered = append(unregistered, s)
 		}
 	}
 	switch {
@@ -66,12 +70,22 @@ func pickBare(cmdline string, control bool, cwd, localSocket string, cands []can
 		return bareChoice{cand: here[0]}
 	case len(here) > 1:
 		return bareChoice{err: &exitError{code: 2, msg: fmt.Sprintf(
-			"tsd: %d deployments have their profile under %s; name one:\n%s", len(here), cwd, suggest(cmdline, here))}}
+			"tsd: %d deployments run from %s; name one:\n%s", len(here), cwd, suggest(cmdline, here))}}
+	case len(unregistered) == 1:
+		// A daemon here that the registry does not list (an older tsd, or
+		// another registry).
+		return bareChoice{socket: unregistered[0]}
+	case len(unregistered) > 1:
+		lines := make([]string, len(unregistered))
+		for i, s := range unregistered {
+			lines[i] = fmt.Sprintf("  %s --socket %s", cmdline, s)
+		}
+		return bareChoice{err: &exitError{code: 2, msg: fmt.Sprintf("tsd: %d unregistered deployments run from %s; name one by its socket:\n%s", len(unregistered), cwd, strings.Join(lines, "\n"))}}
 	case len(cands) == 0:
 		return bareChoice{err: &exitError{code: exitNotRunning, msg: "tsd: no tsd deployment is running (start one with tsd up PROFILE)"}}
 	case control:
 		return bareChoice{err: &exitError{code: 2, msg: fmt.Sprintf(
-			"tsd: %s without a NAME acts only on the deployment of this directory, and none runs from %s (no ./.tsd/run/tsd.sock, no profile in or under it); name one:\n%s",
+			"tsd: %s without a NAME acts only on the deployment of this directory, and none runs from %s (no control socket in ./.tsd, no running profile in it); name one:\n%s",
 			strings.TrimPrefix(cmdline, "tsd "), cwd, suggest(cmdline, cands))}}
 	}
 	var live []candidate
@@ -89,13 +103,9 @@ func pickBare(cmdline string, control bool, cwd, localSocket string, cands []can
 	return bareChoice{err: &exitError{code: 2, msg: fmt.Sprintf("tsd: %d deployments are running; name one:\n%s", len(cands), suggest(cmdline, cands))}}
 }
 
-// inOrUnder reports whether path lies in dir or below it.
-func inOrUnder(dir, path string) bool {
-	if dir == "" || path == "" {
-		return false
-	}
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel)
+// inDir reports whether path lies in dir itself (not below it).
+func inDir(dir, path string) bool {
+	return dir != "" && path != "" && filepath.Dir(path) == filepath.Clean(dir)
 }
 
 // suggest is one line per candidate: the command to type, and what it is.
@@ -166,16 +176,23 @@ func currentDir() string {
 	return d
 }
 
-// localSocket is ./.tsd/run/tsd.sock, absolute, when it exists.
-func localSocket() string {
-	abs, err := filepath.Abs(defaultSocket)
+// localSockets are the control sockets that exist in the current
+// directory's state folders: ./.tsd/NAME/run/tsd.sock of each deployment,
+// and the shared ./.tsd/run/tsd.sock of an earlier tsd; absolute.
+func localSockets() []string {
+	dir, err := filepath.Abs(profiles.StateRoot)
 	if err != nil {
-		return ""
+		return nil
 	}
-	if _, err := os.Stat(abs); err != nil {
-		return ""
+	var out []string
+	if m, err := filepath.Glob(filepath.Join(dir, "*", "run", "tsd.sock")); err == nil {
+		out = m // the legacy .tsd/run/tsd.sock is not two levels down
 	}
-	return abs
+	legacy := filepath.Join(dir, "run", "tsd.sock")
+	if _, err := os.Stat(legacy); err == nil {
+		out = append(out, legacy)
+	}
+	return out
 }
 
 // reapDead ends what a dead deployment left and removes its entry: `tsd

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/tsd-project/tsd/daemons"
 	"github.com/tsd-project/tsd/internal/procfs"
 	"github.com/tsd-project/tsd/supervisor"
@@ -16,29 +18,33 @@ import (
 
 // TestPickBare pins what a verb without NAME or PROFILE acts on: a control
 // verb only on the deployment of the current directory (its socket in
-// ./.tsd/run, or the one profile in or under it), else it refuses (exit 2)
-// and lists each candidate with the command to type; a read-only verb may
-// take the only one running and says so.
+// ./.tsd, or the one profile in the directory itself: never one below
+// it, so nothing is picked from /, /home or $HOME), else it refuses (exit
+// 2) and lists each candidate with the command to type; a read-only verb
+// may take the only one running and says so.
 func TestPickBare(t *testing.T) {
 	cand := func(name, profile string) candidate {
 		return candidate{Entry: daemons.Entry{Name: name, Profile: profile, Socket: "/runs/" + name + "/tsd.sock", PID: 100}}
 	}
 	apiprobe := cand("apiprobe", "/home/ann/probe/apiprobe.yaml")
 	mine := cand("mine", "/home/me/work/pd.yaml")
+	other := cand("other", "/home/me/work/epd.yaml") // a second profile of the same folder
 	nested := cand("nested", "/home/me/work/sub/epd.yaml")
 	sibling := cand("sibling", "/home/me/work-old/pd.yaml") // a prefix of the path, not a parent
-	byDirSocket := candidate{Entry: daemons.Entry{Name: "here", Profile: "/elsewhere/x.yaml", Socket: "/home/me/work/.tsd/run/tsd.sock"}}
+	byDirSocket := candidate{Entry: daemons.Entry{Name: "here", Profile: "/elsewhere/x.yaml", Socket: "/home/me/work/.tsd/here/run/tsd.sock"}}
+	legacy := candidate{Entry: daemons.Entry{Name: "old", Profile: "/elsewhere/old.yaml", Socket: "/home/me/work/.tsd/run/tsd.sock"}}
 	dead := candidate{Entry: daemons.Entry{Name: "crashed", Profile: "/home/me/work/crashed.yaml", PID: 7},
 		Dead: true, Leftovers: []supervisor.Leftover{{Role: "decode", PID: 8}, {Role: "decode", PID: 9}}}
 	deadElsewhere := dead
 	deadElsewhere.Profile = "/srv/crashed.yaml"
 
-	const cwd = "/home/me/work"
+	const work, home = "/home/me/work", "/home/me"
 	rows := []struct {
 		name    string
+		cwd     string // default work
 		cmdline string
 		control bool
-		socket  string // ./.tsd/run/tsd.sock when it exists
+		sockets []string // control sockets that exist in ./.tsd
 		cands   []candidate
 		want    string // the name picked, "socket" for the bare socket
 		note    string // substring of the stderr note ("" = none)
@@ -47,17 +53,30 @@ func TestPickBare(t *testing.T) {
 	}{
 		{name: "control: the only one runs elsewhere", cmdline: "tsd stop", control: true, cands: []candidate{apiprobe},
 			code: 2, msg: []string{"stop without a NAME acts only on the deployment of this directory", "none runs from /home/me/work", "tsd stop apiprobe   # /home/ann/probe/apiprobe.yaml"}},
-		{name: "control: a sibling directory is not under cwd", cmdline: "tsd stop", control: true, cands: []candidate{sibling},
+		{name: "control: a sibling directory is not cwd", cmdline: "tsd stop", control: true, cands: []candidate{sibling},
 			code: 2, msg: []string{"tsd stop sibling"}},
 		{name: "control: restart names the role in the suggestion", cmdline: "tsd restart decode", control: true, cands: []candidate{apiprobe, sibling},
 			code: 2, msg: []string{"restart decode without a NAME acts only", "tsd restart decode apiprobe", "tsd restart decode sibling "}},
 		{name: "control: the profile in cwd", cmdline: "tsd stop", control: true, cands: []candidate{apiprobe, mine}, want: "mine"},
-		{name: "control: a profile under cwd", cmdline: "tsd start prefill", control: true, cands: []candidate{apiprobe, nested}, want: "nested"},
-		{name: "control: two under cwd", cmdline: "tsd stop", control: true, cands: []candidate{mine, nested, apiprobe},
-			code: 2, msg: []string{"2 deployments have their profile under /home/me/work", "tsd stop mine", "tsd stop nested"}},
-		{name: "control: the socket here wins over profiles", cmdline: "tsd stop", control: true, socket: "/home/me/work/.tsd/run/tsd.sock",
-			cands: []candidate{mine, byDirSocket}, want: "here"},
-		{name: "control: an unregistered socket here", cmdline: "tsd stop", control: true, socket: "/home/me/work/.tsd/run/tsd.sock",
+		{name: "control: a profile below cwd is not this directory's", cmdline: "tsd start prefill", control: true, cands: []candidate{apiprobe, nested},
+			code: 2, msg: []string{"acts only on the deployment of this directory", "tsd start prefill nested"}},
+		{name: "control: the one in cwd, not the one below", cmdline: "tsd stop", control: true, cands: []candidate{nested, mine}, want: "mine"},
+		{name: "control: two profiles of cwd run", cmdline: "tsd stop", control: true, cands: []candidate{mine, other, apiprobe},
+			code: 2, msg: []string{"2 deployments run from /home/me/work", "tsd stop mine", "tsd stop other"}},
+		{name: "control: from / a profile anywhere below is not picked", cwd: "/", cmdline: "tsd stop", control: true, cands: []candidate{mine},
+			code: 2, msg: []string{"none runs from /", "tsd stop mine   # /home/me/work/pd.yaml"}},
+		{name: "control: from /home", cwd: "/home", cmdline: "tsd restart decode", control: true, cands: []candidate{mine},
+			code: 2, msg: []string{"tsd restart decode mine"}},
+		{name: "control: from $HOME", cwd: home, cmdline: "tsd stop", control: true, cands: []candidate{mine, nested},
+			code: 2, msg: []string{"none runs from /home/me", "tsd stop mine", "tsd stop nested"}},
+		{name: "control: from $HOME, a profile in $HOME", cwd: home, cmdline: "tsd stop", control: true, cands: []candidate{mine, cand("top", "/home/me/top.yaml")}, want: "top"},
+		{name: "control: the socket here wins over profiles elsewhere", cmdline: "tsd stop", control: true, sockets: []string{"/home/me/work/.tsd/here/run/tsd.sock"},
+			cands: []candidate{byDirSocket, nested}, want: "here"},
+		{name: "control: an earlier tsd's shared socket here", cmdline: "tsd stop", control: true, sockets: []string{"/home/me/work/.tsd/run/tsd.sock"},
+			cands: []candidate{legacy, apiprobe}, want: "old"},
+		{name: "control: two sockets here", cmdline: "tsd stop", control: true, sockets: []string{"/home/me/work/.tsd/here/run/tsd.sock", "/home/me/work/.tsd/run/tsd.sock"},
+			cands: []candidate{byDirSocket, legacy}, code: 2, msg: []string{"2 deployments run from /home/me/work", "tsd stop here", "tsd stop old"}},
+		{name: "control: an unregistered socket here", cmdline: "tsd stop", control: true, sockets: []string{"/home/me/work/.tsd/run/tsd.sock"},
 			cands: []candidate{apiprobe}, want: "socket"},
 		{name: "control: nothing runs", cmdline: "tsd stop", control: true, code: exitNotRunning, msg: []string{"no tsd deployment is running"}},
 		{name: "control: a dead one here", cmdline: "tsd stop", control: true, cands: []candidate{apiprobe, dead}, want: "crashed"},
@@ -65,6 +84,7 @@ func TestPickBare(t *testing.T) {
 			code: 2, msg: []string{"tsd stop crashed", "(dead: 2 processes left)"}},
 		{name: "read: the only one, said on stderr", cmdline: "tsd status", cands: []candidate{apiprobe}, want: "apiprobe",
 			note: "tsd: apiprobe (the only deployment running; profile /home/ann/probe/apiprobe.yaml)"},
+		{name: "read: from / the only one, said on stderr", cwd: "/", cmdline: "tsd logs", cands: []candidate{mine}, want: "mine", note: "the only deployment running"},
 		{name: "read: this directory's, silently", cmdline: "tsd logs", cands: []candidate{apiprobe, mine}, want: "mine"},
 		{name: "read: the only live one beside a dead one", cmdline: "tsd status", cands: []candidate{apiprobe, deadElsewhere}, want: "apiprobe", note: "the only deployment running"},
 		{name: "read: only a dead one", cmdline: "tsd status", cands: []candidate{deadElsewhere}, want: "crashed"},
@@ -73,7 +93,11 @@ func TestPickBare(t *testing.T) {
 		{name: "read: nothing runs", cmdline: "tsd status", code: exitNotRunning, msg: []string{"no tsd deployment is running"}},
 	}
 	for _, r := range rows {
-		got := pickBare(r.cmdline, r.control, cwd, r.socket, r.cands)
+		cwd := r.cwd
+		if cwd == "" {
+			cwd = work
+		}
+		got := pickBare(r.cmdline, r.control, cwd, r.sockets, r.cands)
 		if r.code != 0 {
 			if got.err == nil || got.err.code != r.code {
 				t.Errorf("%s: %+v, want a refusal with exit %d", r.name, got, r.code)
@@ -103,23 +127,25 @@ func TestPickBare(t *testing.T) {
 	}
 }
 
-func TestInOrUnder(t *testing.T) {
+func TestInDir(t *testing.T) {
 	for _, c := range []struct {
 		dir, path string
 		want      bool
 	}{
 		{"/a/b", "/a/b/p.yaml", true},
-		{"/a/b", "/a/b/c/d/p.yaml", true},
+		{"/a/b/", "/a/b/p.yaml", true},
+		{"/a/b", "/a/b/c/d/p.yaml", false},
 		{"/a/b", "/a/bc/p.yaml", false},
 		{"/a/b", "/a/p.yaml", false},
 		{"/a/b", "/a/b", false},
 		{"/a/b", "/a/b/..p.yaml", true},
 		{"/", "/p.yaml", true},
+		{"/", "/home/me/p.yaml", false},
 		{"/a/b", "", false},
 		{"", "/a/b/p.yaml", false},
 	} {
-		if got := inOrUnder(c.dir, c.path); got != c.want {
-			t.Errorf("inOrUnder(%q, %q) = %v, want %v", c.dir, c.path, got, c.want)
+		if got := inDir(c.dir, c.path); got != c.want {
+			t.Errorf("inDir(%q, %q) = %v, want %v", c.dir, c.path, got, c.want)
 		}
 	}
 }
@@ -165,5 +191,28 @@ func TestDeadNameInUse(t *testing.T) {
 	}
 	if err := deadNameInUse(reg, daemons.Entry{Name: "other", Records: filepath.Join(dir, "x")}); err != nil {
 		t.Fatalf("another name: %v", err)
+	}
+}
+
+// The help of every verb that changes a deployment says what a bare one
+// means: the deployment of this directory, never "the only one running".
+func TestControlVerbHelpSaysThisDirectory(t *testing.T) {
+	for _, verb := range []string{"restart", "start", "stop", "apply", "scale"} {
+		var c cli
+		var out strings.Builder
+		parser, err := kong.New(&c, kong.Name("tsd"), kong.Writers(&out, &out), kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = parser.Parse([]string{verb, "--help"})
+		help := strings.Join(strings.Fields(out.String()), " ")
+		if strings.Contains(help, "the only one running") {
+			t.Errorf("tsd %s --help still says a bare verb takes the only one running:\n%s", verb, out.String())
+		}
+		if verb == "restart" || verb == "start" {
+			if !strings.Contains(help, "the deployment of this directory") {
+				t.Errorf("tsd %s --help does not say what a bare one acts on:\n%s", verb, out.String())
+			}
+		}
 	}
 }

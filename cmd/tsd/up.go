@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,8 @@ type upCmd struct {
 	Detach     bool          `short:"d" help:"Start the deployment in the background and return once every role is ready (exit 1 with the reason if one fails); attach later with tsd attach."`
 	Headless   bool          `help:"Run the supervisor in the foreground without a dashboard: role-prefixed logs and state changes; killing it stops every role (scripts, systemd, CI, Slurm; the default without a terminal)."`
 	StopOnQuit bool          `name:"stop-on-quit" help:"Quitting the dashboard stops the deployment unless you pick detach (make demo)."`
-	Name       string        `help:"Deployment name for tsd ls/attach/status (default: the profile's name)."`
+	Name       string        `help:"Deployment name for tsd ls/attach/status, and its state folder .tsd/NAME beside the profile (default: the profile's name)."`
+	Port       int           `help:"Serve the gateway on this port instead of the profile's gateway.port (make demo PORT=8001)."`
 	Wait       time.Duration `default:"30m" help:"With -d: how long to wait for every role to be ready."`
 	FakeGPUs   int           `name:"fake-gpus" help:"Simulate N H200 GPUs in telemetry (demo, tests)."`
 	FakeNPUs   int           `name:"fake-npus" help:"Simulate N Ascend 910B NPUs in telemetry, for a profile with accelerator: ascend (demo, tests)."`
@@ -144,11 +146,21 @@ func (c upCmd) register() (*profiles.Plan, upSource, func(), error) {
 	if err != nil {
 		return nil, upSource{}, nil, err
 	}
+	live, err := reg.List()
+	if err != nil {
+		return nil, upSource{}, nil, err
+	}
 	facts := profiles.LocalHostFacts()
 	free := facts.PortFree
 	facts.PortFree = func(p int) bool { return !claimed[p] && free(p) }
+	if c.Profile != "" {
+		facts = stateFacts(facts, resolvedPath(c.Profile), c.Name, live)
+	}
 	plan, src, err := c.loadPlan(facts)
 	if err != nil {
+		return nil, upSource{}, nil, err
+	}
+	if err := stateClash(plan, cmp.Or(c.Profile, c.PlanJSON), live); err != nil {
 		return nil, upSource{}, nil, err
 	}
 	prof := plan.ProfilePath
@@ -280,7 +292,7 @@ func (c upCmd) runSupervisor() error {
 	// "gateway" to `tsd logs` and the dashboard.
 	var gwLog *supervisor.LogSource
 	if newGateway != nil && !c.NoGateway {
-		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile}); err != nil {
+		if gwLog, err = supervisor.NewLogSource(supervisor.GatewayLogSource, supervisor.LogSourceOptions{Lines: c.LogLines, Path: plan.Gateway.LogFile, FileMax: int64(plan.LogMaxMB) << 20, FileKeep: plan.LogKeep}); err != nil {
 			return fmt.Errorf("open gateway log: %w", err)
 		}
 		defer gwLog.Close()
@@ -322,6 +334,8 @@ func (c upCmd) runSupervisor() error {
 		Preflight:   func(p *profiles.Plan) []error { return preflight(p, hostGPUs(tel, 3*time.Second)) },
 		NoProgress:  c.NoProgress,
 		LogLines:    c.LogLines,
+		LogFileMax:  int64(plan.LogMaxMB) << 20, // 0: the default
+		LogFileKeep: plan.LogKeep,
 		GatewayLog:  gwLog,
 		Telemetry:   telemetry.NewDecorator(tel, telemetryWatch(planNow, steps)),
 		OnEvent:     out.Event,
@@ -333,9 +347,13 @@ func (c upCmd) runSupervisor() error {
 		// registry's record of the ports each new plan claims.
 		Profile:       src.profile,
 		ProfileSource: src.data,
-		ApplyFacts:    func() (profiles.HostFacts, error) { return applyFacts(tel), nil },
-		OnPlan:        func(p *profiles.Plan) { claimPorts(p) },
-		TrendPeriod:   c.TrendPeriod,
+		ApplyFacts: func() (profiles.HostFacts, error) {
+			f := applyFacts(tel)
+			f.Name, f.GatewayPort = plan.Name, c.Port // as tsd up planned it
+			return f, nil
+		},
+		OnPlan:      func(p *profiles.Plan) { claimPorts(p) },
+		TrendPeriod: c.TrendPeriod,
 	}
 	sup, err := supervisor.New(opts)
 	if err != nil {
@@ -372,7 +390,7 @@ func (c upCmd) runSupervisor() error {
 		for range sigs {
 			n++
 			if n == 1 {
-				fmt.Fprintln(os.Stderr, "tsd: stopping every role (Ctrl-C again to kill them now)")
+				fmt.Fprintf(os.Stderr, "tsd: stopping: requests in flight drain (up to %s), then every role stops (Ctrl-C again to cut and kill now)\n", supervisor.HumanDuration(supervisor.PlanDrain(sup.Plan())))
 				stopRun()
 				continue
 			}
@@ -562,6 +580,15 @@ func (c upCmd) loadPlanOnly(facts profiles.HostFacts) (*profiles.Plan, upSource,
 	facts, err := hostFacts(c.Launcher, c.Profile, facts, false)
 	if err != nil {
 		return nil, upSource{}, err
+	}
+	if c.Name != "" {
+		facts.Name = c.Name
+	}
+	if c.Port != 0 {
+		if c.Port < 1 || c.Port > 65535 {
+			return nil, upSource{}, &exitError{code: 2, msg: fmt.Sprintf("tsd: --port %d: not a port (1-65535)", c.Port)}
+		}
+		facts.GatewayPort = c.Port
 	}
 	// Read once: the bytes planned are the bytes the revision names.
 	data, rerr := profiles.ReadSource(c.Profile)

@@ -276,12 +276,17 @@ type Health struct {
 }
 
 // Health counts routable prefill, decode and aggregated workers and all
-// of them.
+// of them, and in EPD mode the encode workers a request may need too (an
+// encode worker is healthy when its rank 0 takes requests).
 func (g *Dispatcher) Health() Health {
 	ps := g.live.pools()
 	h := Health{Prefill: ps.prefill.routable(), Decode: ps.decode.routable(), Aggregated: ps.aggregated.routable()}
 	h.Healthy = h.Prefill + h.Decode + h.Aggregated
 	h.Total = len(ps.prefill.workers) + len(ps.decode.workers) + len(ps.aggregated.workers)
+	if g.EPDMode() {
+		h.Healthy += len(g.enc.ready())
+		h.Total += len(ps.encode)
+	}
 	return h
 }
 

@@ -20,9 +20,16 @@ import (
 
 // MaxBytesPerToken bounds how many body bytes one prompt token can take:
 // JSON-escaped text ("\u00e9" is 6 bytes for one character) and input_ids
-// ("123456," is 7) stay well below it. A body (or prompt text) larger
-// than max_model_len × this cannot hold a prompt that fits.
+// ("123456," is 7) stay well below it. A prompt text larger than
+// max_model_len × this cannot fit.
 const MaxBytesPerToken = 32
+
+// SchemaAllowance is what a body may carry beside its prompt: the JSON
+// Schemas of response_format and tool_choice are sampling constraints,
+// not prompt tokens, and have their own limit (gateway/schemacheck
+// RequestBudget, 256 KiB, checked once the body is read). A body over
+// max_model_len × MaxBytesPerToken + this cannot hold a prompt that fits.
+const SchemaAllowance = 256 << 10
 
 // CheckContext is the context-length admission rule every front end and
 // the dispatch apply: a prompt of prompt tokens must leave room for at
@@ -70,7 +77,7 @@ func (b *BodyLimits) bound() (int64, int) {
 	if n <= 0 {
 		return 0, 0
 	}
-	return int64(n) * MaxBytesPerToken, n
+	return int64(n)*MaxBytesPerToken + SchemaAllowance, n
 }
 
 // Read reads r's body under the deadline and the budget into memory, so

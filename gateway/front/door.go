@@ -141,6 +141,10 @@ type Route struct {
 	// Admit, when set, decides Generate per request (a mounted mux's
 	// routes share one wrapper).
 	Admit func(*http.Request) bool
+	// NoBody routes never read the body (the 404 and 405 of a path no
+	// route serves): its size is not checked against max_model_len, a
+	// prompt rule that says nothing of a route that takes none.
+	NoBody bool
 }
 
 // generatePaths are the routes that start generations: the ones
@@ -217,7 +221,7 @@ func (d *Door) Wrap(rt Route, h http.Handler) http.Handler {
 		if caller != nil {
 			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, caller))
 		}
-		if b := d.cfg.Body; b != nil {
+		if b := d.cfg.Body; b != nil && !rt.NoBody {
 			release, e := b.Read(sw, r)
 			defer release()
 			if e != nil && e.Status == http.StatusTooManyRequests {
@@ -290,8 +294,8 @@ func Authorize(r *http.Request, key string) *Error {
 // and every one of keys, each in constant time and all of them whatever
 // matched; the key it is, nil for api_key_env's.
 func authorize(r *http.Request, key string, keys []Key) (*Key, *Error) {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	tok := []byte(strings.TrimSpace(got))
+	got, ok := bearer(r.Header.Get("Authorization"))
+	tok := []byte(got)
 	found := -1
 	legacy := key != "" && subtle.ConstantTimeCompare(tok, []byte(key)) == 1
 	for i := range keys {
@@ -307,6 +311,17 @@ func authorize(r *http.Request, key string, keys []Key) (*Key, *Error) {
 		return nil, nil
 	}
 	return nil, Errorf(http.StatusUnauthorized, "invalid_api_key", "", "missing or invalid API key (Authorization: Bearer ...)")
+}
+
+// bearer is the token of an Authorization header in the Bearer scheme,
+// whose name is case-insensitive (RFC 7235 §2.1: "bearer" and "BEARER"
+// are "Bearer").
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 type idKey struct{}
@@ -468,10 +483,10 @@ func Dispatch(wrap func(http.Handler) http.Handler, muxes ...Mounted) http.Handl
 		if len(allow) > 0 {
 			a := strings.Join(allow, ", ")
 			w.Header().Set("Allow", a)
-			WriteError(w, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, a))
+			WriteErrorUnread(w, r, Errorf(http.StatusMethodNotAllowed, "method_not_allowed", "", "method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, a))
 			return
 		}
-		WriteError(w, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
+		WriteErrorUnread(w, r, Errorf(http.StatusNotFound, "not_found", "", "no route %s %s", r.Method, r.URL.Path))
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range muxes {
@@ -507,7 +522,7 @@ func (d *Door) Serve(fixed *http.ServeMux, mounted ...*http.ServeMux) http.Handl
 		}
 	}
 	return Dispatch(func(h http.Handler) http.Handler {
-		return d.Wrap(Route{Label: "unmatched", Public: true}, h)
+		return d.Wrap(Route{Label: "unmatched", Public: true, NoBody: true}, h)
 	}, muxes...)
 }
 

@@ -63,6 +63,14 @@ func (e *Error) ErrorCode() string { return e.Code }
 // ErrorParam names the offending request field, if any.
 func (e *Error) ErrorParam() string { return e.Param }
 
+// CodeShutdown is the code of a request tsd's stop cut at the end of its
+// drain (the gateway's ShutdownError): a stream so ended gets the finish
+// reason "abort" before its error event (docs/protocol.md §11.14).
+const CodeShutdown = "shutdown"
+
+// Cut reports whether e ended its request at a shutdown's drain deadline.
+func (e *Error) Cut() bool { return e != nil && e.Code == CodeShutdown }
+
 // Errorf builds an Error whose message is fmt.Errorf's; an error the
 // format wraps with %w becomes its Cause (with several, the cause wraps
 // them all).

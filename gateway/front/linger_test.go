@@ -139,3 +139,86 @@ func TestLingerBounds(t *testing.T) {
 		t.Fatalf("flooding client sent %d bytes, err %v: the lingering read never stopped", sent, err)
 	}
 }
+
+// The body bound is a prompt rule: a 30 MB POST to a path no route
+// serves is a 404 (its body never read, the client still reads the
+// answer), not a 400 context_length_exceeded; and a body carrying a
+// large response_format schema beside a short prompt is admitted, the
+// schema being no prompt tokens (its own limit is SchemaAllowance).
+func TestBodyBoundIsAPromptRule(t *testing.T) {
+	t.Parallel()
+	door := New(Config{Body: &BodyLimits{Max: 64 << 20, ReadTimeout: 10 * time.Second, Budget: 1 << 30, MaxModelLen: func() int { return 2048 }}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprintln(w, "ok")
+	})
+	l, err := net.Listen("tcp", testports.Addr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: door.Serve(nil, mux), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	post := func(path string, body []byte) (int, string) {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))
+		if _, err := c.Write(append([]byte(head), body...)); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	big := []byte(`{"x":"` + strings.Repeat("a", 30<<20) + `"}`)
+	if status, answer := post("/v1/nope", big); status != http.StatusNotFound || !strings.Contains(answer, "not_found") {
+		t.Fatalf("30 MB to an unknown route: %d %s", status, answer)
+	}
+	schema := `{"type":"object","properties":{` + strings.Repeat(`"p":{"type":"string","description":"`+strings.Repeat("d", 200)+`"},`, 300) + `"q":{"type":"integer"}}}`
+	body := []byte(`{"messages":[{"role":"user","content":"Describe a city as JSON."}],"response_format":{"type":"json_schema","json_schema":{"name":"c","schema":` + schema + `}}}`)
+	if len(body) < 70<<10 {
+		t.Fatalf("the schema body is only %d bytes", len(body))
+	}
+	if status, answer := post("/v1/chat/completions", body); status != 200 {
+		t.Fatalf("a %d KB schema beside a short prompt: %d %s", len(body)>>10, status, answer)
+	}
+	if status, answer := post("/v1/chat/completions", big); status != http.StatusBadRequest || !strings.Contains(answer, "context_length_exceeded") {
+		t.Fatalf("30 MB to the chat route: %d %s", status, answer)
+	}
+}
+
+// The Bearer scheme's name is case-insensitive (RFC 7235 §2.1): a client
+// that writes "bearer" or "BEARER" is let in; another scheme, a missing
+// token or the wrong key is not.
+func TestAuthorizeBearerAnyCase(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		ok     bool
+	}{
+		{"Bearer k1", true},
+		{"bearer k1", true},
+		{"BEARER k1", true},
+		{"bEaReR   k1 ", true},
+		{"Bearer k2", false},
+		{"Basic k1", false},
+		{"Bearerk1", false},
+		{"Bearer", false},
+		{"", false},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "/", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		if got := Authorize(r, "k1") == nil; got != tc.ok {
+			t.Errorf("Authorization %q: let in %v, want %v", tc.header, got, tc.ok)
+		}
+	}
+}

@@ -82,7 +82,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		if ev.Err != nil {
 			cancel()
-			front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: ev.Err.Error()})
+			if r.Context().Err() != nil {
+				return // the client left: nobody reads an answer (logged 499)
+			}
+			front.WriteError(w, streamError(ev.Err))
 			return
 		}
 		if err := tokenapi.CheckTopLogprobs(req, ev); err != nil {
@@ -104,6 +107,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if resp.MetaInfo.FinishReason == nil {
+		if r.Context().Err() != nil {
+			return // the client left, which ended the generation (logged 499)
+		}
 		front.WriteError(w, &front.Error{Status: http.StatusBadGateway, Code: "worker_stream_failed", Message: "generation ended without a finish"})
 		return
 	}
@@ -126,7 +132,12 @@ func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.T
 			break
 		}
 		if ev.Err != nil {
-			out.Fail(front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", ev.Err.Error()))
+			e := streamError(ev.Err)
+			if e.Cut() && out.Started() {
+				// tsd's stop cut the stream: its finish, then the error.
+				out.Send(generateChunk(tokenapi.Event{PromptTokens: len(prompt), Finish: &tokenapi.Finish{Reason: tokenapi.FinishAbort, Message: e.Message}}, id, nil, time.Since(start).Seconds()))
+			}
+			out.Fail(e)
 			if ok = !out.Failed(); !ok {
 				cancel()
 			}
@@ -169,6 +180,16 @@ func stream(w http.ResponseWriter, st tokenapi.Streamer, id string, start time.T
 	if ok {
 		out.Done()
 	}
+}
+
+// streamError is how a generation's failure is answered: 502
+// worker_stream_failed, or the 503 shutdown of a request tsd's stop cut
+// at the end of its drain.
+func streamError(err error) *front.Error {
+	if e := front.As(err); e.Cut() {
+		return e
+	}
+	return front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", err.Error())
 }
 
 // generateChunk is a stream event as a struct for json.Marshal: the shape

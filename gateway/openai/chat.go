@@ -56,9 +56,21 @@ func normalizeMessages(raw json.RawMessage) (json.RawMessage, []string, *apiErro
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d]", i), "each message must be an object")
 		}
 		switch head.Role {
-		case "system", "developer", "user", "assistant", "tool", "function":
+		case "system", "developer", "user", "assistant", "tool":
+		case "function":
+			// OpenAI's deprecated role: answered with a 400 there too, and
+			// a template renders it as nothing the model knows.
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), "the 'function' role is not supported: send a 'tool' message with the tool_call_id of the call it answers")
 		default:
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", head.Role))
+		}
+		switch c := bytes.TrimSpace(head.Content); {
+		case head.Role != "user" && head.Role != "system" && head.Role != "developer":
+		case len(c) == 0 || string(c) == "null":
+			// An assistant turn may carry only tool calls; a user's, a
+			// system's or a developer's is its content (OpenAI: 400).
+			param := fmt.Sprintf("messages[%d].content", i)
+			return nil, nil, badRequest(param, fmt.Sprintf("invalid type for '%s': a %s message needs content (a string or an array of content parts), got null", param, head.Role))
 		}
 		if head.Role == "tool" {
 			if e := checkToolCallID(head.ToolCallID, i); e != nil {
@@ -129,12 +141,13 @@ func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
 		return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "content must be a string or an array of content parts")
 	}
 	var texts []string
-	for _, p := range parts {
+	for j, p := range parts {
 		switch p.Type {
 		case "text", "input_text":
-			if p.Text != nil {
-				texts = append(texts, *p.Text)
+			if p.Text == nil {
+				return nil, missingText(i, j)
 			}
+			texts = append(texts, *p.Text)
 		case "image_url", "input_image", "image":
 			return nil, errImage
 		default:
@@ -143,6 +156,13 @@ func flattenContent(raw json.RawMessage, i int) (json.RawMessage, *apiError) {
 	}
 	b, _ := json.Marshal(strings.Join(texts, "\n"))
 	return b, nil
+}
+
+// missingText refuses a text part without its text, as OpenAI does
+// (dropped, the message would silently lose what the client meant).
+func missingText(i, j int) *apiError {
+	param := fmt.Sprintf("messages[%d].content[%d].text", i, j)
+	return errorf(http.StatusBadRequest, "missing_required_parameter", param, fmt.Sprintf("Missing required parameter: '%s'.", param))
 }
 
 // setKey replaces (or appends) key in a JSON object without reordering it.
@@ -343,11 +363,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: p.model, Usage: u}
+	var reasoning strings.Builder
 	for i, st := range states {
 		m, finish, aerr := ag.parseWhole(st.text, st.finish)
 		if aerr != nil {
 			writeError(w, aerr)
 			return
+		}
+		if m.ReasoningContent != nil {
+			reasoning.WriteString(*m.ReasoningContent)
 		}
 		c := ChatChoice{Index: i, Message: m, FinishReason: finish, MatchedStop: st.matched}
 		if p.logprobs {
@@ -355,6 +379,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Choices = append(resp.Choices, c)
 	}
+	resp.Usage.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: s.reasoningTokens(reasoning.String(), u.CompletionTokens)}
 	writeJSON(w, resp)
 }
 
@@ -449,15 +474,19 @@ type chatStream struct {
 	id       string
 	created  int64
 	roleSent []bool
+	finished []bool         // the choices whose finish went out
 	replies  []*replyParser // tools.go; nil: content as generated
 	u        Usage
 	ps       prompts
 	failed   bool
+	// reasoning is the text the choices' parsers split off as reasoning
+	// (usage's completion_tokens_details.reasoning_tokens).
+	reasoning strings.Builder
 }
 
 func (s *Server) newChatStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, ag *agent, id string, created int64) *chatStream {
 	return &chatStream{s: s, out: newSSE(w), enc: newChatChunkEnc(id, created, p.model), cancel: cancel, p: p, ag: ag, id: id, created: created,
-		roleSent: make([]bool, p.n), replies: make([]*replyParser, p.n)}
+		roleSent: make([]bool, p.n), finished: make([]bool, p.n), replies: make([]*replyParser, p.n)}
 }
 
 // streamChat writes the stream of the pieces of n > 1 samples, each
@@ -501,6 +530,15 @@ func (cs *chatStream) take(pc piece, more bool) {
 	if pc.err != nil {
 		cs.failed = true
 		cs.cancel()
+		if pc.err.Cut() && out.started {
+			// tsd's stop cut the stream: every choice still open gets its
+			// finish reason before the error event.
+			for i, done := range cs.finished {
+				if !done {
+					out.write(enc.finish(i, tokenapi.FinishAbort, nil))
+				}
+			}
+		}
 		out.fail(pc.err)
 		return
 	}
@@ -533,6 +571,11 @@ func (cs *chatStream) take(pc piece, more bool) {
 		if pc.finish != "" {
 			ds = append(ds, rp.finish()...)
 		}
+		for _, d := range ds {
+			if d.Kind == delta.Reasoning {
+				cs.reasoning.WriteString(d.Text)
+			}
+		}
 		deltas := streamDeltas(ds)
 		if len(deltas) == 0 && len(pc.logprobs) > 0 {
 			deltas = []chunkDelta{{}}
@@ -555,6 +598,7 @@ func (cs *chatStream) take(pc piece, more bool) {
 		}
 	}
 	if pc.finish != "" {
+		cs.finished[pc.index] = true
 		if rp != nil {
 			// A parsed reply may end in tool_calls (tools.go).
 			f := rp.finishReason(pc.finish)
@@ -584,6 +628,7 @@ func (cs *chatStream) end() {
 		u := cs.u
 		cs.ps.into(&u)
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: cs.s.reasoningTokens(cs.reasoning.String(), u.CompletionTokens)}
 		out.send(chatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
 	}
 	out.done()

@@ -241,6 +241,7 @@ type completionStream struct {
 	id       string
 	created  int64
 	started  []bool
+	finished []bool // the choices whose finish went out
 	offsets  []int
 	echo     func(int) string
 	promptOf func(int) int
@@ -251,7 +252,7 @@ type completionStream struct {
 
 func (s *Server) newCompletionStream(w http.ResponseWriter, cancel context.CancelFunc, p *plan, id string, created int64, total int, echo func(int) string, promptOf func(int) int) *completionStream {
 	return &completionStream{s: s, out: newSSE(w), enc: newCompletionChunkEnc(id, created, p.model), cancel: cancel, p: p, id: id, created: created,
-		started: make([]bool, total), offsets: make([]int, total), echo: echo, promptOf: promptOf}
+		started: make([]bool, total), finished: make([]bool, total), offsets: make([]int, total), echo: echo, promptOf: promptOf}
 }
 
 // streamCompletions writes the stream of the pieces of several samples
@@ -290,6 +291,15 @@ func (cs *completionStream) take(pc piece, more bool) {
 	if pc.err != nil {
 		cs.failed = true
 		cs.cancel()
+		if pc.err.Cut() && out.started {
+			// tsd's stop cut the stream: as chat, a finish for every
+			// choice still open, then the error event.
+			for i, done := range cs.finished {
+				if !done {
+					out.write(enc.finish(i, tokenapi.FinishAbort, nil))
+				}
+			}
+		}
 		out.fail(pc.err)
 		return
 	}
@@ -317,6 +327,7 @@ func (cs *completionStream) take(pc piece, more bool) {
 		cs.offsets[pc.index] += len(text)
 	}
 	if pc.finish != "" {
+		cs.finished[pc.index] = true
 		out.write(enc.finish(pc.index, pc.finish, pc.matched))
 		cs.u.CompletionTokens += pc.completion
 		cs.ps.add(cs.promptOf(pc.index), pc)

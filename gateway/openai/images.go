@@ -56,9 +56,10 @@ func messageContent(raw json.RawMessage, i int) (json.RawMessage, []string, *api
 		param := fmt.Sprintf("messages[%d].content[%d]", i, j)
 		switch {
 		case p.Type == "text" || p.Type == "input_text":
-			if p.Text != nil {
-				out = append(out, part{Type: "text", Text: *p.Text})
+			if p.Text == nil {
+				return nil, nil, missingText(i, j)
 			}
+			out = append(out, part{Type: "text", Text: *p.Text})
 		case isImagePart(p.Type):
 			u, ok := imageURLOf(p.ImageURL)
 			if !ok {

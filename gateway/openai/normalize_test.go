@@ -16,8 +16,8 @@ func TestNormalizeKeepsStringContent(t *testing.T) {
 		`[{"content":"first","role":"system"},{"role":"user","content":"a<b & c"}]`,
 		`[{"role":"user","content":"say \"content\" twice"}]`,
 		`[{"role":"user","content":"A","content":"B"}]`,
-		`[{"role":"user"}]`,
-		`[{"role":"user","content":null}]`,
+		`[{"role":"assistant"}]`, // a user's null content is a 400 (TestOpenAIRefusals)
+		`[{"role":"assistant","content":null}]`,
 		`[{"role":"user","content":[{"type":"text","text":"x"},{"type":"text","text":"y"}]}]`,
 		`[{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"42"}]`,
 	} {

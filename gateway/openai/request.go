@@ -70,12 +70,21 @@ func stopStrings(raw json.RawMessage) ([]string, *apiError) {
 		}
 		return []string{one}, nil
 	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
+	var items []*string
+	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest("stop", "stop must be a string or an array of strings")
 	}
-	if len(many) > 16 {
+	if len(items) > 16 {
 		return nil, badRequest("stop", "at most 16 stop strings")
+	}
+	many := make([]string, len(items))
+	for i, it := range items {
+		if it == nil {
+			// OpenAI answers [null] with a 400; read as "" it would
+			// silently stop nothing.
+			return nil, badRequest(fmt.Sprintf("stop[%d]", i), fmt.Sprintf("invalid type for 'stop[%d]': expected a string, but got null instead", i))
+		}
+		many[i] = *it
 	}
 	return many, nil
 }

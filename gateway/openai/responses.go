@@ -617,6 +617,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	} else {
 		b.add([]delta.Delta{{Kind: delta.Content, Text: states[0].text}})
 	}
+	u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: s.reasoningTokens(b.reasoningText(), u.CompletionTokens)}
 	b.finish(states[0].finish, u)
 	body := s.keepResponse(run)
 	w.Header().Set("Content-Type", "application/json")
@@ -809,8 +810,23 @@ func (b *itemBuilder) finish(finish string, u Usage) {
 	} else {
 		b.close()
 	}
+	reasoning := 0
+	if u.CompletionTokensDetails != nil {
+		reasoning = u.CompletionTokensDetails.ReasoningTokens
+	}
 	b.obj.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		InputTokensDetails: map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+		InputTokensDetails: map[string]int{"cached_tokens": u.PromptTokensDetails.CachedTokens}, OutputTokensDetails: map[string]int{"reasoning_tokens": reasoning}}
+}
+
+// reasoningText is the text of the response's reasoning items so far.
+func (b *itemBuilder) reasoningText() string {
+	var t strings.Builder
+	for _, it := range b.obj.Output {
+		if it.rtext != nil {
+			t.WriteString(it.rtext.Text)
+		}
+	}
+	return t.String()
 }
 
 // respStream writes the Responses event stream: response.created and
@@ -908,6 +924,7 @@ func (rs *respStream) take(pc piece, more bool) bool {
 	if pc.finish != "" {
 		var u Usage
 		u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens = pc.prompt, pc.completion, pc.cached
+		u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: rs.s.reasoningTokens(b.reasoningText(), u.CompletionTokens)}
 		b.finish(pc.finish, u)
 		body := rs.s.keepResponse(run)
 		typ := "response.completed"

@@ -335,12 +335,35 @@ func (p *plan) matchedValue(str string, id int32) any {
 
 // Usage is a reply's token counts (OpenAI's usage object);
 // prompt_tokens_details.cached_tokens is always present (0 when nothing
-// was cached).
+// was cached); a chat reply's also has completion_tokens_details.
 type Usage struct {
-	PromptTokens        int                 `json:"prompt_tokens"`
-	CompletionTokens    int                 `json:"completion_tokens"`
-	TotalTokens         int                 `json:"total_tokens"`
-	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	PromptTokens            int                      `json:"prompt_tokens"`
+	CompletionTokens        int                      `json:"completion_tokens"`
+	TotalTokens             int                      `json:"total_tokens"`
+	PromptTokensDetails     PromptTokensDetails      `json:"prompt_tokens_details"`
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// CompletionTokensDetails is what the completion's tokens were spent on
+// (OpenAI's completion_tokens_details): reasoning_tokens, the tokens of
+// the think block the reasoning parser split off (reasoningTokens).
+type CompletionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// reasoningTokens counts the tokens of the reasoning text a reply's
+// parser split off: the text tokenized again (the engine's ids are not
+// kept per delta; the count is the same but for a token that straddles
+// the think block's edge), never more than the completion's tokens.
+func (s *Server) reasoningTokens(reasoning string, completion int) int {
+	if reasoning == "" || s.tok == nil {
+		return 0
+	}
+	ids, err := s.tok.Encode(reasoning, false)
+	if err != nil {
+		return 0
+	}
+	return min(len(ids), completion)
 }
 
 // PromptTokensDetails is how much of the prompt the engines' prefix

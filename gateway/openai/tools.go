@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/tsd-project/tsd/gateway/parsers"
 	"github.com/tsd-project/tsd/gateway/parsers/delta"
@@ -67,6 +68,9 @@ type agent struct {
 // {"type":"function","function":{"name":..,"parameters":..}}, each
 // parameters schema compiled (gateway/schemacheck) within the request's
 // budget.
+// maxToolName is OpenAI's limit on a function's name.
+const maxToolName = 64
+
 func parseTools(raw json.RawMessage, names *fieldNames, budget *schemacheck.Budget) ([]parsers.Tool, *apiError) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -94,6 +98,11 @@ func parseTools(raw json.RawMessage, names *fieldNames, budget *schemacheck.Budg
 		}
 		if t.Function == nil || t.Function.Name == "" {
 			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "each function tool needs a name")
+		}
+		if n := t.Function.Name; strings.ContainsAny(n, " \t\r\n<>{}\"") || len(n) > maxToolName {
+			// OpenAI refuses these; and a call to a name with spaces or
+			// markup could never be read back by the call parsers.
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), fmt.Sprintf("invalid tool name %q: use letters, digits, '_' and '-' (at most %d characters)", n, maxToolName))
 		}
 		if seen[t.Function.Name] {
 			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), fmt.Sprintf("tool name %q is listed twice", t.Function.Name))

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -249,6 +250,54 @@ func TestChatToolChoiceConstrained(t *testing.T) {
 	}
 }
 
+// A forced call (tool_choice required, or a named function) cut by
+// max_tokens anywhere — before its name, inside it, inside its arguments
+// — comes back as the call with the arguments it got and finish_reason
+// length, never as raw JSON in content: the name is known when one tool
+// is offered or one is named. Streamed the same.
+func TestChatForcedToolCallCutByLength(t *testing.T) {
+	t.Parallel()
+	oneTool := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	for _, tc := range []struct {
+		what, tools, choice, name, whole string
+	}{
+		{"required, one tool offered", oneTool, `"required"`, "get_weather", `{"city":""}`},
+		{"a named function", weatherTools, `{"type":"function","function":{"name":"get_time"}}`, "get_time", `{"tz":""}`},
+	} {
+		eng := agentFake(t, "")
+		eng.perEvent = 1
+		srv := newTestServer(t, eng, Options{Model: "demo", ToolCallParser: "qwen", ReasoningParser: "qwen3"})
+		body := `{"messages":[{"role":"user","content":"x"}],"tools":` + tc.tools + `,"tool_choice":` + tc.choice + `,"max_tokens":%d%s}`
+		full := chatAgent(t, srv.URL, fmt.Sprintf(body, 200, ""))
+		if full.FinishReason != "tool_calls" || len(full.Message.ToolCalls) != 1 {
+			t.Fatalf("%s uncut: %+v", tc.what, full)
+		}
+		sameJSONText(t, full.Message.ToolCalls[0].Function.Arguments, tc.whole)
+		cuts := 0
+		for max := 1; ; max++ {
+			c := chatAgent(t, srv.URL, fmt.Sprintf(body, max, ""))
+			if c.FinishReason != "length" {
+				break // the whole call fits from here on
+			}
+			cuts++
+			if len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0].Function.Name != tc.name || c.Message.Content != nil && *c.Message.Content != "" {
+				t.Fatalf("%s cut at %d tokens: %+v", tc.what, max, c)
+			}
+			args := c.Message.ToolCalls[0].Function.Arguments
+			if !strings.HasPrefix(tc.whole, strings.ReplaceAll(args, " ", "")) && !strings.HasPrefix(strings.ReplaceAll(args, " ", ""), "{") {
+				t.Fatalf("%s cut at %d tokens: arguments %q are not a part of %s", tc.what, max, args, tc.whole)
+			}
+			s := streamAgent(t, srv.URL, fmt.Sprintf(body, max, `,"stream":true`))
+			if s.finish != "length" || len(s.calls) != 1 || s.calls[0].name != tc.name || s.calls[0].args != args || s.content != "" {
+				t.Fatalf("%s cut at %d tokens, streamed: %+v; the whole answer had %q", tc.what, max, s, args)
+			}
+		}
+		if cuts < 5 {
+			t.Fatalf("%s: only %d cuts tried", tc.what, cuts)
+		}
+	}
+}
+
 // response_format json_schema and json_object, and SGLang's regex/ebnf,
 // reach the engine as its one constraint.
 func TestChatResponseFormat(t *testing.T) {
@@ -325,6 +374,9 @@ func TestReplyParserChunking(t *testing.T) {
 		{"required", `<think>pick</think>[{"name":"get_time","parameters":{"tz":"UTC"}},{"name":"get_weather","parameters":{"city":"Oslo"}}]`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
 		{"named", `{"tz":"UTC"}`, agentFields{ToolChoice: json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}},
 		{"unparsable", `not json`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
+		{"required cut in the arguments", `[{"name":"get_time","parameters":{"tz":"UTC"}},{"name":"get_weather","parameters":{"city":"Os`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
+		{"required cut in a name", `<think>pick</think>[{"name":"get_time","parameters":{"tz":"UTC"}},{"name":"get_w`, agentFields{ToolChoice: json.RawMessage(`"required"`)}},
+		{"named cut", `{"tz":"UT`, agentFields{ToolChoice: json.RawMessage(`{"type":"function","function":{"name":"get_time"}}`)}},
 	} {
 		p := &plan{}
 		ag, e := s.planAgent(&c.fields, json.RawMessage(weatherTools), json.RawMessage(`[]`), p)
@@ -359,7 +411,8 @@ func TestReplyParserChunking(t *testing.T) {
 				}
 			}
 		}
-		if c.name == "serial" && len(whole.ToolCalls) != 1 || c.name == "required" && len(whole.ToolCalls) != 2 || c.name == "unparsable" && len(whole.ToolCalls) != 0 {
+		if c.name == "serial" && len(whole.ToolCalls) != 1 || strings.HasPrefix(c.name, "required") && len(whole.ToolCalls) != 2 || c.name == "unparsable" && len(whole.ToolCalls) != 0 ||
+			c.name == "named cut" && len(whole.ToolCalls) != 1 {
 			t.Fatalf("%s: %+v", c.name, whole)
 		}
 	}

@@ -147,3 +147,86 @@ func TestRoutingKeyHeader(t *testing.T) {
 		t.Errorf("no header, routing key %q", reqs[5].RoutingKey)
 	}
 }
+
+// Reasoning the reasoning parser split off is counted: chat usage has
+// completion_tokens_details.reasoning_tokens and Responses usage
+// output_tokens_details.reasoning_tokens, streamed and not, the tokens
+// of the think block's text (0 — present — when the reply has none), at
+// most the completion's tokens.
+func TestUsageReasoningTokens(t *testing.T) {
+	t.Parallel()
+	tk := demoTokenizer(t)
+	const thought = "The capital of France is Paris, as everyone knows."
+	ids, err := tk.Encode(thought, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(ids)
+	think := newTestServer(t, newFake(tk, "<think>"+thought+"</think>Paris."), Options{Model: "demo", ReasoningParser: "qwen3"})
+	plain := newTestServer(t, newFake(tk, "Paris."), Options{Model: "demo", ReasoningParser: "qwen3"})
+	type details struct {
+		Completion int `json:"completion_tokens"`
+		Chat       *struct {
+			Reasoning *int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+		Output int `json:"output_tokens"`
+		Resp   *struct {
+			Reasoning *int `json:"reasoning_tokens"`
+		} `json:"output_tokens_details"`
+	}
+	find := func(t *testing.T, b []byte, stream bool) details {
+		t.Helper()
+		docs := []string{string(b)}
+		if stream {
+			docs = nil
+			for _, l := range strings.Split(string(b), "\n") {
+				if d, ok := strings.CutPrefix(l, "data: "); ok {
+					docs = append(docs, d)
+				}
+			}
+		}
+		for _, d := range docs {
+			var v struct {
+				Usage    *details `json:"usage"`
+				Response *struct {
+					Usage *details `json:"usage"`
+				} `json:"response"`
+			}
+			if json.Unmarshal([]byte(d), &v) != nil {
+				continue
+			}
+			if v.Usage != nil {
+				return *v.Usage
+			}
+			if v.Response != nil && v.Response.Usage != nil {
+				return *v.Response.Usage
+			}
+		}
+		t.Fatalf("no usage in %s", b)
+		return details{}
+	}
+	for _, stream := range []bool{false, true} {
+		for _, tc := range []struct {
+			url  string
+			want int
+		}{{think.URL, want}, {plain.URL, 0}} {
+			chat := `{"messages":[{"role":"user","content":"x"}],"stream":` + map[bool]string{true: `true,"stream_options":{"include_usage":true}`, false: "false"}[stream] + `}`
+			resp, b := post(t, tc.url+"/v1/chat/completions", chat)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			d := find(t, b, stream)
+			if d.Chat == nil || d.Chat.Reasoning == nil || *d.Chat.Reasoning != tc.want || *d.Chat.Reasoning > d.Completion {
+				t.Errorf("chat stream=%v: completion_tokens_details %+v of %d tokens, want reasoning_tokens %d\n%s", stream, d.Chat, d.Completion, tc.want, b)
+			}
+			resp, b = post(t, tc.url+"/v1/responses", `{"input":"x","store":false,"stream":`+map[bool]string{true: "true", false: "false"}[stream]+`}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			d = find(t, b, stream)
+			if d.Resp == nil || d.Resp.Reasoning == nil || *d.Resp.Reasoning != tc.want {
+				t.Errorf("responses stream=%v: output_tokens_details %+v, want reasoning_tokens %d", stream, d.Resp, tc.want)
+			}
+		}
+	}
+}

@@ -85,7 +85,23 @@ type Book struct {
 	roles  map[string]*acct
 	total  acct                    // every counted request once
 	caches map[string][]*cacheAcct // prefill roles' prefix caches, by DP rank (cache.go)
+	drain  drainAcct               // the shutdown's drain (BeginDrain, Cut)
 }
+
+// drainAcct counts what the shutdown's drain did with the requests in
+// flight: from BeginDrain every counted request that ends is one the
+// drain let finish, unless Cut came first and it ended failed or with
+// its connection closed: then the shutdown cut it.
+type drainAcct struct {
+	on, cut        bool
+	inflight       int // counted requests in flight at BeginDrain
+	finished, cuts int
+}
+
+// ReasonShutdown is the access line's reason (and the error code sent)
+// of a request the shutdown's drain cut at its deadline: a server-side
+// end, logged 503, never the client's 499.
+const ReasonShutdown = "shutdown"
 
 // acct is one row's counters. errors are the deployment's (a 5xx, or a
 // stream that broke after its 200); clientErrors the requests refused
@@ -598,11 +614,27 @@ func (r *Rec) End(status int) {
 	}
 	r.ended = true
 	now := b.elapsed()
-	if r.abandoned && status < 400 {
-		status = StatusClientClosed
+	if r.counted && b.drain.cut && (r.abandoned || r.failed != "" || status >= 500) {
+		// The shutdown's drain ended it at its deadline (the error it
+		// sent, or the connection it closed): the server cut it, the
+		// client did not leave (docs/architecture.md §5).
+		status, r.abandoned, r.failed, r.reason = http.StatusServiceUnavailable, false, ReasonShutdown, ReasonShutdown
+	}
+	if r.abandoned && (status < 400 || status >= 500) {
+		// The client left first: whatever the handler wrote after (a 502
+		// for a generation that ended without its finish, to nobody) is
+		// not the deployment's failure. A 4xx came from the request itself.
+		status, r.failed, r.reason = StatusClientClosed, "", ""
 	}
 	failed := status >= 500 || r.failed != ""
 	refused := !failed && status >= 400 && status != StatusClientClosed
+	if r.counted && b.drain.on {
+		if r.reason == ReasonShutdown {
+			b.drain.cuts++
+		} else {
+			b.drain.finished++
+		}
+	}
 	r.status = status
 	if r.counted {
 		sec := second(now)
@@ -799,6 +831,34 @@ func msFine(d time.Duration) float64 {
 // ms is d in milliseconds rounded to a tenth: short, sortable, greppable.
 func ms(d time.Duration) float64 {
 	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
+}
+
+// BeginDrain starts counting the shutdown's drain and returns how many
+// counted requests are in flight now.
+func (b *Book) BeginDrain() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.drain.on {
+		b.drain = drainAcct{on: true, inflight: b.total.inflight}
+	}
+	return b.drain.inflight
+}
+
+// Cut marks the drain's deadline: a counted request that ends from now
+// on failed, with a 5xx or with its connection closed was cut by the
+// shutdown (status 503, reason shutdown), not left by its client.
+func (b *Book) Cut() {
+	b.mu.Lock()
+	b.drain.cut = true
+	b.mu.Unlock()
+}
+
+// DrainCounts is the drain's account so far: in flight when it began,
+// ended since (finished), and ended by the cut.
+func (b *Book) DrainCounts() (inflight, finished, cut int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.drain.inflight, b.drain.finished, b.drain.cuts
 }
 
 // Totals are the headline numbers: every counted request once.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -636,5 +637,56 @@ func TestOutputBooksAsItsParts(t *testing.T) {
 	tg, rg := run(true)
 	if fmt.Sprint(tg) != fmt.Sprint(tw) || fmt.Sprint(rg) != fmt.Sprint(rw) {
 		t.Fatalf("Output booked\n%+v\n%+v\nITL and Tokens booked\n%+v\n%+v", tg, rg, tw, rw)
+	}
+}
+
+// The shutdown's drain: requests that end before the cut are finished
+// (answered, or left by their client); after Cut, one that ends failed,
+// with a 5xx or with its connection closed is the shutdown's: 503
+// reason=shutdown, an error of the deployment, never the client's 499.
+// A client that left before the drain is still 499, and whatever a
+// handler writes after its client left (a 502) is 499 too.
+func TestDrainCut(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	left := b.Begin("POST", "/generate")
+	left.Gone(context.Canceled)
+	left.End(http.StatusBadGateway) // the handler's answer to a generation its client ended
+	begun := make([]*Rec, 5)
+	for i := range begun {
+		begun[i] = b.Begin("POST", "/v1/chat/completions")
+	}
+	if n := b.BeginDrain(); n != 5 {
+		t.Fatalf("BeginDrain: %d in flight, want 5", n)
+	}
+	begun[0].End(200)
+	begun[1].Gone(context.Canceled) // a client that left during the drain
+	begun[1].End(200)
+	b.Cut()
+	begun[2].Fail("decode_failed") // the stream the cut ended: its error event
+	begun[2].End(200)
+	begun[3].Gone(context.Canceled) // its connection closed by the server
+	begun[3].End(200)
+	begun[4].End(200) // finished just as the cut came
+	if in, fin, cut := b.DrainCounts(); in != 5 || fin != 3 || cut != 2 {
+		t.Fatalf("DrainCounts = %d in flight, %d finished, %d cut; want 5, 3, 2", in, fin, cut)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{"status=499", "status=200", "status=499", "status=503", "status=503", "status=200"}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d %q lacks %s", i, lines[i], w)
+		}
+	}
+	for _, l := range lines[3:5] {
+		if !strings.Contains(l, "reason=shutdown") || !strings.Contains(l, "error=shutdown") || !strings.Contains(l, "level=WARN") {
+			t.Errorf("a cut request's line: %q", l)
+		}
+	}
+	if strings.Contains(lines[0], "reason=") || strings.Contains(lines[0], "error=") {
+		t.Errorf("a client that left carries a failure: %q", lines[0])
+	}
+	if tot, _ := b.Status(); tot.Errors != 2 || tot.InFlight != 0 {
+		t.Fatalf("totals %+v: want the 2 cut counted as errors, none for the clients that left", tot)
 	}
 }

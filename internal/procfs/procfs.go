@@ -28,8 +28,12 @@ type Socket struct {
 	Inode         string
 }
 
-// Listen is the state of a listening socket.
-const Listen = "0A"
+// Listen is the state of a listening socket; TimeWait of one that
+// closed and lingers (up to 60 s) in TIME_WAIT.
+const (
+	Listen   = "0A"
+	TimeWait = "06"
+)
 
 // TCPSockets reads proc's net/tcp and net/tcp6 tables.
 func TCPSockets(proc string) []Socket {

@@ -87,8 +87,19 @@ func TestConstrained(t *testing.T) {
 		{"required", "", `[{"name": "f", "parameters": {}}, {"parameters": {"x": 1}}, {"name": "g", "parameters": {"y": 2}}]`, "", []string{`f={}`, `g={"y":2}`}},
 		{"required", "", `[{"name": "f"}]`, `[{"name": "f"}]`, nil},
 		{"required", "", `I will not`, "I will not", nil},
+		// Cut before the call streamed: named when the name is known.
+		{"function", "f", `{`, "", []string{`f={`}},
+		{"required", "", `[{"name": "get_weather", "parameters": {"ci`, "", []string{`get_weather={"ci`}},
+		{"required", "", `[{"name": "get_wea`, "", []string{`get_weather=`}},
+		// get_weather or get_time: no call can be named, the text stays content.
+		{"required", "", `[{"name": "get_`, `[{"name": "get_`, nil},
+		{"required", "", `[{"na`, `[{"na`, nil},
+		{"required", "", `[`, `[`, nil},
+		{"required", "", `[{"name": "get_time", "parameters": {}}, {"name": "get_w`, "", []string{`get_time={}`, `get_weather=`}},
+		{"required", "", `[{"name": }`, `[{"name": }`, nil}, // not a prefix of the forced JSON
 	} {
-		got := delta.Parse(NewConstrained(c.mode, c.name, Options{NewID: testID}), c.text)
+		tools := map[string]json.RawMessage{"get_weather": nil, "get_time": nil}
+		got := delta.Parse(NewConstrained(c.mode, c.name, Options{NewID: testID, Tools: tools}), c.text)
 		var calls []string
 		for _, k := range got.Calls {
 			calls = append(calls, k.Name+"="+k.Arguments)
@@ -96,8 +107,21 @@ func TestConstrained(t *testing.T) {
 		if got.Content != c.content || strings.Join(calls, " ") != strings.Join(c.calls, " ") {
 			t.Errorf("%s %q: content %q calls %v, want %q %v", c.mode, c.text, got.Content, calls, c.content, c.calls)
 		}
-		if b := streamed(NewConstrained(c.mode, c.name, Options{NewID: testID}), c.text, nil); b.Content != got.Content || len(b.Calls) != len(got.Calls) {
+		if b := streamed(NewConstrained(c.mode, c.name, Options{NewID: testID, Tools: tools}), c.text, nil); b.Content != got.Content || len(b.Calls) != len(got.Calls) {
 			t.Errorf("%s %q: byte at a time %+v, whole %+v", c.mode, c.text, b, got)
+		}
+	}
+}
+
+// With one tool offered its name is known wherever a required array was
+// cut, even before the call began.
+func TestConstrainedCutOneTool(t *testing.T) {
+	t.Parallel()
+	one := Options{NewID: testID, Tools: map[string]json.RawMessage{"get_weather": nil}}
+	for _, text := range []string{`[`, `[{"na`, `[{"name": "`, `[{"name": "get_w`, `[{"name": "get_weather", "para`} {
+		got := delta.Parse(NewConstrained("required", "", one), text)
+		if got.Content != "" || len(got.Calls) != 1 || got.Calls[0].Name != "get_weather" || got.Calls[0].Arguments != "" {
+			t.Errorf("%q: %+v", text, got)
 		}
 	}
 }

@@ -51,6 +51,33 @@ await run('aisdk', [
     const c = firstCall(r, 'get_time');
     return c.input;
   }],
+  // A forced call cut by maxOutputTokens is still the call (the input it
+  // got, which the SDK marks invalid) with finishReason 'length', not the
+  // forced JSON as text: with one tool offered, or one named.
+  ['generateText_tools_required_cut', async () => {
+    const r = await generateText({ model: compat(model), tools: { get_weather: getWeather }, toolChoice: 'required', prompt: prompts.plain, maxOutputTokens: 4, maxRetries: 0 });
+    const c = firstCall(r, 'get_weather');
+    check(r.finishReason === 'length', "finishReason 'length'", r.finishReason);
+    check(r.text === '', 'no forced JSON as text', r.text);
+    return { input: c.input, invalid: c.invalid === true };
+  }],
+  ['generateText_tools_named_cut', async () => {
+    const r = await generateText({ model: compat(model), tools, toolChoice: { type: 'tool', toolName: 'get_time' }, prompt: prompts.plain, maxOutputTokens: 3, maxRetries: 0 });
+    const c = firstCall(r, 'get_time');
+    check(r.finishReason === 'length', "finishReason 'length'", r.finishReason);
+    check(r.text === '', 'no forced JSON as text', r.text);
+    return { input: c.input, invalid: c.invalid === true };
+  }],
+  ['streamText_tools_required_cut', async () => {
+    const { r, failed } = streamed({ model: compat(model), tools: { get_weather: getWeather }, toolChoice: 'required', prompt: prompts.plain, maxOutputTokens: 4 });
+    const calls = await r.toolCalls;
+    const text = await r.text;
+    failed();
+    check(calls.length === 1 && calls[0].toolName === 'get_weather', 'one streamed call of get_weather', calls);
+    check((await r.finishReason) === 'length', "finishReason 'length'", await r.finishReason);
+    check(text === '', 'no forced JSON as text', text);
+    return calls[0].input;
+  }],
   ['generateText_tools_two_steps', async () => {
     // The tool runs and its result goes back in the history: the second
     // step renders a tool message through the chat template.

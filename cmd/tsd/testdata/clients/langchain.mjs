@@ -56,6 +56,26 @@ await run('langchain', [
     check((msg.tool_calls || []).length >= 1, 'a tool call', { content: msg.content, invalid: msg.invalid_tool_calls });
     return msg.tool_calls.map((c) => c.name);
   }],
+  // A forced call cut by maxTokens is still the call: LangChain keeps
+  // one whose arguments do not parse among invalid_tool_calls, by name,
+  // with finish_reason 'length', and no forced JSON as content.
+  ['bindTools_tool_choice_cut', async () => {
+    const short = new ChatOpenAI({ model, apiKey, maxRetries: 0, timeout: 30000, maxTokens: 4, configuration: { baseURL, fetch: recordingFetch } });
+    const msg = await short.bindTools([getWeather], { tool_choice: 'any' }).invoke(prompts.plain);
+    const calls = [...(msg.tool_calls || []), ...(msg.invalid_tool_calls || [])];
+    check(calls.length === 1 && calls[0].name === 'get_weather', 'the cut call of get_weather', { content: msg.content, tool_calls: msg.tool_calls, invalid: msg.invalid_tool_calls });
+    check(msg.response_metadata && msg.response_metadata.finish_reason === 'length', "finish_reason 'length'", msg.response_metadata);
+    check(msg.content === '', 'no forced JSON as content', msg.content);
+    return calls[0];
+  }],
+  ['bindTools_named_cut', async () => {
+    const short = new ChatOpenAI({ model, apiKey, maxRetries: 0, timeout: 30000, maxTokens: 3, configuration: { baseURL, fetch: recordingFetch } });
+    const msg = await short.bindTools([getWeather, getTime], { tool_choice: 'get_time' }).invoke(prompts.plain);
+    const calls = [...(msg.tool_calls || []), ...(msg.invalid_tool_calls || [])];
+    check(calls.length === 1 && calls[0].name === 'get_time', 'the cut call of get_time', { content: msg.content, tool_calls: msg.tool_calls, invalid: msg.invalid_tool_calls });
+    check(msg.response_metadata && msg.response_metadata.finish_reason === 'length', "finish_reason 'length'", msg.response_metadata);
+    return calls[0];
+  }],
   ['bindTools_tool_result', async () => {
     const msg = await chat.bindTools([getWeather]).invoke([
       new HumanMessage(prompts.weather),
