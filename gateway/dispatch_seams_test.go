@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"github.com/tsd-project/tsd/gateway/dispatch"
-	"github.com/tsd-project/tsd/gateway/epd"
+	"github.com/tsd-project/tsd/gateway/routing"
 )
 
 // Test seams into the dispatch's encode-routing state (gateway/dispatch
@@ -12,4 +12,4 @@ type encodeDrop = dispatch.EncodeDrop
 
 func (g *Gateway) encodeDropped(role string) *encodeDrop { return g.disp.EncodeDropped(role) }
 
-func (g *Gateway) encodeRing() *epd.Ring { return g.disp.EncodeRing() }
+func (g *Gateway) encodeRing() *routing.Ring { return g.disp.EncodeRing() }

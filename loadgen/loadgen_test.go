@@ -15,26 +15,6 @@ import (
 	"time"
 )
 
-// Percentiles interpolate linearly between ranks, as numpy does.
-func TestPercentile(t *testing.T) {
-	for _, c := range []struct {
-		xs   []float64
-		p    float64
-		want float64
-	}{
-		{nil, 50, 0},
-		{[]float64{7}, 99, 7},
-		{[]float64{1, 2, 3, 4}, 50, 2.5},
-		{[]float64{1, 2, 3, 4}, 0, 1},
-		{[]float64{1, 2, 3, 4}, 100, 4},
-		{[]float64{0, 10}, 99, 9.9},
-	} {
-		if got := Percentile(c.xs, c.p); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("Percentile(%v, %g) = %g, want %g", c.xs, c.p, got, c.want)
-		}
-	}
-}
-
 // Summarize: TPOT excludes the first token and one-token requests,
 // failures are counted and listed once, throughput divides by the wall time.
 func TestSummarize(t *testing.T) {

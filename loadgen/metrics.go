@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // Arrivals are the send offsets of n requests from the start of a run:
@@ -301,20 +303,7 @@ func stats(xs []float64) Stats {
 	for _, x := range s {
 		v += (x - mean) * (x - mean)
 	}
-	return Stats{Mean: mean, Median: Percentile(s, 50), Std: math.Sqrt(v / float64(len(s))), P90: Percentile(s, 90), P99: Percentile(s, 99)}
-}
-
-// Percentile of sorted xs by linear interpolation between closest ranks
-// (numpy.percentile's default); 0 for an empty slice.
-func Percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	pos := p / 100 * float64(len(sorted)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	if hi >= len(sorted) {
-		hi = len(sorted) - 1
-	}
-	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
+	// Interpolated as numpy interpolates, so these read beside vLLM's and
+	// SGLang's bench_serving figures (internal/percentile).
+	return Stats{Mean: mean, Median: percentile.Linear(s, 50), Std: math.Sqrt(v / float64(len(s))), P90: percentile.Linear(s, 90), P99: percentile.Linear(s, 99)}
 }

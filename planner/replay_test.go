@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // The trace replay: a recorded day (testdata/*.trace, phases of load)
@@ -132,11 +134,8 @@ func (s *sim) step(ph phase, span float64) Observation {
 }
 
 func p90of(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
 	slices.Sort(v)
-	return v[max((90*len(v)+99)/100-1, 0)]
+	return percentile.NearestRank(v, 90)
 }
 
 // layoutOf is the Layout of p prefills and d decodes on GPUs 0..3 as tsd

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/percentile"
 	"github.com/tsd-project/tsd/snapshot"
 	"github.com/tsd-project/tsd/supervisor/telemetry"
 )
@@ -224,7 +225,7 @@ func timePolls(n int, pause time.Duration, poll func() error) *latency {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	l.N = len(ds)
 	l.MinMs, l.MaxMs = ms(ds[0]), ms(ds[len(ds)-1])
-	l.P50Ms, l.P90Ms = ms(ds[len(ds)/2]), ms(ds[len(ds)*9/10])
+	l.P50Ms, l.P90Ms = ms(percentile.NearestRank(ds, 50)), ms(percentile.NearestRank(ds, 90))
 	return l
 }
 

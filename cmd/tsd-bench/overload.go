@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/percentile"
 	"github.com/tsd-project/tsd/internal/procfs"
 )
 
@@ -242,7 +243,7 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 			unl = append(unl, x.ttft)
 		}
 	}
-	r.unloadedP90, r.unloadedN = percentile(unl, 0.9), len(unl)
+	r.unloadedP90, r.unloadedN = percentile.NearestRankOf(unl, 90), len(unl)
 	fmt.Printf("overload: %.0f× capacity (%.0f req/s, %.0f%% high) for %v\n", s.factor, s.factor*capacity, 100*s.highShare, s.duration)
 	stopRSS := make(chan struct{})
 	rssDone := make(chan struct{})
@@ -307,7 +308,7 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 			r.codes[fmt.Sprintf("status %d %s", x.status, x.code)]++
 		}
 	}
-	r.loadedP90, r.loadedN = percentile(loaded, 0.9), len(loaded)
+	r.loadedP90, r.loadedN = percentile.NearestRankOf(loaded, 90), len(loaded)
 	fmt.Printf("  high TTFT p90 %.1f ms unloaded (%d), %.1f ms at %.0f× (%d); sent %d, served %d, shed at arrival %d (max %.1f ms), after waiting %d; longest wait %.2f s; RSS %d → %d MiB; %v\n",
 		ms(r.unloadedP90), r.unloadedN, ms(r.loadedP90), s.factor, r.loadedN, r.sent, r.served, r.shedArrival, ms(r.shedArrivalMax), r.shedWaited, r.longest.Seconds(), r.rssWarm>>20, r.rssEnd>>20, r.codes)
 	return r

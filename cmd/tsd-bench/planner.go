@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/perfmodel"
+	"github.com/tsd-project/tsd/internal/percentile"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -260,7 +261,7 @@ func (b *plannerBench) run(l layout, tsd, fake, work, name string, prefill, deco
 			ttfts = append(ttfts, q.ttft)
 			gaps = append(gaps, q.gaps...)
 		}
-		bin.TTFT, bin.ITL = percentile(ttfts, 0.9), percentile(gaps, 0.9)
+		bin.TTFT, bin.ITL = percentile.NearestRankOf(ttfts, 90), percentile.NearestRankOf(gaps, 90)
 		bin.Breach = bin.TTFT > b.ttft || bin.ITL > b.itl || bin.Failed > 0
 		if bin.Breach {
 			r.BreachBins++

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // routingSetup is the routing bench's shape.
@@ -396,7 +398,7 @@ func runRoutingAs(s routingSetup, l layout, tsd, fake, work, policy, tag string,
 	if total > 0 {
 		run.share = float64(cached) / float64(total)
 	}
-	run.ttftP50 = percentile(ttfts, 0.5)
+	run.ttftP50 = percentile.NearestRankOf(ttfts, 50)
 	lines, err := accessLines(filepath.Join(dir, pState, "logs", "gateway.log"), len(reqs), 30*time.Second)
 	if err != nil && run.err == "" {
 		run.err = err.Error()
@@ -502,15 +504,6 @@ func sendOne(hc *http.Client, base string, r benchReq, outLen int) answer {
 		return answer{err: "stream ended without a finish"}
 	}
 	return a
-}
-
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 type accessLine struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/percentile"
 	"github.com/tsd-project/tsd/loadgen"
 )
 
@@ -137,7 +138,7 @@ time=x level=INFO msg=access method=POST status=200 gw_us=150 gw_tok_us=60 gw_se
 	if len(s["gw_us"]) != 2 || s["gw_us"][0] != 210 || s["gw_write_us"][1] != 40 {
 		t.Fatalf("%v", s)
 	}
-	if q := quantile([]float64{5, 1, 3, 2, 4}, 0.5); q != 3 {
+	if q := percentile.NearestRankOf([]float64{5, 1, 3, 2, 4}, 50); q != 3 {
 		t.Fatalf("p50 %v", q)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // The gateway's cost with tracing on (gateway.tracing, docs/metrics.md
@@ -160,8 +162,8 @@ func runTracing(o options, l layout, tsd, work string, d *deployment, c int) tra
 		row.Share.Err = err.Error()
 	} else if len(s["gw_us"]) > 0 {
 		row.Share.Lines = len(s["gw_us"])
-		row.Share.P50, row.Share.P90 = quantile(s["gw_us"], 0.5), quantile(s["gw_us"], 0.9)
-		row.Share.Tok, row.Share.Send, row.Share.Write = quantile(s["gw_tok_us"], 0.5), quantile(s["gw_send_us"], 0.5), quantile(s["gw_write_us"], 0.5)
+		row.Share.P50, row.Share.P90 = percentile.NearestRankOf(s["gw_us"], 50), percentile.NearestRankOf(s["gw_us"], 90)
+		row.Share.Tok, row.Share.Send, row.Share.Write = percentile.NearestRankOf(s["gw_tok_us"], 50), percentile.NearestRankOf(s["gw_send_us"], 50), percentile.NearestRankOf(s["gw_write_us"], 50)
 	}
 	row.Requests += r.S.Completed
 	// The exporter sends in batches (every 5 s): wait for the count to

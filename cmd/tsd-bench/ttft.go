@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // shareRow is the gateway's own share of TTFT over one C=1 run, read
@@ -48,16 +49,6 @@ func gwSamples(r io.Reader) map[string][]float64 {
 		}
 	}
 	return out
-}
-
-// quantile of xs (sorted here), q in [0, 1]; 0 for none.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 func fileSize(path string) int64 {
@@ -126,8 +117,8 @@ func runShare(o options, l layout, tsd, work string, d *deployment) []shareRow {
 			row.Err = "no access line with gw_us in " + logPath
 		default:
 			row.Lines = len(s["gw_us"])
-			row.P50, row.P90 = quantile(s["gw_us"], 0.5), quantile(s["gw_us"], 0.9)
-			row.Tok, row.Send, row.Write = quantile(s["gw_tok_us"], 0.5), quantile(s["gw_send_us"], 0.5), quantile(s["gw_write_us"], 0.5)
+			row.P50, row.P90 = percentile.NearestRankOf(s["gw_us"], 50), percentile.NearestRankOf(s["gw_us"], 90)
+			row.Tok, row.Send, row.Write = percentile.NearestRankOf(s["gw_tok_us"], 50), percentile.NearestRankOf(s["gw_send_us"], 50), percentile.NearestRankOf(s["gw_write_us"], 50)
 		}
 		fmt.Printf("  gateway share of TTFT, %s: p50 %.0f µs p90 %.0f µs (tok %.0f send %.0f write %.0f) over %d lines %s\n",
 			c.name, row.P50, row.P90, row.Tok, row.Send, row.Write, row.Lines, row.Err)

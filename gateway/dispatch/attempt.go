@@ -270,7 +270,7 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 	p := legPayloads{rid: mintRID(r.RID, g.rng.Uint64())}
 	host, port, err := splitBootstrap(pre.w.Bootstrap())
 	if err != nil {
-		return p, fatal("bootstrap", &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error()})
+		return p, fatal("bootstrap", &RequestError{Status: http.StatusInternalServerError, Code: "bootstrap_address", Message: err.Error(), Cause: err})
 	}
 	// Only the prefill saw the prompt, so only it computes prompt
 	// logprobs; the decode leg asks for output logprobs alone.
@@ -294,14 +294,14 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 		p.legs, err = epd.BuildLegs(p.rid, r.Images, g.enc.picker(av), g.enc.addr, room, g.rng.Uint64)
 		switch {
 		case errors.Is(err, epd.ErrNoEncoder):
-			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error()})
+			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error(), Cause: err})
 		case err != nil:
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
+			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
 		}
 		q.MultimodalInputs = p.legs.Prefill
 	}
 	if p.pre, err = wire.EncodeGenerateRequest(q); err != nil {
-		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
+		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
 	}
 	p.dec = p.pre
 	if p.wantPrompt || len(r.Images) > 0 {
@@ -311,7 +311,7 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 			qd.MultimodalInputs = p.legs.Decode
 		}
 		if p.dec, err = wire.EncodeGenerateRequest(qd); err != nil {
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
+			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
 		}
 	}
 	return p, nil
@@ -333,7 +333,7 @@ func encodeOneLeg(rid string, r tokenapi.Request, sp wire.SamplingParams) (legPa
 	q.Stream = r.Stream
 	var err error
 	if p.dec, err = wire.EncodeGenerateRequest(q); err != nil {
-		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error()})
+		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
 	}
 	return p, nil
 }
@@ -352,7 +352,7 @@ func submit(e *encoders, p legPayloads, rt route, sent *[]*lane.Stream) (attempt
 		ds, err := rt.dec.w.Submit(rt.dec.id, p.rid, p.dec)
 		if err != nil {
 			return attempt{}, &attemptErr{class: submitFailureKind(err), metric: "aggregated_worker_failed_to_start", avoid: []*lane.Worker{rt.dec.w}, decode: true,
-				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "aggregated_worker_failed_to_start", Message: err.Error()}}
+				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "aggregated_worker_failed_to_start", Message: err.Error(), Cause: err}}
 		}
 		*sent = append(*sent, ds)
 		a.dec.s, a.dec.wake, a.pre.done = ds, ds.Wake(), true
@@ -363,7 +363,7 @@ func submit(e *encoders, p legPayloads, rt route, sent *[]*lane.Stream) (attempt
 		*sent = append(*sent, encs...)
 		if err != nil {
 			return a, &attemptErr{class: submitFailureKind(err), metric: "encode_worker_failed_to_start",
-				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error()}}
+				err: &RequestError{Status: http.StatusServiceUnavailable, Code: "encode_worker_failed_to_start", Message: err.Error(), Cause: err}}
 		}
 		a.enc = &encodeWatch{legs: encs}
 	}
@@ -383,7 +383,7 @@ func submit(e *encoders, p legPayloads, rt route, sent *[]*lane.Stream) (attempt
 	if err != nil {
 		abortEncodes(err)
 		return attempt{}, &attemptErr{class: submitFailureKind(err), metric: "prefill_worker_failed_to_start", avoid: []*lane.Worker{rt.pre.w},
-			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error()}}
+			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "prefill_worker_failed_to_start", Message: err.Error(), Cause: err}}
 	}
 	*sent = append(*sent, ps)
 	ds, err := rt.dec.w.SubmitQuiet(rt.dec.id, p.rid, p.dec)
@@ -391,7 +391,7 @@ func submit(e *encoders, p legPayloads, rt route, sent *[]*lane.Stream) (attempt
 		ps.Abort(err)
 		abortEncodes(err)
 		return attempt{}, &attemptErr{class: submitFailureKind(err), metric: "decode_worker_failed_to_start", avoid: []*lane.Worker{rt.dec.w}, decode: true,
-			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error()}}
+			err: &RequestError{Status: http.StatusServiceUnavailable, Code: "decode_worker_failed_to_start", Message: err.Error(), Cause: err}}
 	}
 	*sent = append(*sent, ds)
 	a.pre.s, a.pre.wake = ps, ps.Wake()

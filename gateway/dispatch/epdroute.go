@@ -35,7 +35,7 @@ type encoders struct {
 
 	mu   sync.Mutex
 	key  string
-	ring *epd.Ring
+	ring *routing.Ring
 	// drops has, per encode role, the drop watchers of finished legs hold:
 	// closed by DropEmbeds when the role's requests are ended (AbortRole,
 	// a stalled view) or its view says its process ended. A drained role
@@ -98,11 +98,11 @@ func encodeRank(w *lane.Worker) (int, bool) {
 }
 
 // EncodeRing is the encoder ring images are routed by now.
-func (g *Dispatcher) EncodeRing() *epd.Ring { return g.enc.shared() }
+func (g *Dispatcher) EncodeRing() *routing.Ring { return g.enc.shared() }
 
 // shared is the ring over the routable encoders, kept while that set
 // stays.
-func (e *encoders) shared() *epd.Ring {
+func (e *encoders) shared() *routing.Ring {
 	names := e.routable(e.brk.current())
 	key := strings.Join(names, "\x00")
 	e.mu.Lock()
@@ -131,7 +131,7 @@ func (e *encoders) routable(view *breakerView) []string {
 // ringAvoiding is the encoder ring, less the encoders av holds when
 // another is routable: a retry's images go to other encoders (a ring of
 // its own, so the shared one keeps its assignments).
-func (e *encoders) ringAvoiding(av avoid) *epd.Ring {
+func (e *encoders) ringAvoiding(av avoid) *routing.Ring {
 	if len(av) == 0 {
 		return e.shared()
 	}

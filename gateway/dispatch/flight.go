@@ -384,7 +384,7 @@ func (f *flight) wait(d time.Duration) *attemptErr {
 
 func (f *flight) deadlineErr(waiting string) *attemptErr {
 	return fatal("timeout", &RequestError{Status: http.StatusGatewayTimeout, Code: "timeout",
-		Message: fmt.Sprintf("request deadline of %s exceeded%s; both legs aborted", f.g.opts.RequestTimeout, waiting)})
+		Message: fmt.Sprintf("request deadline of %s exceeded%s; both legs aborted", f.g.opts.RequestTimeout, waiting), Cause: context.DeadlineExceeded})
 }
 
 // attemptFailed handles a failure of the current attempt: the retry
@@ -711,7 +711,7 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 			return legResult{}, f.deadlineErr(" waiting for the " + name + "'s prompt logprobs")
 		}
 		return legResult{}, &attemptErr{class: legFailureKind(err), metric: legFailure(name+"_failed", err), avoid: []*lane.Worker{l.w}, blame: []*lane.Worker{l.w},
-			decode: one, err: &RequestError{Status: http.StatusBadGateway, Code: name + "_failed", Message: name + " leg failed: " + err.Error()}}
+			decode: one, err: &RequestError{Status: http.StatusBadGateway, Code: name + "_failed", Message: name + " leg failed: " + err.Error(), Cause: err}}
 	}
 	abortRest := func() {
 		a.dec.s.Abort(nil)
@@ -730,12 +730,12 @@ func (f *flight) awaitPrompt() (legResult, *attemptErr) {
 	}
 	if ferr != nil {
 		abortRest()
-		return legResult{}, fatal("invalid_request", &RequestError{Status: http.StatusBadRequest, Code: "prompt_logprobs_unsupported", Param: "logprob_start_len", Message: ferr.Error()})
+		return legResult{}, fatal("invalid_request", &RequestError{Status: http.StatusBadRequest, Code: "prompt_logprobs_unsupported", Param: "logprob_start_len", Message: ferr.Error(), Cause: ferr})
 	}
 	if got {
 		if cerr := epd.CheckPromptLogprobs(epd.TokenLogprobs{Vals: o.PromptLogprobs, IDs: o.PromptLogprobIDs}, r.InputIDs, r.LogprobStartLen); cerr != nil {
 			abortRest()
-			return legResult{}, fatal(name+"_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error()})
+			return legResult{}, fatal(name+"_failed", &RequestError{Status: http.StatusBadGateway, Code: "prompt_logprobs_mismatch", Message: cerr.Error(), Cause: cerr})
 		}
 	}
 	return legResult{out: o}, nil

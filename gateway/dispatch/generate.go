@@ -113,7 +113,7 @@ func (g *Dispatcher) Stream(ctx context.Context, r tokenapi.Request) (st tokenap
 			s.Abort(perr)
 		}
 		g.metrics.reqError("panic")
-		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error()}
+		st, err = nil, &RequestError{Status: http.StatusInternalServerError, Code: "internal_error", Message: perr.Error(), Cause: perr}
 	}()
 	f, err := g.generate(ctx, r, &sent, &tk)
 	if err != nil {

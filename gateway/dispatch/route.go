@@ -152,7 +152,7 @@ func chooseLegs(r *routing.Router, req routing.Request, pre, dec []rankSource, r
 	pv, dv := views(pre), views(dec)
 	pc, dc, err := r.Route(req, pv, dv)
 	if err != nil {
-		return p, d, room, ri, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
+		return p, d, room, ri, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err), Cause: err}
 	}
 	dp := 1
 	if pc.Worker >= 0 {
@@ -276,7 +276,7 @@ func (rs *routes) pickLayout(req routing.Request, images bool, ps *pools, lc *li
 	rt, err := rs.router.RouteLayout(req, pv, dv, gv, images, lc.layout)
 	out := route{room: room, view: view, info: routeInfo{layout: rt.Layout, prompt: len(req.Prompt)}}
 	if err != nil {
-		return out, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err)}
+		return out, &RequestError{Status: http.StatusServiceUnavailable, Code: "routing_failed", Message: fmt.Sprintf("route the request: %v", err), Cause: err}
 	}
 	n := len(req.Prompt)
 	if rt.Layout.Layout == routing.LayoutAggregated {

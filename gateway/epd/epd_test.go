@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
@@ -286,3 +287,20 @@ func TestPromptLogprobFailure(t *testing.T) {
 
 // IsMissing reports a position without a logprob.
 func IsMissing(v float64) bool { return math.IsNaN(v) }
+
+// The encoder ring's assignment is pinned: an encoder's embedding cache is
+// warm for the images it was given, so a change of ring (its hash, its
+// points per worker, its tie rule) must show up here, not as a fleet of
+// cold caches. Image i's worker is the i-th letter (encode-a, -b, -c).
+func TestEncoderRingAssignmentPinned(t *testing.T) {
+	t.Parallel()
+	const want = "bbbabccababaccabcabbbcacbcbaabba"
+	r := NewRing([]string{"encode-a", "encode-b", "encode-c"}, 0)
+	got := ""
+	for i := range len(want) {
+		got += strings.TrimPrefix(r.Pick(fmt.Sprintf("image-%d", i)), "encode-")
+	}
+	if got != want {
+		t.Fatalf("encoder ring assigns images as %s, pinned %s", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/wire"
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Encoder is where an encode worker's embeddings are fetched from: its
@@ -30,16 +31,16 @@ type Legs struct {
 // EncodeLeg is one image's encode request, ready to send to DP rank 0 of
 // Worker: Payload first, then the Aux frames.
 type EncodeLeg struct {
-	Worker  string             // the encode worker (Ring.Pick on the image's hash)
+	Worker  string             // the encode worker (the encoder ring's Pick on the image's hash)
 	Room    uint64             // the embedding's room (MintItemRooms)
 	Request wire.EncodeRequest // its big tensors out of band (MoveFeaturesOutOfBand)
 	Payload []byte             // Request, encoded
 	Aux     [][]byte           // the out-of-band tensor frames
 }
 
-// Picker chooses the encode worker of an image from its content hash: a
-// *Ring (consistent_hashing, the default), or the gateway's round_robin
-// and random encode policies.
+// Picker chooses the encode worker of an image from its content hash: the
+// encoder ring (NewRing; consistent_hashing, the default), or the
+// gateway's round_robin and random encode policies.
 type Picker interface {
 	Pick(hash string) string
 }
@@ -51,7 +52,7 @@ var ErrNoEncoder = errors.New("plan encode legs: no encode worker")
 
 // BuildLegs builds every leg of an image request in one pass over its
 // images (docs/protocol.md §9): for each, ring picks a worker on the
-// image's content hash (the consistent-hashing Ring: a repeated image
+// image's content hash (the consistent-hashing encoder ring: a repeated image
 // lands where its embedding may be cached), addr says where that worker's embeddings are
 // fetched from (false: not known yet, the worker is not ready), a room of
 // its own is minted (distinct from pdRoom and the others), and the image's
@@ -149,25 +150,14 @@ func ImageItem(im tokenapi.Image) wire.MultimodalDataItem {
 // GridTHWRaw is model_specific_data for one image: the msgpack map
 // {"image_grid_thw": [[t, h, w]]} (tsd's design; the engine's key name).
 func GridTHWRaw(g [3]int) wire.Raw {
-	b := []byte{0x81, 0xae}
-	b = append(b, "image_grid_thw"...)
-	b = append(b, 0x91, 0x93)
+	b := msgpack.AppendMapHeader(nil, 1)
+	b = msgpack.AppendStr(b, "image_grid_thw")
+	b = msgpack.AppendArrayHeader(b, 1)
+	b = msgpack.AppendArrayHeader(b, len(g))
 	for _, v := range g {
-		b = appendUint(b, uint64(v))
+		b = msgpack.AppendInt(b, int64(v))
 	}
 	return b
-}
-
-func appendUint(b []byte, v uint64) []byte {
-	switch {
-	case v < 128:
-		return append(b, byte(v))
-	case v <= math.MaxUint16:
-		return append(b, 0xcd, byte(v>>8), byte(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
 }
 
 // Inputs wraps per-leg items as request field 22, with the image pad id.

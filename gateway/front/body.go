@@ -127,7 +127,7 @@ func (b *BodyLimits) Read(w http.ResponseWriter, r *http.Request) (release func(
 			return release, Errorf(http.StatusRequestTimeout, codeBodyTimeout, "",
 				"the request body did not arrive within %s", b.ReadTimeout)
 		default:
-			return release, BadRequest("", "read request body: %v", rerr)
+			return release, BadRequest("", "read request body: %w", rerr)
 		}
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // long SSE responses must not inherit it

@@ -72,9 +72,9 @@ func Decode(r *http.Request, v any, fields *Fields) *Error {
 func ReadError(err error) *Error {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
-		return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", mb.Limit)
+		return Errorf(http.StatusRequestEntityTooLarge, "body_too_large", "", "request body over %d bytes", mb.Limit).because(err)
 	}
-	return BadRequest("", "read request body: %v", err)
+	return BadRequest("", "read request body: %w", err)
 }
 
 // DecodeBytes is Decode on a body in memory.
@@ -115,10 +115,10 @@ func syntaxError(b []byte) *Error {
 	err := json.Unmarshal(b, &x)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %w", se.Offset, se)
 	}
 	if err != nil {
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: %s", clean(err.Error()))
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: %s", clean(err.Error())).because(err)
 	}
 	return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON")
 }
@@ -130,18 +130,18 @@ func decodeError(b []byte, t reflect.Type, err error) *Error {
 	case errors.As(err, &te):
 		field := clientPath(t, te.Field)
 		if field == "" {
-			return BadRequest("", "invalid type: expected %s, got %s", jsonKind(te.Type), te.Value)
+			return BadRequest("", "invalid type: expected %s, got %s", jsonKind(te.Type), te.Value).because(err)
 		}
-		return BadRequest(field, "invalid type for field '%s': expected %s, got %s", field, jsonKind(te.Type), te.Value)
+		return BadRequest(field, "invalid type for field '%s': expected %s, got %s", field, jsonKind(te.Type), te.Value).because(err)
 	case errors.As(err, &se):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %s", se.Offset, se.Error())
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON at byte %d: %w", se.Offset, se)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: the body ends early")
+		return Errorf(http.StatusBadRequest, "invalid_json", "", "invalid JSON body: malformed JSON: the body ends early").because(err)
 	}
 	if !json.Valid(b) {
 		return syntaxError(b)
 	}
-	return BadRequest("", "invalid request body: %s", clean(err.Error()))
+	return BadRequest("", "invalid request body: %s", clean(err.Error())).because(err)
 }
 
 // clientPath drops the embedded structs' Go names from a decode error's

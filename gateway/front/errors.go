@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -20,10 +21,17 @@ import (
 // {"error":{"message","type","param","code"}}. Status picks the HTTP
 // status and the type; Code is the snake_case code (also sent as
 // X-SMG-Error-Code, as SMG does); Param names the field the client sent.
+//
+// Cause is the error behind it, when there is one: errors.Is and
+// errors.As reach it (Unwrap) and a log shows it (LogValue), but the
+// client's body is built from Message alone, so what a cause says of the
+// gateway's insides (an engine's address, a Go type, a file) reaches the
+// log and not the client. Error() is Message, the client's text.
 type Error struct {
 	Status  int
 	Code    string
 	Param   string
+	Cause   error
 	Message string
 	// RetryAfter, on a 429 or 503, is the wait the answer's Retry-After
 	// suggests (whole seconds, rounded up); 0: RetryAfterSeconds.
@@ -31,6 +39,19 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the cause (nil: none).
+func (e *Error) Unwrap() error { return e.Cause }
+
+// LogValue is e for a log line: the code, status and message the client
+// got and, when there is one, the cause it did not.
+func (e *Error) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("code", e.Code), slog.Int("status", e.Status), slog.String("message", e.Message)}
+	if e.Cause != nil {
+		attrs = append(attrs, slog.String("cause", e.Cause.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
 
 // HTTPStatus, ErrorCode and ErrorParam let code that cannot import this
 // package (or predates it) map the error.
@@ -50,9 +71,25 @@ const CodeShutdown = "shutdown"
 // Cut reports whether e ended its request at a shutdown's drain deadline.
 func (e *Error) Cut() bool { return e != nil && e.Code == CodeShutdown }
 
-// Errorf builds an Error.
+// Errorf builds an Error whose message is fmt.Errorf's; an error the
+// format wraps with %w becomes its Cause (with several, the cause wraps
+// them all).
 func Errorf(status int, code, param, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
+	err := fmt.Errorf(format, args...)
+	e := &Error{Status: status, Code: code, Param: param, Message: err.Error()}
+	switch w := err.(type) {
+	case interface{ Unwrap() error }:
+		e.Cause = w.Unwrap()
+	case interface{ Unwrap() []error }:
+		e.Cause = err
+	}
+	return e
+}
+
+// because sets e's cause where its message says it in the client's terms.
+func (e *Error) because(cause error) *Error {
+	e.Cause = cause
+	return e
 }
 
 // BadRequest is a 400 invalid_request naming param.
@@ -73,15 +110,31 @@ func As(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
+	return AsOr(err, http.StatusInternalServerError, "internal_error", "")
+}
+
+// AsOr maps an engine's error to the answer a front end gives it: an
+// *Error in err's chain keeps its status, code, param and Retry-After, an
+// error with HTTPStatus/ErrorCode(/ErrorParam) methods is answered by them
+// (both with err's whole text as the message), and anything else gets
+// status and code, its message prefix then err's text. A new Error's
+// cause is err.
+func AsOr(err error, status int, code, prefix string) *Error {
+	var e *Error
+	if errors.As(err, &e) && e.Status >= 400 {
+		c := *e
+		c.Message = err.Error()
+		return &c
+	}
 	var se statusError
 	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
-		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error()}
+		out := &Error{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: err.Error(), Cause: err}
 		if p, ok := se.(interface{ ErrorParam() string }); ok {
 			out.Param = p.ErrorParam()
 		}
 		return out
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal_error", Message: err.Error()}
+	return &Error{Status: status, Code: code, Message: prefix + err.Error(), Cause: err}
 }
 
 // Type is OpenAI's error type for a status.

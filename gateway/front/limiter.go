@@ -55,7 +55,7 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err *Error) {
 		return func() {}, Errorf(http.StatusTooManyRequests, "too_many_requests", "",
 			"the gateway is serving its limit of %d concurrent requests (gateway.max_concurrent); none finished within %s; retry shortly", cap(l.slots), l.wait)
 	case <-ctx.Done():
-		return func() {}, Errorf(499, "client_gone", "", "the request ended while waiting for a slot: %v", ctx.Err())
+		return func() {}, Errorf(499, "client_gone", "", "the request ended while waiting for a slot: %w", ctx.Err())
 	}
 }
 

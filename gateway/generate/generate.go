@@ -189,7 +189,7 @@ func streamError(err error) *front.Error {
 	if e := front.As(err); e.Cut() {
 		return e
 	}
-	return front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%s", err.Error())
+	return front.Errorf(http.StatusBadGateway, "worker_stream_failed", "", "%w", err)
 }
 
 // generateChunk is a stream event as a struct for json.Marshal: the shape

@@ -82,7 +82,7 @@ func topTriples(top [][]tokenapi.TopLogprob) [][][3]any {
 // topLogprobsError is an engine that answered a top-logprob request
 // without alternatives (tokenapi.CheckTopLogprobs).
 func topLogprobsError(err error) *front.Error {
-	return &front.Error{Status: http.StatusBadRequest, Code: "top_logprobs_unsupported", Param: "top_logprobs_num", Message: err.Error()}
+	return &front.Error{Status: http.StatusBadRequest, Code: "top_logprobs_unsupported", Param: "top_logprobs_num", Message: err.Error(), Cause: err}
 }
 
 // promptIDs are the prompt tokens prompt logprobs cover.

@@ -81,7 +81,7 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		return tokenapi.Request{}, front.BadRequest("input_ids", "input_ids (or text) is required")
 	}
 	if err := tokenapi.CheckPriority(b.Priority); err != nil {
-		return tokenapi.Request{}, front.BadRequest("priority", "%v", err)
+		return tokenapi.Request{}, front.BadRequest("priority", "%w", err)
 	}
 	r := tokenapi.Request{RID: b.RID, InputIDs: b.InputIDs, Stream: b.Stream, ReturnLogprob: b.ReturnLogprob,
 		TopLogprobsNum: b.TopLogprobsNum, LogprobStartLen: -1, Priority: b.Priority}
@@ -111,7 +111,7 @@ func (b *generateBody) toRequest(encode func(string) ([]int32, error), maxModelL
 		}
 		ids, err := encode(*b.Text)
 		if err != nil {
-			return r, front.Errorf(http.StatusInternalServerError, "tokenization_failed", "text", "tokenize text: %v", err)
+			return r, front.Errorf(http.StatusInternalServerError, "tokenization_failed", "text", "tokenize text: %w", err)
 		}
 		r.InputIDs = ids
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Kind is an event's type: the tag msgspec writes first in its array.
@@ -77,9 +79,9 @@ func AppendBatch(dst []byte, b Batch) ([]byte, error) {
 	if b.HasDPRank {
 		n = 3
 	}
-	dst = appendArrayHeader(dst, n)
-	dst = appendFloat(dst, b.TS)
-	dst = appendArrayHeader(dst, len(b.Events))
+	dst = msgpack.AppendArrayHeader(dst, n)
+	dst = msgpack.AppendFloat(dst, b.TS)
+	dst = msgpack.AppendArrayHeader(dst, len(b.Events))
 	for i := range b.Events {
 		var err error
 		if dst, err = appendEvent(dst, &b.Events[i]); err != nil {
@@ -87,7 +89,7 @@ func AppendBatch(dst []byte, b Batch) ([]byte, error) {
 		}
 	}
 	if b.HasDPRank {
-		dst = appendInt(dst, int64(b.DPRank))
+		dst = msgpack.AppendInt(dst, int64(b.DPRank))
 	}
 	return dst, nil
 }
@@ -98,34 +100,31 @@ func EncodeBatch(b Batch) ([]byte, error) { return AppendBatch(nil, b) }
 func appendEvent(dst []byte, e *Event) ([]byte, error) {
 	switch e.Kind {
 	case KindBlockStored:
-		dst = appendArrayHeader(dst, 5)
-		dst = appendStr(dst, TagBlockStored)
+		dst = msgpack.AppendArrayHeader(dst, 5)
+		dst = msgpack.AppendStr(dst, TagBlockStored)
 		dst = appendHashes(dst, e.BlockHashes)
 		if e.HasParent {
-			dst = appendUint(dst, e.ParentHash)
+			dst = msgpack.AppendUint(dst, e.ParentHash)
 		} else {
-			dst = appendNil(dst)
+			dst = msgpack.AppendNil(dst)
 		}
-		dst = appendArrayHeader(dst, len(e.TokenIDs))
-		for _, t := range e.TokenIDs {
-			dst = appendInt(dst, int64(t))
-		}
-		return appendInt(dst, int64(e.BlockSize)), nil
+		dst = msgpack.AppendInt32s(dst, e.TokenIDs)
+		return msgpack.AppendInt(dst, int64(e.BlockSize)), nil
 	case KindBlockRemoved:
-		dst = appendArrayHeader(dst, 2)
-		dst = appendStr(dst, TagBlockRemoved)
+		dst = msgpack.AppendArrayHeader(dst, 2)
+		dst = msgpack.AppendStr(dst, TagBlockRemoved)
 		return appendHashes(dst, e.BlockHashes), nil
 	case KindAllBlocksCleared:
-		dst = appendArrayHeader(dst, 1)
-		return appendStr(dst, TagAllBlocksCleared), nil
+		dst = msgpack.AppendArrayHeader(dst, 1)
+		return msgpack.AppendStr(dst, TagAllBlocksCleared), nil
 	}
 	return nil, fmt.Errorf("event kind %d has no encoding", e.Kind)
 }
 
 func appendHashes(dst []byte, hs []uint64) []byte {
-	dst = appendArrayHeader(dst, len(hs))
+	dst = msgpack.AppendArrayHeader(dst, len(hs))
 	for _, h := range hs {
-		dst = appendUint(dst, h)
+		dst = msgpack.AppendUint(dst, h)
 	}
 	return dst
 }
@@ -137,70 +136,70 @@ func appendHashes(dst []byte, hs []uint64) []byte {
 // appends fields, ignores extra trailing elements of the batch and of each
 // event.
 func DecodeBatch(p []byte) (Batch, error) {
-	r := &reader{b: p}
+	r := msgpack.NewReader(p)
 	b, err := decodeBatch(r)
 	if err != nil {
-		return Batch{}, at("KVEventBatch", err)
+		return Batch{}, msgpack.At("KVEventBatch", err)
 	}
-	if r.off != len(p) {
-		return Batch{}, fmt.Errorf("KVEventBatch: %d trailing bytes after the batch", len(p)-r.off)
+	if n := r.Remaining(); n != 0 {
+		return Batch{}, fmt.Errorf("KVEventBatch: %d trailing bytes after the batch", n)
 	}
 	return b, nil
 }
 
-func decodeBatch(r *reader) (Batch, error) {
+func decodeBatch(r *msgpack.Reader) (Batch, error) {
 	var b Batch
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return b, err
 	}
 	if n < 2 {
 		return b, fmt.Errorf("array of %d elements; ts and events are required", n)
 	}
-	if b.TS, err = r.readFloat(); err != nil {
-		return b, at(field(0, "ts"), err)
+	if b.TS, err = r.ReadFloat(); err != nil {
+		return b, msgpack.At(msgpack.Field(0, "ts"), err)
 	}
-	ne, err := r.readArrayLen()
+	ne, err := r.ReadArrayLen()
 	if err != nil {
-		return b, at(field(1, "events"), err)
+		return b, msgpack.At(msgpack.Field(1, "events"), err)
 	}
 	b.Events = make([]Event, ne)
 	for i := range b.Events {
 		if err := decodeEvent(r, &b.Events[i]); err != nil {
-			return b, at(field(1, "events")+index(i), err)
+			return b, msgpack.At(msgpack.Field(1, "events")+msgpack.Index(i), err)
 		}
 	}
 	if n >= 3 {
-		if !r.nextNil() {
-			v, err := r.readInt()
+		if !r.NextNil() {
+			v, err := r.ReadInt()
 			if err != nil {
-				return b, at(field(2, "attn_dp_rank"), err)
+				return b, msgpack.At(msgpack.Field(2, "attn_dp_rank"), err)
 			}
 			if v < 0 || v > math.MaxInt32 {
-				return b, at(field(2, "attn_dp_rank"), fmt.Errorf("rank %d out of range", v))
+				return b, msgpack.At(msgpack.Field(2, "attn_dp_rank"), fmt.Errorf("rank %d out of range", v))
 			}
 			b.DPRank, b.HasDPRank = int(v), true
 		}
 	}
 	for i := 3; i < n; i++ {
-		if err := r.skip(); err != nil {
-			return b, at(index(i), err)
+		if err := r.Skip(); err != nil {
+			return b, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return b, nil
 }
 
-func decodeEvent(r *reader, e *Event) error {
-	n, err := r.readArrayLen()
+func decodeEvent(r *msgpack.Reader, e *Event) error {
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return err
 	}
 	if n < 1 {
 		return errors.New("empty array: an event starts with its tag")
 	}
-	tag, err := r.readStrBytes()
+	tag, err := r.ReadStrBytes()
 	if err != nil {
-		return at(field(0, "tag"), err)
+		return msgpack.At(msgpack.Field(0, "tag"), err)
 	}
 	need, used := 1, 1
 	switch string(tag) {
@@ -220,67 +219,69 @@ func decodeEvent(r *reader, e *Event) error {
 	switch e.Kind {
 	case KindBlockStored:
 		if e.BlockHashes, err = readHashes(r); err != nil {
-			return at(name+field(1, "block_hashes"), err)
+			return msgpack.At(name+msgpack.Field(1, "block_hashes"), err)
 		}
-		if !r.nextNil() {
-			if e.ParentHash, err = r.readUint(); err != nil {
-				return at(name+field(2, "parent_block_hash"), err)
+		if !r.NextNil() {
+			if e.ParentHash, err = r.ReadUint(); err != nil {
+				return msgpack.At(name+msgpack.Field(2, "parent_block_hash"), err)
 			}
 			e.HasParent = true
 		}
 		if e.TokenIDs, err = readTokens(r); err != nil {
-			return at(name+field(3, "token_ids"), err)
+			return msgpack.At(name+msgpack.Field(3, "token_ids"), err)
 		}
-		bs, err := r.readInt()
+		bs, err := r.ReadInt()
 		if err != nil {
-			return at(name+field(4, "block_size"), err)
+			return msgpack.At(name+msgpack.Field(4, "block_size"), err)
 		}
 		if bs <= 0 || bs > math.MaxInt32 {
-			return at(name+field(4, "block_size"), fmt.Errorf("block size %d out of range", bs))
+			return msgpack.At(name+msgpack.Field(4, "block_size"), fmt.Errorf("block size %d out of range", bs))
 		}
 		e.BlockSize = int(bs)
 		used = 5
 	case KindBlockRemoved:
 		if e.BlockHashes, err = readHashes(r); err != nil {
-			return at(name+field(1, "block_hashes"), err)
+			return msgpack.At(name+msgpack.Field(1, "block_hashes"), err)
 		}
 		used = 2
 	}
 	for i := used; i < n; i++ {
-		if err := r.skip(); err != nil {
-			return at(name+index(i), err)
+		if err := r.Skip(); err != nil {
+			return msgpack.At(name+msgpack.Index(i), err)
 		}
 	}
 	return nil
 }
 
-func readHashes(r *reader) ([]uint64, error) {
-	n, err := r.readArrayLen()
+func readHashes(r *msgpack.Reader) ([]uint64, error) {
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	hs := make([]uint64, n)
 	for i := range hs {
-		if hs[i], err = r.readUint(); err != nil {
-			return nil, at(index(i), err)
+		if hs[i], err = r.ReadUint(); err != nil {
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return hs, nil
 }
 
-func readTokens(r *reader) ([]int32, error) {
-	n, err := r.readArrayLen()
+// readTokens reads token_ids: an array the engine never sends as nil (so
+// not msgpack's ReadOptInt32s), each a token id that must fit an int32.
+func readTokens(r *msgpack.Reader) ([]int32, error) {
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	ids := make([]int32, n)
 	for i := range ids {
-		v, err := r.readInt()
+		v, err := r.ReadInt()
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 		if v < math.MinInt32 || v > math.MaxInt32 {
-			return nil, at(index(i), fmt.Errorf("token id %d out of int32 range", v))
+			return nil, msgpack.At(msgpack.Index(i), fmt.Errorf("token id %d out of int32 range", v))
 		}
 		ids[i] = int32(v)
 	}

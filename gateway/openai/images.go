@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
 	"github.com/tsd-project/tsd/gateway/vision"
 )
@@ -102,7 +103,7 @@ func (s *Server) checkImageSupport() *apiError {
 		return errorf(http.StatusBadRequest, "multimodal_not_supported", "messages", "this model takes no images (its directory has no preprocessor_config.json)")
 	}
 	if err := s.engine.ImageSupport(); err != nil {
-		return engineError(err, http.StatusBadRequest, "multimodal_not_supported", "")
+		return front.AsOr(err, http.StatusBadRequest, "multimodal_not_supported", "")
 	}
 	return nil
 }

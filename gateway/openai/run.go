@@ -2,7 +2,6 @@ package openai
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -112,7 +111,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 	send := emit
 	st, err := s.engine.Stream(ctx, req)
 	if err != nil {
-		send(piece{index: index, err: engineError(err, http.StatusServiceUnavailable, "worker_failed_to_start", "start generation: ")})
+		send(piece{index: index, err: front.AsOr(err, http.StatusServiceUnavailable, "worker_failed_to_start", "start generation: ")})
 		return
 	}
 	defer st.Close() // a generation still running is aborted
@@ -140,7 +139,7 @@ func (s *Server) runSample(parent context.Context, p *plan, req tokenapi.Request
 			return
 		}
 		if ev.Err != nil {
-			send(piece{index: index, err: engineError(ev.Err, http.StatusBadGateway, "worker_stream_failed", "generation failed: ")})
+			send(piece{index: index, err: front.AsOr(ev.Err, http.StatusBadGateway, "worker_stream_failed", "generation failed: ")})
 			return
 		}
 		if ev.PromptTokens > 0 {
@@ -332,31 +331,6 @@ func (p *plan) matchedValue(str string, id int32) any {
 		return id
 	}
 	return nil
-}
-
-// statusError is how the engine (gateway.RequestError) says which HTTP
-// status and code an error deserves, without us importing it.
-type statusError interface {
-	HTTPStatus() int
-	ErrorCode() string
-}
-
-func engineError(err error, status int, code, prefix string) *apiError {
-	var fe *front.Error
-	if errors.As(err, &fe) && fe.Status >= 400 {
-		c := *fe // its Retry-After too
-		c.Message = err.Error()
-		return &c
-	}
-	var se statusError
-	if errors.As(err, &se) && se.HTTPStatus() >= 400 {
-		param := ""
-		if p, ok := se.(interface{ ErrorParam() string }); ok {
-			param = p.ErrorParam()
-		}
-		return errorf(se.HTTPStatus(), se.ErrorCode(), param, err.Error())
-	}
-	return errorf(status, code, "", prefix+err.Error())
 }
 
 // Usage is a reply's token counts (OpenAI's usage object);

@@ -11,34 +11,44 @@ import (
 // ~15% of the mean.
 const VirtualNodes = 150
 
-// Ring is a consistent-hashing ring over member names. A key belongs to
+// Ring is a consistent-hashing ring over member names, tsd's one: the
+// Router's (consistent_hashing, manual's fallback) and the encoder ring
+// (gateway/epd, docs/protocol.md §9.6) are both this. A key belongs to
 // the first point at or after its hash, so removing a member moves only
 // the keys it owned and adding one takes keys only for itself: routing
-// stays put while replicas come and go. A Ring is immutable; the Router
-// builds one per member set.
+// stays put while replicas come and go. A Ring is immutable; build one
+// per member set.
 type Ring struct {
 	points []uint64
-	owner  []string
+	owner  []string // owner[i] owns points[i]
 }
 
 // NewRing places VirtualNodes points per distinct member.
-func NewRing(members []string) *Ring {
+func NewRing(members []string) *Ring { return NewRingPoints(members, VirtualNodes) }
+
+// NewRingPoints places perMember points per distinct member (perMember <=
+// 0: VirtualNodes); member i's points hash "name#0" … "name#perMember-1".
+func NewRingPoints(members []string, perMember int) *Ring {
+	if perMember <= 0 {
+		perMember = VirtualNodes
+	}
 	type pt struct {
 		h uint64
 		m string
 	}
 	seen := map[string]bool{}
-	pts := make([]pt, 0, len(members)*VirtualNodes)
+	pts := make([]pt, 0, len(members)*perMember)
 	for _, m := range members {
 		if seen[m] {
 			continue
 		}
 		seen[m] = true
-		for i := range VirtualNodes {
+		for i := range perMember {
 			pts = append(pts, pt{HashString(m + "#" + strconv.Itoa(i)), m})
 		}
 	}
-	// Ties break by name, so the ring never depends on member order.
+	// Ties (astronomically rare) break by name, so the ring never depends
+	// on member order.
 	sort.Slice(pts, func(i, j int) bool {
 		if pts[i].h != pts[j].h {
 			return pts[i].h < pts[j].h

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -78,5 +79,22 @@ func TestHashTokens(t *testing.T) {
 	}
 	if HashTokens(a, 0) != HashTokens(a, 5) || HashTokens(a, 99) != HashTokens(a, 5) {
 		t.Error("n out of range does not mean the whole prompt")
+	}
+}
+
+// The ring's assignment is pinned: consistent_hashing keeps a session on
+// the prefill whose cache holds it, so a change of ring (its hash, its
+// points per member, its tie rule) must show up here, not as a fleet of
+// cold caches. Session i's member is the i-th letter (prefill-a, -b, -c).
+func TestRingAssignmentPinned(t *testing.T) {
+	t.Parallel()
+	const want = "bcccccbbcaaaccbabacbacbacccbabba"
+	r := NewRing([]string{"prefill-a", "prefill-b", "prefill-c"})
+	got := ""
+	for i := range len(want) {
+		got += strings.TrimPrefix(r.Pick(fmt.Sprintf("session-%d", i)), "prefill-")
+	}
+	if got != want {
+		t.Fatalf("ring assigns sessions as %s, pinned %s", got, want)
 	}
 }

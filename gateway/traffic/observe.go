@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tsd-project/tsd/internal/percentile"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -120,5 +121,5 @@ func p90(vals []time.Duration) (time.Duration, int) {
 		return 0, 0
 	}
 	slices.Sort(vals)
-	return rank(vals, 90), len(vals)
+	return percentile.NearestRank(vals, 90), len(vals)
 }

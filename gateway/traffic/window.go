@@ -3,6 +3,8 @@ package traffic
 import (
 	"slices"
 	"time"
+
+	"github.com/tsd-project/tsd/internal/percentile"
 )
 
 // Rates are the mean of the last RateWindow whole seconds: a sliding
@@ -100,20 +102,12 @@ func (s *samples) recent(now time.Duration) []time.Duration {
 	return vals
 }
 
-// quantiles are the nearest-rank p50 and p99 of vals (sorted in place);
+// quantiles are the nearest-rank p50 and p99 of vals (sorted in place, no
+// copy: this runs per role at every snapshot), each an observed sample;
 // zero when there are none.
 func quantiles(vals []time.Duration) (p50, p99 time.Duration) {
-	if len(vals) == 0 {
-		return 0, 0
-	}
 	slices.Sort(vals)
-	return rank(vals, 50), rank(vals, 99)
-}
-
-// rank is the nearest-rank percentile p of sorted vals.
-func rank(vals []time.Duration, p int) time.Duration {
-	i := (p*len(vals) + 99) / 100 // ceil(p/100 · n)
-	return vals[max(i-1, 0)]
+	return percentile.NearestRank(vals, 50), percentile.NearestRank(vals, 99)
 }
 
 // Buckets are the upper bounds (seconds) of the histograms /metrics

@@ -89,3 +89,17 @@ func BenchmarkDecodeOutput64(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOutputDecoder64 is the token path's decode of the same batch:
+// the in-place view, which allocates nothing once warm.
+func BenchmarkOutputDecoder64(b *testing.B) {
+	p, _ := EncodeOutput(benchBatch())
+	var d OutputDecoder
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Decode(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // FinishReason is a full-form finished_reasons entry (§6.3): a map whose
@@ -33,7 +35,7 @@ func (f *FinishReason) Slim() string {
 
 func appendFinishReason(b []byte, f *FinishReason) []byte {
 	if f == nil {
-		return appendNil(b)
+		return msgpack.AppendNil(b)
 	}
 	n := 1
 	for _, set := range []bool{f.MatchedToken != nil || f.MatchedStr != nil, f.Length != nil, f.Message != nil, f.ErrType != nil} {
@@ -41,52 +43,52 @@ func appendFinishReason(b []byte, f *FinishReason) []byte {
 			n++
 		}
 	}
-	b = appendMapHeader(b, n)
-	b = appendStr(appendStr(b, "type"), f.Type)
+	b = msgpack.AppendMapHeader(b, n)
+	b = msgpack.AppendStr(msgpack.AppendStr(b, "type"), f.Type)
 	switch {
 	case f.MatchedToken != nil:
-		b = appendInt(appendStr(b, "matched"), int64(*f.MatchedToken))
+		b = msgpack.AppendInt(msgpack.AppendStr(b, "matched"), int64(*f.MatchedToken))
 	case f.MatchedStr != nil:
-		b = appendStr(appendStr(b, "matched"), *f.MatchedStr)
+		b = msgpack.AppendStr(msgpack.AppendStr(b, "matched"), *f.MatchedStr)
 	}
 	if f.Length != nil {
-		b = appendInt(appendStr(b, "length"), int64(*f.Length))
+		b = msgpack.AppendInt(msgpack.AppendStr(b, "length"), int64(*f.Length))
 	}
 	if f.Message != nil {
-		b = appendStr(appendStr(b, "message"), *f.Message)
+		b = msgpack.AppendStr(msgpack.AppendStr(b, "message"), *f.Message)
 	}
 	if f.ErrType != nil {
-		b = appendInt(appendStr(b, "err_type"), int64(*f.ErrType))
+		b = msgpack.AppendInt(msgpack.AppendStr(b, "err_type"), int64(*f.ErrType))
 	}
 	return b
 }
 
 func (r *reader) readFinishReason() (*FinishReason, error) {
-	if r.nextNil() {
+	if r.NextNil() {
 		return nil, nil
 	}
 	f := &FinishReason{}
-	err := r.readMap(func(k string) (bool, error) {
+	err := r.ReadMap(func(k string) (bool, error) {
 		var err error
 		switch k {
 		case "type":
-			f.Type, err = r.readStr()
+			f.Type, err = r.ReadStr()
 		case "matched":
-			if r.nextNil() {
+			if r.NextNil() {
 				return true, nil
 			}
-			c, _ := r.peek()
-			if family(c) == "str" {
-				f.MatchedStr, err = r.readOptStr()
+			c, _ := r.Peek()
+			if msgpack.Family(c) == "str" {
+				f.MatchedStr, err = r.ReadOptStr()
 			} else {
-				f.MatchedToken, err = r.readOptInt()
+				f.MatchedToken, err = r.ReadOptInt()
 			}
 		case "length":
-			f.Length, err = r.readOptInt()
+			f.Length, err = r.ReadOptInt()
 		case "message":
-			f.Message, err = r.readOptStr()
+			f.Message, err = r.ReadOptStr()
 		case "err_type":
-			f.ErrType, err = r.readOptInt()
+			f.ErrType, err = r.ReadOptInt()
 		default:
 			return false, nil
 		}
@@ -154,14 +156,14 @@ func EncodeFullOutput(f FullOutputBatch) ([]byte, error) {
 		}
 	}
 	b := make([]byte, 0, 256+64*len(f.RIDs))
-	b = appendArrayHeader(b, 1+len(fullFields))
-	b = appendStr(b, TagOutputFull)
+	b = msgpack.AppendArrayHeader(b, 1+len(fullFields))
+	b = msgpack.AppendStr(b, TagOutputFull)
 	for i := range fullFields {
 		switch i {
 		case fullRIDs:
-			b = appendStrs(b, nonNil(f.RIDs))
+			b = msgpack.AppendStrs(b, nonNil(f.RIDs))
 		case fullFinished:
-			b = appendArrayHeader(b, len(f.FinishedReasons))
+			b = msgpack.AppendArrayHeader(b, len(f.FinishedReasons))
 			for _, fr := range f.FinishedReasons {
 				b = appendFinishReason(b, fr)
 			}
@@ -178,7 +180,7 @@ func EncodeFullOutput(f FullOutputBatch) ([]byte, error) {
 		case fullLogprobIdx:
 			b = appendTokenColumn(b, f.OutputTokenLogprobsIdx)
 		default:
-			b = appendRaw(b, f.Other[i])
+			b = msgpack.AppendRaw(b, f.Other[i])
 		}
 	}
 	return b, nil
@@ -188,7 +190,7 @@ func EncodeFullOutput(f FullOutputBatch) ([]byte, error) {
 // empty, extra ones are skipped.
 func DecodeFullOutput(b []byte) (FullOutputBatch, error) {
 	var f FullOutputBatch
-	r := &reader{b: b}
+	r := newReader(b)
 	n, err := r.readTag(TagOutputFull)
 	for i := 1; err == nil && i < n; i++ {
 		k := i - 1
@@ -197,11 +199,11 @@ func DecodeFullOutput(b []byte) (FullOutputBatch, error) {
 			f.RIDs, err = r.readStrArray()
 		case fullFinished:
 			var m int
-			if m, err = r.readArrayLen(); err == nil {
+			if m, err = r.ReadArrayLen(); err == nil {
 				f.FinishedReasons = make([]*FinishReason, m)
 				for j := range f.FinishedReasons {
 					if f.FinishedReasons[j], err = r.readFinishReason(); err != nil {
-						err = at(index(j), err)
+						err = msgpack.At(msgpack.Index(j), err)
 						break
 					}
 				}
@@ -220,24 +222,20 @@ func DecodeFullOutput(b []byte) (FullOutputBatch, error) {
 			f.OutputTokenLogprobsIdx, err = r.readTokenColumn()
 		default:
 			if k < len(fullFields) {
-				f.Other[k], err = r.readRaw()
+				f.Other[k], err = r.ReadRaw()
 			} else {
-				err = r.skip()
+				err = r.Skip()
 			}
 		}
 		if err != nil {
-			name := "extra"
-			if k < len(fullFields) {
-				name = fullFields[k]
-			}
-			err = at(field(i, name), err)
+			err = msgpack.At(msgpack.Field(i, fieldName(fullFields[:], k)), err)
 		}
 	}
 	if err == nil {
-		err = r.end()
+		err = r.End()
 	}
 	if err != nil {
-		return FullOutputBatch{}, at(TagOutputFull, err)
+		return FullOutputBatch{}, msgpack.At(TagOutputFull, err)
 	}
 	return f, nil
 }

@@ -59,9 +59,9 @@ func TestFinishReasonShapes(t *testing.T) {
 		{Type: FinishAbort, Message: ptr("KV transfer failed"), ErrType: ptr(ErrTypeTransferFailed)},
 	} {
 		b := appendFinishReason(nil, f)
-		r := &reader{b: b}
+		r := newReader(b)
 		got, err := r.readFinishReason()
-		if err != nil || r.end() != nil {
+		if err != nil || r.End() != nil {
 			t.Fatalf("%+v: %v", f, err)
 		}
 		if b2 := appendFinishReason(nil, got); !bytes.Equal(b, b2) || got.Slim() != f.Slim() {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Handshake statuses (docs/protocol.md §3.4).
@@ -29,15 +31,15 @@ func Ready() HandshakeMsg { return HandshakeMsg{Status: StatusReady, Local: true
 // EncodeHandshake writes the four keys in the engine's declaration order.
 func EncodeHandshake(m HandshakeMsg) ([]byte, error) {
 	b := make([]byte, 0, 64)
-	b = appendMapHeader(b, 4)
-	b = appendStr(b, "status")
-	b = appendStr(b, m.Status)
-	b = appendStr(b, "local")
-	b = appendBool(b, m.Local)
-	b = appendStr(b, "headless")
-	b = appendBool(b, m.Headless)
-	b = appendStr(b, "parallel_config_hash")
-	b = appendOptStr(b, m.ParallelConfigHash)
+	b = msgpack.AppendMapHeader(b, 4)
+	b = msgpack.AppendStr(b, "status")
+	b = msgpack.AppendStr(b, m.Status)
+	b = msgpack.AppendStr(b, "local")
+	b = msgpack.AppendBool(b, m.Local)
+	b = msgpack.AppendStr(b, "headless")
+	b = msgpack.AppendBool(b, m.Headless)
+	b = msgpack.AppendStr(b, "parallel_config_hash")
+	b = msgpack.AppendOptStr(b, m.ParallelConfigHash)
 	return b, nil
 }
 
@@ -45,33 +47,33 @@ func EncodeHandshake(m HandshakeMsg) ([]byte, error) {
 // only status is required.
 func DecodeHandshake(b []byte) (HandshakeMsg, error) {
 	var m HandshakeMsg
-	r := &reader{b: b}
+	r := newReader(b)
 	seen := false
-	err := r.readMap(func(k string) (bool, error) {
+	err := r.ReadMap(func(k string) (bool, error) {
 		var err error
 		switch k {
 		case "status":
 			seen = true
-			m.Status, err = r.readStr()
+			m.Status, err = r.ReadStr()
 		case "local":
-			m.Local, err = r.readBool()
+			m.Local, err = r.ReadBool()
 		case "headless":
-			m.Headless, err = r.readBool()
+			m.Headless, err = r.ReadBool()
 		case "parallel_config_hash":
-			m.ParallelConfigHash, err = r.readOptStr()
+			m.ParallelConfigHash, err = r.ReadOptStr()
 		default:
 			return false, nil
 		}
 		return true, err
 	})
 	if err == nil {
-		err = r.end()
+		err = r.End()
 	}
 	if err == nil && !seen {
 		err = errors.New("missing key status")
 	}
 	if err != nil {
-		return HandshakeMsg{}, at("WireReadyMessage", err)
+		return HandshakeMsg{}, msgpack.At("WireReadyMessage", err)
 	}
 	return m, nil
 }
@@ -118,22 +120,22 @@ func EncodeInit(m InitMsg) ([]byte, error) {
 		return nil, fmt.Errorf("encode INIT: %w", err)
 	}
 	b := make([]byte, 0, 256)
-	b = appendMapHeader(b, 2)
-	b = appendStr(b, "addresses")
-	b = appendMapHeader(b, 5)
-	b = appendStr(b, "inputs")
-	b = appendStrs(b, nonNil(m.Addresses.Inputs))
-	b = appendStr(b, "outputs")
-	b = appendStrs(b, nonNil(m.Addresses.Outputs))
-	b = appendStr(b, "coordinator_input")
-	b = appendOptStr(b, m.Addresses.CoordinatorInput)
-	b = appendStr(b, "coordinator_output")
-	b = appendOptStr(b, m.Addresses.CoordinatorOutput)
-	b = appendStr(b, "frontend_stats_publish_address")
-	b = appendOptStr(b, m.Addresses.FrontendStatsPublishAddress)
-	b = appendStr(b, "parallel_config")
+	b = msgpack.AppendMapHeader(b, 2)
+	b = msgpack.AppendStr(b, "addresses")
+	b = msgpack.AppendMapHeader(b, 5)
+	b = msgpack.AppendStr(b, "inputs")
+	b = msgpack.AppendStrs(b, nonNil(m.Addresses.Inputs))
+	b = msgpack.AppendStr(b, "outputs")
+	b = msgpack.AppendStrs(b, nonNil(m.Addresses.Outputs))
+	b = msgpack.AppendStr(b, "coordinator_input")
+	b = msgpack.AppendOptStr(b, m.Addresses.CoordinatorInput)
+	b = msgpack.AppendStr(b, "coordinator_output")
+	b = msgpack.AppendOptStr(b, m.Addresses.CoordinatorOutput)
+	b = msgpack.AppendStr(b, "frontend_stats_publish_address")
+	b = msgpack.AppendOptStr(b, m.Addresses.FrontendStatsPublishAddress)
+	b = msgpack.AppendStr(b, "parallel_config")
 	if m.ParallelConfig == nil {
-		b = appendMapHeader(b, 0)
+		b = msgpack.AppendMapHeader(b, 0)
 	} else {
 		b = append(b, m.ParallelConfig...)
 	}
@@ -152,46 +154,46 @@ func nonNil(ss []string) []string {
 // check them with Input/Output (the engine sends READY before it checks).
 func DecodeInit(b []byte) (InitMsg, error) {
 	var m InitMsg
-	r := &reader{b: b}
+	r := newReader(b)
 	seen := false
-	err := r.readMap(func(k string) (bool, error) {
+	err := r.ReadMap(func(k string) (bool, error) {
 		switch k {
 		case "addresses":
 			seen = true
-			return true, r.readMap(func(k string) (bool, error) {
+			return true, r.ReadMap(func(k string) (bool, error) {
 				var err error
 				a := &m.Addresses
 				switch k {
 				case "inputs":
-					a.Inputs, err = r.readStrs()
+					a.Inputs, err = r.ReadOptStrs()
 				case "outputs":
-					a.Outputs, err = r.readStrs()
+					a.Outputs, err = r.ReadOptStrs()
 				case "coordinator_input":
-					a.CoordinatorInput, err = r.readOptStr()
+					a.CoordinatorInput, err = r.ReadOptStr()
 				case "coordinator_output":
-					a.CoordinatorOutput, err = r.readOptStr()
+					a.CoordinatorOutput, err = r.ReadOptStr()
 				case "frontend_stats_publish_address":
-					a.FrontendStatsPublishAddress, err = r.readOptStr()
+					a.FrontendStatsPublishAddress, err = r.ReadOptStr()
 				default:
 					return false, nil
 				}
 				return true, err
 			})
 		case "parallel_config":
-			raw, err := r.readRaw()
+			raw, err := r.ReadRaw()
 			m.ParallelConfig = raw
 			return true, err
 		}
 		return false, nil
 	})
 	if err == nil {
-		err = r.end()
+		err = r.End()
 	}
 	if err == nil && !seen {
 		err = errors.New("missing key addresses")
 	}
 	if err != nil {
-		return InitMsg{}, at("WireHandshakeInitMessage", err)
+		return InitMsg{}, msgpack.At("WireHandshakeInitMessage", err)
 	}
 	return m, nil
 }
@@ -262,27 +264,27 @@ func EncodeRegistration(g Registration) ([]byte, error) {
 		}
 	}
 	b := make([]byte, 0, 512)
-	b = appendMapHeader(b, n)
-	b = appendStr(b, "max_model_len")
-	b = appendInt(b, int64(g.MaxModelLen))
-	b = appendStr(b, "num_gpu_blocks")
-	b = appendInt(b, int64(g.NumGPUBlocks))
+	b = msgpack.AppendMapHeader(b, n)
+	b = msgpack.AppendStr(b, "max_model_len")
+	b = msgpack.AppendInt(b, int64(g.MaxModelLen))
+	b = msgpack.AppendStr(b, "num_gpu_blocks")
+	b = msgpack.AppendInt(b, int64(g.NumGPUBlocks))
 	if g.BlockSize != nil {
-		b = appendStr(b, "block_size")
-		b = appendInt(b, int64(*g.BlockSize))
+		b = msgpack.AppendStr(b, "block_size")
+		b = msgpack.AppendInt(b, int64(*g.BlockSize))
 	}
 	if g.PrefixGranularity != nil {
-		b = appendStr(b, "prefix_granularity")
-		b = appendInt(b, int64(*g.PrefixGranularity))
+		b = msgpack.AppendStr(b, "prefix_granularity")
+		b = msgpack.AppendInt(b, int64(*g.PrefixGranularity))
 	}
-	b = appendStr(b, "dp_stats_address")
-	b = appendOptStr(b, g.DPStatsAddress)
-	b = appendStr(b, "dtype")
-	b = appendStr(b, g.Dtype)
-	b = appendStr(b, "multimodal_encoder_dtype")
-	b = appendOptStr(b, g.MultimodalEncoderDtype)
-	b = appendStr(b, "vllm_version")
-	b = appendStr(b, g.VllmVersion)
+	b = msgpack.AppendStr(b, "dp_stats_address")
+	b = msgpack.AppendOptStr(b, g.DPStatsAddress)
+	b = msgpack.AppendStr(b, "dtype")
+	b = msgpack.AppendStr(b, g.Dtype)
+	b = msgpack.AppendStr(b, "multimodal_encoder_dtype")
+	b = msgpack.AppendOptStr(b, g.MultimodalEncoderDtype)
+	b = msgpack.AppendStr(b, "vllm_version")
+	b = msgpack.AppendStr(b, g.VllmVersion)
 	for _, kv := range []struct {
 		k string
 		v int
@@ -296,28 +298,28 @@ func EncodeRegistration(g Registration) ([]byte, error) {
 		{"max_num_seqs", g.MaxNumSeqs},
 		{"max_num_batched_tokens", g.MaxNumBatchedTokens},
 	} {
-		b = appendStr(b, kv.k)
-		b = appendInt(b, int64(kv.v))
+		b = msgpack.AppendStr(b, kv.k)
+		b = msgpack.AppendInt(b, int64(kv.v))
 	}
-	b = appendStr(b, "instance_id")
-	b = appendStr(b, g.InstanceID)
-	b = appendStr(b, "kv_cache_size_tokens")
-	b = appendOptInt(b, g.KVCacheSizeTokens)
-	b = appendStr(b, "kv_cache_max_concurrency")
-	b = appendOptFloat(b, g.KVCacheMaxConcurrency)
-	b = appendStr(b, "kv_events_config")
-	b = appendRaw(b, g.KVEventsConfig)
+	b = msgpack.AppendStr(b, "instance_id")
+	b = msgpack.AppendStr(b, g.InstanceID)
+	b = msgpack.AppendStr(b, "kv_cache_size_tokens")
+	b = msgpack.AppendOptInt(b, g.KVCacheSizeTokens)
+	b = msgpack.AppendStr(b, "kv_cache_max_concurrency")
+	b = msgpack.AppendOptFloat(b, g.KVCacheMaxConcurrency)
+	b = msgpack.AppendStr(b, "kv_events_config")
+	b = msgpack.AppendRaw(b, g.KVEventsConfig)
 	if g.BootstrapHost != nil {
-		b = appendStr(b, "bootstrap_host")
-		b = appendStr(b, *g.BootstrapHost)
+		b = msgpack.AppendStr(b, "bootstrap_host")
+		b = msgpack.AppendStr(b, *g.BootstrapHost)
 	}
 	if g.BootstrapPort != nil {
-		b = appendStr(b, "bootstrap_port")
-		b = appendInt(b, int64(*g.BootstrapPort))
+		b = msgpack.AppendStr(b, "bootstrap_port")
+		b = msgpack.AppendInt(b, int64(*g.BootstrapPort))
 	}
 	if g.DisaggregationMode != nil {
-		b = appendStr(b, "disaggregation_mode")
-		b = appendStr(b, *g.DisaggregationMode)
+		b = msgpack.AppendStr(b, "disaggregation_mode")
+		b = msgpack.AppendStr(b, *g.DisaggregationMode)
 	}
 	return b, nil
 }
@@ -330,22 +332,22 @@ func DecodeRegistration(b []byte) (Registration, error) {
 		return Registration{}, errors.New("WireEngineCoreReadyResponse: empty payload")
 	}
 	g := DefaultRegistration()
-	r := &reader{b: b}
+	r := newReader(b)
 	optInt := func(dst *int) error {
-		if r.nextNil() {
+		if r.NextNil() {
 			return nil
 		}
-		v, err := r.readIntN()
+		v, err := r.ReadIntN()
 		if err == nil {
 			*dst = v
 		}
 		return err
 	}
 	str := func(dst *string) error {
-		if r.nextNil() {
+		if r.NextNil() {
 			return nil
 		}
-		s, err := r.readStr()
+		s, err := r.ReadStr()
 		if err == nil {
 			*dst = s
 		}
@@ -363,48 +365,48 @@ func DecodeRegistration(b []byte) (Registration, error) {
 		"max_num_seqs":                 &g.MaxNumSeqs,
 		"max_num_batched_tokens":       &g.MaxNumBatchedTokens,
 	}
-	err := r.readMap(func(k string) (bool, error) {
+	err := r.ReadMap(func(k string) (bool, error) {
 		if dst, ok := ints[k]; ok {
 			return true, optInt(dst)
 		}
 		var err error
 		switch k {
 		case "prefix_granularity":
-			g.PrefixGranularity, err = r.readOptInt()
+			g.PrefixGranularity, err = r.ReadOptInt()
 		case "block_size":
-			g.BlockSize, err = r.readOptInt()
+			g.BlockSize, err = r.ReadOptInt()
 		case "dp_stats_address":
-			g.DPStatsAddress, err = r.readOptStr()
+			g.DPStatsAddress, err = r.ReadOptStr()
 		case "dtype":
 			err = str(&g.Dtype)
 		case "multimodal_encoder_dtype":
-			g.MultimodalEncoderDtype, err = r.readOptStr()
+			g.MultimodalEncoderDtype, err = r.ReadOptStr()
 		case "vllm_version":
 			err = str(&g.VllmVersion)
 		case "instance_id":
 			err = str(&g.InstanceID)
 		case "kv_cache_size_tokens":
-			g.KVCacheSizeTokens, err = r.readOptInt()
+			g.KVCacheSizeTokens, err = r.ReadOptInt()
 		case "kv_cache_max_concurrency":
-			g.KVCacheMaxConcurrency, err = r.readOptFloat()
+			g.KVCacheMaxConcurrency, err = r.ReadOptFloat()
 		case "kv_events_config":
-			g.KVEventsConfig, err = r.readRaw()
+			g.KVEventsConfig, err = r.ReadRaw()
 		case "bootstrap_host":
-			g.BootstrapHost, err = r.readOptStr()
+			g.BootstrapHost, err = r.ReadOptStr()
 		case "bootstrap_port":
-			g.BootstrapPort, err = r.readOptInt()
+			g.BootstrapPort, err = r.ReadOptInt()
 		case "disaggregation_mode":
-			g.DisaggregationMode, err = r.readOptStr()
+			g.DisaggregationMode, err = r.ReadOptStr()
 		default:
 			return false, nil
 		}
 		return true, err
 	})
 	if err == nil {
-		err = r.end()
+		err = r.End()
 	}
 	if err != nil {
-		return Registration{}, at("WireEngineCoreReadyResponse", err)
+		return Registration{}, msgpack.At("WireEngineCoreReadyResponse", err)
 	}
 	return g, nil
 }

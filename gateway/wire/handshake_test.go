@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 func TestEncodeHelloReadyMatchVectors(t *testing.T) {
@@ -95,18 +97,18 @@ func TestDecodeRegistrationTolerant(t *testing.T) {
 	// {"block_size": 16, "max_model_len": nil, "future": [1,{"x":2}],
 	//  "bootstrap_host": "10.0.0.5", "bootstrap_port": 9000, "disaggregation_mode": "prefill"}
 	var b []byte
-	b = appendMapHeader(b, 6)
-	b = appendStr(appendStr(b, "future"), "")
+	b = msgpack.AppendMapHeader(b, 6)
+	b = msgpack.AppendStr(msgpack.AppendStr(b, "future"), "")
 	b = b[:len(b)-1]
-	b = appendArrayHeader(b, 2)
-	b = appendInt(b, 1)
-	b = appendMapHeader(b, 1)
-	b = appendInt(appendStr(b, "x"), 2)
-	b = appendInt(appendStr(b, "block_size"), 16)
-	b = appendNil(appendStr(b, "max_model_len"))
-	b = appendStr(appendStr(b, "bootstrap_host"), "10.0.0.5")
-	b = appendInt(appendStr(b, "bootstrap_port"), 9000)
-	b = appendStr(appendStr(b, "disaggregation_mode"), "prefill")
+	b = msgpack.AppendArrayHeader(b, 2)
+	b = msgpack.AppendInt(b, 1)
+	b = msgpack.AppendMapHeader(b, 1)
+	b = msgpack.AppendInt(msgpack.AppendStr(b, "x"), 2)
+	b = msgpack.AppendInt(msgpack.AppendStr(b, "block_size"), 16)
+	b = msgpack.AppendNil(msgpack.AppendStr(b, "max_model_len"))
+	b = msgpack.AppendStr(msgpack.AppendStr(b, "bootstrap_host"), "10.0.0.5")
+	b = msgpack.AppendInt(msgpack.AppendStr(b, "bootstrap_port"), 9000)
+	b = msgpack.AppendStr(msgpack.AppendStr(b, "disaggregation_mode"), "prefill")
 	g, err := DecodeRegistration(b)
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +134,8 @@ func TestDecodeRegistrationTolerant(t *testing.T) {
 func TestHandshakeDecodeErrorsNameField(t *testing.T) {
 	t.Parallel()
 	bad := func(k string, v []byte) []byte {
-		b := appendMapHeader(nil, 1)
-		return append(appendStr(b, k), v...)
+		b := msgpack.AppendMapHeader(nil, 1)
+		return append(msgpack.AppendStr(b, k), v...)
 	}
 	cases := []struct {
 		name string

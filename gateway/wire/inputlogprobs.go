@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Prompt (input) logprobs are tsd's design on this lane (docs/protocol.md §6.6
@@ -23,14 +25,14 @@ const (
 // SetInputLogprobs stores the input-logprob columns (one list per rid;
 // NaN encodes as nil) in f.Other.
 func (f *FullOutputBatch) SetInputLogprobs(vals [][]float64, idx [][]int32) {
-	b := appendArrayHeader(nil, len(vals))
+	b := msgpack.AppendArrayHeader(nil, len(vals))
 	for _, vs := range vals {
-		b = appendArrayHeader(b, len(vs))
+		b = msgpack.AppendArrayHeader(b, len(vs))
 		for _, v := range vs {
 			if math.IsNaN(v) {
-				b = appendNil(b)
+				b = msgpack.AppendNil(b)
 			} else {
-				b = appendFloat(b, v)
+				b = msgpack.AppendFloat(b, v)
 			}
 		}
 	}
@@ -63,41 +65,41 @@ func readNullableColumn[T any](raw Raw, row func(*reader) (T, error)) ([]T, erro
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	r := &reader{b: raw}
-	if r.nextNil() {
+	r := newReader(raw)
+	if r.NextNil() {
 		return nil, nil
 	}
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	col := make([]T, n)
 	for i := range col {
-		if r.nextNil() {
+		if r.NextNil() {
 			continue
 		}
 		if col[i], err = row(r); err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 	}
-	return col, r.end()
+	return col, r.End()
 }
 
 // readNullableFloatColumn: nil values inside an entry become NaN.
 func readNullableFloatColumn(raw Raw) ([][]float64, error) {
 	return readNullableColumn(raw, func(r *reader) ([]float64, error) {
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err != nil {
 			return nil, err
 		}
 		vs := make([]float64, m)
 		for j := range vs {
-			if r.nextNil() {
+			if r.NextNil() {
 				vs[j] = math.NaN()
 				continue
 			}
-			if vs[j], err = r.readFloat(); err != nil {
-				return nil, at(index(j), err)
+			if vs[j], err = r.ReadFloat(); err != nil {
+				return nil, msgpack.At(msgpack.Index(j), err)
 			}
 		}
 		return vs, nil
@@ -105,7 +107,7 @@ func readNullableFloatColumn(raw Raw) ([][]float64, error) {
 }
 
 func readNullableTokenColumn(raw Raw) ([][]int32, error) {
-	return readNullableColumn(raw, (*reader).readTokens)
+	return readNullableColumn(raw, (*reader).ReadOptInt32s)
 }
 
 // AnyOutput is one decoded output message in either variant. Batch is the

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // EPD over the lane is tsd's design (docs/protocol.md §9 [DESIGN]); the shapes
@@ -140,84 +142,84 @@ func checkItemRaws(items []MultimodalDataItem) error {
 }
 
 func appendTensor(b []byte, t Tensor) []byte {
-	b = appendArrayHeader(b, 3)
-	b = appendStr(b, t.Dtype)
-	b = appendArrayHeader(b, len(t.Shape))
+	b = msgpack.AppendArrayHeader(b, 3)
+	b = msgpack.AppendStr(b, t.Dtype)
+	b = msgpack.AppendArrayHeader(b, len(t.Shape))
 	for _, d := range t.Shape {
-		b = appendInt(b, int64(d))
+		b = msgpack.AppendInt(b, int64(d))
 	}
 	if t.AuxIndex >= 1 {
-		return appendInt(b, int64(t.AuxIndex))
+		return msgpack.AppendInt(b, int64(t.AuxIndex))
 	}
-	return appendExt(b, TensorExtType, t.Data)
+	return msgpack.AppendExt(b, TensorExtType, t.Data)
 }
 
 func (r *reader) readTensor() (Tensor, error) {
 	var t Tensor
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return t, err
 	}
 	if n < 3 {
 		return t, fmt.Errorf("tensor array of %d elements, want 3", n)
 	}
-	if t.Dtype, err = r.readStr(); err != nil {
-		return t, at("[0] dtype", err)
+	if t.Dtype, err = r.ReadStr(); err != nil {
+		return t, msgpack.At("[0] dtype", err)
 	}
-	m, err := r.readArrayLen()
+	m, err := r.ReadArrayLen()
 	if err != nil {
-		return t, at("[1] shape", err)
+		return t, msgpack.At("[1] shape", err)
 	}
 	t.Shape = make([]int, m)
 	for i := range t.Shape {
-		if t.Shape[i], err = r.readIntN(); err != nil {
-			return t, at("[1] shape"+index(i), err)
+		if t.Shape[i], err = r.ReadIntN(); err != nil {
+			return t, msgpack.At("[1] shape"+msgpack.Index(i), err)
 		}
 	}
-	c, err := r.peek()
+	c, err := r.Peek()
 	if err != nil {
-		return t, at("[2] data", err)
+		return t, msgpack.At("[2] data", err)
 	}
-	if family(c) == "int" {
-		if t.AuxIndex, err = r.readIntN(); err == nil && t.AuxIndex < 1 {
+	if msgpack.Family(c) == "int" {
+		if t.AuxIndex, err = r.ReadIntN(); err == nil && t.AuxIndex < 1 {
 			err = fmt.Errorf("out-of-band index %d, want >= 1", t.AuxIndex)
 		}
 	} else {
 		var typ int8
-		typ, t.Data, err = r.readExt()
+		typ, t.Data, err = r.ReadExt()
 		if err == nil && typ != TensorExtType {
 			err = fmt.Errorf("ext type %d, want %d", typ, TensorExtType)
 		}
 	}
 	if err != nil {
-		return t, at("[2] data", err)
+		return t, msgpack.At("[2] data", err)
 	}
 	for i := 3; i < n; i++ {
-		if err := r.skip(); err != nil {
-			return t, at(index(i), err)
+		if err := r.Skip(); err != nil {
+			return t, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return t, nil
 }
 
 func appendEncodeHandshake(b []byte, h EncodeHandshakeInfo) []byte {
-	b = appendMapHeader(b, 3)
-	b = appendStr(appendStr(b, "bootstrap_host"), h.BootstrapHost)
-	b = appendInt(appendStr(b, "bootstrap_port"), int64(h.BootstrapPort))
-	return appendUint(appendStr(b, "bootstrap_room"), h.BootstrapRoom)
+	b = msgpack.AppendMapHeader(b, 3)
+	b = msgpack.AppendStr(msgpack.AppendStr(b, "bootstrap_host"), h.BootstrapHost)
+	b = msgpack.AppendInt(msgpack.AppendStr(b, "bootstrap_port"), int64(h.BootstrapPort))
+	return msgpack.AppendUint(msgpack.AppendStr(b, "bootstrap_room"), h.BootstrapRoom)
 }
 
 func (r *reader) readEncodeHandshake() (EncodeHandshakeInfo, error) {
 	var h EncodeHandshakeInfo
-	err := r.readMap(func(k string) (bool, error) {
+	err := r.ReadMap(func(k string) (bool, error) {
 		var err error
 		switch k {
 		case "bootstrap_host":
-			h.BootstrapHost, err = r.readStr()
+			h.BootstrapHost, err = r.ReadStr()
 		case "bootstrap_port":
-			h.BootstrapPort, err = r.readIntN()
+			h.BootstrapPort, err = r.ReadIntN()
 		case "bootstrap_room":
-			h.BootstrapRoom, err = r.readUint()
+			h.BootstrapRoom, err = r.ReadUint()
 		default:
 			return false, nil
 		}
@@ -226,55 +228,37 @@ func (r *reader) readEncodeHandshake() (EncodeHandshakeInfo, error) {
 	return h, err
 }
 
-func appendOptInt64(b []byte, v *int64) []byte {
-	if v == nil {
-		return appendNil(b)
-	}
-	return appendInt(b, *v)
-}
-
-func (r *reader) readOptInt64() (*int64, error) {
-	if r.nextNil() {
-		return nil, nil
-	}
-	v, err := r.readInt()
-	if err != nil {
-		return nil, err
-	}
-	return &v, nil
-}
-
 func appendItem(b []byte, it MultimodalDataItem) []byte {
-	b = appendArrayHeader(b, len(itemFields))
-	b = appendInt(b, int64(it.Modality))
-	b = appendOptInt64(b, it.Hash)
-	b = appendOptInt64(b, it.PadValue)
+	b = msgpack.AppendArrayHeader(b, len(itemFields))
+	b = msgpack.AppendInt(b, int64(it.Modality))
+	b = msgpack.AppendOptInt64(b, it.Hash)
+	b = msgpack.AppendOptInt64(b, it.PadValue)
 	if it.Offsets == nil {
-		b = appendNil(b)
+		b = msgpack.AppendNil(b)
 	} else {
-		b = appendArrayHeader(b, len(it.Offsets))
+		b = msgpack.AppendArrayHeader(b, len(it.Offsets))
 		for _, o := range it.Offsets {
-			b = appendInt(appendInt(appendArrayHeader(b, 2), int64(o[0])), int64(o[1]))
+			b = msgpack.AppendInt(msgpack.AppendInt(msgpack.AppendArrayHeader(b, 2), int64(o[0])), int64(o[1]))
 		}
 	}
 	if it.Feature == nil {
-		b = appendNil(b)
+		b = msgpack.AppendNil(b)
 	} else {
 		b = appendTensor(b, *it.Feature)
 	}
-	b = appendRaw(b, it.FeatureSHM)
-	b = appendRaw(b, it.ModelSpecificData)
-	b = appendRaw(b, it.Encoded)
-	b = appendRaw(b, it.EncodedDeepstack)
+	b = msgpack.AppendRaw(b, it.FeatureSHM)
+	b = msgpack.AppendRaw(b, it.ModelSpecificData)
+	b = msgpack.AppendRaw(b, it.Encoded)
+	b = msgpack.AppendRaw(b, it.EncodedDeepstack)
 	if it.EncodeHandshake == nil {
-		return appendNil(b)
+		return msgpack.AppendNil(b)
 	}
 	return appendEncodeHandshake(b, *it.EncodeHandshake)
 }
 
 func (r *reader) readItem() (MultimodalDataItem, error) {
 	var it MultimodalDataItem
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return it, err
 	}
@@ -285,73 +269,69 @@ func (r *reader) readItem() (MultimodalDataItem, error) {
 		var err error
 		switch i {
 		case 0:
-			it.Modality, err = r.readIntN()
+			it.Modality, err = r.ReadIntN()
 		case 1:
-			it.Hash, err = r.readOptInt64()
+			it.Hash, err = r.ReadOptInt64()
 		case 2:
-			it.PadValue, err = r.readOptInt64()
+			it.PadValue, err = r.ReadOptInt64()
 		case 3:
 			it.Offsets, err = r.readOffsets()
 		case 4:
-			if !r.nextNil() {
+			if !r.NextNil() {
 				var t Tensor
 				t, err = r.readTensor()
 				it.Feature = &t
 			}
 		case 5:
-			it.FeatureSHM, err = r.readRaw()
+			it.FeatureSHM, err = r.ReadRaw()
 		case 6:
-			it.ModelSpecificData, err = r.readRaw()
+			it.ModelSpecificData, err = r.ReadRaw()
 		case 7:
-			it.Encoded, err = r.readRaw()
+			it.Encoded, err = r.ReadRaw()
 		case 8:
-			it.EncodedDeepstack, err = r.readRaw()
+			it.EncodedDeepstack, err = r.ReadRaw()
 		case 9:
-			if !r.nextNil() {
+			if !r.NextNil() {
 				var h EncodeHandshakeInfo
 				h, err = r.readEncodeHandshake()
 				it.EncodeHandshake = &h
 			}
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(itemFields) {
-				name = itemFields[i]
-			}
-			return it, at(field(i, name), err)
+			return it, msgpack.At(msgpack.Field(i, fieldName(itemFields[:], i)), err)
 		}
 	}
 	return it, nil
 }
 
 func (r *reader) readOffsets() ([][2]int, error) {
-	if r.nextNil() {
+	if r.NextNil() {
 		return nil, nil
 	}
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	out := make([][2]int, n)
 	for i := range out {
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err == nil && m != 2 {
 			err = fmt.Errorf("pair of %d elements, want 2", m)
 		}
 		for j := 0; err == nil && j < 2; j++ {
-			out[i][j], err = r.readIntN()
+			out[i][j], err = r.ReadIntN()
 		}
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return out, nil
 }
 
 func appendItems(b []byte, items []MultimodalDataItem) []byte {
-	b = appendArrayHeader(b, len(items))
+	b = msgpack.AppendArrayHeader(b, len(items))
 	for _, it := range items {
 		b = appendItem(b, it)
 	}
@@ -359,33 +339,33 @@ func appendItems(b []byte, items []MultimodalDataItem) []byte {
 }
 
 func (r *reader) readItems() ([]MultimodalDataItem, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	items := make([]MultimodalDataItem, n)
 	for i := range items {
 		if items[i], err = r.readItem(); err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return items, nil
 }
 
 func appendMultimodalInputs(b []byte, m MultimodalInputs) []byte {
-	b = appendArrayHeader(b, len(mmInputFields))
+	b = msgpack.AppendArrayHeader(b, len(mmInputFields))
 	b = appendItems(b, m.Items)
-	b = appendOptInt(b, m.ImTokenID)
-	b = appendOptInt(b, m.VideoTokenID)
-	b = appendRaw(b, m.MropePositions)
-	b = appendRaw(b, m.MropePositionDelta)
-	b = appendRaw(b, m.MropePositionDeltaScalar)
-	return appendRaw(b, m.MropePositionDeltaRepeatedCache)
+	b = msgpack.AppendOptInt(b, m.ImTokenID)
+	b = msgpack.AppendOptInt(b, m.VideoTokenID)
+	b = msgpack.AppendRaw(b, m.MropePositions)
+	b = msgpack.AppendRaw(b, m.MropePositionDelta)
+	b = msgpack.AppendRaw(b, m.MropePositionDeltaScalar)
+	return msgpack.AppendRaw(b, m.MropePositionDeltaRepeatedCache)
 }
 
 func (r *reader) readMultimodalInputs() (MultimodalInputs, error) {
 	var m MultimodalInputs
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return m, err
 	}
@@ -395,26 +375,22 @@ func (r *reader) readMultimodalInputs() (MultimodalInputs, error) {
 		case 0:
 			m.Items, err = r.readItems()
 		case 1:
-			m.ImTokenID, err = r.readOptInt()
+			m.ImTokenID, err = r.ReadOptInt()
 		case 2:
-			m.VideoTokenID, err = r.readOptInt()
+			m.VideoTokenID, err = r.ReadOptInt()
 		case 3:
-			m.MropePositions, err = r.readRaw()
+			m.MropePositions, err = r.ReadRaw()
 		case 4:
-			m.MropePositionDelta, err = r.readRaw()
+			m.MropePositionDelta, err = r.ReadRaw()
 		case 5:
-			m.MropePositionDeltaScalar, err = r.readRaw()
+			m.MropePositionDeltaScalar, err = r.ReadRaw()
 		case 6:
-			m.MropePositionDeltaRepeatedCache, err = r.readRaw()
+			m.MropePositionDeltaRepeatedCache, err = r.ReadRaw()
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(mmInputFields) {
-				name = mmInputFields[i]
-			}
-			return m, at(field(i, name), err)
+			return m, msgpack.At(msgpack.Field(i, fieldName(mmInputFields[:], i)), err)
 		}
 	}
 	return m, nil
@@ -426,20 +402,20 @@ func EncodeEncodeRequest(e EncodeRequest) ([]byte, error) {
 		return nil, fmt.Errorf("encode %s: %w", TagEncodeRequest, err)
 	}
 	b := make([]byte, 0, 128)
-	b = appendArrayHeader(b, len(encodeReqField))
-	b = appendStr(b, TagEncodeRequest)
-	b = appendStr(b, e.RID)
-	b = appendOptStr(b, e.HTTPWorkerIPC)
-	b = appendOptStr(b, e.RequestID)
-	b = appendOptStr(b, e.BootstrapHost)
-	b = appendOptInt(b, e.BootstrapPort)
+	b = msgpack.AppendArrayHeader(b, len(encodeReqField))
+	b = msgpack.AppendStr(b, TagEncodeRequest)
+	b = msgpack.AppendStr(b, e.RID)
+	b = msgpack.AppendOptStr(b, e.HTTPWorkerIPC)
+	b = msgpack.AppendOptStr(b, e.RequestID)
+	b = msgpack.AppendOptStr(b, e.BootstrapHost)
+	b = msgpack.AppendOptInt(b, e.BootstrapPort)
 	if e.BootstrapRoom == nil {
-		b = appendNil(b)
+		b = msgpack.AppendNil(b)
 	} else {
-		b = appendUint(b, *e.BootstrapRoom)
+		b = msgpack.AppendUint(b, *e.BootstrapRoom)
 	}
 	if e.Items == nil {
-		return appendNil(b), nil
+		return msgpack.AppendNil(b), nil
 	}
 	return appendItems(b, e.Items), nil
 }
@@ -448,48 +424,44 @@ func EncodeEncodeRequest(e EncodeRequest) ([]byte, error) {
 // defaults for missing trailing fields, extra elements are skipped.
 func DecodeEncodeRequest(b []byte) (EncodeRequest, error) {
 	var e EncodeRequest
-	r := &reader{b: b}
+	r := newReader(b)
 	n, err := r.readTag(TagEncodeRequest)
 	for i := 1; err == nil && i < n; i++ {
 		switch i {
 		case 1:
-			if !r.nextNil() {
-				e.RID, err = r.readStr()
+			if !r.NextNil() {
+				e.RID, err = r.ReadStr()
 			}
 		case 2:
-			e.HTTPWorkerIPC, err = r.readOptStr()
+			e.HTTPWorkerIPC, err = r.ReadOptStr()
 		case 3:
-			e.RequestID, err = r.readOptStr()
+			e.RequestID, err = r.ReadOptStr()
 		case 4:
-			e.BootstrapHost, err = r.readOptStr()
+			e.BootstrapHost, err = r.ReadOptStr()
 		case 5:
-			e.BootstrapPort, err = r.readOptInt()
+			e.BootstrapPort, err = r.ReadOptInt()
 		case 6:
-			if !r.nextNil() {
+			if !r.NextNil() {
 				var v uint64
-				v, err = r.readUint()
+				v, err = r.ReadUint()
 				e.BootstrapRoom = &v
 			}
 		case 7:
-			if !r.nextNil() {
+			if !r.NextNil() {
 				e.Items, err = r.readItems()
 			}
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(encodeReqField) {
-				name = encodeReqField[i]
-			}
-			err = at(field(i, name), err)
+			err = msgpack.At(msgpack.Field(i, fieldName(encodeReqField[:], i)), err)
 		}
 	}
 	if err == nil {
-		err = r.end()
+		err = r.End()
 	}
 	if err != nil {
-		return EncodeRequest{}, at(TagEncodeRequest, err)
+		return EncodeRequest{}, msgpack.At(TagEncodeRequest, err)
 	}
 	return e, nil
 }

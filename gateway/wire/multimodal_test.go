@@ -60,9 +60,9 @@ func TestTensorEncodings(t *testing.T) {
 		if !bytes.Contains(b, c.want) {
 			t.Errorf("%+v: %x lacks %x", c.t.Shape, b, c.want)
 		}
-		r := &reader{b: b}
+		r := newReader(b)
 		got, err := r.readTensor()
-		if err != nil || got.AuxIndex != c.t.AuxIndex || len(got.Data) != len(c.t.Data) || r.end() != nil {
+		if err != nil || got.AuxIndex != c.t.AuxIndex || len(got.Data) != len(c.t.Data) || r.End() != nil {
 			t.Errorf("%+v: decoded %+v %v", c.t.Shape, got, err)
 		}
 	}
@@ -85,7 +85,7 @@ func TestPrefillAndDecodeItems(t *testing.T) {
 	if !bytes.Contains(b, append([]byte{0x83, 0xae}, "bootstrap_host"...)) {
 		t.Fatalf("handshake map missing: %x", b)
 	}
-	r := &reader{b: b}
+	r := newReader(b)
 	got, err := r.readItem()
 	if err != nil || *got.EncodeHandshake != h {
 		t.Fatalf("%+v %v", got, err)

@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Slim finished_reasons strings (§6.2, §6.3).
@@ -92,47 +94,47 @@ func AppendOutput(b []byte, o OutputBatch) ([]byte, error) {
 	if err := o.check(); err != nil {
 		return b, fmt.Errorf("encode %s: %w", TagOutputSlim, err)
 	}
-	b = appendArrayHeader(b, n)
-	b = appendStr(b, TagOutputSlim)
-	b = appendStrs(b, nonNil(o.RIDs))
+	b = msgpack.AppendArrayHeader(b, n)
+	b = msgpack.AppendStr(b, TagOutputSlim)
+	b = msgpack.AppendStrs(b, nonNil(o.RIDs))
 	b = appendTokenColumn(b, o.OutputIDs)
-	b = appendStrs(b, nonNil(o.FinishedReasons))
+	b = msgpack.AppendStrs(b, nonNil(o.FinishedReasons))
 	b = appendIntColumn(b, o.PromptTokens)
 	b = appendIntColumn(b, o.CompletionTokens)
 	b = appendIntColumn(b, o.CachedTokens)
 	b = appendFloatColumn(b, o.OutputTokenLogprobsVal)
 	b = appendTokenColumn(b, o.OutputTokenLogprobsIdx)
 	if n == OutputLen {
-		b = appendInt(b, int64(o.EngineIndex))
+		b = msgpack.AppendInt(b, int64(o.EngineIndex))
 	}
 	return b, nil
 }
 
 func appendTokenColumn(b []byte, col [][]int32) []byte {
-	b = appendArrayHeader(b, len(col))
+	b = msgpack.AppendArrayHeader(b, len(col))
 	for _, ids := range col {
 		if ids == nil {
 			ids = []int32{}
 		}
-		b = appendTokens(b, ids)
+		b = msgpack.AppendOptInt32s(b, ids)
 	}
 	return b
 }
 
 func appendIntColumn(b []byte, col []int) []byte {
-	b = appendArrayHeader(b, len(col))
+	b = msgpack.AppendArrayHeader(b, len(col))
 	for _, v := range col {
-		b = appendInt(b, int64(v))
+		b = msgpack.AppendInt(b, int64(v))
 	}
 	return b
 }
 
 func appendFloatColumn(b []byte, col [][]float64) []byte {
-	b = appendArrayHeader(b, len(col))
+	b = msgpack.AppendArrayHeader(b, len(col))
 	for _, vs := range col {
-		b = appendArrayHeader(b, len(vs))
+		b = msgpack.AppendArrayHeader(b, len(vs))
 		for _, v := range vs {
-			b = appendFloat(b, v)
+			b = msgpack.AppendFloat(b, v)
 		}
 	}
 	return b
@@ -142,19 +144,19 @@ func appendFloatColumn(b []byte, col [][]float64) []byte {
 // from shared backing arrays (full slice expressions keep appends apart),
 // so a batch costs a few allocations rather than one per rid.
 func (r *reader) readTokenColumn() ([][]int32, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	col := make([][]int32, n)
 	var backing []int32
 	for i := range col {
-		if r.nextNil() {
-			return nil, at(index(i), typeError{"array", "nil"})
+		if r.NextNil() {
+			return nil, msgpack.At(msgpack.Index(i), msgpack.TypeError{Want: "array", Got: "nil"})
 		}
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 		if cap(backing)-len(backing) < m || backing == nil {
 			// At least a token for each rid still to read (a decode
@@ -163,9 +165,9 @@ func (r *reader) readTokenColumn() ([][]int32, error) {
 		}
 		lo := len(backing)
 		for j := 0; j < m; j++ {
-			v, err := r.readInt32()
+			v, err := r.ReadInt32()
 			if err != nil {
-				return nil, at(index(i)+index(j), err)
+				return nil, msgpack.At(msgpack.Index(i)+msgpack.Index(j), err)
 			}
 			backing = append(backing, v)
 		}
@@ -175,39 +177,39 @@ func (r *reader) readTokenColumn() ([][]int32, error) {
 }
 
 func (r *reader) readIntColumn() ([]int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	col := make([]int, n)
 	for i := range col {
-		if col[i], err = r.readIntN(); err != nil {
-			return nil, at(index(i), err)
+		if col[i], err = r.ReadIntN(); err != nil {
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 	}
 	return col, nil
 }
 
 func (r *reader) readFloatColumn() ([][]float64, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	col := make([][]float64, n)
 	var backing []float64
 	for i := range col {
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 		if cap(backing)-len(backing) < m || backing == nil {
 			backing = make([]float64, 0, max(m, 2*cap(backing), 64))
 		}
 		lo := len(backing)
 		for j := 0; j < m; j++ {
-			v, err := r.readFloat()
+			v, err := r.ReadFloat()
 			if err != nil {
-				return nil, at(index(i)+index(j), err)
+				return nil, msgpack.At(msgpack.Index(i)+msgpack.Index(j), err)
 			}
 			backing = append(backing, v)
 		}
@@ -221,14 +223,14 @@ func (r *reader) readFloatColumn() ([][]float64, error) {
 func DecodeOutput(b []byte) (OutputBatch, error) {
 	o, err := decodeOutput(b)
 	if err != nil {
-		return OutputBatch{}, at(TagOutputSlim, err)
+		return OutputBatch{}, msgpack.At(TagOutputSlim, err)
 	}
 	return o, nil
 }
 
 func decodeOutput(b []byte) (OutputBatch, error) {
 	var o OutputBatch
-	r := &reader{b: b}
+	r := newReader(b)
 	n, err := r.readTag(TagOutputSlim)
 	if err != nil {
 		return o, err
@@ -266,30 +268,25 @@ func decodeOutput(b []byte) (OutputBatch, error) {
 		case 8:
 			o.OutputTokenLogprobsIdx, err = r.readTokenColumn()
 		case 9:
-			o.EngineIndex, err = r.readIntN()
+			o.EngineIndex, err = r.ReadIntN()
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(outputFields) {
-				name = outputFields[i]
-			}
-			return o, at(field(i, name), err)
+			return o, msgpack.At(msgpack.Field(i, fieldName(outputFields[:], i)), err)
 		}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return o, err
 	}
 	return o, o.check()
 }
 
-// readStrArray reads a required array of str (nil is an error).
 // readIntColumnInto reads an int column into the free tail of *backing,
 // growing it for this and (by a guess of the same length) two more
 // columns.
 func (r *reader) readIntColumnInto(backing *[]int) ([]int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
@@ -299,9 +296,9 @@ func (r *reader) readIntColumnInto(backing *[]int) ([]int, error) {
 	}
 	lo := len(b)
 	for i := 0; i < n; i++ {
-		v, err := r.readIntN()
+		v, err := r.ReadIntN()
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
 		b = append(b, v)
 	}
@@ -313,20 +310,20 @@ func (r *reader) readIntColumnInto(backing *[]int) ([]int, error) {
 // known reasons (most "", running); those are the constants, not copies,
 // so a message whose reasons are all known allocates only the slice.
 func (r *reader) readReasons() ([]string, error) {
-	if r.nextNil() {
-		return nil, typeError{"array", "nil"}
+	if r.NextNil() {
+		return nil, msgpack.TypeError{Want: "array", Got: "nil"}
 	}
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return nil, err
 	}
 	ss := make([]string, n)
 	for i := range ss {
-		h, err := r.strSpan()
+		b, err := r.ReadStrBytes()
 		if err != nil {
-			return nil, at(index(i), err)
+			return nil, msgpack.At(msgpack.Index(i), err)
 		}
-		switch b := r.b[h:r.off]; string(b) {
+		switch string(b) {
 		case FinishRunning:
 		case FinishStop:
 			ss[i] = FinishStop
@@ -343,11 +340,12 @@ func (r *reader) readReasons() ([]string, error) {
 	return ss, nil
 }
 
+// readStrArray reads a required array of str (nil is an error).
 func (r *reader) readStrArray() ([]string, error) {
-	if r.nextNil() {
-		return nil, typeError{"array", "nil"}
+	if r.NextNil() {
+		return nil, msgpack.TypeError{Want: "array", Got: "nil"}
 	}
-	return r.readStrs()
+	return r.ReadOptStrs()
 }
 
 // EngineCoreDead is the shutdown sentinel frame (§7.2).

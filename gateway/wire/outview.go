@@ -1,6 +1,10 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
+)
 
 // OutputView is a slim output batch decoded in place: RIDs point into
 // the frame, the other columns into the decoder's reused buffers. It is
@@ -45,7 +49,7 @@ func IsSlim(frame []byte) bool {
 // elements, a ragged batch rejected whole) into the decoder's view.
 func (d *OutputDecoder) Decode(b []byte) (*OutputView, error) {
 	if err := d.decode(b); err != nil {
-		return nil, at(TagOutputSlim, err)
+		return nil, msgpack.At(TagOutputSlim, err)
 	}
 	return &d.v, nil
 }
@@ -55,7 +59,7 @@ func (d *OutputDecoder) decode(b []byte) error {
 	*v = OutputView{RIDs: v.RIDs[:0], OutputIDs: v.OutputIDs[:0], FinishedReasons: v.FinishedReasons[:0],
 		OutputTokenLogprobsVal: v.OutputTokenLogprobsVal[:0], OutputTokenLogprobsIdx: v.OutputTokenLogprobsIdx[:0]}
 	d.ints = d.ints[:0]
-	r := &reader{b: b}
+	r := newReader(b)
 	n, err := r.readTag(TagOutputSlim)
 	if err != nil {
 		return err
@@ -81,19 +85,15 @@ func (d *OutputDecoder) decode(b []byte) error {
 		case 8:
 			nLPIdx, err = readTokenCol(r, &d.iends, &d.idx, &d.v.OutputTokenLogprobsIdx)
 		case 9:
-			v.EngineIndex, err = r.readIntN()
+			v.EngineIndex, err = r.ReadIntN()
 		default:
-			err = r.skip()
+			err = r.Skip()
 		}
 		if err != nil {
-			name := "extra"
-			if i < len(outputFields) {
-				name = outputFields[i]
-			}
-			return at(field(i, name), err)
+			return msgpack.At(msgpack.Field(i, fieldName(outputFields[:], i)), err)
 		}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return err
 	}
 	for i, l := range [...]int{2: nIDs, nReasons, counts[0], counts[1], counts[2]} {
@@ -115,19 +115,19 @@ func (d *OutputDecoder) decode(b []byte) error {
 }
 
 func (d *OutputDecoder) readRIDs(r *reader) (int, error) {
-	if r.nextNil() {
-		return 0, typeError{"array", "nil"}
+	if r.NextNil() {
+		return 0, msgpack.TypeError{Want: "array", Got: "nil"}
 	}
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
 	for i := 0; i < n; i++ {
-		h, err := r.strSpan()
+		rid, err := r.ReadStrBytes()
 		if err != nil {
-			return 0, at(index(i), err)
+			return 0, msgpack.At(msgpack.Index(i), err)
 		}
-		d.v.RIDs = append(d.v.RIDs, r.b[h:r.off:r.off])
+		d.v.RIDs = append(d.v.RIDs, rid)
 	}
 	return n, nil
 }
@@ -136,24 +136,24 @@ func (d *OutputDecoder) readRIDs(r *reader) (int, error) {
 // per-rid slices are carved once the column is whole (appends may move
 // it while it is read).
 func readTokenCol(r *reader, ends *[]int, tokens *[]int32, col *[][]int32) (int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
 	e, toks := (*ends)[:0], (*tokens)[:0]
 	defer func() { *ends, *tokens = e, toks }()
 	for i := 0; i < n; i++ {
-		if r.nextNil() {
-			return 0, at(index(i), typeError{"array", "nil"})
+		if r.NextNil() {
+			return 0, msgpack.At(msgpack.Index(i), msgpack.TypeError{Want: "array", Got: "nil"})
 		}
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err != nil {
-			return 0, at(index(i), err)
+			return 0, msgpack.At(msgpack.Index(i), err)
 		}
 		for j := 0; j < m; j++ {
-			t, err := r.readInt32()
+			t, err := r.ReadInt32()
 			if err != nil {
-				return 0, at(index(i)+index(j), err)
+				return 0, msgpack.At(msgpack.Index(i)+msgpack.Index(j), err)
 			}
 			toks = append(toks, t)
 		}
@@ -168,19 +168,19 @@ func readTokenCol(r *reader, ends *[]int, tokens *[]int32, col *[][]int32) (int,
 }
 
 func (d *OutputDecoder) readReasons(r *reader) (int, error) {
-	if r.nextNil() {
-		return 0, typeError{"array", "nil"}
+	if r.NextNil() {
+		return 0, msgpack.TypeError{Want: "array", Got: "nil"}
 	}
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
 	for i := 0; i < n; i++ {
-		h, err := r.strSpan()
+		reason, err := r.ReadStrBytes()
 		if err != nil {
-			return 0, at(index(i), err)
+			return 0, msgpack.At(msgpack.Index(i), err)
 		}
-		d.v.FinishedReasons = append(d.v.FinishedReasons, finishConst(r.b[h:r.off]))
+		d.v.FinishedReasons = append(d.v.FinishedReasons, finishConst(reason))
 	}
 	return n, nil
 }
@@ -204,14 +204,14 @@ func finishConst(b []byte) string {
 }
 
 func (d *OutputDecoder) readInts(r *reader) (int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
 	for i := 0; i < n; i++ {
-		v, err := r.readIntN()
+		v, err := r.ReadIntN()
 		if err != nil {
-			return 0, at(index(i), err)
+			return 0, msgpack.At(msgpack.Index(i), err)
 		}
 		d.ints = append(d.ints, v)
 	}
@@ -219,20 +219,20 @@ func (d *OutputDecoder) readInts(r *reader) (int, error) {
 }
 
 func (d *OutputDecoder) readFloats(r *reader) (int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
 	d.fends, d.floats = d.fends[:0], d.floats[:0]
 	for i := 0; i < n; i++ {
-		m, err := r.readArrayLen()
+		m, err := r.ReadArrayLen()
 		if err != nil {
-			return 0, at(index(i), err)
+			return 0, msgpack.At(msgpack.Index(i), err)
 		}
 		for j := 0; j < m; j++ {
-			f, err := r.readFloat()
+			f, err := r.ReadFloat()
 			if err != nil {
-				return 0, at(index(i)+index(j), err)
+				return 0, msgpack.At(msgpack.Index(i)+msgpack.Index(j), err)
 			}
 			d.floats = append(d.floats, f)
 		}

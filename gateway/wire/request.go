@@ -3,6 +3,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // Request-type frames on the input socket (§5.1).
@@ -85,11 +87,11 @@ func (q GenerateRequest) SessionID() (string, bool) {
 	if q.SessionParams == nil {
 		return "", false
 	}
-	r := &reader{b: q.SessionParams}
-	if n, err := r.readArrayLen(); err != nil || n == 0 {
+	r := newReader(q.SessionParams)
+	if n, err := r.ReadArrayLen(); err != nil || n == 0 {
 		return "", false
 	}
-	id, err := r.readOptStr()
+	id, err := r.ReadOptStr()
 	if err != nil || id == nil {
 		return "", false
 	}
@@ -169,66 +171,66 @@ func AppendGenerateRequest(b []byte, q GenerateRequest) ([]byte, error) {
 	if err := q.checkRaws(); err != nil {
 		return b, fmt.Errorf("encode %s: %w", TagGenerateRequest, err)
 	}
-	b = appendArrayHeader(b, n)
-	b = appendStr(b, TagGenerateRequest)
-	b = appendStr(b, q.RID)
-	b = appendOptStr(b, q.HTTPWorkerIPC)
-	b = appendOptStr(b, q.InputText)
-	b = appendTokens(b, q.InputIDs)
+	b = msgpack.AppendArrayHeader(b, n)
+	b = msgpack.AppendStr(b, TagGenerateRequest)
+	b = msgpack.AppendStr(b, q.RID)
+	b = msgpack.AppendOptStr(b, q.HTTPWorkerIPC)
+	b = msgpack.AppendOptStr(b, q.InputText)
+	b = msgpack.AppendOptInt32s(b, q.InputIDs)
 	b = appendSampling(b, q.Sampling)
 	for i := RequestLenMin; i < n; i++ {
 		switch i {
 		case 6:
-			b = appendBool(b, q.ReturnLogprob)
+			b = msgpack.AppendBool(b, q.ReturnLogprob)
 		case 7:
-			b = appendInt(b, int64(q.LogprobStartLen))
+			b = msgpack.AppendInt(b, int64(q.LogprobStartLen))
 		case 8:
-			b = appendInt(b, int64(q.TopLogprobsNum))
+			b = msgpack.AppendInt(b, int64(q.TopLogprobsNum))
 		case 9:
-			b = appendTokens(b, q.TokenIDsLogprob)
+			b = msgpack.AppendOptInt32s(b, q.TokenIDsLogprob)
 		case 10:
-			b = appendBool(b, q.Stream)
+			b = msgpack.AppendBool(b, q.Stream)
 		case 11:
-			b = appendRaw(b, q.InputEmbeds)
+			b = msgpack.AppendRaw(b, q.InputEmbeds)
 		case 12:
-			b = appendRaw(b, q.SessionParams)
+			b = msgpack.AppendRaw(b, q.SessionParams)
 		case 13:
-			b = appendOptStr(b, q.CustomLogitProcessor)
+			b = msgpack.AppendOptStr(b, q.CustomLogitProcessor)
 		case 14:
-			b = appendBool(b, q.ReturnHiddenStates)
+			b = msgpack.AppendBool(b, q.ReturnHiddenStates)
 		case 15:
-			b = appendFloat(b, q.CreatedTime)
+			b = msgpack.AppendFloat(b, q.CreatedTime)
 		case 16:
-			b = appendOptStr(b, q.BootstrapHost)
+			b = msgpack.AppendOptStr(b, q.BootstrapHost)
 		case 17:
-			b = appendOptInt(b, q.BootstrapPort)
+			b = msgpack.AppendOptInt(b, q.BootstrapPort)
 		case 18:
 			if q.BootstrapRoom == nil {
-				b = appendNil(b)
+				b = msgpack.AppendNil(b)
 			} else {
-				b = appendUint(b, *q.BootstrapRoom)
+				b = msgpack.AppendUint(b, *q.BootstrapRoom)
 			}
 		case 19:
 			if q.InputMultiIDs == nil {
-				b = appendNil(b)
+				b = msgpack.AppendNil(b)
 			} else {
-				b = appendArrayHeader(b, len(q.InputMultiIDs))
+				b = msgpack.AppendArrayHeader(b, len(q.InputMultiIDs))
 				for _, ids := range q.InputMultiIDs {
-					b = appendTokens(b, ids)
+					b = msgpack.AppendOptInt32s(b, ids)
 				}
 			}
 		case 20:
-			b = appendRaw(b, q.InputExtraInfos)
+			b = msgpack.AppendRaw(b, q.InputExtraInfos)
 		case 21:
-			b = appendTokens(b, q.InputIDsUnpadded)
+			b = msgpack.AppendOptInt32s(b, q.InputIDsUnpadded)
 		case 22:
 			if q.MultimodalInputs == nil {
-				b = appendNil(b)
+				b = msgpack.AppendNil(b)
 			} else {
 				b = appendMultimodalInputs(b, *q.MultimodalInputs)
 			}
 		case 23:
-			b = appendOptStr(b, q.ValidationError)
+			b = msgpack.AppendOptStr(b, q.ValidationError)
 		}
 	}
 	return b, nil
@@ -239,14 +241,14 @@ func AppendGenerateRequest(b []byte, q GenerateRequest) ([]byte, error) {
 func DecodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	q, err := decodeGenerateRequest(b)
 	if err != nil {
-		return GenerateRequest{}, at(TagGenerateRequest, err)
+		return GenerateRequest{}, msgpack.At(TagGenerateRequest, err)
 	}
 	return q, nil
 }
 
 func decodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	q := GenerateRequest{LogprobStartLen: -1, Sampling: DefaultSamplingParams()}
-	r := &reader{b: b}
+	r := newReader(b)
 	n, err := r.readTag(TagGenerateRequest)
 	if err != nil {
 		return q, err
@@ -257,87 +259,83 @@ func decodeGenerateRequest(b []byte) (GenerateRequest, error) {
 	q.WireLen = n
 	for i := 1; i < n; i++ {
 		if err := r.readRequestField(&q, i); err != nil {
-			name := "extra"
-			if i < len(requestFields) {
-				name = requestFields[i]
-			}
-			return q, at(field(i, name), err)
+			return q, msgpack.At(msgpack.Field(i, fieldName(requestFields[:], i)), err)
 		}
 	}
-	return q, r.end()
+	return q, r.End()
 }
 
 func (r *reader) readRequestField(q *GenerateRequest, i int) (err error) {
 	switch i {
 	case 1:
-		if !r.nextNil() {
-			q.RID, err = r.readStr()
+		if !r.NextNil() {
+			q.RID, err = r.ReadStr()
 		}
 	case 2:
-		q.HTTPWorkerIPC, err = r.readOptStr()
+		q.HTTPWorkerIPC, err = r.ReadOptStr()
 	case 3:
-		q.InputText, err = r.readOptStr()
+		q.InputText, err = r.ReadOptStr()
 	case 4:
-		q.InputIDs, err = r.readTokens()
+		q.InputIDs, err = r.ReadOptInt32s()
 	case 5:
 		q.Sampling, err = r.readSampling()
 	case 6:
-		q.ReturnLogprob, err = r.readBool()
+		q.ReturnLogprob, err = r.ReadBool()
 	case 7:
-		q.LogprobStartLen, err = r.readIntN()
+		q.LogprobStartLen, err = r.ReadIntN()
 	case 8:
-		q.TopLogprobsNum, err = r.readIntN()
+		q.TopLogprobsNum, err = r.ReadIntN()
 	case 9:
-		q.TokenIDsLogprob, err = r.readTokens()
+		q.TokenIDsLogprob, err = r.ReadOptInt32s()
 	case 10:
-		q.Stream, err = r.readBool()
+		q.Stream, err = r.ReadBool()
 	case 11:
-		q.InputEmbeds, err = r.readRaw()
+		q.InputEmbeds, err = r.ReadRaw()
 	case 12:
-		q.SessionParams, err = r.readRaw()
+		q.SessionParams, err = r.ReadRaw()
 	case 13:
-		q.CustomLogitProcessor, err = r.readOptStr()
+		q.CustomLogitProcessor, err = r.ReadOptStr()
 	case 14:
-		q.ReturnHiddenStates, err = r.readBool()
+		q.ReturnHiddenStates, err = r.ReadBool()
 	case 15:
-		q.CreatedTime, err = r.readFloat()
+		q.CreatedTime, err = r.ReadFloat()
 	case 16:
-		q.BootstrapHost, err = r.readOptStr()
+		q.BootstrapHost, err = r.ReadOptStr()
 	case 17:
-		q.BootstrapPort, err = r.readOptInt()
+		q.BootstrapPort, err = r.ReadOptInt()
 	case 18:
-		if !r.nextNil() {
+		if !r.NextNil() {
 			var v uint64
-			v, err = r.readUint()
+			v, err = r.ReadUint()
 			q.BootstrapRoom = &v
 		}
 	case 19:
-		if !r.nextNil() {
+		if !r.NextNil() {
 			var n int
-			if n, err = r.readArrayLen(); err != nil {
+			if n, err = r.ReadArrayLen(); err != nil {
 				return err
 			}
 			q.InputMultiIDs = make([][]int32, n)
 			for j := range q.InputMultiIDs {
-				if q.InputMultiIDs[j], err = r.readTokens(); err != nil {
-					return at(index(j), err)
+				if q.InputMultiIDs[j], err = r.ReadOptInt32s(); err != nil {
+					return msgpack.At(msgpack.Index(j), err)
 				}
 			}
 		}
 	case 20:
-		q.InputExtraInfos, err = r.readRaw()
+		q.InputExtraInfos, err = r.ReadRaw()
 	case 21:
-		q.InputIDsUnpadded, err = r.readTokens()
+		q.InputIDsUnpadded, err = r.ReadOptInt32s()
 	case 22:
-		if !r.nextNil() {
+		if !r.NextNil() {
 			var mm MultimodalInputs
 			mm, err = r.readMultimodalInputs()
 			q.MultimodalInputs = &mm
 		}
 	case 23:
-		q.ValidationError, err = r.readOptStr()
+		q.ValidationError, err = r.ReadOptStr()
 	default:
-		err = r.skip()
+		err = r.Skip()
 	}
 	return err
 }
@@ -345,7 +343,7 @@ func (r *reader) readRequestField(q *GenerateRequest, i int) (err error) {
 // readTag reads a tagged struct's array header and checks its tag; it
 // returns the array length including the tag.
 func (r *reader) readTag(want string) (int, error) {
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return 0, err
 	}
@@ -354,12 +352,12 @@ func (r *reader) readTag(want string) (int, error) {
 	}
 	// Compared in place: the tag string is only built for the error (one
 	// allocation fewer per output message on the token path).
-	s, err := r.strSpan()
+	tag, err := r.ReadStrBytes()
 	if err != nil {
-		return 0, at(field(0, "tag"), err)
+		return 0, msgpack.At(msgpack.Field(0, "tag"), err)
 	}
-	if string(r.b[s:r.off]) != want {
-		return 0, fmt.Errorf("tag %q, want %q", r.b[s:r.off], want)
+	if string(tag) != want {
+		return 0, fmt.Errorf("tag %q, want %q", tag, want)
 	}
 	return n, nil
 }
@@ -367,32 +365,33 @@ func (r *reader) readTag(want string) (int, error) {
 // peekTagIs reports whether the tagged struct payload b has tag want,
 // without decoding the rest or allocating.
 func peekTagIs(b []byte, want string) (bool, error) {
-	r := reader{b: b}
-	n, err := r.readArrayLen()
+	var r msgpack.Reader
+	r.Reset(b)
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return false, fmt.Errorf("peek tag: %w", err)
 	}
 	if n == 0 {
 		return false, errors.New("peek tag: empty array")
 	}
-	s, err := r.strSpan()
+	tag, err := r.ReadStrBytes()
 	if err != nil {
 		return false, fmt.Errorf("peek tag: %w", err)
 	}
-	return string(r.b[s:r.off]) == want, nil
+	return string(tag) == want, nil
 }
 
 // PeekTag returns the tag of a tagged struct payload without decoding the rest.
 func PeekTag(b []byte) (string, error) {
-	r := &reader{b: b}
-	n, err := r.readArrayLen()
+	r := newReader(b)
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return "", fmt.Errorf("peek tag: %w", err)
 	}
 	if n == 0 {
 		return "", errors.New("peek tag: empty array")
 	}
-	tag, err := r.readStr()
+	tag, err := r.ReadStr()
 	if err != nil {
 		return "", fmt.Errorf("peek tag: %w", err)
 	}
@@ -407,28 +406,28 @@ type AbortRequest struct {
 // EncodeAbort writes the ABORT payload (the frame after TypeAbort).
 func EncodeAbort(a AbortRequest) ([]byte, error) {
 	b := make([]byte, 0, 8+24*len(a.RIDs))
-	return appendStrs(b, nonNil(a.RIDs)), nil
+	return msgpack.AppendStrs(b, nonNil(a.RIDs)), nil
 }
 
 // DecodeAbort reads the ABORT payload.
 func DecodeAbort(b []byte) (AbortRequest, error) {
-	r := &reader{b: b}
-	n, err := r.readArrayLen()
+	r := newReader(b)
+	n, err := r.ReadArrayLen()
 	if err == nil {
 		rids := make([]string, n)
 		for i := range rids {
-			if rids[i], err = r.readStr(); err != nil {
-				err = at(index(i), err)
+			if rids[i], err = r.ReadStr(); err != nil {
+				err = msgpack.At(msgpack.Index(i), err)
 				break
 			}
 		}
 		if err == nil {
-			if err = r.end(); err == nil {
+			if err = r.End(); err == nil {
 				return AbortRequest{RIDs: rids}, nil
 			}
 		}
 	}
-	return AbortRequest{}, at("AbortReq", err)
+	return AbortRequest{}, msgpack.At("AbortReq", err)
 }
 
 // InputMessage is one decoded message of the engine's input DEALER.

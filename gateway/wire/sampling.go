@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
 )
 
 // TopKAll is the normalized "no top-k limit" value (§5.3).
@@ -41,28 +43,28 @@ func appendStringList(b []byte, s StringList) []byte {
 	switch s.Form {
 	case StrSingle:
 		if len(s.Values) == 0 {
-			return appendStr(b, "")
+			return msgpack.AppendStr(b, "")
 		}
-		return appendStr(b, s.Values[0])
+		return msgpack.AppendStr(b, s.Values[0])
 	case StrArray:
-		return appendStrs(b, nonNil(s.Values))
+		return msgpack.AppendStrs(b, nonNil(s.Values))
 	}
-	return appendNil(b)
+	return msgpack.AppendNil(b)
 }
 
 func (r *reader) readStringList() (StringList, error) {
-	if r.nextNil() {
+	if r.NextNil() {
 		return StringList{}, nil
 	}
-	c, _ := r.peek()
-	if family(c) == "str" {
-		s, err := r.readStr()
+	c, _ := r.Peek()
+	if msgpack.Family(c) == "str" {
+		s, err := r.ReadStr()
 		return StringList{Form: StrSingle, Values: []string{s}}, err
 	}
-	if family(c) != "array" {
-		return StringList{}, typeError{"str or array of str", family(c)}
+	if msgpack.Family(c) != "array" {
+		return StringList{}, msgpack.TypeError{Want: "str or array of str", Got: msgpack.Family(c)}
 	}
-	ss, err := r.readStrs()
+	ss, err := r.ReadOptStrs()
 	return StringList{Form: StrArray, Values: ss}, err
 }
 
@@ -199,47 +201,47 @@ func (p SamplingParams) Validate(vocabSize int) error {
 }
 
 func appendSampling(b []byte, p SamplingParams) []byte {
-	b = appendArrayHeader(b, len(samplingFields))
-	b = appendOptInt(b, p.MaxNewTokens)
+	b = msgpack.AppendArrayHeader(b, len(samplingFields))
+	b = msgpack.AppendOptInt(b, p.MaxNewTokens)
 	b = appendStringList(b, p.Stop)
-	b = appendTokens(b, p.StopTokenIDs)
-	b = appendFloat(b, p.Temperature)
-	b = appendFloat(b, p.TopP)
-	b = appendInt(b, int64(p.TopK))
-	b = appendFloat(b, p.MinP)
-	b = appendFloat(b, p.FrequencyPenalty)
-	b = appendFloat(b, p.PresencePenalty)
-	b = appendFloat(b, p.RepetitionPenalty)
-	b = appendInt(b, int64(p.MinNewTokens))
-	b = appendOptStr(b, p.JSONSchema)
-	b = appendOptStr(b, p.Regex)
-	b = appendOptStr(b, p.EBNF)
-	b = appendOptStr(b, p.StructuralTag)
-	b = appendBool(b, p.IgnoreEOS)
-	b = appendBool(b, p.SkipSpecialTokens)
-	b = appendBool(b, p.SpacesBetweenSpecialTokens)
-	b = appendBool(b, p.NoStopTrim)
-	b = appendOptInt(b, p.ThinkingBudget)
-	b = appendRaw(b, p.CustomParams)
-	b = appendOptInt(b, p.StreamInterval)
+	b = msgpack.AppendOptInt32s(b, p.StopTokenIDs)
+	b = msgpack.AppendFloat(b, p.Temperature)
+	b = msgpack.AppendFloat(b, p.TopP)
+	b = msgpack.AppendInt(b, int64(p.TopK))
+	b = msgpack.AppendFloat(b, p.MinP)
+	b = msgpack.AppendFloat(b, p.FrequencyPenalty)
+	b = msgpack.AppendFloat(b, p.PresencePenalty)
+	b = msgpack.AppendFloat(b, p.RepetitionPenalty)
+	b = msgpack.AppendInt(b, int64(p.MinNewTokens))
+	b = msgpack.AppendOptStr(b, p.JSONSchema)
+	b = msgpack.AppendOptStr(b, p.Regex)
+	b = msgpack.AppendOptStr(b, p.EBNF)
+	b = msgpack.AppendOptStr(b, p.StructuralTag)
+	b = msgpack.AppendBool(b, p.IgnoreEOS)
+	b = msgpack.AppendBool(b, p.SkipSpecialTokens)
+	b = msgpack.AppendBool(b, p.SpacesBetweenSpecialTokens)
+	b = msgpack.AppendBool(b, p.NoStopTrim)
+	b = msgpack.AppendOptInt(b, p.ThinkingBudget)
+	b = msgpack.AppendRaw(b, p.CustomParams)
+	b = msgpack.AppendOptInt(b, p.StreamInterval)
 	if p.LogitBias == nil {
-		b = appendNil(b)
+		b = msgpack.AppendNil(b)
 	} else {
-		b = appendMapHeader(b, len(p.LogitBias))
+		b = msgpack.AppendMapHeader(b, len(p.LogitBias))
 		for _, lb := range p.LogitBias {
-			b = appendFloat(appendStr(b, lb.Token), lb.Bias)
+			b = msgpack.AppendFloat(msgpack.AppendStr(b, lb.Token), lb.Bias)
 		}
 	}
 	if p.Seed == nil {
-		b = appendNil(b)
+		b = msgpack.AppendNil(b)
 	} else {
-		b = appendInt(b, *p.Seed)
+		b = msgpack.AppendInt(b, *p.Seed)
 	}
-	b = appendOptInt(b, p.Logprobs)
-	b = appendInt(b, int64(p.N))
+	b = msgpack.AppendOptInt(b, p.Logprobs)
+	b = msgpack.AppendInt(b, int64(p.N))
 	b = appendStringList(b, p.StopStrs)
-	b = appendInt(b, int64(p.StopStrMaxLen))
-	b = appendBool(b, p.IsNormalized)
+	b = msgpack.AppendInt(b, int64(p.StopStrMaxLen))
+	b = msgpack.AppendBool(b, p.IsNormalized)
 	return b
 }
 
@@ -247,17 +249,13 @@ func appendSampling(b []byte, p SamplingParams) []byte {
 // defaults, extra trailing elements are skipped.
 func (r *reader) readSampling() (SamplingParams, error) {
 	p := DefaultSamplingParams()
-	n, err := r.readArrayLen()
+	n, err := r.ReadArrayLen()
 	if err != nil {
 		return p, err
 	}
 	for i := 0; i < n; i++ {
 		if err := r.readSamplingField(&p, i); err != nil {
-			name := "extra"
-			if i < len(samplingFields) {
-				name = samplingFields[i]
-			}
-			return p, at(field(i, name), err)
+			return p, msgpack.At(msgpack.Field(i, fieldName(samplingFields[:], i)), err)
 		}
 	}
 	return p, nil
@@ -266,88 +264,88 @@ func (r *reader) readSampling() (SamplingParams, error) {
 func (r *reader) readSamplingField(p *SamplingParams, i int) (err error) {
 	switch i {
 	case 0:
-		p.MaxNewTokens, err = r.readOptInt()
+		p.MaxNewTokens, err = r.ReadOptInt()
 	case 1:
 		p.Stop, err = r.readStringList()
 	case 2:
-		p.StopTokenIDs, err = r.readTokens()
+		p.StopTokenIDs, err = r.ReadOptInt32s()
 	case 3:
-		p.Temperature, err = r.readFloat()
+		p.Temperature, err = r.ReadFloat()
 	case 4:
-		p.TopP, err = r.readFloat()
+		p.TopP, err = r.ReadFloat()
 	case 5:
-		p.TopK, err = r.readIntN()
+		p.TopK, err = r.ReadIntN()
 	case 6:
-		p.MinP, err = r.readFloat()
+		p.MinP, err = r.ReadFloat()
 	case 7:
-		p.FrequencyPenalty, err = r.readFloat()
+		p.FrequencyPenalty, err = r.ReadFloat()
 	case 8:
-		p.PresencePenalty, err = r.readFloat()
+		p.PresencePenalty, err = r.ReadFloat()
 	case 9:
-		p.RepetitionPenalty, err = r.readFloat()
+		p.RepetitionPenalty, err = r.ReadFloat()
 	case 10:
-		p.MinNewTokens, err = r.readIntN()
+		p.MinNewTokens, err = r.ReadIntN()
 	case 11:
-		p.JSONSchema, err = r.readOptStr()
+		p.JSONSchema, err = r.ReadOptStr()
 	case 12:
-		p.Regex, err = r.readOptStr()
+		p.Regex, err = r.ReadOptStr()
 	case 13:
-		p.EBNF, err = r.readOptStr()
+		p.EBNF, err = r.ReadOptStr()
 	case 14:
-		p.StructuralTag, err = r.readOptStr()
+		p.StructuralTag, err = r.ReadOptStr()
 	case 15:
-		p.IgnoreEOS, err = r.readBool()
+		p.IgnoreEOS, err = r.ReadBool()
 	case 16:
-		p.SkipSpecialTokens, err = r.readBool()
+		p.SkipSpecialTokens, err = r.ReadBool()
 	case 17:
-		p.SpacesBetweenSpecialTokens, err = r.readBool()
+		p.SpacesBetweenSpecialTokens, err = r.ReadBool()
 	case 18:
-		p.NoStopTrim, err = r.readBool()
+		p.NoStopTrim, err = r.ReadBool()
 	case 19:
-		p.ThinkingBudget, err = r.readOptInt()
+		p.ThinkingBudget, err = r.ReadOptInt()
 	case 20:
-		p.CustomParams, err = r.readRaw()
+		p.CustomParams, err = r.ReadRaw()
 	case 21:
-		p.StreamInterval, err = r.readOptInt()
+		p.StreamInterval, err = r.ReadOptInt()
 	case 22:
 		p.LogitBias, err = r.readLogitBias()
 	case 23:
-		if !r.nextNil() {
+		if !r.NextNil() {
 			var v int64
-			v, err = r.readInt()
+			v, err = r.ReadInt()
 			p.Seed = &v
 		}
 	case 24:
-		p.Logprobs, err = r.readOptInt()
+		p.Logprobs, err = r.ReadOptInt()
 	case 25:
-		p.N, err = r.readIntN()
+		p.N, err = r.ReadIntN()
 	case 26:
 		p.StopStrs, err = r.readStringList()
 	case 27:
-		p.StopStrMaxLen, err = r.readIntN()
+		p.StopStrMaxLen, err = r.ReadIntN()
 	case 28:
-		p.IsNormalized, err = r.readBool()
+		p.IsNormalized, err = r.ReadBool()
 	default:
-		err = r.skip()
+		err = r.Skip()
 	}
 	return err
 }
 
 func (r *reader) readLogitBias() ([]LogitBias, error) {
-	if r.nextNil() {
+	if r.NextNil() {
 		return nil, nil
 	}
-	n, err := r.readMapLen()
+	n, err := r.ReadMapLen()
 	if err != nil {
 		return nil, err
 	}
 	out := make([]LogitBias, n)
 	for i := range out {
-		if out[i].Token, err = r.readStr(); err != nil {
-			return nil, at(index(i)+" key", err)
+		if out[i].Token, err = r.ReadStr(); err != nil {
+			return nil, msgpack.At(msgpack.Index(i)+" key", err)
 		}
-		if out[i].Bias, err = r.readFloat(); err != nil {
-			return nil, at("."+out[i].Token, err)
+		if out[i].Bias, err = r.ReadFloat(); err != nil {
+			return nil, msgpack.At("."+out[i].Token, err)
 		}
 	}
 	return out, nil

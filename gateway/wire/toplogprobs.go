@@ -1,6 +1,10 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/tsd-project/tsd/internal/msgpack"
+)
 
 // Top-k output logprobs are tsd's design on this lane (docs/protocol.md
 // §6.7): the request field exists upstream (top_logprobs_num, index 8 of
@@ -22,12 +26,12 @@ const (
 // SetOutputTopLogprobs stores the top-logprob columns (one entry per rid:
 // a list per token of its alternatives) in f.Other.
 func (f *FullOutputBatch) SetOutputTopLogprobs(vals [][][]float64, idx [][][]int32) {
-	b := appendArrayHeader(nil, len(vals))
+	b := msgpack.AppendArrayHeader(nil, len(vals))
 	for _, rid := range vals {
 		b = appendFloatColumn(b, rid)
 	}
 	f.Other[fullOutputTopVal] = b
-	b = appendArrayHeader(nil, len(idx))
+	b = msgpack.AppendArrayHeader(nil, len(idx))
 	for _, rid := range idx {
 		b = appendTokenColumn(b, rid)
 	}
