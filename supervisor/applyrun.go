@@ -465,6 +465,7 @@ func (ap *applier) startStep(ctx context.Context, j *applyJob, pp *planPatch, st
 		}
 		return fmt.Errorf("add %s: %w", st.Name, err)
 	}
+	go a.run(false) // in the roster already: its name resolves from its first line
 	pp.patch(func(p *profiles.Plan) { setRole(p, st.Name, st.Role, st.Worker) })
 	j.say(ap.pub, "start %s on GPU(s) %s: its sockets are bound", st.Name, gpuText(st.Role.GPUs))
 	w := newWaiter(goalReady)

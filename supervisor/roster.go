@@ -124,7 +124,7 @@ func (r *roster) nameOf(id int) string {
 type rosterOp int
 
 const (
-	opAdd     rosterOp = iota // a new actor for rp, after the members (started, not its engine)
+	opAdd     rosterOp = iota // a new actor for rp, after the members (the caller runs it)
 	opRemove                  // drop id's actor, which has ended
 	opRename                  // id's instance is `to` now; its old name stays a former one
 	opRefresh                 // id's member takes rp's group, kind and place (a replanned instance)
@@ -304,9 +304,6 @@ func (o *rosterOwner) apply(c rosterCmd) (*actor, error) {
 		members = sorted
 	}
 	o.set(newRoster(members, formers))
-	if made != nil {
-		go made.run(false)
-	}
 	return made, nil
 }
 
