@@ -123,11 +123,13 @@ func newObserved() observed {
 // restart history. Everything below done is touched only by run().
 // Decisions come from step (lifecycle.go); the actor turns what it hears
 // into events, runs each through step, and executes the effects step
-// returns, queueing the events they return (dispatch).
+// returns, queueing the events they return (dispatch). It is its id
+// inside the supervisor; its name, which the roster holds, is looked up
+// where it speaks to the edges (name).
 type actor struct {
 	env    *env
-	id     int // names the actor to the publisher; never reused
-	plan   profiles.RolePlan
+	id     int               // the instance's id: every owner inside keys it by this; never reused
+	plan   profiles.RolePlan // what it runs (its Name is the plan's; the roster has the name now)
 	policy RestartPolicy
 	drain  time.Duration // restart.drain_timeout
 	ring   *logRing
@@ -143,6 +145,7 @@ type actor struct {
 	timers timers
 	gpu    gpuWait
 	seen   observed
+	waits  answers // commands waiting for their outcome (answer.go)
 }
 
 func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, file *rotatingFile) *actor {
@@ -163,7 +166,7 @@ func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, f
 	}
 	a.lc = newLifecycle(factsFor(rp, expect, e.gw != nil))
 	a.st = snapshot.RoleStatus{
-		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs,
+		Name: rp.Name, Group: rp.Group, // the publisher names it as the roster does Kind: rp.Kind, GPUs: rp.GPUs,
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
 		RanksExpected: expect,
 	}
@@ -210,14 +213,19 @@ func (a *actor) send(ev event) bool {
 	}
 }
 
+// name is the instance's name now: the roster's, the one place names
+// map to ids. It is what the gateway, the events and the log lines call
+// the instance.
+func (a *actor) name() string { return a.env.names.nameOf(a.id) }
+
 // watchFile reports the log file's write problems (a full disk, a log
 // reopened by path) in the events, under the name the role has when they
 // happen, and as a note among the role's lines, which tsd up --headless
 // and tsd logs print (events of a role are the dashboard's).
-func (a *actor) watchFile(s *Supervisor) {
+func (a *actor) watchFile() {
 	if a.file != nil {
 		a.file.setOnHealth(func(msg string) {
-			s.pub.tryEvent(s.nameOf(a), msg)
+			a.env.pub.tryEvent(a.name(), msg)
 			a.note("%s", msg)
 		})
 	}
@@ -250,8 +258,14 @@ func (a *actor) show() {
 	changed := from != state || a.st.Reason != reason
 	a.st.State, a.st.Reason = state, reason
 	st := a.roleCopy()
+	name := a.name()
+	// Commands whose end this state shows are answered by the publisher
+	// once the snapshot with it is out: whoever hears the outcome can read
+	// the state from the Snapshot.
+	done := a.waits.settle(answerFacts{State: state, Running: a.cur != nil, Remote: a.lc.Role.Remote},
+		outcome{Name: name, State: state, Reason: reason, PID: a.st.PID})
 	if !changed {
-		a.env.pub.role(a.id, st)
+		a.env.pub.in <- pubMsg{id: a.id, role: &st, answers: done}
 		return
 	}
 	msg := from + " → " + state
@@ -261,18 +275,19 @@ func (a *actor) show() {
 	// The publisher records the event, publishes at once, then adds the
 	// same line to the role's log: whoever sees the line can read the new
 	// state from the Snapshot.
-	a.env.pub.in <- pubMsg{id: a.id, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: a.plan.Name, Message: msg}, ring: a.ring}
+	a.env.pub.in <- pubMsg{id: a.id, role: &st, event: &snapshot.Event{Time: a.env.now(), Role: name, Message: msg}, ring: a.ring, answers: done}
 }
 
 // sendView tells the gateway the role's view when it changed.
 func (a *actor) sendView() {
-	v := roleView(a.plan.Name, a.lc)
+	name := a.name()
+	v := roleView(name, a.lc)
 	if v == a.view {
 		return
 	}
 	a.view = v
 	if a.env.gw != nil {
-		a.env.gw.SetRole(a.plan.Name, v)
+		a.env.gw.SetRole(name, v)
 	}
 }
 
@@ -282,6 +297,9 @@ func (a *actor) sendView() {
 // The role is published once the queue is empty (and where a step says
 // fxShow).
 func (a *actor) dispatch(ev event) {
+	if ev.Reply != nil {
+		a.waits.add(ev.Reply) // answered from the state this command leads to (show)
+	}
 	queue := []event{ev}
 	for len(queue) > 0 {
 		ev, queue = queue[0], queue[1:]
@@ -297,6 +315,7 @@ func (a *actor) dispatch(ev event) {
 
 func (a *actor) run(autostart bool) {
 	defer close(a.done)
+	defer func() { a.waits.end(outcome{Name: a.name(), State: a.st.State, Reason: a.st.Reason}) }()
 	defer a.endDrain()
 	a.sendView()
 	a.show()
@@ -385,7 +404,7 @@ func (a *actor) exec(e effect) []event {
 	case fxNote:
 		a.note("%s", e.Reason)
 	case fxEvent:
-		a.env.pub.event(a.plan.Name, e.Reason)
+		a.env.pub.event(a.name(), e.Reason)
 	case fxShow:
 		a.show()
 	case fxAdopt:
@@ -398,9 +417,8 @@ func (a *actor) exec(e effect) []event {
 
 // adopt takes a new plan for the instance (an apply changed it): its
 // command, environment and supervision settings from now on. Its name
-// is changed by rename alone.
+// is the roster's, changed by rename alone.
 func (a *actor) adopt(rp profiles.RolePlan) {
-	rp.Name = a.plan.Name
 	a.plan = rp
 	a.policy = PolicyFromPlan(rp.Restart)
 	a.drain = rp.Restart.DrainTimeout.D()
@@ -413,27 +431,29 @@ func (a *actor) adopt(rp profiles.RolePlan) {
 }
 
 // rename gives the instance a new name (docs/architecture.md §4.3): the
-// gateway's worker, the runs table, the record of its group and its log
-// ring follow; its process, sockets, ports and log file stay. The runs
-// table holds both names while the gateway's worker changes, so a rank
-// connecting meanwhile is admitted under either.
+// roster's map is the one thing inside that changes; the edges that name
+// it are told — the gateway's worker, and the record of its group that a
+// later tsd reads. Its process, sockets, ports and log file stay. It runs
+// on the actor's goroutine, between two of its own gateway calls, so the
+// gateway never hears the new name before its worker has it; meanwhile
+// the roster still routes the gateway's calls by the old name.
 func (a *actor) rename(to string) {
-	from := a.plan.Name
+	from := a.name()
 	if from == to {
 		return
 	}
-	if pid := a.env.runs.of(from); pid > 0 {
-		a.env.runs.set(to, pid)
+	if err := a.env.names.rename(a.id, to); err != nil {
+		a.note("rename to %s: %v", to, err)
+		return
 	}
 	if r, ok := a.env.gw.(LiveGateway); ok {
 		if err := r.RenameWorker(from, to); err != nil {
 			a.note("rename the gateway's worker %s to %s: %v", from, to, err)
 		}
 	}
-	a.env.runs.set(from, 0)
-	a.env.rec.renameGroup(from, to)
-	a.ring.rename(to)
-	a.plan.Name, a.st.Name = to, to
+	if a.cur != nil {
+		a.env.rec.recordGroup(a.id, to, a.cur.proc, a.cur.cgroup)
+	}
 	a.note("renamed from %s: the same process, socket, ports and log file", from)
 	a.env.pub.event(to, "renamed from "+from)
 }
@@ -462,7 +482,7 @@ func (a *actor) holdGPUs() func(context.Context) (bool, string) {
 	if a.env.gpus == nil || a.env.gpuLimit <= 0 {
 		return nil
 	}
-	return a.env.gpus.HoldGPUs(a.plan.Name)
+	return a.env.gpus.HoldGPUs(a.name())
 }
 
 // launchRelease runs one bounded release wait on its own goroutine; the
@@ -488,7 +508,7 @@ func (a *actor) released(r gpuRelease) event {
 	a.gpu.cancel()
 	a.gpu.done, a.gpu.cancel = nil, nil
 	a.note("%s", r.msg)
-	a.env.pub.event(a.plan.Name, r.msg)
+	a.env.pub.event(a.name(), r.msg)
 	return event{Kind: evReleased, OK: r.ok, Why: r.msg}
 }
 
@@ -508,6 +528,7 @@ func (a *actor) spawn() []event {
 	if a.cur != nil {
 		return nil
 	}
+	a.waits.spawns++ // a command's wait for ready counts from here
 	a.seen = newObserved()
 	a.st.RanksRegistered = 0
 	a.st.Phase, a.st.PID, a.st.ExitCode, a.st.Progress = "", 0, nil, nil
@@ -515,10 +536,11 @@ func (a *actor) spawn() []event {
 	info := &runInfo{}
 	info.matching.Store(true)
 	a.note("starting: %s", strings.Join(a.plan.Argv, " "))
-	cgroup := a.env.rec.roleCgroup(a.plan.Name)
+	name := a.name()
+	cgroup := a.env.rec.roleCgroup(name)
 	argv, grace := launcherFor(&a.plan, a.env.guardExe).Command(&a.plan, a.policy.StopGrace)
 	spec := procSpec{
-		Role: a.plan.Name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan.Load(), a.plan), Grace: grace,
+		Role: name, Argv: argv, Env: a.plan.Env, Unset: childEnvUnset(a.env.plan.Load(), a.plan), Grace: grace,
 		GuardExe: a.env.guardExe, GuardArgs: a.env.guardArgs, Cgroup: cgroup,
 	}
 	onLine := captureLine(info, a.in.poke, a.env.now)
@@ -547,11 +569,11 @@ func (a *actor) spawn() []event {
 		return []event{a.ended(p, "")}
 	}
 	a.cur = &run{proc: p, info: info, cgroup: cgroup, progressAt: a.env.now()}
-	a.env.runs.set(a.plan.Name, p.pid)
+	a.env.runs.set(a.id, p.pid)
 	a.st.PID = p.pid
 	a.st.StartedAt = p.started
 	a.note("engine pid %d (process group %d)", p.pid, p.pid)
-	a.env.rec.recordGroup(a.plan.Name, p, cgroup)
+	a.env.rec.recordGroup(a.id, name, p, cgroup)
 	return []event{{Kind: evSpawned}}
 }
 
@@ -634,8 +656,9 @@ func (a *actor) abort(why string) {
 	if a.env.gw == nil {
 		return
 	}
-	why = "role " + a.plan.Name + ": " + why
-	if n := a.env.gw.AbortRole(a.plan.Name, why); n > 0 {
+	name := a.name()
+	why = "role " + name + ": " + why
+	if n := a.env.gw.AbortRole(name, why); n > 0 {
 		a.note("ended %d request(s) still in flight: %s", n, why)
 	}
 }
@@ -646,7 +669,7 @@ func (a *actor) beginDrain(why string) []event {
 	a.timers.drainUntil = a.env.now().Add(a.drain)
 	n := 0
 	if a.env.gw != nil {
-		n = a.env.gw.DrainCount(a.plan.Name)
+		n = a.env.gw.DrainCount(a.name())
 	}
 	if n == 0 {
 		return []event{{Kind: evDrained}}
@@ -671,7 +694,7 @@ func (a *actor) endDrain() {
 func (a *actor) onDrainTick() {
 	n := 0
 	if a.env.gw != nil {
-		n = a.env.gw.DrainCount(a.plan.Name)
+		n = a.env.gw.DrainCount(a.name())
 	}
 	switch {
 	case n == 0:
@@ -690,11 +713,11 @@ func (a *actor) onDrainTick() {
 func (a *actor) exited() event {
 	r := a.cur
 	a.cur = nil
-	a.env.runs.set(a.plan.Name, 0)
+	a.env.runs.set(a.id, 0)
 	a.timers.stopC = nil
 	a.seen.silent, a.seen.proc = map[int]bool{}, ""
 	if r.proc.empty {
-		a.env.rec.dropGroup(a.plan.Name)
+		a.env.rec.dropGroup(a.id)
 	}
 	a.env.rec.releaseCgroup(r.cgroup)
 	r.info.mu.Lock()
@@ -766,7 +789,7 @@ func (a *actor) onMilestone() {
 	info.pending = nil
 	info.mu.Unlock()
 	for _, msg := range pending {
-		a.env.pub.event(a.plan.Name, msg)
+		a.env.pub.event(a.name(), msg)
 	}
 	if prog != nil && (a.st.Progress == nil || *a.st.Progress != *prog) {
 		r.progressAt = a.env.now() // a moving bar is progress, even inside one step
@@ -803,7 +826,7 @@ func (a *actor) rankEvent(rev snapshot.RankEvent) event {
 	}
 	a.st.RanksRegistered = reg
 	if rev.Err != "" {
-		a.env.pub.event(a.plan.Name, fmt.Sprintf("rank %d: %s", rev.Rank.Identity, rev.Err))
+		a.env.pub.event(a.name(), fmt.Sprintf("rank %d: %s", rev.Rank.Identity, rev.Err))
 	}
 	if !a.lc.Role.Remote {
 		if rev.Rank.State == snapshot.RankStalled {

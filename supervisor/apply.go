@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
@@ -17,15 +19,17 @@ import (
 // Changing a running deployment (tsd apply, tsd scale; docs/architecture.md
 // §4.3). An apply plans the edited profile against the running plan (the
 // stable planner), diffs the two (profiles.Diff), orders the diff into
-// steps (applySteps) and carries them out with the machinery roles already
-// have: a new instance is a new actor whose worker the gateway binds
-// first; one that goes drains and stops, then its worker is unbound and
-// its actor dropped; a changed one restarts into its new plan; a renamed
-// one keeps its process. Refusals (a profile that does not validate, GPUs
-// two engines would share without memory fractions, settings that cannot
-// change live) come before any step, so they change nothing. One apply
-// runs at a time, in its own goroutine: the caller may follow it or
-// leave, and it is shown in the snapshot (Snapshot.Apply) and the events.
+// steps (applySteps) and carries them out (applyrun.go) with the
+// machinery roles already have: a new instance is a new actor whose
+// worker the gateway binds first; one that goes drains and stops, then
+// its worker is unbound and its actor dropped; a changed one restarts
+// into its new plan; a renamed one keeps its process. Each command to an
+// actor carries its outcome back (answer.go). Refusals (a profile that
+// does not validate, GPUs two engines would share without memory
+// fractions, settings that cannot change live) come before any step, so
+// they change nothing. One apply runs at a time, in its own goroutine:
+// the caller may follow it or leave, and it is shown in the snapshot
+// (Snapshot.Apply) and the events. This file is the planning half.
 
 // ApplyRequest is one change to a running deployment.
 type ApplyRequest struct {
@@ -92,103 +96,53 @@ func (a *applied) scaledText() string {
 	return strings.Join(parts, ";")
 }
 
+// applier carries out tsd apply and tsd scale for one deployment: it
+// plans (this file) and runs one apply at a time (applyrun.go). It keeps
+// what the applies change beside the plan: the profile the deployment
+// runs, the API keys its gateway checks, the last apply.
+type applier struct {
+	gw       Gateway
+	roster   *rosterOwner
+	pub      *publisher
+	plan     *runningPlan
+	now      func() time.Time
+	facts    func() (profiles.HostFacts, error) // Options.ApplyFacts; nil: profiles.LocalHostFacts
+	running  <-chan struct{}                    // closed once the deployment runs
+	teardown <-chan struct{}                    // closed when it tears down: the apply in progress stops
+
+	applied atomic.Pointer[applied]
+	apiKey  atomic.Pointer[string]
+	apiKeys atomic.Pointer[map[string]string] // gateway.api_keys' values by key_env
+	job     atomic.Pointer[applyJob]
+	jobMu   sync.Mutex // one apply at a time
+}
+
+func newApplier(s *Supervisor, opts Options) *applier {
+	ap := &applier{gw: s.gw, roster: s.roster, pub: s.pub, plan: s.plan, now: s.now, facts: opts.ApplyFacts,
+		running: s.running, teardown: s.teardown}
+	ap.applied.Store(newApplied(opts.Profile, opts.Profile, opts.ProfileSource, nil))
+	key := ""
+	if env := opts.Plan.Gateway.APIKeyEnv; env != "" {
+		key = os.Getenv(env) // what the gateway read when it was built
+	}
+	ap.apiKey.Store(&key)
+	keys := map[string]string{}
+	for _, k := range opts.Plan.Gateway.APIKeys {
+		keys[k.KeyEnv] = os.Getenv(k.KeyEnv) // what the gateway read when it was built
+	}
+	ap.apiKeys.Store(&keys)
+	return ap
+}
+
 // APIKey is the key the gateway checks now: the daemon's $api_key_env at
 // start, then what each apply gave it ("" when none).
-func (s *Supervisor) APIKey() string { return *s.apiKey.Load() }
-
-// ErrApplyRunning refuses a second apply while one runs.
-var ErrApplyRunning = errors.New("an apply is in progress")
-
-// applyJob is one apply: what it does and how far it got. Its goroutine
-// (runJob) owns the steps; followers and the publisher read the lines and
-// the status under mu.
-type applyJob struct {
-	plan    ApplyPlan
-	target  *profiles.Plan
-	next    *applied
-	batches [][]applyStep
-	apiKey  string
-	apiKeys map[string]string // gateway.api_keys' values by variable
-
-	mu     sync.Mutex
-	lines  []string
-	wake   chan struct{} // closed and replaced on every new line
-	status snapshot.ApplyStatus
-	err    error
-	done   chan struct{}
-}
-
-// say adds a progress line for followers and the deployment's events.
-func (j *applyJob) say(s *Supervisor, format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
-	j.mu.Lock()
-	j.lines = append(j.lines, line)
-	close(j.wake)
-	j.wake = make(chan struct{})
-	j.mu.Unlock()
-	s.pub.event("", "apply: "+line)
-}
-
-func (j *applyJob) setStep(step string, done int) {
-	j.mu.Lock()
-	j.status.Step, j.status.Done = step, done
-	j.mu.Unlock()
-}
-
-// finish records how j ended; whoever it wakes sees the snapshot with
-// the outcome (and the new revision) published.
-func (j *applyJob) finish(s *Supervisor, err error) {
-	j.mu.Lock()
-	j.err = err
-	j.status.State = snapshot.ApplyDone
-	if err != nil {
-		j.status.State, j.status.Error = snapshot.ApplyFailed, err.Error()
-	}
-	j.mu.Unlock()
-	s.pub.sync()
-	close(j.done)
-}
-
-func (j *applyJob) snapshotStatus() snapshot.ApplyStatus {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.status
-}
-
-// follow hands each progress line to fn until the apply ends (its error)
-// or ctx does.
-func (j *applyJob) follow(ctx context.Context, fn func(string)) error {
-	next := 0
-	for {
-		j.mu.Lock()
-		lines, wake := j.lines[next:], j.wake
-		next = len(j.lines)
-		j.mu.Unlock()
-		for _, l := range lines {
-			fn(l)
-		}
-		select {
-		case <-wake:
-		case <-j.done:
-			j.mu.Lock()
-			rest := j.lines[next:]
-			err := j.err
-			j.mu.Unlock()
-			for _, l := range rest {
-				fn(l)
-			}
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
+func (s *Supervisor) APIKey() string { return *s.apply.apiKey.Load() }
 
 // PlanApply plans req against the running deployment and says what an
 // apply would do, changing nothing (tsd apply --dry-run); an error is a
 // refusal.
 func (s *Supervisor) PlanApply(req ApplyRequest) (ApplyPlan, error) {
-	j, err := s.prepare(req)
+	j, err := s.apply.prepare(req)
 	if err != nil {
 		return ApplyPlan{}, err
 	}
@@ -199,17 +153,17 @@ func (s *Supervisor) PlanApply(req ApplyRequest) (ApplyPlan, error) {
 // hears every progress line until it ends, and Apply then returns how it
 // ended. The apply goes on if follow's ctx ends first.
 func (s *Supervisor) Apply(ctx context.Context, req ApplyRequest, follow func(ApplyPlan, string)) (ApplyPlan, error) {
-	j, err := s.prepare(req)
+	j, err := s.apply.prepare(req)
 	if err != nil {
 		return ApplyPlan{}, err
 	}
-	if req.Expect != "" && req.Expect != j.plan.To {
-		return j.plan, fmt.Errorf("the target changed since it was shown (revision %s, now %s): run tsd apply again to see the new diff", req.Expect, j.plan.To)
+	if err := j.expected(req); err != nil {
+		return j.plan, err
 	}
 	if req.DryRun {
 		return j.plan, nil
 	}
-	if err := s.startJob(j); err != nil {
+	if err := s.apply.startJob(j); err != nil {
 		return j.plan, err
 	}
 	if follow == nil {
@@ -219,19 +173,32 @@ func (s *Supervisor) Apply(ctx context.Context, req ApplyRequest, follow func(Ap
 	return j.plan, j.follow(ctx, func(l string) { follow(j.plan, l) })
 }
 
+// begin plans req and starts it, unless it is a dry run or changes
+// nothing (the control socket's POST /v1/apply).
+func (ap *applier) begin(req ApplyRequest) (*applyJob, error) {
+	j, err := ap.prepare(req)
+	if err == nil {
+		err = j.expected(req)
+	}
+	if err == nil && !req.DryRun && j.plan.Diff.Changes() {
+		err = ap.startJob(j)
+	}
+	return j, err
+}
+
 // prepare plans req: the profile (or the running one, scaled), the target
 // plan against the running one, the diff and the steps, or the refusal.
-func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
+func (ap *applier) prepare(req ApplyRequest) (*applyJob, error) {
 	select {
-	case <-s.running:
+	case <-ap.running:
 	default:
 		return nil, ErrNotRunning
 	}
-	running := s.Plan()
+	running := ap.plan.load()
 	if running.Launcher == profiles.LauncherSlurm {
 		return nil, errors.New("tsd apply does not change a deployment run as Slurm job steps yet: stop it and start the changed profile")
 	}
-	cur := s.applied.Load()
+	cur := ap.applied.Load()
 	var next applied
 	switch {
 	case req.Profile != "":
@@ -253,15 +220,15 @@ func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
 		}
 	}
 	facts := profiles.LocalHostFacts()
-	if s.opts.ApplyFacts != nil {
-		f, err := s.opts.ApplyFacts()
+	if ap.facts != nil {
+		f, err := ap.facts()
 		if err != nil {
 			return nil, fmt.Errorf("host facts: %w", err)
 		}
 		facts = f
 	}
 	if len(req.Scale) > 0 {
-		if err := s.scale(&next, req, running, facts.GPUs); err != nil {
+		if err := scale(&next, req, running, facts.GPUs); err != nil {
 			return nil, err
 		}
 	}
@@ -284,24 +251,24 @@ func (s *Supervisor) prepare(req ApplyRequest) (*applyJob, error) {
 	if err := d.Refusal(); err != nil {
 		return nil, err
 	}
-	key, err := s.applyKey(target, req.APIKey)
+	key, err := ap.applyKey(target, req.APIKey)
 	if err != nil {
 		return nil, err
 	}
-	if key != *s.apiKey.Load() && target.Gateway.APIKeyEnv != "" && target.Gateway.APIKeyEnv == running.Gateway.APIKeyEnv {
+	if key != *ap.apiKey.Load() && target.Gateway.APIKeyEnv != "" && target.Gateway.APIKeyEnv == running.Gateway.APIKeyEnv {
 		d.Gateway = append(d.Gateway, profiles.FieldChange{Field: "gateway.api_key", From: "***", To: "*** (changed)"})
 	}
-	keys, err := s.applyKeys(target, req.Keys)
+	keys, err := ap.applyKeys(target, req.Keys)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range target.Gateway.APIKeys {
-		if old, ok := (*s.apiKeys.Load())[k.KeyEnv]; ok && old != keys[k.KeyEnv] {
+		if old, ok := (*ap.apiKeys.Load())[k.KeyEnv]; ok && old != keys[k.KeyEnv] {
 			d.Gateway = append(d.Gateway, profiles.FieldChange{Field: "gateway.api_keys." + k.Name, From: "***", To: "*** (changed)"})
 		}
 	}
-	restartIdle(&d, s.Snapshot())
-	if _, live := s.gw.(LiveGateway); !live && s.gw != nil && needsLive(d) {
+	restartIdle(&d, ap.pub.current())
+	if _, live := ap.gw.(LiveGateway); !live && ap.gw != nil && needsLive(d) {
 		return nil, errors.New("this gateway cannot change while it runs (no live worker binding); stop the deployment and start the changed profile")
 	}
 	batches, err := applySteps(running, target, d)
@@ -359,7 +326,7 @@ func restartIdle(d *profiles.PlanDiff, snap snapshot.Snapshot) {
 
 // applyKey is the API key the target's api_key_env names: the caller's
 // value, else the daemon's environment.
-func (s *Supervisor) applyKey(target *profiles.Plan, given string) (string, error) {
+func (ap *applier) applyKey(target *profiles.Plan, given string) (string, error) {
 	env := target.Gateway.APIKeyEnv
 	if env == "" {
 		return "", nil
@@ -370,8 +337,8 @@ func (s *Supervisor) applyKey(target *profiles.Plan, given string) (string, erro
 	if v := os.Getenv(env); v != "" {
 		return v, nil
 	}
-	if env == s.Plan().Gateway.APIKeyEnv {
-		return *s.apiKey.Load(), nil
+	if env == ap.plan.load().Gateway.APIKeyEnv {
+		return *ap.apiKey.Load(), nil
 	}
 	return "", fmt.Errorf("gateway.api_key_env: %s is empty or unset in tsd apply's environment and the daemon's", env)
 }
@@ -379,8 +346,8 @@ func (s *Supervisor) applyKey(target *profiles.Plan, given string) (string, erro
 // applyKeys are the values of the target's gateway.api_keys variables:
 // the caller's, else the daemon's environment, else what the gateway
 // checks now for a variable it already reads.
-func (s *Supervisor) applyKeys(target *profiles.Plan, given map[string]string) (map[string]string, error) {
-	cur := *s.apiKeys.Load()
+func (ap *applier) applyKeys(target *profiles.Plan, given map[string]string) (map[string]string, error) {
+	cur := *ap.apiKeys.Load()
 	out := map[string]string{}
 	for _, k := range target.Gateway.APIKeys {
 		v := given[k.KeyEnv]
@@ -400,7 +367,7 @@ func (s *Supervisor) applyKeys(target *profiles.Plan, given map[string]string) (
 
 // scale applies req.Scale to next's profile: the new replicas take the
 // GPUs given, in order, or free ones.
-func (s *Supervisor) scale(next *applied, req ApplyRequest, running *profiles.Plan, host []profiles.GPU) error {
+func scale(next *applied, req ApplyRequest, running *profiles.Plan, host []profiles.GPU) error {
 	groups := make([]string, 0, len(req.Scale))
 	for g := range req.Scale {
 		groups = append(groups, g)
@@ -486,429 +453,4 @@ func roleEntry(p *profiles.Profile, group string) int {
 		}
 	}
 	return -1
-}
-
-// startJob runs j unless another apply runs.
-func (s *Supervisor) startJob(j *applyJob) error {
-	s.jobMu.Lock()
-	defer s.jobMu.Unlock()
-	if prev := s.job.Load(); prev != nil {
-		select {
-		case <-prev.done:
-		default:
-			st := prev.snapshotStatus()
-			return fmt.Errorf("%w (revision %s, %s); wait for it or follow it with tsd status", ErrApplyRunning, st.Revision, st.Step)
-		}
-	}
-	total := 0
-	for _, b := range j.batches {
-		total += len(b)
-	}
-	j.status = snapshot.ApplyStatus{Revision: j.plan.To, State: snapshot.ApplyRunning, Steps: total, Started: s.now()}
-	s.job.Store(j)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-s.teardown:
-			cancel()
-		case <-j.done:
-		}
-	}()
-	go func() {
-		defer cancel()
-		s.runJob(ctx, j)
-	}()
-	return nil
-}
-
-// runJob carries out j's steps, batch by batch.
-func (s *Supervisor) runJob(ctx context.Context, j *applyJob) {
-	pp := &planPatch{s: s, plan: s.Plan()}
-	j.say(s, "%s → %s: %s", orDash(j.plan.From), j.plan.To, j.plan.Summary)
-	done := 0
-	for bi, batch := range j.batches {
-		step := j.plan.Steps[bi]
-		j.setStep(step, done)
-		errs := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for i, st := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					if r := recover(); r != nil {
-						errs[i] = fmt.Errorf("%s: panic: %v", st, r)
-					}
-				}()
-				errs[i] = s.runStep(ctx, j, pp, st)
-			}()
-		}
-		wg.Wait()
-		done += len(batch)
-		if err := errors.Join(errs...); err != nil {
-			s.failJob(j, bi, err)
-			return
-		}
-		j.setStep(step, done)
-		if batch[0].Kind == stepStart {
-			s.order(j.target)
-		}
-	}
-	s.order(j.target)
-	s.setPlan(j.target)
-	s.applied.Store(j.next)
-	j.say(s, "done: the deployment runs revision %s", j.plan.To)
-	j.finish(s, nil)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// failJob ends j at batch bi: what stopped it, what runs now, what is
-// left to do.
-func (s *Supervisor) failJob(j *applyJob, bi int, err error) {
-	j.say(s, "stopped at step %d/%d (%s): %v", bi+1, len(j.batches), j.plan.Steps[bi], err)
-	var now []string
-	for _, r := range s.Snapshot().Roles {
-		st := r.Name + " " + r.State
-		if r.Reason != "" && r.State != snapshot.StateReady {
-			st += " (" + r.Reason + ")"
-		}
-		now = append(now, st)
-	}
-	j.say(s, "running now: %s", strings.Join(now, ", "))
-	if rest := j.plan.Steps[bi+1:]; len(rest) > 0 {
-		j.say(s, "not done: %s", strings.Join(rest, ", "))
-	}
-	j.say(s, "tsd plan --running prints what runs; tsd apply again completes the change")
-	j.finish(s, fmt.Errorf("stopped at %s: %w", j.plan.Steps[bi], err))
-}
-
-// order puts the roster in the target plan's order.
-func (s *Supervisor) order(target *profiles.Plan) {
-	names := make([]string, len(target.Roles))
-	for i, r := range target.Roles {
-		names[i] = r.Name
-	}
-	_, _ = s.changeRoster(rosterCmd{op: opOrder, order: names})
-}
-
-// setPlan makes plan the running one and tells OnPlan.
-func (s *Supervisor) setPlan(plan *profiles.Plan) {
-	s.planv.Store(plan)
-	if s.opts.OnPlan != nil {
-		s.opts.OnPlan(plan)
-	}
-}
-
-// planPatch is the running plan as an apply's steps change it: each
-// change makes a new plan value (readers hold the old ones).
-type planPatch struct {
-	s    *Supervisor
-	mu   sync.Mutex
-	plan *profiles.Plan
-}
-
-func (pp *planPatch) patch(change func(p *profiles.Plan)) {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	p := *pp.plan
-	p.Roles = append([]profiles.RolePlan(nil), pp.plan.Roles...)
-	p.Gateway.Workers = append([]profiles.WorkerPlan(nil), pp.plan.Gateway.Workers...)
-	change(&p)
-	pp.plan = &p
-	pp.s.setPlan(&p)
-}
-
-// setRole puts rp (and its worker) in p, replacing the role named name.
-func setRole(p *profiles.Plan, name string, rp *profiles.RolePlan, wp *profiles.WorkerPlan) {
-	removeRole(p, name)
-	p.Roles = append(p.Roles, *rp)
-	if wp != nil {
-		p.Gateway.Workers = append(p.Gateway.Workers, *wp)
-	}
-}
-
-func removeRole(p *profiles.Plan, name string) {
-	roles := p.Roles[:0]
-	for _, r := range p.Roles {
-		if r.Name != name {
-			roles = append(roles, r)
-		}
-	}
-	p.Roles = roles
-	workers := p.Gateway.Workers[:0]
-	for _, w := range p.Gateway.Workers {
-		if w.Role != name {
-			workers = append(workers, w)
-		}
-	}
-	p.Gateway.Workers = workers
-}
-
-// runStep carries out one step.
-func (s *Supervisor) runStep(ctx context.Context, j *applyJob, pp *planPatch, st applyStep) error {
-	switch st.Kind {
-	case stepStop:
-		return s.applyStop(ctx, j, pp, st)
-	case stepRename:
-		return s.applyRename(ctx, j, pp, st)
-	case stepUpdate:
-		return s.applyUpdate(j, pp, st)
-	case stepGateway:
-		return s.applyGateway(j, pp)
-	case stepStart:
-		return s.applyStart(ctx, j, pp, st)
-	case stepRestart:
-		return s.applyRestart(ctx, j, pp, st)
-	}
-	return fmt.Errorf("unknown step %v", st.Kind)
-}
-
-func (s *Supervisor) live() LiveGateway {
-	lg, _ := s.gw.(LiveGateway)
-	return lg
-}
-
-// processGone: a stopped instance has no process left.
-func processGone(r snapshot.RoleStatus) (bool, error) {
-	switch r.State {
-	case snapshot.StateStopped:
-		return true, nil
-	case snapshot.StateFailed:
-		return r.PID == 0, nil
-	}
-	return false, nil
-}
-
-// stopAndWait drains and stops name and waits until its process is gone.
-func (s *Supervisor) stopAndWait(ctx context.Context, name string) error {
-	if err := s.Stop(name); err != nil {
-		return fmt.Errorf("stop %s: %w", name, err)
-	}
-	_, err := s.awaitRole(ctx, name, processGone)
-	return err
-}
-
-func (s *Supervisor) applyStop(ctx context.Context, j *applyJob, pp *planPatch, st applyStep) error {
-	m, ok := s.roster().member(st.Name)
-	if !ok {
-		return nil // gone already
-	}
-	j.say(s, "stop %s: drain its requests, stop it, unbind its sockets", st.Name)
-	if err := s.stopAndWait(ctx, st.Name); err != nil {
-		return err
-	}
-	m.a.send(event{Kind: evQuit, Why: "removed by tsd apply"})
-	select {
-	case <-m.a.done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if lg := s.live(); lg != nil {
-		if _, has := pp.plan.Gateway.Worker(st.Name); has {
-			if err := lg.RemoveWorker(st.Name); err != nil {
-				return fmt.Errorf("unbind %s's sockets: %w", st.Name, err)
-			}
-		}
-	}
-	if _, err := s.changeRoster(rosterCmd{op: opRemove, name: st.Name}); err != nil {
-		return fmt.Errorf("remove %s: %w", st.Name, err)
-	}
-	pp.patch(func(p *profiles.Plan) { removeRole(p, st.Name) })
-	j.say(s, "%s stopped and removed", st.Name)
-	return nil
-}
-
-func (s *Supervisor) applyRename(ctx context.Context, j *applyJob, pp *planPatch, st applyStep) error {
-	if _, err := s.changeRoster(rosterCmd{op: opRenameBegin, name: st.Was, to: st.Name}); err != nil {
-		return fmt.Errorf("rename %s: %w", st.Was, err)
-	}
-	if err := s.command(st.Was, event{Kind: evRename, Name: st.Name}); err != nil {
-		return fmt.Errorf("rename %s: %w", st.Was, err)
-	}
-	r, err := s.awaitRole(ctx, st.Name, func(snapshot.RoleStatus) (bool, error) { return true, nil })
-	if err != nil {
-		return err
-	}
-	if _, err := s.changeRoster(rosterCmd{op: opRenameEnd, name: st.Was, to: st.Name}); err != nil {
-		return fmt.Errorf("rename %s: %w", st.Was, err)
-	}
-	plannedAs := ""
-	if tr, ok := j.target.Role(st.Name); ok {
-		plannedAs = tr.PlannedAs
-	}
-	pp.patch(func(p *profiles.Plan) {
-		for i := range p.Roles {
-			if p.Roles[i].Name == st.Was {
-				p.Roles[i].Name, p.Roles[i].PlannedAs = st.Name, plannedAs
-			}
-		}
-		for i := range p.Gateway.Workers {
-			if p.Gateway.Workers[i].Role == st.Was {
-				p.Gateway.Workers[i].Role = st.Name
-			}
-		}
-	})
-	pid := "no process"
-	if r.PID > 0 {
-		pid = fmt.Sprintf("pid %d", r.PID)
-	}
-	j.say(s, "renamed %s to %s: the same process (%s), socket, ports and log", st.Was, st.Name, pid)
-	return nil
-}
-
-func (s *Supervisor) applyUpdate(j *applyJob, pp *planPatch, st applyStep) error {
-	rp := *st.Role
-	facts := factsFor(rp, ranksExpected(rp, s.Plan().Gateway.Mode), s.gw != nil)
-	if err := s.command(st.Name, event{Kind: evUpdate, Plan: &rp, Facts: facts}); err != nil {
-		return fmt.Errorf("update %s: %w", st.Name, err)
-	}
-	pp.patch(func(p *profiles.Plan) {
-		var wp *profiles.WorkerPlan
-		if w, ok := p.Gateway.Worker(st.Name); ok {
-			c := *w
-			wp = &c
-		}
-		setRole(p, st.Name, &rp, wp)
-	})
-	j.say(s, "%s takes %s without a restart", st.Name, st.Why)
-	return nil
-}
-
-func (s *Supervisor) applyGateway(j *applyJob, pp *planPatch) error {
-	if lg := s.live(); lg != nil {
-		if err := lg.Reconfigure(j.target.Gateway, j.apiKey, j.apiKeys); err != nil {
-			return fmt.Errorf("gateway settings: %w", err)
-		}
-	}
-	key, keys := j.apiKey, j.apiKeys
-	s.apiKey.Store(&key)
-	s.apiKeys.Store(&keys)
-	pp.patch(func(p *profiles.Plan) {
-		workers := p.Gateway.Workers
-		p.Gateway = j.target.Gateway
-		p.Gateway.Workers = workers
-	})
-	j.say(s, "the gateway takes %s in place", fieldsText(j.plan.Diff.Gateway))
-	return nil
-}
-
-func (s *Supervisor) applyStart(ctx context.Context, j *applyJob, pp *planPatch, st applyStep) error {
-	lg := s.live()
-	if st.Worker != nil && lg != nil {
-		if err := lg.AddWorker(*st.Worker); err != nil {
-			return fmt.Errorf("bind %s's sockets: %w", st.Name, err)
-		}
-	}
-	if _, err := s.changeRoster(rosterCmd{op: opAdd, rp: *st.Role}); err != nil {
-		if st.Worker != nil && lg != nil {
-			_ = lg.RemoveWorker(st.Name)
-		}
-		return fmt.Errorf("add %s: %w", st.Name, err)
-	}
-	pp.patch(func(p *profiles.Plan) { setRole(p, st.Name, st.Role, st.Worker) })
-	j.say(s, "start %s on GPU(s) %s: its sockets are bound", st.Name, gpuText(st.Role.GPUs))
-	if err := s.Start(st.Name); err != nil {
-		return fmt.Errorf("start %s: %w", st.Name, err)
-	}
-	return s.awaitReady(ctx, j, st.Name, -1)
-}
-
-func gpuText(g []string) string {
-	if len(g) == 0 {
-		return "none"
-	}
-	return strings.Join(g, ",")
-}
-
-func (s *Supervisor) applyRestart(ctx context.Context, j *applyJob, pp *planPatch, st applyStep) error {
-	before, _ := roleIn(s.Snapshot(), st.Name)
-	if st.Rebind {
-		j.say(s, "restart %s (%s): its worker moves, so it stops first", st.Name, st.Why)
-		if err := s.stopAndWait(ctx, st.Name); err != nil {
-			return err
-		}
-		if lg := s.live(); lg != nil {
-			if _, has := pp.plan.Gateway.Worker(st.Name); has {
-				if err := lg.RemoveWorker(st.Name); err != nil {
-					return fmt.Errorf("unbind %s's sockets: %w", st.Name, err)
-				}
-			}
-			if st.Worker != nil {
-				if err := lg.AddWorker(*st.Worker); err != nil {
-					return fmt.Errorf("bind %s's new sockets: %w", st.Name, err)
-				}
-			}
-		}
-	} else {
-		j.say(s, "restart %s (%s)", st.Name, st.Why)
-	}
-	rp := *st.Role
-	facts := factsFor(rp, ranksExpected(rp, s.Plan().Gateway.Mode), s.gw != nil)
-	if err := s.command(st.Name, event{Kind: evRestart, Why: "tsd apply: " + st.Why, Plan: &rp, Facts: facts}); err != nil {
-		return fmt.Errorf("restart %s: %w", st.Name, err)
-	}
-	pp.patch(func(p *profiles.Plan) { setRole(p, st.Name, st.Role, st.Worker) })
-	_, _ = s.changeRoster(rosterCmd{op: opRefresh, name: st.Name, rp: rp})
-	return s.awaitReady(ctx, j, st.Name, before.Restarts)
-}
-
-// awaitReady waits until name is ready (after more than restarts
-// restarts, when restarts ≥ 0); failed or stopped is an error, a crash
-// the restart policy answers is waited out.
-func (s *Supervisor) awaitReady(ctx context.Context, j *applyJob, name string, restarts int) error {
-	start := s.now()
-	r, err := s.awaitRole(ctx, name, func(r snapshot.RoleStatus) (bool, error) {
-		if restarts >= 0 && r.Restarts <= restarts {
-			return false, nil
-		}
-		switch r.State {
-		case snapshot.StateReady:
-			return true, nil
-		case snapshot.StateFailed, snapshot.StateStopped:
-			return false, fmt.Errorf("%s %s: %s", name, r.State, r.Reason)
-		}
-		return false, nil
-	})
-	if err != nil {
-		return err
-	}
-	j.say(s, "%s ready after %s (pid %d)", name, HumanDuration(s.now().Sub(start)), r.PID)
-	return nil
-}
-
-// awaitRole waits until cond says name's status is done (or fails). The
-// states it passes through on the way are the role's own events.
-func (s *Supervisor) awaitRole(ctx context.Context, name string, cond func(snapshot.RoleStatus) (bool, error)) (snapshot.RoleStatus, error) {
-	cur, ch, cancel := s.Subscribe()
-	defer cancel()
-	check := func(snap snapshot.Snapshot) (snapshot.RoleStatus, bool, error) {
-		r, ok := roleIn(snap, name)
-		if !ok {
-			return r, false, nil
-		}
-		done, err := cond(r)
-		return r, done, err
-	}
-	if r, done, err := check(cur); done || err != nil {
-		return r, err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return snapshot.RoleStatus{}, fmt.Errorf("waiting for %s: %w", name, ctx.Err())
-		case snap, ok := <-ch:
-			if !ok {
-				return snapshot.RoleStatus{}, ErrNotRunning
-			}
-			if r, done, err := check(snap); done || err != nil {
-				return r, err
-			}
-		}
-	}
 }

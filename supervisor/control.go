@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsd-project/tsd/profiles"
 	"github.com/tsd-project/tsd/snapshot"
 )
 
@@ -53,19 +54,80 @@ import (
 // Errors are plain text with a 4xx/5xx status. Commands are rows of
 // controlCommands: a new one (say rolling=1 on restart) is a query
 // parameter read by its row, not a new endpoint shape.
+//
+// The server is its own type (controlServer); it sees the daemon only
+// through the interfaces below, each what one part of the socket needs
+// (the Supervisor implements the first two, its applier and its stopper
+// the others).
+
+// daemonView is what the socket shows of the deployment: its state, the
+// plan that runs, one role as planned, the logs.
+type daemonView interface {
+	Snapshot() snapshot.Snapshot
+	Subscribe() (snapshot.Snapshot, <-chan snapshot.Snapshot, func())
+	History() *snapshot.History
+	Plan() *profiles.Plan
+	Describe(role string) (snapshot.RoleSpec, error)
+	SubscribeLogs(role string) ([]LogLine, <-chan []LogLine, func(), error)
+}
+
+// roleVerbs are the socket's POST verbs: commands to roles (by name) and
+// to the planner, and a rolling restart.
+type roleVerbs interface {
+	Snapshot() snapshot.Snapshot // the state a start or stop answers from
+	RestartNow(role string, now bool) error
+	RestartAll() error
+	Start(role string) error
+	StopNow(role string, now bool) error
+	Shutdown()
+	Signal(role, sig string) (string, error)
+	SaveLog(role, path string) (string, error)
+	PlannerPause() (string, error)
+	PlannerResume() (string, error)
+	RollingTargets(target string) ([]string, error)
+	RollingRestart(ctx context.Context, target string, now bool, progress func(string)) error
+}
+
+// applyStarter plans an apply and starts it (POST /v1/apply).
+type applyStarter interface {
+	// begin plans req and, unless it is a dry run or changes nothing,
+	// starts it: the job, or the refusal.
+	begin(req ApplyRequest) (*applyJob, error)
+}
+
+// stopControl is the whole deployment's stop (POST /v1/stop).
+type stopControl interface {
+	shutdown()
+	shutdownDrain(d time.Duration)
+	shuttingDown() <-chan struct{}      // a stop was asked for: streams end
+	stopped() <-chan struct{}           // every role has stopped
+	progress() *snapshot.StopStatus     // where the stop is; nil before it
+	limit(*profiles.Plan) time.Duration // the drain this stop gets
+}
+
+// controlDeps are what a control server is built over.
+type controlDeps struct {
+	path  string // the socket's path; "" or "-": no socket
+	view  daemonView
+	verbs roleVerbs
+	apply applyStarter
+	stop  stopControl
+	// test, if set, serves /v1/test-request (the dashboard's key t).
+	test func(ctx context.Context) (reply string, latency time.Duration, err error)
+}
 
 // controlCommand is one POST verb: it reads what it needs from the query.
-type controlCommand func(s *Supervisor, q url.Values) (string, error)
+type controlCommand func(s roleVerbs, q url.Values) (string, error)
 
 // controlCommands are the POST verbs of the control socket.
 var controlCommands = map[string]controlCommand{
-	"restart": func(s *Supervisor, q url.Values) (string, error) {
+	"restart": func(s roleVerbs, q url.Values) (string, error) {
 		if r := q.Get("role"); r != "" {
 			return "ok", s.RestartNow(r, q.Get("now") == "1")
 		}
 		return "ok", s.RestartAll()
 	},
-	"start": func(s *Supervisor, q url.Values) (string, error) {
+	"start": func(s roleVerbs, q url.Values) (string, error) {
 		r := q.Get("role")
 		if r == "" {
 			return "", errors.New("start needs a role")
@@ -77,7 +139,7 @@ var controlCommands = map[string]controlCommand{
 		}
 		return answer, s.Start(r)
 	},
-	"stop": func(s *Supervisor, q url.Values) (string, error) {
+	"stop": func(s roleVerbs, q url.Values) (string, error) {
 		r := q.Get("role")
 		if r == "" { // the whole deployment: POST /v1/stop reaches serveStop
 			s.Shutdown()
@@ -90,7 +152,7 @@ var controlCommands = map[string]controlCommand{
 		}
 		return answer, s.StopNow(r, q.Get("now") == "1")
 	},
-	"planner": func(s *Supervisor, q url.Values) (string, error) {
+	"planner": func(s roleVerbs, q url.Values) (string, error) {
 		switch q.Get("do") {
 		case "pause":
 			return s.PlannerPause()
@@ -99,10 +161,10 @@ var controlCommands = map[string]controlCommand{
 		}
 		return "", fmt.Errorf("planner needs do=pause or do=resume, got %q", q.Get("do"))
 	},
-	"signal": func(s *Supervisor, q url.Values) (string, error) {
+	"signal": func(s roleVerbs, q url.Values) (string, error) {
 		return s.Signal(q.Get("role"), q.Get("sig"))
 	},
-	"save-log": func(s *Supervisor, q url.Values) (string, error) {
+	"save-log": func(s roleVerbs, q url.Values) (string, error) {
 		path := q.Get("path")
 		if path == "" {
 			return "", errors.New("save-log needs a path")
@@ -142,8 +204,9 @@ func stopAnswer(role, state string) (send bool, answer string) {
 	return true, "stopping " + role
 }
 
+// controlServer serves the control socket over its deps.
 type controlServer struct {
-	path string
+	controlDeps
 	srv  *http.Server
 	ln   net.Listener
 	done chan struct{}
@@ -153,11 +216,19 @@ type controlServer struct {
 	quitOnce sync.Once
 }
 
-func (s *Supervisor) listenControl() (*controlServer, error) {
+// control is what the control socket serves this supervisor through.
+func (s *Supervisor) control() controlDeps {
 	path := s.opts.ControlSocket
 	if path == "" {
 		path = s.Plan().ControlSocket
 	}
+	return controlDeps{path: path, view: s, verbs: s, apply: s.apply, stop: s.stop, test: s.opts.TestRequest}
+}
+
+// listenControl binds the socket and serves it; no path: a server that
+// serves nothing.
+func listenControl(deps controlDeps) (*controlServer, error) {
+	path := deps.path
 	if path == "" || path == "-" {
 		return &controlServer{}, nil
 	}
@@ -182,8 +253,8 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 		ln.Close()
 		return nil, fmt.Errorf("chmod control socket: %w", err)
 	}
-	cs := &controlServer{path: path, ln: ln, done: make(chan struct{}), quit: make(chan struct{})}
-	cs.srv = &http.Server{Handler: s.controlMux(cs.quit), ReadHeaderTimeout: 5 * time.Second}
+	cs := &controlServer{controlDeps: deps, ln: ln, done: make(chan struct{}), quit: make(chan struct{})}
+	cs.srv = &http.Server{Handler: cs.mux(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(cs.done)
 		_ = cs.srv.Serve(ln) // returns on close
@@ -191,27 +262,31 @@ func (s *Supervisor) listenControl() (*controlServer, error) {
 	return cs, nil
 }
 
-// controlMux routes the control socket; quit ends every stream.
-func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
+// mux routes the control socket.
+func (c *controlServer) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.Snapshot())
+		_ = enc.Encode(c.view.Snapshot())
 	})
-	mux.HandleFunc("GET /v1/watch", func(w http.ResponseWriter, r *http.Request) { s.serveWatch(w, r, quit) })
-	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) { s.serveLogs(w, r, quit) })
-	mux.HandleFunc("POST /v1/test-request", s.serveTestRequest)
-	s.applyRoutes(mux, quit) // POST /v1/apply, GET /v1/plan (controlapply.go)
-	mux.HandleFunc("GET /v1/describe", s.serveDescribe)
+	mux.HandleFunc("GET /v1/watch", c.serveWatch)
+	mux.HandleFunc("GET /v1/logs", c.serveLogs)
+	mux.HandleFunc("POST /v1/test-request", c.serveTestRequest)
+	mux.HandleFunc("GET /v1/plan", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = c.view.Plan().WriteJSON(w)
+	})
+	mux.HandleFunc("POST /v1/apply", c.serveApply) // controlapply.go
+	mux.HandleFunc("GET /v1/describe", c.serveDescribe)
 	verbs := func(w http.ResponseWriter, r *http.Request) {
 		cmd, ok := controlCommands[r.PathValue("verb")]
 		if !ok {
 			http.Error(w, fmt.Sprintf("unknown command %q", r.PathValue("verb")), http.StatusNotFound)
 			return
 		}
-		out, err := cmd(s, r.URL.Query())
+		out, err := cmd(c.verbs, r.URL.Query())
 		switch {
 		case errors.Is(err, ErrUnknownRole):
 			http.Error(w, err.Error(), http.StatusNotFound)
@@ -230,7 +305,7 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 			verbs(w, r)
 			return
 		}
-		s.serveRolling(w, r, quit)
+		c.serveRolling(w, r)
 	})
 	// A stop of the whole deployment drains first (stop.go); followed, it
 	// answers as it goes.
@@ -240,7 +315,7 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 			verbs(w, r)
 			return
 		}
-		s.serveStop(w, r, quit)
+		c.serveStop(w, r)
 	})
 	return mux
 }
@@ -248,9 +323,9 @@ func (s *Supervisor) controlMux(quit <-chan struct{}) http.Handler {
 // serveRolling runs a rolling restart for the request, streaming its
 // progress lines; it ends when the restart does, or when the daemon or the
 // client goes away.
-func (s *Supervisor) serveRolling(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
+func (c *controlServer) serveRolling(w http.ResponseWriter, r *http.Request) {
 	role := r.URL.Query().Get("role")
-	if _, err := s.RollingTargets(role); err != nil {
+	if _, err := c.verbs.RollingTargets(role); err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
@@ -266,18 +341,74 @@ func (s *Supervisor) serveRolling(w http.ResponseWriter, r *http.Request, quit <
 	defer cancel()
 	go func() {
 		select {
-		case <-s.shutdownCh:
+		case <-c.stop.shuttingDown():
 			cancel()
-		case <-quit:
+		case <-c.quit:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	if err := s.RollingRestart(ctx, role, r.URL.Query().Get("now") == "1", line); err != nil {
+	if err := c.verbs.RollingRestart(ctx, role, r.URL.Query().Get("now") == "1", line); err != nil {
 		line("error: " + oneLine(err.Error()))
 		return
 	}
 	line("ok")
+}
+
+// serveStop stops the whole deployment and, with follow=1, answers as it
+// goes: a line when the drain begins and when it ends, then "stopped" once
+// every role has stopped (just before the control socket closes), so
+// `tsd stop` can say what its stop did. Without follow it answers "ok" at
+// once, as before.
+func (c *controlServer) serveStop(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d, set, err := stopQuery(q.Get("now"), q.Get("timeout"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if set {
+		c.stop.shutdownDrain(d)
+	} else {
+		c.stop.shutdown()
+	}
+	if q.Get("follow") != "1" {
+		fmt.Fprintln(w, "ok")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fl, _ := w.(http.Flusher)
+	line := func(msg string) {
+		fmt.Fprintln(w, msg)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	line("stopping " + c.view.Plan().Name)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	told := false
+	tell := func() {
+		if st := c.stop.progress(); !told && st != nil && st.Phase == snapshot.StopStopping {
+			told = true
+			b, _ := json.Marshal(stopLine{Drain: st.Drain, LimitMS: c.stop.limit(c.view.Plan()).Milliseconds()})
+			line("drained " + string(b))
+		}
+	}
+	for {
+		tell()
+		select {
+		case <-c.stop.stopped():
+			tell() // the stop's phase was set before stopDone closed
+			line("stopped")
+			return
+		case <-c.quit:
+			return
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func (c *controlServer) close() {

@@ -36,15 +36,9 @@ type applyMsg struct {
 // maxApplyBody bounds an apply request (a path, scale pairs, a key).
 const maxApplyBody = 1 << 20
 
-func (s *Supervisor) applyRoutes(mux *http.ServeMux, quit <-chan struct{}) {
-	mux.HandleFunc("GET /v1/plan", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = s.Plan().WriteJSON(w)
-	})
-	mux.HandleFunc("POST /v1/apply", func(w http.ResponseWriter, r *http.Request) { s.serveApply(w, r, quit) })
-}
-
-func (s *Supervisor) serveApply(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
+// serveApply answers POST /v1/apply: the refusal, or the plan, then (not
+// detached) the apply's lines as it goes and how it ended.
+func (c *controlServer) serveApply(w http.ResponseWriter, r *http.Request) {
 	var req ApplyRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxApplyBody))
 	dec.DisallowUnknownFields()
@@ -52,13 +46,7 @@ func (s *Supervisor) serveApply(w http.ResponseWriter, r *http.Request, quit <-c
 		http.Error(w, "decode apply request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	j, err := s.prepare(req)
-	if err == nil && req.Expect != "" && req.Expect != j.plan.To {
-		err = fmt.Errorf("the target changed since it was shown (revision %s, now %s): run tsd apply again to see the new diff", req.Expect, j.plan.To)
-	}
-	if err == nil && !req.DryRun && j.plan.Diff.Changes() {
-		err = s.startJob(j)
-	}
+	j, err := c.apply.begin(req)
 	if err != nil {
 		status := http.StatusConflict
 		if errors.Is(err, ErrNotRunning) {
@@ -89,7 +77,7 @@ func (s *Supervisor) serveApply(w http.ResponseWriter, r *http.Request, quit <-c
 	defer cancel()
 	go func() {
 		select {
-		case <-quit:
+		case <-c.quit:
 			cancel()
 		case <-ctx.Done():
 		}

@@ -22,13 +22,13 @@ import (
 
 // serveWatch writes the current Snapshot, then every later one, one JSON
 // object per line, until the client leaves, Run ends or quit closes.
-func (s *Supervisor) serveWatch(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
-	cur, ch, cancel := s.Subscribe()
+func (c *controlServer) serveWatch(w http.ResponseWriter, r *http.Request) {
+	cur, ch, cancel := c.view.Subscribe()
 	defer cancel()
 	if r.URL.Query().Get("history") == "1" {
 		// The trend rings ride on the first snapshot only: an attaching
 		// dashboard shows the past at once, then folds the stream itself.
-		cur.History = s.History()
+		cur.History = c.view.History()
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	fl, _ := w.(http.Flusher)
@@ -53,9 +53,9 @@ func (s *Supervisor) serveWatch(w http.ResponseWriter, r *http.Request, quit <-c
 			}
 		case <-r.Context().Done():
 			return
-		case <-quit:
+		case <-c.quit:
 			// The last snapshot of the shutdown, so watchers see it end.
-			send(s.Snapshot())
+			send(c.view.Snapshot())
 			return
 		}
 	}
@@ -107,13 +107,13 @@ func (lq logQuery) trimBacklog(ls []LogLine) []LogLine {
 	return ls
 }
 
-func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
+func (c *controlServer) serveLogs(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseLogQuery(r.URL.Query())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	backlog, batches, cancel, err := s.SubscribeLogs(lq.role)
+	backlog, batches, cancel, err := c.view.SubscribeLogs(lq.role)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
@@ -166,9 +166,9 @@ func (s *Supervisor) serveLogs(w http.ResponseWriter, r *http.Request, quit <-ch
 			}
 		case <-r.Context().Done():
 			return
-		case <-quit:
+		case <-c.quit:
 			return
-		case <-s.shutdownCh:
+		case <-c.stop.shuttingDown():
 			return
 		}
 	}
@@ -181,14 +181,14 @@ type testReply struct {
 	Error     string `json:"error,omitempty"`
 }
 
-func (s *Supervisor) serveTestRequest(w http.ResponseWriter, r *http.Request) {
-	if s.opts.TestRequest == nil {
+func (c *controlServer) serveTestRequest(w http.ResponseWriter, r *http.Request) {
+	if c.test == nil {
 		http.Error(w, "this tsd has no test request (no gateway)", http.StatusNotFound)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	reply, lat, err := s.opts.TestRequest(ctx)
+	reply, lat, err := c.test(ctx)
 	out := testReply{Reply: reply, LatencyMS: lat.Milliseconds()}
 	if err != nil {
 		out.Error = err.Error()

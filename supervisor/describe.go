@@ -48,8 +48,8 @@ func roleSpec(plan *profiles.RolePlan) snapshot.RoleSpec {
 }
 
 // serveDescribe answers GET /v1/describe?role=R with Describe(R) as JSON.
-func (s *Supervisor) serveDescribe(w http.ResponseWriter, r *http.Request) {
-	spec, err := s.Describe(r.URL.Query().Get("role"))
+func (c *controlServer) serveDescribe(w http.ResponseWriter, r *http.Request) {
+	spec, err := c.view.Describe(r.URL.Query().Get("role"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return

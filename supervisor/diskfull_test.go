@@ -104,7 +104,7 @@ func TestLogFileHealthInSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.roster().members[0].a.file = w
+	s.roster.current().members[0].a.file = w
 	_, _ = w.Write([]byte("x\n"))
 	snap := s.pub.build()
 	if !strings.Contains(snap.Roles[0].LogError, "no space left") {
@@ -435,9 +435,9 @@ func TestLogFileHealthNoteInRoleLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := s.roster().members[0].a
+	a := s.roster.current().members[0].a
 	a.file = w
-	a.watchFile(s)
+	a.watchFile()
 	_, _ = w.Write([]byte("x\n"))
 	lines, err := s.Logs("decode")
 	if err != nil {

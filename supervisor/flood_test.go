@@ -83,7 +83,7 @@ func TestLogFloodNeverBlocksAndStaysBounded(t *testing.T) {
 	if r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("child did not finish cleanly: %+v", r)
 	}
-	lines, bytes := f.sup.roster().byName["decode"].ring.sizes()
+	lines, bytes := f.sup.roster.current().members[0].a.ring.sizes()
 	if lines > DefaultLogLines || bytes > DefaultLogBytes {
 		t.Fatalf("ring holds %d lines / %d bytes", lines, bytes)
 	}

@@ -190,6 +190,11 @@ type event struct {
 	Plan  *profiles.RolePlan
 	Facts roleFacts
 	Name  string
+
+	// Reply, on a command, is its sender's waiter: the actor answers it
+	// from the states the command leads to (answer.go). step never
+	// reads it.
+	Reply *waiter
 }
 
 type fxKind int
@@ -215,7 +220,7 @@ const (
 	fxEvent                       // a line in the event list (Reason)
 	fxShow                        // publish the state now, before the effects after it
 	fxAdopt                       // take Plan as the instance's plan (before a spawn, or at once for an update)
-	fxRename                      // take the name Name: the gateway's worker, the runs table, the log ring
+	fxRename                      // take the name Name: the roster's map; the gateway's worker and the group record follow
 )
 
 func (k fxKind) String() string {

@@ -21,7 +21,11 @@ const (
 // never waits: subscribers are only poked through buffered channels and
 // pull what they missed themselves (k9s's model, docs/architecture.md §S3).
 type logRing struct {
-	role     string
+	// name says what the ring's lines are written as now: the gateway's
+	// log source its fixed name, an instance its name in the roster (a
+	// rename changes only the roster; lines already written keep the
+	// name they were written under).
+	name     func() string
 	maxLines int
 	maxBytes int
 
@@ -35,28 +39,18 @@ type logRing struct {
 }
 
 func newLogRing(role string, maxLines, maxBytes int) *logRing {
+	return newNamedRing(func() string { return role }, maxLines, maxBytes)
+}
+
+// newNamedRing is a ring whose lines carry what name says when written.
+func newNamedRing(name func() string, maxLines, maxBytes int) *logRing {
 	if maxLines <= 0 {
 		maxLines = DefaultLogLines
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultLogBytes
 	}
-	return &logRing{role: role, maxLines: maxLines, maxBytes: maxBytes, next: 1, subs: map[chan struct{}]struct{}{}}
-}
-
-// name is the role the ring's lines are written as now.
-func (r *logRing) name() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.role
-}
-
-// rename makes later lines carry the role's new name; earlier ones keep
-// the name they were written under.
-func (r *logRing) rename(role string) {
-	r.mu.Lock()
-	r.role = role
-	r.mu.Unlock()
+	return &logRing{name: name, maxLines: maxLines, maxBytes: maxBytes, next: 1, subs: map[chan struct{}]struct{}{}}
 }
 
 // append adds lines (their Seq and Role are set here) and pokes subscribers.
@@ -64,10 +58,11 @@ func (r *logRing) append(lines []LogLine) {
 	if len(lines) == 0 {
 		return
 	}
+	role := r.name()
 	r.mu.Lock()
 	for _, l := range lines {
 		l.Seq = r.next
-		l.Role = r.role
+		l.Role = role
 		r.next++
 		if r.n == len(r.buf) && len(r.buf) < r.maxLines {
 			if r.start != 0 { // keep the slice in order before growing it

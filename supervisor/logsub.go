@@ -29,7 +29,7 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 	// Every role: the roster's now, and each one an apply adds later.
 	var ros *roster
 	if role == "" {
-		ros = s.roster()
+		ros = s.roster.current()
 		for _, m := range ros.members {
 			rings = append(rings, m.a.ring)
 		}
@@ -77,7 +77,7 @@ func (s *Supervisor) SubscribeLogs(role string) (backlog []LogLine, batches <-ch
 			case <-changed:
 				// Follow the roster: a role added since gets its whole
 				// ring in the next batch.
-				ros = s.roster()
+				ros = s.roster.current()
 				changed = ros.superseded
 				for _, m := range ros.members {
 					if !hasRing(rings, m.a.ring) {
@@ -165,11 +165,11 @@ func (s *Supervisor) ringOf(name string) (*logRing, error) {
 	if name == GatewayLogSource {
 		return s.gwLog.ring, nil
 	}
-	a, ok := s.roster().byName[name]
+	m, ok := s.roster.current().find(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownRole, name)
 	}
-	return a.ring, nil
+	return m.a.ring, nil
 }
 
 // SaveLog writes one role's ring ("" = every role, merged in time order and
@@ -177,7 +177,7 @@ func (s *Supervisor) ringOf(name string) (*logRing, error) {
 func (s *Supervisor) SaveLog(role, path string) (string, error) {
 	var lines []LogLine
 	if role == "" {
-		for _, m := range s.roster().members {
+		for _, m := range s.roster.current().members {
 			lines = append(lines, m.a.ring.all()...)
 		}
 		sortLines(lines)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,22 +42,31 @@ type groupRecord struct {
 	TSDStart uint64 `json:"tsd_start,omitempty"`
 }
 
-func (s *Supervisor) recordDir() string {
-	plan := s.Plan()
-	if plan.RunDir == "" {
-		return ""
-	}
-	return filepath.Join(plan.RunDir, "groups")
+// groupRecords is the orphan recorder: the run folder's record of every
+// live process group, by instance id, and the cgroup of each run. Actors
+// use it through their recorder interface (env.go), the supervisor
+// through clean at start and close at the end. A record's file is named
+// by the instance's name (what a later tsd reports and `tsd ls` reads),
+// so an instance's record moves when it is recorded under a new name.
+type groupRecords struct {
+	dir    string // <run_dir>/groups; "": no run folder, nothing recorded
+	cgBase string // this tsd's cgroup v2 directory for role cgroups, or ""
+	cgSeq  atomic.Int64
+	mu     sync.Mutex
+	files  map[int]string // instance id → the file that records its group
 }
 
-// recordGroup writes the role's record (atomically: a half-written file
-// would hide a live group from the next tsd).
-func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
-	dir := s.recordDir()
-	if dir == "" || p == nil || p.pid <= 0 {
+func newGroupRecords(dir string) *groupRecords {
+	return &groupRecords{dir: dir, files: map[int]string{}}
+}
+
+// recordGroup writes the instance's record (atomically: a half-written
+// file would hide a live group from the next tsd), under its name now.
+func (g *groupRecords) recordGroup(id int, name string, p *process, cgroup string) {
+	if g.dir == "" || p == nil || p.pid <= 0 {
 		return
 	}
-	rec := groupRecord{Role: role, PGID: p.pid, Cgroup: cgroup, TSDPID: os.Getpid()}
+	rec := groupRecord{Role: name, PGID: p.pid, Cgroup: cgroup, TSDPID: os.Getpid()}
 	if st, ok := procfs.ReadStat("", rec.TSDPID); ok {
 		rec.TSDStart = st.Start
 	}
@@ -69,28 +80,49 @@ func (s *Supervisor) recordGroup(role string, p *process, cgroup string) {
 		}
 	}
 	b, _ := json.Marshal(rec)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(g.dir, 0o700); err != nil {
 		return
 	}
-	tmp := filepath.Join(dir, "."+role+".tmp")
+	tmp := filepath.Join(g.dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return
 	}
-	_ = os.Rename(tmp, filepath.Join(dir, role+".json"))
-}
-
-// renameGroup moves a renamed role's record to its new name (the group
-// itself is the same).
-func (s *Supervisor) renameGroup(from, to string) {
-	if dir := s.recordDir(); dir != "" {
-		_ = os.Rename(filepath.Join(dir, from+".json"), filepath.Join(dir, to+".json"))
+	path := filepath.Join(g.dir, name+".json")
+	if os.Rename(tmp, path) != nil {
+		return
+	}
+	g.mu.Lock()
+	old := g.files[id]
+	g.files[id] = path
+	g.mu.Unlock()
+	if old != "" && old != path {
+		_ = os.Remove(old) // recorded under its former name
 	}
 }
 
-// dropGroup removes the record of a role whose group is verified empty.
-func (s *Supervisor) dropGroup(role string) {
-	if dir := s.recordDir(); dir != "" {
-		_ = os.Remove(filepath.Join(dir, role+".json"))
+// dropGroup removes the record of an instance whose group is verified
+// empty.
+func (g *groupRecords) dropGroup(id int) {
+	g.mu.Lock()
+	path := g.files[id]
+	delete(g.files, id)
+	g.mu.Unlock()
+	if path != "" {
+		_ = os.Remove(path)
+	}
+}
+
+// open finds this tsd's cgroup base (Run's start); close removes it, and
+// the records folder once empty (every group was verified gone; kept
+// otherwise, for the next tsd).
+func (g *groupRecords) open() { g.cgBase = cgroupBase() }
+
+func (g *groupRecords) close() {
+	if g.cgBase != "" {
+		_ = os.Remove(g.cgBase)
+	}
+	if g.dir != "" {
+		_ = os.Remove(g.dir)
 	}
 }
 
@@ -103,8 +135,8 @@ type leftover struct {
 
 // cleanOrphans kills every process a previous tsd of this run folder left
 // behind and returns one line saying what it killed ("" if nothing).
-func (s *Supervisor) cleanOrphans() string {
-	dir := s.recordDir()
+func (g *groupRecords) cleanOrphans() string {
+	dir := g.dir
 	if dir == "" {
 		return ""
 	}
@@ -279,12 +311,11 @@ func cgroup2Mount() string {
 }
 
 // roleCgroup makes a fresh cgroup for one run of a role, or "".
-func (s *Supervisor) roleCgroup(role string) string {
-	if s.cgBase == "" {
+func (g *groupRecords) roleCgroup(role string) string {
+	if g.cgBase == "" {
 		return ""
 	}
-	s.cgSeq.Add(1)
-	dir := filepath.Join(s.cgBase, fmt.Sprintf("%s-%d", role, s.cgSeq.Load()))
+	dir := filepath.Join(g.cgBase, fmt.Sprintf("%s-%d", role, g.cgSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return ""
 	}
@@ -292,7 +323,7 @@ func (s *Supervisor) roleCgroup(role string) string {
 }
 
 // releaseCgroup kills whatever is left in a run's cgroup and removes it.
-func (s *Supervisor) releaseCgroup(dir string) {
+func (g *groupRecords) releaseCgroup(dir string) {
 	if dir != "" {
 		killCgroup(dir)
 	}
@@ -345,11 +376,12 @@ type stallReport struct {
 
 // scanStalls watches every role's process tree for stopped (T) processes
 // and tells the role's actor when that changes, until stop is closed.
-// One scan of /proc serves every role.
-func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
+// One scan of /proc serves every role; roster says which instances there
+// are, runs which process group each runs.
+func scanStalls(stop <-chan struct{}, every time.Duration, roster func() *roster, runs *Runs) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := map[*actor]stallReport{}
+	last := map[int]stallReport{}
 	scan := newStopScan("", stallFullScanEvery)
 	for {
 		select {
@@ -358,9 +390,9 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 		case <-t.C:
 		}
 		groups := map[int]bool{}
-		members := s.roster().members
+		members := roster().members
 		for _, m := range members {
-			if pid := s.runs.of(m.name); pid > 0 {
+			if pid := runs.of(m.id); pid > 0 {
 				groups[pid] = true
 			}
 		}
@@ -370,12 +402,12 @@ func (s *Supervisor) scanStalls(stop <-chan struct{}, every time.Duration) {
 		}
 		for _, m := range members {
 			a := m.a
-			pid := s.runs.of(m.name)
+			pid := runs.of(m.id)
 			rep := stallReport{pid: pid, why: found[pid]}
-			if pid == 0 || last[a] == rep {
+			if pid == 0 || last[m.id] == rep {
 				continue
 			}
-			last[a] = rep
+			last[m.id] = rep
 			select {
 			case <-a.in.stalls: // latest wins: only this goroutine sends
 			default:

@@ -64,12 +64,51 @@ type moveDone struct {
 	rbErr      error // the rollback failed too
 }
 
-// plannerLoop is the loop's shared face: the commands it takes and the
-// status it publishes (read by the publisher without a lock).
+// plannerLoop is the loop: the commands it takes, the status it
+// publishes (read by the publisher without a lock) and what it uses of
+// the deployment (plannerDeps).
 type plannerLoop struct {
 	cmds   chan plannerCmd
 	status atomic.Pointer[snapshot.PlannerStatus]
 	done   chan struct{}
+	plannerDeps
+}
+
+// plannerDeps are what the planner's loop uses of the deployment: it
+// reads the plan and the roles, observes the gateway, changes the layout
+// only through Apply, as tsd scale does.
+type plannerDeps struct {
+	plan     func() *profiles.Plan
+	snapshot func() snapshot.Snapshot
+	apply    func(ctx context.Context, req ApplyRequest, follow func(ApplyPlan, string)) (ApplyPlan, error)
+	// busy is what else changes the deployment now (an apply, a
+	// rolling restart) and whether it has a profile to scale, as
+	// plannerWaits reads them (its mode, pause, move and roles unset).
+	busy    func() waitFacts
+	observe PlannerGateway // nil: no gateway to observe
+	event   func(role, msg string)
+	sync    func() // returns once the snapshot shows what the loop did
+	now     func() time.Time
+	running <-chan struct{} // closed once the deployment runs
+}
+
+func newPlannerLoop(s *Supervisor) *plannerLoop {
+	d := plannerDeps{
+		plan: s.Plan, snapshot: s.Snapshot, apply: s.Apply, now: s.now, running: s.running,
+		event: func(role, msg string) { s.pub.event(role, msg) },
+		sync:  func() { s.pub.sync() },
+		busy: func() waitFacts {
+			f := waitFacts{noProfile: s.apply.applied.Load().profile == nil, rolling: int(s.rolling.Load())}
+			if st := s.apply.status(); st != nil {
+				f.apply, f.applyStep = st.State == snapshot.ApplyRunning, st.Step
+			}
+			return f
+		},
+	}
+	if obs, ok := s.gw.(PlannerGateway); ok && s.gw != nil {
+		d.observe = obs
+	}
+	return &plannerLoop{cmds: make(chan plannerCmd), done: make(chan struct{}), plannerDeps: d}
 }
 
 // plannerState is what the loop goroutine owns.
@@ -89,15 +128,15 @@ type plannerState struct {
 	lastTick time.Time
 }
 
-// runPlanner is the loop; it returns when stop is closed, once a move
-// under way has handed its outcome back.
-func (s *Supervisor) runPlanner(pl *plannerLoop, stop <-chan struct{}) {
+// run is the loop; it returns when stop is closed, once a move under way
+// has handed its outcome back.
+func (pl *plannerLoop) run(stop <-chan struct{}) {
 	defer close(pl.done)
 	st := &plannerState{counts: map[string]uint64{}, series: map[string][]float64{}}
 	moves := make(chan moveDone, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	timer := time.NewTimer(s.plannerDelay())
+	timer := time.NewTimer(pl.delay())
 	defer timer.Stop()
 	for {
 		select {
@@ -108,28 +147,28 @@ func (s *Supervisor) runPlanner(pl *plannerLoop, stop <-chan struct{}) {
 			}
 			return
 		case c := <-pl.cmds:
-			c.reply <- s.plannerCommand(pl, st, c)
+			c.reply <- pl.command(st, c)
 		case m := <-moves:
-			s.plannerMoved(st, m)
-			pl.status.Store(s.plannerPublish(st))
+			pl.moved(st, m)
+			pl.status.Store(pl.publish(st))
 		case <-timer.C:
-			s.plannerTick(ctx, pl, st, moves)
-			timer.Reset(s.plannerDelay())
+			pl.tick(ctx, st, moves)
+			timer.Reset(pl.delay())
 		}
 	}
 }
 
-// plannerDelay is the time to the next interval: slo.interval, or the
-// idle poll without slo:.
-func (s *Supervisor) plannerDelay() time.Duration {
-	if slo := s.Plan().SLO; slo != nil && slo.Interval > 0 {
+// delay is the time to the next interval: slo.interval, or the idle
+// poll without slo:.
+func (pl *plannerLoop) delay() time.Duration {
+	if slo := pl.plan().SLO; slo != nil && slo.Interval > 0 {
 		return slo.Interval.D()
 	}
 	return plannerIdlePoll
 }
 
-func (s *Supervisor) plannerCommand(pl *plannerLoop, st *plannerState, c plannerCmd) string {
-	if s.Plan().SLO == nil {
+func (pl *plannerLoop) command(st *plannerState, c plannerCmd) string {
+	if pl.plan().SLO == nil {
 		return "this deployment has no slo: in its profile, so no planner (add one and tsd apply)"
 	}
 	var answer string
@@ -142,13 +181,13 @@ func (s *Supervisor) plannerCommand(pl *plannerLoop, st *plannerState, c planner
 		if st.moving != nil {
 			answer += " (the move under way completes first)"
 		}
-		s.pub.event("", "planner: paused by tsd planner pause")
+		pl.event("", "planner: paused by tsd planner pause")
 	case !st.paused:
 		answer = "the planner is not paused"
 	default:
 		st.paused = false
 		answer = "the planner resumed"
-		s.pub.event("", "planner: resumed by tsd planner resume")
+		pl.event("", "planner: resumed by tsd planner resume")
 	}
 	if st.last != nil {
 		cp := *st.last
@@ -159,29 +198,28 @@ func (s *Supervisor) plannerCommand(pl *plannerLoop, st *plannerState, c planner
 	return answer
 }
 
-// plannerTick is one interval: observe, decide, show, maybe act.
-func (s *Supervisor) plannerTick(ctx context.Context, pl *plannerLoop, st *plannerState, moves chan<- moveDone) {
-	plan := s.Plan()
+// tick is one interval: observe, decide, show, maybe act.
+func (pl *plannerLoop) tick(ctx context.Context, st *plannerState, moves chan<- moveDone) {
+	plan := pl.plan()
 	slo := plan.SLO
 	if slo == nil {
 		if st.last != nil {
-			s.pub.event("", "planner: off (the profile has no slo: any more)")
+			pl.event("", "planner: off (the profile has no slo: any more)")
 		}
 		*st = plannerState{counts: st.counts, series: map[string][]float64{}, moving: st.moving, paused: st.paused, moves: st.moves, failed: st.failed}
 		pl.status.Store(nil)
 		return
 	}
-	now := s.now()
+	now := pl.now()
 	cfg := plannerConfig(slo)
 	layout, groups := plannerLayout(plan, slo)
-	obsGW, ok := s.gw.(PlannerGateway)
-	if !ok || s.gw == nil {
+	if pl.observe == nil {
 		st.last = &snapshot.PlannerStatus{Mode: slo.Mode, Paused: st.paused, TTFT: cfg.TTFT, ITL: cfg.ITL, Interval: cfg.Interval, Cooldown: cfg.Cooldown,
 			GPUs: cfg.GPUs, Code: "no_gateway", Reason: "no gateway to observe: the planner needs the embedded gateway's traffic account"}
 		pl.status.Store(st.last)
 		return
 	}
-	tw := obsGW.Observe(cfg.Interval, groups)
+	tw := pl.observe.Observe(cfg.Interval, groups)
 	o := st.observation(tw, groups, now, cfg.Interval)
 	d := planner.Decide(st.hist, o, layout, cfg, now)
 	st.hist = d.History
@@ -194,27 +232,20 @@ func (s *Supervisor) plannerTick(ctx context.Context, pl *plannerLoop, st *plann
 		}
 		st.series[v.Group] = ser
 	}
-	snap := s.Snapshot()
-	job := s.job.Load()
-	jobRunning := false
-	jobStep := ""
-	if job != nil {
-		js := job.snapshotStatus()
-		jobRunning, jobStep = js.State == snapshot.ApplyRunning, js.Step
-	}
-	waiting := plannerWaits(waitFacts{mode: slo.Mode, paused: st.paused, noProfile: s.applied.Load().profile == nil, moving: st.moving != nil, apply: jobRunning,
-		applyStep: jobStep, rolling: int(s.rolling.Load()), roles: snap.Roles}, d.Move != nil)
+	facts := pl.busy()
+	facts.mode, facts.paused, facts.moving, facts.roles = slo.Mode, st.paused, st.moving != nil, pl.snapshot().Roles
+	waiting := plannerWaits(facts, d.Move != nil)
 	proposal := moveText(d.Move)
 	key := d.Code + "|" + proposal
 	act := d.Move != nil && waiting == ""
 	if key != st.lastKey {
 		st.lastKey = key
-		s.pub.event("", "planner: "+d.Reason+modeNote(slo.Mode, d.Move, waiting))
+		pl.event("", "planner: "+d.Reason+modeNote(slo.Mode, d.Move, waiting))
 		if d.Move != nil && !act {
 			st.remember(snapshot.PlannerChange{Time: now, Code: d.Code, Reason: d.Reason, Outcome: "proposed"})
 		}
 	}
-	st.last = s.plannerStatus(st, slo, cfg, d, proposal, waiting, now)
+	st.last = st.status(slo, cfg, d, proposal, waiting, now)
 	if act {
 		st.moving = d.Move
 		st.remember(snapshot.PlannerChange{Time: now, Code: d.Code, Reason: d.Reason, Outcome: "running"})
@@ -225,7 +256,7 @@ func (s *Supervisor) plannerTick(ctx context.Context, pl *plannerLoop, st *plann
 				before[g.Name] = g.Replicas()
 			}
 		}
-		go s.plannerMove(ctx, d.Move, d.Reason, before, moves)
+		go pl.move(ctx, d.Move, d.Reason, before, moves)
 	}
 	pl.status.Store(st.last)
 }
@@ -249,11 +280,11 @@ func (st *plannerState) remember(c snapshot.PlannerChange) {
 	}
 }
 
-// plannerMove carries a move out as tsd scale would, and rolls it back
-// when it fails: the apply of the profile that served before the move
-// (the supervisor keeps it until an apply completes), with each entry at
-// the replicas it had.
-func (s *Supervisor) plannerMove(ctx context.Context, m *planner.Move, reason string, before map[string]int, out chan<- moveDone) {
+// move carries a move out as tsd scale would, and rolls it back when it
+// fails: the apply of the profile that served before the move (the
+// supervisor keeps it until an apply completes), with each entry at the
+// replicas it had.
+func (pl *plannerLoop) move(ctx context.Context, m *planner.Move, reason string, before map[string]int, out chan<- moveDone) {
 	res := moveDone{move: m, reason: reason}
 	defer func() {
 		if r := recover(); r != nil {
@@ -261,10 +292,10 @@ func (s *Supervisor) plannerMove(ctx context.Context, m *planner.Move, reason st
 		}
 		out <- res
 	}()
-	s.pub.event("", "planner: carrying out "+moveText(m)+" (as tsd scale "+scaleText(m.Replicas)+")")
+	pl.event("", "planner: carrying out "+moveText(m)+" (as tsd scale "+scaleText(m.Replicas)+")")
 	quiet := func(ApplyPlan, string) {} // the apply's own lines are events already
 	started := false
-	_, err := s.Apply(ctx, ApplyRequest{Scale: maps.Clone(m.Replicas), GPUs: append([]string(nil), m.GPUs...)}, func(ApplyPlan, string) { started = true })
+	_, err := pl.apply(ctx, ApplyRequest{Scale: maps.Clone(m.Replicas), GPUs: append([]string(nil), m.GPUs...)}, func(ApplyPlan, string) { started = true })
 	if err == nil {
 		return
 	}
@@ -276,32 +307,32 @@ func (s *Supervisor) plannerMove(ctx context.Context, m *planner.Move, reason st
 	if ctx.Err() != nil {
 		return // tsd is stopping: no rollback to start now
 	}
-	s.pub.event("", "planner: the move failed ("+oneLine(err.Error())+"): rolling back to the layout that served before it (tsd scale "+scaleText(before)+")")
-	_, res.rbErr = s.Apply(ctx, ApplyRequest{Scale: before}, quiet)
+	pl.event("", "planner: the move failed ("+oneLine(err.Error())+"): rolling back to the layout that served before it (tsd scale "+scaleText(before)+")")
+	_, res.rbErr = pl.apply(ctx, ApplyRequest{Scale: before}, quiet)
 	res.rolledBack = res.rbErr == nil
 }
 
-// plannerMoved takes a move's outcome.
-func (s *Supervisor) plannerMoved(st *plannerState, m moveDone) {
+// moved takes a move's outcome.
+func (pl *plannerLoop) moved(st *plannerState, m moveDone) {
 	st.moving = nil
 	text := moveText(m.move)
 	outcome := "done"
 	switch {
 	case m.err == nil:
 		st.moves++
-		s.pub.event("", "planner: done: "+text)
+		pl.event("", "planner: done: "+text)
 	case m.refused:
 		outcome = "refused"
-		s.pub.event("", "planner: "+text+" was refused, nothing changed: "+oneLine(m.err.Error()))
+		pl.event("", "planner: "+text+" was refused, nothing changed: "+oneLine(m.err.Error()))
 	case m.rbErr != nil:
 		st.failed++
 		outcome = "failed"
 		st.paused = true
-		s.pub.event("", "planner: the rollback failed too ("+oneLine(m.rbErr.Error())+"); paused until tsd planner resume: see tsd status and tsd plan --running")
+		pl.event("", "planner: the rollback failed too ("+oneLine(m.rbErr.Error())+"); paused until tsd planner resume: see tsd status and tsd plan --running")
 	default:
 		st.failed++
 		outcome = "rolled back"
-		s.pub.event("", "planner: "+text+" failed and was rolled back: "+oneLine(m.err.Error()))
+		pl.event("", "planner: "+text+" failed and was rolled back: "+oneLine(m.err.Error()))
 	}
 	for i := len(st.recent) - 1; i >= 0; i-- {
 		if st.recent[i].Outcome == "running" {
@@ -314,8 +345,8 @@ func (s *Supervisor) plannerMoved(st *plannerState, m moveDone) {
 	}
 }
 
-// plannerPublish is the last status with the loop's counters now.
-func (s *Supervisor) plannerPublish(st *plannerState) *snapshot.PlannerStatus {
+// publish is the last status with the loop's counters now.
+func (pl *plannerLoop) publish(st *plannerState) *snapshot.PlannerStatus {
 	if st.last == nil {
 		return nil
 	}
@@ -329,8 +360,8 @@ func (s *Supervisor) plannerPublish(st *plannerState) *snapshot.PlannerStatus {
 	return &cp
 }
 
-// plannerStatus is the Snapshot's view of one decision.
-func (s *Supervisor) plannerStatus(st *plannerState, slo *profiles.SLOPlan, cfg planner.Config, d planner.Decision, proposal, waiting string, now time.Time) *snapshot.PlannerStatus {
+// status is the Snapshot's view of one decision.
+func (st *plannerState) status(slo *profiles.SLOPlan, cfg planner.Config, d planner.Decision, proposal, waiting string, now time.Time) *snapshot.PlannerStatus {
 	ps := &snapshot.PlannerStatus{Mode: slo.Mode, Paused: st.paused, TTFT: cfg.TTFT, ITL: cfg.ITL, Interval: cfg.Interval, Cooldown: cfg.Cooldown,
 		GPUs: append([]string(nil), cfg.GPUs...), Last: now, Next: now.Add(cfg.Interval), Code: d.Code, Reason: d.Reason,
 		Proposal: proposal, Waiting: waiting, Decisions: maps.Clone(st.counts), Moves: st.moves, Failed: st.failed,
@@ -535,42 +566,40 @@ func scaleText(n map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// plannerSnapshot is the planner as the last interval left it (nil: no
-// slo:, or Run has not started it).
-func (s *Supervisor) plannerSnapshot() *snapshot.PlannerStatus {
-	if s.planner == nil {
+// snapshot is the planner as the last interval left it (nil: no slo:,
+// or Run has not started it).
+func (pl *plannerLoop) snapshotStatus() *snapshot.PlannerStatus {
+	if pl == nil {
 		return nil
 	}
-	return s.planner.status.Load()
+	return pl.status.Load()
 }
 
 // PlannerPause stops the planner from carrying out proposals (it still
 // observes and proposes) until PlannerResume; a move under way completes.
-func (s *Supervisor) PlannerPause() (string, error) { return s.plannerCmd(true) }
+func (s *Supervisor) PlannerPause() (string, error) { return s.planner.ask(true) }
 
 // PlannerResume lets the planner carry out its proposals again.
-func (s *Supervisor) PlannerResume() (string, error) { return s.plannerCmd(false) }
+func (s *Supervisor) PlannerResume() (string, error) { return s.planner.ask(false) }
 
-func (s *Supervisor) plannerCmd(pause bool) (string, error) {
+// ask hands the loop an operator's command and returns its answer.
+func (pl *plannerLoop) ask(pause bool) (string, error) {
 	select {
-	case <-s.running:
+	case <-pl.running:
 	default:
-		return "", ErrNotRunning
-	}
-	if s.planner == nil {
 		return "", ErrNotRunning
 	}
 	c := plannerCmd{pause: pause, reply: make(chan string, 1)}
 	select {
-	case s.planner.cmds <- c:
-	case <-s.planner.done:
+	case pl.cmds <- c:
+	case <-pl.done:
 		return "", ErrNotRunning
 	}
 	select {
 	case a := <-c.reply:
-		s.pub.sync() // the answer's state is in the snapshot the caller reads next
+		pl.sync() // the answer's state is in the snapshot the caller reads next
 		return a, nil
-	case <-s.planner.done:
+	case <-pl.done:
 		return "", ErrNotRunning
 	}
 }

@@ -12,7 +12,7 @@ import (
 const MaxEvents = 100
 
 type pubMsg struct {
-	id    int // the actor's id (actor.id)
+	id    int // the instance's id (actor.id)
 	role  *snapshot.RoleStatus
 	event *snapshot.Event
 	// forget: the actor was removed from the roster and has ended.
@@ -23,6 +23,9 @@ type pubMsg struct {
 	// ring, with a role and an event, marks a state change: publish now
 	// (not coalesced), then note the event in the role's log.
 	ring *logRing
+	// answers are commands' outcomes this state settles (answer.go):
+	// published now, then handed to their waiters.
+	answers []answered
 }
 
 // publisher owns the current Snapshot. Actors send it role states and
@@ -34,8 +37,8 @@ type publisher struct {
 	in     chan pubMsg
 	logged <-chan snapshot.Event // the deployment's EventLog; nil: none
 
-	// owned by loop: each actor's last status by id (the roster says
-	// which are shown, in which order)
+	// owned by loop: each instance's last status by id (the roster says
+	// which are shown, in which order, under which names)
 	roles  map[int]snapshot.RoleStatus
 	events []snapshot.Event
 	seq    uint64
@@ -60,10 +63,6 @@ func newPublisher(s *Supervisor) *publisher {
 	}
 	p.cur = p.build()
 	return p
-}
-
-func (p *publisher) role(id int, st snapshot.RoleStatus) {
-	p.in <- pubMsg{id: id, role: &st}
 }
 
 func (p *publisher) event(role, msg string) {
@@ -103,7 +102,7 @@ func (p *publisher) build() snapshot.Snapshot {
 	s := p.sup
 	p.seq++
 	plan := s.Plan()
-	members := s.roster().members
+	members := s.roster.current().members
 	snap := snapshot.Snapshot{
 		Seq:     p.seq,
 		Time:    s.now(),
@@ -114,28 +113,26 @@ func (p *publisher) build() snapshot.Snapshot {
 		GPUInfo: snapshot.GPUPanelStatus{Provider: "none", Note: "no telemetry"},
 	}
 	for _, m := range members {
-		st, ok := p.roles[m.a.id]
+		st, ok := p.roles[m.id]
 		if !ok {
 			st = m.initial // added a moment ago: its actor has not published yet
 		}
+		st.Name = m.name // the roster's: the one place names map to ids
 		if m.a.file != nil {
 			st.LogError = m.a.file.Health()
 		}
 		snap.Roles = append(snap.Roles, st)
 	}
 	snap.Gateway = snapshot.GatewayStatus{URL: plan.Gateway.URL, Mode: plan.Gateway.Mode}
-	if a := s.applied.Load(); a != nil {
-		snap.ProfileRevision = a.revision
+	if s.apply != nil {
+		snap.ProfileRevision = s.apply.revision()
+		snap.Apply = s.apply.status()
 	}
-	if j := s.job.Load(); j != nil {
-		st := j.snapshotStatus()
-		snap.Apply = &st
-	}
-	if st := s.stopping.Load(); st != nil {
+	if st := s.stop.progress(); st != nil {
 		cp := *st
 		snap.Stopping = &cp
 	}
-	snap.Planner = s.plannerSnapshot()
+	snap.Planner = s.planner.snapshotStatus()
 	if s.gw != nil {
 		snap.Gateway = s.gw.Status()
 		if st := snap.Stopping; st != nil && st.Phase == snapshot.StopDraining {
@@ -181,12 +178,15 @@ func (p *publisher) loop(stop <-chan struct{}) {
 		case m := <-p.in:
 			p.apply(m)
 			dirty = true
-			if m.ring != nil || m.flushed != nil {
+			if m.ring != nil || m.flushed != nil || len(m.answers) > 0 {
 				p.publishFold(p.build())
 				dirty = false
 			}
 			if m.ring != nil {
 				m.ring.append([]LogLine{{Time: m.event.Time, Text: "[tsd] == " + m.event.Message, Note: true}})
+			}
+			for _, a := range m.answers {
+				a.deliver()
 			}
 			if m.flushed != nil {
 				close(m.flushed)
@@ -201,6 +201,7 @@ func (p *publisher) loop(stop <-chan struct{}) {
 			}
 		case <-stop:
 			var flushed []chan struct{}
+			var answers []answered
 		drain:
 			for {
 				select {
@@ -212,6 +213,7 @@ func (p *publisher) loop(stop <-chan struct{}) {
 					if m.flushed != nil {
 						flushed = append(flushed, m.flushed)
 					}
+					answers = append(answers, m.answers...)
 				case ev := <-p.logged:
 					p.apply(pubMsg{event: &ev})
 				default:
@@ -219,6 +221,9 @@ func (p *publisher) loop(stop <-chan struct{}) {
 				}
 			}
 			p.publish(p.build())
+			for _, a := range answers {
+				a.deliver()
+			}
 			for _, ch := range flushed {
 				close(ch)
 			}

@@ -12,10 +12,11 @@ import (
 // at once, a slow one only ever holds the newest, and every channel closes
 // when the publisher stops.
 func TestPublisherSnapshotThenStream(t *testing.T) {
-	s := &Supervisor{now: time.Now}
-	s.planv.Store(&profiles.Plan{Name: "p"})
+	s := &Supervisor{now: time.Now, plan: &runningPlan{}, stop: newStopper(0)}
+	s.plan.v.Store(&profiles.Plan{Name: "p"})
 	a := &actor{id: 1}
-	s.setRoster(newRoster([]member{{name: "decode", a: a, initial: snapshot.RoleStatus{Name: "decode", State: snapshot.StatePlanned}}}))
+	s.roster = newRosterOwner(nil, nil)
+	s.roster.set(newRoster([]member{{id: 1, name: "decode", a: a, initial: snapshot.RoleStatus{Name: "decode", State: snapshot.StatePlanned}}}, nil))
 	p := newPublisher(s)
 	s.pub = p
 	cur, ch, cancel := p.subscribe()

@@ -15,7 +15,7 @@ import (
 // replicas), a kind (every role of it), or "" (every local role).
 func (s *Supervisor) RollingTargets(target string) ([]string, error) {
 	var out []string
-	members := s.roster().members
+	members := s.roster.current().members
 	for _, m := range members {
 		if m.local && (target == "" || m.name == target) {
 			out = append(out, m.name)
@@ -64,15 +64,17 @@ func (s *Supervisor) RollingRestart(ctx context.Context, target string, now bool
 	s.pub.event("", fmt.Sprintf("rolling restart of %s", strings.Join(names, ", ")))
 	for i, name := range names {
 		start := time.Now()
-		cur, ch, cancel := s.Subscribe()
-		before, _ := roleIn(cur, name)
 		say("restarting %s (%d/%d)", name, i+1, len(names))
-		if err := s.RestartNow(name, now); err != nil {
-			cancel()
+		// The actor answers once the instance is ready again, or once it
+		// crashed, backs off, failed or stopped on the way (goalBack).
+		_, w, err := ask(s.roster.current(), name, event{Kind: evRestart, Now: now, Why: whyRestart}, goalBack)
+		if err != nil {
 			return fmt.Errorf("rolling restart: restart %s: %w", name, err)
 		}
-		err := waitBack(ctx, ch, name, before.Restarts)
-		cancel()
+		o, err := await(ctx, w)
+		if err == nil && o.Kind != outReady {
+			err = errors.New(name + " " + o.State + ": " + o.Reason)
+		}
 		if err != nil {
 			s.pub.event(name, "rolling restart stopped: "+err.Error())
 			rest := names[i+1:]
@@ -94,29 +96,4 @@ func roleIn(s snapshot.Snapshot, name string) (snapshot.RoleStatus, bool) {
 		}
 	}
 	return snapshot.RoleStatus{}, false
-}
-
-// waitBack waits until the role has restarted (Restarts grew) and is
-// ready, or says why it will not be.
-func waitBack(ctx context.Context, ch <-chan snapshot.Snapshot, name string, restarts int) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case snap, ok := <-ch:
-			if !ok {
-				return ErrNotRunning
-			}
-			r, ok := roleIn(snap, name)
-			if !ok || r.Restarts <= restarts {
-				continue
-			}
-			switch r.State {
-			case snapshot.StateReady:
-				return nil
-			case snapshot.StateCrashed, snapshot.StateFailed, snapshot.StateBackoff, snapshot.StateStopped:
-				return errors.New(name + " " + r.State + ": " + r.Reason)
-			}
-		}
-	}
 }

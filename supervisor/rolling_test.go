@@ -152,11 +152,10 @@ func TestLeftoverGroupsAreKilledOnStart(t *testing.T) {
 	for len(groupMembers(pg)) < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // the shell forks its children after Start returns
 	}
-	s := &Supervisor{}
-	s.planv.Store(&profiles.Plan{RunDir: dir})
-	s.recordGroup("decode", &process{pid: pg}, "")
+	s := newGroupRecords(RecordDir(&profiles.Plan{RunDir: dir}))
+	s.recordGroup(1, "decode", &process{pid: pg}, "")
 	// A record for a pgid whose leader has another start time now.
-	s.recordGroup("prefill", &process{pid: other.Process.Pid}, "")
+	s.recordGroup(2, "prefill", &process{pid: other.Process.Pid}, "")
 	recs := filepath.Join(dir, "groups")
 	b, _ := os.ReadFile(filepath.Join(recs, "prefill.json"))
 	b = []byte(strings.Replace(string(b), `"start":`, `"start":1`, 1))

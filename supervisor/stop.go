@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsd-project/tsd/profiles"
@@ -40,58 +41,86 @@ func PlanDrain(plan *profiles.Plan) time.Duration {
 	return d
 }
 
-// ShutdownDrain asks Run to tear everything down, as Shutdown does, with
-// the gateway's drain bounded by d instead of the plan's drain_timeout
-// (0: no drain, requests in flight are cut at once).
-func (s *Supervisor) ShutdownDrain(d time.Duration) {
-	d = max(d, 0)
-	s.stopDrain.CompareAndSwap(nil, &d) // the first stop's limit holds
-	s.Shutdown()
+// stopper owns the whole deployment's stop: the request (Shutdown, or
+// ShutdownDrain with its limit), the cut a second Ctrl-C makes (Kill),
+// where the stop is (Snapshot.Stopping) and its end.
+type stopper struct {
+	drain    atomic.Pointer[time.Duration] // tsd stop's limit; nil: Options', else the plan's
+	askOnce  sync.Once
+	asked    chan struct{} // closed by the first stop request
+	killOnce sync.Once
+	killed   chan struct{} // closed by Kill: a drain under way cuts at once
+	status   atomic.Pointer[snapshot.StopStatus]
+	done     chan struct{} // closed once every role has stopped, before the control socket closes
+	grace    time.Duration // Options.ShutdownGrace
 }
 
-// drainLimit is the drain of this stop: tsd stop's, else Options', else
-// the plan's.
-func (s *Supervisor) drainLimit() time.Duration {
-	if d := s.stopDrain.Load(); d != nil {
+func newStopper(grace time.Duration) *stopper {
+	return &stopper{asked: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}), grace: grace}
+}
+
+// shutdown asks Run to tear everything down.
+func (st *stopper) shutdown() { st.askOnce.Do(func() { close(st.asked) }) }
+
+// shutdownDrain is shutdown with the gateway's drain bounded by d (0: no
+// drain); the first stop's limit holds.
+func (st *stopper) shutdownDrain(d time.Duration) {
+	d = max(d, 0)
+	st.drain.CompareAndSwap(nil, &d)
+	st.shutdown()
+}
+
+// kill cuts a drain under way.
+func (st *stopper) kill() { st.killOnce.Do(func() { close(st.killed) }) }
+
+// limit is the drain of this stop of plan: tsd stop's, else Options',
+// else the plan's.
+func (st *stopper) limit(plan *profiles.Plan) time.Duration {
+	if d := st.drain.Load(); d != nil {
 		return *d
 	}
-	if s.opts.ShutdownGrace > 0 {
-		return s.opts.ShutdownGrace
+	if st.grace > 0 {
+		return st.grace
 	}
-	return PlanDrain(s.Plan())
+	return PlanDrain(plan)
 }
+
+// shuttingDown is closed once a stop was asked for; stopped once every
+// role has stopped; progress says where the stop is (nil before it).
+func (st *stopper) shuttingDown() <-chan struct{}  { return st.asked }
+func (st *stopper) stopped() <-chan struct{}       { return st.done }
+func (st *stopper) progress() *snapshot.StopStatus { return st.status.Load() }
 
 // drainGateway drains the gateway (Run's teardown): new requests are
 // refused, requests in flight get until the drain's deadline (a Kill cuts
 // it short), then the rest are cut; then it unbinds. Snapshot.Stopping
-// shows each step.
-func (s *Supervisor) drainGateway() {
-	start := s.now()
-	if s.gw == nil {
-		s.stopping.Store(&snapshot.StopStatus{Phase: snapshot.StopStopping, Started: start})
+// shows each step; event records its lines.
+func (st *stopper) drainGateway(gw Gateway, plan *profiles.Plan, now time.Time, event func(role, msg string)) {
+	if gw == nil {
+		st.status.Store(&snapshot.StopStatus{Phase: snapshot.StopStopping, Started: now})
 		return
 	}
-	limit := s.drainLimit()
-	st := snapshot.StopStatus{Phase: snapshot.StopDraining, Started: start, Deadline: start.Add(limit), InFlight: s.gw.Status().InFlight}
-	s.stopping.Store(&st)
-	s.pub.event("", drainBegins(st.InFlight, limit))
+	limit := st.limit(plan)
+	cur := snapshot.StopStatus{Phase: snapshot.StopDraining, Started: now, Deadline: now.Add(limit), InFlight: gw.Status().InFlight}
+	st.status.Store(&cur)
+	event("", drainBegins(cur.InFlight, limit))
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	go func() {
 		select {
-		case <-s.killCh:
+		case <-st.killed:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	res := s.gw.Drain(ctx)
+	res := gw.Drain(ctx)
 	cancel()
-	done := st
+	done := cur
 	done.Phase, done.InFlight, done.Drain = snapshot.StopStopping, 0, res
-	s.stopping.Store(&done)
-	s.pub.event("", DrainSummary(res, limit))
+	st.status.Store(&done)
+	event("", DrainSummary(res, limit))
 	sctx, cancelUnbind := context.WithTimeout(context.Background(), unbindGrace)
-	if err := s.gw.Shutdown(sctx); err != nil {
-		s.pub.event("", "gateway shutdown: "+err.Error())
+	if err := gw.Shutdown(sctx); err != nil {
+		event("", "gateway shutdown: "+err.Error())
 	}
 	cancelUnbind()
 }
@@ -140,62 +169,6 @@ func stopQuery(now, timeout string) (d time.Duration, ok bool, err error) {
 		return 0, false, fmt.Errorf("stop: timeout %q is not a duration of 0 or more", timeout)
 	}
 	return d, true, nil
-}
-
-// serveStop stops the whole deployment and, with follow=1, answers as it
-// goes: a line when the drain begins and when it ends, then "stopped" once
-// every role has stopped (just before the control socket closes), so
-// `tsd stop` can say what its stop did. Without follow it answers "ok" at
-// once, as before.
-func (s *Supervisor) serveStop(w http.ResponseWriter, r *http.Request, quit <-chan struct{}) {
-	q := r.URL.Query()
-	d, set, err := stopQuery(q.Get("now"), q.Get("timeout"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if set {
-		s.ShutdownDrain(d)
-	} else {
-		s.Shutdown()
-	}
-	if q.Get("follow") != "1" {
-		fmt.Fprintln(w, "ok")
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fl, _ := w.(http.Flusher)
-	line := func(msg string) {
-		fmt.Fprintln(w, msg)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	line("stopping " + s.Plan().Name)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	told := false
-	tell := func() {
-		if st := s.stopping.Load(); !told && st != nil && st.Phase == snapshot.StopStopping {
-			told = true
-			b, _ := json.Marshal(stopLine{Drain: st.Drain, LimitMS: s.drainLimit().Milliseconds()})
-			line("drained " + string(b))
-		}
-	}
-	for {
-		tell()
-		select {
-		case <-s.stopDone:
-			tell() // the stop's phase was set before stopDone closed
-			line("stopped")
-			return
-		case <-quit:
-			return
-		case <-r.Context().Done():
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // stopLine is the drain's end as serveStop streams it ("drained {…}").

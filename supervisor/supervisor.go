@@ -157,53 +157,55 @@ type Options struct {
 }
 
 // Supervisor runs one Plan. Create it with New, then call Run once.
+//
+// It is the deployment's public face and the wiring between the owners
+// that do the work, each its own type: the roster (which instances run,
+// the one place names map to ids, roster.go), one actor per instance
+// (actor.go), the publisher (the Snapshot, publisher.go), the applier
+// (tsd apply and tsd scale, apply.go and applyrun.go), the SLO planner's
+// loop (planner.go), the stopper (the whole deployment's stop, stop.go),
+// the orphan recorder (orphans.go) and the control socket's server
+// (control.go), which sees the supervisor only through the interfaces it
+// defines.
 type Supervisor struct {
 	opts  Options
-	planv atomic.Pointer[profiles.Plan] // the plan that runs now: tsd up's, then each apply step's
+	plan  *runningPlan // the plan that runs now: tsd up's, then each apply step's
 	gw    Gateway
 	now   func() time.Time
 	env   *env // what every actor shares
+	gwLog *LogSource
 
-	// The roster: which actors run under which names (roster.go). One
-	// goroutine (rosterLoop) changes it, through rosterCmds.
-	ros        atomic.Pointer[roster]
-	rosterCmds chan rosterCmd
-	rosterDone chan struct{} // closed when rosterLoop has ended
-	nextID     int           // the last actor id handed out (New, then rosterLoop)
+	roster  *rosterOwner
+	pub     *publisher
+	events  *EventLog
+	runs    *Runs
+	rec     *groupRecords
+	apply   *applier
+	planner *plannerLoop
+	stop    *stopper
 
-	// What tsd apply and tsd scale change (apply.go): the profile the
-	// deployment runs, the API key its gateway checks, the last apply.
-	applied  atomic.Pointer[applied]
-	apiKey   atomic.Pointer[string]
-	apiKeys  atomic.Pointer[map[string]string] // gateway.api_keys' values by key_env
-	job      atomic.Pointer[applyJob]
-	jobMu    sync.Mutex    // one apply at a time
-	teardown chan struct{} // closed when Run starts tearing down
+	running  chan struct{} // closed when Run starts the actors
+	teardown chan struct{} // closed when Run starts tearing down: an apply in progress stops
+	ran      atomic.Bool
+	closing  atomic.Bool  // tsd shuts down: ranks dropping from now on are part of it
+	rolling  atomic.Int32 // rolling restarts under way (the planner waits for them)
+}
 
-	gwLog  *LogSource
-	pub    *publisher
-	events *EventLog
-	runs   *Runs
+// runningPlan is the plan that runs now; each new one is told to onPlan
+// (the registry records its ports).
+type runningPlan struct {
+	v      atomic.Pointer[profiles.Plan]
+	onPlan func(*profiles.Plan)
+}
 
-	shutdownOnce sync.Once
-	shutdownCh   chan struct{}
-	// The whole stop (stop.go): the drain asked for, the cut a second
-	// Ctrl-C makes, what the stop has done so far, and its end.
-	stopDrain atomic.Pointer[time.Duration]
-	killOnce  sync.Once
-	killCh    chan struct{}
-	stopping  atomic.Pointer[snapshot.StopStatus]
-	stopDone  chan struct{} // closed once every role has stopped, before the control socket closes
-	running   chan struct{} // closed when Run starts the actors
-	ran       bool
-	mu        sync.Mutex
-	closing   atomic.Bool
+func (r *runningPlan) load() *profiles.Plan { return r.v.Load() }
 
-	cgBase string       // this tsd's cgroup v2 directory for role cgroups, or ""
-	cgSeq  atomic.Int64 // names each run's cgroup
-
-	planner *plannerLoop // the SLO planner's loop (planner.go)
-	rolling atomic.Int32 // rolling restarts under way (the planner waits for them)
+// set makes plan the running one and tells onPlan.
+func (r *runningPlan) set(plan *profiles.Plan) {
+	r.v.Store(plan)
+	if r.onPlan != nil {
+		r.onPlan(plan)
+	}
 }
 
 // Errors returned by the controls.
@@ -230,27 +232,13 @@ func New(opts Options) (*Supervisor, error) {
 	s := &Supervisor{
 		opts: opts, gw: opts.Gateway,
 		now: opts.Now, events: opts.Events, runs: opts.Runs,
-		rosterCmds: make(chan rosterCmd),
-		rosterDone: make(chan struct{}),
-		teardown:   make(chan struct{}),
-		shutdownCh: make(chan struct{}),
-		killCh:     make(chan struct{}),
-		stopDone:   make(chan struct{}),
-		running:    make(chan struct{}),
-		planner:    &plannerLoop{cmds: make(chan plannerCmd), done: make(chan struct{})},
+		plan:     &runningPlan{onPlan: opts.OnPlan},
+		rec:      newGroupRecords(RecordDir(opts.Plan)),
+		stop:     newStopper(opts.ShutdownGrace),
+		teardown: make(chan struct{}),
+		running:  make(chan struct{}),
 	}
-	s.planv.Store(opts.Plan)
-	s.applied.Store(newApplied(opts.Profile, opts.Profile, opts.ProfileSource, nil))
-	key := ""
-	if env := opts.Plan.Gateway.APIKeyEnv; env != "" {
-		key = os.Getenv(env) // what the gateway read when it was built
-	}
-	s.apiKey.Store(&key)
-	keys := map[string]string{}
-	for _, k := range opts.Plan.Gateway.APIKeys {
-		keys[k.KeyEnv] = os.Getenv(k.KeyEnv) // what the gateway read when it was built
-	}
-	s.apiKeys.Store(&keys)
+	s.plan.v.Store(opts.Plan)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -260,25 +248,19 @@ func New(opts Options) (*Supervisor, error) {
 	if s.runs == nil {
 		s.runs = NewRuns()
 	}
+	s.roster = newRosterOwner(s.makeActor, func(id int) { s.pub.in <- pubMsg{id: id, forget: true} })
+	s.runs.lookup(func(role string) (int, bool) {
+		m, ok := s.roster.current().route(role)
+		return m.id, ok
+	})
 	s.env = s.newEnv()
-	var members []member
-	seen := map[string]bool{}
-	for _, rp := range opts.Plan.Roles {
-		if seen[rp.Name] {
-			closeMembers(members)
-			return nil, fmt.Errorf("plan has two roles named %q", rp.Name)
-		}
-		seen[rp.Name] = true
-		a, err := s.makeActor(rp)
-		if err != nil {
-			closeMembers(members)
-			return nil, err
-		}
-		members = append(members, memberOf(a))
+	if err := s.roster.init(opts.Plan.Roles); err != nil {
+		return nil, err
 	}
-	s.setRoster(newRoster(members))
+	s.apply = newApplier(s, opts)
+	s.planner = newPlannerLoop(s)
 	s.pub = newPublisher(s)
-	s.env.pub = s.pub
+	s.env.pub, s.apply.pub = s.pub, s.pub
 	if s.gwLog = opts.GatewayLog; s.gwLog == nil {
 		s.gwLog, _ = NewLogSource(GatewayLogSource, LogSourceOptions{Lines: opts.LogLines, Bytes: opts.LogBytes})
 	} else if s.gwLog.file != nil {
@@ -290,33 +272,31 @@ func New(opts Options) (*Supervisor, error) {
 	return s, nil
 }
 
-func (s *Supervisor) closeFiles() { closeMembers(s.roster().members) }
-
-func closeMembers(ms []member) {
-	for _, m := range ms {
-		if m.a.file != nil {
-			m.a.file.Close()
+// makeActor builds the actor of instance id: its ring (whose lines carry
+// the instance's name as the roster has it), its log file and its first
+// state.
+func (s *Supervisor) makeActor(id int, rp profiles.RolePlan) (*actor, error) {
+	ring := newNamedRing(func() string { return s.roster.nameOf(id) }, s.opts.LogLines, s.opts.LogBytes)
+	var file *rotatingFile
+	if rp.Local && rp.LogFile != "" && !s.opts.NoLogFiles {
+		f, err := openRotating(rp.LogFile, s.opts.LogFileMax, s.opts.LogFileKeep)
+		if err != nil {
+			return nil, fmt.Errorf("role %s: %w", rp.Name, err)
 		}
+		file = f
 	}
-}
-
-// nameOf is the name the roster knows an actor by now ("" once removed).
-func (s *Supervisor) nameOf(a *actor) string {
-	for _, m := range s.roster().members {
-		if m.a == a {
-			return m.name
-		}
-	}
-	return ""
+	a := newActor(s.env, id, rp, ranksExpected(rp, s.Plan().Gateway.Mode), ring, file)
+	a.watchFile()
+	return a, nil
 }
 
 // newEnv is what every actor of this supervisor shares (its publisher
 // is set once made).
 func (s *Supervisor) newEnv() *env {
 	e := &env{
-		now: s.now, rand: s.opts.Rand, gw: s.gw, rec: s, runs: s.runs,
+		now: s.now, rand: s.opts.Rand, gw: s.gw, names: s.roster, rec: s.rec, runs: s.runs,
 		gpuLimit: s.opts.GPUReleaseTimeout, noProgress: s.opts.NoProgress, closing: &s.closing,
-		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: &s.planv,
+		guardExe: s.opts.GuardExe, guardArgs: s.opts.GuardArgs, plan: &s.plan.v,
 	}
 	if e.rand == nil {
 		e.rand = rand.Float64
@@ -339,34 +319,30 @@ func (s *Supervisor) newEnv() *env {
 // It fails before starting anything if preflight finds problems or the
 // gateway or control socket cannot bind.
 func (s *Supervisor) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ran {
-		s.mu.Unlock()
+	if s.ran.Swap(true) {
 		return errors.New("supervisor: Run called twice")
 	}
-	s.ran = true
-	s.mu.Unlock()
-	defer s.closeFiles()
+	defer s.roster.closeFiles()
 
 	pubStop := make(chan struct{})
 	pubDone := make(chan struct{})
 	go func() { s.pub.loop(pubStop); close(pubDone) }()
 	defer func() { close(pubStop); <-pubDone }()
 	rosterStop := make(chan struct{})
-	go s.rosterLoop(rosterStop)
-	stopRoster := sync.OnceFunc(func() { close(rosterStop); <-s.rosterDone })
+	go s.roster.loop(rosterStop)
+	stopRoster := sync.OnceFunc(func() { close(rosterStop); <-s.roster.done })
 	defer stopRoster()
 
 	// The control socket first: a second `tsd up` of the same profile
 	// should hear "another tsd is running", not a list of busy ports.
-	ctl, err := s.listenControl()
+	ctl, err := listenControl(s.control())
 	if err != nil {
 		return err
 	}
 	// Before preflight: a group a dead tsd left holds the very ports and
 	// GPUs preflight checks. Only after the control socket: a live tsd's
 	// groups are never touched.
-	if msg := s.cleanOrphans(); msg != "" {
+	if msg := s.rec.cleanOrphans(); msg != "" {
 		s.pub.event("", msg)
 	}
 	if s.opts.Preflight != nil {
@@ -397,27 +373,23 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		rankStop := make(chan struct{})
 		rankCancel = func() { close(rankStop); cancel() }
 		rankDone = make(chan struct{})
-		go s.fanRanks(cur, changes, rankStop, rankDone)
+		go fanRanks(s.roster.current, cur, changes, rankStop, rankDone)
 	}
 
-	s.cgBase = cgroupBase()
-	defer func() {
-		if s.cgBase != "" {
-			_ = os.Remove(s.cgBase)
-		}
-	}()
-	for _, m := range s.roster().members {
+	s.rec.open()
+	defer s.rec.close()
+	for _, m := range s.roster.current().members {
 		go m.a.run(true)
 	}
 	scanStop, scanDone := make(chan struct{}), make(chan struct{})
 	if s.opts.StallScan > 0 {
-		go func() { defer close(scanDone); s.scanStalls(scanStop, s.opts.StallScan) }()
+		go func() { defer close(scanDone); scanStalls(scanStop, s.opts.StallScan, s.roster.current, s.runs) }()
 	} else {
 		close(scanDone)
 	}
 	defer func() { close(scanStop); <-scanDone }()
 	plannerStop := make(chan struct{})
-	go s.runPlanner(s.planner, plannerStop)
+	go s.planner.run(plannerStop)
 	stopPlanner := sync.OnceFunc(func() { close(plannerStop); <-s.planner.done })
 	defer stopPlanner()
 	close(s.running)
@@ -425,7 +397,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case <-s.shutdownCh:
+	case <-s.stop.shuttingDown():
 	case err := <-serveErr:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			runErr = fmt.Errorf("gateway stopped: %w", err)
@@ -438,28 +410,25 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.pub.event("", "shutting down")
 
 	// Reverse of startup: stop HTTP and drain, stop engines, unbind.
-	s.drainGateway()
+	s.stop.drainGateway(s.gw, s.Plan(), s.now(), s.pub.event)
 	// No roster change from here on: every actor an apply added is in
 	// the last roster, and each one is stopped.
 	stopRoster()
-	members := s.roster().members
+	members := s.roster.current().members
 	for _, m := range members {
 		m.a.send(event{Kind: evQuit, Why: whyQuit})
 	}
 	for _, m := range members {
 		<-m.a.done
 	}
-	close(s.stopDone) // a tsd stop that follows the stop answers before the socket closes
+	close(s.stop.done) // a tsd stop that follows the stop answers before the socket closes
 	stopServe()
 	if rankCancel != nil {
 		rankCancel()
 		<-rankDone
 	}
 	ctl.close()
-	s.removeSockets()
-	if dir := s.recordDir(); dir != "" {
-		_ = os.Remove(dir) // empty once every group was verified gone; kept otherwise, for the next tsd
-	}
+	removeSockets(s.Plan())
 	return runErr
 }
 
@@ -479,14 +448,17 @@ func (e *PreflightError) Error() string {
 func (e *PreflightError) Unwrap() []error { return e.Problems }
 
 // fanRanks routes the gateway's rank events to the role actors until stop
-// is closed (whether or not the gateway closes changes on cancel).
-func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, stop, done chan struct{}) {
+// is closed (whether or not the gateway closes changes on cancel). The
+// gateway names a role; the roster says which instance it means, by its
+// name now or the one it had before a rename the gateway may not have
+// caught up with.
+func fanRanks(roster func() *roster, cur []snapshot.RankEvent, changes <-chan snapshot.RankEvent, stop, done chan struct{}) {
 	defer close(done)
 	route := func(ev snapshot.RankEvent) {
-		if a, ok := s.roster().byName[ev.Role]; ok {
+		if m, ok := roster().route(ev.Role); ok {
 			select {
-			case a.in.ranks <- ev:
-			case <-a.done:
+			case m.a.in.ranks <- ev:
+			case <-m.a.done:
 			case <-stop:
 			}
 		}
@@ -509,8 +481,8 @@ func (s *Supervisor) fanRanks(cur []snapshot.RankEvent, changes <-chan snapshot.
 
 // removeSockets removes ipc socket files of the plan left behind (the
 // gateway removes its own; this catches a gateway that could not).
-func (s *Supervisor) removeSockets() {
-	for _, w := range s.Plan().Gateway.Workers {
+func removeSockets(plan *profiles.Plan) {
+	for _, w := range plan.Gateway.Workers {
 		for _, addr := range []string{w.URL, w.Input, w.Output} {
 			if path, ok := strings.CutPrefix(addr, "ipc://"); ok && path != "" {
 				if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -527,22 +499,25 @@ func (s *Supervisor) removeSockets() {
 func (s *Supervisor) Started() <-chan struct{} { return s.running }
 
 // Shutdown asks Run to tear everything down and return (`tsd stop`).
-func (s *Supervisor) Shutdown() {
-	s.shutdownOnce.Do(func() { close(s.shutdownCh) })
-}
+func (s *Supervisor) Shutdown() { s.stop.shutdown() }
 
-// Kill sends SIGKILL to every role's process group at once (a second
-// Ctrl-C) and makes Run return as soon as the groups are verified empty.
+// ShutdownDrain asks Run to tear everything down, as Shutdown does, with
+// the gateway's drain bounded by d instead of the plan's drain_timeout
+// (0: no drain, requests in flight are cut at once).
+func (s *Supervisor) ShutdownDrain(d time.Duration) { s.stop.shutdownDrain(d) }
+
 // RolePIDs is the process (group leader) of the role's current run, or
 // nil while it has none: the lane admits only that tree's connections to
 // the role's sockets (gateway/lane TreeCheck). It reads an atomic, so the
 // gateway may ask from any goroutine without waiting on the actor.
 func (s *Supervisor) RolePIDs(role string) []int { return s.runs.PIDs(role) }
 
+// Kill sends SIGKILL to every role's process group at once (a second
+// Ctrl-C) and makes Run return as soon as the groups are verified empty.
 func (s *Supervisor) Kill() {
-	s.killOnce.Do(func() { close(s.killCh) }) // a drain under way cuts at once
-	for _, m := range s.roster().members {
-		if pid := s.runs.of(m.name); pid > 0 {
+	s.stop.kill() // a drain under way cuts at once
+	for _, m := range s.roster.current().members {
+		if pid := s.runs.of(m.id); pid > 0 {
 			killGroupNow(pid)
 		}
 		select {
@@ -577,17 +552,20 @@ func (s *Supervisor) History() *snapshot.History { return s.pub.history() }
 
 // Plan returns the plan that runs now: tsd up's, as each apply step
 // changed it (`tsd plan --running`). Callers must not modify it.
-func (s *Supervisor) Plan() *profiles.Plan { return s.planv.Load() }
+func (s *Supervisor) Plan() *profiles.Plan { return s.plan.load() }
 
 // Roles lists role instance names in plan order.
-func (s *Supervisor) Roles() []string { return s.roster().names() }
+func (s *Supervisor) Roles() []string { return s.roster.current().list() }
 
+// command sends role's actor a command (role: its name now); with a
+// waiter in c.Reply, the actor answers it once the command's end is
+// known.
 func (s *Supervisor) command(role string, c event) error {
-	a, ok := s.roster().byName[role]
+	m, ok := s.roster.current().find(role)
 	if !ok {
 		return fmt.Errorf("%w %q (have %s)", ErrUnknownRole, role, strings.Join(s.Roles(), ", "))
 	}
-	if !a.send(c) {
+	if !m.a.send(c) {
 		return ErrNotRunning
 	}
 	return nil
@@ -626,7 +604,7 @@ func (s *Supervisor) StopAll() error { return s.all(event{Kind: evStop, Why: why
 
 func (s *Supervisor) all(c event) error {
 	var errs []error
-	for _, m := range s.roster().members {
+	for _, m := range s.roster.current().members {
 		if m.local {
 			if !m.a.send(c) {
 				errs = append(errs, fmt.Errorf("%s: %w", m.name, ErrNotRunning))
