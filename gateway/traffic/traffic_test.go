@@ -430,6 +430,27 @@ func BenchmarkRequest(b *testing.B) {
 	})
 }
 
+// BenchmarkRecordFields is what the dispatch writes on a record besides
+// its counts: the ids, a failure's reason, the route and its layout.
+func BenchmarkRecordFields(b *testing.B) {
+	book := New(Options{Roles: []string{"prefill-0", "decode-0"}})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := book.Begin("POST", "/generate")
+			r.ID("req-0123456789")
+			r.ID("minted-id")
+			r.EngineRID("rid-0123456789")
+			r.Layout("pd", "long_prompt", 512, 0.5)
+			r.Route("cache_aware", "cache_hit", 0.75, 1, 0)
+			r.RouteAggregated("round_robin", "next", -1, 2)
+			r.Reason("no_decode_worker")
+			r.Reason("later")
+			r.End(200)
+		}
+	})
+}
+
 // BenchmarkStatus is one snapshot read with full sample rings.
 func BenchmarkStatus(b *testing.B) {
 	book := New(Options{Roles: []string{"prefill-0", "decode-0", "decode-1", "encode-0"}})
