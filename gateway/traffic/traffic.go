@@ -258,15 +258,24 @@ func (r *Rec) Trace(id string) {
 // (the client's x-request-id, set by the HTTP layer, wins over the id the
 // dispatch mints).
 func (r *Rec) ID(id string) {
-	if r == nil || id == "" {
+	if r != nil {
+		r.keepFirst(&r.id, id)
+	}
+}
+
+// keepFirst sets *field (one of r's) to s cut to maxIDLen, unless it
+// holds one already: the first value set stays (ID, Reason). An empty s
+// sets nothing.
+func (r *Rec) keepFirst(field *string, s string) {
+	if s == "" {
 		return
 	}
-	if len(id) > maxIDLen {
-		id = id[:maxIDLen]
+	if len(s) > maxIDLen {
+		s = s[:maxIDLen]
 	}
 	r.b.mu.Lock()
-	if r.id == "" {
-		r.id = id
+	if *field == "" {
+		*field = s
 	}
 	r.b.mu.Unlock()
 }
@@ -296,17 +305,9 @@ func (r *Rec) EngineRID(rid string) {
 // client ("no_decode_worker"); the first one stays. Every 5xx access line
 // carries one (reason=).
 func (r *Rec) Reason(code string) {
-	if r == nil || code == "" {
-		return
+	if r != nil {
+		r.keepFirst(&r.reason, code)
 	}
-	if len(code) > maxIDLen {
-		code = code[:maxIDLen]
-	}
-	r.b.mu.Lock()
-	if r.reason == "" {
-		r.reason = code
-	}
-	r.b.mu.Unlock()
 }
 
 // Gone records that the request's context ended with err: when that is
@@ -390,30 +391,28 @@ func (r *Rec) Leave(name string) {
 // and the DP ranks of both legs. The last call wins (a retried request
 // shows the attempt that ran).
 func (r *Rec) Route(policy, reason string, match float64, prefillRank, decodeRank int) {
-	if r == nil {
-		return
+	if r != nil {
+		r.setRoute(routeFields{set: true, policy: policy, reason: reason, match: match, prefillRank: prefillRank, decodeRank: decodeRank})
 	}
-	r.b.mu.Lock()
-	if !r.ended {
-		l := r.route
-		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, prefillRank: prefillRank, decodeRank: decodeRank}
-		r.route.layout, r.route.layoutReason, r.route.uncached, r.route.ratio = l.layout, l.layoutReason, l.uncached, l.ratio
-	}
-	r.b.mu.Unlock()
 }
 
 // RouteAggregated is Route for a request served in one leg on an
 // aggregated engine: the aggregated policy's decision and the DP rank it
 // chose.
 func (r *Rec) RouteAggregated(policy, reason string, match float64, rank int) {
-	if r == nil {
-		return
+	if r != nil {
+		r.setRoute(routeFields{set: true, policy: policy, reason: reason, match: match, aggregated: true, aggRank: rank})
 	}
+}
+
+// setRoute records the policy's decision f (Route, RouteAggregated) in
+// place of an earlier one, keeping the route Layout recorded.
+func (r *Rec) setRoute(f routeFields) {
 	r.b.mu.Lock()
 	if !r.ended {
 		l := r.route
-		r.route = routeFields{set: true, policy: policy, reason: reason, match: match, aggregated: true, aggRank: rank}
-		r.route.layout, r.route.layoutReason, r.route.uncached, r.route.ratio = l.layout, l.layoutReason, l.uncached, l.ratio
+		f.layout, f.layoutReason, f.uncached, f.ratio = l.layout, l.layoutReason, l.uncached, l.ratio
+		r.route = f
 	}
 	r.b.mu.Unlock()
 }
