@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 )
@@ -90,33 +89,23 @@ func Random(o RandomOptions) ([]Prompt, error) {
 	if o.RangeRatio < 0 || o.RangeRatio >= 1 {
 		return nil, fmt.Errorf("--random-range-ratio must be in [0, 1), got %g", o.RangeRatio)
 	}
-	if o.Vocab == 0 {
-		o.Vocab = 1000
+	s, err := newSynth(o.Seed, 0x7473642d62656e63, o.MinID, o.Vocab, o.Count)
+	if err != nil {
+		return nil, err
 	}
-	if o.MinID == 0 && o.Vocab > 256 {
-		o.MinID = 256
-	}
-	if o.MinID < 0 || o.MinID >= o.Vocab {
-		return nil, fmt.Errorf("token id range [%d, %d) is empty", o.MinID, o.Vocab)
-	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x7473642d62656e63))
 	length := func(n int) int {
 		if o.RangeRatio == 0 {
 			return n
 		}
 		lo := max(1, int(float64(n)*(1-o.RangeRatio)))
 		hi := max(lo, int(float64(n)*(1+o.RangeRatio)))
-		return lo + rng.IntN(hi-lo+1)
+		return lo + s.rng.IntN(hi-lo+1)
 	}
-	wt := newWordText(o.Count)
 	out := make([]Prompt, o.N)
 	for i := range out {
 		in := length(o.InputLen)
-		p := Prompt{IDs: make([]int32, in), InputLen: in, OutputLen: length(o.OutputLen)}
-		for j := range in {
-			p.IDs[j] = int32(o.MinID + rng.IntN(o.Vocab-o.MinID))
-		}
-		p.Text = wt.text(rng, in)
+		p := Prompt{InputLen: in, OutputLen: length(o.OutputLen)}
+		p.IDs, p.Text = s.piece(in)
 		out[i] = p
 	}
 	return out, nil

@@ -3,7 +3,6 @@ package loadgen
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 )
 
 // The classes of a mixed dataset's requests.
@@ -76,58 +75,28 @@ func Mixed(o MixedOptions) ([]Prompt, error) {
 	case o.RangeRatio <= 0 || o.RangeRatio > 1:
 		return nil, fmt.Errorf("--mixed-range-ratio must be in (0, 1], got %g", o.RangeRatio)
 	}
-	if o.Vocab == 0 {
-		o.Vocab = 1000
-	}
-	if o.MinID == 0 && o.Vocab > 256 {
-		o.MinID = 256
-	}
-	if o.MinID < 0 || o.MinID >= o.Vocab {
-		return nil, fmt.Errorf("token id range [%d, %d) is empty", o.MinID, o.Vocab)
-	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x7473642d6d697865))
-	length := func(n int) int {
-		lo := max(1, int(float64(n)*o.RangeRatio))
-		return lo + rng.IntN(n-lo+1)
-	}
-	wt := newWordText(o.Count)
-	piece := func(n int) ([]int32, string) {
-		ids := make([]int32, n)
-		for j := range ids {
-			ids[j] = int32(o.MinID + rng.IntN(o.Vocab-o.MinID))
-		}
-		return ids, wt.text(rng, n)
+	s, err := newSynth(o.Seed, 0x7473642d6d697865, o.MinID, o.Vocab, o.Count)
+	if err != nil {
+		return nil, err
 	}
 	long := int(math.Round(float64(o.N) * o.LongShare))
 	short := o.N - long
-	type system struct {
-		ids  []int32
-		text string
-	}
-	systems := make([]system, o.SystemPrompts)
+	systems := make([]sysPrompt, o.SystemPrompts)
 	for i := range systems {
-		systems[i].ids, systems[i].text = piece(length(o.SystemPromptLen))
+		systems[i].ids, systems[i].text = s.piece(s.upTo(o.SystemPromptLen, o.RangeRatio))
 	}
-	sep := []int32{int32(o.MinID)} // "\n\n", one token, as generated-shared-prefix's
 	out := make([]Prompt, 0, long+short)
 	for c := 0; short > 0; c++ {
 		turns := min(o.ChatTurns, short)
 		short -= turns
-		sys := systems[c%len(systems)]
-		qIDs, qText := piece(length(o.ChatLen))
-		p := Prompt{Text: sys.text + "\n\n" + qText, OutputLen: length(o.ChatOutputLen), Class: ClassChat}
-		p.IDs = append(append(append(make([]int32, 0, len(sys.ids)+1+len(qIDs)), sys.ids...), sep...), qIDs...)
-		p.InputLen = len(p.IDs)
-		for range turns - 1 {
-			tIDs, tText := piece(length(o.ChatLen))
-			p.Turns = append(p.Turns, Turn{Text: tText, IDs: tIDs, OutputLen: length(o.ChatOutputLen)})
-		}
+		p := s.conversation(systems[c%len(systems)], o.ChatLen, o.ChatOutputLen, turns, o.RangeRatio)
+		p.Class = ClassChat
 		out = append(out, p)
 	}
 	for range long {
-		ids, text := piece(length(o.RAGLen))
-		out = append(out, Prompt{Text: text, IDs: ids, InputLen: len(ids), OutputLen: length(o.RAGOutputLen), Class: ClassRAG})
+		ids, text := s.piece(s.upTo(o.RAGLen, o.RangeRatio))
+		out = append(out, Prompt{Text: text, IDs: ids, InputLen: len(ids), OutputLen: s.upTo(o.RAGOutputLen, o.RangeRatio), Class: ClassRAG})
 	}
-	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	s.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out, nil
 }

@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"fmt"
-	"math/rand/v2"
 )
 
 // SharedPrefixOptions shape upstream bench_serving's
@@ -51,50 +50,26 @@ func GeneratedSharedPrefix(o SharedPrefixOptions) ([]Prompt, error) {
 	case o.NumTurns <= 0:
 		return nil, fmt.Errorf("--gsp-num-turns must be positive, got %d", o.NumTurns)
 	}
-	if o.Vocab == 0 {
-		o.Vocab = 1000
+	s, err := newSynth(o.Seed, 0x7473642d67737021, o.MinID, o.Vocab, o.Count)
+	if err != nil {
+		return nil, err
 	}
-	if o.MinID == 0 && o.Vocab > 256 {
-		o.MinID = 256
-	}
-	if o.MinID < 0 || o.MinID >= o.Vocab {
-		return nil, fmt.Errorf("token id range [%d, %d) is empty", o.MinID, o.Vocab)
-	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x7473642d67737021))
-	length := func(n int) int {
-		lo := max(1, int(float64(n)*o.RangeRatio))
-		return lo + rng.IntN(n-lo+1)
-	}
-	wt := newWordText(o.Count)
-	piece := func(n int) ([]int32, string) {
-		ids := make([]int32, n)
-		for j := range ids {
-			ids[j] = int32(o.MinID + rng.IntN(o.Vocab-o.MinID))
-		}
-		return ids, wt.text(rng, n)
-	}
-	sep := []int32{int32(o.MinID)} // the "\n\n" between system prompt and question, one token
 	out := make([]Prompt, 0, o.NumGroups*o.PromptsPerGroup)
 	for g := range o.NumGroups {
-		sysIDs, sysText := piece(length(o.SystemPromptLen))
+		var sys sysPrompt
+		sys.ids, sys.text = s.piece(s.upTo(o.SystemPromptLen, o.RangeRatio))
 		key := ""
 		if o.RoutingKey {
 			key = fmt.Sprintf("gsp-%d-group-%d", o.Seed, g)
 		}
 		for range o.PromptsPerGroup {
-			qIDs, qText := piece(length(o.QuestionLen))
-			p := Prompt{Text: sysText + "\n\n" + qText, OutputLen: length(o.OutputLen), RoutingKey: key}
-			p.IDs = append(append(append(make([]int32, 0, len(sysIDs)+1+len(qIDs)), sysIDs...), sep...), qIDs...)
-			p.InputLen = len(p.IDs)
-			for range o.NumTurns - 1 {
-				tIDs, tText := piece(length(o.QuestionLen))
-				p.Turns = append(p.Turns, Turn{Text: tText, IDs: tIDs, OutputLen: length(o.OutputLen)})
-			}
+			p := s.conversation(sys, o.QuestionLen, o.OutputLen, o.NumTurns, o.RangeRatio)
+			p.RoutingKey = key
 			out = append(out, p)
 		}
 	}
 	if !o.Ordered {
-		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		s.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	}
 	return out, nil
 }
