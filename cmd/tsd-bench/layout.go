@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // layout is which cores each side gets.
@@ -55,6 +56,21 @@ func (l layout) describe() string {
 		return l.why
 	}
 	return "not pinned: " + l.why
+}
+
+// engineCommand is a driver profile's engine.command list (inside its
+// brackets): ts-fake serve, behind taskset on the engines' cores when
+// pinned, each word quoted.
+func (l layout) engineCommand(fake string) string {
+	cmd := []string{fake, "serve"}
+	if l.pinned {
+		cmd = l.wrap(l.engines, cmd...)
+	}
+	q := make([]string, len(cmd))
+	for i, c := range cmd {
+		q[i] = strconv.Quote(c)
+	}
+	return strings.Join(q, ", ")
 }
 
 // wrap prefixes argv with taskset when pinned.

@@ -339,14 +339,6 @@ func loadArgv(o options, tsd, work, base, backend string, c, n int, extra ...str
 // profileText is a PD profile of unpaced ts-fake engines: nprefill
 // prefill and ndecode decode roles.
 func profileText(name, tokenizer, fake string, l layout, port, nprefill, ndecode int) string {
-	cmd := []string{fake, "serve"}
-	if l.pinned {
-		cmd = l.wrap(l.engines, cmd...)
-	}
-	q := make([]string, len(cmd))
-	for i, c := range cmd {
-		q[i] = strconv.Quote(c)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `name: %s
 model: %q
@@ -362,7 +354,7 @@ gateway:
 restart:
   stop_grace: 10s
 roles:
-`, name, tokenizer, strings.Join(q, ", "), port)
+`, name, tokenizer, l.engineCommand(fake), port)
 	gpu := 0
 	for i := range nprefill {
 		fmt.Fprintf(&b, "  - {name: prefill-%d, kind: prefill, gpus: [%d]}\n", i, gpu)
@@ -426,6 +418,35 @@ func startDeployment(o options, l layout, tsd, fake, work, name string, nprefill
 		return nil, err
 	}
 	return d, nil
+}
+
+// writeProfile makes a run's folder, work/name, with the ./model folder
+// the driver's profiles name, and writes its p.yaml: profile on a free
+// gateway port, which it returns.
+func writeProfile(work, name string, profile func(port int) string) (dir string, port int, err error) {
+	dir = filepath.Join(work, name)
+	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
+		return "", 0, err
+	}
+	if port, err = freePort(); err != nil {
+		return "", 0, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(profile(port)), 0o644); err != nil {
+		return "", 0, err
+	}
+	return dir, port, nil
+}
+
+// waitRoles waits until each of roles (a line's prefix: "decode-0 ")
+// has said "→ ready" in srv's output, then until the gateway at base is
+// ready.
+func waitRoles(srv *server, base string, roles ...string) error {
+	for _, role := range roles {
+		if _, _, err := srv.waitLine(0, 60*time.Second, role, "→ ready"); err != nil {
+			return err
+		}
+	}
+	return waitReady(base, 30*time.Second)
 }
 
 // restart runs `tsd restart ROLE` and times it until the role's ranks
@@ -626,19 +647,28 @@ func run(o options) error {
 	}
 	md := render(e, l, o, rows, ctl, gob, renderTargets(l, o, rows, share, scale, gob), renderShare(share, o)+renderTracing(l, traced, rows, share, tracedC), renderScale(scale, o),
 		renderReliability(rel, o.rel)) + routingMD + plannerMD
-	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+	if err := writeResults(o.out, md); err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", o.out, err)
-	}
-	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
 		if err := writeJSON(o.jsonOut, e, l, rows, ctl, gob, map[string]any{"Reliability": rel, "GatewayShare": share, "Scaling": scale, "Layouts": lay, "Tracing": traced}); err != nil {
 			return err
 		}
 		fmt.Println("wrote", o.jsonOut)
 	}
+	return nil
+}
+
+// writeResults writes the results file md at path, making its folder
+// first, and says so.
+func writeResults(path, md string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Println("wrote", path)
 	return nil
 }
 

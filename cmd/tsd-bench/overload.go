@@ -16,11 +16,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,14 +54,6 @@ func defaultOverloadSetup() overloadSetup {
 func (s overloadSetup) capacity() float64 { return 1e6 / (float64(s.prompt) * s.prefillUs) }
 
 func overloadProfile(s overloadSetup, fake string, l layout, port int) string {
-	cmd := []string{fake, "serve"}
-	if l.pinned {
-		cmd = l.wrap(l.engines, cmd...)
-	}
-	q := make([]string, len(cmd))
-	for i, c := range cmd {
-		q[i] = strconv.Quote(c)
-	}
 	return fmt.Sprintf(`name: overload
 model: ./model
 engine:
@@ -80,7 +69,7 @@ restart:
 roles:
   - {name: prefill, kind: prefill, gpus: [0]}
   - {name: decode, kind: decode, gpus: [1]}
-`, strings.Join(q, ", "), s.prefillUs, s.decodeTokS, port, s.queueTimeout, s.prompt, s.queueRequests)
+`, l.engineCommand(fake), s.prefillUs, s.decodeTokS, port, s.queueTimeout, s.prompt, s.queueRequests)
 }
 
 // shot is one request's end as its client saw it.
@@ -204,20 +193,13 @@ type overloadResult struct {
 // runOverload brings up the overload deployment and measures both runs.
 func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResult {
 	r := overloadResult{setup: s, codes: map[string]int{}}
-	dir := filepath.Join(work, "overload")
 	fail := func(err error) overloadResult {
 		r.err = err.Error()
 		fmt.Printf("  overload: %s\n", firstLine(r.err))
 		return r
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
-		return fail(err)
-	}
-	port, err := freePort()
+	dir, port, err := writeProfile(work, "overload", func(port int) string { return overloadProfile(s, fake, l, port) })
 	if err != nil {
-		return fail(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(overloadProfile(s, fake, l, port)), 0o644); err != nil {
 		return fail(err)
 	}
 	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
@@ -226,12 +208,7 @@ func runOverload(s overloadSetup, l layout, tsd, fake, work string) overloadResu
 	}
 	defer srv.stop(30 * time.Second)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for _, role := range []string{"prefill ", "decode "} {
-		if _, _, err := srv.waitLine(0, 60*time.Second, role, "→ ready"); err != nil {
-			return fail(err)
-		}
-	}
-	if err := waitReady(base, 30*time.Second); err != nil {
+	if err := waitRoles(srv, base, "prefill ", "decode "); err != nil {
 		return fail(err)
 	}
 	capacity := s.capacity()

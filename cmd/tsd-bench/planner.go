@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,14 +108,6 @@ type plannerReq struct {
 }
 
 func (b *plannerBench) profile(name, fake string, l layout, port, prefill, decode int, slo bool) string {
-	cmd := []string{fake, "serve"}
-	if l.pinned {
-		cmd = l.wrap(l.engines, cmd...)
-	}
-	q := make([]string, len(cmd))
-	for i, c := range cmd {
-		q[i] = strconv.Quote(c)
-	}
 	gpus := func(first, n int) string {
 		if n == 1 {
 			return fmt.Sprintf("[%d]", first)
@@ -143,7 +133,7 @@ restart:
 roles:
   - {name: prefill, kind: prefill, replicas: %d, gpus: %s}
   - {name: decode, kind: decode, replicas: %d, gpus: %s}
-`, name, strings.Join(q, ", "), b.preset, b.fakeStartup, port, prefill, gpus(0, prefill), decode, gpus(prefill, decode))
+`, name, l.engineCommand(fake), b.preset, b.fakeStartup, port, prefill, gpus(0, prefill), decode, gpus(prefill, decode))
 	if slo {
 		fmt.Fprintf(&s, "slo:\n  ttft_p90: %s\n  itl_p90: %s\n  mode: act\n  interval: %s\n  cooldown: %s\n  breach: %d\n",
 			b.ttft, b.itl, b.interval, b.cooldown, b.breachIntervals)
@@ -322,15 +312,8 @@ func layoutOfSnap(s snapshot.Snapshot) string {
 // startRelDeployment4 is startRelDeployment for any role names: it waits
 // until n roles are ready, on four simulated GPUs.
 func startRelDeployment4(l layout, tsd, work, name string, n int, profile func(port int) string) (*deployment, error) {
-	dir := filepath.Join(work, name)
-	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	dir, port, err := writeProfile(work, name, profile)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(profile(port)), 0o644); err != nil {
 		return nil, err
 	}
 	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "--fake-gpus", "4", "p.yaml"))
@@ -406,34 +389,10 @@ func sendPlannerReq(hc *http.Client, base string, ids []int, output int) planner
 		return plannerReq{err: err.Error()}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return plannerReq{err: fmt.Sprintf("%d %s", resp.StatusCode, firstLine(b.String()))}
-	}
 	var q plannerReq
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	last := time.Time{}
-	got, finished := 0, false
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var ev struct {
-			OutputIDs []int32 `json:"output_ids"`
-			MetaInfo  struct {
-				FinishReason *struct{ Type string } `json:"finish_reason"`
-			} `json:"meta_info"`
-			Error *struct{ Message string } `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return plannerReq{err: "bad event: " + err.Error()}
-		}
-		if ev.Error != nil {
-			return plannerReq{err: ev.Error.Message}
-		}
+	got := 0
+	finished, err := readGenerate(resp, func(ev genEvent) {
 		now := time.Now()
 		if n := len(ev.OutputIDs); n > 0 {
 			if last.IsZero() {
@@ -447,7 +406,9 @@ func sendPlannerReq(hc *http.Client, base string, ids []int, output int) planner
 			got += n
 			last = now
 		}
-		finished = finished || ev.MetaInfo.FinishReason != nil
+	})
+	if err != nil {
+		return plannerReq{err: err.Error()}
 	}
 	if !finished {
 		return plannerReq{err: fmt.Sprintf("stream ended without a finish after %d tokens", got)}
@@ -577,13 +538,9 @@ func writePlannerOnly(o options, l layout, tsd, fake, work string) error {
 		runs = append(runs, more...)
 	}
 	md := "# tsd bench: the SLO planner\n" + renderPlanner(o.planner, runs)
-	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+	if err := writeResults(o.out, md); err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", o.out, err)
-	}
-	fmt.Println("wrote", o.out)
 	if o.jsonOut != "" {
 		data, err := json.MarshalIndent(runs, "", "  ")
 		if err != nil {

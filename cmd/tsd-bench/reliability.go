@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -44,14 +43,6 @@ type relRow struct {
 // relProfile is 1 prefill + decode-0 + decode-1 on paced ts-fake engines
 // (streams last long enough to be cut), with extra gateway keys.
 func relProfile(name, fake string, l layout, port int, tokensPerS float64, gateway, decode0Env string) string {
-	cmd := []string{fake, "serve"}
-	if l.pinned {
-		cmd = l.wrap(l.engines, cmd...)
-	}
-	q := make([]string, len(cmd))
-	for i, c := range cmd {
-		q[i] = strconv.Quote(c)
-	}
 	env := ""
 	if decode0Env != "" {
 		env = ", env: {" + decode0Env + "}"
@@ -74,19 +65,12 @@ roles:
   - {name: prefill, kind: prefill, gpus: [0]}
   - {name: decode-0, kind: decode, gpus: [1]%s}
   - {name: decode-1, kind: decode, gpus: [2]}
-`, name, strings.Join(q, ", "), tokensPerS, port, gateway, env)
+`, name, l.engineCommand(fake), tokensPerS, port, gateway, env)
 }
 
 func startRelDeployment(l layout, tsd, work, name string, profile func(port int) string) (*deployment, error) {
-	dir := filepath.Join(work, name)
-	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	dir, port, err := writeProfile(work, name, profile)
 	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(profile(port)), 0o644); err != nil {
 		return nil, err
 	}
 	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
@@ -94,13 +78,7 @@ func startRelDeployment(l layout, tsd, work, name string, profile func(port int)
 		return nil, err
 	}
 	d := &deployment{srv: srv, dir: dir, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	for _, r := range []string{"prefill ", "decode-0 ", "decode-1 "} {
-		if _, _, err := srv.waitLine(0, 60*time.Second, r, "→ ready"); err != nil {
-			srv.stop(15 * time.Second)
-			return nil, err
-		}
-	}
-	if err := waitReady(d.base, 30*time.Second); err != nil {
+	if err := waitRoles(srv, d.base, "prefill ", "decode-0 ", "decode-1 "); err != nil {
 		srv.stop(15 * time.Second)
 		return nil, err
 	}

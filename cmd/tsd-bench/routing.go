@@ -11,12 +11,10 @@ package main
 // token, one prompt at a time per rank.
 
 import (
-	"bufio"
 	"bytes"
 	"container/list"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -304,14 +302,6 @@ func maxOverMean(perRank []int) float64 {
 // routingProfile is one prefill (dp = ranks) and one decode on ts-fake
 // with the cache, the prefill cost and the policy.
 func routingProfile(s routingSetup, fake string, l layout, port int, policy string) string {
-	cmd := []string{fake, "serve"}
-	if l.pinned {
-		cmd = l.wrap(l.engines, cmd...)
-	}
-	q := make([]string, len(cmd))
-	for i, c := range cmd {
-		q[i] = strconv.Quote(c)
-	}
 	gpus := make([]string, s.ranks)
 	for i := range gpus {
 		gpus[i] = strconv.Itoa(i)
@@ -331,7 +321,7 @@ restart:
 roles:
   - {name: prefill, kind: prefill, dp: %d, gpus: [%s]}
   - {name: decode, kind: decode, gpus: [%d]}
-`, policy, strings.Join(q, ", "), s.prefillUsPerToken, s.capacity, s.page, port, policy, s.ranks, strings.Join(gpus, ", "), s.ranks)
+`, policy, l.engineCommand(fake), s.prefillUsPerToken, s.capacity, s.page, port, policy, s.ranks, strings.Join(gpus, ", "), s.ranks)
 }
 
 // runRouting runs one policy over reqs on a fresh deployment.
@@ -347,20 +337,13 @@ func runRoutingAs(s routingSetup, l layout, tsd, fake, work, policy, tag string,
 		name += "-hot"
 	}
 	name += tag
-	dir := filepath.Join(work, name)
 	fail := func(err error) routingRun {
 		run.err = err.Error()
 		fmt.Printf("  %-12s hot=%-5v %s\n", policy, hot, firstLine(run.err))
 		return run
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "model"), 0o755); err != nil {
-		return fail(err)
-	}
-	port, err := freePort()
+	dir, port, err := writeProfile(work, name, func(port int) string { return routingProfile(s, fake, l, port, policy) })
 	if err != nil {
-		return fail(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(routingProfile(s, fake, l, port, policy)), 0o644); err != nil {
 		return fail(err)
 	}
 	srv, err := startServer(dir, l.wrap(l.tsd, upArgv(tsd, "p.yaml")...))
@@ -369,12 +352,7 @@ func runRoutingAs(s routingSetup, l layout, tsd, fake, work, policy, tag string,
 	}
 	defer srv.stop(30 * time.Second)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for _, role := range []string{"prefill ", "decode "} {
-		if _, _, err := srv.waitLine(0, 60*time.Second, role, "→ ready"); err != nil {
-			return fail(err)
-		}
-	}
-	if err := waitReady(base, 30*time.Second); err != nil {
+	if err := waitRoles(srv, base, "prefill ", "decode "); err != nil {
 		return fail(err)
 	}
 	answers := sendAll(base, reqs, s.conc, s.outLen)
@@ -467,38 +445,15 @@ func sendOne(hc *http.Client, base string, r benchReq, outLen int) answer {
 		return answer{err: err.Error()}
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return answer{err: fmt.Sprintf("%d %s", resp.StatusCode, firstLine(string(b)))}
-	}
 	var a answer
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	finished := false
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var ev struct {
-			OutputIDs []int32 `json:"output_ids"`
-			MetaInfo  struct {
-				FinishReason *struct{ Type string } `json:"finish_reason"`
-				CachedTokens int                    `json:"cached_tokens"`
-			} `json:"meta_info"`
-			Error *struct{ Message string } `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return answer{err: "bad event: " + err.Error()}
-		}
-		if ev.Error != nil {
-			return answer{err: ev.Error.Message}
-		}
+	finished, err := readGenerate(resp, func(ev genEvent) {
 		if len(ev.OutputIDs) > 0 && a.ttft == 0 {
 			a.ttft = time.Since(start)
 		}
 		a.cached = ev.MetaInfo.CachedTokens
-		finished = finished || ev.MetaInfo.FinishReason != nil
+	})
+	if err != nil {
+		return answer{err: err.Error()}
 	}
 	if !finished {
 		return answer{err: "stream ended without a finish"}
