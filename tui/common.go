@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -134,6 +135,21 @@ func fitRight(s string, w int) string {
 		return ansi.Truncate(s, w, "…")
 	}
 	return strings.Repeat(" ", w-sw) + s
+}
+
+// scrolled is a page of lines on a w×h screen (screen), scrolled to
+// *offset when they are taller than the window: then the last row says,
+// faint, which lines show and how to scroll (keys: "↑/↓ pgup/pgdn"), and
+// *offset is kept where a screenful still shows (0 when all fit).
+func scrolled(lines []string, offset *int, w, h int, faint lipgloss.Style, keys string) string {
+	if len(lines) <= h {
+		*offset = 0
+		return screen(lines, w, h)
+	}
+	*offset = max(0, min(*offset, len(lines)-h+1))
+	shown := append([]string{}, lines[*offset:min(*offset+h-1, len(lines))]...)
+	more := fmt.Sprintf("lines %d-%d of %d · %s scroll", *offset+1, *offset+len(shown), len(lines), keys)
+	return screen(append(shown, faint.Render(more)), w, h)
 }
 
 // screen assembles exactly h lines of at most w cells each, so a page never

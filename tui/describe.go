@@ -106,15 +106,7 @@ func (p *describePage) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (p *describePage) View() string {
-	lines := p.lines()
-	if len(lines) <= p.h {
-		p.offset = 0
-		return screen(lines, p.w, p.h)
-	}
-	p.offset = min(p.offset, len(lines)-p.h+1)
-	shown := append([]string{}, lines[p.offset:min(p.offset+p.h-1, len(lines))]...)
-	more := fmt.Sprintf("lines %d-%d of %d · ↑/↓ pgup/pgdn scroll", p.offset+1, p.offset+len(shown), len(lines))
-	return screen(append(shown, p.m.c.Styles.Faint.Render(more)), p.w, p.h)
+	return scrolled(p.lines(), &p.offset, p.w, p.h, p.m.c.Styles.Faint, "↑/↓ pgup/pgdn")
 }
 
 func (p *describePage) lines() []string {

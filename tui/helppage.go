@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"fmt"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -208,14 +207,5 @@ func (p *helpPage) helpLines() []string {
 }
 
 func (p *helpPage) View() string {
-	lines := p.helpLines()
-	if len(lines) <= p.h {
-		p.offset = 0
-		return screen(lines, p.w, p.h)
-	}
-	// Taller than the window: scroll, and say there is more.
-	p.offset = max(0, min(p.offset, len(lines)-p.h+1))
-	shown := append([]string{}, lines[p.offset:min(p.offset+p.h-1, len(lines))]...)
-	more := fmt.Sprintf("lines %d-%d of %d · ↑/↓ pgup/pgdn g/G scroll", p.offset+1, p.offset+len(shown), len(lines))
-	return screen(append(shown, p.m.c.Styles.Faint.Render(more)), p.w, p.h)
+	return scrolled(p.helpLines(), &p.offset, p.w, p.h, p.m.c.Styles.Faint, "↑/↓ pgup/pgdn g/G")
 }
