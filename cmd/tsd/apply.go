@@ -285,43 +285,11 @@ func applyWithProgress(ctx context.Context, cl *supervisor.ControlClient, before
 	go func() { done <- cl.Apply(ctx, req, false, nil, func(l string) { steps <- l }) }()
 	view := newProgressView(os.Stdout, isTerminal(os.Stdout), nil)
 	view.prime(before.Roles)
-	snaps := (<-chan snapshot.Snapshot)(nil)
-	if _, ch, err := cl.Watch(ctx); err == nil {
-		snaps = ch
+	err := view.follow(ctx, cl, steps, done, stepHooks{})
+	if s, serr := cl.Status(ctx); serr == nil {
+		view.update(s, time.Now())
 	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case l := <-steps:
-			if s, err := cl.Status(ctx); err == nil {
-				view.update(s, time.Now())
-			}
-			view.say(l, time.Now())
-		case s, ok := <-snaps:
-			if !ok {
-				snaps = nil
-				continue
-			}
-			view.update(s, time.Now())
-		case t := <-tick.C:
-			view.update(view.cur, t)
-		case err := <-done:
-			for {
-				select {
-				case l := <-steps:
-					view.say(l, time.Now())
-					continue
-				default:
-				}
-				break
-			}
-			if s, serr := cl.Status(ctx); serr == nil {
-				view.update(s, time.Now())
-			}
-			return err
-		}
-	}
+	return err
 }
 
 // applyLine is tsd status's line for the last apply: while it runs, and

@@ -541,45 +541,7 @@ func rollingWithProgress(ctx context.Context, cl *supervisor.ControlClient, befo
 	go func() { done <- cl.RollingRestart(ctx, target, now, func(l string) { steps <- l }) }()
 	view := newProgressView(os.Stdout, isTerminal(os.Stdout), instances)
 	view.prime(before.Roles)
-	snaps := (<-chan snapshot.Snapshot)(nil)
-	if _, ch, err := cl.Watch(ctx); err == nil {
-		snaps = ch // without the stream, the step lines alone
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case l := <-steps:
-			// The daemon wrote the line after the snapshot that prompted
-			// it ("decode-0 ready again"): catch up to its current one
-			// first, so the phase lines come before the step they led to.
-			if s, err := cl.Status(ctx); err == nil {
-				view.update(s, time.Now())
-			}
-			view.say(l, time.Now())
-		case s, ok := <-snaps:
-			if !ok {
-				snaps = nil
-				continue
-			}
-			view.update(s, time.Now())
-		case t := <-tick.C:
-			view.update(view.cur, t)
-		case err := <-done:
-			// RollingRestart returns after its last step line: all of them
-			// are queued by now.
-			for {
-				select {
-				case l := <-steps:
-					view.say(l, time.Now())
-					continue
-				default:
-				}
-				break
-			}
-			return err
-		}
-	}
+	return view.follow(ctx, cl, steps, done, stepHooks{})
 }
 
 // waitRoleBack follows the stream until role is ready as a new process
@@ -885,12 +847,6 @@ func stopWithProgress(ctx context.Context, cl *supervisor.ControlClient, before 
 	view := newProgressView(os.Stdout, isTerminal(os.Stdout), nil)
 	view.prime(before.Roles)
 	view.head = drainHead
-	snaps := (<-chan snapshot.Snapshot)(nil)
-	if _, ch, err := cl.Watch(ctx); err == nil {
-		snaps = ch
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	// The drain's end is told once: from the stream's line, or from the
 	// first snapshot past it, whichever comes first (the snapshot may
 	// bring the roles' stopping before the line arrives).
@@ -908,35 +864,13 @@ func stopWithProgress(ctx context.Context, cl *supervisor.ControlClient, before 
 		}
 		view.say(l, time.Now())
 	}
-	for {
-		select {
-		case l := <-lines:
-			say(l)
-		case s, ok := <-snaps:
-			if !ok {
-				snaps = nil
-				continue
-			}
-			if st := s.Stopping; st != nil && st.Phase == snapshot.StopStopping && !st.Deadline.IsZero() {
-				summary(st.Drain, st.Deadline.Sub(st.Started))
-			}
-			view.update(s, time.Now())
-		case t := <-tick.C:
-			view.update(view.cur, t)
-		case err := <-done:
-			for {
-				select {
-				case l := <-lines:
-					say(l)
-					continue
-				default:
-				}
-				break
-			}
-			view.clear()
-			return res, followed, err
+	err = view.follow(ctx, cl, lines, done, stepHooks{line: say, queued: say, snap: func(s snapshot.Snapshot) {
+		if st := s.Stopping; st != nil && st.Phase == snapshot.StopStopping && !st.Deadline.IsZero() {
+			summary(st.Drain, st.Deadline.Sub(st.Started))
 		}
-	}
+	}})
+	view.clear()
+	return res, followed, err
 }
 
 type logsCmd struct {

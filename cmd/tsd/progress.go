@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -114,6 +115,79 @@ func (v *progressView) say(line string, now time.Time) {
 	fmt.Fprintln(v.w, line)
 	if len(v.cur.Roles) > 0 {
 		v.redraw(now)
+	}
+}
+
+// stepHooks change how follow shows an operation; the zero value is an
+// apply's and a rolling restart's.
+type stepHooks struct {
+	// line shows a step line while the operation runs. nil: the view
+	// first catches up with the daemon's current snapshot, since the
+	// daemon wrote the line after the snapshot that prompted it ("decode-0
+	// ready again"), so the phase lines come before the step they led to.
+	line func(string)
+	// queued shows a step line still queued when the operation ended
+	// (nil: as it is).
+	queued func(string)
+	// snap sees each streamed snapshot before the view takes it (nil:
+	// none).
+	snap func(snapshot.Snapshot)
+}
+
+// follow shows a long operation (an apply, a rolling restart, a whole
+// stop) as it goes, until done brings its end: its step lines (steps,
+// which the operation writes from its own goroutine), its roles' phases
+// from cl's snapshot stream (without the stream, the step lines alone)
+// and, each second, the view's clocks. The step lines queued by the end
+// are shown before it returns the operation's error.
+func (v *progressView) follow(ctx context.Context, cl *supervisor.ControlClient, steps <-chan string, done <-chan error, h stepHooks) error {
+	line, queued := h.line, h.queued
+	if line == nil {
+		line = func(l string) {
+			if s, err := cl.Status(ctx); err == nil {
+				v.update(s, time.Now())
+			}
+			v.say(l, time.Now())
+		}
+	}
+	if queued == nil {
+		queued = func(l string) { v.say(l, time.Now()) }
+	}
+	snaps := (<-chan snapshot.Snapshot)(nil)
+	if _, ch, err := cl.Watch(ctx); err == nil {
+		snaps = ch
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case l := <-steps:
+			line(l)
+		case s, ok := <-snaps:
+			if !ok {
+				snaps = nil
+				continue
+			}
+			if h.snap != nil {
+				h.snap(s)
+			}
+			v.update(s, time.Now())
+		case t := <-tick.C:
+			v.update(v.cur, t)
+		case err := <-done:
+			// The operation returns after its last step line: all of
+			// them are queued by now.
+			for {
+				select {
+				case l := <-steps:
+					queued(l)
+					continue
+				default:
+				}
+				break
+			}
+			return err
+		}
 	}
 }
 
