@@ -27,7 +27,7 @@ func deepseekV3Format() *format {
 	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
 		next: nextMarkedCall([]string{"```", dsCallEnd}, deepseekV3Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
-			return dsCalls(body, func(call string) (found, bool) {
+			return markedCalls(body, dsCallBegin, dsCallEnd, func(call string) (found, bool) {
 				_, rest, ok := strings.Cut(call, dsSep)
 				if !ok {
 					return found{}, false
@@ -51,7 +51,7 @@ func deepseekV31Format() *format {
 	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
 		next: nextMarkedCall([]string{dsCallEnd}, deepseekV31Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
-			return dsCalls(body, func(call string) (found, bool) {
+			return markedCalls(body, dsCallBegin, dsCallEnd, func(call string) (found, bool) {
 				name, args, ok := strings.Cut(call, dsSep)
 				if !ok {
 					return found{}, false
@@ -68,30 +68,6 @@ func dsFound(name, args string) (found, bool) {
 		return found{}, false
 	}
 	return found{name: name, args: a}, true
-}
-
-// dsCalls splits a calls region into <｜tool▁call▁begin｜>…<｜tool▁call▁end｜>
-// bodies; anything but whitespace between them makes the region malformed.
-func dsCalls(body string, one func(string) (found, bool)) ([]found, bool) {
-	var out []found
-	rest := body
-	for !onlySpace(rest) {
-		rest = delta.TrimSpace(rest)
-		if !strings.HasPrefix(rest, dsCallBegin) {
-			return nil, false
-		}
-		call, after, ok := strings.Cut(rest[len(dsCallBegin):], dsCallEnd)
-		if !ok {
-			return nil, false
-		}
-		f, ok := one(call)
-		if !ok {
-			return nil, false
-		}
-		out = append(out, f)
-		rest = after
-	}
-	return out, len(out) > 0
 }
 
 // DeepSeek-V3.2 (SMG "deepseek32") and V4 (SMG "deepseek_v4") write calls

@@ -127,6 +127,32 @@ func (s *blockStream) content(out []delta.Delta, text string) []delta.Delta {
 
 func onlySpace(s string) bool { return delta.TrimSpace(s) == "" }
 
+// markedCalls parses a calls region made of begin…end blocks, one call
+// each, read by one: anything but whitespace between the blocks, or a
+// block one refuses, makes the region malformed, and so does a region
+// with no call.
+func markedCalls(body, begin, end string, one func(call string) (found, bool)) ([]found, bool) {
+	var out []found
+	rest := body
+	for !onlySpace(rest) {
+		rest = delta.TrimSpace(rest)
+		if !strings.HasPrefix(rest, begin) {
+			return nil, false
+		}
+		call, after, ok := strings.Cut(rest[len(begin):], end)
+		if !ok {
+			return nil, false
+		}
+		f, ok := one(call)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, f)
+		rest = after
+	}
+	return out, len(out) > 0
+}
+
 // findOpen is the earliest marker outside a region: an opener, a dropped
 // marker, or (at the start of the reply) a start opener.
 func (s *blockStream) findOpen() (int, string, bool) {

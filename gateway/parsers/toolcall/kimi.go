@@ -34,21 +34,10 @@ func kimiK2Format() *format {
 }
 
 func parseKimiK2(_, body string, _ *Options) ([]found, bool) {
-	var out []found
-	rest := body
-	for !onlySpace(rest) {
-		rest = delta.TrimSpace(rest)
-		if !strings.HasPrefix(rest, kimiCall) {
-			return nil, false
-		}
-		call, after, ok := strings.Cut(rest[len(kimiCall):], kimiCallEnd)
-		if !ok {
-			return nil, false
-		}
-		rest = after
+	return markedCalls(body, kimiCall, kimiCallEnd, func(call string) (found, bool) {
 		head, args, ok := strings.Cut(call, kimiArgs)
 		if !ok {
-			return nil, false
+			return found{}, false
 		}
 		head = delta.TrimSpace(head)
 		name, id := head, ""
@@ -63,11 +52,10 @@ func parseKimiK2(_, body string, _ *Options) ([]found, bool) {
 		name = strings.TrimPrefix(name, "functions.")
 		a, ok := compactObject(args)
 		if !ok || !validName(name) {
-			return nil, false
+			return found{}, false
 		}
-		out = append(out, found{id: id, name: name, args: a})
-	}
-	return out, len(out) > 0
+		return found{id: id, name: name, args: a}, true
+	})
 }
 
 // Kimi K3 (SMG "kimi_k3") writes XTML channels: the answer in a response
