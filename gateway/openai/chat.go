@@ -530,16 +530,7 @@ func (cs *chatStream) take(pc piece, more bool) {
 	if pc.err != nil {
 		cs.failed = true
 		cs.cancel()
-		if pc.err.Cut() && out.started {
-			// tsd's stop cut the stream: every choice still open gets its
-			// finish reason before the error event.
-			for i, done := range cs.finished {
-				if !done {
-					out.write(enc.finish(i, tokenapi.FinishAbort, nil))
-				}
-			}
-		}
-		out.fail(pc.err)
+		out.failChoices(pc.err, cs.finished, enc.finish)
 		return
 	}
 	if pc.flush {

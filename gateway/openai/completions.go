@@ -291,16 +291,7 @@ func (cs *completionStream) take(pc piece, more bool) {
 	if pc.err != nil {
 		cs.failed = true
 		cs.cancel()
-		if pc.err.Cut() && out.started {
-			// tsd's stop cut the stream: as chat, a finish for every
-			// choice still open, then the error event.
-			for i, done := range cs.finished {
-				if !done {
-					out.write(enc.finish(i, tokenapi.FinishAbort, nil))
-				}
-			}
-		}
-		out.fail(pc.err)
+		out.failChoices(pc.err, cs.finished, enc.finish)
 		return
 	}
 	if pc.flush {

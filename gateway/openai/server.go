@@ -177,6 +177,21 @@ func (s *sse) sync() { s.started, s.failed = s.s.Started(), s.s.Failed() }
 // nothing was sent yet, else an error event after the chunks already out.
 func (s *sse) fail(err *apiError) { s.s.Fail(err); s.sync() }
 
+// failChoices is fail for a stream of choices (chat's, completions'):
+// when tsd's stop cut the stream after chunks went out, every choice not
+// in finished gets its finish (abort, as finish encodes it) before the
+// error event.
+func (s *sse) failChoices(err *apiError, finished []bool, finish func(index int, reason string, matched any) []byte) {
+	if err.Cut() && s.started {
+		for i, done := range finished {
+			if !done {
+				s.write(finish(i, tokenapi.FinishAbort, nil))
+			}
+		}
+	}
+	s.fail(err)
+}
+
 func (s *sse) send(v any) { s.s.Send(v); s.sync() }
 
 func (s *sse) done() { s.s.Done(); s.sync() }
