@@ -275,17 +275,7 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 	// Only the prefill saw the prompt, so only it computes prompt
 	// logprobs; the decode leg asks for output logprobs alone.
 	p.wantPrompt = r.LogprobStartLen >= 0
-	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
-	if r.ReturnLogprob {
-		// Both legs: the first token, the prefill's, has alternatives too
-		// (docs/protocol.md §6.7).
-		q.TopLogprobsNum = r.TopLogprobsNum
-	}
-	if p.wantPrompt {
-		q.LogprobStartLen = r.LogprobStartLen
-	}
-	q.Stream = r.Stream
+	q := promptLegRequest(p.rid, r, sp, p.wantPrompt)
 	q.SetBootstrap(host, port, room)
 	if len(r.Images) > 0 {
 		// EPD: each image goes to its encoder (consistent hashing on its
@@ -296,12 +286,12 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 		case errors.Is(err, epd.ErrNoEncoder):
 			return p, fatal("no_workers", &RequestError{Status: http.StatusServiceUnavailable, Code: "no_encode_worker", Message: err.Error(), Cause: err})
 		case err != nil:
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
+			return p, encodeFailed(err)
 		}
 		q.MultimodalInputs = p.legs.Prefill
 	}
 	if p.pre, err = wire.EncodeGenerateRequest(q); err != nil {
-		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
+		return p, encodeFailed(err)
 	}
 	p.dec = p.pre
 	if p.wantPrompt || len(r.Images) > 0 {
@@ -311,7 +301,7 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 			qd.MultimodalInputs = p.legs.Decode
 		}
 		if p.dec, err = wire.EncodeGenerateRequest(qd); err != nil {
-			return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
+			return p, encodeFailed(err)
 		}
 	}
 	return p, nil
@@ -322,20 +312,35 @@ func encodeLegs(g *Dispatcher, r tokenapi.Request, sp wire.SamplingParams, rt ro
 // engine that computes the prompt computes them (docs/protocol.md §6.6).
 func encodeOneLeg(rid string, r tokenapi.Request, sp wire.SamplingParams) (legPayloads, *attemptErr) {
 	p := legPayloads{rid: rid, wantPrompt: r.LogprobStartLen >= 0}
-	q := wire.NewGenerateRequest(p.rid, r.InputIDs, sp)
-	q.ReturnLogprob = r.ReturnLogprob || p.wantPrompt
+	var err error
+	if p.dec, err = wire.EncodeGenerateRequest(promptLegRequest(p.rid, r, sp, p.wantPrompt)); err != nil {
+		return p, encodeFailed(err)
+	}
+	return p, nil
+}
+
+// promptLegRequest is the request of the leg that sees the prompt (the
+// prefill's, or an aggregated route's one leg): output logprobs with
+// their alternatives when asked (on a PD route the first token is the
+// prefill's, docs/protocol.md §6.7), prompt logprobs from
+// LogprobStartLen when wantPrompt, and the stream flag.
+func promptLegRequest(rid string, r tokenapi.Request, sp wire.SamplingParams, wantPrompt bool) wire.GenerateRequest {
+	q := wire.NewGenerateRequest(rid, r.InputIDs, sp)
+	q.ReturnLogprob = r.ReturnLogprob || wantPrompt
 	if r.ReturnLogprob {
 		q.TopLogprobsNum = r.TopLogprobsNum
 	}
-	if p.wantPrompt {
+	if wantPrompt {
 		q.LogprobStartLen = r.LogprobStartLen
 	}
 	q.Stream = r.Stream
-	var err error
-	if p.dec, err = wire.EncodeGenerateRequest(q); err != nil {
-		return p, fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
-	}
-	return p, nil
+	return q
+}
+
+// encodeFailed is the final error of an attempt whose leg requests could
+// not be built or encoded (encode_failed, a 500).
+func encodeFailed(err error) *attemptErr {
+	return fatal("encode", &RequestError{Status: http.StatusInternalServerError, Code: "encode_failed", Message: err.Error(), Cause: err})
 }
 
 // submit sends the encode legs, then the prefill, then the decode (or an
