@@ -320,6 +320,20 @@ func (c *controlServer) mux() http.Handler {
 	return mux
 }
 
+// lineStream starts a plain-text answer the client reads line by line as
+// the work goes (a rolling restart's progress, a stop's): each line is
+// flushed as it is written.
+func lineStream(w http.ResponseWriter) func(msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fl, _ := w.(http.Flusher)
+	return func(msg string) {
+		fmt.Fprintln(w, msg)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+}
+
 // serveRolling runs a rolling restart for the request, streaming its
 // progress lines; it ends when the restart does, or when the daemon or the
 // client goes away.
@@ -329,14 +343,7 @@ func (c *controlServer) serveRolling(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fl, _ := w.(http.Flusher)
-	line := func(msg string) {
-		fmt.Fprintln(w, msg)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
+	line := lineStream(w)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go func() {
@@ -376,14 +383,7 @@ func (c *controlServer) serveStop(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fl, _ := w.(http.Flusher)
-	line := func(msg string) {
-		fmt.Fprintln(w, msg)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
+	line := lineStream(w)
 	line("stopping " + c.view.Plan().Name)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
