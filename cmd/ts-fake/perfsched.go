@@ -196,11 +196,5 @@ func (e *engine) finishPerf() {
 			done = append(done, q)
 		}
 	}
-	for _, q := range done {
-		e.remove(q)
-	}
-	if len(batch) > 0 {
-		e.send(batch)
-	}
-	e.publishKV()
+	e.endStep(done, batch)
 }

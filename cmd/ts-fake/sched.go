@@ -721,6 +721,13 @@ func (e *engine) step() {
 			done = append(done, q)
 		}
 	}
+	e.endStep(done, batch)
+}
+
+// endStep closes a scheduler step (step, and finishPerf under the
+// performance model): the finished requests leave, the step's outputs go
+// out in one batch, and the prefix cache's changes are published.
+func (e *engine) endStep(done []*request, batch []outEntry) {
 	for _, q := range done {
 		e.remove(q)
 	}
