@@ -49,7 +49,7 @@ func (e *engine) runPerf(hang <-chan time.Time) {
 			}
 			// Idle until something arrives or a transfer completes.
 			var due <-chan time.Time
-			if t, ok := e.nextTransfer(); ok {
+			if t, ok := e.nextReadyAt(stTransferring); ok {
 				ready.Reset(time.Until(t))
 				due = ready.C
 			}
@@ -73,18 +73,6 @@ func (e *engine) flush() {
 	b := e.pending
 	e.pending = nil
 	e.send(b)
-}
-
-// nextTransfer is when the next decode request's KV has arrived.
-func (e *engine) nextTransfer() (time.Time, bool) {
-	var t time.Time
-	ok := false
-	for _, q := range e.order {
-		if q.state == stTransferring && (!ok || q.readyAt.Before(t)) {
-			t, ok = q.readyAt, true
-		}
-	}
-	return t, ok
 }
 
 // planPerf starts a step at now: it admits, composes the batch and

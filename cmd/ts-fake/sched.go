@@ -173,7 +173,7 @@ func (e *engine) run() {
 			// Nothing to step until something arrives or a prompt being
 			// computed is done.
 			var due <-chan time.Time
-			if t, ok := e.nextReady(); ok {
+			if t, ok := e.nextReadyAt(stPrefilling); ok {
 				ready.Reset(time.Until(t))
 				due = ready.C
 			}
@@ -264,12 +264,14 @@ func (e *engine) hasWork() bool {
 	return waiting && busy < e.cap
 }
 
-// nextReady is when the next prompt being computed is done.
-func (e *engine) nextReady() (time.Time, bool) {
+// nextReadyAt is the earliest readyAt of the requests in state: when the
+// next prompt being computed is done (stPrefilling), or the next decode
+// request's KV has arrived (stTransferring, under the performance model).
+func (e *engine) nextReadyAt(state reqState) (time.Time, bool) {
 	var t time.Time
 	ok := false
 	for _, q := range e.order {
-		if q.state == stPrefilling && (!ok || q.readyAt.Before(t)) {
+		if q.state == state && (!ok || q.readyAt.Before(t)) {
 			t, ok = q.readyAt, true
 		}
 	}
