@@ -31,22 +31,39 @@ func readGenerate(resp *http.Response, each func(ev genEvent)) (finished bool, e
 		b, _ := io.ReadAll(resp.Body)
 		return false, fmt.Errorf("%d %s", resp.StatusCode, firstLine(string(b)))
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sseData(resp.Body, func(data string) bool {
+		var ev genEvent
+		if jerr := json.Unmarshal([]byte(data), &ev); jerr != nil {
+			err = errors.New("bad event: " + jerr.Error())
+			return false
+		}
+		if ev.Error != nil {
+			err = errors.New(ev.Error.Message)
+			return false
+		}
+		each(ev)
+		finished = finished || ev.MetaInfo.FinishReason != nil
+		return true
+	})
+	if err != nil {
+		return false, err
+	}
+	return finished, nil
+}
+
+// sseData hands each data line of an SSE stream (the text after "data: ";
+// the closing [DONE] left out) to each, until each returns false or the
+// stream ends.
+func sseData(r io.Reader, each func(data string) bool) {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok || data == "[DONE]" {
 			continue
 		}
-		var ev genEvent
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return false, errors.New("bad event: " + err.Error())
+		if !each(data) {
+			return
 		}
-		if ev.Error != nil {
-			return false, errors.New(ev.Error.Message)
-		}
-		each(ev)
-		finished = finished || ev.MetaInfo.FinishReason != nil
 	}
-	return finished, nil
 }

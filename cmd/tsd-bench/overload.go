@@ -10,7 +10,6 @@ package main
 // without bound, and tsd's memory over the minute.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -117,17 +116,12 @@ func fire(hc *http.Client, base string, s overloadSetup, prompt []int32, priorit
 	if resp.StatusCode != http.StatusOK {
 		return r
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	sseData(resp.Body, func(data string) bool {
 		if r.ttft == 0 && strings.Contains(data, `"output_ids":[`) && !strings.Contains(data, `"output_ids":[]`) {
 			r.ttft = time.Since(start)
 		}
-	}
+		return true
+	})
 	if r.ttft == 0 {
 		r.err = "no token"
 	}
