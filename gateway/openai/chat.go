@@ -618,7 +618,6 @@ func (cs *chatStream) end() {
 	if p.includeUsage && !cs.failed {
 		u := cs.u
 		cs.ps.into(&u)
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		u.CompletionTokensDetails = &CompletionTokensDetails{ReasoningTokens: cs.s.reasoningTokens(cs.reasoning.String(), u.CompletionTokens)}
 		out.send(chatChunk{ID: cs.id, Object: "chat.completion.chunk", Created: cs.created, Model: p.model, Choices: []chunkChoice{}, Usage: &u})
 	}

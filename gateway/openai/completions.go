@@ -340,7 +340,6 @@ func (cs *completionStream) end() {
 	if p.includeUsage && !cs.failed {
 		u := cs.u
 		cs.ps.into(&u)
-		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		out.send(completionResponse{ID: cs.id, Object: "text_completion", Created: cs.created, Model: p.model, Choices: []completionChoice{}, Usage: &u})
 	}
 	out.done()

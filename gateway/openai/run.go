@@ -392,13 +392,15 @@ func (c *prompts) add(g int, pc piece) {
 	c.cached[g] = min(c.cached[g], pc.cached)
 }
 
-// into sets u's prompt and cached counts.
+// into completes u, whose completion tokens are counted: its prompt and
+// cached counts, and the total.
 func (c *prompts) into(u *Usage) {
 	u.PromptTokens, u.PromptTokensDetails.CachedTokens = 0, 0
 	for g, n := range c.prompt {
 		u.PromptTokens += n
 		u.PromptTokensDetails.CachedTokens += c.cached[g]
 	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 }
 
 // choiceState accumulates one choice for non-streaming responses.
@@ -433,7 +435,6 @@ func collect(cancel context.CancelFunc, pieces <-chan piece, n int, promptOf fun
 		}
 	}
 	ps.into(&u)
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return states, u, firstErr
 }
 
