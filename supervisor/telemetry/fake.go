@@ -147,11 +147,26 @@ func (f *FakeGPUs) SetLost(gpu int, lost bool) {
 // holds no GPU; its children are the ranks), most of the memory taken as a
 // KV cache would.
 func (f *FakeGPUs) autoAttach(roleUUIDs map[string][]string, procs map[string]snapshot.ProcStatus) {
-	byUUID := make(map[string]int, len(f.devs))
+	uuids := make([]string, len(f.devs))
 	for i, d := range f.devs {
-		byUUID[d.UUID] = i
+		uuids[i] = d.UUID
 	}
-	auto := make([][]GPUProc, len(f.devs))
+	auto := autoProcs(uuids, float64(gpus.H200_SXM5_141GB.MemoryMB), roleUUIDs, procs)
+	f.mu.Lock()
+	f.auto = auto
+	f.mu.Unlock()
+}
+
+// autoProcs is what simulated devices (uuids, in index order, of memMB
+// each) show for the roles holding them, as autoAttach describes: per
+// device, the processes on it. Roles go in name order, so the result is
+// the same for the same input.
+func autoProcs(uuids []string, memMB float64, roleUUIDs map[string][]string, procs map[string]snapshot.ProcStatus) [][]GPUProc {
+	byUUID := make(map[string]int, len(uuids))
+	for i, u := range uuids {
+		byUUID[u] = i
+	}
+	auto := make([][]GPUProc, len(uuids))
 	roles := make([]string, 0, len(roleUUIDs))
 	for r := range roleUUIDs {
 		roles = append(roles, r)
@@ -172,13 +187,11 @@ func (f *FakeGPUs) autoAttach(roleUUIDs map[string][]string, procs map[string]sn
 				continue
 			}
 			frac := 0.70 + 0.15*jitter(role, k)
-			used := uint64(frac*float64(gpus.H200_SXM5_141GB.MemoryMB)) * mib
+			used := uint64(frac*memMB) * mib
 			auto[i] = append(auto[i], GPUProc{PID: cands[k%len(cands)], UsedB: used})
 		}
 	}
-	f.mu.Lock()
-	f.auto = auto
-	f.mu.Unlock()
+	return auto
 }
 
 // jitter is a deterministic pseudo-random number in [0,1).

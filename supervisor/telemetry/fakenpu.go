@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"sync"
 	"time"
 
@@ -66,32 +65,11 @@ func (f *FakeNPUs) AttachProcess(npu, pid int, usedB uint64) error {
 // autoAttach puts each role's ranks on the NPUs it was given, as
 // FakeGPUs.autoAttach does.
 func (f *FakeNPUs) autoAttach(roleUUIDs map[string][]string, procs map[string]snapshot.ProcStatus) {
-	byUUID := make(map[string]int, f.n)
-	for i := 0; i < f.n; i++ {
-		byUUID[f.UUID(i)] = i
+	uuids := make([]string, f.n)
+	for i := range uuids {
+		uuids[i] = f.UUID(i)
 	}
-	auto := make([][]GPUProc, f.n)
-	roles := make([]string, 0, len(roleUUIDs))
-	for r := range roleUUIDs {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	for _, role := range roles {
-		ps, ok := procs[role]
-		if !ok || len(ps.PIDs) == 0 {
-			continue
-		}
-		cands := ps.PIDs
-		if len(cands) > 1 {
-			cands = cands[1:]
-		}
-		for k, u := range roleUUIDs[role] {
-			if i, ok := byUUID[u]; ok {
-				frac := 0.70 + 0.15*jitter(role, k)
-				auto[i] = append(auto[i], GPUProc{PID: cands[k%len(cands)], UsedB: uint64(frac*fakeNPUHBMMB) * mib})
-			}
-		}
-	}
+	auto := autoProcs(uuids, fakeNPUHBMMB, roleUUIDs, procs)
 	f.mu.Lock()
 	f.auto = auto
 	f.mu.Unlock()
