@@ -166,7 +166,7 @@ func newActor(e *env, id int, rp profiles.RolePlan, expect int, ring *logRing, f
 	}
 	a.lc = newLifecycle(factsFor(rp, expect, e.gw != nil))
 	a.st = snapshot.RoleStatus{
-		Name: rp.Name, Group: rp.Group, // the publisher names it as the roster does Kind: rp.Kind, GPUs: rp.GPUs,
+		Name: rp.Name, Group: rp.Group, Kind: rp.Kind, GPUs: rp.GPUs, // the publisher names it as the roster does
 		Worker: rp.Worker, LogFile: rp.LogFile, Remote: !rp.Local,
 		RanksExpected: expect,
 	}

@@ -85,3 +85,18 @@ func hasEvent(s snapshot.Snapshot, role, msg string) bool {
 	}
 	return false
 }
+
+// A role's row carries what its plan says of it (kind, group, GPUs,
+// worker) from the first snapshot on: status, /metrics' role families,
+// the dashboard's KIND and GPUS columns and a group's verbs all read them.
+func TestRoleStatusCarriesThePlan(t *testing.T) {
+	t.Parallel()
+	rp := shRole("decode-0", profiles.KindDecode, readyScript)
+	rp.Group, rp.GPUs, rp.Worker = "decode", []string{"2", "3"}, "ipc:///nowhere/decode-0"
+	f := newFixture(t, nil, nil, rp)
+	r := f.wait("decode-0", "ready", state(snapshot.StateReady))
+	if r.Kind != profiles.KindDecode || r.Group != "decode" || len(r.GPUs) != 2 || r.GPUs[0] != "2" || r.GPUs[1] != "3" ||
+		r.Worker != rp.Worker {
+		t.Fatalf("role row %+v, want kind %q group %q GPUs [2 3] worker %q", r, profiles.KindDecode, "decode", rp.Worker)
+	}
+}

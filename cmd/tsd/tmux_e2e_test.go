@@ -45,6 +45,10 @@ func runTmuxScript(t *testing.T, script string) {
 		"E2E_PORT="+strconv.Itoa(testports.Port(t)),
 		"E2E_DIST="+strconv.Itoa(dist),
 		"E2E_BOOT="+strconv.Itoa(dist+20),
+		// Its own registry: `tsd ls` and a bare verb's refusal list every
+		// registered deployment, so another test's (or a user's) daemon
+		// running at the same time would show up on the script's screen.
+		"TSD_REGISTRY_DIR="+t.TempDir(),
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

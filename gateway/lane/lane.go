@@ -45,14 +45,14 @@ type Options struct {
 	// supervisor answers "is peer.PID in this role's process tree"
 	// (InProcessTree helps). Remote roles (plan Remote) are never checked:
 	// their lane is unauthenticated (RemoteLaneWarning). Needs a
-	// CheckedTransport (ZMQ4 is one).
+	// CheckedTransport (the one ZMQ4 returns is).
 	PeerCheck func(role string, peer PeerInfo) error
 }
 
-// RemoteLaneWarning is the text shown (validate, dashboard) for a role
-// whose engine runs on another host: nothing ties its lane connections to
-// a process tsd owns, so any host that can reach its ports can register
-// as one of its ranks.
+// RemoteLaneWarning is what `tsd validate` prints and the gateway logs
+// for a role whose engine runs on another host: nothing ties its lane
+// connections to a process tsd owns, so any host that can reach its ports
+// can register as one of its ranks.
 func RemoteLaneWarning(role string) string {
 	return fmt.Sprintf("role %s runs on another host: its lane (handshake, input, output sockets) is unauthenticated; keep its network trusted (see SECURITY.md)", role)
 }

@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"testing"
+
+	"github.com/tsd-project/tsd/daemons"
 )
 
 // Module is the project's module path; Build takes packages relative to it.
@@ -16,11 +18,18 @@ const Module = "github.com/tsd-project/tsd"
 
 // Main runs a package's tests with a fresh directory for binaries: setup
 // builds into it, and it is removed when the tests end. A setup error
-// stops the tests before any runs.
+// stops the tests before any runs. The tests' daemons register in a
+// registry of this run's own (daemons.EnvDir under the same directory), so
+// `tsd ls` in one test package never lists another's deployments or the
+// user's, and nothing the tests register outlives them.
 func Main(m *testing.M, setup func(dir string) error) {
 	dir, err := os.MkdirTemp("", "tsd-testbin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "create test binary dir:", err)
+		os.Exit(1)
+	}
+	if err := os.Setenv(daemons.EnvDir, filepath.Join(dir, "registry")); err != nil {
+		fmt.Fprintln(os.Stderr, "set the test registry:", err)
 		os.Exit(1)
 	}
 	if err := setup(dir); err != nil {
