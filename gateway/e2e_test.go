@@ -294,11 +294,13 @@ func genBody(seed int64, maxTokens int, stream bool) string {
 	return fmt.Sprintf(`{"input_ids":[1,2,3,4],"stream":%v,"sampling_params":{"max_new_tokens":%d,"ignore_eos":true,"seed":%d}}`, stream, maxTokens, seed)
 }
 
+// expected is ts-fake's answer to genBody: with ignore_eos nothing stops
+// it before max_new_tokens, so it is tokens 0 … maxTokens-1.
 func expected(seed int64, maxTokens int) []int32 {
-	toks, _ := fakemodel.Params{Seed: uint32(seed), MaxNewTokens: maxTokens, IgnoreEOS: true, EOS: 2, Vocab: 1000}.Completion()
-	out := make([]int32, len(toks))
-	for i, t := range toks {
-		out[i] = int32(t)
+	p := fakemodel.Params{Seed: uint32(seed), MaxNewTokens: maxTokens, IgnoreEOS: true, EOS: 2, Vocab: 1000}
+	out := make([]int32, max(maxTokens, 0))
+	for i := range out {
+		out[i] = int32(p.Token(i))
 	}
 	return out
 }

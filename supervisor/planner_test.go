@@ -130,7 +130,10 @@ func TestPlannerActMovesAGPU(t *testing.T) {
 			t.Errorf("events lack %q:\n%s", want, text)
 		}
 	}
-	if len(p.Recent) == 0 || p.Recent[len(p.Recent)-1].Outcome != "done" || p.Decisions[planner.CodeMove] != 1 {
+	// Decisions count intervals: one that ends while the move is under way
+	// (a loaded machine slows the move, not the interval) counts "move"
+	// again; the change itself is the last in Recent.
+	if len(p.Recent) == 0 || p.Recent[len(p.Recent)-1].Outcome != "done" || p.Decisions[planner.CodeMove] < 1 {
 		t.Errorf("planner status: recent %+v, decisions %v", p.Recent, p.Decisions)
 	}
 	// The next intervals see the new layout: the cooldown holds it.

@@ -33,6 +33,16 @@ func newTestModel(t testing.TB, w, h int, s snapshot.Snapshot) (*Model, *tuitest
 	return m, f
 }
 
+// role is the overview's selected role (a group's first member for a
+// closed group's summary row).
+func (p *overviewPage) role() (snapshot.RoleStatus, bool) {
+	rs := p.m.snap.Roles
+	if p.selected < 0 || p.selected >= len(rs) {
+		return snapshot.RoleStatus{}, false
+	}
+	return rs[p.selected], true
+}
+
 // press sends one key and returns the command it produced.
 func press(m *Model, keys ...string) tea.Cmd {
 	var cmd tea.Cmd

@@ -157,14 +157,6 @@ func (p *overviewPage) clamp() {
 	p.setCursor(rows, p.cursor(rows))
 }
 
-func (p *overviewPage) role() (snapshot.RoleStatus, bool) {
-	rs := p.m.snap.Roles
-	if p.selected < 0 || p.selected >= len(rs) {
-		return snapshot.RoleStatus{}, false
-	}
-	return rs[p.selected], true
-}
-
 func (p *overviewPage) Update(msg tea.Msg) tea.Cmd {
 	k, ok := msg.(tea.KeyPressMsg)
 	if !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/tsd-project/tsd/gateway/generate"
 	"github.com/tsd-project/tsd/gateway/openai"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/gateway/tokenapi/tokenapitest"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 	"github.com/tsd-project/tsd/loadgen"
 )
@@ -131,7 +132,7 @@ func (e fakeEngine) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.St
 	if err != nil {
 		return nil, err
 	}
-	return tokenapi.FromChannel(ch), nil
+	return tokenapitest.FromChannel(ch), nil
 }
 func (fakeEngine) Ready() bool                     { return true }
 func (fakeEngine) Queues() bool                    { return false }

@@ -180,12 +180,19 @@ func expected(q wire.GenerateRequest) ([]int32, string) {
 	for _, s := range q.Sampling.StopTokenIDs {
 		p.StopTokenIDs = append(p.StopTokenIDs, int(s))
 	}
-	toks, reason := p.Completion()
-	out := make([]int32, len(toks))
-	for i, x := range toks {
-		out[i] = int32(x)
+	// Token and Finish from position 0 until a reason, as the engine
+	// steps them one output at a time.
+	var out []int32
+	if p.MaxNewTokens <= 0 {
+		return out, "length"
 	}
-	return out, reason
+	for i := 0; ; i++ {
+		tok := p.Token(i)
+		out = append(out, int32(tok))
+		if r := p.Finish(i, tok); r != "" {
+			return out, r
+		}
+	}
 }
 
 // freePort is reserved against every other test, in this binary and the

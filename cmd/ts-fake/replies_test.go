@@ -9,6 +9,7 @@ import (
 
 	"github.com/tsd-project/tsd/cmd/ts-fake/fakemodel"
 	"github.com/tsd-project/tsd/gateway/parsers"
+	"github.com/tsd-project/tsd/gateway/parsers/delta"
 	"github.com/tsd-project/tsd/gateway/wire"
 	"github.com/tsd-project/tsd/testkit/lanetest"
 )
@@ -146,13 +147,22 @@ func TestJSONSchemaReply(t *testing.T) {
 	}
 	bv := fakemodel.ByteVocab()
 	text := func(r []int32) string { return bv.Decode(r[:len(r)-1]) }
-	calls, ok := parsers.ParseConstrained(text(got["required"].Tokens), parsers.ToolChoice{Mode: "required"}, nil)
-	if !ok || len(calls) != 1 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"city":"aa","unit":"c"}` {
-		t.Errorf("required: %q -> %+v %v", text(got["required"].Tokens), calls, ok)
+	// The reply reads back as calls through the front end's parser chain
+	// for that tool_choice, with nothing left over as content.
+	parse := func(r []int32, c parsers.ToolChoice) delta.Result {
+		st, err := parsers.New(parsers.Config{ToolChoice: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return delta.Collect(append(st.Push(text(r)), st.Finish()...))
 	}
-	calls, ok = parsers.ParseConstrained(text(got["named"].Tokens), parsers.ToolChoice{Mode: "function", Name: "get_weather"}, nil)
-	if !ok || len(calls) != 1 || calls[0].Arguments != `{"city":"aa","unit":"c"}` {
-		t.Errorf("named: %q -> %+v %v", text(got["named"].Tokens), calls, ok)
+	res := parse(got["required"].Tokens, parsers.ToolChoice{Mode: "required"})
+	if delta.TrimSpace(res.Content) != "" || len(res.Calls) != 1 || res.Calls[0].Name != "get_weather" || res.Calls[0].Arguments != `{"city":"aa","unit":"c"}` {
+		t.Errorf("required: %q -> %+v", text(got["required"].Tokens), res)
+	}
+	res = parse(got["named"].Tokens, parsers.ToolChoice{Mode: "function", Name: "get_weather"})
+	if delta.TrimSpace(res.Content) != "" || len(res.Calls) != 1 || res.Calls[0].Arguments != `{"city":"aa","unit":"c"}` {
+		t.Errorf("named: %q -> %+v", text(got["named"].Tokens), res)
 	}
 	if r := got["bad"]; r.Finish != "abort" || len(r.Tokens) != 0 {
 		t.Errorf("unsatisfiable schema: %+v, want an abort", r)

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/gateway/tokenapi/tokenapitest"
 	"github.com/tsd-project/tsd/profiles"
 )
 
@@ -38,7 +39,7 @@ func (e *imageEngine) Stream(ctx context.Context, r tokenapi.Request) (tokenapi.
 	if err != nil {
 		return nil, err
 	}
-	return tokenapi.FromChannel(ch), nil
+	return tokenapitest.FromChannel(ch), nil
 }
 
 func (e *imageEngine) Generate(_ context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {

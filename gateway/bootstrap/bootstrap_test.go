@@ -118,7 +118,7 @@ func TestDPGroup(t *testing.T) {
 		room uint64
 		dp   int
 		want int
-	}{{7, 1, 0}, {7, 0, 0}, {7, 3, 1}, {1<<63 + 5, 2, 1}, {9, 3, 0}} {
+	}{{7, 1, 0}, {7, 0, 0}, {7, 3, 1}, {1<<63 + 5, 2, 1}, {9, 3, 0}, {7, 2, 1}, {8, 2, 0}, {1 << 40, 3, int((1 << 40) % 3)}} {
 		if got := DPGroup(c.room, c.dp); got != c.want {
 			t.Errorf("DPGroup(%d,%d) = %d, want %d", c.room, c.dp, got, c.want)
 		}

@@ -36,16 +36,6 @@ func Room(bits uint64) uint64 {
 	return (bits >> 1) % MaxRoom
 }
 
-// PrefillRank is the prefill DP rank that holds a room's KV: the decode
-// engine fetches from group room mod dp (docs/protocol.md §8.3), so the prefill leg
-// must go there.
-func PrefillRank(room uint64, dp int) int {
-	if dp <= 1 {
-		return 0
-	}
-	return int(room % uint64(dp))
-}
-
 // RoomForRank moves room to the nearest value below it (or above, near 0)
 // whose DP group is rank, so a request can avoid a prefill rank that is not
 // registered. The result stays in [0, MaxRoom).

@@ -1,6 +1,10 @@
 package dispatch
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/tsd-project/tsd/gateway/bootstrap"
+)
 
 func TestRooms(t *testing.T) {
 	t.Parallel()
@@ -9,24 +13,15 @@ func TestRooms(t *testing.T) {
 			t.Errorf("Room(%d) = %d out of range", bits, r)
 		}
 	}
-	tests := []struct {
-		room uint64
-		dp   int
-		want int
-	}{
-		{7, 1, 0}, {7, 0, 0}, {7, 2, 1}, {8, 2, 0}, {1 << 40, 3, int((1 << 40) % 3)},
-	}
-	for _, tt := range tests {
-		if got := PrefillRank(tt.room, tt.dp); got != tt.want {
-			t.Errorf("PrefillRank(%d,%d) = %d, want %d", tt.room, tt.dp, got, tt.want)
-		}
-	}
+	// A moved room lands on the rank the decode engine fetches from: the
+	// engine side's rule, room mod dp (docs/protocol.md §8.3), as ts-fake
+	// applies it (bootstrap.DPGroup).
 	for _, room := range []uint64{0, 1, 5, MaxRoom - 1, MaxRoom - 2, 1 << 62} {
 		for dp := 1; dp <= 4; dp++ {
 			for rank := range dp {
 				r := RoomForRank(room, dp, rank)
-				if r >= MaxRoom || PrefillRank(r, dp) != rank {
-					t.Errorf("RoomForRank(%d,%d,%d) = %d (group %d)", room, dp, rank, r, PrefillRank(r, dp))
+				if r >= MaxRoom || bootstrap.DPGroup(r, dp) != rank {
+					t.Errorf("RoomForRank(%d,%d,%d) = %d (group %d)", room, dp, rank, r, bootstrap.DPGroup(r, dp))
 				}
 			}
 		}

@@ -17,10 +17,3 @@ func BenchmarkNewRing8(b *testing.B) {
 		_ = NewRing(w, 0)
 	}
 }
-
-func BenchmarkPickEncoder4(b *testing.B) {
-	w := workers(4)
-	for i := 0; i < b.N; i++ {
-		_ = PickEncoder("0123456789abcdef", w)
-	}
-}

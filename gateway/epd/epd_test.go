@@ -29,32 +29,33 @@ func keys(n int) []string {
 	return k
 }
 
-// The same image always lands on the same encoder, whatever the order the
-// workers are listed in.
-func TestPickEncoderStable(t *testing.T) {
+// The same image always lands on the same encoder, on every ring built
+// for the workers, whatever the order they are listed in.
+func TestEncoderRingStable(t *testing.T) {
 	t.Parallel()
 	w := workers(4)
 	rev := []string{w[3], w[2], w[1], w[0]}
+	r1, r2, r3 := NewRing(w, 0), NewRing(w, 0), NewRing(rev, 0)
 	for _, k := range keys(200) {
-		a := PickEncoder(k, w)
-		if b := PickEncoder(k, w); a != b {
+		a := r1.Pick(k)
+		if b := r2.Pick(k); a != b {
 			t.Fatalf("%s: %s then %s", k, a, b)
 		}
-		if c := PickEncoder(k, rev); a != c {
+		if c := r3.Pick(k); a != c {
 			t.Fatalf("%s: order changed the pick: %s vs %s", k, a, c)
 		}
 	}
-	if PickEncoder("x", nil) != "" {
+	if NewRing(nil, 0).Pick("x") != "" {
 		t.Fatal("empty ring picked a worker")
 	}
-	if PickEncoder("x", []string{"only"}) != "only" {
+	if NewRing([]string{"only"}, 0).Pick("x") != "only" {
 		t.Fatal("single worker not picked")
 	}
 }
 
 // Keys spread over the workers, and adding or removing one worker moves
 // only the keys it gains or loses.
-func TestPickEncoderSpreadAndMovement(t *testing.T) {
+func TestEncoderRingSpreadAndMovement(t *testing.T) {
 	t.Parallel()
 	ks := keys(8000)
 	for _, tc := range []struct{ n int }{{2}, {3}, {5}} {
@@ -235,21 +236,10 @@ func TestImageItem(t *testing.T) {
 	}
 }
 
-func TestJoinPromptLogprobs(t *testing.T) {
+func TestCheckPromptLogprobs(t *testing.T) {
 	t.Parallel()
 	nan := math.NaN()
 	p := TokenLogprobs{Vals: []float64{nan, -0.5, -1}, IDs: []int32{7, 8, 9}}
-	d := TokenLogprobs{Vals: []float64{-0.1, -0.2}, IDs: []int32{40, 41}}
-	j, err := JoinPromptLogprobs(p, d)
-	if err != nil || fmt.Sprint(j.IDs) != "[7 8 9 40 41]" || !IsMissing(j.Vals[0]) || j.Vals[4] != -0.2 {
-		t.Fatalf("joined %+v %v", j, err)
-	}
-	if _, err := JoinPromptLogprobs(TokenLogprobs{Vals: []float64{1}}, d); err == nil {
-		t.Fatal("ragged prefill accepted")
-	}
-	if _, err := JoinPromptLogprobs(p, TokenLogprobs{IDs: []int32{1}}); err == nil {
-		t.Fatal("ragged decode accepted")
-	}
 	if err := CheckPromptLogprobs(p, []int32{6, 7, 8, 9}, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -284,9 +274,6 @@ func TestPromptLogprobFailure(t *testing.T) {
 		}
 	}
 }
-
-// IsMissing reports a position without a logprob.
-func IsMissing(v float64) bool { return math.IsNaN(v) }
 
 // The encoder ring's assignment is pinned: an encoder's embedding cache is
 // warm for the images it was given, so a change of ring (its hash, its

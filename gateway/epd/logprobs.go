@@ -14,26 +14,6 @@ type TokenLogprobs struct {
 	IDs  []int32
 }
 
-// JoinPromptLogprobs puts the prefill leg's prompt (input) logprobs in front
-// of the decode leg's output logprobs: the sequence a client asking for
-// echo+logprobs sees. Only the prefill computes prompt logprobs (it alone
-// saw the prompt); the decode stream carries the output ones.
-func JoinPromptLogprobs(prefill, decode TokenLogprobs) (TokenLogprobs, error) {
-	if len(prefill.Vals) != len(prefill.IDs) {
-		return TokenLogprobs{}, fmt.Errorf("join prompt logprobs: prefill has %d values for %d tokens", len(prefill.Vals), len(prefill.IDs))
-	}
-	if len(decode.Vals) != len(decode.IDs) {
-		return TokenLogprobs{}, fmt.Errorf("join prompt logprobs: decode has %d values for %d tokens", len(decode.Vals), len(decode.IDs))
-	}
-	out := TokenLogprobs{
-		Vals: make([]float64, 0, len(prefill.Vals)+len(decode.Vals)),
-		IDs:  make([]int32, 0, len(prefill.IDs)+len(decode.IDs)),
-	}
-	out.Vals = append(append(out.Vals, prefill.Vals...), decode.Vals...)
-	out.IDs = append(append(out.IDs, prefill.IDs...), decode.IDs...)
-	return out, nil
-}
-
 // CheckPromptLogprobs checks the prefill's input logprobs against the
 // prompt: they cover input_ids[start:] token by token.
 func CheckPromptLogprobs(p TokenLogprobs, inputIDs []int32, start int) error {

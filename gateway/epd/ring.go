@@ -18,10 +18,3 @@ func NewRing(workers []string, vnodes int) *routing.Ring {
 	}
 	return routing.NewRingPoints(workers, vnodes)
 }
-
-// PickEncoder chooses the encode worker for an image by consistent hashing
-// on its content hash (ItemHash's hex). Build a ring once per worker set
-// when picking often; this convenience builds one per call.
-func PickEncoder(hash string, workers []string) string {
-	return NewRing(workers, DefaultVirtualNodes).Pick(hash)
-}

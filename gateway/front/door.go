@@ -284,12 +284,6 @@ func routeLabel(label string, r *http.Request) string {
 	return p
 }
 
-// Authorize checks the bearer token in constant time.
-func Authorize(r *http.Request, key string) *Error {
-	_, e := authorize(r, key, nil)
-	return e
-}
-
 // authorize checks the bearer token against key (api_key_env's, "" none)
 // and every one of keys, each in constant time and all of them whatever
 // matched; the key it is, nil for api_key_env's.

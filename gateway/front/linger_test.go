@@ -217,8 +217,8 @@ func TestAuthorizeBearerAnyCase(t *testing.T) {
 		if tc.header != "" {
 			r.Header.Set("Authorization", tc.header)
 		}
-		if got := Authorize(r, "k1") == nil; got != tc.ok {
-			t.Errorf("Authorization %q: let in %v, want %v", tc.header, got, tc.ok)
+		if _, e := authorize(r, "k1", nil); (e == nil) != tc.ok {
+			t.Errorf("Authorization %q: let in %v, want %v", tc.header, e == nil, tc.ok)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/gateway/tokenapi/tokenapitest"
 )
 
 // burstEngine answers with events that are all waiting already
@@ -15,7 +16,7 @@ import (
 type burstEngine struct{ events []tokenapi.Event }
 
 func (e *burstEngine) Stream(context.Context, tokenapi.Request) (tokenapi.Streamer, error) {
-	return tokenapi.FromEvents(e.events), nil
+	return tokenapitest.FromEvents(e.events), nil
 }
 func (e *burstEngine) Generate(context.Context, tokenapi.Request) (<-chan tokenapi.Event, error) {
 	panic("not used")

@@ -104,16 +104,6 @@ func dialZMTP(ctx context.Context, endpoint, sockType string, lim Limits, timeou
 	return z, nil
 }
 
-// greeting, appendProp and frameHeader are gateway/zmtp's, under the
-// names this package's tests use.
-func greeting() []byte { return zmtp.Greeting() }
-
-func appendProp(b []byte, name, value string) []byte { return zmtp.AppendProperty(b, name, value) }
-
-func frameHeader(b []byte, n int, more, cmd bool) []byte {
-	return zmtp.AppendFrameHeader(b, n, more, cmd)
-}
-
 func (z *zconn) handshake(sockType string) error {
 	var props []zmtp.Property
 	if sockType == typeDEALER {

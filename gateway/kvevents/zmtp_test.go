@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsd-project/tsd/gateway/zmtp"
 	"github.com/tsd-project/tsd/testkit/testports"
 )
 
@@ -48,13 +49,13 @@ func peer(t *testing.T, script func(c net.Conn)) string {
 // readyCmd is a READY command frame announcing sockType.
 func readyCmd(sockType string) []byte {
 	body := append([]byte{5}, "READY"...)
-	body = appendProp(body, "Socket-Type", sockType)
-	return append(frameHeader(nil, len(body), false, true), body...)
+	body = zmtp.AppendProperty(body, "Socket-Type", sockType)
+	return append(zmtp.AppendFrameHeader(nil, len(body), false, true), body...)
 }
 
 // greet reads the client's greeting and READY and answers as sockType.
 func greet(c net.Conn, sockType string, mech string) {
-	g := greeting()
+	g := zmtp.Greeting()
 	copy(g[12:32], make([]byte, 20))
 	copy(g[12:], mech)
 	_, _ = c.Write(append(g, readyCmd(sockType)...))
@@ -71,14 +72,14 @@ func TestZMTPHandshakeRefusals(t *testing.T) {
 	}{
 		{"not ZMTP", func(c net.Conn) { _, _ = c.Write(bytes.Repeat([]byte("HTTP/1.1 400\r\n"), 8)) }, "bad signature"},
 		{"ZMTP 2", func(c net.Conn) {
-			g := greeting()
+			g := zmtp.Greeting()
 			g[10] = 1
 			_, _ = c.Write(g)
 		}, "speaks ZMTP 1.0"},
 		{"CURVE", func(c net.Conn) { greet(c, "PUB", "CURVE") }, `mechanism "CURVE"`},
 		{"a ROUTER", func(c net.Conn) { greet(c, "ROUTER", "NULL") }, `peer socket type "ROUTER" does not pair with SUB`},
 		{"message before READY", func(c net.Conn) {
-			_, _ = c.Write(append(greeting(), 0, 1, 'x'))
+			_, _ = c.Write(append(zmtp.Greeting(), 0, 1, 'x'))
 		}, "message before READY"},
 		{"silent", func(c net.Conn) { _, _ = io.Copy(io.Discard, c) }, "read greeting"},
 	}

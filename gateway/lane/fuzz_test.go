@@ -25,7 +25,7 @@ func FuzzZMTPParser(f *testing.F) {
 			}
 		}
 		if p.ready {
-			if _, err := parseReady(p.cmd); err != nil && len(p.cmd) > 0 {
+			if _, _, err := parseReadyProps(p.cmd); err != nil && len(p.cmd) > 0 {
 				t.Fatalf("accepted READY that does not parse: %v", err)
 			}
 		}

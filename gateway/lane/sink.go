@@ -10,7 +10,6 @@ package lane
 // tokens, which the consumers may keep as long as they like).
 
 import (
-	"bytes"
 	"fmt"
 	"runtime/debug"
 
@@ -49,7 +48,7 @@ func (k *outputSink) message(f [][]byte) {
 	if len(f) == 0 {
 		return
 	}
-	if bytes.Equal(f[0], engineCoreDead) {
+	if wire.IsShutdownSentinel(f[0]) {
 		w.onOutput(f)
 		return
 	}

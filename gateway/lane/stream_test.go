@@ -18,8 +18,10 @@ func TestStreamQueueReused(t *testing.T) {
 	for i := range ss {
 		ss[i] = newStream(w, strconv.Itoa(i), 0)
 	}
-	for outputQueues.Len() > 0 {
-		outputQueues.Get()
+	for {
+		if _, ok := outputQueues.Get(); !ok {
+			break
+		}
 	}
 	toks := []int32{1}
 	next := 0

@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -37,9 +36,6 @@ func (e *StallError) Error() string { return e.Msg }
 
 // Unwrap makes errors.Is(err, ErrRankStalled) hold.
 func (e *StallError) Unwrap() error { return ErrRankStalled }
-
-// engineCoreDead is the raw shutdown sentinel frame (docs/protocol.md §7.2).
-var engineCoreDead = []byte("ENGINE_CORE_DEAD")
 
 // Request type bytes on the input socket (docs/protocol.md §5.1).
 const (
@@ -270,7 +266,7 @@ func (w *Worker) onOutput(f [][]byte) {
 	if len(f) == 0 {
 		return
 	}
-	if bytes.Equal(f[0], engineCoreDead) {
+	if wire.IsShutdownSentinel(f[0]) {
 		w.ranks.engineDead()
 		return
 	}

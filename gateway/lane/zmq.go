@@ -497,13 +497,6 @@ func (p *zmtpParser) endFrame() error {
 	return nil
 }
 
-// parseReady validates a NULL-mechanism READY command body and returns the
-// Identity property.
-func parseReady(b []byte) (string, error) {
-	id, _, err := parseReadyProps(b)
-	return id, err
-}
-
 // parseReadyProps returns READY's Identity and Socket-Type properties.
 func parseReadyProps(b []byte) (id, sockType string, err error) {
 	c, err := zmtp.ParseCommand(b)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tsd-project/tsd/gateway/front"
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/gateway/tokenapi/tokenapitest"
 	"github.com/tsd-project/tsd/gateway/tokenizer"
 )
 
@@ -71,7 +72,7 @@ func streamOf(ch <-chan tokenapi.Event, err error) (tokenapi.Streamer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tokenapi.FromChannel(ch), nil
+	return tokenapitest.FromChannel(ch), nil
 }
 
 func (f *fakeEngine) Generate(ctx context.Context, r tokenapi.Request) (<-chan tokenapi.Event, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tsd-project/tsd/gateway/tokenapi"
+	"github.com/tsd-project/tsd/gateway/tokenapi/tokenapitest"
 )
 
 // queuedEngine answers every request with events that are all waiting
@@ -18,7 +19,7 @@ type queuedEngine struct {
 }
 
 func (e *queuedEngine) Stream(context.Context, tokenapi.Request) (tokenapi.Streamer, error) {
-	return tokenapi.FromEvents(e.events), nil
+	return tokenapitest.FromEvents(e.events), nil
 }
 
 // flushLog records what had been written at each flush.

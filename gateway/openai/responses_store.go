@@ -94,10 +94,3 @@ func (s *responseStore) delete(id string) bool {
 	}
 	return ok
 }
-
-// stats reports the count and bytes held (tests, metrics).
-func (s *responseStore) stats() (int, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.order.Len(), s.bytes
-}

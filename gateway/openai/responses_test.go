@@ -329,3 +329,10 @@ func TestModelByID(t *testing.T) {
 		t.Fatalf("%s", b)
 	}
 }
+
+// stats reports the count and bytes the store holds.
+func (s *responseStore) stats() (int, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.order.Len(), s.bytes
+}

@@ -10,7 +10,7 @@
 //	st, err := parsers.New(parsers.Config{Tool: tp, Reasoning: rp, PromptOpened: &opened, ...})
 //	for each detokenized chunk: deltas := st.Push(chunk)   // map 1:1 to SSE deltas
 //	at the end:                 deltas := st.Finish()
-//	non-streaming:              res := delta.Collect(all deltas)  (or parsers.Parse)
+//	non-streaming:              res := delta.Collect(all deltas)
 package parsers
 
 import (
@@ -84,22 +84,6 @@ func New(c Config) (delta.Stream, error) {
 		return nil, fmt.Errorf("make reply parsers: %w", err)
 	}
 	return &runes{s: &chain{r: r, t: t}}, nil
-}
-
-// RequiresSpecialTokens reports whether the reply must be detokenized with
-// special tokens kept (skip_special_tokens off) for these parsers to see
-// their markers.
-func RequiresSpecialTokens(c Config) bool {
-	return isHarmony(c.Reasoning) || isInkling(c.Reasoning) || toolcall.RequiresSpecialTokens(c.Tool)
-}
-
-// Parse runs a whole reply (non-streaming).
-func Parse(c Config, text string) (delta.Result, error) {
-	st, err := New(c)
-	if err != nil {
-		return delta.Result{}, err
-	}
-	return delta.Parse(st, text), nil
 }
 
 // runes holds back a chunk's incomplete trailing UTF-8 sequence, so no

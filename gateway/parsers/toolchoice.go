@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/tsd-project/tsd/gateway/parsers/delta"
-	"github.com/tsd-project/tsd/gateway/parsers/toolcall"
 )
 
 // Tool is one function the request offers: its name and JSON-schema
@@ -183,24 +180,4 @@ func sameJSON(a, b json.RawMessage) bool {
 	xa, _ := json.Marshal(x) // maps marshal with sorted keys: a canonical form
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
-}
-
-// ParseConstrained reads a whole output produced under ToolChoiceSchema
-// back into calls, through the same parser a streamed reply uses
-// (toolcall.NewConstrained): a named function's output is its arguments;
-// a required array gives one call per {name, parameters} item (items
-// without both are skipped). ok is false when the text is not the forced
-// JSON: the caller returns it as content.
-func ParseConstrained(text string, c ToolChoice, newID func(name string, index int) string) ([]delta.Call, bool) {
-	if !c.Constrained() {
-		return nil, false
-	}
-	if newID == nil {
-		newID = func(string, int) string { return "" }
-	}
-	res := delta.Parse(toolcall.NewConstrained(c.Mode, c.Name, toolcall.Options{NewID: newID}), text)
-	if delta.TrimSpace(res.Content) != "" || len(res.Calls) == 0 {
-		return nil, false
-	}
-	return res.Calls, true
 }

@@ -68,21 +68,28 @@ func TestToolChoiceSchema(t *testing.T) {
 	}
 }
 
-func TestParseConstrained(t *testing.T) {
+// A whole reply produced under ToolChoiceSchema reads back as calls
+// through New's chain (Config.ToolChoice), as the front end reads it: a
+// named function's output is its arguments; a required array gives one
+// call per {name, parameters} item (items without both are skipped). Text
+// that is not the forced JSON, or a choice that forces nothing, stays
+// content.
+func TestConstrainedReplyParsesToCalls(t *testing.T) {
 	id := func(n string, i int) string { return n + "-id" }
-	calls, ok := ParseConstrained(`[{"name":"get_weather","parameters":{"city": "東京"}},{"name":"bad"},{"name":"get_time","parameters":{}}]`, ToolChoice{Mode: "required"}, id)
+	got, err := Parse(Config{ToolChoice: ToolChoice{Mode: "required"}, NewID: id},
+		`[{"name":"get_weather","parameters":{"city": "東京"}},{"name":"bad"},{"name":"get_time","parameters":{}}]`)
 	want := []delta.Call{{Index: 0, ID: "get_weather-id", Name: "get_weather", Arguments: `{"city":"東京"}`}, {Index: 1, ID: "get_time-id", Name: "get_time", Arguments: `{}`}}
-	if !ok || !reflect.DeepEqual(calls, want) {
-		t.Fatalf("%+v %v", calls, ok)
+	if err != nil || delta.TrimSpace(got.Content) != "" || !reflect.DeepEqual(got.Calls, want) {
+		t.Fatalf("%+v %v", got, err)
 	}
-	calls, ok = ParseConstrained(` {"city": "Paris"} `, ToolChoice{Mode: "function", Name: "get_weather"}, nil)
-	if !ok || len(calls) != 1 || calls[0].Name != "get_weather" || calls[0].Arguments != `{"city":"Paris"}` {
-		t.Fatalf("%+v %v", calls, ok)
+	got, err = Parse(Config{ToolChoice: ToolChoice{Mode: "function", Name: "get_weather"}}, ` {"city": "Paris"} `)
+	if err != nil || delta.TrimSpace(got.Content) != "" || len(got.Calls) != 1 || got.Calls[0].Name != "get_weather" || got.Calls[0].Arguments != `{"city":"Paris"}` {
+		t.Fatalf("%+v %v", got, err)
 	}
-	if _, ok := ParseConstrained(`not json`, ToolChoice{Mode: "required"}, nil); ok {
-		t.Fatal("garbage parsed")
+	if got, err := Parse(Config{ToolChoice: ToolChoice{Mode: "required"}}, `not json`); err != nil || len(got.Calls) != 0 || got.Content != "not json" {
+		t.Fatalf("garbage: %+v %v", got, err)
 	}
-	if _, ok := ParseConstrained(`[]`, ToolChoice{Mode: "auto"}, nil); ok {
-		t.Fatal("auto parsed")
+	if got, err := Parse(Config{ToolChoice: ToolChoice{Mode: "auto"}}, `[]`); err != nil || len(got.Calls) != 0 || got.Content != "[]" {
+		t.Fatalf("auto: %+v %v", got, err)
 	}
 }

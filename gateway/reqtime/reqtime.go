@@ -70,10 +70,6 @@ var base = time.Now()
 // now is monotonic nanoseconds since base, never 0 (0 means "not stamped").
 func now() int64 { return int64(time.Since(base)) + 1 }
 
-// Now is the clock stamps read, for a moment compared with them (a
-// request's end).
-func Now() int64 { return now() }
-
 // Wall is the time.Time of stamp ns (a trace's span bounds).
 func Wall(ns int64) time.Time { return base.Add(time.Duration(ns - 1)) }
 

@@ -118,7 +118,7 @@ func TestMarkAttemptAndLastToken(t *testing.T) {
 	if p == 0 || p < s.Snapshot()[FirstToken] {
 		t.Fatalf("the prefill's end after the first token was not stamped: %d", p)
 	}
-	for Now() == p {
+	for now() == p {
 	}
 	s.Mark(Prefilled)
 	if got := s.Snapshot()[Prefilled]; got != p {
@@ -129,7 +129,7 @@ func TestMarkAttemptAndLastToken(t *testing.T) {
 	for s.Snapshot()[LastToken] == l1 {
 		s.Mark(LastToken)
 	}
-	if w := Wall(Now()); time.Since(w) < 0 || time.Since(w) > time.Minute {
-		t.Fatalf("Wall(Now()) = %v, not now", w)
+	if w := Wall(now()); time.Since(w) < 0 || time.Since(w) > time.Minute {
+		t.Fatalf("Wall(now()) = %v, not now", w)
 	}
 }

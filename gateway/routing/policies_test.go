@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -143,6 +144,21 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// Policies lists what Decide implements: every name in it but round_robin
+// decides by a rule of its own, and a name it does not list falls back to
+// the round-robin cycle.
+func TestPoliciesAreImplemented(t *testing.T) {
+	t.Parallel()
+	v := View{Cands: []Candidate{{Name: "a", Reqs: 1, Tokens: 5, Match: 3}, {Name: "b", Reqs: 2}}, Prompt: 10, Key: "k", Sticky: []string{"b"},
+		Ring: NewRing([]string{"a", "b"}), Bucket: &BucketView{Upper: []int{5, 1 << 62}, Load: []int{1, 2}}, Seq: 3, Rnd: [2]uint64{11, 13}}
+	for _, p := range slices.Concat(Policies, []string{"", "cache-aware", "passthrough"}) {
+		own := slices.Contains(Policies, p) && p != RoundRobin
+		if d := Decide(p, Defaults(), v); (d.Reason != ReasonCycle) != own {
+			t.Errorf("%q: reason %s; listed in Policies: %v", p, d.Reason, slices.Contains(Policies, p))
+		}
+	}
+}
+
 // Decide is pure: the same view always gives the same decision, and it
 // leaves the view's slices as it found them.
 func TestDecideIsPure(t *testing.T) {
@@ -158,19 +174,5 @@ func TestDecideIsPure(t *testing.T) {
 	}
 	if after := fmt.Sprintf("%+v %v %+v", v.Cands, v.Sticky, *v.Bucket); after != before {
 		t.Errorf("view changed: %s → %s", before, after)
-	}
-}
-
-func TestKnown(t *testing.T) {
-	t.Parallel()
-	for _, p := range Policies {
-		if !Known(p) {
-			t.Errorf("%s not known", p)
-		}
-	}
-	for _, p := range []string{"", "cache-aware", "passthrough"} {
-		if Known(p) {
-			t.Errorf("%q known", p)
-		}
 	}
 }

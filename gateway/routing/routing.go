@@ -15,8 +15,6 @@
 // Names and semantics are SMG's (docs/profiles.md, "Routing policies").
 package routing
 
-import "strings"
-
 // Policy names as the profile spells them (SMG's, plus tsd's kv_aware).
 const (
 	RoundRobin        = "round_robin"
@@ -36,16 +34,6 @@ const (
 // prefill engines); kv_aware needs the KV events only prefill engines
 // publish, so it too is for prefill.
 var Policies = []string{RoundRobin, Random, CacheAware, KVAware, PowerOfTwo, LeastLoad, ConsistentHashing, PrefixHash, Manual, Bucket}
-
-// Known reports whether Decide implements policy.
-func Known(policy string) bool {
-	for _, p := range Policies {
-		if p == policy {
-			return true
-		}
-	}
-	return false
-}
 
 // Candidate is one routable worker or DP rank as a policy sees it.
 type Candidate struct {
@@ -144,7 +132,3 @@ const (
 	// ("fallback_cache_hit").
 	FallbackPrefix = "fallback_"
 )
-
-// IsFallback reports whether reason is a kv_aware decision made by
-// cache_aware's tree.
-func IsFallback(reason string) bool { return strings.HasPrefix(reason, FallbackPrefix) }

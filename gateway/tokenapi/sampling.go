@@ -88,8 +88,6 @@ type FieldError struct {
 	Message string
 }
 
-func (e *FieldError) Error() string { return e.Message }
-
 // CheckSampling validates s against SamplingLimits (and min ≤ max
 // tokens). name maps an engine field name to the client's (nil: as is),
 // so the error names what the client sent; a name mapped to "" is a

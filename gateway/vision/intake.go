@@ -81,7 +81,7 @@ func (in *Intake) Images(ctx context.Context, ids []int32, urls []string) ([]int
 		if remote {
 			client = in.fetchClient()
 		}
-		b, err := ParseImageURLContext(ctx, u, in.URL, in.AllowHTTP, client)
+		b, err := ParseImageURL(ctx, u, in.URL, in.AllowHTTP, client)
 		if err != nil {
 			if remote {
 				return nil, nil, fetchError{k}

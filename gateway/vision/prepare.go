@@ -62,8 +62,8 @@ func LoadTokens(dir string) (Tokens, error) {
 }
 
 // ItemHash is an image's identity: the hex digest of its raw bytes (the
-// consistent-hashing key for PickEncoder) and the int64 the wire item's
-// hash field carries. SMG uses blake3; tsd uses SHA-256 (in the standard
+// encoder ring's consistent-hashing key, epd.NewRing) and the int64 the
+// wire item's hash field carries. SMG uses blake3; tsd uses SHA-256 (in the standard
 // library), which only changes which encoder a given image lands on.
 func ItemHash(raw []byte) (hexDigest string, id int64) {
 	sum := sha256.Sum256(raw)

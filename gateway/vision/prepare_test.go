@@ -172,7 +172,7 @@ func TestParseImageURLData(t *testing.T) {
 		{"http disabled", "http://127.0.0.1/x.png", nil, "disabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseImageURL(tc.url, URLLimits{}, false, nil)
+			got, err := ParseImageURL(t.Context(), tc.url, URLLimits{}, false, nil)
 			if tc.err != "" {
 				if !errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want ErrBadImage naming %q", err, tc.err)
@@ -184,10 +184,10 @@ func TestParseImageURLData(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseImageURL(dataURL("image/png", pngB), URLLimits{MaxBytes: 20}, false, nil); err == nil || !strings.Contains(err.Error(), "over the 20-byte limit") {
+	if _, err := ParseImageURL(t.Context(), dataURL("image/png", pngB), URLLimits{MaxBytes: 20}, false, nil); err == nil || !strings.Contains(err.Error(), "over the 20-byte limit") {
 		t.Fatalf("size limit: %v", err)
 	}
-	if !errors.Is(func() error { _, err := ParseImageURL("https://x", URLLimits{}, false, nil); return err }(), ErrImageURLsDisabled) {
+	if !errors.Is(func() error { _, err := ParseImageURL(t.Context(), "https://x", URLLimits{}, false, nil); return err }(), ErrImageURLsDisabled) {
 		t.Fatal("disabled http does not wrap ErrImageURLsDisabled")
 	}
 }
@@ -220,7 +220,7 @@ func TestParseImageURLHTTP(t *testing.T) {
 	for _, tc := range []struct{ path, err string }{
 		{"/ok.png", ""}, {"/mislabelled", ""}, {"/missing", "404"}, {"/big", "over the 1024-byte limit"}, {"/slow", "longer than 200ms"},
 	} {
-		got, err := ParseImageURL(srv.URL+tc.path, lim, true, srv.Client())
+		got, err := ParseImageURL(t.Context(), srv.URL+tc.path, lim, true, srv.Client())
 		if tc.err == "" {
 			if err != nil || !bytes.Equal(got, pngB) {
 				t.Errorf("%s: %d bytes, %v", tc.path, len(got), err)

@@ -46,16 +46,10 @@ func bad(format string, args ...any) error {
 
 // ParseImageURL returns the raw bytes of an OpenAI image_url: a data: URL
 // (base64 PNG, JPEG or WebP) or, only when allowHTTP, an http(s) URL fetched
-// with client (nil: a client without proxy) within lim. Every error about
-// the image or its URL wraps ErrBadImage and names the problem, so
-// the front end answers 400.
-func ParseImageURL(url string, lim URLLimits, allowHTTP bool, client *http.Client) ([]byte, error) {
-	return ParseImageURLContext(context.Background(), url, lim, allowHTTP, client)
-}
-
-// ParseImageURLContext is ParseImageURL bounded by ctx as well (the client
-// request's context).
-func ParseImageURLContext(ctx context.Context, url string, lim URLLimits, allowHTTP bool, client *http.Client) ([]byte, error) {
+// with client (nil: a client without proxy) within lim and ctx (the client
+// request's context). Every error about the image or its URL wraps
+// ErrBadImage and names the problem, so the front end answers 400.
+func ParseImageURL(ctx context.Context, url string, lim URLLimits, allowHTTP bool, client *http.Client) ([]byte, error) {
 	scheme, rest, ok := strings.Cut(url, ":")
 	if !ok {
 		if url == "" {

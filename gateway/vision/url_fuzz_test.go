@@ -17,7 +17,7 @@ func FuzzParseImageURL(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, url string) {
-		b, err := ParseImageURL(url, URLLimits{MaxBytes: 4096}, false, nil)
+		b, err := ParseImageURL(t.Context(), url, URLLimits{MaxBytes: 4096}, false, nil)
 		if err != nil {
 			if !errors.Is(err, ErrBadImage) {
 				t.Fatalf("error %v does not wrap ErrBadImage", err)

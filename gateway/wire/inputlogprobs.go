@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -151,24 +150,10 @@ func (a AnyOutput) AbortMessage(i int) string {
 	return ""
 }
 
-// DecodeAnyOutputFrames decodes one message of the output PULL in either
-// variant, by its tag: the slim BatchTokenIDOutSlim every engine sends,
-// or the full BatchTokenIDOut an engine sends for prompt or top-k
-// logprobs (tsd's design). The sentinel yields ErrEngineDead; extra frames are ignored.
-// A gateway that reads the lane with this instead of DecodeOutputFrames
-// accepts both.
-func DecodeAnyOutputFrames(frames [][]byte) (AnyOutput, error) {
-	if len(frames) == 0 {
-		return AnyOutput{}, errors.New("decode output: no frames")
-	}
-	if IsShutdownSentinel(frames[0]) {
-		return AnyOutput{}, ErrEngineDead
-	}
-	return DecodeAnyOutput(frames[0])
-}
-
 // DecodeAnyOutput decodes one output batch frame (not the sentinel) in
-// either variant; see DecodeAnyOutputFrames.
+// either variant, by its tag: the slim BatchTokenIDOutSlim every engine
+// sends, or the full BatchTokenIDOut an engine sends for prompt or top-k
+// logprobs (tsd's design).
 func DecodeAnyOutput(frame []byte) (AnyOutput, error) {
 	full, err := peekTagIs(frame, TagOutputFull)
 	if err != nil {

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/tsd-project/tsd/internal/msgpack"
@@ -357,6 +356,3 @@ func EncodeShutdownSentinel() []byte { return []byte(EngineCoreDead) }
 // IsShutdownSentinel reports whether an output frame is the sentinel; check
 // it before msgpack decoding.
 func IsShutdownSentinel(frame []byte) bool { return string(frame) == EngineCoreDead }
-
-// ErrEngineDead is returned by DecodeOutputFrames for the sentinel.
-var ErrEngineDead = errors.New("engine sent " + EngineCoreDead)

@@ -111,6 +111,9 @@ func TestOutputDecodeErrorsNameField(t *testing.T) {
 	}
 }
 
+// ErrEngineDead is what the frame decoders below return for the sentinel.
+var ErrEngineDead = errors.New("engine sent " + EngineCoreDead)
+
 // DecodeOutputFrames decodes one message of the output PULL: the sentinel
 // yields ErrEngineDead, otherwise frame 0 is a slim batch and extra frames
 // are ignored.
@@ -126,4 +129,17 @@ func DecodeOutputFrames(frames [][]byte) (OutputBatch, error) {
 		return OutputBatch{}, fmt.Errorf("decode output: %w", err)
 	}
 	return o, nil
+}
+
+// DecodeAnyOutputFrames is DecodeOutputFrames in either variant, by its
+// tag (DecodeAnyOutput): the slim batch every engine sends, or the full
+// one an engine sends for prompt or top-k logprobs.
+func DecodeAnyOutputFrames(frames [][]byte) (AnyOutput, error) {
+	if len(frames) == 0 {
+		return AnyOutput{}, errors.New("decode output: no frames")
+	}
+	if IsShutdownSentinel(frames[0]) {
+		return AnyOutput{}, ErrEngineDead
+	}
+	return DecodeAnyOutput(frames[0])
 }

@@ -32,6 +32,3 @@ func (l *List[T]) Put(v T) {
 	default:
 	}
 }
-
-// Len is how many values the list keeps now.
-func (l *List[T]) Len() int { return len(l.c) }

@@ -12,8 +12,8 @@ func TestListBounded(t *testing.T) {
 	l.Put(1)
 	l.Put(2)
 	l.Put(3) // full: dropped
-	if n := l.Len(); n != 2 {
-		t.Fatalf("Len = %d, want 2", n)
+	if n := len(l.c); n != 2 {
+		t.Fatalf("%d kept, want 2", n)
 	}
 	for _, want := range []int{1, 2} {
 		if v, ok := l.Get(); !ok || v != want {

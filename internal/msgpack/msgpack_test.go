@@ -207,8 +207,8 @@ func TestSkipAndRaw(t *testing.T) {
 	} {
 		v := unhex(t, in)
 		r := NewReader(append(v, 0x7f))
-		if err := r.Skip(); err != nil || r.Offset() != len(v) || r.Remaining() != 1 {
-			t.Errorf("skip %s: %v at %d, want %d", in, err, r.Offset(), len(v))
+		if err := r.Skip(); err != nil || r.off != len(v) || r.Remaining() != 1 {
+			t.Errorf("skip %s: %v at %d, want %d", in, err, r.off, len(v))
 		}
 		raw, err := NewReader(append(v, 0x7f)).ReadRaw()
 		if in == "c0" {
@@ -317,7 +317,7 @@ func FuzzSkip(f *testing.F) {
 		if err := r.Skip(); err != nil {
 			return
 		}
-		n := r.Offset()
+		n := r.off
 		if n < 1 || n > len(in) {
 			t.Fatalf("skip ended at %d of %d", n, len(in))
 		}

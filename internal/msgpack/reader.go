@@ -23,9 +23,6 @@ func (r *Reader) Reset(b []byte) { r.b, r.off = b, 0 }
 // Remaining is how many bytes are left unread.
 func (r *Reader) Remaining() int { return len(r.b) - r.off }
 
-// Offset is how many bytes were read.
-func (r *Reader) Offset() int { return r.off }
-
 // End rejects trailing bytes after the top-level value.
 func (r *Reader) End() error {
 	if r.off != len(r.b) {

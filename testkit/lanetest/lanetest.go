@@ -264,11 +264,15 @@ func (f *Frontend) serveOutput() {
 			f.update(func() { f.state.Disconnects++ })
 			continue
 		}
-		if len(m.Frames) >= 1 && wire.IsShutdownSentinel(m.Frames[0]) {
+		if len(m.Frames) == 0 {
+			f.update(func() { f.state.Malformed++ })
+			continue
+		}
+		if wire.IsShutdownSentinel(m.Frames[0]) {
 			f.update(func() { f.state.Sentinels++ })
 			continue
 		}
-		ao, err := wire.DecodeAnyOutputFrames(m.Frames)
+		ao, err := wire.DecodeAnyOutput(m.Frames[0])
 		if err != nil {
 			f.update(func() { f.state.Malformed++ })
 			continue

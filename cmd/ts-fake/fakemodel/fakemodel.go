@@ -132,21 +132,6 @@ func (p Params) Finish(i, tok int) string {
 	return ""
 }
 
-// Completion is the whole deterministic completion and its finish reason.
-func (p Params) Completion() ([]int, string) {
-	var out []int
-	if p.MaxNewTokens <= 0 {
-		return out, "length"
-	}
-	for i := 0; ; i++ {
-		tok := p.Token(i)
-		out = append(out, tok)
-		if r := p.Finish(i, tok); r != "" {
-			return out, r
-		}
-	}
-}
-
 // PromptLogprob is the fake input logprob of prompt token tok at position
 // pos (pos >= 1; position 0 has none, reported as NaN/None). It depends on
 // the prompt prefix only through the token and its position, so prefill

@@ -11,6 +11,23 @@ func TestSeedMatchesEngine(t *testing.T) {
 	}
 }
 
+// Completion is the whole deterministic completion and its finish reason:
+// Token and Finish from position 0 until a reason, as ts-fake's engine
+// steps them one output at a time.
+func (p Params) Completion() ([]int, string) {
+	var out []int
+	if p.MaxNewTokens <= 0 {
+		return out, "length"
+	}
+	for i := 0; ; i++ {
+		tok := p.Token(i)
+		out = append(out, tok)
+		if r := p.Finish(i, tok); r != "" {
+			return out, r
+		}
+	}
+}
+
 func TestCompletion(t *testing.T) {
 	p := Params{Seed: 42, MaxNewTokens: 30, EOS: -1, Vocab: 1000}
 	toks, reason := p.Completion()

@@ -98,11 +98,6 @@ func Collect(ds []Delta) Result {
 	return r
 }
 
-// Parse runs a whole reply through s in one chunk.
-func Parse(s Stream, text string) Result {
-	return Collect(append(s.Push(text), s.Finish()...))
-}
-
 // Merge joins adjacent text deltas of the same kind, so a caller sends
 // one SSE event per kind per Push rather than many small ones.
 func Merge(ds []Delta) []Delta {

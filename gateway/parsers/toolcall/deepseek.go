@@ -24,7 +24,7 @@ const (
 //	{"city": "Paris"}
 //	```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 func deepseekV3Format() *format {
-	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
+	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd,
 		next: nextMarkedCall([]string{"```", dsCallEnd}, deepseekV3Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
 			return markedCalls(body, dsCallBegin, dsCallEnd, func(call string) (found, bool) {
@@ -48,7 +48,7 @@ func deepseekV3Format() *format {
 //
 //	<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 func deepseekV31Format() *format {
-	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd, special: true,
+	return &format{opens: []string{dsCallsBegin}, close: dsCallsEnd,
 		next: nextMarkedCall([]string{dsCallEnd}, deepseekV31Head),
 		parse: func(_, body string, _ *Options) ([]found, bool) {
 			return markedCalls(body, dsCallBegin, dsCallEnd, func(call string) (found, bool) {
@@ -86,7 +86,7 @@ func dsFound(name, args string) (found, bool) {
 // read as the arguments.
 func dsmlFormat(block string) func() *format {
 	return func() *format {
-		return &format{opens: []string{"<｜DSML｜" + block + ">"}, close: "</｜DSML｜" + block + ">", special: true, parse: parseDSML}
+		return &format{opens: []string{"<｜DSML｜" + block + ">"}, close: "</｜DSML｜" + block + ">", parse: parseDSML}
 	}
 }
 

@@ -14,7 +14,8 @@
 // The formats need the model's special tokens in the text (Kimi's
 // <|tool_calls_section_begin|>, DeepSeek's <｜tool▁calls▁begin｜>, Llama's
 // <|python_tag|>, harmony's <|channel|>): the caller detokenizes with
-// special tokens kept when the parser's RequiresSpecialTokens says so.
+// special tokens kept for any request with tools, as SMG does
+// (parsers.SkipSpecialTokens).
 package toolcall
 
 import (
@@ -70,8 +71,7 @@ type format struct {
 	drop       []string // markers deleted from content (Kimi K3's response channel)
 	// parse turns one region (its opening marker and body) into calls;
 	// false keeps the region's raw text as content.
-	parse   func(open, body string, o *Options) ([]found, bool)
-	special bool // needs special tokens in the text
+	parse func(open, body string, o *Options) ([]found, bool)
 	// ids, when set, overrides how a call gets its id.
 	ids func(f found, index int, o *Options) string
 	// next, when set, streams calls as they decode (stream.go): it finds
@@ -340,19 +340,6 @@ func New(name string, o Options) (delta.Stream, error) {
 		return nil, fmt.Errorf("tool-call parser %q: unknown (known: %s)", name, strings.Join(Names(), ", "))
 	}
 	return newBlock(registry[canon](), o), nil
-}
-
-// RequiresSpecialTokens reports whether the parser's markers are special
-// tokens, so the reply must be detokenized with skip_special_tokens off.
-func RequiresSpecialTokens(name string) bool {
-	canon, ok := Canonical(name)
-	if !ok || canon == "passthrough" {
-		return false
-	}
-	if canon == "harmony" || canon == "inkling" {
-		return true
-	}
-	return registry[canon]().special
 }
 
 // --- JSON helpers shared by the formats ---

@@ -3,8 +3,6 @@ package toolcall
 import (
 	"reflect"
 	"testing"
-
-	"github.com/tsd-project/tsd/gateway/parsers/delta"
 )
 
 // fuzzSplit checks that a parser's result does not depend on how the
@@ -20,7 +18,7 @@ func fuzzSplit(f *testing.F, parser string) {
 		if len(cuts) == 0 {
 			cuts = nil
 		}
-		whole := delta.Parse(newTest(t, vf.Parser, vf.Tools), text)
+		whole := parseWhole(newTest(t, vf.Parser, vf.Tools), text)
 		got := streamed(newTest(t, vf.Parser, vf.Tools), text, cuts)
 		if !reflect.DeepEqual(got, whole) {
 			t.Fatalf("text %q cuts %v\nstreamed %+v\nwhole    %+v", text, cuts, got, whole)

@@ -23,7 +23,7 @@ const (
 )
 
 func kimiK2Format() *format {
-	return &format{opens: []string{kimiSection}, close: kimiSectionEnd, special: true,
+	return &format{opens: []string{kimiSection}, close: kimiSectionEnd,
 		parse: parseKimiK2, next: nextMarkedCall([]string{kimiCallEnd}, kimiK2Head),
 		ids: func(f found, index int, o *Options) string {
 			if f.id != "" {

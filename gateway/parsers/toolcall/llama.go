@@ -13,7 +13,7 @@ import (
 // token; several calls are separated by ";". A bare object is a call only
 // when it opens the reply; "arguments" is accepted for "parameters".
 func llamaFormat() *format {
-	return &format{opens: []string{"<|python_tag|>"}, startOpens: []string{"{"}, special: true, next: nextJSONCall(';'),
+	return &format{opens: []string{"<|python_tag|>"}, startOpens: []string{"{"}, next: nextJSONCall(';'),
 		parse: func(open, body string, _ *Options) ([]found, bool) {
 			if open == "{" {
 				body = "{" + body

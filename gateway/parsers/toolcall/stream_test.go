@@ -33,7 +33,7 @@ func TestArgumentsStreamAsTheyDecode(t *testing.T) {
 			`[{"name": "get_weather", "parameters": ` + args + `}]`, "}]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			whole := delta.Parse(c.stream(), c.text)
+			whole := parseWhole(c.stream(), c.text)
 			if len(whole.Calls) != 1 || whole.Calls[0].Name != "get_weather" || whole.Calls[0].Arguments != `{"city":"Paris","unit":"celsius","days":[1,2]}` {
 				t.Fatalf("whole parse %+v", whole)
 			}
@@ -99,7 +99,7 @@ func TestConstrained(t *testing.T) {
 		{"required", "", `[{"name": }`, `[{"name": }`, nil}, // not a prefix of the forced JSON
 	} {
 		tools := map[string]json.RawMessage{"get_weather": nil, "get_time": nil}
-		got := delta.Parse(NewConstrained(c.mode, c.name, Options{NewID: testID, Tools: tools}), c.text)
+		got := parseWhole(NewConstrained(c.mode, c.name, Options{NewID: testID, Tools: tools}), c.text)
 		var calls []string
 		for _, k := range got.Calls {
 			calls = append(calls, k.Name+"="+k.Arguments)
@@ -119,7 +119,7 @@ func TestConstrainedCutOneTool(t *testing.T) {
 	t.Parallel()
 	one := Options{NewID: testID, Tools: map[string]json.RawMessage{"get_weather": nil}}
 	for _, text := range []string{`[`, `[{"na`, `[{"name": "`, `[{"name": "get_w`, `[{"name": "get_weather", "para`} {
-		got := delta.Parse(NewConstrained("required", "", one), text)
+		got := parseWhole(NewConstrained("required", "", one), text)
 		if got.Content != "" || len(got.Calls) != 1 || got.Calls[0].Name != "get_weather" || got.Calls[0].Arguments != "" {
 			t.Errorf("%q: %+v", text, got)
 		}
@@ -132,7 +132,7 @@ func TestLongCallHeadParsedWhole(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", maxCallHead)
 	text := `<tool_call>{"name": "f", "note": "` + long + `", "arguments": {"a": 1}}</tool_call>`
-	whole := delta.Parse(newTest(t, "qwen", nil), text)
+	whole := parseWhole(newTest(t, "qwen", nil), text)
 	if len(whole.Calls) != 1 || whole.Calls[0].Arguments != `{"a":1}` {
 		t.Fatalf("%+v", whole.Calls)
 	}
@@ -140,7 +140,7 @@ func TestLongCallHeadParsedWhole(t *testing.T) {
 		t.Fatalf("byte at a time %+v", b.Calls)
 	}
 	bad := `<tool_call>{"name": "f", "note": "` + long + `", "arguments": {"a": }</tool_call>`
-	if w, b := delta.Parse(newTest(t, "qwen", nil), bad), streamed(newTest(t, "qwen", nil), bad, nil); len(w.Calls) != 0 || w.Content != bad || b.Content != bad {
+	if w, b := parseWhole(newTest(t, "qwen", nil), bad), streamed(newTest(t, "qwen", nil), bad, nil); len(w.Calls) != 0 || w.Content != bad || b.Content != bad {
 		t.Fatalf("malformed long call: whole %+v, byte at a time %+v", w.Calls, b.Calls)
 	}
 }
@@ -152,7 +152,7 @@ func TestXMLArgumentsStreamAsTheyDecode(t *testing.T) {
 	t.Parallel()
 	tools := map[string]json.RawMessage{"write_file": json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"mode":{"type":"integer"}}}`)}
 	text := "<tool_call>\n<function=write_file>\n<parameter=path>\n/tmp/a.py\n</parameter>\n<parameter=content>\ndef f():\n    return \"é 東京\"\n</parameter>\n<parameter=mode>\n644\n</parameter>\n</function>\n</tool_call>"
-	whole := delta.Parse(newTest(t, "qwen_xml", tools), text)
+	whole := parseWhole(newTest(t, "qwen_xml", tools), text)
 	want := `{"path":"/tmp/a.py","content":"def f():\n    return \"é 東京\"","mode":644}`
 	if len(whole.Calls) != 1 || whole.Calls[0].Arguments != want {
 		t.Fatalf("whole %+v\nwant %s", whole.Calls, want)
