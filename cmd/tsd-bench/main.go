@@ -27,6 +27,7 @@ import (
 
 	"github.com/tsd-project/tsd/bench/bare"
 	"github.com/tsd-project/tsd/loadgen"
+	"github.com/tsd-project/tsd/profiles"
 )
 
 func main() {
@@ -98,13 +99,20 @@ func gpuNote() string {
 	return "no NVML here (no GPU polling)"
 }
 
-// pState is where the deployment of the driver's p.yaml keeps its
-// state: its own folder by its name, p (profiles.StateDir).
-const pState = ".tsd/p"
+// benchName is the name every deployment the driver starts runs under
+// (tsd up --name): one per driver process, so `tsd ls` says whose it is,
+// two drivers never claim one registry name, and the driver knows each
+// deployment's state folder whatever its profile calls itself.
+var benchName = fmt.Sprintf("tsd-bench-%d", os.Getpid())
 
-// upArgv is `tsd up --headless PROFILE`, with -fake-gpus when set.
+// stateDir is the state folder of the deployment the driver started from
+// a profile in dir (profiles.StateDir): its run/ (tsd.sock) and logs/.
+func stateDir(dir string) string { return profiles.StateDir(dir, benchName) }
+
+// upArgv is `tsd up --headless --name benchName PROFILE`, with
+// -fake-gpus when set.
 func upArgv(tsd, profile string) []string {
-	argv := []string{tsd, "up", "--headless"}
+	argv := []string{tsd, "up", "--headless", "--name", benchName}
 	if fakeGPUs > 0 {
 		argv = append(argv, "--fake-gpus", strconv.Itoa(fakeGPUs))
 	}
@@ -454,7 +462,7 @@ func waitRoles(srv *server, base string, roles ...string) error {
 func (d *deployment) restart(tsd, role string) (time.Duration, error) {
 	from := d.srv.count()
 	start := time.Now()
-	if b, err := exec.Command(tsd, "restart", "--socket", filepath.Join(d.dir, pState, "run", "tsd.sock"), role).CombinedOutput(); err != nil {
+	if b, err := exec.Command(tsd, "restart", "--socket", filepath.Join(stateDir(d.dir), "run", "tsd.sock"), role).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("tsd restart %s: %v\n%s", role, err, b)
 	}
 	_, at, err := d.srv.waitLine(from, 60*time.Second, role+" ", "handshaking → ready")

@@ -88,7 +88,7 @@ func startRelDeployment(l layout, tsd, work, name string, profile func(port int)
 // status is the deployment's snapshot (tsd status --json).
 func (d *deployment) status(tsd string) (snapshot.Snapshot, error) {
 	var s snapshot.Snapshot
-	out, err := exec.Command(tsd, "status", "--json", "--socket", filepath.Join(d.dir, pState, "run", "tsd.sock")).Output()
+	out, err := exec.Command(tsd, "status", "--json", "--socket", filepath.Join(stateDir(d.dir), "run", "tsd.sock")).Output()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
 		return s, fmt.Errorf("tsd status: %w", err)

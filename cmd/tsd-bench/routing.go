@@ -377,7 +377,7 @@ func runRoutingAs(s routingSetup, l layout, tsd, fake, work, policy, tag string,
 		run.share = float64(cached) / float64(total)
 	}
 	run.ttftP50 = percentile.NearestRankOf(ttfts, 50)
-	lines, err := accessLines(filepath.Join(dir, pState, "logs", "gateway.log"), len(reqs), 30*time.Second)
+	lines, err := accessLines(filepath.Join(stateDir(dir), "logs", "gateway.log"), len(reqs), 30*time.Second)
 	if err != nil && run.err == "" {
 		run.err = err.Error()
 	}

@@ -98,7 +98,7 @@ func (s *otlpSink) counts() (traces, spans int) {
 
 // applyProfile runs `tsd apply -y` of profile on d.
 func (d *deployment) applyProfile(tsd, profile string) error {
-	cmd := exec.Command(tsd, "apply", "--socket", filepath.Join(d.dir, ".tsd", "run", "tsd.sock"), "-y", profile)
+	cmd := exec.Command(tsd, "apply", "--socket", filepath.Join(stateDir(d.dir), "run", "tsd.sock"), "-y", profile)
 	cmd.Dir = d.dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("tsd apply %s: %v\n%s", filepath.Base(profile), err, b)
@@ -154,7 +154,7 @@ func runTracing(o options, l layout, tsd, work string, d *deployment, c int) tra
 		}
 		row.Requests += r.S.Completed
 	}
-	logPath := filepath.Join(d.dir, ".tsd", "logs", "gateway.log")
+	logPath := filepath.Join(stateDir(d.dir), "logs", "gateway.log")
 	off := fileSize(logPath)
 	r := runLoad(o, l, tsd, work, d.base, "chat", 1, o.shareN, d.srv.pid())
 	row.Share = shareRow{Name: "random prompts, tracing 10%", Run: r, Err: r.Err}

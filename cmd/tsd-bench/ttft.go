@@ -88,7 +88,7 @@ func readShare(path string, offset int64, want int) (map[string][]float64, error
 // runShare measures the gateway's share of TTFT at C=1 on d: random
 // prompts, then one prompt repeated (what a tokenizer cache hits).
 func runShare(o options, l layout, tsd, work string, d *deployment) []shareRow {
-	logPath := filepath.Join(d.dir, pState, "logs", "gateway.log")
+	logPath := filepath.Join(stateDir(d.dir), "logs", "gateway.log")
 	repeat := filepath.Join(work, "repeat.jsonl")
 	words := make([]string, o.inLen)
 	for i := range words {
