@@ -89,17 +89,7 @@ func prio(p int) *int { return &p }
 // low ones in their order. Nothing hangs: every request is answered.
 // The assertions are on order and answers only, never on timing.
 func TestE2EAdmissionOverload(t *testing.T) {
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2eadm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2eadm")
 	port := freePort(t)
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(admissionProfile(port)), 0o644); err != nil {
 		t.Fatal(err)

@@ -49,17 +49,7 @@ const (
 // deployment, the gateway URL, and a function that rewrites the profile.
 func startApplyProfile(t *testing.T, decode, extra string) (*deployment, string, func(decode, extra string)) {
 	t.Helper()
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2eap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2eap")
 	port := freePort(t)
 	write := func(decode, extra string) {
 		if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(applyProfile(port, decode, extra)), 0o644); err != nil {

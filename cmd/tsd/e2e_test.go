@@ -541,14 +541,16 @@ func freePort(t *testing.T) int {
 	return testports.Port(t)
 }
 
-// startFakeProfile writes a PD profile of ts-fake engines and runs
-// `tsd up --headless` on it with the embedded gateway.
-func startFakeProfile(t *testing.T, decodeEnv string) (*deployment, string) {
+// fakeProfileDir skips the test when ts-fake did not build, and returns
+// a fresh folder holding the empty model folder the ts-fake profiles
+// name (./model), removed when the test ends. It is os.MkdirTemp's short
+// path, not t.TempDir's: the deployment's ipc sockets live below it.
+func fakeProfileDir(t *testing.T, prefix string) string {
 	t.Helper()
 	if fakeBin == "" {
 		t.Skip("ts-fake does not build")
 	}
-	dir, err := os.MkdirTemp("", "e2ef")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,6 +558,14 @@ func startFakeProfile(t *testing.T, decodeEnv string) (*deployment, string) {
 	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// startFakeProfile writes a PD profile of ts-fake engines and runs
+// `tsd up --headless` on it with the embedded gateway.
+func startFakeProfile(t *testing.T, decodeEnv string) (*deployment, string) {
+	t.Helper()
+	dir := fakeProfileDir(t, "e2ef")
 	port := freePort(t)
 	prof := fmt.Sprintf(`name: fake-pd
 model: ./model

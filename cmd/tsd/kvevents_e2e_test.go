@@ -19,17 +19,7 @@ import (
 // gateway follows both ranks, and after requests the cached blocks and
 // the cached-token share show in `tsd status --json` and /metrics.
 func TestE2EKVEventsFillTheIndex(t *testing.T) {
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2ekv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2ekv")
 	port, kvPort := freePort(t), testports.Range(t, 4)
 	prof := fmt.Sprintf(`name: fake-kv
 model: ./model

@@ -279,17 +279,7 @@ func prefillExtra(decode string) string {
 // --headless` on it. It returns the deployment and the gateway URL.
 func fake1P2D(t *testing.T, extra string, decodeEnv string) (*deployment, string) {
 	t.Helper()
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2e14")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2e14")
 	port := freeCluster(t) // below the ephemeral range; its neighbours are reserved with it
 	prof := fmt.Sprintf(`name: fake-1p2d
 model: ./model

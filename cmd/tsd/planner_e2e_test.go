@@ -57,17 +57,7 @@ slo:
 
 func startPlannerE2E(t *testing.T, mode string) (*deployment, string) {
 	t.Helper()
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2epl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2epl")
 	port := freePort(t)
 	if err := os.WriteFile(filepath.Join(dir, "p.yaml"), []byte(plannerE2EProfile(port, mode)), 0o644); err != nil {
 		t.Fatal(err)

@@ -88,17 +88,7 @@ func TestE2EDecodeKilledUnderLoadLosesNoStream(t *testing.T) {
 // a breaker that opens after 3 failures and tries again after 1 s.
 func fakeFlapping(t *testing.T, aborts int) (*deployment, string) {
 	t.Helper()
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2ecb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2ecb")
 	port := freePort(t)
 	prof := fmt.Sprintf(`name: fake-flap
 model: ./model

@@ -27,17 +27,7 @@ type routedDeployment struct {
 
 func upRouted(t *testing.T, prefill, decode, gatewayExtra string) *routedDeployment {
 	t.Helper()
-	if fakeBin == "" {
-		t.Skip("ts-fake does not build")
-	}
-	dir, err := os.MkdirTemp("", "e2e-route")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "model"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := fakeProfileDir(t, "e2e-route")
 	port := freePort(t)
 	prof := fmt.Sprintf(`name: routed
 model: ./model
