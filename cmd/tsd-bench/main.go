@@ -111,10 +111,13 @@ func stateDir(dir string) string { return profiles.StateDir(dir, benchName) }
 
 // upArgv is `tsd up --headless --name benchName PROFILE`, with
 // -fake-gpus when set.
-func upArgv(tsd, profile string) []string {
+func upArgv(tsd, profile string) []string { return upArgvGPUs(tsd, profile, fakeGPUs) }
+
+// upArgvGPUs is upArgv with gpus simulated GPUs (none when 0).
+func upArgvGPUs(tsd, profile string, gpus int) []string {
 	argv := []string{tsd, "up", "--headless", "--name", benchName}
-	if fakeGPUs > 0 {
-		argv = append(argv, "--fake-gpus", strconv.Itoa(fakeGPUs))
+	if gpus > 0 {
+		argv = append(argv, "--fake-gpus", strconv.Itoa(gpus))
 	}
 	return append(argv, profile)
 }

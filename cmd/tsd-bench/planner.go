@@ -316,7 +316,7 @@ func startRelDeployment4(l layout, tsd, work, name string, n int, profile func(p
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startServer(dir, l.wrap(l.tsd, tsd, "up", "--headless", "--name", benchName, "--fake-gpus", "4", "p.yaml"))
+	srv, err := startServer(dir, l.wrap(l.tsd, upArgvGPUs(tsd, "p.yaml", 4)...))
 	if err != nil {
 		return nil, err
 	}
