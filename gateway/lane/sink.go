@@ -12,6 +12,7 @@ package lane
 import (
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/tsd-project/tsd/gateway/wire"
 )
@@ -35,7 +36,10 @@ func (w *Worker) newOutputSink() func([][]byte) {
 
 func (k *outputSink) message(f [][]byte) {
 	w := k.w
-	w.lastOut.Store(w.now().UnixNano())
+	// One clock read per message: the worker's silence clock and the
+	// rank's hearing (route) take the same instant.
+	now := w.now()
+	w.lastOut.Store(now.UnixNano())
 	// The recover of guard (guard.go), without building its label per
 	// message: one bad batch must not end the connection's reader.
 	defer func() {
@@ -63,15 +67,16 @@ func (k *outputSink) message(f [][]byte) {
 		w.lane.log.Warn("output batch dropped", "worker", w.Role(), "err", fmt.Errorf("decode output batch: %w", err))
 		return
 	}
-	k.route(v)
+	k.route(v, now)
 }
 
-// route is streamTable.route for a decoded view: same crediting of the
-// rank, same removal of finished streams, under the table's lock.
-func (k *outputSink) route(v *wire.OutputView) {
+// route is streamTable.route for a decoded view received at now: same
+// crediting of the rank, same removal of finished streams, under the
+// table's lock.
+func (k *outputSink) route(v *wire.OutputView, now time.Time) {
 	t := k.w.streams
 	t.mu.Lock()
-	now, last := t.now(), -1
+	last := -1
 	for i, rid := range v.RIDs {
 		s := t.streams[string(rid)]
 		if s == nil {
