@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -171,7 +170,7 @@ func (k *predKV) Match(worker string, prompt []int32) ([]int, bool) {
 	e := k.fixed[worker]
 	per := append([]int(nil), e.perRank...)
 	for i := range per {
-		for _, c := range k.claims[fmt.Sprintf("%s#%d", worker, i)] {
+		for _, c := range k.claims[routing.Tenant(worker, i)] {
 			n := 0
 			for n < len(c) && n < len(prompt)-1 && c[n] == prompt[n] {
 				n++
@@ -188,7 +187,7 @@ func (k *predKV) Predict(worker string, dpRank int, prompt []int32, _ time.Durat
 	if k.claims == nil {
 		k.claims = map[string][][]int32{}
 	}
-	key := fmt.Sprintf("%s#%d", worker, dpRank)
+	key := routing.Tenant(worker, dpRank)
 	k.claims[key] = append(k.claims[key], prompt)
 }
 
