@@ -157,7 +157,7 @@ func TestE2EAdmissionOverload(t *testing.T) {
 	if a := d.status().Gateway.Admission; a.Shed["queue_full"] != 1 || a.Shed["displaced"] != 1 || a.Admitted != 5 {
 		t.Fatalf("the queue after: %+v", a)
 	}
-	metrics := scrape(t, base)
+	metrics := metricsText(t, base)
 	for _, want := range []string{`smg_scheduler_admit_total{class="bulk",outcome="rejected_queue_full"} 1`, `smg_scheduler_admit_total{class="system",outcome="admitted"} 1`,
 		`smg_admission_queue_rejected_total{reason="displaced"} 1`, `smg_scheduler_queue_wait_seconds_count{class="interactive"} 1`} {
 		if !strings.Contains(metrics, want) {

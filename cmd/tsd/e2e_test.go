@@ -541,6 +541,18 @@ func freePort(t *testing.T) int {
 	return testports.Port(t)
 }
 
+// metricsText is the gateway's /metrics page at base.
+func metricsText(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // fakeProfileDir skips the test when ts-fake did not build, and returns
 // a fresh folder holding the empty model folder the ts-fake profiles
 // name (./model), removed when the test ends. It is os.MkdirTemp's short

@@ -154,17 +154,6 @@ func accessLayouts(t *testing.T, d *deployment) map[string]int {
 	return n
 }
 
-func metricsText(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // The aggregated-only example (four aggregated engines) serves every API
 // in one leg per request: each access line says layout=aggregated, the
 // status splits every route that way, /metrics counts them under never.

@@ -9,8 +9,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,17 +84,6 @@ func (d *deployment) waitPlanner(limit time.Duration, what string, cond func(*sn
 	}
 }
 
-func metricsOf(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
 // TestE2EPlannerAct: the prefill misses its TTFT target under long
 // prompts, the decodes have room: the planner moves decode-1's GPU to
 // prefill-1 through tsd scale's steps while three clients stream
@@ -137,7 +124,7 @@ func TestE2EPlannerAct(t *testing.T) {
 	if plan, err := d.ctl("plan", "--running"); err != nil || !strings.Contains(plan, "slo planner (act)") || !strings.Contains(plan, "prefill-1") {
 		t.Errorf("tsd plan --running: %v\n%s", err, plan)
 	}
-	m := metricsOf(t, base)
+	m := metricsText(t, base)
 	for _, want := range []string{`tsd_planner_moves_total{outcome="done"} 1`, `tsd_planner_replicas{entry="prefill",kind="prefill"} 2`, `tsd_planner_target_seconds{target="ttft_p90"} 0.15`} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -54,7 +53,7 @@ func TestE2ERoleMetricsAfterAKill(t *testing.T) {
 	// The 400's record ends after its response was written.
 	var metrics string
 	d.waitStatus(func(s snapshot.Snapshot) bool {
-		metrics = scrape(t, base)
+		metrics = metricsText(t, base)
 		return strings.Contains(metrics, "tsd_gateway_traffic_client_errors_total 1")
 	})
 	for _, want := range []string{
@@ -81,15 +80,4 @@ func TestE2ERoleMetricsAfterAKill(t *testing.T) {
 			t.Errorf("/metrics: %s missing or 0", series)
 		}
 	}
-}
-
-func scrape(t *testing.T, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
